@@ -1,0 +1,133 @@
+/* capture.h — the Python-facing half: PEP 523 frame hook, bytecode layer,
+ * symbolic interpreter, guards and transformed code.
+ *
+ *   hook.c       PEP 523 hook, per-thread enabling, the per-code-object cache
+ *                in co_extra, running transformed code in place of a frame,
+ *                and wick._C.CompiledFunction (what wick.compile returns).
+ *   frame.c      the version-specific frame handling (3.11 vs 3.12): the few
+ *                named places where CPython internals are touched.
+ *   bytecode.c   reading code objects (decode, deoptimised opcodes, lines)
+ *                and assembling new ones (caches, EXTENDED_ARG, stack depth,
+ *                line table). Needs no torch.
+ *   symbolic.c   the symbolic interpreter: runs a frame's bytecode on
+ *                symbolic values, builds a WkGraph, records guards and the
+ *                reasons for falling back.
+ *   guards.c     the flat list of C checks that decides whether a cache
+ *                entry fits a call.
+ *   transform.c  the code object that replaces the frame: load the graph's
+ *                inputs, call the compiled graph, rebuild the return value.
+ *
+ * All functions run with the GIL held. Ownership is in names (_Ref, _Borrow,
+ * _Steal) or in the comment above a declaration.
+ */
+#ifndef WICK_CAPTURE_H
+#define WICK_CAPTURE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "../common/common.h"
+#include "../graph/graph.h"
+
+/* ---- bytecode.c -------------------------------------------------------- */
+typedef struct {
+    int offset;   /* code-unit index of the instruction itself */
+    int start;    /* code-unit index of its first EXTENDED_ARG prefix (== offset if none) */
+    int opcode;   /* base (deoptimised) opcode of the running interpreter */
+    int oparg;    /* with EXTENDED_ARG folded in */
+    int line;     /* source line, -1 if none */
+} WkInstr;
+
+/* Decodes co's bytecode (PyCode_GetCode, never the adaptive copy). Returns a
+ * malloc'd array (caller frees) and its length in *n, or NULL with a Python
+ * exception set. */
+WkInstr *wk_bc_decode(PyCodeObject *co, int *n);
+const char *wk_bc_opname(int opcode); /* "LOAD_FAST"; "<N>" for unknown */
+/* Index of the WkInstr whose offset is `offset`, or -1. */
+int wk_bc_find(const WkInstr *instrs, int n, int offset);
+
+/* Assembler. Emits instructions of the running interpreter's version;
+ * version differences are inside the named helpers below. */
+typedef struct WkAsm WkAsm;
+/* The new code keeps `like`'s argument layout, flags, filename, name,
+ * qualname and first line, so tracebacks point at the user's source.
+ * `like` is borrowed. */
+WkAsm *wk_asm_new(PyCodeObject *like);
+void wk_asm_free(WkAsm *a);
+int wk_asm_const(WkAsm *a, PyObject *value); /* co_consts index; borrows value, the code keeps a ref */
+int wk_asm_name(WkAsm *a, const char *name); /* co_names index */
+int wk_asm_local(WkAsm *a, const char *name);/* localsplus index of an argument, or a new local */
+void wk_asm_set_line(WkAsm *a, int line);    /* line of the instructions emitted next */
+void wk_asm_op(WkAsm *a, int opcode, int oparg); /* raw emit: prefixes and zeroed caches added */
+/* version-neutral helpers */
+void wk_asm_resume(WkAsm *a);
+void wk_asm_push_null(WkAsm *a);
+void wk_asm_load_const(WkAsm *a, PyObject *value);
+void wk_asm_load_fast(WkAsm *a, int local);      /* checked load: safe for maybe-unbound locals */
+void wk_asm_store_fast(WkAsm *a, int local);
+void wk_asm_load_global(WkAsm *a, const char *name, int push_null);
+void wk_asm_load_attr(WkAsm *a, const char *name);
+void wk_asm_call(WkAsm *a, int nargs);           /* stack: NULL, callable, args... -> result */
+void wk_asm_build_tuple(WkAsm *a, int n);
+void wk_asm_unpack_sequence(WkAsm *a, int n);
+void wk_asm_return_value(WkAsm *a);
+/* Finishes: stack size, line table, empty exception table. New reference,
+ * or NULL with a Python exception. The assembler stays valid (free it). */
+PyObject *wk_asm_finish_Ref(WkAsm *a);
+
+/* ---- guards.c ---------------------------------------------------------- */
+typedef struct WkGuards WkGuards;
+WkGuards *wk_guards_new(void);
+void wk_guards_free(WkGuards *g);
+/* Guards on frame argument `arg` (index among the code's arguments). */
+void wk_guard_tensor(WkGuards *g, int arg, PyObject *tensor_Borrow); /* dtype, device, sizes, strides, requires_grad, exact type */
+void wk_guard_type(WkGuards *g, int arg, PyTypeObject *type);
+void wk_guard_equals(WkGuards *g, int arg, PyObject *value_Borrow); /* type + ==, for ints, floats, bools, None, strings */
+/* Guards on frame globals: the value bound to `name` is `value` (identity). */
+void wk_guard_global_is(WkGuards *g, PyObject *name_Borrow, PyObject *value_Borrow);
+void wk_guard_grad_mode(WkGuards *g, int enabled);
+/* 1 pass, 0 fail, -1 error (Python exception set). `args` are the frame's
+ * argument values in code order; globals the frame's globals dict. Cheapest
+ * checks first. On failure *why (may be NULL) names the first failing check
+ * for WICK_LOG=recompiles. */
+int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
+                    const char **why);
+/* Human-readable list of checks (new reference: list of str). */
+PyObject *wk_guards_describe_Ref(const WkGuards *g);
+
+/* ---- hook.c: the cache and the compile callback ------------------------ */
+/* One compiled (or deliberately eager) variant of a code object. */
+typedef struct WkCacheEntry {
+    struct WkCacheEntry *next;
+    /* Guard check: 1 pass, 0 fail, -1 error. The hook owns guard_state and
+     * calls free_guards on it when the entry dies. */
+    int (*check)(void *guard_state, PyObject *const *args, int nargs, PyObject *globals,
+                 const char **why);
+    void (*free_guards)(void *guard_state);
+    void *guard_state;
+    PyObject *code;   /* owned: the transformed code to run, or NULL to run the frame eagerly */
+    PyObject *info;   /* owned dict for explain(): graph, source, guards, reason, ...; may be NULL */
+} WkCacheEntry;
+
+/* Called by the hook on a cache miss, with the hook disabled on this thread.
+ * fn/code are the frame's function and code, args its argument values
+ * (borrowed), options the dict given to wick.compile (borrowed).
+ * Returns a new entry (the hook takes ownership), or NULL with a Python
+ * exception set: the hook then propagates that exception (fullgraph=True
+ * errors, KeyboardInterrupt). Falling back to eager is expressed as an entry
+ * with code == NULL and a reason in info, never as NULL. */
+typedef WkCacheEntry *(*WkFrameCompiler)(PyFunctionObject *fn, PyCodeObject *code,
+                                         PyObject *const *args, int nargs, PyObject *options);
+void wk_hook_set_compiler(WkFrameCompiler compiler);
+/* Frees an entry and everything it owns (not ->next). */
+void wk_cache_entry_free(WkCacheEntry *e);
+
+/* Adds CompiledFunction, set_enabled, reset, code_entries, ... to wick._C. */
+int wk_hook_init(PyObject *module);
+
+/* ---- symbolic.c -------------------------------------------------------- */
+/* The WkFrameCompiler wick installs. */
+WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyObject *const *args,
+                                   int nargs, PyObject *options);
+int wk_cap_init(PyObject *module);
+
+#endif /* WICK_CAPTURE_H */

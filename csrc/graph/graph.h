@@ -1,0 +1,202 @@
+/* graph.h — the graph IR, where capture and compile meet.
+ *
+ * Types, grouped by the file that implements them:
+ *   sym.c    symbolic integer expressions (sizes, strides, loop indices)
+ *   graph.c  dtypes, values, nodes, graphs; the builder runs each op's shape
+ *            and dtype rule from ops.def as nodes are added
+ *   ops.c    the op table's metadata (names, kinds, signatures, torch names)
+ *
+ * Python-free: this layer builds into C unit tests without an interpreter.
+ *
+ * Ownership: a WkGraph owns everything reachable from it (values, nodes,
+ * attributes, strings, its WkSymPool). Pointers returned by accessors are
+ * borrowed and valid until wk_graph_free().
+ */
+#ifndef WICK_GRAPH_H
+#define WICK_GRAPH_H
+
+#include "../common/common.h"
+
+/* ---- dtypes (graph.c) -------------------------------------------------- */
+/*       name  C type     torch name   bytes  category: 0 bool, 1 integral, 2 floating */
+#define WK_DTYPE_TABLE(X)                            \
+    X(BOOL, uint8_t, "bool", 1, 0)                   \
+    X(U8, uint8_t, "uint8", 1, 1)                    \
+    X(I8, int8_t, "int8", 1, 1)                      \
+    X(I16, int16_t, "int16", 2, 1)                   \
+    X(I32, int32_t, "int32", 4, 1)                   \
+    X(I64, int64_t, "int64", 8, 1)                   \
+    X(F16, uint16_t, "float16", 2, 2)                \
+    X(BF16, uint16_t, "bfloat16", 2, 2)              \
+    X(F32, float, "float32", 4, 2)                   \
+    X(F64, double, "float64", 8, 2)
+
+typedef enum {
+#define WK_DT_ENUM(name, ctype, tname, bytes, cat) WK_##name,
+    WK_DTYPE_TABLE(WK_DT_ENUM)
+#undef WK_DT_ENUM
+    WK_NDTYPES
+} WkDType;
+
+const char *wk_dtype_name(WkDType dt);       /* torch spelling: "float32" */
+int wk_dtype_from_name(const char *name);    /* -1 if unknown */
+int wk_dtype_size(WkDType dt);
+int wk_dtype_is_float(WkDType dt);
+int wk_dtype_is_integral(WkDType dt);        /* bool excluded */
+/* torch.promote_types */
+WkDType wk_dtype_promote(WkDType a, WkDType b);
+/* The dtypes the CPU code generator computes in today. Others make the graph
+ * builder fail with a clear reason, and capture falls back. */
+int wk_dtype_supported(WkDType dt);
+
+typedef enum { WK_DEV_CPU = 0, WK_DEV_CUDA = 1 } WkDeviceType;
+typedef struct { WkDeviceType type; int index; } WkDevice;
+
+/* ---- symbolic integers (sym.c) ---------------------------------------- */
+/* Immutable and hash-consed within their pool: two structurally equal
+ * expressions are the same pointer, so `a == b` is equality. Constructors
+ * simplify (constant folding, x+0, x*1, x*0, sums of constants collected,
+ * nested constant products merged) and keep a canonical operand order. */
+typedef enum {
+    WK_SYM_CONST,
+    WK_SYM_VAR,      /* a named integer: a dynamic size, or a loop index */
+    WK_SYM_ADD,
+    WK_SYM_MUL,
+    WK_SYM_FLOORDIV, /* a // b, b > 0 */
+    WK_SYM_MOD,      /* a % b, b > 0, result >= 0 for a >= 0 */
+    WK_SYM_MIN,
+    WK_SYM_MAX,
+} WkSymKind;
+
+typedef struct WkSym WkSym;
+struct WkSym {
+    WkSymKind kind;
+    int64_t value;      /* CONST: the value */
+    int var;            /* VAR: index into the pool's variable names */
+    const WkSym *a, *b; /* operands of binary kinds */
+    uint64_t hash;
+};
+
+typedef struct WkSymPool WkSymPool;
+WkSymPool *wk_sympool_new(void);
+void wk_sympool_free(WkSymPool *p);
+const WkSym *wk_sym_const(WkSymPool *p, int64_t v);
+/* A variable named `name` (copied); the same name gives the same variable. */
+const WkSym *wk_sym_var(WkSymPool *p, const char *name);
+const char *wk_sym_var_name(const WkSymPool *p, int var);
+const WkSym *wk_sym_add(WkSymPool *p, const WkSym *a, const WkSym *b);
+const WkSym *wk_sym_mul(WkSymPool *p, const WkSym *a, const WkSym *b);
+const WkSym *wk_sym_floordiv(WkSymPool *p, const WkSym *a, const WkSym *b);
+const WkSym *wk_sym_mod(WkSymPool *p, const WkSym *a, const WkSym *b);
+const WkSym *wk_sym_min(WkSymPool *p, const WkSym *a, const WkSym *b);
+const WkSym *wk_sym_max(WkSymPool *p, const WkSym *a, const WkSym *b);
+int wk_sym_is_const(const WkSym *s, int64_t *out); /* 1 and *out set if constant */
+/* Evaluates with var i bound to values[i]; values may be NULL if s has no vars. */
+int64_t wk_sym_eval(const WkSym *s, const int64_t *values);
+/* Appends C syntax for s to out; `var_name` maps a var to its C spelling
+ * (NULL uses the pool's names). Integer arithmetic is int64_t. */
+void wk_sym_to_c(const WkSymPool *p, const WkSym *s, WkStr *out,
+                 const char *(*var_name)(void *ctx, int var), void *ctx);
+
+/* ---- ops (ops.c, table in ops.def) ------------------------------------ */
+typedef enum {
+#define WK_OP_ENUM(name, kind, arity, shape, dtype, sig, torch) WK_OP_##name,
+#include "ops.def"
+#undef WK_OP_ENUM
+    WK_NOPS
+} WkOp;
+
+typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT } WkOpKind;
+typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SCALAR } WkShapeRule;
+typedef enum {
+    WK_DTR_PROMOTE, WK_DTR_PROMOTE_FLOAT, WK_DTR_COMPARE, WK_DTR_WHERE, WK_DTR_SUM,
+    WK_DTR_SAME, WK_DTR_SAME_NOBOOL, WK_DTR_FLOAT_ONLY, WK_DTR_ATTR
+} WkDTypeRule;
+
+typedef struct {
+    const char *name;      /* "ADD" */
+    WkOpKind kind;
+    int arity;
+    WkShapeRule shape;
+    WkDTypeRule dtype;
+    const char *signature; /* "input, other, *, alpha=1" */
+    const char *torch;     /* space-separated: "torch.add Tensor.add" */
+} WkOpInfo;
+
+const WkOpInfo *wk_op_info(WkOp op);
+int wk_op_from_name(const char *name); /* "ADD" or "add"; -1 if unknown */
+
+/* ---- graph (graph.c) --------------------------------------------------- */
+typedef struct {
+    WkDType dtype;     /* for SCALAR/CONVERT, and SUM/MEAN's dtype= (else -1 casted: see has_dtype) */
+    int has_dtype;
+    int ndims;         /* REDUCE: number of dims in dims[]; 0 means all dims */
+    int dims[WK_MAX_DIMS]; /* REDUCE: normalised to 0..ndim-1, sorted, unique */
+    int keepdim;
+    double fvalue;     /* SCALAR: value when dtype is floating */
+    int64_t ivalue;    /* SCALAR: value when dtype is integral or bool */
+} WkAttrs;
+
+/* A value is a tensor produced by a graph input or a node. */
+typedef struct {
+    int id;                 /* index in the graph's values */
+    WkDType dtype;
+    WkDevice device;
+    int ndim;
+    const WkSym *sizes[WK_MAX_DIMS];
+    const WkSym *strides[WK_MAX_DIMS]; /* inputs: as observed; node outputs: contiguous */
+    int requires_grad;
+    int is_wrapped_number;  /* a Python scalar made a 0-d value: weaker in type promotion */
+    int node;               /* producing node index, or -1 for a graph input */
+    int input_index;        /* position among graph inputs, or -1 */
+    const char *source;     /* inputs: how to fetch it from the frame, e.g. "L['x']" */
+} WkValue;
+
+typedef struct {
+    WkOp op;
+    int ninputs;
+    int inputs[3];          /* value ids */
+    int output;             /* value id */
+    WkAttrs attrs;
+} WkNode;
+
+typedef struct WkGraph WkGraph;
+
+WkGraph *wk_graph_new(void);
+void wk_graph_free(WkGraph *g);
+WkSymPool *wk_graph_syms(WkGraph *g);
+
+/* Adds an input tensor. sizes/strides are concrete; dynamic inputs use
+ * wk_graph_input_sym. Returns the value id, or -1 (wk_error set) for an
+ * unsupported dtype or rank. */
+int wk_graph_input(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
+                   const int64_t *strides, int requires_grad, const char *source);
+int wk_graph_input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkSym *const *sizes,
+                       const WkSym *const *strides, int requires_grad, const char *source);
+/* A Python scalar as a 0-d wrapped-number value: dt is BOOL, I64 or F64. */
+int wk_graph_scalar(WkGraph *g, WkDType dt, double fvalue, int64_t ivalue);
+/* Appends a node; runs the op's shape and dtype rules. Returns the output
+ * value id, or -1 with wk_error set to a message torch users recognise
+ * ("where: condition must be bool", "amax: reduction over zero elements"). */
+int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs);
+/* Marks a value as the next graph output (a value may be output twice). */
+int wk_graph_output(WkGraph *g, int value);
+
+int wk_graph_nvalues(const WkGraph *g);
+int wk_graph_nnodes(const WkGraph *g);
+int wk_graph_ninputs(const WkGraph *g);
+int wk_graph_noutputs(const WkGraph *g);
+const WkValue *wk_graph_value(const WkGraph *g, int id);
+const WkNode *wk_graph_node(const WkGraph *g, int index);
+int wk_graph_input_value(const WkGraph *g, int i);  /* value id of input i */
+int wk_graph_output_value(const WkGraph *g, int i); /* value id of output i */
+/* Number of nodes reading value id (outputs not counted). */
+int wk_graph_nusers(const WkGraph *g, int value);
+
+/* Human-readable listing, one node per line; caller frees. Stable: used for
+ * logs, explain() and the codegen replay tests. */
+char *wk_graph_print(const WkGraph *g);
+/* Structural hash of nodes, attrs and input metadata (not sources). */
+uint64_t wk_graph_hash(const WkGraph *g);
+
+#endif /* WICK_GRAPH_H */

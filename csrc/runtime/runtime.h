@@ -1,0 +1,59 @@
+/* runtime.h — turning a WkProgram into something Python can call.
+ *
+ *   cc.c        Python-free. Compiles a C source with the system compiler
+ *               ($WICK_CC or cc) into a shared object, cached on disk by the
+ *               SHA-256 of (source, compiler identity, flags) under
+ *               $WICK_CACHE_DIR (default ~/.cache/wick). Writes go to a
+ *               temporary file and are renamed into place, so processes that
+ *               share the cache never see half a file. Each .so has a sidecar
+ *               holding its own SHA-256; a mismatch (a corrupt or truncated
+ *               file) is detected and the artifact rebuilt.
+ *   compiled.c  the C type wick._C.CompiledGraph: holds the loaded library
+ *               and the buffer plan; calling it with the graph's input
+ *               tensors allocates outputs and temporaries, calls the entry
+ *               point, and returns the outputs (a tensor, or a tuple when the
+ *               graph has several). No Python code runs on that path.
+ *   pygraph.c   the C type wick._C.Graph: a Python handle on a WkGraph under
+ *               construction, used by the torch.compile adapter (FX import),
+ *               by tests of the compiler alone, and by capture to hand a
+ *               graph to a non-wick backend.
+ */
+#ifndef WICK_RUNTIME_H
+#define WICK_RUNTIME_H
+
+#include "../codegen/program.h"
+
+/* ---- cc.c (Python-free) ------------------------------------------------ */
+typedef struct WkLib WkLib;
+/* Returns the loaded library for `source`, compiling it on a cache miss.
+ * NULL with wk_error set (compiler missing, compile error with its stderr,
+ * dlopen failure). `*cache_hit` (may be NULL) tells whether it was reused. */
+WkLib *wk_cc_load(const char *source, int *cache_hit);
+void *wk_cc_symbol(WkLib *lib, const char *name);
+const char *wk_cc_path(const WkLib *lib);
+void wk_cc_close(WkLib *lib);
+/* The cache directory in use (created on demand). */
+const char *wk_cc_cache_dir(void);
+
+#ifdef PY_SSIZE_T_CLEAN /* the Python-facing half; include Python.h first */
+/* ---- compiled.c -------------------------------------------------------- */
+/* Compiles g with the wick pipeline and returns a new CompiledGraph
+ * (new reference), or NULL with wk_error set and no Python exception when
+ * wick cannot compile it (the caller falls back), or NULL with a Python
+ * exception for interpreter-level failures (KeyboardInterrupt, MemoryError).
+ * Does not take ownership of g. */
+PyObject *wk_rt_compile_Ref(const WkGraph *g);
+/* Source, summary and timings of a CompiledGraph as a dict (new reference). */
+PyObject *wk_rt_describe_Ref(PyObject *compiled);
+
+/* ---- pygraph.c --------------------------------------------------------- */
+/* Wraps g in a wick._C.Graph (new reference); the wrapper owns g from then on. */
+PyObject *wk_rt_graph_wrap_Steal(WkGraph *g);
+/* The WkGraph inside a wick._C.Graph (borrowed), or NULL if not one. */
+WkGraph *wk_rt_graph_unwrap_Borrow(PyObject *obj);
+
+/* Module init: adds CompiledGraph and Graph to wick._C. */
+int wk_rt_init(PyObject *module);
+#endif
+
+#endif /* WICK_RUNTIME_H */
