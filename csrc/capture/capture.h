@@ -73,6 +73,13 @@ void wk_asm_return_value(WkAsm *a);
 /* Finishes: stack size, line table, empty exception table. New reference,
  * or NULL with a Python exception. The assembler stays valid (free it). */
 PyObject *wk_asm_finish_Ref(WkAsm *a);
+/* Added by the hook engineer (bytecode.c): jumps by label, so callers need
+ * not know EXTENDED_ARG sizes (finish resolves them to a fixed point), and
+ * COMPARE_OP with the per-version oparg encoding (3.12 mask bits). */
+int wk_asm_new_label(WkAsm *a);
+void wk_asm_bind_label(WkAsm *a, int label);         /* label = next emitted instruction */
+void wk_asm_jump(WkAsm *a, int opcode, int label);   /* any relative jump opcode */
+void wk_asm_compare_op(WkAsm *a, int cmp);           /* 0..5 = < <= == != > >= */
 
 /* ---- guards.c ---------------------------------------------------------- */
 typedef struct WkGuards WkGuards;
@@ -120,6 +127,12 @@ typedef WkCacheEntry *(*WkFrameCompiler)(PyFunctionObject *fn, PyCodeObject *cod
 void wk_hook_set_compiler(WkFrameCompiler compiler);
 /* Frees an entry and everything it owns (not ->next). */
 void wk_cache_entry_free(WkCacheEntry *e);
+
+/* Added by the hook engineer: marks `code` so the hook considers its frames
+ * (CompiledFunction does this for fn.__code__; capture uses it for resume
+ * functions). options is kept (new reference); a second mark replaces it.
+ * 0 or -1 with a Python exception. */
+int wk_hook_mark_code(PyCodeObject *code, PyObject *options);
 
 /* Adds CompiledFunction, set_enabled, reset, code_entries, ... to wick._C. */
 int wk_hook_init(PyObject *module);

@@ -99,12 +99,16 @@ void wk_sym_to_c(const WkSymPool *p, const WkSym *s, WkStr *out,
                  const char *(*var_name)(void *ctx, int var), void *ctx);
 
 /* ---- ops (ops.c, table in ops.def) ------------------------------------ */
+/* push/pop keep a WK_OP that an includer defined for its own expansion */
+#pragma push_macro("WK_OP")
+#undef WK_OP
 typedef enum {
-#define WK_OP_ENUM(name, kind, arity, shape, dtype, sig, torch) WK_OP_##name,
+#define WK_OP(name, kind, arity, shape, dtype, sig, torch) WK_OP_##name,
 #include "ops.def"
-#undef WK_OP_ENUM
+#undef WK_OP
     WK_NOPS
 } WkOp;
+#pragma pop_macro("WK_OP")
 
 typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT } WkOpKind;
 typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SCALAR } WkShapeRule;

@@ -1,0 +1,50 @@
+/* frame.h — private interface between hook.c and frame.c.
+ *
+ * frame.c is the one translation unit that includes CPython's internal
+ * frame headers; hook.c only sees the opaque struct _PyInterpreterFrame.
+ * WK_FRAME_CAN_TRANSFORM is 0 where frame.c does not know the frame layout
+ * (3.13+): the hook then passes every frame through and never compiles.
+ */
+#ifndef WICK_CAPTURE_FRAME_H
+#define WICK_CAPTURE_FRAME_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#define WK_FRAME_CAN_TRANSFORM 1
+#else
+#define WK_FRAME_CAN_TRANSFORM 0
+#endif
+
+struct _PyInterpreterFrame;
+typedef PyObject *(*WkEvalFn)(PyThreadState *, struct _PyInterpreterFrame *, int);
+
+/* The frame's code when the hook may consider the frame: a fresh,
+ * thread-owned frame of an optimized, non-generator function, outside
+ * tracer callbacks and finalization. NULL (no exception) = pass through. */
+PyCodeObject *wk_frame_code_if_eligible(PyThreadState *ts, struct _PyInterpreterFrame *f,
+                                        int throwflag);
+PyFunctionObject *wk_frame_func_Borrow(struct _PyInterpreterFrame *f);
+PyObject *wk_frame_globals_Borrow(struct _PyInterpreterFrame *f);
+/* The argument slots (code order). Valid until the frame runs or dies. */
+PyObject *const *wk_frame_args(struct _PyInterpreterFrame *f);
+/* Number of argument slots of co: positional, kw-only, *args, **kwargs. */
+int wk_frame_nargs(PyCodeObject *co);
+/* Why `nc` cannot run in place of a frame of `orig` (NULL = it can). */
+const char *wk_frame_incompatible(PyCodeObject *orig, PyCodeObject *nc);
+/* Runs `nc` in place of frame f (same arguments) and disposes of f as the
+ * running version requires. Returns the result (new ref) or NULL with an
+ * exception. After this call f is gone (3.12) or owned by the caller (3.11). */
+PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc);
+/* Error return without running f: disposes of f where the version requires
+ * it (3.12) and returns NULL. The exception must be set. */
+PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f);
+/* Data-stack top, for balance checks in tests. */
+void *wk_frame_datastack_top(PyThreadState *ts);
+
+/* bytecode.c: test-only entries (_bc_decode, _asm_demo) and the opcode
+ * tables, added to wick._C by wk_hook_init. */
+int wk_bc_init(PyObject *module);
+
+#endif /* WICK_CAPTURE_FRAME_H */

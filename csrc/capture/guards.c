@@ -1,0 +1,544 @@
+/* guards.c — the flat list of C checks that decides whether a cache entry
+ * fits a call (capture engineer).
+ *
+ * Checks are kept sorted by cost as they are added (stable), so a call that
+ * misses usually fails on a pointer compare: exact types and identities
+ * first, then Python values, then grad mode, then tensor metadata (dtype,
+ * requires_grad, sizes, strides, device), which costs attribute lookups.
+ * Tensor metadata is read through interned attribute names; a tensor whose
+ * metadata cannot be read (sparse layouts have no strides) fails the check
+ * rather than raising, so the caller recompiles and falls back. */
+#include <string.h>
+
+#include "symbolic.h"
+
+typedef enum {
+    CK_TYPE,       /* Py_TYPE(arg) is type */
+    CK_ID,         /* arg is value */
+    CK_EQUALS,     /* type(arg) is type and arg == value (floats bitwise) */
+    CK_GLOBAL_IS,  /* globals/builtins lookup of name is value */
+    CK_ATTR_IS,    /* getattr(owner, name) is value */
+    CK_GRAD_MODE,  /* torch.is_grad_enabled() == enabled */
+    CK_TENSOR,     /* dtype, requires_grad, sizes, strides, device */
+} CheckKind;
+
+/* cheapest first */
+static const int check_cost[] = {0, 0, 1, 2, 3, 4, 5};
+
+typedef struct {
+    CheckKind kind;
+    int arg;
+    PyTypeObject *type; /* owned: TYPE, EQUALS */
+    PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS */
+    PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS */
+    PyObject *owner;    /* owned: ATTR_IS */
+    int enabled;        /* GRAD_MODE */
+    /* TENSOR */
+    PyObject *dtype;  /* owned */
+    PyObject *device; /* owned */
+    int requires_grad;
+    int ndim;
+    int64_t *sizes, *strides; /* malloc'd, ndim each */
+} Check;
+
+struct WkGuards {
+    WkVec(Check) checks;
+    PyObject *names; /* tuple of arg names, or NULL */
+};
+
+static PyObject *s_dtype, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_builtins;
+static PyObject *grad_fn; /* torch.is_grad_enabled, cached */
+
+static int init_names(void) {
+    if (s_dtype) return 0;
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_device = PyUnicode_InternFromString("device");
+    s_requires_grad = PyUnicode_InternFromString("requires_grad");
+    s_shape = PyUnicode_InternFromString("shape");
+    s_stride = PyUnicode_InternFromString("stride");
+    s_builtins = PyUnicode_InternFromString("__builtins__");
+    if (!s_dtype || !s_device || !s_requires_grad || !s_shape || !s_stride || !s_builtins) {
+        PyErr_Clear();
+        s_dtype = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+WkGuards *wk_guards_new(void) {
+    init_names();
+    return wk_xcalloc(1, sizeof(WkGuards));
+}
+
+static void check_clear(Check *c) {
+    Py_XDECREF(c->type);
+    Py_XDECREF(c->value);
+    Py_XDECREF(c->name);
+    Py_XDECREF(c->owner);
+    Py_XDECREF(c->dtype);
+    Py_XDECREF(c->device);
+    free(c->sizes);
+    free(c->strides);
+}
+
+void wk_guards_free(WkGuards *g) {
+    if (!g) return;
+    for (int i = 0; i < g->checks.len; i++) check_clear(&g->checks.data[i]);
+    wk_vec_free(&g->checks);
+    Py_XDECREF(g->names);
+    free(g);
+}
+
+void wk_guards_set_arg_names(WkGuards *g, PyObject *names) {
+    Py_XINCREF(names);
+    Py_XSETREF(g->names, names);
+}
+
+int wk_guards_count(const WkGuards *g) { return g->checks.len; }
+
+/* Inserts after every check of cost <= c's cost (stable). */
+static void add_check(WkGuards *g, Check c) {
+    wk_vec_push(&g->checks, c);
+    int i = g->checks.len - 1;
+    while (i > 0 && check_cost[g->checks.data[i - 1].kind] > check_cost[c.kind]) {
+        g->checks.data[i] = g->checks.data[i - 1];
+        i--;
+    }
+    g->checks.data[i] = c;
+}
+
+static int has_check(const WkGuards *g, CheckKind kind, int arg) {
+    for (int i = 0; i < g->checks.len; i++)
+        if (g->checks.data[i].kind == kind && g->checks.data[i].arg == arg) return 1;
+    return 0;
+}
+
+void wk_guard_type(WkGuards *g, int arg, PyTypeObject *type) {
+    if (has_check(g, CK_TYPE, arg)) return;
+    Check c = {.kind = CK_TYPE, .arg = arg};
+    Py_INCREF(type);
+    c.type = type;
+    add_check(g, c);
+}
+
+void wk_guard_id(WkGuards *g, int arg, PyObject *value) {
+    if (has_check(g, CK_ID, arg)) return;
+    Check c = {.kind = CK_ID, .arg = arg};
+    c.value = Py_NewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_equals(WkGuards *g, int arg, PyObject *value) {
+    if (has_check(g, CK_EQUALS, arg)) return;
+    Check c = {.kind = CK_EQUALS, .arg = arg};
+    Py_INCREF(Py_TYPE(value));
+    c.type = Py_TYPE(value);
+    c.value = Py_NewRef(value);
+    add_check(g, c);
+}
+
+/* Reads dtype, device, requires_grad, sizes and strides. 0 or -1 (Python
+ * exception set). */
+static int read_tensor(PyObject *t, PyObject **dtype, PyObject **device, int *requires_grad,
+                       int *ndim, int64_t **sizes, int64_t **strides) {
+    PyObject *shape = NULL, *stride = NULL, *rg = NULL;
+    *dtype = *device = NULL;
+    *sizes = *strides = NULL;
+    if (init_names() < 0) goto error;
+    *dtype = PyObject_GetAttr(t, s_dtype);
+    if (!*dtype) goto error;
+    *device = PyObject_GetAttr(t, s_device);
+    if (!*device) goto error;
+    rg = PyObject_GetAttr(t, s_requires_grad);
+    if (!rg) goto error;
+    *requires_grad = PyObject_IsTrue(rg);
+    if (*requires_grad < 0) goto error;
+    shape = PyObject_GetAttr(t, s_shape);
+    if (!shape) goto error;
+    stride = PyObject_CallMethodNoArgs(t, s_stride);
+    if (!stride) goto error;
+    if (!PyTuple_Check(shape) || !PyTuple_Check(stride) ||
+        PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(stride)) {
+        PyErr_SetString(PyExc_TypeError, "tensor shape/stride are not tuples of one length");
+        goto error;
+    }
+    *ndim = (int)PyTuple_GET_SIZE(shape);
+    *sizes = wk_xcalloc((size_t)*ndim + 1, sizeof(int64_t));
+    *strides = wk_xcalloc((size_t)*ndim + 1, sizeof(int64_t));
+    for (int i = 0; i < *ndim; i++) {
+        (*sizes)[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        (*strides)[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
+    }
+    if (PyErr_Occurred()) goto error;
+    Py_DECREF(shape);
+    Py_DECREF(stride);
+    Py_DECREF(rg);
+    return 0;
+error:
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(rg);
+    Py_CLEAR(*dtype);
+    Py_CLEAR(*device);
+    free(*sizes);
+    free(*strides);
+    *sizes = *strides = NULL;
+    return -1;
+}
+
+void wk_guard_tensor(WkGuards *g, int arg, PyObject *tensor) {
+    wk_guard_type(g, arg, Py_TYPE(tensor));
+    if (has_check(g, CK_TENSOR, arg)) return;
+    Check c = {.kind = CK_TENSOR, .arg = arg};
+    if (read_tensor(tensor, &c.dtype, &c.device, &c.requires_grad, &c.ndim, &c.sizes, &c.strides) < 0) {
+        /* Unreadable metadata: the type guard alone describes this call. */
+        PyErr_Clear();
+        return;
+    }
+    add_check(g, c);
+}
+
+void wk_guard_global_is(WkGuards *g, PyObject *name, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_GLOBAL_IS && PyUnicode_Compare(o->name, name) == 0) return;
+    }
+    Check c = {.kind = CK_GLOBAL_IS, .arg = -1};
+    c.name = Py_NewRef(name);
+    c.value = Py_NewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_attr_is(WkGuards *g, PyObject *module, PyObject *name, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_ATTR_IS && o->owner == module && PyUnicode_Compare(o->name, name) == 0)
+            return;
+    }
+    Check c = {.kind = CK_ATTR_IS, .arg = -1};
+    c.owner = Py_NewRef(module);
+    c.name = Py_NewRef(name);
+    c.value = Py_NewRef(value);
+    add_check(g, c);
+}
+
+static int init_grad_fn(void) {
+    if (grad_fn) return 0;
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (!torch) return -1;
+    grad_fn = PyObject_GetAttrString(torch, "is_grad_enabled");
+    Py_DECREF(torch);
+    return grad_fn ? 0 : -1;
+}
+
+int wk_guards_grad_enabled(void) {
+    if (init_grad_fn() < 0) return -1;
+    PyObject *r = PyObject_CallNoArgs(grad_fn);
+    if (!r) return -1;
+    int on = (r == Py_True);
+    Py_DECREF(r);
+    return on;
+}
+
+void wk_guard_grad_mode(WkGuards *g, int enabled) {
+    if (has_check(g, CK_GRAD_MODE, -1)) return;
+    Check c = {.kind = CK_GRAD_MODE, .arg = -1, .enabled = enabled};
+    add_check(g, c);
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+static _Thread_local char why_buf[512];
+
+static const char *arg_name(const WkGuards *g, int arg, char *buf, size_t n) {
+    if (g->names && arg >= 0 && arg < PyTuple_GET_SIZE(g->names)) {
+        const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(g->names, arg));
+        if (s) {
+            snprintf(buf, n, "L['%s']", s);
+            return buf;
+        }
+        PyErr_Clear();
+    }
+    snprintf(buf, n, "arg%d", arg);
+    return buf;
+}
+
+static void fmt_ints(WkStr *s, const int64_t *v, int n) {
+    wk_str_append(s, "[");
+    for (int i = 0; i < n; i++) wk_str_printf(s, "%s%lld", i ? ", " : "", (long long)v[i]);
+    wk_str_append(s, "]");
+}
+
+static void fmt_tuple_ints(WkStr *s, PyObject *t) {
+    wk_str_append(s, "[");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        wk_str_printf(s, "%s%lld", i ? ", " : "", PyLong_AsLongLong(PyTuple_GET_ITEM(t, i)));
+    wk_str_append(s, "]");
+    PyErr_Clear();
+}
+
+/* Sets why_buf to "<who> <what> mismatch: expected <e>, got <g>". */
+static void set_why_tuple(const char *who, const char *what, const int64_t *exp, int n, PyObject *got) {
+    WkStr s = {0};
+    wk_str_printf(&s, "%s %s mismatch: expected ", who, what);
+    fmt_ints(&s, exp, n);
+    wk_str_append(&s, ", got ");
+    if (PyTuple_Check(got))
+        fmt_tuple_ints(&s, got);
+    else
+        wk_str_append(&s, "?");
+    snprintf(why_buf, sizeof why_buf, "%s", s.data);
+    wk_str_free(&s);
+}
+
+static int same_ints(PyObject *t, const int64_t *v, int n) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != n) return 0;
+    for (int i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(t, i);
+        int overflow = 0;
+        long long x = PyLong_Check(o) ? PyLong_AsLongLongAndOverflow(o, &overflow) : -1;
+        if (!PyLong_Check(o) || overflow || x != v[i]) return 0;
+    }
+    return 1;
+}
+
+/* A failure to read metadata is a mismatch (the caller recompiles and falls
+ * back), except for BaseExceptions such as KeyboardInterrupt. */
+static int read_failed(const char *who, const char *what) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+    PyErr_Clear();
+    snprintf(why_buf, sizeof why_buf, "%s %s could not be read", who, what);
+    return 0;
+}
+
+static int check_tensor(const WkGuards *g, const Check *c, PyObject *x) {
+    char nb[160];
+    const char *who = arg_name(g, c->arg, nb, sizeof nb);
+    PyObject *o = PyObject_GetAttr(x, s_dtype);
+    if (!o) return read_failed(who, "dtype");
+    int ok = (o == c->dtype);
+    if (!ok) {
+        PyObject *e = PyObject_Str(c->dtype), *got = PyObject_Str(o);
+        snprintf(why_buf, sizeof why_buf, "%s dtype mismatch: expected %s, got %s", who,
+                 e ? PyUnicode_AsUTF8(e) : "?", got ? PyUnicode_AsUTF8(got) : "?");
+        Py_XDECREF(e);
+        Py_XDECREF(got);
+        PyErr_Clear();
+    }
+    Py_DECREF(o);
+    if (!ok) return 0;
+
+    o = PyObject_GetAttr(x, s_requires_grad);
+    if (!o) return read_failed(who, "requires_grad");
+    ok = ((o == Py_True) == (c->requires_grad != 0));
+    Py_DECREF(o);
+    if (!ok) {
+        snprintf(why_buf, sizeof why_buf, "%s requires_grad mismatch: expected %s", who,
+                 c->requires_grad ? "True" : "False");
+        return 0;
+    }
+
+    o = PyObject_GetAttr(x, s_shape);
+    if (!o) return read_failed(who, "shape");
+    ok = same_ints(o, c->sizes, c->ndim);
+    if (!ok) set_why_tuple(who, "size", c->sizes, c->ndim, o);
+    Py_DECREF(o);
+    if (!ok) return 0;
+
+    o = PyObject_CallMethodNoArgs(x, s_stride);
+    if (!o) return read_failed(who, "stride");
+    ok = same_ints(o, c->strides, c->ndim);
+    if (!ok) set_why_tuple(who, "stride", c->strides, c->ndim, o);
+    Py_DECREF(o);
+    if (!ok) return 0;
+
+    o = PyObject_GetAttr(x, s_device);
+    if (!o) return read_failed(who, "device");
+    int eq = PyObject_RichCompareBool(o, c->device, Py_EQ);
+    Py_DECREF(o);
+    if (eq < 0) return read_failed(who, "device");
+    if (!eq) {
+        PyObject *e = PyObject_Str(c->device);
+        snprintf(why_buf, sizeof why_buf, "%s device mismatch: expected %s", who,
+                 e ? PyUnicode_AsUTF8(e) : "?");
+        Py_XDECREF(e);
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static int values_equal(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (PyFloat_CheckExact(a) && PyFloat_CheckExact(b)) {
+        /* bitwise: NaN matches NaN, 0.0 does not match -0.0 */
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return memcmp(&x, &y, sizeof x) == 0;
+    }
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+static PyObject *lookup_global(PyObject *globals, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(globals, name);
+    if (v || PyErr_Occurred()) return v;
+    PyObject *b = PyDict_GetItemWithError(globals, s_builtins);
+    if (!b) return NULL;
+    if (PyModule_Check(b)) b = PyModule_GetDict(b);
+    if (!b || !PyDict_Check(b)) return NULL;
+    return PyDict_GetItemWithError(b, name);
+}
+
+int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
+                    const char **why) {
+    char nb[160];
+    if (why) *why = NULL;
+    if (init_names() < 0) return -1;
+    for (int i = 0; i < g->checks.len; i++) {
+        const Check *c = &g->checks.data[i];
+        PyObject *x = NULL;
+        if (c->arg >= 0) {
+            if (c->arg >= nargs || !args[c->arg]) {
+                snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, c->arg, nb, sizeof nb));
+                goto fail;
+            }
+            x = args[c->arg];
+        }
+        switch (c->kind) {
+        case CK_TYPE:
+            if (Py_TYPE(x) != c->type) {
+                snprintf(why_buf, sizeof why_buf, "%s type mismatch: expected %s, got %s",
+                         arg_name(g, c->arg, nb, sizeof nb), c->type->tp_name, Py_TYPE(x)->tp_name);
+                goto fail;
+            }
+            break;
+        case CK_ID:
+            if (x != c->value) {
+                snprintf(why_buf, sizeof why_buf, "%s is not the same object",
+                         arg_name(g, c->arg, nb, sizeof nb));
+                goto fail;
+            }
+            break;
+        case CK_EQUALS: {
+            int eq = Py_TYPE(x) == c->type ? values_equal(x, c->value) : 0;
+            if (eq < 0) {
+                if (read_failed(arg_name(g, c->arg, nb, sizeof nb), "value") < 0) return -1;
+                goto fail;
+            }
+            if (!eq) {
+                PyObject *e = PyObject_Repr(c->value), *got = PyObject_Repr(x);
+                snprintf(why_buf, sizeof why_buf, "%s value mismatch: expected %s, got %s",
+                         arg_name(g, c->arg, nb, sizeof nb), e ? PyUnicode_AsUTF8(e) : "?",
+                         got ? PyUnicode_AsUTF8(got) : "?");
+                Py_XDECREF(e);
+                Py_XDECREF(got);
+                PyErr_Clear();
+                goto fail;
+            }
+            break;
+        }
+        case CK_GLOBAL_IS: {
+            PyObject *v = globals ? lookup_global(globals, c->name) : NULL;
+            if (!v && PyErr_Occurred()) {
+                if (read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+                goto fail;
+            }
+            if (v != c->value) {
+                snprintf(why_buf, sizeof why_buf, "G['%s'] changed", PyUnicode_AsUTF8(c->name));
+                goto fail;
+            }
+            break;
+        }
+        case CK_ATTR_IS: {
+            PyObject *v = PyObject_GetAttr(c->owner, c->name);
+            if (!v) {
+                if (read_failed("attribute", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+                goto fail;
+            }
+            Py_DECREF(v);
+            if (v != c->value) {
+                snprintf(why_buf, sizeof why_buf, "attribute %s changed", PyUnicode_AsUTF8(c->name));
+                goto fail;
+            }
+            break;
+        }
+        case CK_GRAD_MODE: {
+            int on = wk_guards_grad_enabled();
+            if (on < 0) return -1;
+            if (on != c->enabled) {
+                snprintf(why_buf, sizeof why_buf, "grad mode mismatch: expected %s",
+                         c->enabled ? "enabled" : "disabled");
+                goto fail;
+            }
+            break;
+        }
+        case CK_TENSOR: {
+            int r = check_tensor(g, c, x);
+            if (r < 0) return -1;
+            if (r == 0) goto fail;
+            break;
+        }
+        }
+    }
+    return 1;
+fail:
+    if (why) *why = why_buf;
+    return 0;
+}
+
+PyObject *wk_guards_describe_Ref(const WkGuards *g) {
+    char nb[160];
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (int i = 0; i < g->checks.len; i++) {
+        const Check *c = &g->checks.data[i];
+        const char *who = c->arg >= 0 ? arg_name(g, c->arg, nb, sizeof nb) : "";
+        PyObject *line = NULL;
+        switch (c->kind) {
+        case CK_TYPE:
+            line = PyUnicode_FromFormat("TYPE_MATCH %s %s", who, c->type->tp_name);
+            break;
+        case CK_ID:
+            line = PyUnicode_FromFormat("ID_MATCH %s is <%s at %p>", who, Py_TYPE(c->value)->tp_name,
+                                        (void *)c->value);
+            break;
+        case CK_EQUALS:
+            line = PyUnicode_FromFormat("EQUALS_MATCH %s == %R (%s)", who, c->value, c->type->tp_name);
+            break;
+        case CK_GLOBAL_IS:
+            line = PyUnicode_FromFormat("GLOBAL_MATCH G['%U'] is <%s at %p>", c->name,
+                                        Py_TYPE(c->value)->tp_name, (void *)c->value);
+            break;
+        case CK_ATTR_IS:
+            line = PyUnicode_FromFormat("ATTR_MATCH <%s at %p>.%U is <%s at %p>",
+                                        Py_TYPE(c->owner)->tp_name, (void *)c->owner, c->name,
+                                        Py_TYPE(c->value)->tp_name, (void *)c->value);
+            break;
+        case CK_GRAD_MODE:
+            line = PyUnicode_FromFormat("GRAD_MODE %s", c->enabled ? "enabled" : "disabled");
+            break;
+        case CK_TENSOR: {
+            WkStr s = {0};
+            PyObject *dt = PyObject_Str(c->dtype), *dev = PyObject_Str(c->device);
+            wk_str_printf(&s, "TENSOR_MATCH %s dtype=%s device=%s requires_grad=%s sizes=", who,
+                          dt ? PyUnicode_AsUTF8(dt) : "?", dev ? PyUnicode_AsUTF8(dev) : "?",
+                          c->requires_grad ? "True" : "False");
+            fmt_ints(&s, c->sizes, c->ndim);
+            wk_str_append(&s, " strides=");
+            fmt_ints(&s, c->strides, c->ndim);
+            Py_XDECREF(dt);
+            Py_XDECREF(dev);
+            PyErr_Clear();
+            line = PyUnicode_FromString(s.data);
+            wk_str_free(&s);
+            break;
+        }
+        }
+        if (!line || PyList_Append(list, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(line);
+    }
+    return list;
+}

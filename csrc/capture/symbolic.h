@@ -1,0 +1,57 @@
+/* symbolic.h — private to the capture engineer's files (symbolic.c, guards.c,
+ * transform.c): the extra guard kinds and the return plan that symbolic.c
+ * hands to transform.c. Nothing outside csrc/capture/ includes this. */
+#ifndef WICK_CAPTURE_SYMBOLIC_H
+#define WICK_CAPTURE_SYMBOLIC_H
+
+/* graph.h's op enum defines WK_OP_ENUM while ops.def rows call WK_OP (see
+ * report); map one onto the other until the header is fixed. */
+#ifndef WK_OP
+#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
+#define WK_CAPTURE_DEFINED_WK_OP
+#endif
+#include "capture.h"
+#ifdef WK_CAPTURE_DEFINED_WK_OP
+#undef WK_OP
+#undef WK_CAPTURE_DEFINED_WK_OP
+#endif
+
+/* ---- guards.c extras ---------------------------------------------------- */
+/* Names used in `why` messages and describe(): arg i prints as L['<name>'].
+ * `names` is a tuple of str (borrowed; the guards keep a reference). */
+void wk_guards_set_arg_names(WkGuards *g, PyObject *names);
+/* getattr(module, name) is value (identity); module, name, value borrowed. */
+void wk_guard_attr_is(WkGuards *g, PyObject *module, PyObject *name, PyObject *value);
+/* The value of arg is `value` (identity): for opaque objects used by identity. */
+void wk_guard_id(WkGuards *g, int arg, PyObject *value_Borrow);
+int wk_guards_count(const WkGuards *g);
+/* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
+int wk_guards_grad_enabled(void);
+
+/* ---- transform.c -------------------------------------------------------- */
+/* How the transformed code rebuilds the frame's return value. */
+typedef enum {
+    WK_RET_OUTPUT, /* graph output `index` (a temp local) */
+    WK_RET_ARG,    /* the frame argument `index`, unchanged (identity kept) */
+    WK_RET_CONST,  /* `value` (an immutable constant) */
+    WK_RET_TUPLE,  /* items */
+    WK_RET_LIST,   /* items */
+} WkRetKind;
+
+typedef struct WkRet {
+    WkRetKind kind;
+    int index;
+    PyObject *value; /* borrowed */
+    int nitems;
+    struct WkRet **items;
+} WkRet;
+
+/* The code object that replaces `code`: calls `compiled` (may be NULL when
+ * there is no graph) with the frame arguments `input_args` (argument
+ * indices, in graph-input order), unpacks its `noutputs` results and
+ * returns `ret`. Instructions carry line `line`. New reference, or NULL with
+ * a Python exception. */
+PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
+                               int ninputs, int noutputs, const WkRet *ret, int line);
+
+#endif /* WICK_CAPTURE_SYMBOLIC_H */

@@ -1,0 +1,24 @@
+/* cgen.h — code generators from a schedule to source text (the compiler
+ * engineer's layer header; program.h is the contract with the runtime).
+ *
+ *   cgen_c.c    C + OpenMP + SIMD for CPUs
+ *   pipeline.c  wk_compile_graph: lower -> schedule -> codegen, the flat driver
+ *
+ * The generated C needs (and says so in its first comment):
+ *   cc -O3 -march=native -fopenmp -fno-math-errno -fPIC -shared ... -lmvec -lm
+ * It is correct without -fopenmp (pragmas ignored, serial, no libmvec calls).
+ */
+#ifndef WICK_CGEN_H
+#define WICK_CGEN_H
+
+#include "../schedule/schedule.h"
+
+/* The flags the generated C is written for; the runtime's cc.c may use them. */
+#define WK_CGEN_C_CFLAGS "-O3 -march=native -fopenmp -fno-math-errno -fPIC -shared"
+#define WK_CGEN_C_LIBS "-lmvec -lm"
+
+/* Appends the translation unit for S to out; its entry point is `entry`.
+ * Returns 0, or -1 with wk_error set. */
+int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out);
+
+#endif /* WICK_CGEN_H */

@@ -1,0 +1,684 @@
+/* graph.c — dtypes, values, nodes and graphs. The builder runs each op's
+ * shape rule and dtype rule (ops.def) as a node is added, with torch's
+ * semantics and torch's error messages, so a graph that builds has exactly
+ * the dtypes and shapes eager PyTorch would produce; anything it refuses
+ * makes capture fall back with the message as the reason. */
+#ifndef WK_OP /* see report: graph.h's enum expects WK_OP rows */
+#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
+#endif
+#include "graph.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dtypes ---------------------------------------------------------------- */
+static const struct {
+    const char *name; /* torch spelling */
+    int size, category;
+} dtype_info[WK_NDTYPES] = {
+#define WK_DT_INFO(name, ctype, tname, bytes, cat) {tname, bytes, cat},
+    WK_DTYPE_TABLE(WK_DT_INFO)
+#undef WK_DT_INFO
+};
+
+/* c10::ScalarType names, as torch's messages spell dtypes */
+static const char *const scalar_type_names[WK_NDTYPES] = {
+    [WK_BOOL] = "Bool", [WK_U8] = "Byte",  [WK_I8] = "Char",      [WK_I16] = "Short", [WK_I32] = "Int",
+    [WK_I64] = "Long",  [WK_F16] = "Half", [WK_BF16] = "BFloat16", [WK_F32] = "Float", [WK_F64] = "Double",
+};
+
+static int dt_valid(int dt) { return dt >= 0 && dt < WK_NDTYPES; }
+static int category(WkDType dt) { return dtype_info[dt].category; }
+static const char *scalar_type_name(WkDType dt) { return dt_valid((int)dt) ? scalar_type_names[dt] : "?"; }
+
+const char *wk_dtype_name(WkDType dt) { return dt_valid((int)dt) ? dtype_info[dt].name : "?"; }
+int wk_dtype_size(WkDType dt) { return dt_valid((int)dt) ? dtype_info[dt].size : 0; }
+int wk_dtype_is_float(WkDType dt) { return dt_valid((int)dt) && category(dt) == 2; }
+int wk_dtype_is_integral(WkDType dt) { return dt_valid((int)dt) && category(dt) == 1; }
+
+int wk_dtype_supported(WkDType dt) {
+    return dt == WK_BOOL || dt == WK_I32 || dt == WK_I64 || dt == WK_F32 || dt == WK_F64;
+}
+
+/* Accepts torch spellings ("float32", "torch.float32") and torch's aliases
+ * ("float", "double", "half", "long", "int", "short"). */
+int wk_dtype_from_name(const char *name) {
+    static const struct { const char *alias; WkDType dt; } aliases[] = {
+        {"float", WK_F32}, {"double", WK_F64}, {"half", WK_F16}, {"long", WK_I64},
+        {"int", WK_I32},   {"short", WK_I16},  {"byte", WK_U8},  {"char", WK_I8},
+    };
+    if (!name) return -1;
+    if (strncmp(name, "torch.", 6) == 0) name += 6;
+    for (int i = 0; i < WK_NDTYPES; i++)
+        if (strcmp(dtype_info[i].name, name) == 0) return i;
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (strcmp(aliases[i].alias, name) == 0) return (int)aliases[i].dt;
+    return -1;
+}
+
+/* torch.promote_types: bool < integral < floating; within a category the
+ * wider wins, except uint8 with int8 -> int16 and float16 with bfloat16 ->
+ * float32 (neither holds the other). */
+WkDType wk_dtype_promote(WkDType a, WkDType b) {
+    if (a == b) return a;
+    int ca = category(a), cb = category(b);
+    if (ca != cb) return ca > cb ? a : b;
+    if ((a == WK_F16 && b == WK_BF16) || (a == WK_BF16 && b == WK_F16)) return WK_F32;
+    if (a == WK_U8 || b == WK_U8) {
+        WkDType other = a == WK_U8 ? b : a;
+        return other == WK_I8 ? WK_I16 : other;
+    }
+    return dtype_info[a].size >= dtype_info[b].size ? a : b;
+}
+
+/* ---- graph storage --------------------------------------------------------- */
+struct WkGraph {
+    WkArena *arena;           /* values, nodes, source strings */
+    WkSymPool *syms;
+    WkVec(WkValue *) values;  /* by id; pointers stay valid as the graph grows */
+    WkVec(WkNode *) nodes;
+    WkVec(int) nusers;        /* by value id */
+    WkVec(int) inputs, outputs;
+};
+
+WkGraph *wk_graph_new(void) {
+    WkGraph *g = wk_xcalloc(1, sizeof *g);
+    g->arena = wk_arena_new();
+    g->syms = wk_sympool_new();
+    return g;
+}
+
+void wk_graph_free(WkGraph *g) {
+    if (!g) return;
+    wk_vec_free(&g->values);
+    wk_vec_free(&g->nodes);
+    wk_vec_free(&g->nusers);
+    wk_vec_free(&g->inputs);
+    wk_vec_free(&g->outputs);
+    wk_sympool_free(g->syms);
+    wk_arena_free(g->arena);
+    free(g);
+}
+
+WkSymPool *wk_graph_syms(WkGraph *g) { return g->syms; }
+int wk_graph_nvalues(const WkGraph *g) { return g->values.len; }
+int wk_graph_nnodes(const WkGraph *g) { return g->nodes.len; }
+int wk_graph_ninputs(const WkGraph *g) { return g->inputs.len; }
+int wk_graph_noutputs(const WkGraph *g) { return g->outputs.len; }
+
+const WkValue *wk_graph_value(const WkGraph *g, int id) {
+    return id >= 0 && id < g->values.len ? g->values.data[id] : NULL;
+}
+const WkNode *wk_graph_node(const WkGraph *g, int index) {
+    return index >= 0 && index < g->nodes.len ? g->nodes.data[index] : NULL;
+}
+int wk_graph_input_value(const WkGraph *g, int i) {
+    return i >= 0 && i < g->inputs.len ? g->inputs.data[i] : -1;
+}
+int wk_graph_output_value(const WkGraph *g, int i) {
+    return i >= 0 && i < g->outputs.len ? g->outputs.data[i] : -1;
+}
+int wk_graph_nusers(const WkGraph *g, int value) {
+    return value >= 0 && value < g->nusers.len ? g->nusers.data[value] : 0;
+}
+
+/* Copies *v into the graph under the next id. */
+static int add_value(WkGraph *g, const WkValue *v) {
+    WkValue *nv = wk_arena_alloc(g->arena, sizeof *nv);
+    *nv = *v;
+    nv->id = g->values.len;
+    wk_vec_push(&g->values, nv);
+    wk_vec_push(&g->nusers, 0);
+    return nv->id;
+}
+
+/* Contiguous strides as torch computes them: an empty dimension counts as
+ * size 1, so empty tensors keep non-zero strides. Symbolic sizes are taken
+ * as they are (capture specialises sizes 0 and 1). */
+static void contiguous_strides(WkSymPool *p, WkValue *v) {
+    const WkSym *stride = wk_sym_const(p, 1);
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        v->strides[d] = stride;
+        int64_t n;
+        const WkSym *size = v->sizes[d];
+        if (wk_sym_is_const(size, &n) && n == 0) size = wk_sym_const(p, 1);
+        stride = wk_sym_mul(p, stride, size);
+    }
+}
+
+static int check_dtype_supported(WkDType dt, const char *what) {
+    if (!dt_valid((int)dt)) {
+        wk_error_set("%s: invalid dtype %d", what, (int)dt);
+        return -1;
+    }
+    if (!wk_dtype_supported(dt)) {
+        wk_error_set("%s: dtype %s is not supported by wick's code generator yet", what, wk_dtype_name(dt));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- inputs ---------------------------------------------------------------- */
+int wk_graph_input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkSym *const *sizes,
+                       const WkSym *const *strides, int requires_grad, const char *source) {
+    if (check_dtype_supported(dt, "graph input") < 0) return -1;
+    if (ndim < 0 || ndim > WK_MAX_DIMS) {
+        wk_error_set("graph input: tensors of rank %d are not supported (at most %d dims)", ndim, WK_MAX_DIMS);
+        return -1;
+    }
+    if (ndim > 0 && !sizes) {
+        wk_error_set("graph input: sizes missing");
+        return -1;
+    }
+    WkValue v = {0};
+    v.dtype = dt;
+    v.device = dev;
+    v.ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        int64_t n;
+        if (!sizes[d] || (wk_sym_is_const(sizes[d], &n) && n < 0)) {
+            wk_error_set("graph input: invalid size at dimension %d", d);
+            return -1;
+        }
+        v.sizes[d] = sizes[d];
+    }
+    if (strides) {
+        for (int d = 0; d < ndim; d++) {
+            if (!strides[d]) {
+                wk_error_set("graph input: stride missing at dimension %d", d);
+                return -1;
+            }
+            v.strides[d] = strides[d];
+        }
+    } else {
+        contiguous_strides(g->syms, &v);
+    }
+    v.requires_grad = requires_grad != 0;
+    v.node = -1;
+    v.input_index = g->inputs.len;
+    v.source = wk_arena_strdup(g->arena, source ? source : "");
+    int id = add_value(g, &v);
+    wk_vec_push(&g->inputs, id);
+    return id;
+}
+
+int wk_graph_input(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
+                   const int64_t *strides, int requires_grad, const char *source) {
+    const WkSym *ss[WK_MAX_DIMS], *st[WK_MAX_DIMS];
+    if (ndim < 0 || ndim > WK_MAX_DIMS) {
+        wk_error_set("graph input: tensors of rank %d are not supported (at most %d dims)", ndim, WK_MAX_DIMS);
+        return -1;
+    }
+    if (ndim > 0 && !sizes) {
+        wk_error_set("graph input: sizes missing");
+        return -1;
+    }
+    for (int d = 0; d < ndim; d++) {
+        ss[d] = wk_sym_const(g->syms, sizes[d]);
+        if (strides) st[d] = wk_sym_const(g->syms, strides[d]);
+    }
+    return wk_graph_input_sym(g, dt, dev, ndim, ss, strides ? st : NULL, requires_grad, source);
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+static void canonical_attrs(WkOp op, WkAttrs *at);
+
+static int add_node(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs,
+                    WkValue *out) {
+    WkNode *n = wk_arena_alloc(g->arena, sizeof *n);
+    n->op = op;
+    n->ninputs = ninputs;
+    for (int i = 0; i < ninputs; i++) {
+        n->inputs[i] = inputs[i];
+        g->nusers.data[inputs[i]]++;
+    }
+    n->attrs = *attrs;
+    out->node = g->nodes.len;
+    out->input_index = -1;
+    out->source = NULL;
+    n->output = add_value(g, out);
+    wk_vec_push(&g->nodes, n);
+    return n->output;
+}
+
+int wk_graph_scalar(WkGraph *g, WkDType dt, double fvalue, int64_t ivalue) {
+    if (dt != WK_BOOL && dt != WK_I64 && dt != WK_F64) {
+        wk_error_set("graph scalar: a Python scalar is bool, int64 or float64, not %s", wk_dtype_name(dt));
+        return -1;
+    }
+    WkAttrs at = {0};
+    at.dtype = dt;
+    at.fvalue = fvalue;
+    at.ivalue = ivalue;
+    canonical_attrs(WK_OP_SCALAR, &at);
+    WkValue v = {0};
+    v.dtype = dt;
+    v.device.type = WK_DEV_CPU;
+    v.is_wrapped_number = 1;
+    return add_node(g, WK_OP_SCALAR, NULL, 0, &at, &v);
+}
+
+/* Broadcasts all inputs, numpy-style, into out->sizes. */
+static int broadcast_shapes(WkGraph *g, const WkValue *const *in, int n, WkValue *out) {
+    out->ndim = 0;
+    for (int i = 0; i < n; i++) {
+        const WkValue *b = in[i];
+        int nd = b->ndim > out->ndim ? b->ndim : out->ndim;
+        const WkSym *res[WK_MAX_DIMS];
+        for (int k = nd - 1; k >= 0; k--) {
+            int da = out->ndim - nd + k, db = b->ndim - nd + k;
+            const WkSym *one = wk_sym_const(g->syms, 1);
+            const WkSym *sa = da >= 0 ? out->sizes[da] : one, *sb = db >= 0 ? b->sizes[db] : one;
+            int64_t ca, cb;
+            int ka = wk_sym_is_const(sa, &ca), kb = wk_sym_is_const(sb, &cb);
+            if (sa == sb || (kb && cb == 1)) {
+                res[k] = sa;
+            } else if (ka && ca == 1) {
+                res[k] = sb;
+            } else if (ka && kb) {
+                wk_error_set("The size of tensor a (%" PRId64 ") must match the size of tensor b (%" PRId64
+                             ") at non-singleton dimension %d", ca, cb, k);
+                return -1;
+            } else {
+                WkStr s = {0};
+                wk_str_append(&s, "cannot broadcast symbolic sizes ");
+                wk_sym_to_c(g->syms, sa, &s, NULL, NULL);
+                wk_str_append(&s, " and ");
+                wk_sym_to_c(g->syms, sb, &s, NULL, NULL);
+                wk_error_set("%s at dimension %d", s.data, k);
+                wk_str_free(&s);
+                return -1;
+            }
+        }
+        out->ndim = nd;
+        memcpy(out->sizes, res, sizeof(res[0]) * (size_t)nd);
+    }
+    return 0;
+}
+
+/* Normalises attrs->dims in place (negative dims wrapped, sorted, explicit
+ * list of every dim when ndims == 0) and computes the reduced shape. */
+static int reduce_shape(WkGraph *g, WkOp op, const WkValue *in, WkAttrs *at, WkValue *out) {
+    const char *name = wk_op_info(op)->name;
+    int nd = in->ndim, wrap = nd ? nd : 1, all = at->ndims == 0;
+    int mark[WK_MAX_DIMS] = {0};
+    if (at->ndims < 0 || at->ndims > WK_MAX_DIMS) {
+        wk_error_set("%s: invalid number of reduction dims %d", name, at->ndims);
+        return -1;
+    }
+    for (int i = 0; i < at->ndims; i++) {
+        int d = at->dims[i];
+        if (d < -wrap || d >= wrap) {
+            wk_error_set("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -wrap,
+                         wrap - 1, d);
+            return -1;
+        }
+        if (d < 0) d += wrap;
+        if (mark[d]) {
+            wk_error_set("dim %d appears multiple times in the list of dims", d);
+            return -1;
+        }
+        mark[d] = 1;
+    }
+    at->ndims = 0;
+    for (int d = 0; d < nd; d++)
+        if (all || mark[d]) at->dims[at->ndims++] = d;
+    for (int i = at->ndims; i < WK_MAX_DIMS; i++) at->dims[i] = 0;
+    at->keepdim = at->keepdim != 0;
+
+    if (op == WK_OP_AMAX) { /* a max over nothing has no identity: torch refuses */
+        for (int i = 0; i < at->ndims; i++) {
+            int64_t n;
+            if (!wk_sym_is_const(in->sizes[at->dims[i]], &n) || n != 0) continue;
+            if (all)
+                wk_error_set("amax(): Expected reduction dim to be specified for input.numel() == 0. "
+                             "Specify the reduction dim with the 'dim' argument.");
+            else
+                wk_error_set("amax(): Expected reduction dim %d to have non-zero size.", at->dims[i]);
+            return -1;
+        }
+    }
+    out->ndim = 0;
+    for (int d = 0; d < nd; d++) {
+        int reduced = 0;
+        for (int i = 0; i < at->ndims; i++) reduced |= at->dims[i] == d;
+        if (!reduced) out->sizes[out->ndim++] = in->sizes[d];
+        else if (at->keepdim) out->sizes[out->ndim++] = wk_sym_const(g->syms, 1);
+    }
+    return 0;
+}
+
+/* torch.result_type: tensors with dims, 0-d tensors and wrapped numbers are
+ * promoted within their group; a weaker group changes the result only when
+ * its category is higher. A wrapped float counts as the default dtype
+ * (float32). -1 stands for "no member". */
+static int combine_categories(int higher, int lower) {
+    if (higher < 0) return lower;
+    if (lower < 0) return higher;
+    if (category((WkDType)higher) == 2) return higher;
+    if (higher == WK_BOOL || category((WkDType)lower) == 2) return wk_dtype_promote((WkDType)higher, (WkDType)lower);
+    return higher;
+}
+
+static WkDType result_type(const WkValue *const *in, int n) {
+    int dim = -1, zero = -1, wrapped = -1;
+    for (int i = 0; i < n; i++) {
+        int *slot = in[i]->is_wrapped_number ? &wrapped : in[i]->ndim > 0 ? &dim : &zero;
+        WkDType dt = in[i]->dtype;
+        if (in[i]->is_wrapped_number && category(dt) == 2) dt = WK_F32;
+        *slot = *slot < 0 ? (int)dt : (int)wk_dtype_promote((WkDType)*slot, dt);
+    }
+    return (WkDType)combine_categories(dim, combine_categories(zero, wrapped));
+}
+
+/* The value of a SCALAR node's output, for checks torch makes on scalars. */
+static const WkAttrs *scalar_attrs(const WkGraph *g, const WkValue *v) {
+    if (v->node < 0) return NULL;
+    const WkNode *n = g->nodes.data[v->node];
+    return n->op == WK_OP_SCALAR && v->is_wrapped_number ? &n->attrs : NULL;
+}
+
+static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in, int n,
+                            const WkAttrs *at, WkDType *out) {
+    const WkOpInfo *info = wk_op_info(op);
+    switch (info->dtype) {
+    case WK_DTR_PROMOTE:
+        *out = result_type(in, n);
+        if (op == WK_OP_SUB && (in[0]->dtype == WK_BOOL || in[1]->dtype == WK_BOOL)) {
+            wk_error_set(in[0]->dtype == in[1]->dtype
+                             ? "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                               "Use the `^` or `logical_xor()` operator instead."
+                             : "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+            return -1;
+        }
+        /* torch has no bool pow kernel; a Python-scalar exponent takes its 0/1 fast path */
+        if (op == WK_OP_POW && *out == WK_BOOL && !in[1]->is_wrapped_number) {
+            wk_error_set("\"pow\" not implemented for 'Bool'");
+            return -1;
+        }
+        if (op == WK_OP_POW && category(in[0]->dtype) != 2) {
+            const WkAttrs *e = scalar_attrs(g, in[1]);
+            if (e && e->dtype == WK_I64 && e->ivalue < 0 && !in[0]->is_wrapped_number) {
+                wk_error_set("Integers to negative integer powers are not allowed.");
+                return -1;
+            }
+        }
+        return 0;
+    case WK_DTR_PROMOTE_FLOAT:
+        *out = result_type(in, n);
+        if (category(*out) != 2) *out = WK_F32;
+        return 0;
+    case WK_DTR_COMPARE:
+        *out = WK_BOOL;
+        return 0;
+    case WK_DTR_WHERE:
+        if (in[0]->dtype != WK_BOOL) {
+            wk_error_set("where expected condition to be a boolean tensor, but got a tensor with dtype %s",
+                         scalar_type_name(in[0]->dtype));
+            return -1;
+        }
+        *out = result_type(in + 1, n - 1);
+        return 0;
+    case WK_DTR_SUM:
+        if (at->has_dtype) *out = at->dtype;
+        else *out = category(in[0]->dtype) == 2 ? in[0]->dtype : WK_I64;
+        return 0;
+    case WK_DTR_SAME:
+        if (op == WK_OP_ABS && in[0]->dtype == WK_BOOL) { /* torch has no bool kernel */
+            wk_error_set("\"abs_cpu\" not implemented for 'Bool'");
+            return -1;
+        }
+        *out = in[0]->dtype;
+        return 0;
+    case WK_DTR_SAME_NOBOOL:
+        if (in[0]->dtype == WK_BOOL) {
+            if (op == WK_OP_NEG)
+                wk_error_set("Negation, the `-` operator, on a bool tensor is not supported. "
+                             "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+            else
+                wk_error_set("Boolean inputs not supported for %s", op == WK_OP_RELU ? "relu" : info->name);
+            return -1;
+        }
+        *out = in[0]->dtype;
+        return 0;
+    case WK_DTR_FLOAT_ONLY:
+        if (at->has_dtype) {
+            if (!dt_valid((int)at->dtype) || category(at->dtype) != 2) {
+                wk_error_set("mean(): could not infer output dtype. Optional dtype must be either a floating "
+                             "point or complex dtype. Got: %s", scalar_type_name(at->dtype));
+                return -1;
+            }
+            *out = at->dtype;
+        } else if (category(in[0]->dtype) != 2) {
+            wk_error_set("mean(): could not infer output dtype. Input dtype must be either a floating point "
+                         "or complex dtype. Got: %s", scalar_type_name(in[0]->dtype));
+            return -1;
+        } else {
+            *out = in[0]->dtype;
+        }
+        return 0;
+    case WK_DTR_ATTR:
+        *out = at->dtype;
+        return 0;
+    }
+    wk_error_set("%s: unknown dtype rule", info->name);
+    return -1;
+}
+
+/* Keeps only the attrs the op reads, so stray fields never reach hashes,
+ * printing or the code generator. */
+static void canonical_attrs(WkOp op, WkAttrs *at) {
+    const WkOpInfo *info = wk_op_info(op);
+    WkAttrs c = {0};
+    if (info->shape == WK_SHAPE_REDUCE) {
+        c.ndims = at->ndims;
+        memcpy(c.dims, at->dims, sizeof c.dims);
+        c.keepdim = at->keepdim;
+        c.has_dtype = at->has_dtype != 0;
+        if (c.has_dtype) c.dtype = at->dtype;
+    } else if (info->dtype == WK_DTR_ATTR) {
+        c.dtype = at->dtype;
+        c.has_dtype = 1;
+        if (op == WK_OP_SCALAR) {
+            if (category(c.dtype) == 2) c.fvalue = at->fvalue;
+            else c.ivalue = c.dtype == WK_BOOL ? at->ivalue != 0 : at->ivalue;
+        }
+    }
+    *at = c;
+}
+
+/* Tensors on one device; 0-d CPU tensors (and Python scalars) go with any. */
+static int common_device(const WkValue *const *in, int n, WkDevice *out) {
+    int found = 0;
+    out->type = WK_DEV_CPU;
+    out->index = 0;
+    for (int i = 0; i < n; i++) {
+        const WkValue *v = in[i];
+        if (v->is_wrapped_number || (v->ndim == 0 && v->device.type == WK_DEV_CPU)) continue;
+        if (found && (v->device.type != out->type || v->device.index != out->index)) {
+            wk_error_set("Expected all tensors to be on the same device, but found at least two devices");
+            return -1;
+        }
+        *out = v->device;
+        found = 1;
+    }
+    if (!found) /* only 0-d CPU values: a CUDA 0-d tensor would have counted */
+        for (int i = 0; i < n; i++)
+            if (!in[i]->is_wrapped_number) *out = in[i]->device;
+    return 0;
+}
+
+int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs) {
+    const WkOpInfo *info = wk_op_info(op);
+    const WkValue *in[3] = {NULL, NULL, NULL};
+    WkAttrs at = {0};
+    WkValue out = {0};
+    if (!info) {
+        wk_error_set("unknown op %d", (int)op);
+        return -1;
+    }
+    if (ninputs != info->arity || ninputs > 3) {
+        wk_error_set("%s takes %d inputs, got %d", info->name, info->arity, ninputs);
+        return -1;
+    }
+    for (int i = 0; i < ninputs; i++) {
+        in[i] = wk_graph_value(g, inputs[i]);
+        if (!in[i]) {
+            wk_error_set("%s: input %d is not a value of this graph (%d)", info->name, i, inputs[i]);
+            return -1;
+        }
+    }
+    if (attrs) at = *attrs;
+    if (info->dtype == WK_DTR_ATTR && !attrs) {
+        wk_error_set("%s needs attrs.dtype", info->name);
+        return -1;
+    }
+    if (common_device(in, ninputs, &out.device) < 0) return -1;
+
+    switch (info->shape) {
+    case WK_SHAPE_SCALAR: out.ndim = 0; break;
+    case WK_SHAPE_BROADCAST:
+        if (broadcast_shapes(g, in, ninputs, &out) < 0) return -1;
+        break;
+    case WK_SHAPE_REDUCE:
+        if (reduce_shape(g, op, in[0], &at, &out) < 0) return -1;
+        break;
+    }
+    if (apply_dtype_rule(g, op, in, ninputs, &at, &out.dtype) < 0) return -1;
+    if (check_dtype_supported(out.dtype, info->name) < 0) return -1;
+    canonical_attrs(op, &at);
+    contiguous_strides(g->syms, &out);
+    if (category(out.dtype) == 2)
+        for (int i = 0; i < ninputs; i++) out.requires_grad |= in[i]->requires_grad;
+    return add_node(g, op, inputs, ninputs, &at, &out);
+}
+
+int wk_graph_output(WkGraph *g, int value) {
+    if (!wk_graph_value(g, value)) {
+        wk_error_set("graph output: %d is not a value of this graph", value);
+        return -1;
+    }
+    wk_vec_push(&g->outputs, value);
+    return 0;
+}
+
+/* ---- printing and hashing --------------------------------------------------- */
+static void print_syms(const WkGraph *g, WkStr *s, const WkSym *const *syms, int n) {
+    wk_str_append(s, "[");
+    for (int d = 0; d < n; d++) {
+        if (d) wk_str_append(s, ", ");
+        wk_sym_to_c(g->syms, syms[d], s, NULL, NULL);
+    }
+    wk_str_append(s, "]");
+}
+
+static void print_type(const WkGraph *g, WkStr *s, const WkValue *v) {
+    wk_str_printf(s, " : %s", wk_dtype_name(v->dtype));
+    print_syms(g, s, v->sizes, v->ndim);
+}
+
+static void print_device(WkStr *s, WkDevice d) {
+    if (d.type == WK_DEV_CUDA) wk_str_printf(s, " cuda:%d", d.index);
+    else wk_str_append(s, " cpu");
+}
+
+/* The shortest %g spelling that reads back as the same double. */
+static void print_double(WkStr *s, double v) {
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v || v != v) break;
+    }
+    wk_str_append(s, buf);
+}
+
+/* Format (one line each):
+ *   %0 = input 0 L['x'] : float32[4, 5] strides=[5, 1] cpu requires_grad
+ *   %1 = SCALAR(2.5) : float64[] wrapped
+ *   %2 = ADD(%0, %1) : float32[4, 5]
+ *   %3 = SUM(%2, dims=[1], keepdim=False) : float32[4]
+ *   %4 = CONVERT(%3, dtype=int64) : int64[4]
+ *   return (%3, %4)
+ */
+char *wk_graph_print(const WkGraph *g) {
+    WkStr s = {0};
+    wk_str_append(&s, "");
+    for (int id = 0; id < g->values.len; id++) {
+        const WkValue *v = g->values.data[id];
+        if (v->node < 0) {
+            wk_str_printf(&s, "%%%d = input %d %s", id, v->input_index, v->source ? v->source : "");
+            print_type(g, &s, v);
+            wk_str_append(&s, " strides=");
+            print_syms(g, &s, v->strides, v->ndim);
+            print_device(&s, v->device);
+            if (v->requires_grad) wk_str_append(&s, " requires_grad");
+            wk_str_append(&s, "\n");
+            continue;
+        }
+        const WkNode *n = g->nodes.data[v->node];
+        const WkAttrs *at = &n->attrs;
+        const WkOpInfo *info = wk_op_info(n->op);
+        wk_str_printf(&s, "%%%d = %s(", id, info->name);
+        for (int i = 0; i < n->ninputs; i++) wk_str_printf(&s, "%s%%%d", i ? ", " : "", n->inputs[i]);
+        const char *sep = n->ninputs ? ", " : "";
+        if (n->op == WK_OP_SCALAR) {
+            if (category(at->dtype) == 2) print_double(&s, at->fvalue);
+            else if (at->dtype == WK_BOOL) wk_str_append(&s, at->ivalue ? "True" : "False");
+            else wk_str_printf(&s, "%" PRId64, at->ivalue);
+        } else if (info->shape == WK_SHAPE_REDUCE) {
+            wk_str_printf(&s, "%sdims=[", sep);
+            for (int i = 0; i < at->ndims; i++) wk_str_printf(&s, "%s%d", i ? ", " : "", at->dims[i]);
+            wk_str_printf(&s, "], keepdim=%s", at->keepdim ? "True" : "False");
+            if (at->has_dtype) wk_str_printf(&s, ", dtype=%s", wk_dtype_name(at->dtype));
+        } else if (info->dtype == WK_DTR_ATTR) {
+            wk_str_printf(&s, "%sdtype=%s", sep, wk_dtype_name(at->dtype));
+        }
+        wk_str_append(&s, ")");
+        print_type(g, &s, v);
+        if (v->device.type != WK_DEV_CPU) print_device(&s, v->device);
+        if (v->is_wrapped_number) wk_str_append(&s, " wrapped");
+        wk_str_append(&s, "\n");
+    }
+    wk_str_append(&s, "return (");
+    for (int i = 0; i < g->outputs.len; i++) wk_str_printf(&s, "%s%%%d", i ? ", " : "", g->outputs.data[i]);
+    wk_str_append(&s, g->outputs.len == 1 ? ",)\n" : ")\n");
+    return s.data;
+}
+
+static uint64_t hash_value_meta(uint64_t h, const WkValue *v) {
+    h = wk_hash_mix(h, (uint64_t)v->dtype);
+    h = wk_hash_mix(h, (uint64_t)v->device.type * 1000003u + (uint64_t)v->device.index);
+    h = wk_hash_mix(h, (uint64_t)v->ndim);
+    for (int d = 0; d < v->ndim; d++) {
+        h = wk_hash_mix(h, v->sizes[d]->hash);
+        h = wk_hash_mix(h, v->strides[d]->hash);
+    }
+    h = wk_hash_mix(h, (uint64_t)v->requires_grad);
+    return wk_hash_mix(h, (uint64_t)v->is_wrapped_number);
+}
+
+uint64_t wk_graph_hash(const WkGraph *g) {
+    uint64_t h = wk_hash_mix(0x77696b6bu, (uint64_t)g->values.len);
+    for (int id = 0; id < g->values.len; id++) {
+        const WkValue *v = g->values.data[id];
+        h = hash_value_meta(h, v);
+        if (v->node < 0) continue;
+        const WkNode *n = g->nodes.data[v->node];
+        const WkAttrs *at = &n->attrs;
+        h = wk_hash_mix(h, (uint64_t)n->op);
+        for (int i = 0; i < n->ninputs; i++) h = wk_hash_mix(h, (uint64_t)n->inputs[i]);
+        h = wk_hash_mix(h, (uint64_t)at->dtype);
+        h = wk_hash_mix(h, (uint64_t)at->has_dtype);
+        h = wk_hash_mix(h, (uint64_t)at->ndims);
+        for (int i = 0; i < at->ndims; i++) h = wk_hash_mix(h, (uint64_t)at->dims[i]);
+        h = wk_hash_mix(h, (uint64_t)at->keepdim);
+        uint64_t bits;
+        memcpy(&bits, &at->fvalue, sizeof bits);
+        h = wk_hash_mix(h, bits);
+        h = wk_hash_mix(h, (uint64_t)at->ivalue);
+    }
+    for (int i = 0; i < g->outputs.len; i++) h = wk_hash_mix(h, (uint64_t)g->outputs.data[i]);
+    return h;
+}

@@ -1,0 +1,553 @@
+/* cc.c — the system C compiler behind wick, and the on-disk artifact cache.
+ * Python-free (built into the ASan C unit tests).
+ *
+ * A source maps to <cache>/<key>.so, key = SHA-256 of (source, compiler
+ * command, its `--version` line, flags, CPU identity: -march=native code
+ * must not be shared between different CPUs). Beside it, <key>.so.sha256
+ * holds the SHA-256 of the .so bytes; a load verifies it, so a truncated or
+ * corrupt artifact is rebuilt instead of crashing the process.
+ *
+ * Concurrency: within a process one mutex serialises loads (callers may
+ * drop the GIL around wk_cc_load). Across processes, a per-key flock()
+ * serialises compiles of the same key, and every file is written to a
+ * unique temporary name, fsync'd and renamed into place, so a reader never
+ * sees half a file; if locking is unavailable, the last rename wins with an
+ * identical file. */
+#define _GNU_SOURCE /* pipe2 */
+#ifndef WK_OP /* graph.h's enum defines WK_OP_ENUM but ops.def rows call WK_OP */
+#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
+#endif
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct WkLib {
+    void *handle;
+    char *path;
+};
+
+static pthread_mutex_t cc_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const base_flags[] = {
+    "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
+};
+
+/* ---- small file helpers ------------------------------------------------ */
+
+/* mkdir -p; 0 if the directory exists afterwards. */
+static int mkdir_p(const char *path) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return -1;
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+/* Reads a whole file (malloc'd, NUL-terminated). NULL if it cannot. */
+static char *read_file(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return NULL;
+    }
+    size_t cap = (size_t)st.st_size + 1, n = 0;
+    char *data = wk_xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) data = wk_xrealloc(data, cap *= 2);
+        ssize_t r = read(fd, data + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            free(data);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    data[n] = '\0';
+    if (len) *len = n;
+    return data;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes `data` to a unique temporary beside `path`, fsyncs, renames. */
+static int write_atomic(const char *path, const void *data, size_t n) {
+    WkStr tmp = {0};
+    wk_str_printf(&tmp, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp.data), rc = -1;
+    if (fd < 0) goto done;
+    if (write_all(fd, data, n) == 0 && fsync(fd) == 0 && fchmod(fd, 0644) == 0) rc = 0;
+    close(fd);
+    if (rc == 0 && rename(tmp.data, path) != 0) rc = -1;
+    if (rc != 0) unlink(tmp.data);
+done:
+    if (rc != 0) wk_error_set("wick: cannot write %s: %s", path, strerror(errno));
+    wk_str_free(&tmp);
+    return rc;
+}
+
+static void fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the cache directory ----------------------------------------------- */
+
+static char cache_dir[PATH_MAX];
+static char *cache_dir_from; /* the WICK_CACHE_DIR/HOME value cache_dir was derived from */
+
+static int dir_usable(const char *dir) { return mkdir_p(dir) == 0 && access(dir, W_OK | X_OK) == 0; }
+
+static const char *resolve_cache_dir(void) {
+    const char *env = wk_env_str(WK_ENV_CACHE_DIR);
+    const char *home = getenv("HOME");
+    WkStr want = {0};
+    if (*env)
+        wk_str_append(&want, env);
+    else
+        wk_str_printf(&want, "%s/.cache/wick", home && *home ? home : "/nonexistent");
+    if (cache_dir_from && !strcmp(cache_dir_from, want.data)) {
+        wk_str_free(&want);
+        return cache_dir;
+    }
+    free(cache_dir_from);
+    cache_dir_from = wk_xstrdup(want.data);
+    if (strlen(want.data) < sizeof cache_dir && dir_usable(want.data)) {
+        strcpy(cache_dir, want.data);
+    } else {
+        /* Not writable: a private per-user temporary cache keeps wick working. */
+        const char *tmpdir = getenv("TMPDIR");
+        WkStr fb = {0};
+        wk_str_printf(&fb, "%s/wick-cache-%ld", tmpdir && *tmpdir ? tmpdir : "/tmp", (long)getuid());
+        struct stat st;
+        int ok = (mkdir(fb.data, 0700) == 0 || errno == EEXIST) && lstat(fb.data, &st) == 0 &&
+                 S_ISDIR(st.st_mode) && st.st_uid == getuid() && access(fb.data, W_OK | X_OK) == 0;
+        if (!ok) {
+            wk_str_free(&fb);
+            wk_str_printf(&fb, "%s/wick-cache-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+            ok = mkdtemp(fb.data) != NULL;
+        }
+        snprintf(cache_dir, sizeof cache_dir, "%s", ok ? fb.data : "/tmp");
+        fprintf(stderr, "[wick] cache directory %s is not writable; using %s\n", want.data, cache_dir);
+        wk_str_free(&fb);
+    }
+    wk_str_free(&want);
+    return cache_dir;
+}
+
+const char *wk_cc_cache_dir(void) {
+    pthread_mutex_lock(&cc_mutex);
+    const char *d = resolve_cache_dir();
+    pthread_mutex_unlock(&cc_mutex);
+    return d;
+}
+
+/* ---- running the compiler ---------------------------------------------- */
+
+typedef WkVec(char *) Argv;
+
+static void argv_split(Argv *v, const char *s) {
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        const char *start = p;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\n') p++;
+        char *word = wk_xmalloc((size_t)(p - start) + 1);
+        memcpy(word, start, (size_t)(p - start));
+        word[p - start] = '\0';
+        wk_vec_push(v, word);
+    }
+}
+
+static void argv_free(Argv *v) {
+    for (int i = 0; i < v->len; i++) free(v->data[i]);
+    wk_vec_free(v);
+}
+
+/* Runs argv (no shell), collecting stdout+stderr (up to a bound) into out.
+ * Returns the exit status (128+sig when killed), or -1 with errno when it
+ * could not start. */
+static int run_capture(Argv *argv, WkStr *out) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    wk_vec_push(argv, NULL);
+    pid_t pid;
+    int err = posix_spawnp(&pid, argv->data[0], &fa, NULL, argv->data, environ);
+    argv->len--;
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (err != 0) {
+        close(fds[0]);
+        errno = err;
+        return -1;
+    }
+    char buf[4096];
+    for (;;) {
+        ssize_t r = read(fds[0], buf, sizeof buf - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        buf[r] = '\0';
+        if (out->len < 256 * 1024) wk_str_append(out, buf);
+    }
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return -1;
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* Compiler identity: the command and its `--version` first line, cached
+ * per command string. */
+static char *ident_cc, *ident_version;
+
+static int compiler_identity(const char *cc, const char **version) {
+    if (ident_cc && !strcmp(ident_cc, cc)) {
+        *version = ident_version;
+        return 0;
+    }
+    Argv argv = {0};
+    argv_split(&argv, cc);
+    if (argv.len == 0) {
+        argv_free(&argv);
+        wk_error_set("wick: WICK_CC is empty");
+        return -1;
+    }
+    wk_vec_push(&argv, wk_xstrdup("--version"));
+    WkStr out = {0};
+    int st = run_capture(&argv, &out);
+    int rc = -1;
+    if (st < 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR)) {
+        wk_error_set("wick: C compiler '%s' not found (set WICK_CC)", cc);
+    } else if (st < 0) {
+        wk_error_set("wick: cannot run C compiler '%s': %s", cc, strerror(errno));
+    } else if (st == 127) {
+        wk_error_set("wick: C compiler '%s' not found (set WICK_CC)", cc);
+    } else if (st != 0) {
+        wk_error_set("wick: C compiler '%s' failed on --version (exit %d)", cc, st);
+    } else {
+        char *line = out.data ? out.data : wk_xstrdup("");
+        line[strcspn(line, "\n")] = '\0';
+        if (!out.data) out.data = line;
+        free(ident_cc);
+        free(ident_version);
+        ident_cc = wk_xstrdup(cc);
+        ident_version = wk_xstrdup(line);
+        *version = ident_version;
+        rc = 0;
+    }
+    wk_str_free(&out);
+    argv_free(&argv);
+    return rc;
+}
+
+/* The CPU's model and feature flags (code built with -march=native). */
+static const char *cpu_identity(void) {
+    static char *ident;
+    if (ident) return ident;
+    WkStr s = {0};
+    wk_str_append(&s, "");
+    char *info = read_file("/proc/cpuinfo", NULL);
+    if (info) {
+        int got = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(info, "\n", &save); line && got < 2;
+             line = strtok_r(NULL, "\n", &save)) {
+            if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5)) {
+                wk_str_append(&s, line);
+                wk_str_append(&s, "\n");
+                got++;
+            }
+        }
+        free(info);
+    }
+    ident = s.data;
+    return ident;
+}
+
+/* Extra flags a generated source asks for, on a line of its first 2 KiB:
+ *     // wick-cflags: -fno-trapping-math ...           */
+static void source_flags(const char *source, Argv *flags) {
+    const char *tag = "wick-cflags:";
+    size_t limit = strnlen(source, 2048);
+    const char *p = source;
+    while (p < source + limit) {
+        const char *nl = memchr(p, '\n', (size_t)(source + limit - p));
+        const char *end = nl ? nl : source + limit;
+        const char *hit = NULL;
+        for (const char *q = p; q + strlen(tag) <= end; q++)
+            if (!memcmp(q, tag, strlen(tag))) {
+                hit = q + strlen(tag);
+                break;
+            }
+        if (hit) {
+            size_t n = (size_t)(end - hit);
+            char *line = wk_xmalloc(n + 1);
+            memcpy(line, hit, n);
+            line[n] = '\0';
+            char *close = strstr(line, "*/");
+            if (close) *close = '\0';
+            argv_split(flags, line);
+            free(line);
+        }
+        if (!nl) break;
+        p = nl + 1;
+    }
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+/* 1 loaded, 0 missing or rejected (caller rebuilds). */
+static int try_load(const char *so_path, const char *sum_path, void **handle) {
+    size_t len;
+    char *bytes = read_file(so_path, &len);
+    if (!bytes) return 0;
+    char *sum = read_file(sum_path, NULL);
+    char hex[65];
+    wk_sha256_hex(bytes, len, hex);
+    free(bytes);
+    const char *why = NULL;
+    if (!sum)
+        why = "its checksum file is missing";
+    else if (strncmp(sum, hex, 64) != 0)
+        why = "its checksum does not match (corrupt or truncated)";
+    free(sum);
+    if (!why) {
+        *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+        if (*handle) return 1;
+        why = "dlopen failed";
+        const char *e = dlerror();
+        wk_log(WK_LOG_CODE, "dlopen %s: %s", so_path, e ? e : "?");
+    }
+    fprintf(stderr, "[wick] cached kernel %s is unusable (%s); rebuilding it\n", so_path, why);
+    unlink(so_path);
+    unlink(sum_path);
+    return 0;
+}
+
+/* Compiles into a temporary, then publishes checksum and library. */
+static int compile_into(const char *dir, const char *key, const char *source, const char *cc,
+                        Argv *flags) {
+    WkStr c_path = {0}, tmp_so = {0}, so_path = {0}, sum_path = {0}, out = {0};
+    Argv argv = {0};
+    int rc = -1;
+    wk_str_printf(&c_path, "%s/%s.c", dir, key);
+    wk_str_printf(&so_path, "%s/%s.so", dir, key);
+    wk_str_printf(&sum_path, "%s/%s.so.sha256", dir, key);
+    wk_str_printf(&tmp_so, "%s/%s.tmpXXXXXX.so", dir, key);
+    if (write_atomic(c_path.data, source, strlen(source)) < 0) goto done;
+    int fd = mkstemps(tmp_so.data, 3);
+    if (fd < 0) {
+        wk_error_set("wick: cannot create a file in %s: %s", dir, strerror(errno));
+        goto done;
+    }
+    close(fd);
+    for (int with_mvec = 1; with_mvec >= 0; with_mvec--) {
+        argv_free(&argv);
+        argv_split(&argv, cc);
+        for (int i = 0; i < flags->len; i++) wk_vec_push(&argv, wk_xstrdup(flags->data[i]));
+        wk_vec_push(&argv, wk_xstrdup("-o"));
+        wk_vec_push(&argv, wk_xstrdup(tmp_so.data));
+        wk_vec_push(&argv, wk_xstrdup(c_path.data));
+        if (with_mvec) wk_vec_push(&argv, wk_xstrdup("-lmvec"));
+        wk_vec_push(&argv, wk_xstrdup("-lm"));
+        out.len = 0;
+        if (out.data) out.data[0] = '\0';
+        double t0 = now_s();
+        int st = run_capture(&argv, &out);
+        if (st < 0) {
+            if (errno == ENOENT || errno == EACCES)
+                wk_error_set("wick: C compiler '%s' not found (set WICK_CC)", cc);
+            else
+                wk_error_set("wick: cannot run C compiler '%s': %s", cc, strerror(errno));
+            goto done;
+        }
+        if (st == 0) {
+            wk_log(WK_LOG_PERF, "cc %s.c: %.3fs", key, now_s() - t0);
+            break;
+        }
+        if (with_mvec && out.data && strstr(out.data, "mvec")) continue; /* no libmvec here */
+        const char *msg = out.data ? out.data : "";
+        size_t n = strlen(msg);
+        wk_error_set("wick: C compiler '%s' failed (exit %d) on %s:\n%.*s%s", cc, st, c_path.data,
+                     (int)(n > 700 ? 700 : n), msg, n > 700 ? "\n[...]" : "");
+        goto done;
+    }
+    size_t len;
+    char *bytes = read_file(tmp_so.data, &len);
+    if (!bytes) {
+        wk_error_set("wick: compiler produced no readable %s", tmp_so.data);
+        goto done;
+    }
+    char hex[66];
+    wk_sha256_hex(bytes, len, hex);
+    free(bytes);
+    int sfd = open(tmp_so.data, O_RDONLY | O_CLOEXEC);
+    if (sfd >= 0) {
+        fsync(sfd);
+        close(sfd);
+    }
+    strcat(hex, "\n");
+    if (write_atomic(sum_path.data, hex, 65) < 0) goto done;
+    if (rename(tmp_so.data, so_path.data) != 0) {
+        wk_error_set("wick: cannot rename into %s: %s", so_path.data, strerror(errno));
+        goto done;
+    }
+    fsync_dir(dir);
+    rc = 0;
+done:
+    if (rc != 0 && tmp_so.data) unlink(tmp_so.data);
+    argv_free(&argv);
+    wk_str_free(&c_path);
+    wk_str_free(&tmp_so);
+    wk_str_free(&so_path);
+    wk_str_free(&sum_path);
+    wk_str_free(&out);
+    return rc;
+}
+
+/* OpenMP's runtime must outlive every kernel library: unloading libgomp
+ * while its idle thread pool exists would crash. */
+static void pin_openmp(void) {
+    static int pinned;
+    if (pinned) return;
+    if (dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) pinned = 1;
+}
+
+static WkLib *load_locked(const char *source, int *cache_hit) {
+    const char *cc = wk_env_str(WK_ENV_CC);
+    if (!*cc) cc = "cc";
+    const char *version;
+    if (compiler_identity(cc, &version) < 0) return NULL;
+    const char *dir = resolve_cache_dir();
+
+    Argv flags = {0};
+    for (size_t i = 0; i < sizeof base_flags / sizeof *base_flags; i++)
+        wk_vec_push(&flags, wk_xstrdup(base_flags[i]));
+    source_flags(source, &flags);
+    argv_split(&flags, wk_env_str(WK_ENV_CFLAGS));
+
+    WkStr keytext = {0}, so_path = {0}, sum_path = {0}, lock_path = {0};
+    wk_str_printf(&keytext, "wick-cc-1\n%s\n%s\n", cc, version);
+    for (int i = 0; i < flags.len; i++) wk_str_printf(&keytext, "%s ", flags.data[i]);
+    wk_str_printf(&keytext, "-lmvec -lm\n%s\n", cpu_identity());
+    wk_str_append(&keytext, source);
+    char key[65];
+    wk_sha256_hex(keytext.data, keytext.len, key);
+    wk_str_free(&keytext);
+    wk_str_printf(&so_path, "%s/%s.so", dir, key);
+    wk_str_printf(&sum_path, "%s/%s.so.sha256", dir, key);
+    wk_str_printf(&lock_path, "%s/%s.lock", dir, key);
+
+    WkLib *lib = NULL;
+    void *handle = NULL;
+    int hit = try_load(so_path.data, sum_path.data, &handle);
+    if (!hit) {
+        int lfd = open(lock_path.data, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+        if (lfd >= 0)
+            while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
+        /* Another process may have built it while we waited. */
+        hit = try_load(so_path.data, sum_path.data, &handle);
+        if (!hit && compile_into(dir, key, source, cc, &flags) == 0) {
+            handle = dlopen(so_path.data, RTLD_NOW | RTLD_LOCAL);
+            if (!handle) {
+                const char *e = dlerror();
+                wk_error_set("wick: dlopen %s: %s", so_path.data, e ? e : "?");
+            }
+        }
+        if (lfd >= 0) close(lfd); /* releases the lock */
+    }
+    if (handle) {
+        pin_openmp();
+        lib = wk_xcalloc(1, sizeof *lib);
+        lib->handle = handle;
+        lib->path = wk_xstrdup(so_path.data);
+        if (cache_hit) *cache_hit = hit;
+        wk_log(WK_LOG_CODE, "%s %s", hit ? "loaded cached" : "compiled", so_path.data);
+    }
+    argv_free(&flags);
+    wk_str_free(&so_path);
+    wk_str_free(&sum_path);
+    wk_str_free(&lock_path);
+    return lib;
+}
+
+WkLib *wk_cc_load(const char *source, int *cache_hit) {
+    if (cache_hit) *cache_hit = 0;
+    if (!source) {
+        wk_error_set("wick: no source to compile");
+        return NULL;
+    }
+    pthread_mutex_lock(&cc_mutex);
+    WkLib *lib = load_locked(source, cache_hit);
+    pthread_mutex_unlock(&cc_mutex);
+    return lib;
+}
+
+void *wk_cc_symbol(WkLib *lib, const char *name) {
+    if (!lib) return NULL;
+    void *p = dlsym(lib->handle, name);
+    if (!p) wk_error_set("wick: symbol '%s' not found in %s", name, lib->path);
+    return p;
+}
+
+const char *wk_cc_path(const WkLib *lib) { return lib ? lib->path : ""; }
+
+void wk_cc_close(WkLib *lib) {
+    if (!lib) return;
+    dlclose(lib->handle);
+    free(lib->path);
+    free(lib);
+}

@@ -1,0 +1,318 @@
+/* test_runtime_cc.c — the compiler driver and artifact cache (cc.c), without
+ * Python: compile, cache hit, corrupt/missing/unloadable artifacts rebuilt,
+ * compile errors and a missing compiler reported, unwritable cache dir
+ * fallback, and processes sharing an empty cache. */
+#define _GNU_SOURCE
+#ifndef WK_OP
+#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
+#endif
+#include "runtime/runtime.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static const char *SRC =
+    "#include <stdint.h>\n"
+    "int wk_test_add(int a, int b) { return a + b; }\n"
+    "double wk_test_sum(int64_t n) {\n"
+    "  double s = 0;\n"
+    "  #pragma omp parallel for reduction(+:s)\n"
+    "  for (int64_t i = 0; i < n; i++) s += (double)i;\n"
+    "  return s;\n"
+    "}\n";
+
+static char tmp_root[256];
+
+static void set_env(const char *name, const char *value) {
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    wk_env_reload();
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *d = malloc((size_t)n + 1);
+    size_t got = fread(d, 1, (size_t)n, f);
+    fclose(f);
+    d[got] = '\0';
+    *len = got;
+    return d;
+}
+
+/* Replaces a file by a new inode (never rewrites a mapped library in place). */
+static void replace_file(const char *path, const void *data, size_t n) {
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.testtmp", path);
+    FILE *f = fopen(tmp, "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+    rename(tmp, path);
+}
+
+static void sidecar_of(const char *so, char *out, size_t cap) { snprintf(out, cap, "%s.sha256", so); }
+
+static int sidecar_matches(const char *so) {
+    char side[600], hex[65];
+    size_t n, m;
+    sidecar_of(so, side, sizeof side);
+    char *bytes = slurp(so, &n), *sum = slurp(side, &m);
+    int ok = bytes && sum && m >= 64;
+    if (ok) {
+        wk_sha256_hex(bytes, n, hex);
+        ok = strncmp(hex, sum, 64) == 0;
+    }
+    free(bytes);
+    free(sum);
+    return ok;
+}
+
+static int call_add(WkLib *lib) {
+    int (*add)(int, int);
+    *(void **)&add = wk_cc_symbol(lib, "wk_test_add");
+    return add ? add(2, 3) : -1;
+}
+
+static void rm_rf(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[1024];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            rm_rf(sub);
+        }
+        closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void test_compile_and_hit(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/a/b/cache", tmp_root); /* created with parents */
+    set_env("WICK_CACHE_DIR", dir);
+    CHECK(strcmp(wk_cc_cache_dir(), dir) == 0);
+
+    int hit = -1;
+    WkLib *lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    if (!lib) {
+        fprintf(stderr, "error: %s\n", wk_error_get());
+        return;
+    }
+    CHECK_EQ_INT(hit, 0);
+    CHECK_EQ_INT(call_add(lib), 5);
+    double (*sum)(int64_t);
+    *(void **)&sum = wk_cc_symbol(lib, "wk_test_sum");
+    CHECK(sum && sum(1000) == 499500.0);
+    CHECK(wk_cc_symbol(lib, "no_such_symbol") == NULL);
+    CHECK_STR_CONTAINS(wk_error_get(), "no_such_symbol");
+    char path[512];
+    snprintf(path, sizeof path, "%s", wk_cc_path(lib));
+    CHECK_STR_CONTAINS(path, dir);
+    CHECK(file_exists(path));
+    CHECK(sidecar_matches(path));
+    wk_cc_close(lib);
+
+    /* Second load: a cache hit at the same path. */
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 1);
+    CHECK(lib && strcmp(wk_cc_path(lib), path) == 0);
+    CHECK_EQ_INT(call_add(lib), 5);
+    wk_cc_close(lib);
+
+    /* Corrupt bytes: detected by the checksum, rebuilt. */
+    size_t n;
+    char *bytes = slurp(path, &n);
+    CHECK(bytes && n > 100);
+    if (bytes) {
+        bytes[n / 2] ^= 0x5a;
+        bytes[n / 3] ^= 0x33;
+        replace_file(path, bytes, n);
+        free(bytes);
+    }
+    CHECK(!sidecar_matches(path));
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 0);
+    CHECK(sidecar_matches(path));
+    CHECK_EQ_INT(call_add(lib), 5);
+    wk_cc_close(lib);
+
+    /* Truncated file. */
+    bytes = slurp(path, &n);
+    if (bytes) {
+        replace_file(path, bytes, n / 4);
+        free(bytes);
+    }
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 0);
+    CHECK_EQ_INT(call_add(lib), 5);
+    wk_cc_close(lib);
+
+    /* Missing sidecar: not trusted, rebuilt. */
+    char side[600];
+    sidecar_of(path, side, sizeof side);
+    CHECK_EQ_INT(unlink(side), 0);
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 0);
+    CHECK(file_exists(side));
+    wk_cc_close(lib);
+
+    /* A file that checks out but is no library: dlopen fails, rebuilt. */
+    const char junk[] = "this is not an ELF file";
+    char hex[66];
+    wk_sha256_hex(junk, sizeof junk, hex);
+    replace_file(path, junk, sizeof junk);
+    strcat(hex, "\n");
+    replace_file(side, hex, 65);
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 0);
+    CHECK_EQ_INT(call_add(lib), 5);
+    CHECK(sidecar_matches(path));
+    wk_cc_close(lib);
+
+    /* Extra flags are part of the key: a different artifact. */
+    set_env("WICK_CFLAGS", "-DWICK_TEST_FLAG=1");
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 0);
+    CHECK(lib && strcmp(wk_cc_path(lib), path) != 0);
+    wk_cc_close(lib);
+    set_env("WICK_CFLAGS", NULL);
+
+    /* A source that asks for flags in its header is compiled with them. */
+    lib = wk_cc_load("// wick-cflags: -DWICK_ANSWER=42\nint wk_answer(void) { return WICK_ANSWER; }\n",
+                     &hit);
+    CHECK(lib != NULL);
+    if (lib) {
+        int (*answer)(void);
+        *(void **)&answer = wk_cc_symbol(lib, "wk_answer");
+        CHECK(answer && answer() == 42);
+        wk_cc_close(lib);
+    }
+}
+
+static void test_errors(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/errors", tmp_root);
+    set_env("WICK_CACHE_DIR", dir);
+
+    int hit = -1;
+    wk_error_clear();
+    WkLib *lib = wk_cc_load("int broken(void) { return undeclared_thing; }\n", &hit);
+    CHECK(lib == NULL);
+    CHECK_STR_CONTAINS(wk_error_get(), "failed");
+    CHECK_STR_CONTAINS(wk_error_get(), "undeclared_thing");
+    CHECK_EQ_INT(hit, 0);
+
+    CHECK(wk_cc_load(NULL, &hit) == NULL);
+
+    set_env("WICK_CC", "/nonexistent/wick-cc-xyz");
+    wk_error_clear();
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib == NULL);
+    CHECK_STR_CONTAINS(wk_error_get(), "wick: C compiler '/nonexistent/wick-cc-xyz' not found (set WICK_CC)");
+    set_env("WICK_CC", "wick-no-such-compiler-xyz");
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib == NULL);
+    CHECK_STR_CONTAINS(wk_error_get(), "'wick-no-such-compiler-xyz' not found");
+
+    /* A compiler given with arguments works. */
+    set_env("WICK_CC", "cc -DWICK_VIA_ARGS=1");
+    lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    wk_cc_close(lib);
+    set_env("WICK_CC", NULL);
+}
+
+static void test_unwritable_dir(void) {
+    set_env("WICK_CACHE_DIR", "/dev/null/wick-cache");
+    const char *dir = wk_cc_cache_dir();
+    CHECK(strcmp(dir, "/dev/null/wick-cache") != 0);
+    CHECK(access(dir, W_OK) == 0);
+    int hit = -1;
+    WkLib *lib = wk_cc_load(SRC, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(call_add(lib), 5);
+    wk_cc_close(lib);
+}
+
+static void test_concurrent_processes(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/shared", tmp_root);
+    set_env("WICK_CACHE_DIR", dir);
+    const char *src = "int wk_conc(void) { return 7; }\n";
+    enum { NPROC = 4 };
+    pid_t pids[NPROC];
+    for (int i = 0; i < NPROC; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            int hit;
+            WkLib *lib = wk_cc_load(src, &hit);
+            int ok = 0;
+            if (lib) {
+                int (*f)(void);
+                *(void **)&f = wk_cc_symbol(lib, "wk_conc");
+                ok = f && f() == 7;
+                wk_cc_close(lib);
+            }
+            _exit(ok ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < NPROC; i++) {
+        int st = -1;
+        waitpid(pids[i], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    int hit = -1;
+    WkLib *lib = wk_cc_load(src, &hit);
+    CHECK(lib != NULL);
+    CHECK_EQ_INT(hit, 1);
+    CHECK(lib && sidecar_matches(wk_cc_path(lib)));
+    /* No temporaries left behind. */
+    DIR *d = opendir(dir);
+    int tmps = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, "tmp")) tmps++;
+    if (d) closedir(d);
+    CHECK_EQ_INT(tmps, 0);
+    wk_cc_close(lib);
+}
+
+int main(void) {
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/wick-test-cc-XXXXXX");
+    if (!mkdtemp(tmp_root)) return 2;
+    set_env("WICK_CC", NULL);
+    set_env("WICK_CFLAGS", NULL);
+    test_compile_and_hit();
+    test_errors();
+    test_unwritable_dir();
+    test_concurrent_processes();
+    rm_rf(tmp_root);
+    return CHECK_DONE();
+}

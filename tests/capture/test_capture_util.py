@@ -1,0 +1,164 @@
+"""Shared helpers and fixtures of the capture tests (test_capture_*.py import
+them with `from test_capture_util import *`; this file holds no tests).
+
+`ref` is a reference backend used next to wick's own: it runs a captured
+wick._C.Graph node by node with eager torch ops, so these tests check what
+capture builds (ops, argument binding, constants, dtypes) independently of
+wick's compiler. It reaches capture through the same door as any non-wick
+backend, `wick.backends.compile_graph_with`, which the fixture below wraps.
+"""
+import os
+import tempfile
+
+import pytest
+import torch
+
+import wick._C as C
+
+OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
+
+
+def compiled(fn, backend="wick", fullgraph=False):
+    opts = dict(OPTS, backend=backend, fullgraph=fullgraph)
+    return C.CompiledFunction(fn, opts)
+
+
+def entries(fn):
+    return C.code_entries(fn.__code__)
+
+
+def graphs(fn):
+    return [e for e in entries(fn) if not e.get("eager") and e.get("graph_count")]
+
+
+def fallbacks(fn):
+    return [e for e in entries(fn) if e.get("eager")]
+
+
+_BINARY = {
+    "ADD": lambda a, b: a + b,
+    "SUB": lambda a, b: a - b,
+    "MUL": lambda a, b: a * b,
+    "DIV": lambda a, b: a / b,
+    "POW": lambda a, b: a ** b,
+    "MAXIMUM": torch.maximum,
+    "MINIMUM": torch.minimum,
+    "EQ": lambda a, b: a == b,
+    "NE": lambda a, b: a != b,
+    "LT": lambda a, b: a < b,
+    "LE": lambda a, b: a <= b,
+    "GT": lambda a, b: a > b,
+    "GE": lambda a, b: a >= b,
+}
+_UNARY = {
+    "NEG": torch.neg,
+    "ABS": torch.abs,
+    "RELU": torch.relu,
+    "EXP": torch.exp,
+    "LOG": torch.log,
+    "SQRT": torch.sqrt,
+    "SIGMOID": torch.sigmoid,
+    "TANH": torch.tanh,
+}
+
+
+class RefGraph:
+    """Runs a wick._C.Graph with eager torch; returns a tuple like CompiledGraph."""
+
+    calls = 0
+
+    def __init__(self, graph):
+        self.text = graph.print()
+        self.inputs = [d["id"] for d in graph.inputs()]
+        self.nodes = graph.nodes()
+        self.outputs = graph.outputs()
+
+    def __call__(self, *args):
+        RefGraph.calls += 1
+        assert len(args) == len(self.inputs)
+        env = dict(zip(self.inputs, args))
+        for n in self.nodes:
+            op, x = n["op"], [env[i] for i in n["inputs"]]
+            if op == "SCALAR":
+                r = n["value"]  # a Python number keeps torch's wrapped-number promotion
+            elif op == "CONVERT":
+                r = x[0].to(getattr(torch, n["dtype"]))
+            elif op in _BINARY:
+                r = _BINARY[op](*x)
+            elif op in _UNARY:
+                r = _UNARY[op](x[0])
+            elif op == "WHERE":
+                r = torch.where(*x)
+            elif op in ("SUM", "MEAN", "AMAX"):
+                t = x[0]
+                dims = n["dims"] if n["dims"] is not None else tuple(range(t.dim()))
+                kw = {}
+                if op != "AMAX" and n["dtype"] is not None:
+                    kw["dtype"] = getattr(torch, n["dtype"])
+                f = {"SUM": torch.sum, "MEAN": torch.mean, "AMAX": torch.amax}[op]
+                r = f(t, dim=dims, keepdim=n["keepdim"], **kw) if dims else (
+                    f(t, **kw) if op != "AMAX" else torch.amax(t, dim=()))
+                if not dims and n["keepdim"]:
+                    r = r.reshape([1] * t.dim())
+            else:
+                raise NotImplementedError(op)
+            env[n["output"]] = r
+        return tuple(env[o] for o in self.outputs)
+
+
+def install_ref_backend(monkeypatch):
+    import wick.backends as B
+
+    orig = getattr(B, "compile_graph_with", None)
+
+    def compile_graph_with(backend, graph, example_inputs):
+        if backend == "ref":
+            return RefGraph(graph)
+        return orig(backend, graph, example_inputs)
+
+    monkeypatch.setattr(B, "compile_graph_with", compile_graph_with, raising=False)
+
+
+def assert_same(got, expected, rtol=1e-5, atol=1e-6):
+    """Equal to eager: same type, structure, dtype, shape; values close."""
+    assert type(got) is type(expected), (type(got), type(expected))
+    if isinstance(expected, torch.Tensor):
+        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+        assert got.shape == expected.shape, (got.shape, expected.shape)
+        assert got.device == expected.device
+        if expected.dtype.is_floating_point:
+            torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            assert torch.equal(got, expected)
+    elif isinstance(expected, (tuple, list)):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_same(g, e, rtol, atol)
+    else:
+        assert got == expected or (got != got and expected != expected), (got, expected)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wick_cache_dir():
+    """A private WICK_CACHE_DIR for the test session."""
+    old = os.environ.get("WICK_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="wick-capture-") as d:
+        os.environ["WICK_CACHE_DIR"] = d
+        C.env_reload()
+        yield d
+    if old is None:
+        os.environ.pop("WICK_CACHE_DIR", None)
+    else:
+        os.environ["WICK_CACHE_DIR"] = old
+    C.env_reload()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_capture(monkeypatch):
+    install_ref_backend(monkeypatch)
+    C.reset()
+    yield
+    C.reset()
+
+
+__all__ = [n for n in dir() if not n.startswith("__")]

@@ -1,0 +1,397 @@
+"""wick._C.CompiledGraph: graphs built by hand, compiled by wick's pipeline,
+run by the runtime, compared with eager PyTorch on real inputs."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+import wick._C as C
+
+# ---- inputs ----------------------------------------------------------------
+
+
+def rand(shape, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=gen) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen, dtype=dtype)
+    return torch.randint(-5, 6, shape, generator=gen, dtype=dtype)
+
+
+def layout(t, kind):
+    """The same values in another memory layout (the runtime must honour strides)."""
+    if kind == "contiguous" or t.dim() == 0:
+        return t
+    if kind == "transposed":
+        return t.transpose(0, -1).contiguous().transpose(0, -1)
+    if kind == "sliced":  # every other element of a wider buffer, with a storage offset
+        wide = torch.empty(*t.shape[:-1], 2 * t.shape[-1] + 1, dtype=t.dtype)
+        wide[..., 1::2] = t
+        return wide[..., 1::2]
+    if kind == "expanded":  # stride 0 along dim 0
+        row = t[:1].clone()
+        return row.expand(t.shape)
+    raise ValueError(kind)
+
+
+def check_close(got, want):
+    assert isinstance(got, tuple)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert isinstance(g, torch.Tensor)
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        if w.dtype.is_floating_point:
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
+        else:
+            assert torch.equal(g, w)
+
+
+def compile_graph(build, inputs):
+    g = C.Graph()
+    ids = [g.input_like(t, source=f"L['a{i}']") for i, t in enumerate(inputs)]
+    outs = build(g, *ids)
+    for o in outs:
+        g.output(o)
+    return g, g.compile()
+
+
+def run_case(build, ref, inputs):
+    _, cg = compile_graph(build, inputs)
+    got = cg(*inputs)
+    check_close(got, ref(*inputs))
+    return cg
+
+
+# ---- cases: (graph builder, eager reference, dtypes) -----------------------
+
+def b_arith(g, a, b):
+    s = g.op("add", [a, b])
+    t = g.op("mul", [s, g.scalar(2)])
+    return [g.op("sub", [t, g.op("div", [b, g.scalar(3)])])]
+
+
+def r_arith(a, b):
+    return [(a + b) * 2 - b / 3]
+
+
+def b_unary(g, a, b):
+    e = g.op("exp", [g.op("neg", [g.op("abs", [a])])])
+    q = g.op("sqrt", [g.op("abs", [b])])
+    st = g.op("mul", [g.op("sigmoid", [a]), g.op("tanh", [b])])
+    lg = g.op("log", [g.op("add", [g.op("abs", [b]), g.scalar(1.0)])])
+    return [g.op("add", [g.op("add", [e, q]), g.op("add", [st, lg])]), g.op("relu", [a])]
+
+
+def r_unary(a, b):
+    return [(torch.exp(-torch.abs(a)) + torch.sqrt(torch.abs(b))) + (torch.sigmoid(a) * torch.tanh(b) + torch.log(torch.abs(b) + 1.0)),
+            torch.relu(a)]
+
+
+def b_select(g, a, b):
+    gt = g.op("gt", [a, b])
+    return [g.op("where", [gt, a, b]), gt, g.op("maximum", [a, b]), g.op("minimum", [a, b]),
+            g.op("eq", [a, b]), g.op("le", [a, g.scalar(0)])]
+
+
+def r_select(a, b):
+    return [torch.where(a > b, a, b), a > b, torch.maximum(a, b), torch.minimum(a, b), a == b, a <= 0]
+
+
+def b_reduce(g, a, b):
+    s = g.op("add", [a, b])
+    return [g.op("sum", [s], dims=-1, keepdim=True), g.op("sum", [s]), g.op("amax", [s], dims=(0,)),
+            g.op("mean", [s], dims=(0, 1))]
+
+
+def r_reduce(a, b):
+    s = a + b
+    return [s.sum(-1, keepdim=True), s.sum(), s.amax((0,)), s.mean((0, 1))]
+
+
+def b_int_reduce(g, a, b):
+    s = g.op("mul", [a, b])
+    return [g.op("sum", [s], dims=(1,)), g.op("sum", [s], dtype="float64"), g.op("amax", [s], dims=1, keepdim=True)]
+
+
+def r_int_reduce(a, b):
+    s = a * b
+    return [s.sum((1,)), s.sum(dtype=torch.float64), s.amax(1, keepdim=True)]
+
+
+def b_convert(g, a, b):
+    return [g.op("add", [g.op("convert", [a], dtype="float64"), b]), g.op("convert", [b], dtype=torch.int64)]
+
+
+def r_convert(a, b):
+    return [a.to(torch.float64) + b, b.to(torch.int64)]
+
+
+def b_pow(g, a, b):
+    return [g.op("pow", [g.op("add", [g.op("abs", [a]), g.scalar(1)]), g.scalar(2)]), g.op("pow", [a, g.scalar(3)])]
+
+
+def r_pow(a, b):
+    return [torch.pow(torch.abs(a) + 1, 2), a ** 3]
+
+
+FLOATS = [torch.float32, torch.float64]
+CASES = {
+    "arith": (b_arith, r_arith, FLOATS + [torch.int64]),
+    "unary": (b_unary, r_unary, FLOATS),
+    "select": (b_select, r_select, FLOATS + [torch.int64]),
+    "reduce": (b_reduce, r_reduce, FLOATS),
+    "int_reduce": (b_int_reduce, r_int_reduce, [torch.int64]),
+    "convert": (b_convert, r_convert, [torch.float32]),
+    "pow": (b_pow, r_pow, FLOATS + [torch.int64]),
+}
+SHAPES = [((5, 7), (5, 7)), ((6, 7), (7,)), ((1, 13), (9, 1)), ((33, 65), (33, 65)), ((4, 0), (4, 0))]
+LAYOUTS = ["contiguous", "transposed", "sliced", "expanded"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("shapes", SHAPES, ids=lambda s: "x".join(map(str, s[0])) + "_" + "x".join(map(str, s[1])))
+def test_matches_eager(case, shapes):
+    build, ref, dtypes = CASES[case]
+    needs_2d = case in ("reduce", "int_reduce")
+    for dtype in dtypes:
+        for i, lay in enumerate(LAYOUTS):
+            a = rand(shapes[0], dtype, seed=1 + i)
+            b = rand(shapes[1] if not needs_2d else shapes[0], dtype, seed=100 + i)
+            if case == "reduce" and a.numel() == 0:
+                continue  # amax over zero elements is an error in torch too
+            if case == "int_reduce" and a.numel() == 0:
+                continue
+            a, b = layout(a, lay), layout(b, "contiguous" if lay == "expanded" else lay)
+            run_case(build, ref, [a, b])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+def test_zero_dim_and_bool(dtype):
+    a, b = rand((), dtype, 3), rand((4, 3), dtype, 4)
+    run_case(lambda g, x, y: [g.op("eq", [x, y]), g.op("where", [g.op("ne", [x, y]), x, y])],
+             lambda x, y: [x == y, torch.where(x != y, x, y)], [a, b])
+
+
+def test_output_aliases_input_and_repeats():
+    a, b = rand((3, 4), torch.float32, 1), rand((4,), torch.float32, 2)
+
+    def build(g, x, y):
+        s = g.op("add", [x, y])
+        return [s, x, s, y, x]
+
+    _, cg = compile_graph(build, [a, b])
+    out = cg(a, b)
+    assert len(out) == 5
+    assert out[1] is a and out[4] is a and out[3] is b
+    assert out[0] is out[2]
+    assert out[0] is not a
+    torch.testing.assert_close(out[0], a + b)
+    out2 = cg(a, b)
+    assert out2[0] is not out[0]  # fresh outputs per call
+
+
+def test_only_inputs_returned():
+    a = rand((2, 3), torch.float64, 5)
+    _, cg = compile_graph(lambda g, x: [x], [a])
+    out = cg(a)
+    assert out == (a,) and out[0] is a
+
+
+def test_many_buffers():
+    """More buffers than the call keeps on its stack."""
+    a = rand((8,), torch.float32, 7)
+
+    def build(g, x):
+        outs, v = [], x
+        for i in range(24):
+            v = g.op("add", [v, g.scalar(float(i))])
+            outs.append(v)
+        return outs
+
+    _, cg = compile_graph(build, [a])
+    out = cg(a)
+    want, v = [], a
+    for i in range(24):
+        v = v + float(i)
+        want.append(v)
+    check_close(out, want)
+
+
+def test_input_validation():
+    a, b = rand((3, 4), torch.float32, 1), rand((4,), torch.float32, 2)
+    _, cg = compile_graph(lambda g, x, y: [g.op("add", [x, y])], [a, b])
+    with pytest.raises(TypeError, match="takes 2 input tensors, got 1"):
+        cg(a)
+    with pytest.raises(TypeError, match="takes 2 input tensors, got 3"):
+        cg(a, b, b)
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        cg(a, [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match="dtype torch.float64, expected torch.float32"):
+        cg(a, b.double())
+    with pytest.raises(ValueError, match=r"shape \(5,\), expected \(4,\)"):
+        cg(a, rand((5,), torch.float32, 3))
+    with pytest.raises(ValueError, match=r"shape \(3, 4, 1\)"):
+        cg(a.unsqueeze(-1), b)
+    with pytest.raises(ValueError, match=r"strides \(1, 3\), expected \(4, 1\)"):
+        cg(layout(a, "transposed"), b)
+    with pytest.raises(ValueError, match="CPU tensor"):
+        cg(torch.empty(3, 4, device="meta"), b)
+    with pytest.raises(TypeError, match="positionally"):
+        cg(a, b=b)
+    # Strides of size-1 dims never address memory: not a mismatch.
+    one = rand((1, 4), torch.float32, 9)
+    _, cg1 = compile_graph(lambda g, x: [g.op("neg", [x])], [one])
+    torch.testing.assert_close(cg1(one.as_strided((1, 4), (99, 1)))[0], -one)
+    # Still correct after all those errors.
+    torch.testing.assert_close(cg(a, b)[0], a + b)
+
+
+def test_check_inputs_off_keeps_count_check():
+    a = rand((3,), torch.float32, 1)
+    _, cg = compile_graph(lambda g, x: [g.op("mul", [x, x])], [a])
+    assert cg.check_inputs is True
+    cg.check_inputs = False
+    torch.testing.assert_close(cg(a)[0], a * a)
+    with pytest.raises(TypeError):
+        cg()
+
+
+def test_refcounts_stable():
+    a, b = rand((16,), torch.float32, 1), rand((16,), torch.float32, 2)
+    _, cg = compile_graph(lambda g, x, y: [g.op("add", [x, y]), x], [a, b])
+    before = sys.getrefcount(a), sys.getrefcount(b)
+    for _ in range(100):
+        cg(a, b)
+    assert (sys.getrefcount(a), sys.getrefcount(b)) == before
+
+
+def test_attributes_and_cache_hit(cache_dir):
+    a = rand((10,), torch.float32, 1)
+    build = lambda g, x: [g.op("mul", [g.op("add", [x, g.scalar(1.0)]), x])]  # noqa: E731
+    _, cg = compile_graph(build, [a])
+    assert cg.cache_hit is False
+    assert cg.nkernels >= 1
+    assert cg.compile_time_s > 0
+    assert cg.entry in cg.source
+    assert isinstance(cg.summary, str)
+    assert cg.library_path.startswith(str(cache_dir))
+    assert os.path.exists(cg.library_path) and os.path.exists(cg.library_path + ".sha256")
+    assert C.cache_dir() == str(cache_dir)
+    d = cg.describe()
+    assert {"source", "summary", "nkernels", "compile_time_s", "cache_hit", "library_path"} <= set(d)
+    assert d["source"] == cg.source and d["library_path"] == cg.library_path
+    kinds = [buf["kind"] for buf in cg.buffers]
+    assert "input" in kinds and "output" in kinds
+    _, cg2 = compile_graph(build, [a])
+    assert cg2.cache_hit is True
+    assert cg2.library_path == cg.library_path
+    torch.testing.assert_close(cg2(a)[0], (a + 1.0) * a)
+
+
+def test_corrupt_cache_file_is_rebuilt(cache_dir):
+    a = rand((50,), torch.float64, 1)
+    build = lambda g, x: [g.op("sub", [g.op("mul", [x, g.scalar(3.0)]), x])]  # noqa: E731
+    _, cg = compile_graph(build, [a])
+    path = cg.library_path
+    data = bytearray(open(path, "rb").read())
+    for k in range(len(data) // 3, len(data) // 3 + 64):
+        data[k] ^= 0xA5
+    tmp = path + ".corrupt"
+    with open(tmp, "wb") as f:  # a new inode: never rewrite a mapped library in place
+        f.write(data)
+    os.replace(tmp, path)
+    _, cg2 = compile_graph(build, [a])
+    assert cg2.cache_hit is False
+    torch.testing.assert_close(cg2(a)[0], a * 3.0 - a)
+    assert open(path, "rb").read() != bytes(data)
+    # Truncated file and missing checksum: rebuilt as well.
+    with open(tmp, "wb") as f:
+        f.write(open(path, "rb").read()[:100])
+    os.replace(tmp, path)
+    _, cg3 = compile_graph(build, [a])
+    assert cg3.cache_hit is False
+    os.unlink(path + ".sha256")
+    _, cg4 = compile_graph(build, [a])
+    assert cg4.cache_hit is False
+    torch.testing.assert_close(cg4(a)[0], a * 3.0 - a)
+    _, cg5 = compile_graph(build, [a])
+    assert cg5.cache_hit is True
+
+
+def test_missing_compiler(monkeypatch):
+    monkeypatch.setenv("WICK_CC", "wick-no-such-cc")
+    C.env_reload()
+    a = rand((3,), torch.float32, 1)
+    with pytest.raises(C.CompileError, match="C compiler 'wick-no-such-cc' not found"):
+        compile_graph(lambda g, x: [g.op("neg", [x])], [a])
+
+
+def test_cuda_input_is_a_compile_error():
+    g = C.Graph()
+    x = g.input("float32", (4,), (1,), device="cuda")
+    g.output(g.op("neg", [x]))
+    with pytest.raises(C.CompileError, match="GPU"):
+        g.compile()
+
+
+def test_threads_share_a_compiled_graph():
+    a = rand((1000,), torch.float32, 1)
+    _, cg = compile_graph(lambda g, x: [g.op("mul", [g.op("add", [x, g.scalar(1.0)]), x])], [a])
+    want = (a + 1.0) * a
+    errors = []
+
+    def work():
+        try:
+            for _ in range(50):
+                torch.testing.assert_close(cg(a)[0], want)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+CHILD = textwrap.dedent("""
+    import sys, torch
+    import wick._C as C
+    g = C.Graph()
+    x = g.input("float32", (64, 33), (33, 1))
+    y = g.op("add", [g.op("mul", [x, g.scalar(2.5)]), g.scalar(1.0)])
+    g.output(y)
+    cg = g.compile()
+    a = torch.arange(64 * 33, dtype=torch.float32).reshape(64, 33)
+    out = cg(a)[0]
+    assert torch.equal(out, a * 2.5 + 1.0)
+    print(cg.library_path)
+""")
+
+
+def test_two_processes_share_an_empty_cache(cache_dir):
+    env = dict(os.environ, WICK_CACHE_DIR=str(cache_dir))
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, results):
+        assert p.returncode == 0, err
+    paths = {out.strip() for out, _ in results}
+    assert len(paths) == 1
+    path = paths.pop()
+    assert os.path.exists(path)
+    leftovers = [f for f in os.listdir(cache_dir) if "tmp" in f]
+    assert leftovers == []
+    # The artifact verifies and is reused.
+    g = C.Graph()
+    x = g.input("float32", (64, 33), (33, 1))
+    g.output(g.op("add", [g.op("mul", [x, g.scalar(2.5)]), g.scalar(1.0)]))
+    cg = g.compile()
+    assert cg.cache_hit is True and cg.library_path == path

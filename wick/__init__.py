@@ -1,0 +1,178 @@
+"""wick: a just-in-time compiler for unmodified PyTorch programs, written in C.
+
+    import wick
+    fast = wick.compile(fn)          # like torch.compile
+    wick.explain(fn)(*args)          # graphs, fallback reasons (file:line), guards
+    wick.reset()                     # forget every compiled frame
+    torch.compile(model, backend="wick")
+
+This package is deliberately thin: the frame hook, the symbolic bytecode
+interpreter, guards, the compiler and the runtime are C (wick._C). Importing
+wick does not require torch; the torch-facing parts import it when used.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+from . import _C
+
+__all__ = ["compile", "reset", "explain", "stats", "ExplainOutput", "UnsupportedError"]
+
+UnsupportedError = getattr(_C, "UnsupportedError", RuntimeError)
+
+_BACKEND_DEFAULT = "wick"
+_compiled_codes: list = []  # code objects wick.compile has marked since the last reset
+
+
+def _options(fullgraph, dynamic, backend, mode):
+    if mode not in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        raise ValueError(f"wick.compile: unknown mode {mode!r}")
+    if not (isinstance(backend, str) or callable(backend)):
+        raise TypeError(f"wick.compile: backend must be a name or a callable, got {type(backend).__name__}")
+    return {"backend": backend, "fullgraph": bool(fullgraph), "dynamic": dynamic, "mode": mode}
+
+
+def _compile_function(fn, opts):
+    compiled = _C.CompiledFunction(fn, opts)
+    code = getattr(fn, "__code__", None)
+    if code is not None and code not in _compiled_codes:
+        _compiled_codes.append(code)
+    return compiled
+
+
+def _compile_module(module, opts):
+    import torch
+
+    class CompiledModule(torch.nn.Module):
+        """The module with its forward run through wick; parameters are shared."""
+
+        def __init__(self, mod):
+            super().__init__()
+            self._orig_mod = mod
+            forward = type(mod).forward
+            self._compiled_forward = _compile_function(forward, opts)
+
+        def forward(self, *args, **kwargs):
+            return self._compiled_forward(self._orig_mod, *args, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._orig_mod, name)
+
+    return CompiledModule(module)
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend=_BACKEND_DEFAULT, mode="default"):
+    """Compile a function or nn.Module with wick's capture and ``backend``.
+
+    Works like ``torch.compile``: the result is called like the original. Code
+    wick cannot capture runs eagerly and the reason is recorded (see
+    ``wick.explain``); ``fullgraph=True`` turns that into an UnsupportedError.
+    ``backend`` is "wick" (wick's own compiler), or any torch.compile backend
+    name ("inductor", "eager", ...) or callable taking (GraphModule, inputs).
+    """
+    opts = _options(fullgraph, dynamic, backend, mode)
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
+        return _compile_module(model, opts)
+    if not callable(model):
+        raise TypeError(f"wick.compile expects a function or nn.Module, got {type(model).__name__}")
+    if not hasattr(model, "__code__"):
+        raise TypeError(f"wick.compile: {model!r} has no Python code to compile")
+    compiled = _compile_function(model, opts)
+    return compiled
+
+
+def reset():
+    """Forget every compiled frame and recorded reason."""
+    _C.reset()
+    _compiled_codes.clear()
+    backends = sys.modules.get("wick.backends")
+    if backends is not None:
+        backends.fallback_reasons.clear()
+
+
+def _entries(codes):
+    out = []
+    for code in codes:
+        for entry in _C.code_entries(code):
+            out.append(dict(entry, code=code))
+    return out
+
+
+def stats():
+    """What wick did since the last reset: graphs compiled, eager fallbacks and hook counters."""
+    entries = _entries(_compiled_codes)
+    graphs = sum(int(e.get("graph_count", 0) or 0) for e in entries if not e.get("eager"))
+    fallbacks = [e["reason"] for e in entries if e.get("reason")]
+    backends = sys.modules.get("wick.backends")
+    if backends is not None:
+        fallbacks += list(backends.fallback_reasons)
+    return {
+        "graphs": graphs,
+        "entries": len(entries),
+        "fallbacks": fallbacks,
+        "compile_time_s": sum(float(e.get("compile_time_s", 0) or 0) for e in entries),
+        "hook": _C.hook_stats(),
+    }
+
+
+class ExplainOutput:
+    """What wick.explain found: graphs, their kernel sources, guards, and why anything ran eagerly."""
+
+    def __init__(self, entries, result):
+        self.entries = entries
+        self.result = result
+        compiled = [e for e in entries if not e.get("eager")]
+        self.graphs = [e.get("graph", "") for e in compiled]
+        self.sources = [e.get("source", "") for e in compiled]
+        self.guards = [list(e.get("guards", [])) for e in compiled]
+        self.graph_count = sum(int(e.get("graph_count", 1) or 0) for e in compiled)
+        self.break_reasons = [e["reason"] for e in entries if e.get("reason")]
+
+    def __repr__(self):
+        lines = [f"wick.explain: {self.graph_count} graph(s), {len(self.break_reasons)} fallback reason(s)"]
+        for i, g in enumerate(self.graphs):
+            lines.append(f"--- graph {i} ---\n{g}")
+            if self.guards[i]:
+                lines.append("guards:\n  " + "\n  ".join(self.guards[i]))
+        for r in self.break_reasons:
+            lines.append(f"fallback: {r}")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
+def explain(fn, **compile_kwargs):
+    """``wick.explain(fn)(*args)`` compiles fn (if needed), runs it once on args,
+    and returns an ExplainOutput for the entries that call used or created."""
+    target = getattr(fn, "__wrapped__", fn)
+    compiled = fn if isinstance(fn, _C.CompiledFunction) else compile(target, **compile_kwargs)
+
+    def run(*args, **kwargs):
+        result = compiled(*args, **kwargs)
+        return ExplainOutput(_entries([target.__code__]), result)
+
+    return run
+
+
+def _register_with_torch():
+    """Make torch.compile(..., backend="wick") work once torch is importable."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    try:
+        from . import backends
+
+        backends.register()
+    except Exception as exc:  # registration must never break `import wick`
+        print(f"wick: could not register the torch.compile backend: {exc}", file=sys.stderr)
+
+
+_register_with_torch()
