@@ -43,7 +43,7 @@ demo: build
 	$(PY) examples/demo.py
 
 # C unit tests of the Python-free layers, under AddressSanitizer and UBSan.
-build/ctest/%: tests/c/%.c $(CORE_SRC) $(CORE_HDR) tests/c/check.h
+build/ctest/%: tests/c/%.c $(CORE_SRC) $(CORE_HDR) $(wildcard tests/c/*.h)
 	@mkdir -p build/ctest
 	$(CC) -std=gnu11 -g -O1 $(WARN) $(SAN) -Icsrc -o $@ $< $(CORE_SRC) -ldl -lm
 

@@ -191,6 +191,10 @@ class _Importer:
             if example.requires_grad and torch.is_grad_enabled():
                 raise _Unsupported(f"input {node.name} requires grad: training needs autodiff, "
                                    "which wick does not have yet")
+            meta = node.meta.get("example_value", node.meta.get("val"))
+            if isinstance(meta, torch.Tensor) and not all(
+                    isinstance(d, int) for d in (*meta.shape, *meta.stride())):
+                raise _Unsupported(f"input {node.name} has dynamic sizes (not supported yet)")
             if example.layout != torch.strided:
                 raise _Unsupported(f"input {node.name} has layout {example.layout}")
             if type(example) is not torch.Tensor and not isinstance(example, torch.nn.Parameter):

@@ -396,19 +396,35 @@ void wk_asm_compare_op(WkAsm *a, int cmp) {
 #endif
 }
 
+void wk_asm_load_method(WkAsm *a, const char *name) {
+#if PY_VERSION_HEX >= 0x030C0000
+    wk_asm_op(a, LOAD_ATTR, (wk_asm_name(a, name) << 1) | 1);
+#else
+    wk_asm_op(a, LOAD_METHOD, wk_asm_name(a, name));
+#endif
+}
+
 #if BC_PY313
 /* 3.13 CALL expects [callable, NULL, args]; move the matching PUSH_NULL from
  * below the callable to just after the instructions that pushed it. */
+/* Only the innermost pending NULL can belong to this call, and it does when
+ * the stack above it is exactly [callable, args...]; a call whose callable
+ * came with its own NULL (wk_asm_load_method, load_global with push_null)
+ * leaves at least two more values above an outer pending NULL. */
 static void move_pending_null(WkAsm *a, int nargs) {
     if (a->pending_null.len == 0) return;
-    int j = a->pending_null.data[--a->pending_null.len];
-    if (j < 0 || j >= a->ins.len || a->ins.data[j].op != PUSH_NULL) return;
+    int j = a->pending_null.data[a->pending_null.len - 1];
+    if (j < 0 || j >= a->ins.len || a->ins.data[j].op != PUSH_NULL) {
+        a->pending_null.len--;
+        return;
+    }
     int depth = 0, last = -1;
     for (int k = j + 1; k < a->ins.len; k++) {
         depth += PyCompile_OpcodeStackEffectWithJump(a->ins.data[k].op, a->ins.data[k].arg, 0);
         if (depth == 1) last = k;
     }
     if (last < 0 || depth != 1 + nargs) return;
+    a->pending_null.len--;
     AsmIns null_ins = a->ins.data[j];
     memmove(&a->ins.data[j], &a->ins.data[j + 1], sizeof(AsmIns) * (size_t)(last - j));
     a->ins.data[last] = null_ins;
@@ -429,6 +445,39 @@ void wk_asm_call(WkAsm *a, int nargs) {
         wk_asm_op(a, CALL_FUNCTION_EX, 0);
         return;
     }
+    wk_asm_op(a, PRECALL, nargs);
+    wk_asm_op(a, CALL, nargs);
+#endif
+}
+
+void wk_asm_call_kw(WkAsm *a, int nargs, PyObject *kwnames) {
+    if (!kwnames || !PyTuple_Check(kwnames) || PyTuple_GET_SIZE(kwnames) > nargs) {
+        if (!a->err_type) {
+            PyErr_SetString(PyExc_SystemError, "wick assembler: call_kw needs a tuple of at most nargs names");
+            asm_fail(a);
+        }
+        return;
+    }
+    if (PyTuple_GET_SIZE(kwnames) == 0) {
+        wk_asm_call(a, nargs);
+        return;
+    }
+#if BC_PY313
+    move_pending_null(a, nargs);
+    wk_asm_load_const(a, kwnames);
+    wk_asm_op(a, CALL_KW, nargs);
+#elif PY_VERSION_HEX >= 0x030C0000
+    wk_asm_op(a, KW_NAMES, wk_asm_const(a, kwnames)); /* nothing may come between it and CALL */
+    wk_asm_op(a, CALL, nargs);
+#else
+    if (nargs > 255) {
+        if (!a->err_type) {
+            PyErr_SetString(PyExc_SystemError, "wick assembler: more than 255 arguments with keywords");
+            asm_fail(a);
+        }
+        return;
+    }
+    wk_asm_op(a, KW_NAMES, wk_asm_const(a, kwnames));
     wk_asm_op(a, PRECALL, nargs);
     wk_asm_op(a, CALL, nargs);
 #endif
@@ -694,7 +743,8 @@ static PyObject *py_bc_decode(PyObject *self, PyObject *arg) {
 
 /* _asm_demo(like_code, program) -> code. program: list of tuples
  * ("resume",) ("push_null",) ("const", v) ("load", name) ("store", name)
- * ("global", name, push_null) ("attr", name) ("call", n) ("tuple", n)
+ * ("global", name, push_null) ("attr", name) ("method", name) ("call", n)
+ * ("call_kw", n, kwnames) ("tuple", n)
  * ("unpack", n) ("return",) ("line", n) ("op", opcode, arg) ("label", k)
  * ("jump", opcode, k) ("compare", cmp) */
 static PyObject *py_asm_demo(PyObject *self, PyObject *args) {
@@ -722,7 +772,7 @@ static PyObject *py_asm_demo(PyObject *self, PyObject *args) {
         long yi = PyLong_Check(y) ? PyLong_AsLong(y) : 0;
         if (!what || PyErr_Occurred()) goto done;
         int needs_str = !strcmp(what, "load") || !strcmp(what, "store") || !strcmp(what, "global") ||
-                        !strcmp(what, "attr");
+                        !strcmp(what, "attr") || !strcmp(what, "method");
         int needs_label = !strcmp(what, "label") || !strcmp(what, "jump");
         if (needs_str && !xs) {
             PyErr_Format(PyExc_TypeError, "%s needs a name", what);
@@ -742,6 +792,8 @@ static PyObject *py_asm_demo(PyObject *self, PyObject *args) {
         else if (!strcmp(what, "global")) wk_asm_load_global(a, xs, (int)yi);
         else if (!strcmp(what, "attr")) wk_asm_load_attr(a, xs);
         else if (!strcmp(what, "call")) wk_asm_call(a, (int)xi);
+        else if (!strcmp(what, "call_kw")) wk_asm_call_kw(a, (int)xi, y);
+        else if (!strcmp(what, "method")) wk_asm_load_method(a, xs);
         else if (!strcmp(what, "tuple")) wk_asm_build_tuple(a, (int)xi);
         else if (!strcmp(what, "unpack")) wk_asm_unpack_sequence(a, (int)xi);
         else if (!strcmp(what, "return")) wk_asm_return_value(a);

@@ -80,6 +80,12 @@ int wk_asm_new_label(WkAsm *a);
 void wk_asm_bind_label(WkAsm *a, int label);         /* label = next emitted instruction */
 void wk_asm_jump(WkAsm *a, int opcode, int label);   /* any relative jump opcode */
 void wk_asm_compare_op(WkAsm *a, int cmp);           /* 0..5 = < <= == != > >= */
+/* obj -> the call-ready pair [method, self] or [NULL, attr] (3.13: reversed),
+ * so that args... + wk_asm_call(n) calls obj.name(args...). */
+void wk_asm_load_method(WkAsm *a, const char *name);
+/* Like wk_asm_call with keyword arguments: the last len(kwnames) of the
+ * nargs values are passed by the names in kwnames (tuple of str, borrowed). */
+void wk_asm_call_kw(WkAsm *a, int nargs, PyObject *kwnames);
 
 /* ---- guards.c ---------------------------------------------------------- */
 typedef struct WkGuards WkGuards;

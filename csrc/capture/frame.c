@@ -3,12 +3,15 @@
  * a frame (the "shadow frame"). This is the only file that includes CPython's
  * internal frame header; every difference between 3.11 and 3.12 lives here.
  *
- * Pinned to CPython 3.11.7 and 3.12.1 (Python/frame.c, Python/pystate.c,
- * Python/ceval.c of those branches); re-audit on every patch release. See
- * /work/shared/notes/cpython-frames.md sections 2.4 and 4 for the recipe.
+ * Pinned to CPython 3.11.7, 3.12.1 and 3.13.0 (Python/frame.c,
+ * Python/pystate.c, Python/ceval.c of those branches); re-audit on every
+ * patch release. See /work/shared/notes/cpython-frames.md sections 2.4 and 4
+ * for the recipe. 3.13 keeps the 3.12 ownership rules (the eval loop clears
+ * and pops the frame it runs) and renames f_code/prev_instr to
+ * f_executable/instr_ptr (which points AT the next instruction, not before
+ * it); it exports _PyEval_FrameClearAndPop, which we use there.
  *
- * 3.13 and later: the frame layout changed (f_executable, instr_ptr) and is
- * not handled yet; the hook passes every frame through there.
+ * 3.14 and later: not handled; the hook passes every frame through.
  */
 #include "frame.h"
 
@@ -22,6 +25,15 @@
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
 
+#if PY_VERSION_HEX >= 0x030D0000
+#define FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
+#define FRAME_IS_FRESH(f, co) ((f)->instr_ptr == _PyCode_CODE(co))
+#define IS_FINALIZING() Py_IsFinalizing()
+#else
+#define FRAME_CODE(f) ((f)->f_code)
+#define FRAME_IS_FRESH(f, co) ((f)->prev_instr == _PyCode_CODE(co) - 1)
+#define IS_FINALIZING() _Py_IsFinalizing()
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
 #define FRAME_FUNC(f) ((f)->f_funcobj)
 #define FRAME_WORDS(co) ((co)->co_framesize)
@@ -36,16 +48,18 @@
 PyCodeObject *wk_frame_code_if_eligible(PyThreadState *ts, struct _PyInterpreterFrame *f,
                                         int throwflag) {
     if (throwflag || f->owner != FRAME_OWNED_BY_THREAD || f->f_locals != NULL) return NULL;
-    PyCodeObject *co = f->f_code;
+    PyCodeObject *co = FRAME_CODE(f);
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!PyCode_Check((PyObject *)co)) return NULL;
+#endif
     if (!(co->co_flags & CO_OPTIMIZED) ||
         (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)))
         return NULL;
     /* Only fresh frames: nothing of the code has run, argument slots hold
      * raw values, cell and free slots are empty. */
-    if (f->prev_instr != _PyCode_CODE(co) - 1 || f->stacktop != co->co_nlocalsplus ||
-        f->frame_obj != NULL)
+    if (!FRAME_IS_FRESH(f, co) || f->stacktop != co->co_nlocalsplus || f->frame_obj != NULL)
         return NULL;
-    if (ts->tracing > 0 || _Py_IsFinalizing()) return NULL;
+    if (ts->tracing > 0 || IS_FINALIZING()) return NULL;
     return co;
 }
 
@@ -88,6 +102,7 @@ static _PyInterpreterFrame *push_frame(PyThreadState *ts, int words) {
     return (_PyInterpreterFrame *)res;
 }
 
+#if PY_VERSION_HEX < 0x030D0000 /* 3.13: _PyEval_FrameClearAndPop pops */
 static void pop_frame(PyThreadState *ts, _PyInterpreterFrame *frame) {
     PyObject **base = (PyObject **)frame;
     _PyStackChunk *chunk = ts->datastack_chunk;
@@ -103,6 +118,7 @@ static void pop_frame(PyThreadState *ts, _PyInterpreterFrame *frame) {
         ts->datastack_top = base;
     }
 }
+#endif
 
 int wk_frame_nargs(PyCodeObject *co) {
     return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) +
@@ -174,6 +190,9 @@ static void clear_frame(_PyInterpreterFrame *fr) {
     Py_DECREF(fr->f_func);
     Py_DECREF(fr->f_code);
 }
+#elif PY_VERSION_HEX >= 0x030D0000
+/* 3.13 exports the eval loop's own clear-and-pop. */
+PyAPI_FUNC(void) _PyEval_FrameClearAndPop(PyThreadState *tstate, _PyInterpreterFrame *frame);
 #else
 /* 3.12: the frame we were handed has never run and was never linked, so it
  * has no frame object; clearing it is dropping its references (the
@@ -192,7 +211,9 @@ static void clear_unrun_frame(_PyInterpreterFrame *fr) {
 #endif
 
 PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f) {
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    _PyEval_FrameClearAndPop(ts, f);
+#elif PY_VERSION_HEX >= 0x030C0000
     clear_unrun_frame(f);
     pop_frame(ts, f);
 #else
@@ -207,7 +228,13 @@ PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, Py
         PyErr_NoMemory();
         return wk_frame_fail(ts, f);
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    sh->f_executable = Py_NewRef(nc);
+    sh->instr_ptr = _PyCode_CODE(nc);
+#else
     sh->f_code = (PyCodeObject *)Py_NewRef(nc);
+    sh->prev_instr = _PyCode_CODE(nc) - 1;
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
     sh->f_funcobj = Py_NewRef(f->f_funcobj);
     sh->return_offset = 0;
@@ -220,18 +247,20 @@ PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, Py
     sh->f_locals = NULL;
     sh->frame_obj = NULL;
     sh->previous = NULL;
-    sh->prev_instr = _PyCode_CODE(nc) - 1;
     sh->stacktop = nc->co_nlocalsplus;
     sh->owner = FRAME_OWNED_BY_THREAD;
     /* Only argument slots: the new code's own MAKE_CELL wraps cell arguments
      * and COPY_FREE_VARS reads the closure from the function. */
-    int nargs = wk_frame_nargs(f->f_code);
+    int nargs = wk_frame_nargs(FRAME_CODE(f));
     for (int i = 0; i < nargs; i++) sh->localsplus[i] = Py_XNewRef(f->localsplus[i]);
     for (int i = nargs; i < nc->co_nlocalsplus; i++) sh->localsplus[i] = NULL;
 
     PyObject *res = _PyEval_EvalFrameDefault(ts, sh, 0);
 
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    /* the loop cleared and popped the shadow; the original is ours */
+    _PyEval_FrameClearAndPop(ts, f);
+#elif PY_VERSION_HEX >= 0x030C0000
     /* the loop cleared and popped the shadow; the original is ours */
     clear_unrun_frame(f);
     pop_frame(ts, f);

@@ -3,7 +3,7 @@
  * frame.c is the one translation unit that includes CPython's internal
  * frame headers; hook.c only sees the opaque struct _PyInterpreterFrame.
  * WK_FRAME_CAN_TRANSFORM is 0 where frame.c does not know the frame layout
- * (3.13+): the hook then passes every frame through and never compiles.
+ * (3.14+): the hook then passes every frame through and never compiles.
  */
 #ifndef WICK_CAPTURE_FRAME_H
 #define WICK_CAPTURE_FRAME_H
@@ -11,7 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
 #define WK_FRAME_CAN_TRANSFORM 1
 #else
 #define WK_FRAME_CAN_TRANSFORM 0

@@ -28,6 +28,7 @@ static const int check_cost[] = {0, 0, 1, 2, 3, 4, 5};
 typedef struct {
     CheckKind kind;
     int arg;
+    PyObject *path;     /* owned tuple of attribute names, or NULL: checks getattr(arg, ...) */
     PyTypeObject *type; /* owned: TYPE, EQUALS */
     PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS */
     PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS */
@@ -71,6 +72,7 @@ WkGuards *wk_guards_new(void) {
 }
 
 static void check_clear(Check *c) {
+    Py_XDECREF(c->path);
     Py_XDECREF(c->type);
     Py_XDECREF(c->value);
     Py_XDECREF(c->name);
@@ -96,30 +98,47 @@ void wk_guards_set_arg_names(WkGuards *g, PyObject *names) {
 
 int wk_guards_count(const WkGuards *g) { return g->checks.len; }
 
+/* Checks through attribute paths run Python getattr: after all others. */
+static int cost_of(const Check *c) { return check_cost[c->kind] + (c->path ? 10 : 0); }
+
 /* Inserts after every check of cost <= c's cost (stable). */
 static void add_check(WkGuards *g, Check c) {
     wk_vec_push(&g->checks, c);
     int i = g->checks.len - 1;
-    while (i > 0 && check_cost[g->checks.data[i - 1].kind] > check_cost[c.kind]) {
+    while (i > 0 && cost_of(&g->checks.data[i - 1]) > cost_of(&c)) {
         g->checks.data[i] = g->checks.data[i - 1];
         i--;
     }
     g->checks.data[i] = c;
 }
 
-static int has_check(const WkGuards *g, CheckKind kind, int arg) {
-    for (int i = 0; i < g->checks.len; i++)
-        if (g->checks.data[i].kind == kind && g->checks.data[i].arg == arg) return 1;
+static int same_path(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!a || !b) return 0;
+    int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    return eq > 0;
+}
+
+static int has_check_at(const WkGuards *g, CheckKind kind, int arg, PyObject *path) {
+    for (int i = 0; i < g->checks.len; i++) {
+        const Check *c = &g->checks.data[i];
+        if (c->kind == kind && c->arg == arg && same_path(c->path, path)) return 1;
+    }
     return 0;
 }
 
-void wk_guard_type(WkGuards *g, int arg, PyTypeObject *type) {
-    if (has_check(g, CK_TYPE, arg)) return;
-    Check c = {.kind = CK_TYPE, .arg = arg};
+static int has_check(const WkGuards *g, CheckKind kind, int arg) { return has_check_at(g, kind, arg, NULL); }
+
+void wk_guard_type_at(WkGuards *g, int arg, PyObject *path, PyTypeObject *type) {
+    if (has_check_at(g, CK_TYPE, arg, path)) return;
+    Check c = {.kind = CK_TYPE, .arg = arg, .path = Py_XNewRef(path)};
     Py_INCREF(type);
     c.type = type;
     add_check(g, c);
 }
+
+void wk_guard_type(WkGuards *g, int arg, PyTypeObject *type) { wk_guard_type_at(g, arg, NULL, type); }
 
 void wk_guard_id(WkGuards *g, int arg, PyObject *value) {
     if (has_check(g, CK_ID, arg)) return;
@@ -128,9 +147,11 @@ void wk_guard_id(WkGuards *g, int arg, PyObject *value) {
     add_check(g, c);
 }
 
-void wk_guard_equals(WkGuards *g, int arg, PyObject *value) {
-    if (has_check(g, CK_EQUALS, arg)) return;
-    Check c = {.kind = CK_EQUALS, .arg = arg};
+void wk_guard_equals(WkGuards *g, int arg, PyObject *value) { wk_guard_equals_at(g, arg, NULL, value); }
+
+void wk_guard_equals_at(WkGuards *g, int arg, PyObject *path, PyObject *value) {
+    if (has_check_at(g, CK_EQUALS, arg, path)) return;
+    Check c = {.kind = CK_EQUALS, .arg = arg, .path = Py_XNewRef(path)};
     Py_INCREF(Py_TYPE(value));
     c.type = Py_TYPE(value);
     c.value = Py_NewRef(value);
@@ -186,15 +207,18 @@ error:
     return -1;
 }
 
-void wk_guard_tensor(WkGuards *g, int arg, PyObject *tensor) {
-    wk_guard_type(g, arg, Py_TYPE(tensor));
-    if (has_check(g, CK_TENSOR, arg)) return;
+void wk_guard_tensor(WkGuards *g, int arg, PyObject *tensor) { wk_guard_tensor_at(g, arg, NULL, tensor); }
+
+void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor) {
+    wk_guard_type_at(g, arg, path, Py_TYPE(tensor));
+    if (has_check_at(g, CK_TENSOR, arg, path)) return;
     Check c = {.kind = CK_TENSOR, .arg = arg};
     if (read_tensor(tensor, &c.dtype, &c.device, &c.requires_grad, &c.ndim, &c.sizes, &c.strides) < 0) {
         /* Unreadable metadata: the type guard alone describes this call. */
         PyErr_Clear();
         return;
     }
+    c.path = Py_XNewRef(path);
     add_check(g, c);
 }
 
@@ -250,17 +274,28 @@ void wk_guard_grad_mode(WkGuards *g, int enabled) {
 
 static _Thread_local char why_buf[512];
 
-static const char *arg_name(const WkGuards *g, int arg, char *buf, size_t n) {
+static const char *arg_name_path(const WkGuards *g, int arg, PyObject *path, char *buf, size_t n) {
+    const char *s = NULL;
     if (g->names && arg >= 0 && arg < PyTuple_GET_SIZE(g->names)) {
-        const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(g->names, arg));
-        if (s) {
-            snprintf(buf, n, "L['%s']", s);
-            return buf;
-        }
-        PyErr_Clear();
+        s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(g->names, arg));
+        if (!s) PyErr_Clear();
     }
-    snprintf(buf, n, "arg%d", arg);
+    size_t k;
+    if (s) k = (size_t)snprintf(buf, n, "L['%s']", s);
+    else k = (size_t)snprintf(buf, n, "arg%d", arg);
+    for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path) && k < n; i++) {
+        const char *a = PyUnicode_AsUTF8(PyTuple_GET_ITEM(path, i));
+        if (!a) {
+            PyErr_Clear();
+            a = "?";
+        }
+        k += (size_t)snprintf(buf + k, n - k, ".%s", a);
+    }
     return buf;
+}
+
+static const char *arg_name(const WkGuards *g, int arg, char *buf, size_t n) {
+    return arg_name_path(g, arg, NULL, buf, n);
 }
 
 static void fmt_ints(WkStr *s, const int64_t *v, int n) {
@@ -313,7 +348,7 @@ static int read_failed(const char *who, const char *what) {
 
 static int check_tensor(const WkGuards *g, const Check *c, PyObject *x) {
     char nb[160];
-    const char *who = arg_name(g, c->arg, nb, sizeof nb);
+    const char *who = arg_name_path(g, c->arg, c->path, nb, sizeof nb);
     PyObject *o = PyObject_GetAttr(x, s_dtype);
     if (!o) return read_failed(who, "dtype");
     int ok = (o == c->dtype);
@@ -388,6 +423,106 @@ static PyObject *lookup_global(PyObject *globals, PyObject *name) {
     return PyDict_GetItemWithError(b, name);
 }
 
+/* One check on x (the argument, or the object at the end of its path):
+ * 1 pass, 0 fail (why_buf set), -1 error. */
+static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *globals) {
+    char nb[160];
+    switch (c->kind) {
+    case CK_TYPE:
+        if (Py_TYPE(x) != c->type) {
+            snprintf(why_buf, sizeof why_buf, "%s type mismatch: expected %s, got %s",
+                     arg_name_path(g, c->arg, c->path, nb, sizeof nb), c->type->tp_name, Py_TYPE(x)->tp_name);
+            return 0;
+        }
+        break;
+    case CK_ID:
+        if (x != c->value) {
+            snprintf(why_buf, sizeof why_buf, "%s is not the same object",
+                     arg_name_path(g, c->arg, c->path, nb, sizeof nb));
+            return 0;
+        }
+        break;
+    case CK_EQUALS: {
+        int eq = Py_TYPE(x) == c->type ? values_equal(x, c->value) : 0;
+        if (eq < 0) {
+            if (read_failed(arg_name_path(g, c->arg, c->path, nb, sizeof nb), "value") < 0) return -1;
+            return 0;
+        }
+        if (!eq) {
+            PyObject *e = PyObject_Repr(c->value), *got = PyObject_Repr(x);
+            snprintf(why_buf, sizeof why_buf, "%s value mismatch: expected %s, got %s",
+                     arg_name_path(g, c->arg, c->path, nb, sizeof nb), e ? PyUnicode_AsUTF8(e) : "?",
+                     got ? PyUnicode_AsUTF8(got) : "?");
+            Py_XDECREF(e);
+            Py_XDECREF(got);
+            PyErr_Clear();
+            return 0;
+        }
+        break;
+    }
+    case CK_GLOBAL_IS: {
+        PyObject *v = globals ? lookup_global(globals, c->name) : NULL;
+        if (!v && PyErr_Occurred()) {
+            if (read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+            return 0;
+        }
+        if (v != c->value) {
+            snprintf(why_buf, sizeof why_buf, "G['%s'] changed", PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    }
+    case CK_ATTR_IS: {
+        PyObject *v = PyObject_GetAttr(c->owner, c->name);
+        if (!v) {
+            if (read_failed("attribute", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+            return 0;
+        }
+        Py_DECREF(v);
+        if (v != c->value) {
+            snprintf(why_buf, sizeof why_buf, "attribute %s changed", PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    }
+    case CK_GRAD_MODE: {
+        int on = wk_guards_grad_enabled();
+        if (on < 0) return -1;
+        if (on != c->enabled) {
+            snprintf(why_buf, sizeof why_buf, "grad mode mismatch: expected %s",
+                     c->enabled ? "enabled" : "disabled");
+            return 0;
+        }
+        break;
+    }
+    case CK_TENSOR: {
+        int r = check_tensor(g, c, x);
+        if (r < 0) return -1;
+        if (r == 0) return 0;
+        break;
+    }
+    }
+    return 1;
+}
+
+/* getattr(x, path...) (new reference); NULL with why_buf set when some
+ * attribute is missing (then 0 is the answer), or NULL and *err for a
+ * BaseException that must propagate. */
+static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x, int *err) {
+    char nb[160];
+    Py_INCREF(x);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->path); i++) {
+        PyObject *next = PyObject_GetAttr(x, PyTuple_GET_ITEM(c->path, i));
+        Py_DECREF(x);
+        if (!next) {
+            *err = read_failed(arg_name_path(g, c->arg, c->path, nb, sizeof nb), "attribute") < 0;
+            return NULL;
+        }
+        x = next;
+    }
+    return x;
+}
+
 int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
                     const char **why) {
     char nb[160];
@@ -396,6 +531,7 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
     for (int i = 0; i < g->checks.len; i++) {
         const Check *c = &g->checks.data[i];
         PyObject *x = NULL;
+        int r;
         if (c->arg >= 0) {
             if (c->arg >= nargs || !args[c->arg]) {
                 snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, c->arg, nb, sizeof nb));
@@ -403,81 +539,20 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
             }
             x = args[c->arg];
         }
-        switch (c->kind) {
-        case CK_TYPE:
-            if (Py_TYPE(x) != c->type) {
-                snprintf(why_buf, sizeof why_buf, "%s type mismatch: expected %s, got %s",
-                         arg_name(g, c->arg, nb, sizeof nb), c->type->tp_name, Py_TYPE(x)->tp_name);
-                goto fail;
-            }
-            break;
-        case CK_ID:
-            if (x != c->value) {
-                snprintf(why_buf, sizeof why_buf, "%s is not the same object",
-                         arg_name(g, c->arg, nb, sizeof nb));
-                goto fail;
-            }
-            break;
-        case CK_EQUALS: {
-            int eq = Py_TYPE(x) == c->type ? values_equal(x, c->value) : 0;
-            if (eq < 0) {
-                if (read_failed(arg_name(g, c->arg, nb, sizeof nb), "value") < 0) return -1;
-                goto fail;
-            }
-            if (!eq) {
-                PyObject *e = PyObject_Repr(c->value), *got = PyObject_Repr(x);
-                snprintf(why_buf, sizeof why_buf, "%s value mismatch: expected %s, got %s",
-                         arg_name(g, c->arg, nb, sizeof nb), e ? PyUnicode_AsUTF8(e) : "?",
-                         got ? PyUnicode_AsUTF8(got) : "?");
-                Py_XDECREF(e);
-                Py_XDECREF(got);
-                PyErr_Clear();
-                goto fail;
-            }
-            break;
-        }
-        case CK_GLOBAL_IS: {
-            PyObject *v = globals ? lookup_global(globals, c->name) : NULL;
-            if (!v && PyErr_Occurred()) {
-                if (read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) return -1;
-                goto fail;
-            }
-            if (v != c->value) {
-                snprintf(why_buf, sizeof why_buf, "G['%s'] changed", PyUnicode_AsUTF8(c->name));
-                goto fail;
-            }
-            break;
-        }
-        case CK_ATTR_IS: {
-            PyObject *v = PyObject_GetAttr(c->owner, c->name);
+        if (c->path && x) {
+            int err = 0;
+            PyObject *v = resolve_path_Ref(g, c, x, &err);
             if (!v) {
-                if (read_failed("attribute", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+                if (err) return -1;
                 goto fail;
             }
+            r = check_one(g, c, v, globals);
             Py_DECREF(v);
-            if (v != c->value) {
-                snprintf(why_buf, sizeof why_buf, "attribute %s changed", PyUnicode_AsUTF8(c->name));
-                goto fail;
-            }
-            break;
+        } else {
+            r = check_one(g, c, x, globals);
         }
-        case CK_GRAD_MODE: {
-            int on = wk_guards_grad_enabled();
-            if (on < 0) return -1;
-            if (on != c->enabled) {
-                snprintf(why_buf, sizeof why_buf, "grad mode mismatch: expected %s",
-                         c->enabled ? "enabled" : "disabled");
-                goto fail;
-            }
-            break;
-        }
-        case CK_TENSOR: {
-            int r = check_tensor(g, c, x);
-            if (r < 0) return -1;
-            if (r == 0) goto fail;
-            break;
-        }
-        }
+        if (r < 0) return -1;
+        if (r == 0) goto fail;
     }
     return 1;
 fail:
@@ -491,7 +566,7 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
     if (!list) return NULL;
     for (int i = 0; i < g->checks.len; i++) {
         const Check *c = &g->checks.data[i];
-        const char *who = c->arg >= 0 ? arg_name(g, c->arg, nb, sizeof nb) : "";
+        const char *who = c->arg >= 0 ? arg_name_path(g, c->arg, c->path, nb, sizeof nb) : "";
         PyObject *line = NULL;
         switch (c->kind) {
         case CK_TYPE:

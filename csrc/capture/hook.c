@@ -43,9 +43,15 @@ typedef struct CodeState {
 
 static Py_ssize_t extra_index = -1;
 static CodeState *all_states;
-static _Thread_local int tls_enabled;   /* set_enabled / CompiledFunction */
-static _Thread_local int tls_suspended; /* inside our own guard checks and compiles */
-static int n_enabled;                   /* threads with tls_enabled set (GIL-protected) */
+/* Per-thread state, one struct so each function pays for one TLS address
+ * lookup (a call in a shared object). */
+typedef struct {
+    int enabled;   /* set_enabled / CompiledFunction */
+    int suspended; /* inside our own guard checks and compiles */
+} ThreadFlags;
+static _Thread_local ThreadFlags tls;
+static PyInterpreterState *hook_interp; /* the interpreter wick._C was loaded in */
+static int n_enabled;                   /* threads with tls.enabled set (GIL-protected) */
 static int installed, shutting_down;
 static WkEvalFn prev_eval;
 static WkFrameCompiler real_compiler;
@@ -157,7 +163,7 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
 
 static void update_install(void) {
     if (!WK_FRAME_CAN_TRANSFORM) return; /* 3.13+: nothing to do in a hook */
-    PyInterpreterState *interp = PyInterpreterState_Get();
+    PyInterpreterState *interp = hook_interp;
     if (n_enabled > 0 && !installed && !shutting_down) {
         WkEvalFn cur = (WkEvalFn)_PyInterpreterState_GetEvalFrameFunc(interp);
         prev_eval = cur == wk_eval ? (WkEvalFn)_PyEval_EvalFrameDefault : cur;
@@ -172,10 +178,11 @@ static void update_install(void) {
 }
 
 static int set_enabled(int on) {
-    int was = tls_enabled;
+    ThreadFlags *t = &tls;
+    int was = t->enabled;
     on = !!on;
     if (on == was) return was;
-    tls_enabled = on;
+    t->enabled = on;
     n_enabled += on ? 1 : -1;
     if (n_enabled < 0) n_enabled = 0;
     update_install();
@@ -256,7 +263,8 @@ static void state_release(CodeState *st) {
 
 static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag) {
     WkEvalFn prev = prev_eval ? prev_eval : (WkEvalFn)_PyEval_EvalFrameDefault;
-    if (!tls_enabled || tls_suspended || shutting_down) return prev(ts, f, throwflag);
+    ThreadFlags *t = &tls;
+    if (!t->enabled || t->suspended || shutting_down) return prev(ts, f, throwflag);
     PyCodeObject *co = wk_frame_code_if_eligible(ts, f, throwflag);
     if (!co) return prev(ts, f, throwflag);
     CodeState *st = state_get(co);
@@ -270,7 +278,7 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     const char *why = NULL;
     WkCacheEntry *hit = NULL;
     st->busy++;
-    tls_suspended++;
+    t->suspended++;
     for (WkCacheEntry *e = st->entries; e; e = e->next) {
         const char *w = NULL;
         int r = e->check ? e->check(e->guard_state, args, nargs, globals, &w) : 1;
@@ -293,7 +301,7 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
         if (!hit) goto error;
     }
     code = Py_XNewRef(hit->code);
-    tls_suspended--;
+    t->suspended--;
     state_release(st);
     if (code) {
         PyObject *res = wk_frame_run_code(ts, f, (PyCodeObject *)code);
@@ -303,7 +311,7 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     stats.eager_runs++;
     return prev(ts, f, 0);
 error:
-    tls_suspended--;
+    t->suspended--;
     state_release(st);
     return wk_frame_fail(ts, f);
 }
@@ -566,6 +574,12 @@ static PyMethodDef hook_methods[] = {
 };
 
 int wk_hook_init(PyObject *module) {
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    if (hook_interp && hook_interp != interp) {
+        PyErr_SetString(PyExc_ImportError, "wick._C cannot be loaded in a second interpreter");
+        return -1;
+    }
+    hook_interp = interp;
     if (extra_index < 0) {
         extra_index = REQUEST_EXTRA_INDEX(state_free);
         if (extra_index < 0) {

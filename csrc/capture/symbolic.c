@@ -20,6 +20,7 @@
  * Values alias like Python objects: a local, a stack slot and a tuple item
  * that hold one tensor hold one Sv, so an in-place update of an
  * intermediate (y += 1) is seen through every alias. */
+#include <ctype.h>
 #include <math.h>
 #include <opcode.h>
 #include <stdarg.h>
@@ -854,7 +855,8 @@ static int tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
 static const char *callable_name(PyObject *o, char *buf, size_t n) {
     PyObject *mod = PyObject_GetAttrString(o, "__module__");
     if (!mod) PyErr_Clear();
-    PyObject *nm = PyObject_GetAttrString(o, "__qualname__");
+    /* torch's builtins have qualnames like _VariableFunctionsClass.matmul */
+    PyObject *nm = PyObject_GetAttrString(o, PyCFunction_Check(o) ? "__name__" : "__qualname__");
     if (!nm) {
         PyErr_Clear();
         nm = PyObject_GetAttrString(o, "__name__");
@@ -1439,6 +1441,48 @@ static void plan_free(RetPlan *p) {
     wk_vec_free(&p->outputs);
 }
 
+/* ---- logs and debug dumps ------------------------------------------------ */
+
+static int dump_counter;
+
+/* "<n>-<qualname>": a file-name-safe stem for this compile's dumps. */
+static void dump_stem(PyCodeObject *code, char *out, size_t n) {
+    const char *q = PyUnicode_AsUTF8(code->co_qualname);
+    if (!q) {
+        PyErr_Clear();
+        q = "frame";
+    }
+    int k = snprintf(out, n, "capture-%03d-", ++dump_counter);
+    for (const char *c = q; *c && k + 1 < (int)n; c++)
+        out[k++] = (isalnum((unsigned char)*c) || *c == '_' || *c == '.') ? *c : '_';
+    out[k] = 0;
+}
+
+static void dump_text(const char *stem, const char *suffix, const char *text) {
+    char name[320];
+    snprintf(name, sizeof name, "%s.%s", stem, suffix);
+    wk_debug_dump(name, text);
+}
+
+/* dis of the transformed code, for WICK_LOG=code and WICK_DEBUG_DIR. */
+static void dump_code(const char *stem, PyCodeObject *orig, PyObject *newcode) {
+    int log = wk_log_on(WK_LOG_CODE), dump = *wk_env_str(WK_ENV_DEBUG_DIR) != 0;
+    if (!log && !dump) return;
+    PyObject *dis = PyImport_ImportModule("dis");
+    PyObject *bc = dis ? PyObject_CallMethod(dis, "Bytecode", "O", newcode) : NULL;
+    PyObject *text = bc ? PyObject_CallMethod(bc, "dis", NULL) : NULL;
+    const char *t = text ? PyUnicode_AsUTF8(text) : NULL;
+    if (t) {
+        const char *q = PyUnicode_AsUTF8(orig->co_qualname);
+        if (log) wk_log(WK_LOG_CODE, "transformed code of %s:\n%s", q ? q : "?", t);
+        if (dump) dump_text(stem, "code.txt", t);
+    }
+    PyErr_Clear(); /* a log is a nicety: never fail a compile for it */
+    Py_XDECREF(text);
+    Py_XDECREF(bc);
+    Py_XDECREF(dis);
+}
+
 /* ---- entries ------------------------------------------------------------ */
 
 static int entry_check(void *state, PyObject *const *args, int nargs, PyObject *globals, const char **why) {
@@ -1610,12 +1654,15 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             goto finish;
         }
     int graph_count = plan.outputs.len > 0;
+    char stem[256];
+    dump_stem(code, stem, sizeof stem);
     int op_count = 0; /* scalar constants are not ops */
     for (int i = 0; graph_count && i < wk_graph_nnodes(I->g); i++)
         op_count += wk_graph_node(I->g, i)->op != WK_OP_SCALAR;
     graph_text = wk_graph_print(I->g);
     PyObject *source = NULL;
     if (graph_count) {
+        dump_text(stem, "graph.txt", graph_text);
         if (wk_log_on(WK_LOG_GRAPHS)) {
             const char *nm = PyUnicode_AsUTF8(code->co_qualname);
             wk_log(WK_LOG_GRAPHS, "graph for %s (%s:%d):\n%s", nm ? nm : "?", code_filename(I),
@@ -1632,6 +1679,10 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             wk_rt_set_check_inputs(compiled, 0);
             PyObject *desc = wk_rt_describe_Ref(compiled);
             if (desc && PyDict_Check(desc)) source = Py_XNewRef(PyDict_GetItemString(desc, "source"));
+            if (source && PyUnicode_Check(source)) {
+                const char *src = PyUnicode_AsUTF8(source);
+                if (src) dump_text(stem, "kernel.c", src);
+            }
             Py_XDECREF(desc);
             PyErr_Clear();
         } else {
@@ -1649,6 +1700,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         py_failed(I, "assembling the transformed code");
         goto finish;
     }
+    dump_code(stem, code, newcode);
     guard_list = wk_guards_describe_Ref(I->guards);
     if (!guard_list) PyErr_Clear();
     info = Py_BuildValue("{s:s,s:O,s:O,s:O,s:i,s:d,s:i,s:O,s:i}", "graph", graph_text ? graph_text : "",
@@ -1679,7 +1731,11 @@ finish:
         }
     }
     if (!entry && !I->propagate) {
-        wk_log(WK_LOG_BREAKS, "%s", I->reason);
+        if (wk_log_on(WK_LOG_BREAKS)) {
+            const char *q = PyUnicode_AsUTF8(code->co_qualname);
+            if (!q) PyErr_Clear();
+            wk_log(WK_LOG_BREAKS, "%s runs eagerly: %s", q ? q : "?", I->reason);
+        }
         if (fullgraph) {
             PyErr_SetString(unsupported_error, I->reason);
         } else {

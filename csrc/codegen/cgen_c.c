@@ -260,7 +260,7 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
     int n = K->nloops;
     int par = K->numel >= PAR_MIN_WORK;
     for (int j = 0; j < n; j++) {
-        char var[8];
+        char var[16];
         snprintf(var, sizeof var, "i%d", j);
         const char *pragma = NULL;
         if (j == 0 && par) pragma = n == 1 ? "#pragma omp parallel for simd schedule(static)"
@@ -281,67 +281,68 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
     return 0;
 }
 
-static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
-    const WkSchedStore *st = &K->stores[0];
-    const WkLExpr *red = st->expr;
-    const WkLExpr *body = red->a[0];
-    WkDType acc_t = body->dtype, out_t = red->dtype;
-    int fl = wk_dtype_is_float(acc_t);
-    int is_max = red->rop == WK_RED_MAX;
-    int64_t count = 1;
-    for (int k = 0; k < red->nred; k++) count *= red->red_sizes[k];
-    int64_t work = K->numel * (K->red_numel ? K->red_numel : 1);
-    int outer_par = work >= PAR_MIN_WORK && K->numel >= PAR_MIN_ROWS;
-    int inner_par = work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
-    const char *clause = !is_max ? "reduction(+:acc)" : fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
+/* ---- reductions --------------------------------------------------------
+ * Row mode: outer loops over outputs, a scalar accumulator, reduction loops
+ * inside with `omp simd reduction`; float32 sums accumulate 256-element
+ * blocks in float lanes, then the blocks in double (as accurate as torch's
+ * cascade sum, at full vector width). Small outputs with a long reduction
+ * parallelise the reduction itself (per-thread partials).
+ * Outer mode (K->reduce_outer: a column sum): outputs of the innermost loop
+ * are processed 64 at a time with an accumulator array, so the vector loop
+ * runs along contiguous memory and the reduction loops go outside it. */
+enum { RED_BLOCK = 256, OUT_BLOCK = 64 };
 
-    for (int j = 0; j < K->nloops; j++) {
-        char var[8];
-        snprintf(var, sizeof var, "i%d", j);
-        open_loop(g, var, K->sizes[j], j == 0 && outer_par ? "#pragma omp parallel for schedule(static)" : NULL);
+typedef struct {
+    const WkLExpr *red, *body;
+    WkDType acc_t, out_t;
+    int fl, is_max;
+    int64_t count;
+} RedInfo;
+
+static RedInfo red_info(const WkSchedKernel *K) {
+    RedInfo r;
+    r.red = K->stores[0].expr;
+    r.body = r.red->a[0];
+    r.acc_t = r.body->dtype;
+    r.out_t = r.red->dtype;
+    r.fl = wk_dtype_is_float(r.acc_t);
+    r.is_max = r.red->rop == WK_RED_MAX;
+    r.count = 1;
+    for (int k = 0; k < r.red->nred; k++) r.count *= r.red->red_sizes[k];
+    return r;
+}
+
+static const char *acc_init(const RedInfo *r) {
+    if (!r->is_max) return "0";
+    if (r->fl) return "-INFINITY";
+    switch (r->acc_t) {
+    case WK_I64: return "INT64_MIN";
+    case WK_I32: return "INT32_MIN";
+    case WK_I16: return "INT16_MIN";
+    case WK_I8: return "INT8_MIN";
+    default: return "0";
     }
-    if (emit_nodes(g, order, 0) < 0) return -1;
-    WkStr init = {0};
-    wk_str_append(&init, "");
-    if (!is_max) wk_str_append(&init, "0");
-    else if (fl) wk_str_append(&init, "-INFINITY");
-    else if (acc_t == WK_I64) wk_str_append(&init, "INT64_MIN");
-    else if (acc_t == WK_I32) wk_str_append(&init, "INT32_MIN");
-    else if (acc_t == WK_I16) wk_str_append(&init, "INT16_MIN");
-    else if (acc_t == WK_I8) wk_str_append(&init, "INT8_MIN");
-    else wk_str_append(&init, "0");
-    emit(g, "%s acc = %s;", ctype(acc_t), init.data);
-    wk_str_free(&init);
-    if (is_max && fl) emit(g, "int nanf = 0;");
-    for (int j = 0; j < K->nred; j++) {
-        char var[8], pragma[160];
-        snprintf(var, sizeof var, "r%d", j);
-        pragma[0] = '\0';
-        int last = j == K->nred - 1;
-        if (j == 0 && inner_par)
-            snprintf(pragma, sizeof pragma, "#pragma omp parallel for%s schedule(static) %s", last ? " simd" : "", clause);
-        else if (last)
-            snprintf(pragma, sizeof pragma, "#pragma omp simd %s", clause);
-        open_loop(g, var, K->red_sizes[j], pragma);
+}
+
+static void emit_update(Gen *g, const RedInfo *r, const char *acc, const char *nanf, const char *t) {
+    if (!r->is_max) {
+        emit(g, "%s += %s;", acc, t);
+        return;
     }
-    if (emit_nodes(g, order, 1) < 0) return -1;
-    WkStr t = {0};
-    wk_str_append(&t, "");
-    ref(body, &t);
-    if (!is_max) {
-        emit(g, "acc += %s;", t.data);
-    } else {
-        emit(g, "acc = %s > acc ? %s : acc;", t.data, t.data);
-        if (fl) emit(g, "nanf |= %s != %s;", t.data, t.data);
-    }
-    wk_str_free(&t);
-    close_loops(g, K->nred);
-    char value[200];
-    if (red->rop == WK_RED_MEAN) snprintf(value, sizeof value, "(%s)(acc / (double)%lld)", ctype(out_t), (long long)count);
-    else if (is_max && fl) snprintf(value, sizeof value, "(%s)(nanf ? NAN : acc)", ctype(out_t));
-    else if (out_t == WK_BOOL && !is_max) snprintf(value, sizeof value, "(uint8_t)(acc != 0)");
-    else snprintf(value, sizeof value, "(%s)acc", ctype(out_t));
-    emit_store(g, st, value);
+    emit(g, "%s = %s > %s ? %s : %s;", acc, t, acc, t, acc);
+    if (r->fl) emit(g, "%s |= %s != %s;", nanf, t, t);
+}
+
+static void final_value(const RedInfo *r, const char *acc, const char *nanf, char *out, size_t n) {
+    const char *T = ctype(r->out_t);
+    if (r->red->rop == WK_RED_MEAN) snprintf(out, n, "(%s)(%s / (double)%lld)", T, acc, (long long)r->count);
+    else if (r->is_max && r->fl) snprintf(out, n, "(%s)(%s ? NAN : %s)", T, nanf, acc);
+    else if (r->out_t == WK_BOOL && !r->is_max) snprintf(out, n, "(uint8_t)(%s != 0)", acc);
+    else snprintf(out, n, "(%s)%s", T, acc);
+}
+
+static int emit_epilogue(Gen *g, const WkSchedKernel *K, const ExprVec *epi) {
+    if (emit_nodes(g, epi, -1) < 0) return -1;
     for (int j = 1; j < K->nstores; j++) { /* epilogue stores read only i vars */
         WkStr v = {0};
         wk_str_append(&v, "");
@@ -349,15 +350,130 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
         emit_store(g, &K->stores[j], v.data);
         wk_str_free(&v);
     }
+    return 0;
+}
+
+static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
+    RedInfo r = red_info(K);
+    int n = K->nloops;
+    int64_t S = K->sizes[n - 1];
+    int par = K->numel * K->red_numel >= PAR_MIN_WORK;
+    int par_outer = par && n >= 2 && K->sizes[0] >= 4;
+    char iv[16], acc[48], nanf[48], value[200];
+    snprintf(iv, sizeof iv, "i%d", n - 1);
+    snprintf(acc, sizeof acc, "acc[%s - ib]", iv);
+    snprintf(nanf, sizeof nanf, "nanf[%s - ib]", iv);
+    for (int j = 0; j < n - 1; j++) {
+        char var[16];
+        snprintf(var, sizeof var, "i%d", j);
+        open_loop(g, var, K->sizes[j], j == 0 && par_outer ? "#pragma omp parallel for schedule(static)" : NULL);
+    }
+    if (par && !par_outer) emit(g, "#pragma omp parallel for schedule(static)");
+    emit(g, "for (int64_t ib = 0; ib < %lld; ib += %d) {", (long long)S, OUT_BLOCK);
+    g->indent++;
+    emit(g, "const int64_t ie = ib + %d < %lld ? ib + %d : %lld;", OUT_BLOCK, (long long)S, OUT_BLOCK, (long long)S);
+    emit(g, "%s acc[%d];", ctype(r.acc_t), OUT_BLOCK);
+    if (r.is_max && r.fl) emit(g, "uint8_t nanf[%d];", OUT_BLOCK);
+    emit(g, "for (int64_t %s = ib; %s < ie; %s++) {", iv, iv, iv);
+    g->indent++;
+    emit(g, "%s = %s;", acc, acc_init(&r));
+    if (r.is_max && r.fl) emit(g, "%s = 0;", nanf);
+    close_loops(g, 1);
+    for (int j = 0; j < K->nred; j++) {
+        char var[16];
+        snprintf(var, sizeof var, "r%d", j);
+        open_loop(g, var, K->red_sizes[j], NULL);
+    }
+    emit(g, "#pragma omp simd");
+    emit(g, "for (int64_t %s = ib; %s < ie; %s++) {", iv, iv, iv);
+    g->indent++;
+    if (emit_nodes(g, order, -1) < 0) return -1;
+    WkStr t = {0};
+    wk_str_append(&t, "");
+    ref(r.body, &t);
+    emit_update(g, &r, acc, nanf, t.data);
+    wk_str_free(&t);
+    close_loops(g, 1 + K->nred);
+    emit(g, "for (int64_t %s = ib; %s < ie; %s++) {", iv, iv, iv);
+    g->indent++;
+    final_value(&r, acc, nanf, value, sizeof value);
+    emit_store(g, &K->stores[0], value);
+    if (emit_epilogue(g, K, epi) < 0) return -1;
+    close_loops(g, 2 + (n - 1));
+    return 0;
+}
+
+/* order: the nodes of the reduction's own store; epi: the epilogue's others */
+static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
+    if (K->reduce_outer) return gen_reduction_outer(g, K, order, epi);
+    RedInfo r = red_info(K);
+    int64_t work = K->numel * K->red_numel;
+    int outer_par = work >= PAR_MIN_WORK && K->numel >= PAR_MIN_ROWS;
+    int inner_par = work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
+    const char *clause = !r.is_max ? "reduction(+:acc)" : r.fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
+    /* float32 sums: float lanes per block, double across blocks */
+    int blocked = !r.is_max && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST && r.body->a[0]->dtype == WK_F32 &&
+                  K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
+    char value[200];
+
+    for (int j = 0; j < K->nloops; j++) {
+        char var[16];
+        snprintf(var, sizeof var, "i%d", j);
+        open_loop(g, var, K->sizes[j], j == 0 && outer_par ? "#pragma omp parallel for schedule(static)" : NULL);
+    }
+    if (emit_nodes(g, order, 0) < 0) return -1;
+    emit(g, "%s acc = %s;", ctype(r.acc_t), acc_init(&r));
+    if (r.is_max && r.fl) emit(g, "int nanf = 0;");
+    for (int j = 0; j < K->nred; j++) {
+        char var[16], pragma[160];
+        snprintf(var, sizeof var, "r%d", j);
+        pragma[0] = '\0';
+        int last = j == K->nred - 1;
+        if (j == 0 && inner_par)
+            snprintf(pragma, sizeof pragma, "#pragma omp parallel for%s schedule(static) %s",
+                     last && !blocked ? " simd" : "", clause);
+        else if (last && !blocked)
+            snprintf(pragma, sizeof pragma, "#pragma omp simd %s", clause);
+        if (last && blocked) {
+            int64_t S = K->red_sizes[j];
+            if (*pragma) emit(g, "%s", pragma);
+            emit(g, "for (int64_t rb = 0; rb < %lld; rb += %d) {", (long long)S, RED_BLOCK);
+            g->indent++;
+            emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
+            emit(g, "float accb = 0;");
+            emit(g, "#pragma omp simd reduction(+:accb)");
+            emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
+            g->indent++;
+        } else {
+            open_loop(g, var, K->red_sizes[j], pragma);
+        }
+    }
+    if (emit_nodes(g, order, 1) < 0) return -1;
+    WkStr t = {0};
+    wk_str_append(&t, "");
+    ref(blocked ? r.body->a[0] : r.body, &t);
+    if (blocked) {
+        emit(g, "accb += %s;", t.data);
+        close_loops(g, 1);
+        emit(g, "acc += accb;");
+    } else {
+        emit_update(g, &r, "acc", "nanf", t.data);
+    }
+    wk_str_free(&t);
+    close_loops(g, K->nred);
+    final_value(&r, "acc", "nanf", value, sizeof value);
+    emit_store(g, &K->stores[0], value);
+    if (emit_epilogue(g, K, epi) < 0) return -1;
     close_loops(g, K->nloops);
     return 0;
 }
 
 static int gen_kernel(Gen *g, int k) {
     const WkSchedKernel *K = &g->S->kernels[k];
-    ExprVec order = {0};
+    ExprVec order = {0}, epi = {0};
     WkLowerMap seen = {0};
-    for (int j = 0; j < K->nstores; j++) topo(K->stores[j].expr, &seen, &order);
+    topo(K->stores[0].expr, &seen, &order);
+    for (int j = 1; j < K->nstores; j++) topo(K->stores[j].expr, &seen, K->kind == WK_SCHED_REDUCTION ? &epi : &order);
     wk_lower_map_free(&seen);
     emit(g, "/* kernel %d: %s {%s}, %lld x %lld iterations */", k,
          K->kind == WK_SCHED_REDUCTION ? "reduction" : "pointwise", K->desc, (long long)K->numel,
@@ -368,13 +484,18 @@ static int gen_kernel(Gen *g, int k) {
     if (K->numel == 0) {
         emit(g, "(void)bufs; /* empty output */");
     } else {
-        declare_buffers(g, K, &order);
-        rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &order) : gen_pointwise(g, K, &order);
+        ExprVec all = {0};
+        for (int k2 = 0; k2 < order.len; k2++) wk_vec_push(&all, order.data[k2]);
+        for (int k2 = 0; k2 < epi.len; k2++) wk_vec_push(&all, epi.data[k2]);
+        declare_buffers(g, K, &all);
+        wk_vec_free(&all);
+        rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &order, &epi) : gen_pointwise(g, K, &order);
     }
     g->indent--;
     emit(g, "}");
     emit(g, "%s", "");
     wk_vec_free(&order);
+    wk_vec_free(&epi);
     return rc;
 }
 

@@ -18,9 +18,10 @@
  * The order of operands depends only on structure and variable names (see
  * sym_cmp), so two graphs built in different orders print and hash the same.
  *
- * Constant arithmetic wraps modulo 2^64 instead of overflowing (no UB).
- * Variables are assumed non-negative: they are sizes or loop indices. */
-#ifndef WK_OP /* see report: graph.h's enum expects WK_OP rows */
+ * Every rewrite holds for all integer values of the variables; only the C
+ * printer assumes variables are non-negative (they are sizes or loop
+ * indices). Constant arithmetic wraps modulo 2^64 instead of overflowing. */
+#ifndef WK_OP /* graph.h's op enum defines WK_OP_ENUM while ops.def rows call WK_OP */
 #define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
 #endif
 #include "graph.h"

@@ -44,6 +44,9 @@ static const WkLExpr *load_arg(Lower *c, int k) {
     int vid = c->node->inputs[k];
     const WkLBuf *b = &c->L->bufs[vid];
     const WkSym *idx[WK_MAX_DIMS];
+    /* constants (SCALAR nodes) are called right away, so lowerings see
+     * their values (pow's exponent specialisation, cast folding) */
+    if (b->body && b->body->op == WK_LX_CONST) return b->body;
     int shift = c->out->ndim - b->ndim;
     for (int d = 0; d < b->ndim; d++)
         idx[d] = b->sizes[d] == 1 ? wk_sym_const(c->L->syms, 0) : c->canon[d + shift];
@@ -114,11 +117,18 @@ static const WkLExpr *lower_DIV(Lower *c) {
 
 /* torch specialises scalar exponents the same way (x*x for 2, sqrt for 0.5),
  * so these are both faster and closer to eager than pow(). */
+static const WkLExpr *pow_expr(WkLoopIR *L, const WkLExpr *x, const WkLExpr *e);
 static const WkLExpr *lower_POW(Lower *c) {
     WkLoopIR *L = c->L;
     WkDType dt = c->out->dtype;
-    if (dt == WK_BOOL) return fail("pow", dt);
-    const WkLExpr *x = arg_as(c, 0, dt), *e = arg_as(c, 1, dt);
+    /* bool ** (Python bool) is legal in torch: compute in int64, 0/1 stays 0/1 */
+    WkDType ct = dt == WK_BOOL ? WK_I64 : dt;
+    const WkLExpr *r = pow_expr(L, arg_as(c, 0, ct), arg_as(c, 1, ct));
+    return wk_lower_cast(L, dt, r);
+}
+
+static const WkLExpr *pow_expr(WkLoopIR *L, const WkLExpr *x, const WkLExpr *e) {
+    WkDType dt = x->dtype;
     double ev;
     if (wk_lower_is_const(e, &ev)) {
         int fl = wk_dtype_is_float(dt);
@@ -279,7 +289,7 @@ WkLoopIR *wk_lower_graph(const WkGraph *g) {
     L->arena = wk_arena_new();
     L->syms = wk_sympool_new();
     for (int k = 0; k < WK_MAX_DIMS; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "i%d", k);
         L->ivar[k] = wk_sym_var(L->syms, name);
         L->ivar_id[k] = L->ivar[k]->var;

@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +44,7 @@ typedef struct {
     WkProgram *prog;
     WkLib *lib;
     EntryFn entry;
+    void (*set_num_threads)(int); /* omp_set_num_threads of the kernels' OpenMP, if any */
     int check_inputs;
     int cache_hit;
     double compile_time_s;
@@ -86,6 +88,14 @@ static int torch_ready(void) {
 done:
     Py_DECREF(torch);
     return rc;
+}
+
+/* GNU OpenMP is not fork-safe: a child forked after a parallel region ran
+ * would wait forever on the parent's thread pool, which it does not have.
+ * Such a child runs kernels on one thread (as PyTorch does after fork). */
+static volatile int ran_kernels, forked_after_kernels;
+static void on_fork_child(void) {
+    if (ran_kernels) forked_after_kernels = 1;
 }
 
 static double now_s(void) {
@@ -263,7 +273,12 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
         }
     }
 
+    /* The thread count is per calling thread in OpenMP: set it where we run. */
+    long nthreads = self->set_num_threads ? wk_env_int(WK_ENV_NUM_THREADS) : 0;
+    if (forked_after_kernels) nthreads = 1;
+    ran_kernels = 1;
     Py_BEGIN_ALLOW_THREADS
+    if (nthreads > 0) self->set_num_threads((int)nthreads);
     self->entry(ptrs);
     Py_END_ALLOW_THREADS
 
@@ -401,6 +416,8 @@ PyObject *wk_rt_compile_Ref(const WkGraph *g) {
     self->prog = prog;
     self->lib = lib;
     self->entry = entry;
+    *(void **)&self->set_num_threads = wk_cc_symbol(lib, "omp_set_num_threads");
+    wk_error_clear();
     self->check_inputs = 1;
     self->cache_hit = hit;
     self->ninputs = ninputs;
@@ -594,6 +611,8 @@ static PyMethodDef rt_functions[] = {
 /* Called by wk_rt_init (pygraph.c). */
 int wk_rt_compiled_init(PyObject *module);
 int wk_rt_compiled_init(PyObject *module) {
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, on_fork_child) == 0) atfork_done = 1;
     if (PyType_Ready(&Compiled_Type) < 0) return -1;
     if (PyModule_AddObjectRef(module, "CompiledGraph", (PyObject *)&Compiled_Type) < 0) return -1;
     return PyModule_AddFunctions(module, rt_functions);

@@ -1,6 +1,7 @@
 /* fuse.c — kernels. Groups materialised values into loop nests (every
  * pointwise value of one shape whose inputs are ready goes into one nest;
- * each reduction gets its own, with its pointwise prologue inlined), calls
+ * each reduction gets its own, with its pointwise prologue inlined and
+ * pointwise values of its output shape as an epilogue), calls
  * the inlined buffers' definitions at each kernel's index, turns LOADs into
  * READs at element offsets, and collapses dimensions that every access walks
  * contiguously so that inner loops are long.
@@ -59,12 +60,14 @@ static int same_sizes(const WkLBuf *a, const WkLBuf *b) {
 
 /* Whether value v (pointwise) may be stored by existing kernel k: every
  * materialised value it reads is stored by an earlier kernel, or by k
- * itself at the very element v's iteration writes. */
+ * itself at the very element v's iteration writes. A reduction kernel takes
+ * pointwise values of its output shape as an epilogue: they run once per
+ * output element, after the reduction's own store. */
 static int can_join(Fuse *f, int k, int v, const ExprVec *loads) {
     WkLoopIR *L = f->S->L;
     const WkLBuf *b = &L->bufs[v];
     const WkLBuf *rep = &L->bufs[f->members[k].data[0]];
-    if (rep->kind != WK_LBUF_POINTWISE || !same_sizes(rep, b)) return 0;
+    if (!same_sizes(rep, b)) return 0;
     for (int j = 0; j < loads->len; j++) {
         const WkLExpr *ld = loads->data[j];
         int kd = f->kernel_of[ld->buf];
@@ -294,6 +297,17 @@ static int build_kernel(Fuse *f, int k) {
         else
             e = to_reads(S, e, &reads, &memo);
         K->stores[j].expr = e;
+    }
+    if (K->kind == WK_SCHED_REDUCTION && affine && ci.n > 0 && cr.n > 0) {
+        int unit_i = 0, unit_r = 0;
+        for (int a = 0; a < loads.len; a++) {
+            int uses_r = 0;
+            for (int d = 0; d < nred; d++) uses_r |= acc[a].cr[d] != 0;
+            if (!uses_r) continue;
+            unit_i |= acc[a].ci[ci.inner[ci.n - 1]] == 1;
+            unit_r |= acc[a].cr[cr.inner[cr.n - 1]] == 1;
+        }
+        K->reduce_outer = unit_i && !unit_r;
     }
     K->nloops = ci.n;
     K->numel = 1;

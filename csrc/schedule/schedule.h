@@ -46,6 +46,9 @@ typedef struct {
     int64_t sizes[WK_MAX_DIMS];
     int nred;                        /* loops over r0.. inside them */
     int64_t red_sizes[WK_MAX_DIMS];
+    int reduce_outer;                /* REDUCTION: reads walk the innermost output loop
+                                        contiguously and the reduction loops with a
+                                        stride (a column sum): vectorise across outputs */
     int64_t numel;                   /* product of sizes */
     int64_t red_numel;               /* product of red_sizes (1 without) */
     int nstores;

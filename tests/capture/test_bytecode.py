@@ -329,3 +329,42 @@ def test_asm_line_table_covers_every_unit():
     want = [base] + [base + (k * 7) % 23 for k in range(40) for _ in range(per_block)] + [base + 100] * 2
     assert [r[4] for r in ours] == want
     _compare(co)
+
+
+class Obj:
+    def __init__(self, k):
+        self.k = k
+
+    def m(self, x, y=0, *, z=0):
+        return (self.k, x, y, z)
+
+
+def test_asm_method_calls_and_keywords():
+    # o.m(a) ; o.m(a, z=5) ; pack(a, y=o.m(a, 1, z=2)) : method pairs and
+    # keyword calls, nested inside an outer call that has a pending NULL
+    co = _C._asm_demo(like2.__code__, [
+        ("resume",),
+        ("push_null",), ("global", "pack", 0),
+        ("load", "a"), ("method", "m"), ("load", "b"), ("call", 1),
+        ("load", "a"), ("method", "m"), ("load", "b"), ("const", 5), ("call_kw", 2, ("z",)),
+        ("load", "a"), ("method", "m"), ("load", "b"), ("const", 1), ("const", 2),
+        ("call_kw", 3, ("z",)),
+        ("call_kw", 3, ("y",)),
+        ("return",)])
+    f = _fn(co, pack=lambda *a, **kw: (a, kw))
+    got = f(Obj(7), 3)
+    assert got == (((7, 3, 0, 0), (7, 3, 0, 5)), {"y": (7, 3, 1, 2)})
+    # method lookup on something without a descriptor (attribute is a plain callable)
+    o = Obj(1)
+    o.m2 = lambda x: x * 2
+    co2 = _C._asm_demo(like2.__code__, [
+        ("resume",), ("load", "a"), ("method", "m2"), ("load", "b"), ("call", 1), ("return",)])
+    assert _fn(co2)(o, 21) == 42
+    for _ in range(100):  # specialised method calls stay right
+        assert f(Obj(7), 3)[1] == {"y": (7, 3, 1, 2)}
+
+
+def test_asm_call_kw_errors():
+    with pytest.raises(SystemError):
+        _C._asm_demo(like1.__code__, [("resume",), ("push_null",), ("global", "f", 0),
+                                      ("load", "a"), ("call_kw", 1, ("x", "y")), ("return",)])

@@ -2,9 +2,10 @@
 the test-only compiler: `_C._set_test_compiler(fn)` makes every cache miss
 call fn(code, args) -> None (run eagerly) or (new_code_or_None, guard_or_None).
 
-Torch-free: runs on every CPython that tests/run_pyversions.sh finds. Where
-the hook cannot transform frames (3.13 for now, HOOK_CAN_TRANSFORM == 0),
-CompiledFunction still calls the function, eagerly; those tests check that.
+Torch-free: runs on every CPython that tests/run_pyversions.sh finds (3.11,
+3.12, 3.13). Where the hook cannot transform frames (HOOK_CAN_TRANSFORM == 0,
+an interpreter newer than frame.c knows), CompiledFunction still calls the
+function, eagerly; the tests that need transforms are skipped there.
 """
 import asyncio
 import gc
@@ -651,3 +652,118 @@ def test_exit_with_hook_enabled():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "done"
+
+
+# ---- more hazards: profilers, monitoring, signals, finalizers, logging -------
+
+@needs_hook
+def test_setprofile_active():
+    cf, _ = compiled(traced_user, {traced_user.__code__: traced_alt.__code__})
+    seen = []
+
+    def prof(frame, event, arg):
+        if event == "call":
+            seen.append(traced_user(1))  # profiler frames pass through
+
+    sys.setprofile(prof)
+    try:
+        r = cf(1)
+    finally:
+        sys.setprofile(None)
+    assert r == 51
+    assert seen and all(v == 2 for v in seen)
+
+
+@needs_hook
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_sys_monitoring_active():
+    cf, _ = compiled(traced_user, {traced_user.__code__: traced_alt.__code__})
+    mon = sys.monitoring
+    tool = mon.PROFILER_ID
+    seen = []
+
+    def on_start(code, offset):
+        seen.append((code.co_name, traced_user(1)))
+
+    mon.use_tool_id(tool, "wick-test")
+    try:
+        mon.register_callback(tool, mon.events.PY_START, on_start)
+        mon.set_events(tool, mon.events.PY_START)
+        r = cf(1)
+        mon.set_events(tool, 0)
+    finally:
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.free_tool_id(tool)
+    assert r == 51
+    assert seen and all(v == 2 for _, v in seen)
+
+
+@needs_hook
+def test_keyboard_interrupt_in_compiler_propagates():
+    def compiler(code, args):
+        raise KeyboardInterrupt
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(guarded, {})
+    with pytest.raises(KeyboardInterrupt):
+        cf(1)
+    assert _C.code_entries(guarded.__code__) == []
+
+
+class Finalized:
+    def __del__(self):
+        FINALIZED.append(thr_user(5))
+
+
+FINALIZED = []
+
+
+def fin_user(x):
+    return x
+
+
+def fin_alt(x):
+    o = Finalized()
+    del o  # __del__ runs a marked function inside the transformed frame
+    return x + 1
+
+
+@needs_hook
+def test_finalizer_inside_new_code():
+    _C.CompiledFunction(thr_user, {})
+    cf, _ = compiled(fin_user, {fin_user.__code__: fin_alt.__code__,
+                                thr_user.__code__: thr_alt.__code__})
+    FINALIZED.clear()
+    assert cf(1) == 2
+    assert FINALIZED == [15]
+
+
+def test_log_recompiles_and_configurable_limit():
+    if not CAN:
+        pytest.skip("frame transform not supported on this Python")
+    script = textwrap.dedent("""
+        from wick import _C
+        def g(x):
+            return x
+        def alt(x):
+            return -x
+        def compiler(code, args):
+            want = args[0]
+            return (alt.__code__, lambda a: a[0] == want)
+        _C._set_test_compiler(compiler)
+        cf = _C.CompiledFunction(g, {})
+        print([cf(i) for i in range(5)])
+        print(_C.code_entries(g.__code__)[-1])
+    """)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["WICK_LOG"] = "recompiles"
+    env["WICK_CACHE_LIMIT"] = "3"
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == "[0, -1, -2, 3, 4]"
+    assert "cache limit reached (3 entries)" in out[1] and "'eager': True" in out[1]
+    assert r.stderr.count("[wick:recompiles] recompiling g") == 2
+    assert "test guard returned false" in r.stderr
+    assert "cache limit reached (3 entries)" in r.stderr

@@ -52,12 +52,22 @@ SKIPPED = {"SCALAR", "CONVERT"}  # no promotion: their dtype is the attribute
 
 
 def op_rows():
-    """(name, arity) of each ops.def row, so a new op cannot go unnoticed."""
+    """(name, arity) of each ops.def row, so a new op cannot go unnoticed;
+    checks on the way that every callable of the torch column exists."""
     rows = []
-    for line in open(OPS_DEF):
-        m = re.match(r"WK_OP\((\w+),\s*\w+,\s*(\d+),", line)
-        if m:
-            rows.append((m.group(1), int(m.group(2))))
+    for lineno, line in enumerate(open(OPS_DEF), 1):
+        m = re.match(r'WK_OP\((\w+),\s*\w+,\s*(\d+),.*"([^"]*)"\)\s*$', line)
+        if not m:
+            continue
+        rows.append((m.group(1), int(m.group(2))))
+        for name in m.group(3).split():
+            obj = {"torch": torch, "Tensor": torch.Tensor}.get(name.split(".")[0])
+            for part in name.split(".")[1:]:
+                obj = getattr(obj, part, None)
+            if not callable(obj):
+                sys.exit(f"{OPS_DEF}:{lineno}: {name} is not a torch callable")
+    if not rows:
+        sys.exit(f"{OPS_DEF}: no WK_OP rows found")
     return rows
 
 

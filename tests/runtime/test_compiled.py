@@ -395,3 +395,38 @@ def test_two_processes_share_an_empty_cache(cache_dir):
     g.output(g.op("add", [g.op("mul", [x, g.scalar(2.5)]), g.scalar(1.0)]))
     cg = g.compile()
     assert cg.cache_hit is True and cg.library_path == path
+
+
+def _fork_child(cg, x, q):
+    q.put(bool(torch.equal(cg(x)[0], x * x + x)))
+
+
+def test_forked_child_runs_kernels():
+    """GNU OpenMP hangs in a child forked after a parallel region; the runtime
+    runs such a child's kernels on one thread."""
+    import multiprocessing as mp
+
+    x = rand((1 << 20,), torch.float32, 1)
+    _, cg = compile_graph(lambda g, a: [g.op("add", [g.op("mul", [a, a]), a])], [x])
+    assert torch.equal(cg(x)[0], x * x + x)  # a parallel region has run in this process
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_fork_child, args=(cg, x, q))
+    p.start()
+    try:
+        assert q.get(timeout=120) is True
+    finally:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+
+
+def test_num_threads_knob(monkeypatch):
+    x = rand((1 << 18,), torch.float64, 2)
+    _, cg = compile_graph(lambda g, a: [g.op("sum", [g.op("mul", [a, a])]), g.op("exp", [a])], [x])
+    for n in ("1", "2", ""):
+        monkeypatch.setenv("WICK_NUM_THREADS", n)
+        C.env_reload()
+        s, e = cg(x)
+        torch.testing.assert_close(s, (x * x).sum())
+        torch.testing.assert_close(e, torch.exp(x))

@@ -179,3 +179,25 @@ def test_wick_graph_to_other_backends(backend):
     # And the same graph through wick's own compiler agrees.
     if backend == "eager":
         assert_same(g.compile()(a, b), reference(a, b))
+
+
+def test_dynamic_shapes_fall_back():
+    def f(x, y):
+        return (x + y).sum(0)
+
+    compiled = torch.compile(f, backend="wick", dynamic=True)
+    for n in (3, 5):
+        x, y = rand(n, 4, seed=n), rand(4, seed=11)
+        assert_same(compiled(x, y), f(x, y))
+    assert any("dynamic" in r for r in B.fallback_reasons)
+
+
+def test_static_recompiles_on_new_shapes():
+    def f(x):
+        return torch.sigmoid(x) * 3
+
+    compiled = torch.compile(f, backend="wick", dynamic=False)
+    for n in (3, 5, 8):
+        x = rand(n, 2, seed=n)
+        assert_same(compiled(x), f(x))
+    assert B.fallback_reasons == []

@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # run by path (python wick/bench/__main__.py): wo
     import importlib.util
 
     _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # no sibling shadows a library
     _spec = importlib.util.spec_from_file_location("wick_bench", os.path.join(_here, "__init__.py"),
                                                    submodule_search_locations=[_here])
     _pkg = importlib.util.module_from_spec(_spec)
@@ -283,12 +284,12 @@ def main(argv=None):
     for job in jobs:
         base = _base_row(job, device, args)
         elapsed = time.time() - t0
-        if args.budget and elapsed >= args.budget:
+        if args.budget is not None and elapsed >= args.budget:
             base.update(status="skipped", detail=f"run budget of {args.budget:.0f} s spent before this row")
             rows.append(base)
             prog.finish(base)
             continue
-        limit = timeout if not args.budget else max(5.0, min(timeout, args.budget - elapsed))
+        limit = timeout if args.budget is None else max(5.0, min(timeout, args.budget - elapsed))
         prog.start(base)
         row = run_row(job, device, args, limit)
         rows.append(row)

@@ -32,6 +32,7 @@ if __package__ in (None, ""):  # run by path: load this folder as a package, wit
     import importlib.util
 
     _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # no sibling shadows a library
     _spec = importlib.util.spec_from_file_location("wick_bench", os.path.join(_here, "__init__.py"),
                                                    submodule_search_locations=[_here])
     _pkg = importlib.util.module_from_spec(_spec)

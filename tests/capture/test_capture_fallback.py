@@ -1,0 +1,238 @@
+"""Fallbacks: whatever capture cannot handle runs eagerly with the right
+results and a recorded reason "<what> at <file>:<line>"; fullgraph=True turns
+it into wick._C.UnsupportedError; exceptions keep the user's frame in the
+traceback; and neither path leaks references."""
+import gc
+import sys
+import traceback
+
+import pytest
+import torch
+
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_capture_util import RefGraph, assert_same, compiled, entries
+
+THIS = __file__
+
+
+def line_of(fn, text):
+    """Absolute line number of the first line of fn's source containing text."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    for i, l in enumerate(lines):
+        if text in l:
+            return start + i
+    raise AssertionError(text)
+
+
+def loop_fn(x):
+    y = x + 1
+    for _ in range(3):
+        y = y * 2
+    return y
+
+
+def print_fn(x):
+    y = x.sum()
+    print("wick-test-print", y.shape)
+    return y
+
+
+def matmul_fn(x):
+    return torch.matmul(x.sum(0), x.sum(0)) + 1
+
+
+def tensor_method_fn(x):
+    return x.softmax(-1)
+
+
+def index_fn(x):
+    return x[0] + 1
+
+
+def floordiv_fn(x):
+    return x // 2
+
+
+def inplace_input_fn(x):
+    x += 1
+    return x
+
+
+def branch_fn(x, flag):
+    if flag:
+        return x + 1
+    return x - 1
+
+
+def make_closure(k):
+    def closure_fn(x):
+        return x * k
+    return closure_fn
+
+
+def varargs_fn(*args):
+    return args[0] + args[1]
+
+
+CASES = [
+    (loop_fn, "range", "for _ in range(3)"),
+    (print_fn, "print", "print("),
+    (matmul_fn, "torch.matmul", "torch.matmul"),
+    (tensor_method_fn, "softmax", "softmax"),
+    (index_fn, "subscript", "x[0]"),
+    (floordiv_fn, "//", "x // 2"),
+    (branch_fn, "JUMP", "if flag"),
+    (varargs_fn, "subscript", "args[0]"),
+]
+
+
+@pytest.mark.parametrize("fn,what,src", CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_fallback_reason_and_results(fn, what, src, capsys):
+    x = torch.randn(3, 4)
+    args = (x, True) if fn is branch_fn else (x, torch.randn(3, 4)) if fn is varargs_fn else (x,)
+    expected = fn(*args)
+    capsys.readouterr()
+    got = compiled(fn)(*args)
+    assert_same(got, expected)
+    if fn is print_fn:
+        assert capsys.readouterr().out.count("wick-test-print") == 1
+    (e,) = entries(fn)
+    assert e["eager"] and e["graph_count"] == 0
+    reason = e["reason"]
+    assert what in reason, reason
+    assert reason.endswith(f"at {THIS}:{line_of(fn, src)}"), reason
+    assert e["file"] == THIS and e["line"] == line_of(fn, src)
+    # the fallback entry is reused for the same signature: no recompiles
+    compiled(fn)(*args)
+    assert len(entries(fn)) == 1
+
+
+@pytest.mark.parametrize("fn,what,src", CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_fullgraph_raises(fn, what, src):
+    x = torch.randn(3, 4)
+    args = (x, True) if fn is branch_fn else (x, torch.randn(3, 4)) if fn is varargs_fn else (x,)
+    with pytest.raises(C.UnsupportedError) as info:
+        compiled(fn, fullgraph=True)(*args)
+    assert isinstance(info.value, RuntimeError)
+    msg = str(info.value)
+    assert what in msg and f"{THIS}:{line_of(fn, src)}" in msg, msg
+
+
+def test_inplace_on_input_falls_back_and_mutates():
+    x = torch.randn(4)
+    x0 = x.clone()
+    r = compiled(inplace_input_fn)(x)
+    assert r is x and torch.equal(x, x0 + 1)
+    (e,) = entries(inplace_input_fn)
+    assert e["eager"] and "in-place" in e["reason"]
+
+
+def test_closures_run_right():
+    f3, f4 = make_closure(3), make_closure(4)
+    x = torch.randn(5)
+    assert_same(compiled(f3)(x), x * 3)
+    assert_same(compiled(f4)(x), x * 4)
+    es = C.code_entries(f3.__code__)
+    assert es and all(e["eager"] or e["graph_count"] == 1 for e in es)
+
+
+def rg_fn(x, w):
+    return x * w
+
+
+def test_autodiff_reason_and_fullgraph():
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    r = compiled(rg_fn)(x, w)
+    assert r.requires_grad
+    (e,) = entries(rg_fn)
+    assert e["eager"] and "autodiff not implemented yet" in e["reason"]
+    C.reset()
+    with pytest.raises(C.UnsupportedError, match="autodiff"):
+        compiled(rg_fn, fullgraph=True)(x, w)
+
+
+def test_unsupported_dtype_falls_back():
+    x = torch.randn(3, dtype=torch.complex64)
+    r = compiled(rg_fn)(x, x)
+    assert torch.equal(r, x * x)
+    (e,) = entries(rg_fn)
+    assert e["eager"] and "complex64" in e["reason"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+def test_cuda_tensor_with_wick_backend_falls_back():
+    x = torch.randn(3, device="cuda")
+    r = compiled(rg_fn)(x, x)
+    assert torch.equal(r, x * x)
+    (e,) = entries(rg_fn)
+    assert e["eager"] and "no GPU (Triton) backend yet" in e["reason"]
+
+
+def bad_add(x, y):
+    z = x * 2
+    return z + y
+
+
+def test_eager_error_propagates_with_user_frame():
+    x, y = torch.randn(3, 4), torch.randn(5)
+    with pytest.raises(RuntimeError) as info:
+        compiled(bad_add)(x, y)
+    names = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+    assert "bad_add" in names
+    (e,) = entries(bad_add)
+    assert e["eager"] and "size" in e["reason"].lower()
+
+
+def zero_div(x, n):
+    return x * (1 // n)
+
+
+def test_folding_error_propagates():
+    with pytest.raises(ZeroDivisionError):
+        compiled(zero_div)(torch.randn(2), 0)
+    assert_same(compiled(zero_div)(torch.randn(2) * 0 + 1, 1), torch.ones(2))
+
+
+def test_exception_from_compiled_graph_keeps_user_frame(monkeypatch):
+    def boom(self, *args):
+        raise ValueError("boom from graph")
+
+    monkeypatch.setattr(RefGraph, "__call__", boom)
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    cf = compiled(bad_add, "ref")
+    with pytest.raises(ValueError, match="boom from graph") as info:
+        cf(x, y)
+    tb = traceback.extract_tb(info.value.__traceback__)
+    frames = [(f.name, f.lineno) for f in tb]
+    assert ("bad_add", line_of(bad_add, "return z + y")) in frames, frames
+    (e,) = entries(bad_add)
+    assert not e["eager"]
+
+
+def test_no_reference_leaks():
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    n = 3
+    funcs = [(compiled(bad_add, "ref"), (x, y)),
+             (compiled(loop_fn), (x,)),          # fallback path
+             (compiled(rg_fn, "ref"), (x, n)),  # Python number argument
+             (compiled(ident_fn, "ref"), (x,))]
+    for cf, args in funcs:
+        for _ in range(10):
+            cf(*args)
+    gc.collect()
+    before = [sys.getrefcount(a) for a in (x, y, n)]
+    objs = len(gc.get_objects())
+    for cf, args in funcs:
+        for _ in range(10000):
+            cf(*args)
+    gc.collect()
+    after = [sys.getrefcount(a) for a in (x, y, n)]
+    assert after == before
+    assert len(gc.get_objects()) - objs < 100
+
+
+def ident_fn(x):
+    return x

@@ -1,0 +1,15 @@
+"""Compiler tests share one temporary artifact cache per session: graphs that
+repeat across parametrisations compile once, and ~/.cache/wick stays clean."""
+import pytest
+
+import wick._C as C
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _wick_cache_dir(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WICK_CACHE_DIR", str(tmp_path_factory.mktemp("wick-cache")))
+    C.env_reload()
+    yield
+    mp.undo()
+    C.env_reload()

@@ -1,0 +1,215 @@
+"""Reductions through the whole compiler, compared with eager torch: sum,
+mean, amax over every dim subset, keepdim, float32/float64/int64/bool,
+transposed/sliced/expanded inputs, empty and 0-d tensors, NaN; fused
+prologues (softmax-like graphs: two reductions + one pointwise kernel) and
+large inputs that take the parallel paths."""
+import itertools
+import math
+
+import pytest
+import torch
+
+import wick._C as C
+
+
+def values(shape, dtype, gen):
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=gen) < 0.5
+    if dtype == torch.int64:
+        return torch.randint(-1000, 1000, shape, generator=gen, dtype=torch.int64)
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) * 2 + 0.5).to(dtype)
+
+
+def make(shape, dtype, layout, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shape = tuple(shape)
+    if layout == "contig" or len(shape) == 0:
+        return values(shape, dtype, gen)
+    if layout == "transposed":
+        perm = list(range(len(shape)))[::-1]
+        return values(tuple(shape[p] for p in perm), dtype, gen).permute(perm)
+    if layout == "sliced":
+        return values(shape[:-1] + (shape[-1] * 3,), dtype, gen)[..., ::3]
+    if layout == "expanded":
+        return values((1,) + shape[1:], dtype, gen).expand(shape)
+    raise ValueError(layout)
+
+
+def compile_run(build, *tensors):
+    g = C.Graph()
+    ids = [g.input_like(t) for t in tensors]
+    outs = build(g, *ids)
+    for o in outs:
+        g.output(o)
+    cg = g.compile()
+    return cg, cg(*tensors)
+
+
+def check(got, want, rtol=1e-5, atol=1e-5):
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.is_floating_point():
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        assert torch.equal(got, want)
+
+
+def dim_subsets(ndim):
+    for k in range(1, ndim + 1):
+        yield from itertools.combinations(range(ndim), k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+@pytest.mark.parametrize("layout", ["contig", "transposed", "sliced", "expanded"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_every_dim_subset(dtype, layout, keepdim):
+    x = make((6, 5, 7), dtype, layout)
+    dims = list(dim_subsets(3))
+    ops = ["sum", "amax"] + (["mean"] if dtype.is_floating_point else [])
+    if dtype == torch.bool:
+        ops.remove("amax")  # torch.amax has no bool kernel on CPU in every version; sum covers bool
+
+    def build(g, a):
+        outs = [g.op(op, [a], dims=list(d), keepdim=keepdim) for op in ops for d in dims]
+        outs += [g.op(op, [a], dims=None, keepdim=keepdim) for op in ops]  # all dims
+        return outs
+
+    cg, outs = compile_run(build, x)
+    want = [getattr(torch, op)(x, dim=d, keepdim=keepdim) for op in ops for d in dims]
+    want += [getattr(torch, op)(x, dim=tuple(range(3)), keepdim=keepdim) if keepdim else getattr(torch, op)(x)
+             for op in ops]
+    assert cg.nkernels == len(want)
+    for got, w in zip(outs, want):
+        check(got, w)
+
+
+def test_sum_dtype_argument_and_int_accumulation():
+    x = make((50, 40), torch.int64, "contig", seed=1)
+    b = make((50, 40), torch.bool, "transposed", seed=2)
+    f = make((50, 40), torch.float32, "contig", seed=3)
+
+    def build(g, xi, bb, ff):
+        return [g.op("sum", [xi], dims=[1], dtype="float32"), g.op("sum", [bb], dims=[0]),
+                g.op("sum", [bb]), g.op("mean", [xi], dims=[1], dtype="float64"),
+                g.op("sum", [ff], dims=[1], dtype="float64"), g.op("sum", [xi], dims=[0], dtype="int32")]
+
+    _, outs = compile_run(build, x, b, f)
+    wants = [x.sum(1, dtype=torch.float32), b.sum(0), b.sum(), x.mean(1, dtype=torch.float64),
+             f.sum(1, dtype=torch.float64), x.sum(0, dtype=torch.int32)]
+    for got, w in zip(outs, wants):
+        check(got, w)
+
+
+def test_empty_and_zero_dim():
+    e = torch.empty((4, 0), dtype=torch.float32)
+    z = torch.tensor(2.5, dtype=torch.float64)
+    ei = torch.empty((0, 3), dtype=torch.int64)
+
+    def build(g, ee, zz, ii):
+        return [g.op("sum", [ee], dims=[1]), g.op("mean", [ee], dims=[1]), g.op("sum", [ee]),
+                g.op("mean", [ee]), g.op("sum", [zz]), g.op("mean", [zz]), g.op("amax", [zz]),
+                g.op("sum", [ii], dims=[0]), g.op("amax", [ee], dims=[0]), g.op("sum", [zz], dims=[0])]
+
+    _, outs = compile_run(build, e, z, ei)
+    wants = [e.sum(1), e.mean(1), e.sum(), e.mean(), z.sum(), z.mean(), torch.amax(z), ei.sum(0),
+             torch.amax(e, 0), z.sum(0)]
+    for got, w in zip(outs, wants):
+        check(got, w)
+
+
+def test_amax_empty_dim_is_an_error():
+    g = C.Graph()
+    x = g.input_like(torch.empty((3, 0)))
+    with pytest.raises(ValueError, match="amax"):
+        g.op("amax", [x], dims=[1])
+
+
+def test_nan_and_inf():
+    x = make((8, 33), torch.float32, "contig", seed=4)
+    x[1, 5] = math.nan
+    x[2, :] = -math.inf
+    x[3, 7] = math.inf
+    x[4, 0] = math.nan
+    x[4, 1] = math.inf
+
+    def build(g, a):
+        return [g.op("amax", [a], dims=[1]), g.op("sum", [a], dims=[1]), g.op("mean", [a], dims=[1]),
+                g.op("amax", [a], dims=[0]), g.op("amax", [a])]
+
+    _, outs = compile_run(build, x)
+    for got, w in zip(outs, [x.amax(1), x.sum(1), x.mean(1), x.amax(0), x.amax()]):
+        check(got, w)
+
+
+def softmax_build(g, a, dim=1):
+    m = g.op("amax", [a], dims=[dim], keepdim=True)
+    e = g.op("exp", [g.op("sub", [a, m])])
+    s = g.op("sum", [e], dims=[dim], keepdim=True)
+    return [g.op("div", [e, s])]
+
+
+@pytest.mark.parametrize("shape,dim", [((13, 257), 1), ((64, 1000), 1), ((7, 9, 31), 2), ((40, 6), 0)])
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+def test_softmax_fuses_into_two_reductions_and_one_pointwise(shape, dim, layout):
+    x = make(shape, torch.float32, layout, seed=5) * 4
+    cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, dim), x)
+    assert cg.nkernels == 3
+    assert cg.summary.count("reduction") == 2 and cg.summary.count("pointwise") == 1
+    check(got, torch.softmax(x, dim), rtol=1e-5, atol=1e-7)
+
+
+def test_layernorm_like():
+    x = make((37, 96), torch.float32, "contig", seed=6)
+    w = make((96,), torch.float32, "contig", seed=7)
+
+    def build(g, a, ww):
+        mu = g.op("mean", [a], dims=[1], keepdim=True)
+        d = g.op("sub", [a, mu])
+        var = g.op("mean", [g.op("mul", [d, d])], dims=[1], keepdim=True)
+        inv = g.op("div", [g.scalar(1.0), g.op("sqrt", [g.op("add", [var, g.scalar(1e-5)])])])
+        return [g.op("mul", [g.op("mul", [d, inv]), ww])]
+
+    cg, (got,) = compile_run(build, x, w)
+    assert cg.nkernels == 3
+    want = torch.nn.functional.layer_norm(x, (96,), eps=1e-5) * w
+    check(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_large_parallel_reductions(dtype):
+    x = make((1 << 20,), dtype, "contig", seed=8)
+    y = make((700, 900), dtype, "transposed", seed=9)
+    ops = ["sum", "amax"] + (["mean"] if dtype.is_floating_point else [])
+
+    def build(g, a, b):
+        outs = [g.op(op, [a]) for op in ops]
+        outs += [g.op(op, [b], dims=[d]) for op in ops for d in (0, 1)]
+        outs += [g.op(op, [b], dims=[1], keepdim=True) for op in ops]
+        return outs
+
+    _, outs = compile_run(build, x, y)
+    wants = [getattr(torch, op)(x) for op in ops]
+    wants += [getattr(torch, op)(y, dim=d) for op in ops for d in (0, 1)]
+    wants += [getattr(torch, op)(y, dim=1, keepdim=True) for op in ops]
+    for got, w in zip(outs, wants):
+        # torch sums float32 pairwise; we accumulate in double: both are within
+        # float32 rounding of the exact sum
+        check(got, w, rtol=1e-5, atol=1e-3 if dtype == torch.float32 else 1e-8)
+
+
+def test_reduction_of_broadcast_pointwise_prologue():
+    a = make((30, 1), torch.float32, "contig", seed=10)
+    b = make((40,), torch.float32, "contig", seed=11)
+
+    def build(g, aa, bb):
+        t = g.op("mul", [g.op("add", [aa, bb]), g.op("tanh", [bb])])
+        return [g.op("sum", [t], dims=[0]), g.op("sum", [t], dims=[1]), g.op("amax", [t])]
+
+    cg, outs = compile_run(build, a, b)
+    t = (a + b) * torch.tanh(b)
+    for got, w in zip(outs, [t.sum(0), t.sum(1), t.amax()]):
+        check(got, w)
+    # three reductions; tanh(b) is worth materialising once (each of its 40
+    # elements would be recomputed 90 times), anything else is inlined
+    assert cg.nkernels == 4
+    assert "pointwise {TANH}" in cg.summary
