@@ -17,7 +17,7 @@
 #   MODES (inference,training), PRECISIONS (float32; bf16 or fp16 = autocast),
 #   COMPILERS (default: the harness's CUDA list), ROW_TIMEOUT (150), TOTAL_S (540),
 #   REPEATS (10), MICRO (0; 1 also runs bench/micro.py on cuda first), PY (python3),
-#   WICK_GIT_REV (recorded in the results; there is no .git on that machine).
+#   WICK_GIT_REV (recorded in the results; there is no .git on that machine), DEVICE (cuda).
 set -u
 START=$(date +%s)
 CHUNK=${1:-${CHUNK:-1/6}}
@@ -30,6 +30,7 @@ ROW_TIMEOUT=${ROW_TIMEOUT:-150}
 TOTAL_S=${TOTAL_S:-540}
 REPEATS=${REPEATS:-10}
 MICRO=${MICRO:-0}
+DEVICE=${DEVICE:-cuda}   # cpu only to try this script on a machine without a GPU
 export PYTHONUNBUFFERED=1
 # Single GPU, but keep NVLink multicast off wherever a program starts (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -52,13 +53,13 @@ tail -4 "$OUT/build.log"
 
 if [ "$MICRO" = "1" ] && [ "$(left)" -gt 240 ]; then
   echo "== micro ($(left) s left)"
-  timeout 180 "$PY" bench/micro.py --device cuda --out "$OUT/micro" > "$OUT/micro.log" 2>&1
+  timeout 180 "$PY" bench/micro.py --device "$DEVICE" --out "$OUT/micro" > "$OUT/micro.log" 2>&1
   echo "micro exit code $?"; tail -25 "$OUT/micro.log"; rm -f "$OUT/micro.log"
 fi
 
 BUDGET=$(( $(left) - 25 ))
 echo "== wick-bench: chunk $CHUNK, budget $BUDGET s"
-ARGS=(--device cuda --suites "$SUITES" --modes "$MODES" --precisions "$PRECISIONS" --chunk "$CHUNK"
+ARGS=(--device "$DEVICE" --suites "$SUITES" --modes "$MODES" --precisions "$PRECISIONS" --chunk "$CHUNK"
       --timeout "$ROW_TIMEOUT" --budget "$BUDGET" --repeats "$REPEATS" --out "$OUT")
 [ -n "${MODELS:-}" ] && ARGS+=(--models "$MODELS")
 [ -n "${COMPILERS:-}" ] && ARGS+=(--compilers "$COMPILERS")

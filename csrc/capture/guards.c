@@ -18,12 +18,13 @@ typedef enum {
     CK_EQUALS,     /* type(arg) is type and arg == value (floats bitwise) */
     CK_GLOBAL_IS,  /* globals/builtins lookup of name is value */
     CK_ATTR_IS,    /* getattr(owner, name) is value */
+    CK_DICT_IS,    /* LOAD_GLOBAL-style lookup of name in globals dict `owner` is value */
     CK_GRAD_MODE,  /* torch.is_grad_enabled() == enabled */
     CK_TENSOR,     /* dtype, requires_grad, sizes, strides, device */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 4, 5};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5};
 
 typedef struct {
     CheckKind kind;
@@ -31,8 +32,8 @@ typedef struct {
     PyObject *path;     /* owned tuple of attribute names, or NULL: checks getattr(arg, ...) */
     PyTypeObject *type; /* owned: TYPE, EQUALS */
     PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS */
-    PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS */
-    PyObject *owner;    /* owned: ATTR_IS */
+    PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS; TYPE/TENSOR of a global (arg -1) */
+    PyObject *owner;    /* owned: ATTR_IS, DICT_IS */
     int enabled;        /* GRAD_MODE */
     /* TENSOR */
     PyObject *dtype;  /* owned */
@@ -222,12 +223,42 @@ void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor) 
     add_check(g, c);
 }
 
+void wk_guard_global_tensor(WkGuards *g, PyObject *name, PyObject *tensor) {
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_TENSOR && o->arg < 0 && o->name && PyUnicode_Compare(o->name, name) == 0) return;
+    }
+    Check t = {.kind = CK_TYPE, .arg = -1, .name = Py_NewRef(name)};
+    Py_INCREF(Py_TYPE(tensor));
+    t.type = Py_TYPE(tensor);
+    add_check(g, t);
+    Check c = {.kind = CK_TENSOR, .arg = -1};
+    if (read_tensor(tensor, &c.dtype, &c.device, &c.requires_grad, &c.ndim, &c.sizes, &c.strides) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    c.name = Py_NewRef(name);
+    add_check(g, c);
+}
+
 void wk_guard_global_is(WkGuards *g, PyObject *name, PyObject *value) {
     for (int i = 0; i < g->checks.len; i++) {
         Check *o = &g->checks.data[i];
         if (o->kind == CK_GLOBAL_IS && PyUnicode_Compare(o->name, name) == 0) return;
     }
     Check c = {.kind = CK_GLOBAL_IS, .arg = -1};
+    c.name = Py_NewRef(name);
+    c.value = Py_NewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_globals_is(WkGuards *g, PyObject *globals, PyObject *name, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_DICT_IS && o->owner == globals && PyUnicode_Compare(o->name, name) == 0) return;
+    }
+    Check c = {.kind = CK_DICT_IS, .arg = -1};
+    c.owner = Py_NewRef(globals);
     c.name = Py_NewRef(name);
     c.value = Py_NewRef(value);
     add_check(g, c);
@@ -276,6 +307,10 @@ static _Thread_local char why_buf[512];
 
 static const char *arg_name_path(const WkGuards *g, int arg, PyObject *path, char *buf, size_t n) {
     const char *s = NULL;
+    if (arg < 0) { /* only global-sourced checks name no argument */
+        snprintf(buf, n, "a global");
+        return buf;
+    }
     if (g->names && arg >= 0 && arg < PyTuple_GET_SIZE(g->names)) {
         s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(g->names, arg));
         if (!s) PyErr_Clear();
@@ -296,6 +331,16 @@ static const char *arg_name_path(const WkGuards *g, int arg, PyObject *path, cha
 
 static const char *arg_name(const WkGuards *g, int arg, char *buf, size_t n) {
     return arg_name_path(g, arg, NULL, buf, n);
+}
+
+static const char *who_of(const WkGuards *g, const Check *c, char *buf, size_t n) {
+    if (c->arg < 0 && c->name) {
+        const char *s = PyUnicode_AsUTF8(c->name);
+        if (!s) PyErr_Clear();
+        snprintf(buf, n, "G['%s']", s ? s : "?");
+        return buf;
+    }
+    return arg_name_path(g, c->arg, c->path, buf, n);
 }
 
 static void fmt_ints(WkStr *s, const int64_t *v, int n) {
@@ -348,7 +393,7 @@ static int read_failed(const char *who, const char *what) {
 
 static int check_tensor(const WkGuards *g, const Check *c, PyObject *x) {
     char nb[160];
-    const char *who = arg_name_path(g, c->arg, c->path, nb, sizeof nb);
+    const char *who = who_of(g, c, nb, sizeof nb);
     PyObject *o = PyObject_GetAttr(x, s_dtype);
     if (!o) return read_failed(who, "dtype");
     int ok = (o == c->dtype);
@@ -431,27 +476,27 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
     case CK_TYPE:
         if (Py_TYPE(x) != c->type) {
             snprintf(why_buf, sizeof why_buf, "%s type mismatch: expected %s, got %s",
-                     arg_name_path(g, c->arg, c->path, nb, sizeof nb), c->type->tp_name, Py_TYPE(x)->tp_name);
+                     who_of(g, c, nb, sizeof nb), c->type->tp_name, Py_TYPE(x)->tp_name);
             return 0;
         }
         break;
     case CK_ID:
         if (x != c->value) {
             snprintf(why_buf, sizeof why_buf, "%s is not the same object",
-                     arg_name_path(g, c->arg, c->path, nb, sizeof nb));
+                     who_of(g, c, nb, sizeof nb));
             return 0;
         }
         break;
     case CK_EQUALS: {
         int eq = Py_TYPE(x) == c->type ? values_equal(x, c->value) : 0;
         if (eq < 0) {
-            if (read_failed(arg_name_path(g, c->arg, c->path, nb, sizeof nb), "value") < 0) return -1;
+            if (read_failed(who_of(g, c, nb, sizeof nb), "value") < 0) return -1;
             return 0;
         }
         if (!eq) {
             PyObject *e = PyObject_Repr(c->value), *got = PyObject_Repr(x);
             snprintf(why_buf, sizeof why_buf, "%s value mismatch: expected %s, got %s",
-                     arg_name_path(g, c->arg, c->path, nb, sizeof nb), e ? PyUnicode_AsUTF8(e) : "?",
+                     who_of(g, c, nb, sizeof nb), e ? PyUnicode_AsUTF8(e) : "?",
                      got ? PyUnicode_AsUTF8(got) : "?");
             Py_XDECREF(e);
             Py_XDECREF(got);
@@ -481,6 +526,18 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         Py_DECREF(v);
         if (v != c->value) {
             snprintf(why_buf, sizeof why_buf, "attribute %s changed", PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    }
+    case CK_DICT_IS: {
+        PyObject *v = lookup_global(c->owner, c->name);
+        if (!v && PyErr_Occurred()) {
+            if (read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+            return 0;
+        }
+        if (v != c->value) {
+            snprintf(why_buf, sizeof why_buf, "global %s of another module changed", PyUnicode_AsUTF8(c->name));
             return 0;
         }
         break;
@@ -515,7 +572,7 @@ static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x
         PyObject *next = PyObject_GetAttr(x, PyTuple_GET_ITEM(c->path, i));
         Py_DECREF(x);
         if (!next) {
-            *err = read_failed(arg_name_path(g, c->arg, c->path, nb, sizeof nb), "attribute") < 0;
+            *err = read_failed(who_of(g, c, nb, sizeof nb), "attribute") < 0;
             return NULL;
         }
         x = next;
@@ -538,6 +595,13 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
                 goto fail;
             }
             x = args[c->arg];
+        } else if (c->name && (c->kind == CK_TYPE || c->kind == CK_TENSOR)) {
+            x = globals ? lookup_global(globals, c->name) : NULL;
+            if (!x) {
+                if (PyErr_Occurred() && read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) return -1;
+                snprintf(why_buf, sizeof why_buf, "G['%s'] is missing", PyUnicode_AsUTF8(c->name));
+                goto fail;
+            }
         }
         if (c->path && x) {
             int err = 0;
@@ -566,7 +630,7 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
     if (!list) return NULL;
     for (int i = 0; i < g->checks.len; i++) {
         const Check *c = &g->checks.data[i];
-        const char *who = c->arg >= 0 ? arg_name_path(g, c->arg, c->path, nb, sizeof nb) : "";
+        const char *who = c->arg >= 0 || c->name ? who_of(g, c, nb, sizeof nb) : "";
         PyObject *line = NULL;
         switch (c->kind) {
         case CK_TYPE:
@@ -588,6 +652,12 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
                                         Py_TYPE(c->owner)->tp_name, (void *)c->owner, c->name,
                                         Py_TYPE(c->value)->tp_name, (void *)c->value);
             break;
+        case CK_DICT_IS: {
+            PyObject *mod = PyDict_GetItemString(c->owner, "__name__");
+            line = PyUnicode_FromFormat("GLOBAL_MATCH %S.%U is <%s at %p>", mod ? mod : Py_None, c->name,
+                                        Py_TYPE(c->value)->tp_name, (void *)c->value);
+            break;
+        }
         case CK_GRAD_MODE:
             line = PyUnicode_FromFormat("GRAD_MODE %s", c->enabled ? "enabled" : "disabled");
             break;

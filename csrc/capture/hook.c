@@ -17,6 +17,8 @@
 #include "capture.h"
 #include "frame.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
@@ -46,8 +48,9 @@ static CodeState *all_states;
 /* Per-thread state, one struct so each function pays for one TLS address
  * lookup (a call in a shared object). */
 typedef struct {
-    int enabled;   /* set_enabled / CompiledFunction */
-    int suspended; /* inside our own guard checks and compiles */
+    int enabled;    /* set_enabled / CompiledFunction */
+    int suspended;  /* inside our own guard checks and compiles */
+    int registered; /* exit_key holds &tls for this thread */
 } ThreadFlags;
 static _Thread_local ThreadFlags tls;
 static PyInterpreterState *hook_interp; /* the interpreter wick._C was loaded in */
@@ -98,17 +101,17 @@ static void set_reason(WkCacheEntry *e, const char *reason) {
 
 /* ---- code states -------------------------------------------------------- */
 
-static void drop_entries(CodeState *st) {
+/* Detaches st's entries: to its graveyard while a hook walks them, else
+ * onto *to_free. Touches no Python, so callers can walk all_states safely and
+ * free afterwards (freeing runs destructors that may free code states). */
+static void detach_entries(CodeState *st, WkCacheEntry **to_free) {
     WkCacheEntry *e = st->entries;
     st->entries = NULL;
     st->n_entries = 0;
-    if (st->busy) {
-        WkCacheEntry **tail = &st->graveyard;
-        while (*tail) tail = &(*tail)->next;
-        *tail = e;
-    } else {
-        free_entry_list(e);
-    }
+    if (!e) return;
+    WkCacheEntry **tail = st->busy ? &st->graveyard : to_free;
+    while (*tail) tail = &(*tail)->next;
+    *tail = e;
 }
 
 /* co_extra free function: runs at code deallocation, also for empty slots. */
@@ -177,13 +180,31 @@ static void update_install(void) {
     }
 }
 
+/* A thread that exits with wick enabled must not keep the hook installed
+ * for everyone: a pthread key destructor (no GIL there) counts it, and the
+ * next set_enabled under the GIL takes it off n_enabled. */
+static pthread_key_t exit_key;
+static int exit_key_ok;
+static atomic_int exited_enabled;
+
+static void thread_exit(void *p) {
+    ThreadFlags *t = p;
+    if (t && t->enabled) atomic_fetch_add(&exited_enabled, 1);
+}
+
 static int set_enabled(int on) {
     ThreadFlags *t = &tls;
     int was = t->enabled;
     on = !!on;
     if (on == was) return was;
+    if (on && !t->registered && exit_key_ok) {
+        t->registered = 1;
+        pthread_setspecific(exit_key, t);
+    }
     t->enabled = on;
     n_enabled += on ? 1 : -1;
+    if (atomic_load_explicit(&exited_enabled, memory_order_relaxed))
+        n_enabled -= atomic_exchange(&exited_enabled, 0);
     if (n_enabled < 0) n_enabled = 0;
     update_install();
     return was;
@@ -506,7 +527,9 @@ static PyObject *py_set_enabled(PyObject *self, PyObject *arg) {
 
 static PyObject *py_reset(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
-    for (CodeState *st = all_states; st; st = st->next) drop_entries(st);
+    WkCacheEntry *to_free = NULL;
+    for (CodeState *st = all_states; st; st = st->next) detach_entries(st, &to_free);
+    free_entry_list(to_free);
     Py_RETURN_NONE;
 }
 
@@ -519,16 +542,18 @@ static PyObject *py_code_entries(PyObject *self, PyObject *arg) {
     PyObject *list = PyList_New(0);
     CodeState *st = state_get((PyCodeObject *)arg);
     if (!list || !st) return list;
+    st->busy++; /* allocation may run finalizers that call reset() */
     for (WkCacheEntry *e = st->entries; e; e = e->next) {
         PyObject *d = e->info && PyDict_Check(e->info) ? PyDict_Copy(e->info) : PyDict_New();
         if (!d || PyDict_SetItemString(d, "eager", e->code ? Py_False : Py_True) < 0 ||
             PyList_Append(list, d) < 0) {
             Py_XDECREF(d);
-            Py_DECREF(list);
-            return NULL;
+            Py_CLEAR(list);
+            break;
         }
         Py_DECREF(d);
     }
+    state_release(st);
     return list;
 }
 
@@ -580,6 +605,7 @@ int wk_hook_init(PyObject *module) {
         return -1;
     }
     hook_interp = interp;
+    if (!exit_key_ok) exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
     if (extra_index < 0) {
         extra_index = REQUEST_EXTRA_INDEX(state_free);
         if (extra_index < 0) {

@@ -9,6 +9,12 @@
  * WkGraph. The result is a cache entry whose code calls the compiled graph
  * (transform.c) and whose guards say when it applies (guards.c).
  *
+ * Tensors come from the frame's arguments, from attributes of arguments
+ * (an nn.Module's parameters and buffers: source L['self'].weight) and from
+ * globals (G['w']); the transformed code reads each afresh on every call,
+ * so guards check what is read (type, dtype, device, sizes, strides,
+ * requires_grad), never pin the tensor itself.
+ *
  * Today's slice is straight-line code with one graph per frame. Anything
  * else (a jump, a call wick does not model, an unsupported op or dtype) is a
  * whole-frame fallback: an entry with code == NULL and the reason
@@ -49,7 +55,7 @@ static int torch_ready;
 static PyObject *torch_mod;            /* strong */
 static PyObject *fn_to_op;             /* dict: torch callable -> op number */
 static PyObject *dtype_objs[WK_NDTYPES];
-static PyTypeObject *tensor_type, *param_type;
+static PyTypeObject *tensor_type, *param_type, *module_type;
 static PyObject *size_type, *device_type, *dtype_type, *strided_layout;
 static PyObject *s_layout, *s_shape, *s_stride, *s_dtype, *s_device, *s_requires_grad;
 
@@ -161,6 +167,10 @@ static int init_torch(void) {
     }
     tensor_type = (PyTypeObject *)tt;
     param_type = (PyTypeObject *)nn;
+    PyObject *mt = resolve_path_Ref(mod, "nn.Module");
+    if (mt && PyType_Check(mt)) module_type = (PyTypeObject *)mt;
+    else Py_XDECREF(mt);
+    PyErr_Clear();
     for (int d = 0; d < WK_NDTYPES; d++) {
         dtype_objs[d] = PyObject_GetAttrString(mod, wk_dtype_name((WkDType)d));
         if (!dtype_objs[d]) PyErr_Clear();
@@ -201,6 +211,10 @@ static int dtype_of_obj(PyObject *o) {
     return -1;
 }
 
+static int is_tensor_obj(PyObject *o) {
+    return tensor_type && (Py_TYPE(o) == tensor_type || Py_TYPE(o) == param_type);
+}
+
 static int method_op(const char *name) {
     for (int i = 0; i < method_ops.len; i++)
         if (strcmp(method_ops.data[i].name, name) == 0) return method_ops.data[i].op;
@@ -215,7 +229,9 @@ typedef struct Sv Sv;
 struct Sv {
     SvKind kind;
     PyObject *obj; /* CONST: value; OPAQUE: object; TENSOR from an argument: the tensor (owned) */
-    int arg;       /* the frame argument this is, unchanged; -1 otherwise */
+    int arg;       /* the frame argument this is (or getattr(arg, *path)), unchanged; -1 otherwise */
+    PyObject *path; /* owned tuple of attribute names from the argument, or NULL */
+    PyObject *gname; /* owned: the global this is, unchanged (a tensor read afresh per call) */
     int value;     /* TENSOR: graph value id; -1 for an argument not yet a graph input */
     char *name;    /* METHOD: tensor method name (owned) */
     Sv *self;      /* METHOD bound by a plain attribute load, else NULL */
@@ -241,7 +257,10 @@ typedef struct {
     int backend_wick;
     int grad_enabled;
     WkVec(int) input_args;           /* frame argument of each graph input */
+    WkVec(PyObject *) input_paths;   /* and the attribute path from it (borrowed from its Sv) */
     WkVec(PyObject *) input_tensors; /* borrowed example tensors */
+    PyObject *top_globals;           /* the frame's globals: what global guards check */
+    int depth;                       /* inlined calls in progress */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
 } Interp;
@@ -271,6 +290,8 @@ static Sv *sv_tensor(Interp *I, int value) {
 
 static void sv_free(Sv *s) {
     Py_XDECREF(s->obj);
+    Py_XDECREF(s->path);
+    Py_XDECREF(s->gname);
     free(s->name);
     wk_vec_free(&s->items);
     free(s);
@@ -408,15 +429,32 @@ static int device_of(PyObject *t, WkDevice *dev, int *ok) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* "L['self'].weight": where an argument-derived value comes from. */
+static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
+    if (s->gname) {
+        const char *g = PyUnicode_AsUTF8(s->gname);
+        if (!g) return py_failed(I, "reading a global name");
+        snprintf(buf, n, "G['%s']", g);
+        return 0;
+    }
+    const char *an = PyUnicode_AsUTF8(PyTuple_GET_ITEM(I->argnames, s->arg));
+    if (!an) return py_failed(I, "reading an argument name");
+    size_t k = (size_t)snprintf(buf, n, "L['%s']", an);
+    for (Py_ssize_t i = 0; s->path && i < PyTuple_GET_SIZE(s->path) && k < n; i++) {
+        const char *a = PyUnicode_AsUTF8(PyTuple_GET_ITEM(s->path, i));
+        if (!a) return py_failed(I, "reading an attribute name");
+        k += (size_t)snprintf(buf + k, n - k, ".%s", a);
+    }
+    return 0;
+}
+
 /* The graph value of a tensor Sv, adding the argument as a graph input on
  * first use. -1 on fallback. */
 static int tensor_value(Interp *I, Sv *s) {
     if (s->value >= 0) return s->value;
     PyObject *t = s->obj;
     char src[256];
-    const char *an = PyUnicode_AsUTF8(PyTuple_GET_ITEM(I->argnames, s->arg));
-    if (!an) return py_failed(I, "reading an argument name");
-    snprintf(src, sizeof src, "L['%s']", an);
+    if (sv_source(I, s, src, sizeof src) < 0) return -1;
     PyObject *dt = NULL, *shape = NULL, *stride = NULL, *rg = NULL;
     int64_t sizes[WK_MAX_DIMS], strides[WK_MAX_DIMS];
     int rc = -1;
@@ -470,6 +508,7 @@ static int tensor_value(Interp *I, Sv *s) {
     }
     s->value = v;
     wk_vec_push(&I->input_args, s->arg);
+    wk_vec_push(&I->input_paths, s->gname ? s->gname : s->path);
     wk_vec_push(&I->input_tensors, t);
     rc = v;
     goto done;
@@ -563,7 +602,9 @@ typedef struct {
     int nkw;
 } Args;
 
-static int bind(Interp *I, WkOp op, const Args *a, Sv **out, const char *fname) {
+/* Binds a call's arguments to op's signature; *given has bit i set when
+ * parameter i was passed explicitly. */
+static int bind(Interp *I, WkOp op, const Args *a, Sv **out, unsigned *given, const char *fname) {
     const Sig *sig = &sigs[op];
     int np = 0;
     for (int i = 0; i < sig->n; i++) out[i] = NULL;
@@ -585,8 +626,12 @@ static int bind(Interp *I, WkOp op, const Args *a, Sv **out, const char *fname) 
         if (out[found]) return unsupported(I, "%s() got multiple values for argument '%s'", fname, kn);
         out[found] = a->kw[k];
     }
+    *given = 0;
     for (int i = 0; i < sig->n; i++) {
-        if (out[i]) continue;
+        if (out[i]) {
+            *given |= 1u << i;
+            continue;
+        }
         if (!sig->p[i].has_default)
             return unsupported(I, "%s() missing required argument '%s'", fname, sig->p[i].name);
         PyObject *d = default_value_Ref(sig->p[i].dflt);
@@ -645,7 +690,8 @@ static int is_one(PyObject *o) {
 static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method) {
     const WkOpInfo *info = wk_op_info(op);
     Sv *b[MAX_PARAMS];
-    if (bind(I, op, a, b, fname) < 0) return NULL;
+    unsigned given = 0;
+    if (bind(I, op, a, b, &given, fname) < 0) return NULL;
     const Sig *sig = &sigs[op];
     int in[3];
     int any_tensor = 0;
@@ -694,6 +740,9 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
     case WK_OP_MEAN:
     case WK_OP_AMAX: {
         if (b[0]->kind != SV_TENSOR) return unsupported(I, "%s() of a %s", fname, sv_desc(b[0])), NULL;
+        /* torch has no sum(keepdim=) overload without dim: it raises */
+        if ((given & 4u) && !(given & 2u) && op != WK_OP_AMAX)
+            return unsupported(I, "%s(): keepdim without dim", fname), NULL;
         if (read_dims(I, b[1], &at, fname) < 0) return NULL;
         if (b[2]->kind != SV_CONST || !PyBool_Check(b[2]->obj))
             return unsupported(I, "%s(): keepdim must be a bool", fname), NULL;
@@ -715,6 +764,11 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
         return graph_op(I, op, in, 1, &at);
     }
     default:
+        /* parameters past the tensor operands carry attributes this op
+         * table row has no capture rule for: refuse rather than drop them */
+        for (int i = info->arity; i < sig->n; i++)
+            if (given & (1u << i))
+                return unsupported(I, "%s(): argument '%s' is not supported", fname, sig->p[i].name), NULL;
         return graph_op(I, op, in, info->arity, NULL);
     }
 }
@@ -828,7 +882,7 @@ static int tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
     } else if (strcmp(name, "requires_grad") == 0) {
         /* node outputs never require grad: inputs that do, with grad mode
          * on, fell back already */
-        c = t->arg >= 0 && t->obj ? PyObject_GetAttr(t->obj, s_requires_grad) : Py_NewRef(Py_False);
+        c = (t->arg >= 0 || t->gname) && t->obj ? PyObject_GetAttr(t->obj, s_requires_grad) : Py_NewRef(Py_False);
     }
     if (c || PyErr_Occurred()) {
         if (!c) return py_failed(I, name);
@@ -907,6 +961,169 @@ static Sv *call_builtin_on_tensor(Interp *I, PyObject *fn, const Args *a) {
     return NULL;
 }
 
+static int is_builtin_named(PyObject *o, const char *name) {
+    if (!PyCFunction_Check(o)) return 0;
+    PyObject *self = PyCFunction_GET_SELF(o);
+    const char *mod = self && PyModule_Check(self) ? PyModule_GetName(self) : NULL;
+    if (!mod) PyErr_Clear();
+    return mod && strcmp(mod, "builtins") == 0 && strcmp(((PyCFunctionObject *)o)->m_ml->ml_name, name) == 0;
+}
+
+/* isinstance(v, cls) and len(v) on values whose type is fixed by guards
+ * (tensors are exact torch.Tensor or Parameter; arguments have exact-type
+ * guards; tuples and lists have a known length). NULL without a reason
+ * when not applicable. */
+static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls);
+
+static Sv *fold_type_builtin(Interp *I, PyObject *fn, const Args *a) {
+    if (a->nkw) return NULL;
+    if (is_builtin_named(fn, "len") && a->npos == 1 && (a->pos[0]->kind == SV_TUPLE || a->pos[0]->kind == SV_LIST))
+        return sv_const_Steal(I, PyLong_FromLong(a->pos[0]->items.len));
+    if (!is_builtin_named(fn, "isinstance") || a->npos != 2) return NULL;
+    Sv *v = a->pos[0], *c = a->pos[1];
+    PyObject *cls = NULL;
+    if (c->kind == SV_CONST && (PyType_Check(c->obj) || PyTuple_CheckExact(c->obj))) {
+        cls = Py_NewRef(c->obj);
+    } else if (c->kind == SV_TUPLE) { /* isinstance(x, (int, float)): a tuple built from globals */
+        cls = PyTuple_New(c->items.len);
+        if (!cls) return py_failed(I, "isinstance()"), NULL;
+        for (int i = 0; i < c->items.len; i++) {
+            Sv *it = c->items.data[i];
+            if (it->kind != SV_CONST || !PyType_Check(it->obj)) {
+                Py_DECREF(cls);
+                return unsupported(I, "isinstance() with a %s", sv_desc(it)), NULL;
+            }
+            PyTuple_SET_ITEM(cls, i, Py_NewRef(it->obj));
+        }
+    } else {
+        return unsupported(I, "isinstance() with a %s", sv_desc(c)), NULL;
+    }
+    Sv *res = fold_isinstance(I, v, cls);
+    Py_DECREF(cls);
+    return res;
+}
+
+static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
+    PyObject *example = NULL;
+    switch (v->kind) {
+    case SV_TENSOR: example = v->obj ? v->obj : NULL; break;
+    case SV_CONST:
+    case SV_OPAQUE: example = v->obj; break;
+    default: break;
+    }
+    int r;
+    if (example) {
+        r = PyObject_IsInstance(example, cls);
+    } else {
+        PyTypeObject *t = v->kind == SV_TENSOR ? tensor_type : v->kind == SV_TUPLE ? &PyTuple_Type
+                          : v->kind == SV_LIST ? &PyList_Type : NULL;
+        if (!t) return unsupported(I, "isinstance() of a %s", sv_desc(v)), NULL;
+        r = PyObject_IsSubclass((PyObject *)t, cls);
+    }
+    if (r < 0) return py_failed(I, "isinstance()"), NULL;
+    return sv_const(I, r ? Py_True : Py_False);
+}
+
+static Sv *run(Interp *I, const WkInstr *ins, int n, int *ret_line);
+
+/* Inlines a call of a plain Python function: its bytecode runs on the same
+ * graph and guards, with the bound arguments as its locals; its globals
+ * (maybe another module's) are guarded in their own dict. The function
+ * itself is guarded by how it was found (a global's identity, or the exact
+ * type of the object whose method it is). */
+static Sv *inline_call(Interp *I, PyFunctionObject *f, const Args *a) {
+    char buf[200];
+    PyCodeObject *co = (PyCodeObject *)f->func_code;
+    const char *name = callable_name((PyObject *)f, buf, sizeof buf);
+    if (I->depth >= 8) return unsupported(I, "call to %s(): inlining too deep", name), NULL;
+    if (f->func_closure || co->co_nfreevars || co->co_ncellvars)
+        return unsupported(I, "call to %s(): closures are not inlined yet", name), NULL;
+    if (co->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+        return unsupported(I, "call to %s(): *args, **kwargs or a generator", name), NULL;
+    int npos = co->co_argcount, nkwonly = co->co_kwonlyargcount, nparams = npos + nkwonly;
+    if (a->npos > npos) return unsupported(I, "call to %s(): too many positional arguments", name), NULL;
+    PyObject *varnames = PyCode_GetVarnames(co);
+    if (!varnames) return py_failed(I, "co_varnames"), NULL;
+    Sv **locals = wk_xcalloc((size_t)co->co_nlocalsplus + 1, sizeof(Sv *));
+    Sv **stack = NULL;
+    WkInstr *ins = NULL;
+    Sv *res = NULL;
+    for (int i = 0; i < a->npos; i++) locals[i] = a->pos[i];
+    for (int k = 0; k < a->nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, k);
+        int found = -1;
+        for (int i = co->co_posonlyargcount; i < nparams; i++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(varnames, i), kn) == 0) found = i;
+        if (found < 0 || locals[found]) {
+            unsupported(I, "call to %s(): bad keyword argument %s", name, PyUnicode_AsUTF8(kn));
+            goto done;
+        }
+        locals[found] = a->kw[k];
+    }
+    PyObject *defaults = f->func_defaults, *kwdefaults = f->func_kwdefaults;
+    Py_ssize_t ndef = defaults ? PyTuple_GET_SIZE(defaults) : 0;
+    for (int i = 0; i < nparams; i++) {
+        if (locals[i]) continue;
+        PyObject *d = NULL;
+        if (i < npos && i >= npos - ndef) d = PyTuple_GET_ITEM(defaults, i - (npos - ndef));
+        else if (i >= npos && kwdefaults) d = PyDict_GetItemWithError(kwdefaults, PyTuple_GET_ITEM(varnames, i));
+        if (!d) {
+            if (PyErr_Occurred()) py_failed(I, "keyword defaults");
+            else unsupported(I, "call to %s(): missing argument %s", name, PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, i)));
+            goto done;
+        }
+        if (!(is_plain(d) || (dtype_type && Py_TYPE(d) == (PyTypeObject *)dtype_type))) {
+            unsupported(I, "call to %s(): default value of type %s", name, type_name(d));
+            goto done;
+        }
+        locals[i] = sv_const(I, d);
+    }
+    int nins = 0;
+    ins = wk_bc_decode(co, &nins);
+    if (!ins) {
+        py_failed(I, "decoding bytecode");
+        goto done;
+    }
+    /* the caller's interpreter state, restored after the call */
+    PyFunctionObject *s_fn = I->fn;
+    PyCodeObject *s_code = I->code;
+    Sv **s_locals = I->locals, **s_stack = I->stack;
+    int s_nlocals = I->nlocals, s_sp = I->sp, s_cap = I->stackcap, s_line = I->line;
+    PyObject *s_kw = I->kwnames;
+    stack = wk_xcalloc((size_t)co->co_stacksize + 8, sizeof(Sv *));
+    I->fn = f;
+    I->code = co;
+    I->locals = locals;
+    I->nlocals = co->co_nlocalsplus;
+    I->stack = stack;
+    I->sp = 0;
+    I->stackcap = co->co_stacksize + 8;
+    I->kwnames = NULL;
+    I->depth++;
+    int ret_line;
+    res = run(I, ins, nins, &ret_line);
+    I->depth--;
+    I->locals = s_locals;
+    I->nlocals = s_nlocals;
+    I->stack = s_stack;
+    I->sp = s_sp;
+    I->stackcap = s_cap;
+    I->kwnames = s_kw;
+    if (res) { /* on failure keep the callee's code and line: the reason is there */
+        I->fn = s_fn;
+        I->code = s_code;
+        I->line = s_line;
+    }
+done:
+    free(ins);
+    free(stack);
+    free(locals);
+    Py_DECREF(varnames);
+    return res;
+}
+
+/* CALL n (3.11 after PRECALL; 3.12). Unused on 3.13, whose call sequences
+ * capture does not model yet (every call there is a fallback). */
 WK_UNUSED static int do_call(Interp *I, int n) {
     int nkw = I->kwnames ? (int)PyTuple_GET_SIZE(I->kwnames) : 0;
     PyObject *kwnames = I->kwnames;
@@ -944,6 +1161,10 @@ WK_UNUSED static int do_call(Interp *I, int n) {
         if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
         if (num) {
             res = call_op(I, (WkOp)PyLong_AsLong(num), &a, callable_name(fn, buf, sizeof buf), 0);
+        } else if (PyFunction_Check(fn)) {
+            res = inline_call(I, (PyFunctionObject *)fn, &a);
+        } else if ((res = fold_type_builtin(I, fn, &a)) != NULL || I->reason) {
+            /* folded (or refused) */
         } else if (foldable_builtin(fn) || pure_type_call(fn)) {
             int all_plain = 1, has_tensor = 0;
             for (int i = 0; i < npos; i++) {
@@ -1055,7 +1276,8 @@ static int binary_op(Interp *I, int nb) {
     if (!r) return -1;
     if (inplace && x->kind == SV_TENSOR) {
         /* x op= y writes into x: only intermediates, with x's dtype and shape */
-        if (x->arg >= 0) return unsupported(I, "in-place operator %s on an input tensor", nb_symbol(nb));
+        if (x->arg >= 0 || x->gname)
+            return unsupported(I, "in-place operator %s on an input tensor", nb_symbol(nb));
         const WkValue *xm = wk_graph_value(I->g, in[0]), *rm = wk_graph_value(I->g, r->value);
         int same_shape = xm->ndim == rm->ndim;
         for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
@@ -1094,9 +1316,16 @@ static int compare_op(Interp *I, int cmp) {
     return r ? push(I, r) : -1;
 }
 
+static int sv_truth(Interp *I, Sv *s, int *out);
+
 static int unary_op(Interp *I, int opcode) {
     Sv *x = pop(I);
     if (!x) return -1;
+    if (opcode == UNARY_NOT && x->kind != SV_TENSOR) {
+        int t;
+        if (sv_truth(I, x, &t) < 0) return -1;
+        return push(I, sv_const(I, t ? Py_False : Py_True));
+    }
     if (x->kind == SV_CONST && is_number(x->obj)) {
         PyObject *r = NULL;
         if (opcode == UNARY_NEGATIVE) r = PyNumber_Negative(x->obj);
@@ -1128,9 +1357,35 @@ static Sv *global_sv(Interp *I, PyObject *name) {
         else unsupported(I, "name '%s' is not defined", PyUnicode_AsUTF8(name));
         return NULL;
     }
-    wk_guard_global_is(I->guards, name, v);
+    int own_module = I->fn->func_globals == I->top_globals;
+    if (is_tensor_obj(v) && !own_module) {
+        unsupported(I, "global tensor %s of another module", PyUnicode_AsUTF8(name));
+        return NULL;
+    }
+    if (is_tensor_obj(v)) {
+        /* read afresh per call: guard what is read, never pin the tensor */
+        PyObject *layout = PyObject_GetAttr(v, s_layout);
+        int strided = layout == strided_layout;
+        Py_XDECREF(layout);
+        PyErr_Clear();
+        wk_guard_global_tensor(I->guards, name, v);
+        if (!strided) {
+            unsupported(I, "global tensor %s with a non-strided layout", PyUnicode_AsUTF8(name));
+            return NULL;
+        }
+        PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
+        if (rg == Py_True) wk_guard_grad_mode(I->guards, I->grad_enabled);
+        Py_XDECREF(rg);
+        PyErr_Clear();
+        Sv *s = sv_new(I, SV_TENSOR);
+        s->obj = Py_NewRef(v);
+        s->gname = Py_NewRef(name);
+        return s;
+    }
+    if (own_module) wk_guard_global_is(I->guards, name, v);
+    else wk_guard_globals_is(I->guards, I->fn->func_globals, name, v);
     if (tensor_type && PyObject_TypeCheck(v, tensor_type)) {
-        unsupported(I, "global tensor %s", PyUnicode_AsUTF8(name));
+        unsupported(I, "global tensor %s of type %s", PyUnicode_AsUTF8(name), type_name(v));
         return NULL;
     }
     return sv_const(I, v);
@@ -1144,6 +1399,78 @@ static int is_torch_module(PyObject *m) {
     }
     return strcmp(n, "torch") == 0 || strncmp(n, "torch.", 6) == 0 || strcmp(n, "math") == 0 ||
            strcmp(n, "operator") == 0;
+}
+
+/* A plain data attribute of an argument object (an nn.Module's parameter,
+ * buffer, submodule or number; an instance attribute of a plain object).
+ * The transformed code reads it afresh on each call, and guards check what
+ * it reads: its type, tensor metadata or value. Properties and other data
+ * descriptors would run user code on every read: unsupported. */
+static int arg_attr(Interp *I, Sv *o, PyObject *name, int method) {
+    const char *nm = PyUnicode_AsUTF8(name);
+    if (!nm) return py_failed(I, "attribute name");
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    int is_module = module_type && PyObject_TypeCheck(o->obj, module_type);
+    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr)
+        return unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
+    PyObject *d = _PyType_Lookup(tp, name);
+    if (d && Py_TYPE(d)->tp_descr_set)
+        return unsupported(I, "attribute .%s of %s is a property or descriptor", nm, tp->tp_name);
+    if (o->path && PyTuple_GET_SIZE(o->path) >= 8) return unsupported(I, "attribute path too long");
+    PyObject *v = PyObject_GetAttr(o->obj, name);
+    if (!v) return py_failed(I, nm);
+    Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;
+    PyObject *path = PyTuple_New(np + 1);
+    if (!path) {
+        Py_DECREF(v);
+        return py_failed(I, nm);
+    }
+    for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
+    PyTuple_SET_ITEM(path, np, Py_NewRef(name));
+    Sv *s = NULL;
+    if (method && PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj &&
+        PyFunction_Check(PyMethod_GET_FUNCTION(v))) {
+        /* self.helper(...): the function from o's (guarded, exact) type, inlined with self */
+        Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v));
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (push(I, fn) < 0) return -1;
+        return push(I, o);
+    }
+    if (is_tensor_obj(v)) {
+        PyObject *layout = PyObject_GetAttr(v, s_layout);
+        int strided = layout == strided_layout;
+        Py_XDECREF(layout);
+        PyErr_Clear();
+        wk_guard_tensor_at(I->guards, o->arg, path, v);
+        if (strided) {
+            PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
+            if (rg == Py_True) wk_guard_grad_mode(I->guards, I->grad_enabled);
+            Py_XDECREF(rg);
+            PyErr_Clear();
+            s = sv_new(I, SV_TENSOR);
+        } else {
+            s = sv_new(I, SV_OPAQUE);
+        }
+    } else if (v == Py_None || is_number(v) || PyUnicode_CheckExact(v) ||
+               (dtype_type && Py_TYPE(v) == (PyTypeObject *)dtype_type) || (PyTuple_CheckExact(v) && is_plain(v))) {
+        wk_guard_equals_at(I->guards, o->arg, path, v);
+        s = sv_new(I, SV_CONST);
+    } else if ((module_type && PyObject_TypeCheck(v, module_type)) ||
+               (Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr && Py_TYPE(v)->tp_dictoffset != 0 &&
+                !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
+        wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
+        s = sv_new(I, SV_OPAQUE);
+    } else {
+        Py_DECREF(v);
+        Py_DECREF(path);
+        return unsupported(I, "attribute .%s of %s (a %s)", nm, tp->tp_name, Py_TYPE(v)->tp_name);
+    }
+    s->obj = v;
+    s->arg = o->arg;
+    s->path = path;
+    if (method && push(I, I->null_sv) < 0) return -1;
+    return push(I, s);
 }
 
 static int load_attr(Interp *I, PyObject *name, int method) {
@@ -1164,15 +1491,88 @@ static int load_attr(Interp *I, PyObject *name, int method) {
         }
         return push(I, sv_const_Steal(I, v));
     }
+    if (o->kind == SV_OPAQUE && o->arg >= 0) return arg_attr(I, o, name, method);
     return unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), sv_desc(o));
+}
+
+/* ---- branches on values known at compile time ---------------------------- */
+
+#ifdef POP_JUMP_FORWARD_IF_FALSE /* 3.11 names its forward jumps */
+#define OP_JUMP_IF_FALSE POP_JUMP_FORWARD_IF_FALSE
+#define OP_JUMP_IF_TRUE POP_JUMP_FORWARD_IF_TRUE
+#define OP_JUMP_IF_NONE POP_JUMP_FORWARD_IF_NONE
+#define OP_JUMP_IF_NOT_NONE POP_JUMP_FORWARD_IF_NOT_NONE
+#else
+#define OP_JUMP_IF_FALSE POP_JUMP_IF_FALSE
+#define OP_JUMP_IF_TRUE POP_JUMP_IF_TRUE
+#define OP_JUMP_IF_NONE POP_JUMP_IF_NONE
+#define OP_JUMP_IF_NOT_NONE POP_JUMP_IF_NOT_NONE
+#endif
+
+/* Index of the instruction a forward jump at pc lands on. Offsets count
+ * code units from the end of the jump and its caches, which is where the
+ * next instruction starts. */
+static int jump_target(Interp *I, const WkInstr *ins, int n, int pc, int *out) {
+    if (pc + 1 >= n) return unsupported(I, "jump past the end of the code");
+    int target = ins[pc + 1].start + ins[pc].oparg;
+    for (int i = pc + 1; i < n; i++)
+        if (ins[i].start == target) {
+            *out = i;
+            return 0;
+        }
+    return unsupported(I, "jump to offset %d not found", target);
+}
+
+/* Truth of a value known at compile time. Guards made it a constant, so a
+ * branch on it is specialised soundly; tensors would be data-dependent. */
+static int sv_truth(Interp *I, Sv *s, int *out) {
+    switch (s->kind) {
+    case SV_CONST:
+        if (is_plain(s->obj) || PyModule_Check(s->obj) || PyFunction_Check(s->obj) ||
+            PyCFunction_Check(s->obj) || (dtype_type && Py_TYPE(s->obj) == (PyTypeObject *)dtype_type)) {
+            int t = PyObject_IsTrue(s->obj);
+            if (t < 0) return py_failed(I, "truth value");
+            *out = t;
+            return 0;
+        }
+        return unsupported(I, "branch on a %s", type_name(s->obj));
+    case SV_TUPLE:
+    case SV_LIST:
+        *out = s->items.len > 0;
+        return 0;
+    case SV_TENSOR:
+        return unsupported(I, "data-dependent branch on a tensor");
+    default:
+        return unsupported(I, "branch on a %s", sv_desc(s));
+    }
+}
+
+/* Only None, True and False are compared by identity: guards check values,
+ * and for these singletons value and identity agree. */
+static int is_singleton(PyObject *o) { return o == Py_None || o == Py_True || o == Py_False; }
+
+static int is_op(Interp *I, int invert) {
+    Sv *y = pop(I), *x = y ? pop(I) : NULL;
+    if (!x) return -1;
+    int same;
+    if (x->kind == SV_CONST && y->kind == SV_CONST && (is_singleton(x->obj) || is_singleton(y->obj)))
+        same = x->obj == y->obj;
+    else if ((x->kind == SV_CONST && is_singleton(x->obj) && y->kind != SV_CONST && y->kind != SV_NULL) ||
+             (y->kind == SV_CONST && is_singleton(y->obj) && x->kind != SV_CONST && x->kind != SV_NULL))
+        same = 0; /* a tensor, tuple or guarded object is never None, True or False */
+    else
+        return unsupported(I, "'is' between a %s and a %s", sv_desc(x), sv_desc(y));
+    return push(I, sv_const(I, (same != invert) ? Py_True : Py_False));
 }
 
 /* ---- the interpreter loop ------------------------------------------------ */
 
 static Sv *run(Interp *I, const WkInstr *ins, int n, int *ret_line) {
     PyObject *consts = I->code->co_consts, *names = I->code->co_names;
-    for (int pc = 0; pc < n; pc++) {
+    int next = 0;
+    for (int pc = 0; pc < n; pc = next) {
         const WkInstr *in = &ins[pc];
+        next = pc + 1;
         int arg = in->oparg;
         if (in->line >= 0) I->line = in->line;
         if (PyErr_CheckSignals() < 0) {
@@ -1278,6 +1678,46 @@ static Sv *run(Interp *I, const WkInstr *ins, int n, int *ret_line) {
         case BINARY_OP:
             rc = binary_op(I, arg);
             break;
+        case IS_OP:
+            rc = is_op(I, arg & 1);
+            break;
+        case JUMP_FORWARD:
+            rc = jump_target(I, ins, n, pc, &next);
+            break;
+        case OP_JUMP_IF_FALSE:
+        case OP_JUMP_IF_TRUE:
+        case OP_JUMP_IF_NONE:
+        case OP_JUMP_IF_NOT_NONE: {
+            Sv *c = pop(I);
+            if (!c) return NULL;
+            int take;
+            if (in->opcode == OP_JUMP_IF_NONE || in->opcode == OP_JUMP_IF_NOT_NONE) {
+                int none = c->kind == SV_CONST && c->obj == Py_None;
+                if (c->kind == SV_NULL) {
+                    rc = unsupported(I, "branch on NULL");
+                    break;
+                }
+                take = (in->opcode == OP_JUMP_IF_NONE) == none;
+            } else {
+                int t;
+                if ((rc = sv_truth(I, c, &t)) < 0) break;
+                take = (in->opcode == OP_JUMP_IF_TRUE) == t;
+            }
+            if (take) rc = jump_target(I, ins, n, pc, &next);
+            break;
+        }
+#ifdef JUMP_IF_FALSE_OR_POP
+        case JUMP_IF_FALSE_OR_POP:
+        case JUMP_IF_TRUE_OR_POP: {
+            Sv *c = peek(I, 1);
+            int t;
+            if (!c) return NULL;
+            if ((rc = sv_truth(I, c, &t)) < 0) break;
+            if ((in->opcode == JUMP_IF_TRUE_OR_POP) == t) rc = jump_target(I, ins, n, pc, &next);
+            else I->sp--;
+            break;
+        }
+#endif
         case UNARY_NEGATIVE:
         case UNARY_NOT:
         case UNARY_INVERT:
@@ -1396,9 +1836,15 @@ static WkRet *ret_new(RetPlan *p, WkRetKind kind) {
 
 static WkRet *plan_return(Interp *I, RetPlan *p, Sv *s, int depth) {
     if (depth > 32) return unsupported(I, "return value nested too deeply"), NULL;
+    if (s->gname) {
+        WkRet *r = ret_new(p, WK_RET_GLOBAL);
+        r->value = s->gname;
+        return r;
+    }
     if (s->arg >= 0) {
         WkRet *r = ret_new(p, WK_RET_ARG);
         r->index = s->arg;
+        r->path = s->path;
         return r;
     }
     switch (s->kind) {
@@ -1521,7 +1967,7 @@ static int setup_args(Interp *I) {
         PyObject *o = I->args[i];
         if (!o) continue;
         Sv *s;
-        if (tensor_type && (Py_TYPE(o) == tensor_type || Py_TYPE(o) == param_type)) {
+        if (is_tensor_obj(o)) {
             PyObject *layout = PyObject_GetAttr(o, s_layout);
             int strided = layout == strided_layout;
             Py_XDECREF(layout);
@@ -1598,6 +2044,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
 
     I->fn = fn;
     I->code = code;
+    I->top_globals = fn->func_globals;
     I->args = args;
     I->nargs = nargs;
     I->line = code->co_firstlineno;
@@ -1693,8 +2140,8 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             }
         }
     }
-    newcode = wk_cap_transform_Ref(code, compiled, I->input_args.data, I->input_args.len, plan.outputs.len, rp,
-                                   ret_line);
+    newcode = wk_cap_transform_Ref(code, compiled, I->input_args.data, I->input_paths.data, I->input_args.len,
+                                   plan.outputs.len, rp, ret_line);
     if (!newcode) {
         Py_XDECREF(source);
         py_failed(I, "assembling the transformed code");
@@ -1757,6 +2204,7 @@ finish:
     for (int i = 0; i < I->all.len; i++) sv_free(I->all.data[i]);
     wk_vec_free(&I->all);
     wk_vec_free(&I->input_args);
+    wk_vec_free(&I->input_paths);
     wk_vec_free(&I->input_tensors);
     free(I->locals);
     free(I->stack);

@@ -20,11 +20,23 @@
 /* Names used in `why` messages and describe(): arg i prints as L['<name>'].
  * `names` is a tuple of str (borrowed; the guards keep a reference). */
 void wk_guards_set_arg_names(WkGuards *g, PyObject *names);
+/* A global of another module's globals dict (an inlined callee's), looked
+ * up like LOAD_GLOBAL, is value (identity). All borrowed. */
+void wk_guard_globals_is(WkGuards *g, PyObject *globals, PyObject *name, PyObject *value);
 /* getattr(module, name) is value (identity); module, name, value borrowed. */
 void wk_guard_attr_is(WkGuards *g, PyObject *module, PyObject *name, PyObject *value);
 /* The value of arg is `value` (identity): for opaque objects used by identity. */
 void wk_guard_id(WkGuards *g, int arg, PyObject *value_Borrow);
 int wk_guards_count(const WkGuards *g);
+/* The same guards on getattr(arg, *path) (path: tuple of str, borrowed;
+ * NULL means the argument itself), read afresh on every check. */
+void wk_guard_type_at(WkGuards *g, int arg, PyObject *path, PyTypeObject *type);
+void wk_guard_equals_at(WkGuards *g, int arg, PyObject *path, PyObject *value_Borrow);
+void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor_Borrow);
+/* Type and tensor metadata of the global `name` (looked up like
+ * LOAD_GLOBAL: globals, then builtins), which the transformed code reads
+ * afresh on every call. */
+void wk_guard_global_tensor(WkGuards *g, PyObject *name_Borrow, PyObject *tensor_Borrow);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
 int wk_guards_grad_enabled(void);
 
@@ -32,8 +44,9 @@ int wk_guards_grad_enabled(void);
 /* How the transformed code rebuilds the frame's return value. */
 typedef enum {
     WK_RET_OUTPUT, /* graph output `index` (a temp local) */
-    WK_RET_ARG,    /* the frame argument `index`, unchanged (identity kept) */
+    WK_RET_ARG,    /* getattr(frame argument `index`, *path), unchanged (identity kept) */
     WK_RET_CONST,  /* `value` (an immutable constant) */
+    WK_RET_GLOBAL, /* the global `value` (a str: its name), unchanged */
     WK_RET_TUPLE,  /* items */
     WK_RET_LIST,   /* items */
 } WkRetKind;
@@ -42,16 +55,19 @@ typedef struct WkRet {
     WkRetKind kind;
     int index;
     PyObject *value; /* borrowed */
+    PyObject *path;  /* WK_RET_ARG: tuple of attribute names, or NULL (borrowed) */
     int nitems;
     struct WkRet **items;
 } WkRet;
 
 /* The code object that replaces `code`: calls `compiled` (may be NULL when
- * there is no graph) with the frame arguments `input_args` (argument
- * indices, in graph-input order), unpacks its `noutputs` results and
- * returns `ret`. Instructions carry line `line`. New reference, or NULL with
- * a Python exception. */
+ * there is no graph) with graph input i = getattr(frame argument
+ * input_args[i], *input_paths[i]) (paths may be NULL), or the global named
+ * input_paths[i] (a str) when input_args[i] is -1; unpacks its
+ * `noutputs` results and returns `ret`. Instructions carry line `line`.
+ * New reference, or NULL with a Python exception. */
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
-                               int ninputs, int noutputs, const WkRet *ret, int line);
+                               PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
+                               int line);
 
 #endif /* WICK_CAPTURE_SYMBOLIC_H */

@@ -7,13 +7,34 @@
  *   <rebuild the return value from temps, arguments and constants>
  *   RETURN_VALUE
  *
- * Arguments that the frame returns unchanged are loaded from their own
- * local, so the caller gets the very same object. Every instruction carries
+ * Arguments that the frame returns unchanged (and attributes of arguments,
+ * such as a module's parameters) are loaded from their own local, so the
+ * caller gets the very same object. Every instruction carries
  * the line of the original return, so a traceback through the compiled
  * graph points at the user's source. */
 #include <opcode.h>
 
 #include "symbolic.h"
+
+/* LOAD_FAST arg; LOAD_ATTR name...  (or LOAD_GLOBAL path when arg is -1) */
+static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
+    if (arg < 0) {
+        const char *name = path && PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : NULL;
+        if (!name) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "wick: global input without a name");
+            return -1;
+        }
+        wk_asm_load_global(a, name, 0);
+        return 0;
+    }
+    wk_asm_load_fast(a, arg);
+    for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path); i++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(path, i));
+        if (!name) return -1;
+        wk_asm_load_attr(a, name);
+    }
+    return 0;
+}
 
 static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     switch (r->kind) {
@@ -21,11 +42,12 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
         wk_asm_load_fast(a, out_locals[r->index]);
         return 0;
     case WK_RET_ARG:
-        wk_asm_load_fast(a, r->index);
-        return 0;
+        return load_arg_path(a, r->index, r->path);
     case WK_RET_CONST:
         wk_asm_load_const(a, r->value);
         return 0;
+    case WK_RET_GLOBAL:
+        return load_arg_path(a, -1, r->value);
     case WK_RET_TUPLE:
     case WK_RET_LIST:
         for (int i = 0; i < r->nitems; i++)
@@ -41,7 +63,8 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
 }
 
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
-                               int ninputs, int noutputs, const WkRet *ret, int line) {
+                               PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
+                               int line) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
     WkAsm *a = wk_asm_new(code);
@@ -52,7 +75,8 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     if (compiled) {
         wk_asm_push_null(a);
         wk_asm_load_const(a, compiled);
-        for (int i = 0; i < ninputs; i++) wk_asm_load_fast(a, input_args[i]);
+        for (int i = 0; i < ninputs; i++)
+            if (load_arg_path(a, input_args[i], input_paths ? input_paths[i] : NULL) < 0) goto done;
         wk_asm_call(a, ninputs);
         if (noutputs > 0) {
             char name[64];

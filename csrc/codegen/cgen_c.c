@@ -241,10 +241,11 @@ static void close_loops(Gen *g, int n) {
     }
 }
 
-static void declare_buffers(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
+static void declare_buffers(Gen *g, int first, int last, const ExprVec *order) {
     const WkSchedule *S = g->S;
     char *used = wk_xcalloc((size_t)S->nbufs + 1, 1);
-    for (int j = 0; j < K->nstores; j++) used[K->stores[j].buf] = 2;
+    for (int k = first; k <= last; k++)
+        for (int j = 0; j < S->kernels[k].nstores; j++) used[S->kernels[k].stores[j].buf] = 2;
     for (int k = 0; k < order->len; k++)
         if (order->data[k]->op == WK_LX_READ && !used[order->data[k]->buf]) used[order->data[k]->buf] = 1;
     for (int b = 0; b < S->nbufs; b++) {
@@ -256,10 +257,11 @@ static void declare_buffers(Gen *g, const WkSchedKernel *K, const ExprVec *order
 }
 
 /* ---- kernels ----------------------------------------------------------- */
-static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
+/* skip: leading loops already opened by a row group (which owns threads) */
+static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, int skip) {
     int n = K->nloops;
-    int par = K->numel >= PAR_MIN_WORK;
-    for (int j = 0; j < n; j++) {
+    int par = !skip && K->numel >= PAR_MIN_WORK;
+    for (int j = skip; j < n; j++) {
         char var[16];
         snprintf(var, sizeof var, "i%d", j);
         const char *pragma = NULL;
@@ -277,7 +279,7 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
         emit_store(g, &K->stores[j], v.data);
         wk_str_free(&v);
     }
-    close_loops(g, n);
+    close_loops(g, n - skip);
     return 0;
 }
 
@@ -288,9 +290,9 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order) {
  * cascade sum, at full vector width). Small outputs with a long reduction
  * parallelise the reduction itself (per-thread partials).
  * Outer mode (K->reduce_outer: a column sum): outputs of the innermost loop
- * are processed 64 at a time with an accumulator array, so the vector loop
+ * are processed 64..1024 at a time with an accumulator array, so the vector loop
  * runs along contiguous memory and the reduction loops go outside it. */
-enum { RED_BLOCK = 256, OUT_BLOCK = 64 };
+enum { RED_BLOCK = 256, OUT_BLOCK = 64, OUT_BLOCK_MAX = 1024 };
 
 typedef struct {
     const WkLExpr *red, *body;
@@ -359,6 +361,10 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
     int64_t S = K->sizes[n - 1];
     int par = K->numel * K->red_numel >= PAR_MIN_WORK;
     int par_outer = par && n >= 2 && K->sizes[0] >= 4;
+    /* wide blocks stream whole cache lines of each row; when the blocks are
+     * the parallel loop, keep at least ~8 of them */
+    int64_t ob = par_outer ? S : S / 8;
+    ob = ob > OUT_BLOCK_MAX ? OUT_BLOCK_MAX : ob < OUT_BLOCK ? OUT_BLOCK : ob & ~(int64_t)15;
     char iv[16], acc[48], nanf[48], value[200];
     snprintf(iv, sizeof iv, "i%d", n - 1);
     snprintf(acc, sizeof acc, "acc[%s - ib]", iv);
@@ -369,11 +375,12 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
         open_loop(g, var, K->sizes[j], j == 0 && par_outer ? "#pragma omp parallel for schedule(static)" : NULL);
     }
     if (par && !par_outer) emit(g, "#pragma omp parallel for schedule(static)");
-    emit(g, "for (int64_t ib = 0; ib < %lld; ib += %d) {", (long long)S, OUT_BLOCK);
+    emit(g, "for (int64_t ib = 0; ib < %lld; ib += %lld) {", (long long)S, (long long)ob);
     g->indent++;
-    emit(g, "const int64_t ie = ib + %d < %lld ? ib + %d : %lld;", OUT_BLOCK, (long long)S, OUT_BLOCK, (long long)S);
-    emit(g, "%s acc[%d];", ctype(r.acc_t), OUT_BLOCK);
-    if (r.is_max && r.fl) emit(g, "uint8_t nanf[%d];", OUT_BLOCK);
+    emit(g, "const int64_t ie = ib + %lld < %lld ? ib + %lld : %lld;", (long long)ob, (long long)S, (long long)ob,
+         (long long)S);
+    emit(g, "%s acc[%lld];", ctype(r.acc_t), (long long)ob);
+    if (r.is_max && r.fl) emit(g, "uint8_t nanf[%lld];", (long long)ob);
     emit(g, "for (int64_t %s = ib; %s < ie; %s++) {", iv, iv, iv);
     g->indent++;
     emit(g, "%s = %s;", acc, acc_init(&r));
@@ -404,19 +411,19 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
 }
 
 /* order: the nodes of the reduction's own store; epi: the epilogue's others */
-static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
-    if (K->reduce_outer) return gen_reduction_outer(g, K, order, epi);
+static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi, int skip) {
+    if (K->reduce_outer && !skip) return gen_reduction_outer(g, K, order, epi);
     RedInfo r = red_info(K);
     int64_t work = K->numel * K->red_numel;
-    int outer_par = work >= PAR_MIN_WORK && K->numel >= PAR_MIN_ROWS;
-    int inner_par = work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
+    int outer_par = !skip && work >= PAR_MIN_WORK && K->numel >= PAR_MIN_ROWS;
+    int inner_par = !skip && work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
     const char *clause = !r.is_max ? "reduction(+:acc)" : r.fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
     /* float32 sums: float lanes per block, double across blocks */
     int blocked = !r.is_max && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST && r.body->a[0]->dtype == WK_F32 &&
                   K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
     char value[200];
 
-    for (int j = 0; j < K->nloops; j++) {
+    for (int j = skip; j < K->nloops; j++) {
         char var[16];
         snprintf(var, sizeof var, "i%d", j);
         open_loop(g, var, K->sizes[j], j == 0 && outer_par ? "#pragma omp parallel for schedule(static)" : NULL);
@@ -464,38 +471,74 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
     final_value(&r, "acc", "nanf", value, sizeof value);
     emit_store(g, &K->stores[0], value);
     if (emit_epilogue(g, K, epi) < 0) return -1;
-    close_loops(g, K->nloops);
+    close_loops(g, K->nloops - skip);
     return 0;
 }
 
-static int gen_kernel(Gen *g, int k) {
-    const WkSchedKernel *K = &g->S->kernels[k];
-    ExprVec order = {0}, epi = {0};
+static void kernel_orders(const WkSchedKernel *K, ExprVec *order, ExprVec *epi) {
     WkLowerMap seen = {0};
-    topo(K->stores[0].expr, &seen, &order);
-    for (int j = 1; j < K->nstores; j++) topo(K->stores[j].expr, &seen, K->kind == WK_SCHED_REDUCTION ? &epi : &order);
+    topo(K->stores[0].expr, &seen, order);
+    for (int j = 1; j < K->nstores; j++) topo(K->stores[j].expr, &seen, K->kind == WK_SCHED_REDUCTION ? epi : order);
     wk_lower_map_free(&seen);
-    emit(g, "/* kernel %d: %s {%s}, %lld x %lld iterations */", k,
-         K->kind == WK_SCHED_REDUCTION ? "reduction" : "pointwise", K->desc, (long long)K->numel,
-         (long long)K->red_numel);
-    emit(g, "static void kernel%d(void **bufs) {", k);
-    g->indent++;
+}
+
+/* Kernels first..last (a row group, or one kernel) as one function. A row
+ * group opens the shared loop i0 once, threads over it, and runs each
+ * kernel's inner nest as a phase in its own scope. */
+static int gen_group(Gen *g, int first, int last) {
+    const WkSchedule *S = g->S;
     int rc = 0;
-    if (K->numel == 0) {
+    for (int k = first; k <= last; k++) {
+        const WkSchedKernel *K = &S->kernels[k];
+        emit(g, "/* kernel %d: %s {%s}, %lld x %lld iterations%s */", k,
+             K->kind == WK_SCHED_REDUCTION ? "reduction" : "pointwise", K->desc, (long long)K->numel,
+             (long long)K->red_numel, first < last ? ", row-fused" : "");
+    }
+    emit(g, "static void kernel%d(void **bufs) {", first);
+    g->indent++;
+    ExprVec *orders = wk_xcalloc((size_t)(last - first + 1), sizeof *orders);
+    ExprVec *epis = wk_xcalloc((size_t)(last - first + 1), sizeof *epis);
+    ExprVec all = {0};
+    int64_t work = 0, numel = 0;
+    for (int k = first; k <= last; k++) {
+        const WkSchedKernel *K = &S->kernels[k];
+        kernel_orders(K, &orders[k - first], &epis[k - first]);
+        for (int j = 0; j < orders[k - first].len; j++) wk_vec_push(&all, orders[k - first].data[j]);
+        for (int j = 0; j < epis[k - first].len; j++) wk_vec_push(&all, epis[k - first].data[j]);
+        work += K->numel * (K->red_numel ? K->red_numel : 1);
+        numel += K->numel;
+    }
+    if (numel == 0) {
         emit(g, "(void)bufs; /* empty output */");
+    } else if (first == last) {
+        const WkSchedKernel *K = &S->kernels[first];
+        declare_buffers(g, first, last, &all);
+        rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &orders[0], &epis[0], 0)
+                                           : gen_pointwise(g, K, &orders[0], 0);
     } else {
-        ExprVec all = {0};
-        for (int k2 = 0; k2 < order.len; k2++) wk_vec_push(&all, order.data[k2]);
-        for (int k2 = 0; k2 < epi.len; k2++) wk_vec_push(&all, epi.data[k2]);
-        declare_buffers(g, K, &all);
-        wk_vec_free(&all);
-        rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &order, &epi) : gen_pointwise(g, K, &order);
+        declare_buffers(g, first, last, &all);
+        open_loop(g, "i0", S->kernels[first].sizes[0],
+                  work >= PAR_MIN_WORK ? "#pragma omp parallel for schedule(static)" : NULL);
+        for (int k = first; k <= last && rc == 0; k++) {
+            const WkSchedKernel *K = &S->kernels[k];
+            emit(g, "{ /* kernel %d */", k);
+            g->indent++;
+            rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &orders[k - first], &epis[k - first], 1)
+                                               : gen_pointwise(g, K, &orders[k - first], 1);
+            close_loops(g, 1);
+        }
+        close_loops(g, 1);
     }
     g->indent--;
     emit(g, "}");
     emit(g, "%s", "");
-    wk_vec_free(&order);
-    wk_vec_free(&epi);
+    for (int k = 0; k <= last - first; k++) {
+        wk_vec_free(&orders[k]);
+        wk_vec_free(&epis[k]);
+    }
+    free(orders);
+    free(epis);
+    wk_vec_free(&all);
     return rc;
 }
 
@@ -541,14 +584,21 @@ int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out) {
     int rc = 0;
     wk_str_printf(out, "/* wick: generated C for one graph (%d kernels).\n", S->nkernels);
     wk_str_append(out, " * Build: cc " WK_CGEN_C_CFLAGS " src.c -o lib.so " WK_CGEN_C_LIBS "\n");
-    wk_str_append(out, " * (correct without -fopenmp too: serial, no libmvec) */\n");
+    wk_str_append(out, " * (correct without -fopenmp too: serial, no libmvec)\n");
+    wk_str_append(out, " * wick-cflags: " WK_CGEN_C_EXTRA "\n */\n");
     wk_str_append(out, prelude);
-    for (int k = 0; k < S->nkernels && rc == 0; k++) rc = gen_kernel(&g, k);
+    for (int k = 0; k < S->nkernels && rc == 0;) {
+        int last = k;
+        while (last + 1 < S->nkernels && S->kernels[last + 1].group == k) last++;
+        rc = gen_group(&g, k, last);
+        k = last + 1;
+    }
     if (rc == 0) {
         emit(&g, "__attribute__((visibility(\"default\"))) void %s(void **buffers) {", entry);
         g.indent++;
         if (S->nkernels == 0) emit(&g, "(void)buffers;");
-        for (int k = 0; k < S->nkernels; k++) emit(&g, "kernel%d(buffers);", k);
+        for (int k = 0; k < S->nkernels; k++)
+            if (S->kernels[k].group == k) emit(&g, "kernel%d(buffers);", k);
         g.indent--;
         emit(&g, "}");
     }

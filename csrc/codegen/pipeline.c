@@ -27,6 +27,7 @@ static char *summarise(const WkSchedule *S) {
             for (int d = 0; d < K->nred; d++) wk_str_printf(&s, "%s%lld", d ? ", " : "", (long long)K->red_sizes[d]);
             wk_str_append(&s, "]");
         }
+        if (K->group != k) wk_str_printf(&s, " (row-fused into kernel %d)", K->group);
         wk_str_append(&s, " ->");
         for (int j = 0; j < K->nstores; j++) wk_str_printf(&s, " b%d", K->stores[j].buf);
         wk_str_append(&s, "\n");

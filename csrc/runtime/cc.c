@@ -19,6 +19,7 @@
 #endif
 #include "runtime.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,18 @@ struct WkLib {
 };
 
 static pthread_mutex_t cc_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t cc_once = PTHREAD_ONCE_INIT;
+
+/* A child forked while another thread compiles must not inherit a mutex
+ * that nobody will unlock; its caches are plain pointers, consistent
+ * between statements. */
+static void cc_child_after_fork(void) { pthread_mutex_init(&cc_mutex, NULL); }
+static void cc_init_once(void) { pthread_atfork(NULL, NULL, cc_child_after_fork); }
+
+static void cc_lock(void) {
+    pthread_once(&cc_once, cc_init_once);
+    pthread_mutex_lock(&cc_mutex);
+}
 
 static const char *const base_flags[] = {
     "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
@@ -181,7 +194,7 @@ static const char *resolve_cache_dir(void) {
 }
 
 const char *wk_cc_cache_dir(void) {
-    pthread_mutex_lock(&cc_mutex);
+    cc_lock();
     const char *d = resolve_cache_dir();
     pthread_mutex_unlock(&cc_mutex);
     return d;
@@ -458,6 +471,23 @@ done:
     return rc;
 }
 
+/* Temporaries of a process killed mid-compile are never renamed; remove
+ * those older than an hour (a live compile takes seconds). */
+static void sweep_stale_temporaries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".tmp")) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            now - st.st_mtime > 3600)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 /* OpenMP's runtime must outlive every kernel library: unloading libgomp
  * while its idle thread pool exists would crash. */
 static void pin_openmp(void) {
@@ -500,6 +530,7 @@ static WkLib *load_locked(const char *source, int *cache_hit) {
             while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
         /* Another process may have built it while we waited. */
         hit = try_load(so_path.data, sum_path.data, &handle);
+        if (!hit) sweep_stale_temporaries(dir);
         if (!hit && compile_into(dir, key, source, cc, &flags) == 0) {
             handle = dlopen(so_path.data, RTLD_NOW | RTLD_LOCAL);
             if (!handle) {
@@ -530,7 +561,7 @@ WkLib *wk_cc_load(const char *source, int *cache_hit) {
         wk_error_set("wick: no source to compile");
         return NULL;
     }
-    pthread_mutex_lock(&cc_mutex);
+    cc_lock();
     WkLib *lib = load_locked(source, cache_hit);
     pthread_mutex_unlock(&cc_mutex);
     return lib;

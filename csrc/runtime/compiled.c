@@ -94,6 +94,9 @@ done:
  * would wait forever on the parent's thread pool, which it does not have.
  * Such a child runs kernels on one thread (as PyTorch does after fork). */
 static volatile int ran_kernels, forked_after_kernels;
+/* OpenMP's thread count before wick set any (OMP_NUM_THREADS or all cores):
+ * what a call uses when WICK_NUM_THREADS is unset. */
+static int default_threads;
 static void on_fork_child(void) {
     if (ran_kernels) forked_after_kernels = 1;
 }
@@ -274,8 +277,12 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
     }
 
     /* The thread count is per calling thread in OpenMP: set it where we run. */
-    long nthreads = self->set_num_threads ? wk_env_int(WK_ENV_NUM_THREADS) : 0;
-    if (forked_after_kernels) nthreads = 1;
+    long nthreads = 0;
+    if (self->set_num_threads) {
+        nthreads = wk_env_int(WK_ENV_NUM_THREADS);
+        if (nthreads <= 0) nthreads = default_threads;
+        if (forked_after_kernels) nthreads = 1;
+    }
     ran_kernels = 1;
     Py_BEGIN_ALLOW_THREADS
     if (nthreads > 0) self->set_num_threads((int)nthreads);
@@ -399,7 +406,6 @@ PyObject *wk_rt_compile_Ref(const WkGraph *g) {
     prog = wk_compile_graph(g);
     if (!prog) goto fail;
     if (check_plan(prog, g, inputs) < 0) goto fail;
-    wk_debug_dump("kernel.c", prog->source);
 
     int hit = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -417,6 +423,12 @@ PyObject *wk_rt_compile_Ref(const WkGraph *g) {
     self->lib = lib;
     self->entry = entry;
     *(void **)&self->set_num_threads = wk_cc_symbol(lib, "omp_set_num_threads");
+    if (self->set_num_threads && default_threads <= 0) {
+        int (*max_threads)(void);
+        *(void **)&max_threads = wk_cc_symbol(lib, "omp_get_max_threads");
+        default_threads = max_threads ? max_threads() : 0;
+        if (default_threads <= 0) self->set_num_threads = NULL;
+    }
     wk_error_clear();
     self->check_inputs = 1;
     self->cache_hit = hit;

@@ -11,8 +11,8 @@
  *   compiled.c  the C type wick._C.CompiledGraph: holds the loaded library
  *               and the buffer plan; calling it with the graph's input
  *               tensors allocates outputs and temporaries, calls the entry
- *               point, and returns the outputs (a tensor, or a tuple when the
- *               graph has several). No Python code runs on that path.
+ *               point, and returns the outputs as a tuple, in graph-output order
+ *               (always a tuple). No Python code runs on that path.
  *   pygraph.c   the C type wick._C.Graph: a Python handle on a WkGraph under
  *               construction, used by the torch.compile adapter (FX import),
  *               by tests of the compiler alone, and by capture to hand a

@@ -1,5 +1,5 @@
 /* schedule.c — the schedule's lifetime, its flat pass order (materialise,
- * then fuse), its printed form and its verifier. */
+ * fuse, fuse_rows), its printed form and its verifier. */
 #include "schedule.h"
 
 #include <stdlib.h>
@@ -11,6 +11,7 @@ WkSchedule *wk_sched_build(WkLoopIR *L) {
     S->value_buf = wk_xcalloc((size_t)L->nbufs + 1, sizeof(int));
     if (wk_sched_materialise(S) < 0) goto error;
     if (wk_sched_fuse(S) < 0) goto error;
+    if (wk_sched_fuse_rows(S) < 0) goto error;
     return S;
 error:
     wk_sched_free(S);
@@ -53,6 +54,7 @@ char *wk_sched_print(const WkSchedule *S) {
         const WkSchedKernel *K = &S->kernels[k];
         wk_str_printf(&s, "kernel %d: %s {%s} ", k, K->kind == WK_SCHED_REDUCTION ? "reduction" : "pointwise",
                       K->desc);
+        if (K->group != k) wk_str_printf(&s, "(rows of kernel %d) ", K->group);
         print_sizes(&s, K->sizes, K->nloops);
         if (K->kind == WK_SCHED_REDUCTION) {
             wk_str_append(&s, " over ");
@@ -97,6 +99,21 @@ static int check_expr(const WkSchedule *S, const WkSchedKernel *K, int k, const 
     return 0;
 }
 
+static int check_row_reads(const WkSchedule *S, int g, int k, const WkLExpr *e, WkLowerMap *seen) {
+    if (wk_lower_map_get(seen, e)) return 0;
+    wk_lower_map_put(seen, e, e);
+    if (e->op == WK_LX_READ)
+        for (int m = g; m < k; m++)
+            for (int j = 0; j < S->kernels[m].nstores; j++)
+                if (S->kernels[m].stores[j].buf == e->buf && S->kernels[m].stores[j].offset != e->idx[0]) {
+                    wk_error_set("schedule check: row phase %d reads b%d off the row phase %d stored", k, e->buf, m);
+                    return -1;
+                }
+    for (int a = 0; a < e->nargs; a++)
+        if (check_row_reads(S, g, k, e->a[a], seen) < 0) return -1;
+    return 0;
+}
+
 int wk_sched_check(const WkSchedule *S) {
     int rc = 0;
     int *ready = wk_xmalloc(sizeof(int) * (size_t)(S->nbufs + 1));
@@ -124,6 +141,22 @@ int wk_sched_check(const WkSchedule *S) {
                 rc = -1;
             }
         }
+        wk_lower_map_free(&seen);
+    }
+    /* row groups: consecutive, one outer loop, phase reads at the stored row */
+    for (int k = 0; k < S->nkernels && rc == 0; k++) {
+        const WkSchedKernel *K = &S->kernels[k];
+        int g = K->group;
+        if (g == k) continue;
+        if (g < 0 || g > k || S->kernels[k - 1].group != g || K->nloops < 1 ||
+            K->sizes[0] != S->kernels[g].sizes[0]) {
+            wk_error_set("schedule check: kernel %d: bad row group %d", k, g);
+            rc = -1;
+            break;
+        }
+        WkLowerMap seen = {0};
+        for (int j = 0; j < K->nstores && rc == 0; j++)
+            rc = check_row_reads(S, g, k, K->stores[j].expr, &seen);
         wk_lower_map_free(&seen);
     }
     for (int b = 0; b < S->nbufs && rc == 0; b++)

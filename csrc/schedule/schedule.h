@@ -7,6 +7,7 @@
  *   schedule.c     WkSchedule lifetime, the flat pass order, printing, verifier
  *   materialise.c  fill_materialised: which values get memory, the buffer plan
  *   fuse.c         kernels: grouping, inlining, loads -> READs, dim collapsing
+ *   rows.c         row groups: consecutive kernels sharing their outer loop
  *
  * Kernel loop variables. A kernel iterates the loop IR's i0..i{nloops-1}
  * (outer to inner) and, for a reduction, r0..r{nred-1} inside them. After
@@ -20,7 +21,9 @@
  *     same offset it reads (never another iteration's element);
  *   - a REDUCTION kernel's stores[0].value is a REDUCE whose body uses r*;
  *     its other stores (epilogue) read only i* and the reduction's result;
- *   - every OUTPUT and TEMP buffer is stored by exactly one kernel.
+ *   - every OUTPUT and TEMP buffer is stored by exactly one kernel;
+ *   - in a row group, a kernel reads what an earlier phase of the group
+ *     stored only at the offset it was stored at, a function of i0 alone.
  *
  * Ownership: a WkSchedule borrows its WkLoopIR (expressions live in its
  * arena) and owns its arrays and strings. Free it before the loop IR.
@@ -54,6 +57,8 @@ typedef struct {
     int nstores;
     WkSchedStore *stores;
     char *desc;                      /* the ops fused into it, in graph order */
+    int group;                       /* rows.c: first kernel of its row group (itself if alone);
+                                        a group's kernels are consecutive and share loop i0 */
 } WkSchedKernel;
 
 typedef struct WkSchedule {
@@ -69,7 +74,7 @@ typedef struct WkSchedule {
 } WkSchedule;
 
 /* schedule.c */
-/* Runs fill_materialised then fuse. NULL with wk_error set on failure. */
+/* Runs materialise, fuse, fuse_rows. NULL with wk_error set on failure. */
 WkSchedule *wk_sched_build(WkLoopIR *L);
 void wk_sched_free(WkSchedule *S);
 char *wk_sched_print(const WkSchedule *S); /* caller frees */
@@ -83,5 +88,8 @@ int wk_sched_inline_cost(WkSchedule *S, int value);
 
 /* fuse.c */
 int wk_sched_fuse(WkSchedule *S);
+
+/* rows.c */
+int wk_sched_fuse_rows(WkSchedule *S);
 
 #endif /* WICK_SCHEDULE_H */

@@ -160,7 +160,12 @@ static void test_large(void) {
     WkProgram *p = compile_or_report(g);
     CHECK(p != NULL);
     if (!p) goto done;
-    CHECK_STR_CONTAINS(p->source, "#pragma omp parallel for simd schedule(static) reduction(+:acc)");
+    /* the full sums split the reduction across threads (float blocks, double
+     * partials); the column sum vectorises across outputs */
+    CHECK_STR_CONTAINS(p->source, "#pragma omp parallel for schedule(static) reduction(+:acc)");
+    CHECK_STR_CONTAINS(p->source, "#pragma omp parallel for simd schedule(static) reduction(max:acc) reduction(|:nanf)");
+    CHECK_STR_CONTAINS(p->source, "float accb = 0;");
+    CHECK_STR_CONTAINS(p->source, "double acc[64];" /* 384 outputs: blocks of 64 feed the threads */);
     float *xd = malloc(sizeof(float) * N), *yd = malloc(sizeof(float) * R * C);
     fill_f32(xd, N, -1, 1.5);
     fill_f32(yd, R * C, -2, 2);

@@ -45,7 +45,7 @@ static WK_UNUSED int build_program(const WkProgram *p, Built *b) {
     fputs(p->source, f);
     fclose(f);
     const char *cc = getenv("CC");
-    snprintf(cmd, sizeof cmd, "%s " WK_CGEN_C_CFLAGS " -Werror=implicit-function-declaration %s -o %s " WK_CGEN_C_LIBS,
+    snprintf(cmd, sizeof cmd, "%s " WK_CGEN_C_CFLAGS " " WK_CGEN_C_EXTRA " -Werror=implicit-function-declaration %s -o %s " WK_CGEN_C_LIBS,
              cc && *cc ? cc : "cc", src, so);
     if (system(cmd) != 0) {
         fprintf(stderr, "compile failed:\n%s\n", p->source);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -293,6 +294,21 @@ static void test_concurrent_processes(void) {
     CHECK(lib != NULL);
     CHECK_EQ_INT(hit, 1);
     CHECK(lib && sidecar_matches(wk_cc_path(lib)));
+    /* A stale temporary (a compile killed long ago) is swept on the next miss;
+     * a fresh one (a compile in progress elsewhere) is left alone. */
+    char stale[700], fresh[700];
+    snprintf(stale, sizeof stale, "%s/deadbeef.tmpAAAAAA.so", dir);
+    snprintf(fresh, sizeof fresh, "%s/deadbeef.tmpBBBBBB.so", dir);
+    replace_file(stale, "x", 1);
+    replace_file(fresh, "y", 1);
+    struct timespec old_times[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    utimensat(AT_FDCWD, stale, old_times, 0);
+    WkLib *lib2 = wk_cc_load("int wk_sweep(void) { return 1; }\n", &hit);
+    CHECK(lib2 != NULL);
+    wk_cc_close(lib2);
+    CHECK(!file_exists(stale));
+    CHECK(file_exists(fresh));
+    unlink(fresh);
     /* No temporaries left behind. */
     DIR *d = opendir(dir);
     int tmps = 0;

@@ -368,3 +368,27 @@ def test_asm_call_kw_errors():
     with pytest.raises(SystemError):
         _C._asm_demo(like1.__code__, [("resume",), ("push_null",), ("global", "f", 0),
                                       ("load", "a"), ("call_kw", 1, ("x", "y")), ("return",)])
+
+
+def test_decode_while_instrumented():
+    # 3.12+ rewrites co_code_adaptive with INSTRUMENTED_* opcodes under
+    # settrace/monitoring; decode must still see the base instructions
+    def traced(a):
+        s = 0
+        for i in range(a):
+            s += i
+        return s
+
+    def tracer(frame, event, arg):
+        return tracer
+
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        assert traced(5) == 10
+        _compare(traced.__code__)
+        names = [r[2] for r in _C._bc_decode(traced.__code__)]
+    finally:
+        sys.settrace(old)
+    assert not any(n.startswith("INSTRUMENTED") for n in names)
+    assert "FOR_ITER" in names

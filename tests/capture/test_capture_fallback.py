@@ -61,8 +61,8 @@ def inplace_input_fn(x):
     return x
 
 
-def branch_fn(x, flag):
-    if flag:
+def branch_fn(x):
+    if x.sum() > 0:
         return x + 1
     return x - 1
 
@@ -84,7 +84,7 @@ CASES = [
     (tensor_method_fn, "softmax", "softmax"),
     (index_fn, "subscript", "x[0]"),
     (floordiv_fn, "//", "x // 2"),
-    (branch_fn, "JUMP", "if flag"),
+    (branch_fn, "data-dependent branch on a tensor", "if x.sum() > 0"),
     (varargs_fn, "subscript", "args[0]"),
 ]
 
@@ -92,7 +92,7 @@ CASES = [
 @pytest.mark.parametrize("fn,what,src", CASES, ids=lambda c: getattr(c, "__name__", None))
 def test_fallback_reason_and_results(fn, what, src, capsys):
     x = torch.randn(3, 4)
-    args = (x, True) if fn is branch_fn else (x, torch.randn(3, 4)) if fn is varargs_fn else (x,)
+    args = (x, torch.randn(3, 4)) if fn is varargs_fn else (x,)
     expected = fn(*args)
     capsys.readouterr()
     got = compiled(fn)(*args)
@@ -113,7 +113,7 @@ def test_fallback_reason_and_results(fn, what, src, capsys):
 @pytest.mark.parametrize("fn,what,src", CASES, ids=lambda c: getattr(c, "__name__", None))
 def test_fullgraph_raises(fn, what, src):
     x = torch.randn(3, 4)
-    args = (x, True) if fn is branch_fn else (x, torch.randn(3, 4)) if fn is varargs_fn else (x,)
+    args = (x, torch.randn(3, 4)) if fn is varargs_fn else (x,)
     with pytest.raises(C.UnsupportedError) as info:
         compiled(fn, fullgraph=True)(*args)
     assert isinstance(info.value, RuntimeError)
@@ -236,3 +236,39 @@ def test_no_reference_leaks():
 
 def ident_fn(x):
     return x
+
+
+def _lazy_module(exc):
+    import types
+
+    m = types.ModuleType("wick_test_lazy")
+
+    def __getattr__(name):
+        raise exc
+
+    m.__getattr__ = __getattr__
+    return m
+
+
+LAZY = None
+
+
+def uses_lazy(x):
+    return x * LAZY.factor
+
+
+def test_base_exceptions_propagate_exceptions_fall_back():
+    global LAZY
+    x = torch.randn(3)
+    try:
+        LAZY = _lazy_module(KeyboardInterrupt())
+        with pytest.raises(KeyboardInterrupt):
+            compiled(uses_lazy)(x)
+        assert entries(uses_lazy) == []  # nothing cached: the compile was interrupted
+        LAZY = _lazy_module(AttributeError("no factor"))
+        with pytest.raises(AttributeError, match="no factor"):
+            compiled(uses_lazy)(x)
+        (e,) = entries(uses_lazy)
+        assert e["eager"] and "AttributeError: no factor" in e["reason"]
+    finally:
+        LAZY = None

@@ -154,3 +154,38 @@ def test_guards_listed_cheapest_first():
     assert "GLOBAL_MATCH" in kinds
     t = [g for g in e["guards"] if g.startswith("TENSOR_MATCH")][0]
     assert "dtype=torch.float32" in t and "sizes=[2, 3]" in t and "strides=[3, 1]" in t
+
+
+WEIGHT = torch.randn(5)
+
+
+def f_global_tensor(x):
+    return x * WEIGHT + 1, WEIGHT
+
+
+def test_global_tensor_is_read_per_call_and_guarded():
+    global WEIGHT
+    saved = WEIGHT
+    cf = compiled(f_global_tensor, "ref")
+    x = torch.randn(3, 5)
+    try:
+        r = cf(x)
+        assert_same(r, f_global_tensor(x))
+        assert r[1] is WEIGHT  # returned unchanged: the global itself
+        (e,) = entries(f_global_tensor)
+        assert "G['WEIGHT']" in e["graph"]
+        WEIGHT.mul_(2)  # in-place update: seen without recompiling
+        assert_same(cf(x), f_global_tensor(x))
+        WEIGHT = torch.randn(5)  # rebound, same metadata: same entry
+        r = cf(x)
+        assert_same(r, f_global_tensor(x))
+        assert r[1] is WEIGHT
+        assert len(entries(f_global_tensor)) == 1
+        WEIGHT = torch.randn(3, 1)  # other shape: recompiles
+        assert_same(cf(x), f_global_tensor(x))
+        assert len(entries(f_global_tensor)) == 2
+        del WEIGHT  # eager raises NameError, so does the compiled function
+        with pytest.raises(NameError):
+            cf(x)
+    finally:
+        WEIGHT = saved

@@ -138,6 +138,8 @@ def b_chain(x, y):
     c = torch.where(b > 0, b, a * 0.5)
     return c.sum(1), c.mean(), c
 def b_bool_ops(x, y): return (x > 0) == (y > 0), (x > 0) * 2
+def b_keepdim_without_dim(x, y): return x.sum(keepdim=True)  # TypeError in torch
+def b_amax_keepdim(x, y): return x.amax(keepdim=True), torch.amax(y, (), True)
 
 
 BINARY_CASES = [v for k, v in sorted(globals().items()) if k.startswith("b_")]
@@ -391,3 +393,47 @@ def test_debug_dir_gets_graph_and_code(tmp_path, monkeypatch):
     assert graph and code, names
     assert "AMAX" in (tmp_path / graph[0]).read_text()
     assert "UNPACK_SEQUENCE" in (tmp_path / code[0]).read_text()
+
+
+def branchy(x, bias=None, scale=1.0, act=True, mode="a"):
+    y = x * scale
+    if bias is not None:
+        y = y + bias
+    if act and scale > 0:
+        y = y.relu()
+    elif mode == "b":
+        y = -y
+    z = y.sum() if x.dim() == 2 else y
+    return z, bias is None, not act
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_branches_on_guarded_constants(backend):
+    """if/elif/else, `and`/`or`, conditional expressions and `is None` on
+    arguments, shapes and flags are decided at compile time (each variant
+    its own entry); the graph holds only the path taken."""
+    gen = torch.Generator().manual_seed(9)
+    x, b = rand((3, 4), torch.float32, gen), rand((4,), torch.float32, gen)
+    variants = [((x,), {}), ((x, b), {}), ((x, b, -1.0), {}), ((x,), {"act": False, "mode": "b"}),
+                ((x[0],), {}), ((x,), {"act": 0})]
+    cf = compiled(branchy, backend)
+    for args, kwargs in variants:
+        assert_same(cf(*args, **kwargs), branchy(*args, **kwargs))
+    es = entries(branchy)
+    assert len(es) == len(variants) and not any(e["eager"] for e in es), es
+
+
+def type_checks(x, y, t):
+    a = x * 2 if isinstance(x, torch.Tensor) else x
+    b = y + 1 if isinstance(y, (int, float)) else y
+    n = len(t) + len((a, b)) + len([a])
+    return a, b, n, isinstance(a + 1, torch.Tensor), isinstance(t, tuple)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_isinstance_and_len_fold(backend):
+    x = torch.randn(3)
+    cf = compiled(type_checks, backend)
+    for y in (2, 2.5, torch.ones(3)):
+        assert_same(cf(x, y, (1, 2)), type_checks(x, y, (1, 2)))
+    assert not any(e["eager"] for e in entries(type_checks))

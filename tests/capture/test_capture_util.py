@@ -141,6 +141,14 @@ def assert_same(got, expected, rtol=None, atol=None):
         assert got == expected or (got != got and expected != expected), (got, expected)
 
 
+# A helper in another module than the tests that inline it (test_capture_inline.py).
+UTIL_ALPHA = 1.702
+
+
+def util_quick_gelu(x):
+    return x * torch.sigmoid(UTIL_ALPHA * x)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _wick_cache_dir():
     """A private WICK_CACHE_DIR for the test session."""

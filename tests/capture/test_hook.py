@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import traceback
 import types
 
@@ -767,3 +768,24 @@ def test_log_recompiles_and_configurable_limit():
     assert r.stderr.count("[wick:recompiles] recompiling g") == 2
     assert "test guard returned false" in r.stderr
     assert "cache limit reached (3 entries)" in r.stderr
+
+
+def test_thread_exiting_while_enabled_does_not_keep_the_hook():
+    cf, _ = compiled(sub, decline=True)
+
+    def leave_enabled():
+        _C.set_enabled(True)
+        sub(1, 1)
+
+    t = threading.Thread(target=leave_enabled)
+    t.start()
+    t.join()
+    # join() can return before the OS thread has run its exit destructors;
+    # any later toggle under the GIL settles the count
+    for _ in range(200):
+        assert cf(3, 1) == 2
+        st = _C.hook_stats()
+        if st["enabled_threads"] == 0:
+            break
+        time.sleep(0.01)
+    assert st["enabled_threads"] == 0 and st["installed"] is False

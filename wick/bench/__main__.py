@@ -58,8 +58,9 @@ def parse_args(argv):
     p.add_argument("--models", help="comma list of model names (or substrings) to keep")
     p.add_argument("--batch-size", type=int, help="override every model's batch size")
     p.add_argument("--chunk", help="i/n: run the i-th of n parts of the model list (1-based)")
-    p.add_argument("--timeout", type=float, help="per-row time limit in seconds (default 300 CPU, 240 CUDA)")
-    p.add_argument("--budget", type=float, help="total seconds; rows not started in time are 'skipped'")
+    p.add_argument("--timeout", type=float, help="per-row time limit in seconds (default 240)")
+    p.add_argument("--budget", type=float, help="total seconds; rows not started in time are 'skipped' "
+                   "(default on CPU: 840, so the default run ends within 15 minutes; 0 or less: none)")
     p.add_argument("--repeats", type=int, default=10, help="interleaved timing repeats (default 10)")
     p.add_argument("--sample-s", type=float, default=0.05, help="target seconds per timing sample")
     p.add_argument("--threads", type=int, help="torch.set_num_threads in each row")
@@ -105,9 +106,10 @@ def plan(args, device):
             skipped.append({"suite": s, "reason": why})
             continue
         for spec in M.load_suite(s):
-            if spec.gpu_only and device != "cuda":
-                continue
-            if keep and not any(k == spec.name or k in spec.name for k in keep):
+            if keep:  # named models run even where they are gpu_only by default
+                if not any(k == spec.name or k in spec.name for k in keep):
+                    continue
+            elif spec.gpu_only and device != "cuda":
                 continue
             specs.append(spec)
     if args.chunk:
@@ -165,6 +167,8 @@ def run_row(job, device, args, timeout):
         env[var] = os.path.join(tmp, sub)
     env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
+    if device == "cuda":
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for the accuracy phases
     log_path = os.path.join(tmp, "log.txt")
     t0 = time.perf_counter()
     timed_out = False
@@ -258,7 +262,11 @@ def main(argv=None):
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("wick-bench: --device cuda but torch sees no GPU")
-    timeout = args.timeout or (240.0 if device == "cuda" else 300.0)
+    timeout = args.timeout or (240.0 if device == "cuda" else 240.0)
+    if args.budget is None and device == "cpu":
+        args.budget = 840.0
+    elif args.budget is not None and args.budget < 0:
+        args.budget = None
     jobs, skipped, cfg = plan(args, device)
     if args.list:
         for j in jobs:
@@ -272,7 +280,7 @@ def main(argv=None):
     stamp = sysinfo.stamp()
     chunk_tag = ("-chunk" + args.chunk.replace("/", "of")) if args.chunk else ""
     outdir = args.out or os.path.join(REPO_ROOT, "bench", "results", f"{stamp}-{tag}{chunk_tag}")
-    meta = {"stamp": stamp, "machine_tag": tag, "command": sysinfo.command_line(), "argv": sys.argv,
+    meta = {"stamp": stamp, "machine_tag": tag, "command": sysinfo.command_line("wick.bench" if __package__ == "wick.bench" else None), "argv": sys.argv,
             "machine": info, "versions": sysinfo.versions(), "outdir": outdir}
     for s in skipped:
         print(f"wick-bench: skipping suite {s['suite']}: {s['reason']}", file=sys.stderr)

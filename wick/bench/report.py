@@ -52,7 +52,10 @@ def _note(r):
     st = r["status"]
     if st == "pass":
         acc = r.get("accuracy") or {}
-        return f"acc {acc.get('method', '')}" + (" (rmse)" if acc.get("method") == "rmse" else "")
+        note = f"acc {acc.get('method', '')}, max err {_fmt(acc.get('max_abs_err'), '{:.1e}')}"
+        if r.get("wick_compile_time_s"):
+            note += f"; wick says compile {r['wick_compile_time_s']:.2f} s"
+        return note
     d = r.get("detail") or ""
     return d.replace("\n", " ")
 
@@ -64,10 +67,12 @@ ROW_COLS = [("model", 26), ("mode", 9), ("prec", 7), ("compiler", 13), ("status"
 
 def _row_cells(r):
     mem = r.get("peak_mem_compiled_mb") or r.get("rss_peak_mb")
+    compiled = r["status"] in ("pass", "fail_accuracy")  # fallback rows ran eagerly: no compile time
     return [r["model"], r["mode"], r["precision"], r["compiler"], r["status"],
             _fmt(r.get("speedup"), "{:.2f}x") if r["status"] == "pass" else "-",
             _fmt(r.get("eager_ms"), "{:.3f}"), _fmt(r.get("compiled_ms"), "{:.3f}"),
-            _fmt(r.get("compile_cold_s"), "{:.1f}"), _fmt(r.get("compile_warm_s"), "{:.1f}"),
+            _fmt(r.get("compile_cold_s") if compiled else None, "{:.1f}"),
+            _fmt(r.get("compile_warm_s") if compiled else None, "{:.1f}"),
             _fmt(r.get("graphs"), "{}"), _fmt(r.get("breaks"), "{}"), _fmt(mem, "{:.0f}"), _note(r)]
 
 
@@ -149,8 +154,17 @@ def markdown(result: dict, plots: list[str], plot_note: str | None) -> str:
         for r in notpass:
             L.append(f"* **{r['model']}** {r['mode']} {r['precision']} `{r['compiler']}`: **{r['status']}** "
                      f"{_md_escape(r.get('detail') or '')}")
-            for fb in (r.get("fallbacks") or [])[:8]:
+            fbs = r.get("fallbacks") or []
+            for fb in (fbs[:8] if len(fbs) > 1 else []):  # one reason is already the detail
                 L.append(f"  * fallback: {_md_escape(fb)}")
+        L.append("")
+    noted = [r for r in rows if r.get("eager_note") or r.get("fp64_note")]
+    if noted:
+        L.append("## Notes on the references")
+        L.append("")
+        for r in noted:
+            L.append(f"* {r['model']} {r['mode']} {r['precision']} `{r['compiler']}`: "
+                     + "; ".join(_md_escape(r[k]) for k in ("eager_note", "fp64_note") if r.get(k)))
         L.append("")
     breaks = [r for r in rows if r.get("break_reasons")]
     if breaks:
@@ -205,7 +219,7 @@ def plots(rows, summary, outdir) -> tuple[list[str], str | None]:
                         ax.text(x, 0.02, r["status"], rotation=90, fontsize=6, ha="center", va="bottom",
                                 transform=ax.get_xaxis_transform(), color=colors[c])
                         continue
-                    ax.bar(x, v, width, color=colors[c], label=c if i == 0 else None)
+                    ax.bar(x, v, width, color=colors[c])
                     if second is not None and second(r) is not None:
                         ax.bar(x, second(r), width * 0.5, color="black", alpha=0.5,
                                label="warm" if (i == 0 and j == 0) else None)
@@ -223,9 +237,11 @@ def plots(rows, summary, outdir) -> tuple[list[str], str | None]:
             if log:
                 ax.set_yscale("log")
             ax.set_title(f"{title}: {mode}, {prec}")
-            handles, labels = ax.get_legend_handles_labels()
-            if handles:
-                ax.legend(fontsize=7, loc="best")
+            from matplotlib.patches import Patch
+
+            handles, labels = ax.get_legend_handles_labels()  # geomean lines, the warm overlay
+            handles = [Patch(color=colors[c], label=c) for c in comps] + handles
+            ax.legend(handles=handles, fontsize=7, loc="best")
         fig.tight_layout()
         fig.savefig(os.path.join(outdir, fname), dpi=110)
         plt.close(fig)
@@ -235,7 +251,10 @@ def plots(rows, summary, outdir) -> tuple[list[str], str | None]:
         return r.get("speedup") if r["status"] == "pass" else None
 
     grouped("speedup.png", "Speedup vs eager (passing rows; others labelled by status)", sp, "speedup (x)", geo=True)
-    grouped("compile_time.png", "Compile time (cold bar, warm overlay)", lambda r: r.get("compile_cold_s"),
+    def compiled(r):  # a row that ran eagerly has no compile time worth a bar
+        return r.get("compile_cold_s") if r["status"] in ("pass", "fail_accuracy") else None
+
+    grouped("compile_time.png", "Compile time (cold bar, warm overlay; rows that did not compile: status)", compiled,
             "seconds", log=True, second=lambda r: r.get("compile_warm_s"))
     return made, None
 

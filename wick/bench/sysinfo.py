@@ -84,8 +84,10 @@ def machine_tag(device: str, info: dict) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", tag).strip("-").lower() or "machine"
 
 
-def command_line() -> str:
-    return " ".join(shlex.quote(a) for a in [os.path.basename(sys.executable)] + sys.argv)
+def command_line(module: str | None = None) -> str:
+    """The command as typed: ``python -m wick.bench ...`` when run as a module, else the script path."""
+    head = [os.path.basename(sys.executable)] + (["-m", module] if module else [sys.argv[0]])
+    return " ".join(shlex.quote(a) for a in head + sys.argv[1:])
 
 
 def stamp() -> str:

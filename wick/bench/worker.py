@@ -187,6 +187,12 @@ class Row:
             raise RowDone("eager_fail", f"model failed to build: {_short(e)}")
         model, inputs = self.built.model, self.built.inputs
         model.train(self.train)
+        if self.device == "cuda":
+            # As PyTorch's accuracy runs do: deterministic kernels while results are compared
+            # (the parent sets CUBLAS_WORKSPACE_CONFIG); switched off again before timing.
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+            torch.use_deterministic_algorithms(True, warn_only=True)
 
         # float64 reference
         self.phase("fp64_ref")
@@ -215,7 +221,12 @@ class Row:
             raise RowDone("eager_fail", f"eager run failed: {_short(e)}")
         ok, info = accuracy.same_exact(results[0], results[1])
         if not ok:
-            raise RowDone("eager_fail", f"eager_two_runs_differ: {info['error']}")
+            # PyTorch's rule is exact agreement; GPU atomics can break it while both runs stay within
+            # the row's tolerance of each other: go on, and say so.
+            ok2, _ = accuracy.compare(results[0], results[1], None, tol=float(spec["tol"]))
+            if not ok2:
+                raise RowDone("eager_fail", f"eager_two_runs_differ: {info['error']}")
+            self.out["eager_note"] = f"two eager runs differ at tolerance 0 (agree at {spec['tol']}): {info['error']}"
         eager_result = results[0]
         del results
 
@@ -268,6 +279,9 @@ class Row:
 
         # warm compile: forget compiled code, keep the on-disk caches
         self.phase("warm_compile")
+        if self.device == "cuda":
+            torch.use_deterministic_algorithms(False)
+            torch.backends.cudnn.deterministic = False
         comp.reset()
         comp.begin()
         mw = copy.deepcopy(model)

@@ -1,0 +1,123 @@
+"""Attributes of arguments: an nn.Module's parameters, buffers and Python
+numbers (forward(self, x), as wick.compile(module) calls it), and instance
+attributes of plain objects. They become graph inputs read afresh by the
+transformed code on every call, guarded by type, tensor metadata or value."""
+import pytest
+import torch
+
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_capture_util import assert_same, compiled, entries
+
+
+class Affine(torch.nn.Module):
+    def __init__(self, n=5):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n))
+        self.register_buffer("shift", torch.randn(n))
+        self.scale = 0.5
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x):
+        return torch.tanh(x * self.weight + self.shift) * self.scale, self.weight
+
+    def uses_submodule(self, x):
+        return self.act(x) + 1
+
+    @property
+    def doubled(self):
+        return self.weight * 2
+
+    def uses_property(self, x):
+        return x + self.doubled
+
+
+@pytest.mark.parametrize("backend", ["ref", "wick"])
+def test_module_parameters_buffers_and_numbers(backend):
+    m = Affine()
+    x = torch.randn(3, 5)
+    f = compiled(Affine.forward, backend)
+    with torch.no_grad():
+        r = f(m, x)
+        assert_same(r, Affine.forward(m, x))
+        assert r[1] is m.weight  # returned unchanged: the very same Parameter
+        (e,) = entries(Affine.forward)
+        assert not e["eager"] and e["graph_count"] == 1
+        assert "L['self'].weight" in e["graph"] and "L['self'].shift" in e["graph"]
+        assert any("EQUALS_MATCH L['self'].scale == 0.5" in g for g in e["guards"])
+        # updated parameter values are read afresh: no recompile
+        m.weight.mul_(3)
+        assert_same(f(m, x), Affine.forward(m, x))
+        assert len(entries(Affine.forward)) == 1
+        # a changed Python number recompiles
+        m.scale = 2.0
+        assert_same(f(m, x), Affine.forward(m, x))
+        assert len(entries(Affine.forward)) == 2
+        # another instance with equal metadata reuses an entry
+        m2 = Affine()
+        assert_same(f(m2, x), Affine.forward(m2, x))
+        assert len(entries(Affine.forward)) == 2
+        # a replaced parameter of another shape recompiles
+        m2.weight = torch.nn.Parameter(torch.randn(3, 1))
+        assert_same(f(m2, x), Affine.forward(m2, x))
+        assert len(entries(Affine.forward)) == 3
+    # grad mode with a parameter that requires grad: runs eagerly, with autograd
+    r = f(m, x)
+    assert r[0].requires_grad
+    es = entries(Affine.forward)
+    assert es[0]["eager"] and "L['self'].weight requires grad" in es[0]["reason"]
+
+
+def test_submodule_call_and_property_fall_back():
+    m = Affine()
+    x = torch.randn(3, 5)
+    assert_same(compiled(Affine.uses_submodule)(m, x), m.uses_submodule(x))
+    (e,) = entries(Affine.uses_submodule)
+    assert e["eager"] and "ReLU" in e["reason"]
+    with torch.no_grad():
+        assert_same(compiled(Affine.uses_property)(m, x), m.uses_property(x))
+    (e,) = entries(Affine.uses_property)
+    assert e["eager"] and "property" in e["reason"]
+
+
+class Config:
+    def __init__(self, k, bias):
+        self.k = k
+        self.bias = bias
+        self.inner = None
+
+
+def with_config(x, cfg):
+    return x * cfg.k + cfg.bias, cfg.inner
+
+
+def test_plain_object_attributes():
+    x = torch.randn(4)
+    cfg = Config(3, torch.randn(4))
+    f = compiled(with_config, "ref")
+    assert_same(f(x, cfg), with_config(x, cfg))
+    cfg.bias = torch.randn(4)
+    assert_same(f(x, cfg), with_config(x, cfg))
+    assert len(entries(with_config)) == 1
+    cfg.k = 4
+    assert_same(f(x, cfg), with_config(x, cfg))
+    assert len(entries(with_config)) == 2
+    del cfg.bias  # a missing attribute fails the guard; eager raises
+    with pytest.raises(AttributeError):
+        f(x, cfg)
+
+
+def inplace_param(self, x):
+    self.weight += x
+    return self.weight
+
+
+def test_inplace_on_attribute_falls_back():
+    m = Affine()
+    x = torch.randn(5)
+    with torch.no_grad():
+        w0 = m.weight.clone()
+        r = compiled(inplace_param)(m, x)
+        assert r is m.weight and torch.allclose(m.weight, w0 + x)
+    (e,) = entries(inplace_param)
+    assert e["eager"] and "in-place" in e["reason"]
