@@ -57,6 +57,7 @@ static PyObject *fn_to_op;             /* dict: torch callable -> op number */
 static PyObject *dtype_objs[WK_NDTYPES];
 static PyTypeObject *tensor_type, *param_type, *module_type;
 static PyObject *size_type, *device_type, *dtype_type, *strided_layout;
+static PyObject *no_grad_type, *enable_grad_type;
 static PyObject *s_layout, *s_shape, *s_stride, *s_dtype, *s_device, *s_requires_grad;
 
 typedef struct {
@@ -167,6 +168,9 @@ static int init_torch(void) {
     }
     tensor_type = (PyTypeObject *)tt;
     param_type = (PyTypeObject *)nn;
+    no_grad_type = PyObject_GetAttrString(mod, "no_grad");
+    enable_grad_type = PyObject_GetAttrString(mod, "enable_grad");
+    PyErr_Clear();
     PyObject *mt = resolve_path_Ref(mod, "nn.Module");
     if (mt && PyType_Check(mt)) module_type = (PyTypeObject *)mt;
     else Py_XDECREF(mt);
@@ -223,7 +227,11 @@ static int method_op(const char *name) {
 
 /* ---- symbolic values ---------------------------------------------------- */
 
-typedef enum { SV_NULL, SV_CONST, SV_TENSOR, SV_TUPLE, SV_LIST, SV_METHOD, SV_OPAQUE } SvKind;
+typedef enum {
+    SV_NULL, SV_CONST, SV_TENSOR, SV_TUPLE, SV_LIST, SV_METHOD, SV_OPAQUE,
+    SV_GRAD_CTX,  /* torch.no_grad() / torch.enable_grad(): value = the grad mode it sets */
+    SV_GRAD_EXIT, /* its __exit__ after BEFORE_WITH: value = the grad mode it restores */
+} SvKind;
 
 typedef struct Sv Sv;
 struct Sv {
@@ -255,7 +263,9 @@ typedef struct {
     PyObject *kwnames; /* borrowed from co_consts, for the next CALL */
     int line;
     int backend_wick;
-    int grad_enabled;
+    int entry_grad;                  /* grad mode when the frame starts: what guards check */
+    int grad_enabled;                /* grad mode now: changed by no_grad blocks */
+    WkVec(char) value_rg;            /* per graph value: requires grad */
     WkVec(int) input_args;           /* frame argument of each graph input */
     WkVec(PyObject *) input_paths;   /* and the attribute path from it (borrowed from its Sv) */
     WkVec(PyObject *) input_tensors; /* borrowed example tensors */
@@ -383,6 +393,8 @@ static int is_number(PyObject *o) {
  * plain data: safe to fold at compile time. */
 static int is_plain(PyObject *o) {
     if (o == Py_None || is_number(o) || PyUnicode_CheckExact(o) || PyComplex_CheckExact(o)) return 1;
+    /* torch.dtype: compared by identity in C, no arithmetic (that raises) */
+    if (dtype_type && Py_TYPE(o) == (PyTypeObject *)dtype_type) return 1;
     if (PyTuple_CheckExact(o) || (size_type && Py_TYPE(o) == (PyTypeObject *)size_type)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
             if (!is_plain(PyTuple_GET_ITEM(o, i))) return 0;
@@ -402,6 +414,8 @@ static const char *sv_desc(const Sv *s) {
     case SV_LIST: return "list";
     case SV_METHOD: return "method";
     case SV_OPAQUE: return s->obj ? type_name(s->obj) : "object";
+    case SV_GRAD_CTX: return "grad-mode context manager";
+    case SV_GRAD_EXIT: return "grad-mode __exit__";
     }
     return "?";
 }
@@ -428,6 +442,13 @@ static int device_of(PyObject *t, WkDevice *dev, int *ok) {
     Py_DECREF(index);
     return PyErr_Occurred() ? -1 : 0;
 }
+
+static void set_rg(Interp *I, int value, int rg) {
+    while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
+    I->value_rg.data[value] = (char)rg;
+}
+
+static int get_rg(const Interp *I, int value) { return value < I->value_rg.len && I->value_rg.data[value]; }
 
 /* "L['self'].weight": where an argument-derived value comes from. */
 static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
@@ -480,10 +501,6 @@ static int tensor_value(Interp *I, Sv *s) {
     }
     if (!(rg = PyObject_GetAttr(t, s_requires_grad))) goto pyerr;
     int requires_grad = rg == Py_True;
-    if (requires_grad && I->grad_enabled) {
-        unsupported(I, "%s requires grad: autodiff not implemented yet", src);
-        goto done;
-    }
     if (!(shape = PyObject_GetAttr(t, s_shape))) goto pyerr;
     if (!(stride = PyObject_CallMethodNoArgs(t, s_stride))) goto pyerr;
     Py_ssize_t nd = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
@@ -507,6 +524,7 @@ static int tensor_value(Interp *I, Sv *s) {
         goto done;
     }
     s->value = v;
+    set_rg(I, v, requires_grad);
     wk_vec_push(&I->input_args, s->arg);
     wk_vec_push(&I->input_paths, s->gname ? s->gname : s->path);
     wk_vec_push(&I->input_tensors, t);
@@ -553,8 +571,15 @@ static const WkValue *sv_meta(Interp *I, Sv *s) {
     return v < 0 ? NULL : wk_graph_value(I->g, v);
 }
 
-/* Result Sv of a graph op, or NULL (reason set). */
+/* Result Sv of a graph op, or NULL (reason set). An op on a tensor that
+ * requires grad, in grad mode, would need autodiff. */
 static Sv *graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs) {
+    for (int i = 0; I->grad_enabled && i < n; i++)
+        if (get_rg(I, in[i])) {
+            const WkValue *m = wk_graph_value(I->g, in[i]);
+            unsupported(I, "%s requires grad: autodiff not implemented yet", m && m->source ? m->source : "a tensor");
+            return NULL;
+        }
     int v = wk_graph_op(I->g, op, in, n, attrs);
     if (v < 0) {
         graph_failed(I, wk_op_info(op)->name);
@@ -785,7 +810,8 @@ static const struct {
 };
 
 static int is_special_method(const char *name) {
-    static const char *const names[] = {"size", "dim", "ndimension", "numel", "nelement", "to", "type_as"};
+    static const char *const names[] = {"size", "dim", "ndimension", "numel", "nelement", "to", "type_as",
+                                        "is_floating_point", "is_contiguous"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(names[i], name) == 0) return 1;
     for (size_t i = 0; i < sizeof convert_methods / sizeof convert_methods[0]; i++)
@@ -828,6 +854,19 @@ static Sv *call_method(Interp *I, const char *name, const Args *a) {
     if (strcmp(name, "dim") == 0 || strcmp(name, "ndimension") == 0) {
         if (nargs) return unsupported(I, "%s() arguments", fname), NULL;
         return sv_const_Steal(I, PyLong_FromLong(m->ndim));
+    }
+    if (strcmp(name, "is_floating_point") == 0) {
+        if (nargs) return unsupported(I, "%s() arguments", fname), NULL;
+        return sv_const(I, wk_dtype_is_float(m->dtype) ? Py_True : Py_False);
+    }
+    if (strcmp(name, "is_contiguous") == 0) {
+        if (nargs) return unsupported(I, "%s() arguments", fname), NULL;
+        /* inputs answer from guarded strides; eager's node outputs follow
+         * their inputs' layouts, which the graph does not model */
+        if (!self->obj) return unsupported(I, "%s() of a computed tensor", fname), NULL;
+        PyObject *r = PyObject_CallMethod(self->obj, "is_contiguous", NULL);
+        if (!r) return py_failed(I, fname), NULL;
+        return sv_const_Steal(I, r);
     }
     if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
         if (nargs) return unsupported(I, "%s() arguments", fname), NULL;
@@ -1155,6 +1194,14 @@ WK_UNUSED static int do_call(Interp *I, int n) {
     if (callable->kind == SV_METHOD) {
         if (npos < 1 || pos[0]->kind != SV_TENSOR) return unsupported(I, "method call without a tensor");
         res = call_method(I, callable->name, &a);
+    } else if (callable->kind == SV_GRAD_EXIT) { /* __exit__(None, None, None) of a with block */
+        I->grad_enabled = callable->value;
+        res = sv_const(I, Py_None);
+    } else if (callable->kind == SV_CONST && n == 0 && !self &&
+               ((no_grad_type && callable->obj == no_grad_type) ||
+                (enable_grad_type && callable->obj == enable_grad_type))) {
+        res = sv_new(I, SV_GRAD_CTX);
+        res->value = callable->obj == enable_grad_type;
     } else if (callable->kind == SV_CONST) {
         PyObject *fn = callable->obj;
         PyObject *num = fn_to_op ? PyDict_GetItemWithError(fn_to_op, fn) : NULL;
@@ -1374,7 +1421,7 @@ static Sv *global_sv(Interp *I, PyObject *name) {
             return NULL;
         }
         PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
-        if (rg == Py_True) wk_guard_grad_mode(I->guards, I->grad_enabled);
+        if (rg == Py_True) wk_guard_grad_mode(I->guards, I->entry_grad);
         Py_XDECREF(rg);
         PyErr_Clear();
         Sv *s = sv_new(I, SV_TENSOR);
@@ -1445,7 +1492,7 @@ static int arg_attr(Interp *I, Sv *o, PyObject *name, int method) {
         wk_guard_tensor_at(I->guards, o->arg, path, v);
         if (strided) {
             PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
-            if (rg == Py_True) wk_guard_grad_mode(I->guards, I->grad_enabled);
+            if (rg == Py_True) wk_guard_grad_mode(I->guards, I->entry_grad);
             Py_XDECREF(rg);
             PyErr_Clear();
             s = sv_new(I, SV_TENSOR);
@@ -1488,6 +1535,16 @@ static int load_attr(Interp *I, PyObject *name, int method) {
         if (method && push(I, I->null_sv) < 0) {
             Py_DECREF(v);
             return -1;
+        }
+        return push(I, sv_const_Steal(I, v));
+    }
+    if (o->kind == SV_CONST && dtype_type && Py_TYPE(o->obj) == (PyTypeObject *)dtype_type && !method) {
+        /* x.dtype.is_floating_point, .itemsize, .is_signed: plain C attributes */
+        PyObject *v = PyObject_GetAttr(o->obj, name);
+        if (!v) return py_failed(I, PyUnicode_AsUTF8(name));
+        if (!is_plain(v)) {
+            Py_DECREF(v);
+            return unsupported(I, "attribute .%s of a dtype", PyUnicode_AsUTF8(name));
         }
         return push(I, sv_const_Steal(I, v));
     }
@@ -1681,6 +1738,23 @@ static Sv *run(Interp *I, const WkInstr *ins, int n, int *ret_line) {
         case IS_OP:
             rc = is_op(I, arg & 1);
             break;
+        case BEFORE_WITH: {
+            /* with torch.no_grad(): the body runs in that grad mode; the
+             * normal exit calls the GRAD_EXIT pushed here. Exception paths
+             * are never interpreted: a captured body raises nothing. */
+            Sv *ctx = pop(I);
+            if (!ctx) return NULL;
+            if (ctx->kind != SV_GRAD_CTX) {
+                rc = unsupported(I, "with-statement on a %s", sv_desc(ctx));
+                break;
+            }
+            Sv *exit = sv_new(I, SV_GRAD_EXIT);
+            exit->value = I->grad_enabled;
+            I->grad_enabled = ctx->value;
+            rc = push(I, exit);
+            if (!rc) rc = push(I, sv_const(I, Py_None));
+            break;
+        }
         case JUMP_FORWARD:
             rc = jump_target(I, ins, n, pc, &next);
             break;
@@ -1998,7 +2072,7 @@ static int setup_args(Interp *I) {
         s->arg = i;
         if (i < I->nlocals) I->locals[i] = s;
     }
-    if (any_grad) wk_guard_grad_mode(I->guards, I->grad_enabled);
+    if (any_grad) wk_guard_grad_mode(I->guards, I->entry_grad);
     return 0;
 }
 
@@ -2073,7 +2147,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             py_failed(I, "torch.is_grad_enabled");
             goto finish;
         }
-        I->grad_enabled = ge;
+        I->grad_enabled = I->entry_grad = ge;
     }
     I->argnames = PyCode_GetVarnames(code);
     if (!I->argnames) {
@@ -2133,6 +2207,14 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             Py_XDECREF(desc);
             PyErr_Clear();
         } else {
+            /* a torch backend runs the graph with autograd on: inputs that
+             * require grad, used only under no_grad, would get a grad_fn */
+            for (int i = 0; I->entry_grad && i < wk_graph_ninputs(I->g); i++)
+                if (get_rg(I, wk_graph_input_value(I->g, i))) {
+                    unsupported(I, "a no_grad block over tensors that require grad with backend %s",
+                                PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : "(callable)");
+                    goto finish;
+                }
             compiled = compile_with_backend_Ref(I, backend, &I->g);
             if (!compiled) {
                 py_failed(I, "backend");
@@ -2205,6 +2287,7 @@ finish:
     wk_vec_free(&I->all);
     wk_vec_free(&I->input_args);
     wk_vec_free(&I->input_paths);
+    wk_vec_free(&I->value_rg);
     wk_vec_free(&I->input_tensors);
     free(I->locals);
     free(I->stack);

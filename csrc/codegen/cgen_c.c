@@ -1,9 +1,14 @@
 /* cgen_c.c — the C backend: one self-contained translation unit per graph.
- * Each kernel becomes a static function with one loop nest: OpenMP threads
- * on the outer loop when the work is large enough, `omp simd` on the
- * innermost loop, and reductions with per-thread/per-lane partials. exp, log
- * and tanh vectorise through glibc's libmvec (declared `omp declare simd`).
- * Static shapes only: every size and offset is a literal.
+ * Each kernel (or row group of kernels sharing their outer loop) becomes a
+ * static function with one loop nest: OpenMP threads on the outer loop when
+ * the work is large enough, `omp simd` on the innermost loop with the values
+ * that do not vary along it computed before it, and reductions with
+ * per-thread/per-lane partials. exp, log and tanh vectorise through glibc's
+ * libmvec (declared `omp declare simd`). Static shapes only: every size and
+ * offset is a literal.
+ *
+ * Requires: a checked schedule (READs only, kernels in order).
+ * Provides: the source text; its entry runs every kernel in order.
  */
 #include "cgen.h"
 
@@ -257,10 +262,39 @@ static void declare_buffers(Gen *g, int first, int last, const ExprVec *order) {
 }
 
 /* ---- kernels ----------------------------------------------------------- */
-/* skip: leading loops already opened by a row group (which owns threads) */
+static int sym_has_var(const WkSym *s, int var) {
+    if (s->kind == WK_SYM_CONST) return 0;
+    if (s->kind == WK_SYM_VAR) return s->var == var;
+    return sym_has_var(s->a, var) || sym_has_var(s->b, var);
+}
+
+/* memo maps a node to (void *)1 (independent) or (void *)2 (dependent) */
+static int depends_on_var(const WkLExpr *e, int var, WkLowerMap *memo) {
+    const void *m = wk_lower_map_get(memo, e);
+    if (m) return m == (const void *)2;
+    int d = e->op == WK_LX_READ && sym_has_var(e->idx[0], var);
+    for (int k = 0; k < e->nargs && !d; k++) d = depends_on_var(e->a[k], var, memo);
+    wk_lower_map_put(memo, e, (const void *)(uintptr_t)(d ? 2 : 1));
+    return d;
+}
+
+/* skip: leading loops already opened by a row group (which owns threads).
+ * Nodes that do not depend on the innermost loop variable are computed
+ * before that loop: besides saving work, gcc's vectoriser gives up on a
+ * simd loop that re-reads a value stored earlier in the enclosing loop. */
 static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, int skip) {
     int n = K->nloops;
     int par = !skip && K->numel >= PAR_MIN_WORK;
+    WkLowerMap memo = {0};
+    ExprVec outer = {0}, inner = {0};
+    int inner_var = n > skip ? g->S->L->ivar_id[n - 1] : -1;
+    for (int k = 0; k < order->len; k++) {
+        const WkLExpr *e = order->data[k];
+        if (inner_var >= 0 && depends_on_var(e, inner_var, &memo)) wk_vec_push(&inner, e);
+        else wk_vec_push(&outer, e);
+    }
+    wk_lower_map_free(&memo);
+    int rc = 0;
     for (int j = skip; j < n; j++) {
         char var[16];
         snprintf(var, sizeof var, "i%d", j);
@@ -269,10 +303,13 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
                                            : n >= 3 && K->sizes[0] < 16 ? "#pragma omp parallel for collapse(2) schedule(static)"
                                                                           : "#pragma omp parallel for schedule(static)";
         else if (j == n - 1) pragma = "#pragma omp simd";
+        /* (collapse(2) is only used with 3+ loops: loops 0 and 1 stay perfectly nested) */
+        if (j == n - 1 && emit_nodes(g, &outer, -1) < 0) rc = -1;
         open_loop(g, var, K->sizes[j], pragma);
     }
-    if (emit_nodes(g, order, -1) < 0) return -1;
-    for (int j = 0; j < K->nstores; j++) {
+    if (inner_var < 0 && emit_nodes(g, &outer, -1) < 0) rc = -1;
+    if (rc == 0 && emit_nodes(g, &inner, -1) < 0) rc = -1;
+    for (int j = 0; j < K->nstores && rc == 0; j++) {
         WkStr v = {0};
         wk_str_append(&v, "");
         ref(K->stores[j].expr, &v);
@@ -280,7 +317,9 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         wk_str_free(&v);
     }
     close_loops(g, n - skip);
-    return 0;
+    wk_vec_free(&outer);
+    wk_vec_free(&inner);
+    return rc;
 }
 
 /* ---- reductions --------------------------------------------------------

@@ -92,16 +92,29 @@ static void fill_materialised(WkSchedule *S) {
     IntVec *users = wk_xcalloc((size_t)n, sizeof *users);
     IntVec *cons = wk_xcalloc((size_t)n, sizeof *cons);
     int *loads = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
-    for (int v = 0; v < n; v++) {
+    char *live = wk_xcalloc((size_t)n + 1, 1);
+    for (int k = 0; k < L->noutputs; k++) live[L->output_values[k]] = 1;
+    /* values come in topological order: walking back, a live value's
+     * loads become live; dead work (an unused reduction) gets no kernel */
+    for (int v = n - 1; v >= 0; v--) {
         const WkLBuf *b = &L->bufs[v];
-        S->value_buf[v] = b->kind != WK_LBUF_POINTWISE || b->is_output ? MAT_YES : MAT_INLINED;
-        if (!b->body) continue;
+        if (!b->body || !live[v]) continue;
         WkLowerMap seen = {0};
         int nl = 0;
         collect_loads(b->body, &seen, loads, &nl);
         wk_lower_map_free(&seen);
-        for (int k = 0; k < nl; k++) add_unique(&users[loads[k]], v);
+        for (int k = 0; k < nl; k++) {
+            live[loads[k]] = 1;
+            add_unique(&users[loads[k]], v);
+        }
     }
+    for (int v = 0; v < n; v++) {
+        const WkLBuf *b = &L->bufs[v];
+        S->value_buf[v] = b->kind == WK_LBUF_INPUT || (live[v] && (b->kind == WK_LBUF_REDUCTION || b->is_output))
+                              ? MAT_YES
+                              : MAT_INLINED;
+    }
+    free(live);
     for (int v = n - 1; v >= 0; v--) {
         const WkLBuf *b = &L->bufs[v];
         if (b->kind == WK_LBUF_INPUT) continue;

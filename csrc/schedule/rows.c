@@ -59,6 +59,7 @@ static int can_join(const WkSchedule *S, int g, int k) {
     return ok;
 }
 
+/* Requires: kernels from wk_sched_fuse. Provides: K->group for every kernel. */
 int wk_sched_fuse_rows(WkSchedule *S) {
     for (int k = 0; k < S->nkernels; k++) {
         WkSchedKernel *K = &S->kernels[k];

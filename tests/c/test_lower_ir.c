@@ -212,7 +212,29 @@ static void test_row_groups(void) {
     wk_graph_free(g);
 }
 
+/* work nobody reads (an unused reduction, an unused exp) gets no kernel */
+static void test_dead_values(void) {
+    WkGraph *g = wk_graph_new();
+    int64_t sz[2] = {6, 7};
+    int x = input_contig(g, WK_F32, 2, sz);
+    int d1[1] = {1};
+    int dead_r = reduce_node(g, WK_OP_SUM, x, 1, d1, 1);
+    int dead_p = op_node(g, WK_OP_EXP, dead_r, -1);
+    int y = op_node(g, WK_OP_NEG, x, -1);
+    CHECK(dead_p >= 0);
+    wk_graph_output(g, y);
+    WkProgram *p = wk_compile_graph(g);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ_INT(p->nkernels, 1);
+        CHECK_EQ_INT(p->nbufs, 2);
+    }
+    wk_program_free(p);
+    wk_graph_free(g);
+}
+
 int main(void) {
+    test_dead_values();
     test_row_groups();
     test_hash_consing();
     test_broadcast_and_inline();

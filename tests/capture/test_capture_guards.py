@@ -189,3 +189,42 @@ def test_global_tensor_is_read_per_call_and_guarded():
             cf(x)
     finally:
         WEIGHT = saved
+
+
+def no_grad_block(x, w):
+    with torch.no_grad():
+        y = x * w
+        with torch.enable_grad():
+            z = y + 1
+    return y.sum(), z
+
+
+def no_grad_return(x, w):
+    with torch.no_grad():
+        return x * w
+
+
+def grad_after_block(x, w):
+    with torch.no_grad():
+        y = x * 2
+    return y * w
+
+
+def test_no_grad_blocks():
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    for fn in (no_grad_block, no_grad_return):
+        r, e = compiled(fn)(x, w), fn(x, w)
+        assert_same(r, e)
+        (en,) = entries(fn)
+        assert not en["eager"] and en["graph_count"] == 1
+        assert not any(t.requires_grad for t in (r if isinstance(r, tuple) else (r,)))
+    r = compiled(grad_after_block)(x, w)  # w used with grad on: autodiff, eager
+    assert r.requires_grad
+    (en,) = entries(grad_after_block)
+    assert en["eager"] and "L['w'] requires grad" in en["reason"]
+    # the ref backend runs torch ops with autograd on: refused, not wrong
+    C.reset()
+    r = compiled(no_grad_return, "ref")(x, w)
+    assert not r.requires_grad
+    (en,) = entries(no_grad_return)
+    assert en["eager"] and "no_grad block" in en["reason"]

@@ -437,3 +437,33 @@ def test_isinstance_and_len_fold(backend):
     for y in (2, 2.5, torch.ones(3)):
         assert_same(cf(x, y, (1, 2)), type_checks(x, y, (1, 2)))
     assert not any(e["eager"] for e in entries(type_checks))
+
+
+def dtype_checks(x):
+    y = x.float() if x.dtype == torch.float64 else x
+    if x.dtype.is_floating_point and x.is_floating_point():
+        y = y * 2
+    c = x.is_contiguous(), x.dtype != torch.int64, x.dtype.itemsize
+    return y, c
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dtype_checks_fold(backend):
+    gen = torch.Generator().manual_seed(1)
+    cf = compiled(dtype_checks, backend)
+    for dtype in (torch.float32, torch.float64, torch.int64):
+        C.reset()  # 4 layouts per dtype: stay under the cache limit
+        for _, x in layouts((3, 4), dtype, gen):
+            assert_same(cf(x), dtype_checks(x))
+        assert not any(e["eager"] for e in entries(dtype_checks))
+
+
+def contiguous_of_computed(x):
+    return (x + 1).is_contiguous()  # eager: follows x's layout; not modelled
+
+
+def test_is_contiguous_of_computed_tensor_falls_back():
+    x = torch.randn(4, 3).t()
+    assert compiled(contiguous_of_computed)(x) == contiguous_of_computed(x)
+    (e,) = entries(contiguous_of_computed)
+    assert e["eager"] and "is_contiguous" in e["reason"]
