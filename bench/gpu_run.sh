@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wick on an NVIDIA GPU (the H200 machine of the device tool), from the repository root:
 #
-#   bash bench/gpu_run.sh [CHUNK]          CHUNK = i/n of the model list (default 1/6)
+#   bash bench/gpu_run.sh [CHUNK]          CHUNK = i/n of the model list (default 1/10:
+#                                          28 models; 1/10 .. 10/10 cover them all, ~3 models each)
 #
 # Builds wick with this machine's own python and torch (nothing is fetched), then
 # runs `wick-bench` on cuda with every compiler and pair (inductor, wick, wick-ro,
@@ -20,7 +21,7 @@
 #   WICK_GIT_REV (recorded in the results; there is no .git on that machine), DEVICE (cuda).
 set -u
 START=$(date +%s)
-CHUNK=${1:-${CHUNK:-1/6}}
+CHUNK=${1:-${CHUNK:-1/10}}
 PY=${PY:-python3}
 OUT=${OUT:-$PWD/bench/results/gpu-$(date +%Y-%m-%d-%H%M)}
 SUITES=${SUITES:-micro,huggingface,timm,torchvision}

@@ -15,11 +15,25 @@ from __future__ import annotations
 import functools
 import sys
 
-from . import _C
+try:
+    from . import _C
+except ImportError as _exc:  # not built: say so when wick is used, not at import
+    _C = None
+    _C_IMPORT_ERROR = _exc
+else:
+    _C_IMPORT_ERROR = None
 
 __all__ = ["compile", "reset", "explain", "stats", "ExplainOutput", "UnsupportedError"]
 
 UnsupportedError = getattr(_C, "UnsupportedError", RuntimeError)
+
+
+def _require_core():
+    if _C is None:
+        raise ImportError(
+            f"wick's C core (wick._C) is not built: {_C_IMPORT_ERROR}. "
+            "Run `make build` in the checkout, or `pip install .`"
+        )
 
 _BACKEND_DEFAULT = "wick"
 _compiled_codes: list = []  # code objects wick.compile has marked since the last reset
@@ -74,6 +88,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=_BACKEND_DEFAU
     ``backend`` is "wick" (wick's own compiler), or any torch.compile backend
     name ("inductor", "eager", ...) or callable taking (GraphModule, inputs).
     """
+    _require_core()
     opts = _options(fullgraph, dynamic, backend, mode)
     if model is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode)
@@ -90,6 +105,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=_BACKEND_DEFAU
 
 def reset():
     """Forget every compiled frame and recorded reason."""
+    _require_core()
     _C.reset()
     _compiled_codes.clear()
     backends = sys.modules.get("wick.backends")
@@ -107,6 +123,7 @@ def _entries(codes):
 
 def stats():
     """What wick did since the last reset: graphs compiled, eager fallbacks and hook counters."""
+    _require_core()
     entries = _entries(_compiled_codes)
     graphs = sum(int(e.get("graph_count", 0) or 0) for e in entries if not e.get("eager"))
     fallbacks = [e["reason"] for e in entries if e.get("reason")]
@@ -117,6 +134,10 @@ def stats():
         "graphs": graphs,
         "entries": len(entries),
         "fallbacks": fallbacks,
+        # today a graph break makes the whole frame run eagerly, so every
+        # break is also a fallback; they are listed separately for reports
+        "breaks": len(fallbacks),
+        "break_reasons": fallbacks,
         "compile_time_s": sum(float(e.get("compile_time_s", 0) or 0) for e in entries),
         "hook": _C.hook_stats(),
     }
@@ -151,18 +172,28 @@ class ExplainOutput:
 def explain(fn, **compile_kwargs):
     """``wick.explain(fn)(*args)`` compiles fn (if needed), runs it once on args,
     and returns an ExplainOutput for the entries that call used or created."""
-    target = getattr(fn, "__wrapped__", fn)
-    compiled = fn if isinstance(fn, _C.CompiledFunction) else compile(target, **compile_kwargs)
+    _require_core()
+    torch = sys.modules.get("torch")
+    if hasattr(fn, "_compiled_forward"):  # a module wick.compile returned
+        compiled, code = fn, type(fn._orig_mod).forward.__code__
+    elif torch is not None and isinstance(fn, torch.nn.Module):
+        compiled, code = compile(fn, **compile_kwargs), type(fn).forward.__code__
+    else:
+        target = getattr(fn, "__wrapped__", fn)
+        compiled = fn if isinstance(fn, _C.CompiledFunction) else compile(target, **compile_kwargs)
+        code = target.__code__
 
     def run(*args, **kwargs):
         result = compiled(*args, **kwargs)
-        return ExplainOutput(_entries([target.__code__]), result)
+        return ExplainOutput(_entries([code]), result)
 
     return run
 
 
 def _register_with_torch():
     """Make torch.compile(..., backend="wick") work once torch is importable."""
+    if _C is None:
+        return
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -4,17 +4,7 @@
 #ifndef WICK_CAPTURE_SYMBOLIC_H
 #define WICK_CAPTURE_SYMBOLIC_H
 
-/* graph.h's op enum defines WK_OP_ENUM while ops.def rows call WK_OP (see
- * report); map one onto the other until the header is fixed. */
-#ifndef WK_OP
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#define WK_CAPTURE_DEFINED_WK_OP
-#endif
 #include "capture.h"
-#ifdef WK_CAPTURE_DEFINED_WK_OP
-#undef WK_OP
-#undef WK_CAPTURE_DEFINED_WK_OP
-#endif
 
 /* ---- guards.c extras ---------------------------------------------------- */
 /* Names used in `why` messages and describe(): arg i prints as L['<name>'].

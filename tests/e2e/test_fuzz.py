@@ -22,6 +22,14 @@ import fuzzlib  # noqa: E402
 CHUNK = 25
 CHUNKS = 12  # 300 programs; about a minute on two cores
 
+# Corpus seeds that hit a known wick bug. They are left out of the corpus (not
+# xfailed) so it stays green; each bug has its own minimal test below that
+# fails until the bug is fixed. Put a seed back once its bug is fixed.
+KNOWN_BUG_SEEDS = {
+    200: "test_bug_sub_alpha_with_bool_operand_must_raise",
+    293: "test_bug_float64_reduction_of_float32_values_accumulates_in_float32",
+}
+
 _stats = collections.Counter()
 _reasons = collections.Counter()
 
@@ -40,6 +48,8 @@ def fresh_cache(tmp_path, monkeypatch):
 def _check_seeds(seeds):
     failures = []
     for seed in seeds:
+        if seed in KNOWN_BUG_SEEDS:
+            continue
         prog = fuzzlib.generate(seed)
         out = fuzzlib.check_program(prog)
         wick.reset()
@@ -91,7 +101,8 @@ def test_harness_detects_differences():
     import torch
 
     x = torch.randn(6)
-    assert fuzzlib.compare(x, x.clone(), [x], 1) is None
+    assert fuzzlib.compare(x, x.clone(), [], 1) is None
+    assert fuzzlib.compare(x, x.clone(), [x], 1)  # an input must come back as itself
     assert fuzzlib.compare(x, x + 1e-3, [], 1)
     assert fuzzlib.compare(x, x.double(), [], 1)
     assert fuzzlib.compare((x, 1), (x.clone(), 1), [x], 1)  # input must come back as itself
@@ -99,3 +110,53 @@ def test_harness_detects_differences():
     nan = torch.tensor([1.0, float("nan")])
     assert fuzzlib.compare(nan, nan.clone(), [], 1) is None
     assert fuzzlib.compare(nan, torch.tensor([1.0, float("inf")]), [], 1)
+
+
+# ---------------------------------------------------------------- bugs the fuzzer found
+# Minimal repros, compared with eager. They fail until the bug is fixed.
+
+
+def test_bug_float64_reduction_of_float32_values_accumulates_in_float32():
+    """sum/mean(dtype=torch.float64) and .to(torch.float64).sum() of float32 data:
+    the generated kernel accumulates the float32 value (not the converted double)
+    in a float block accumulator, so the float64 result carries float32 rounding."""
+    import torch
+
+    x = (torch.randn(33, generator=torch.Generator().manual_seed(0)) * 1e3).float()
+    for fn in (lambda t: t.mean(dtype=torch.float64), lambda t: torch.sum(t, dtype=torch.float64),
+               lambda t: t.to(torch.float64).sum()):
+        fast = wick.compile(fn)
+        torch.testing.assert_close(fast(x), fn(x), rtol=1e-12, atol=1e-9)
+
+
+def test_bug_sub_alpha_with_bool_operand_must_raise():
+    """torch.sub(x, mask, alpha=3) raises in eager (subtraction with a bool tensor);
+    wick computes x - 3*mask. Without alpha wick raises correctly."""
+    import torch
+
+    x, m = torch.randn(3), torch.tensor([True, False, True])
+
+    def f(x, m):
+        return torch.sub(x, m, alpha=3)
+
+    with pytest.raises(RuntimeError):
+        f(x, m)
+    with pytest.raises(RuntimeError):
+        wick.compile(f)(x, m)
+
+
+def test_bug_bool_add_with_alpha_keeps_bool_dtype():
+    """m.add(m, alpha=2) on bool tensors is bool in eager; wick returns int64
+    (alpha appears to become a multiplication by an int scalar, which promotes)."""
+    import torch
+
+    m = torch.tensor([True, False, True, False])
+    n = torch.tensor([True, True, False, False])
+
+    def f(m, n):
+        return m.add(n, alpha=2)
+
+    expected = f(m, n)
+    got = wick.compile(f)(m, n)
+    assert got.dtype == expected.dtype == torch.bool
+    assert torch.equal(got, expected)

@@ -89,6 +89,10 @@ def test_module_forward_is_compiled_or_falls_back_correctly():
     fast = wick.compile(mod)
     x = torch.randn(6, 7)
     torch.testing.assert_close(fast(x), mod(x))
+    report = wick.explain(fast)(x)
+    assert report.graph_count == 1, report.break_reasons
+    report = wick.explain(mod)(x)  # a plain module works too
+    torch.testing.assert_close(report.result, mod(x))
 
 
 def test_bad_arguments_give_clear_errors():

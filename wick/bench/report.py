@@ -33,6 +33,11 @@ def summarize(rows):
     for r in rows:
         key = (r["compiler"], r["mode"], r["precision"])
         groups.setdefault(key, []).append(r)
+    # Models that every compiler of a (mode, precision) passes: the fair set to compare geomeans on.
+    common = {}
+    for (comp, mode, prec), rs in groups.items():
+        ok = {r["model"] for r in rs if r["status"] == "pass" and r.get("speedup")}
+        common[(mode, prec)] = ok if (mode, prec) not in common else common[(mode, prec)] & ok
     out = []
     for (comp, mode, prec), rs in groups.items():
         counts = {s: sum(1 for r in rs if r["status"] == s) for s in STATUS_ORDER}
@@ -42,6 +47,8 @@ def summarize(rows):
             "compiler": comp, "mode": mode, "precision": prec, "rows": len(rs), "pass": counts["pass"],
             "counts": {k: v for k, v in counts.items() if v},
             "geomean_speedup": geomean([r["speedup"] for r in passing]),
+            "geomean_common": geomean([r["speedup"] for r in passing if r["model"] in common[(mode, prec)]]),
+            "common_models": len(common[(mode, prec)]),
             "median_compile_cold_s": statistics.median(colds) if colds else None,
             "models_passed": [r["model"] for r in passing],
         })
@@ -87,11 +94,14 @@ def terminal_table(rows, summary, width=200) -> str:
         lines.append(text[:width])
     lines.append("")
     lines.append("Summary (speedup = eager median / compiled median; geomean over passing rows only)")
-    lines.append(f"{'compiler':14} {'mode':10} {'prec':8} {'pass':>9}  {'geomean':>8}  {'cold s':>7}  statuses")
+    lines.append("  'common': geomean over the models that every compiler of that mode and precision passes")
+    lines.append(f"{'compiler':14} {'mode':10} {'prec':8} {'pass':>9}  {'geomean':>8}  {'common':>12}  {'cold s':>7}  statuses")
     for s in summary:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
+        common = f"{_fmt(s.get('geomean_common'), '{:.2f}x')} ({s.get('common_models', 0)})"
         lines.append(f"{s['compiler']:14} {s['mode']:10} {s['precision']:8} {s['pass']:>4}/{s['rows']:<4}  "
-                     f"{_fmt(s['geomean_speedup'], '{:.2f}x'):>8}  {_fmt(s['median_compile_cold_s'], '{:.1f}'):>7}  {counts}")
+                     f"{_fmt(s['geomean_speedup'], '{:.2f}x'):>8}  {common:>12}  "
+                     f"{_fmt(s['median_compile_cold_s'], '{:.1f}'):>7}  {counts}")
     return "\n".join(lines)
 
 
@@ -131,12 +141,16 @@ def markdown(result: dict, plots: list[str], plot_note: str | None) -> str:
         L.append("")
     L.append("## Summary")
     L.append("")
-    L.append("| compiler | mode | precision | pass | geomean speedup | median cold compile s | statuses |")
-    L.append("|---|---|---|---|---|---|---|")
+    L.append("Geomean is over each compiler's own passing rows; 'common' is over the models that every compiler "
+             "of that mode and precision passes (their number in brackets), the fair comparison.")
+    L.append("")
+    L.append("| compiler | mode | precision | pass | geomean speedup | common geomean | median cold compile s | statuses |")
+    L.append("|---|---|---|---|---|---|---|---|")
     for s in summary:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
         L.append(f"| {s['compiler']} | {s['mode']} | {s['precision']} | {s['pass']}/{s['rows']} | "
-                 f"{_fmt(s['geomean_speedup'], '{:.2f}x')} | {_fmt(s['median_compile_cold_s'], '{:.2f}')} | {counts} |")
+                 f"{_fmt(s['geomean_speedup'], '{:.2f}x')} | {_fmt(s.get('geomean_common'), '{:.2f}x')} "
+                 f"({s.get('common_models', 0)}) | {_fmt(s['median_compile_cold_s'], '{:.2f}')} | {counts} |")
     L.append("")
     L.append("## Rows")
     L.append("")
