@@ -250,7 +250,13 @@ class _Importer:
                 floating = any(self.dtype_of(i).startswith(("float", "bfloat")) for i in inputs)
                 if isinstance(alpha, float) and not floating:
                     raise _Unsupported(f"{name}: float alpha with integral inputs")
-                inputs[1] = self.g.op("MUL", [inputs[1], self.g.scalar(alpha)])
+                # torch scales `other` in the result dtype of (input, other); the
+                # plain op gives that dtype and torch's errors, and is left dead
+                result = self.dtype_of(self.g.op(op, inputs))
+                scaled = self.g.op("MUL", [inputs[1], self.g.scalar(alpha)])
+                if self.dtype_of(scaled) != result:
+                    scaled = self.g.op("CONVERT", [scaled], dtype=result)
+                inputs[1] = scaled
             return self.g.op(op, inputs)
         except ValueError as exc:
             raise _Unsupported(f"{name}: {exc}") from None

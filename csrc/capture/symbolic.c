@@ -746,11 +746,21 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
             const WkValue *x = wk_graph_value(I->g, in[0]), *y = wk_graph_value(I->g, in[1]);
             if (PyFloat_CheckExact(alpha->obj) && !wk_dtype_is_float(x->dtype) && !wk_dtype_is_float(y->dtype))
                 return unsupported(I, "%s(): float alpha with integral inputs", fname), NULL;
+            /* torch computes other*alpha in the result dtype of (input, other):
+             * the plain op gives that dtype and torch's errors (bool - bool);
+             * the node itself is dead and gets no kernel. */
+            Sv *plain = graph_op(I, op, in, 2, NULL);
+            if (!plain) return NULL;
+            WkDType result = wk_graph_value(I->g, plain->value)->dtype;
             int sc = scalar_value(I, alpha->obj);
             if (sc < 0) return NULL;
             int mi[2] = {in[1], sc};
             Sv *scaled = graph_op(I, WK_OP_MUL, mi, 2, NULL);
             if (!scaled) return NULL;
+            if (wk_graph_value(I->g, scaled->value)->dtype != result) {
+                scaled = convert(I, scaled, (int)result);
+                if (!scaled) return NULL;
+            }
             in[1] = scaled->value;
         }
         return graph_op(I, op, in, 2, NULL);

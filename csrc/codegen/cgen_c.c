@@ -458,7 +458,9 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
     int inner_par = !skip && work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
     const char *clause = !r.is_max ? "reduction(+:acc)" : r.fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
     /* float32 sums: float lanes per block, double across blocks */
-    int blocked = !r.is_max && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST && r.body->a[0]->dtype == WK_F32 &&
+    /* only when the result is float32 too: sum(x, dtype=float64) must add in double */
+    int blocked = !r.is_max && r.out_t == WK_F32 && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST &&
+                  r.body->a[0]->dtype == WK_F32 &&
                   K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
     char value[200];
 

@@ -213,3 +213,20 @@ def test_reduction_of_broadcast_pointwise_prologue():
     # elements would be recomputed 90 times), anything else is inlined
     assert cg.nkernels == 4
     assert "pointwise {TANH}" in cg.summary
+
+
+def test_float64_result_of_float32_input_adds_in_double():
+    # sum/mean(x_f32, dtype=float64) converts first and adds in double: no
+    # float32 partial sums may round it (found by the e2e fuzzer, seed 293)
+    x = torch.full((3, 4, 5), 1.3678793907165527, dtype=torch.float32)
+    y = make((50, 700), torch.float32, "contig", seed=12)
+
+    def build(g, a, b):
+        return [g.op("mean", [a], dims=[0, 1, 2], keepdim=True, dtype="float64"),
+                g.op("sum", [b], dims=[1], dtype="float64"), g.op("sum", [b], dtype="float64")]
+
+    _, outs = compile_run(build, x, y)
+    wants = [torch.mean(x, (0, 1, 2), keepdim=True, dtype=torch.float64), y.sum(1, dtype=torch.float64),
+             y.sum(dtype=torch.float64)]
+    for got, w in zip(outs, wants):
+        check(got, w, rtol=1e-13, atol=1e-12)

@@ -114,13 +114,14 @@ def make_tensor(spec, base, rng, gen):
     return _values(rng, spec.dtype, shape, gen)
 
 
-def make_args(prog, base, seed, vary_scalars=False):
+def make_args(prog, base, seed, vary_scalars=False, contiguous=False):
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     out = []
     for a in prog.args:
         if a.kind == "tensor":
-            out.append(make_tensor(a, base, rng, gen))
+            t = make_tensor(a, base, rng, gen)
+            out.append(t.contiguous() if contiguous else t)
         elif vary_scalars:
             out.append(type(a.value)(eval(_const(rng, {bool: "bool", int: "int", float: "float"}[type(a.value)]))))
         else:
@@ -255,7 +256,7 @@ class _Gen:
             self.env[a.name] = v
         self.vars = [a.name for a in args]
         body = []
-        nstmt = rng.randint(1, 14)
+        nstmt = rng.randint(1, int(os.environ.get("WICK_FUZZ_MAX_STMTS", "14")))
         raised = False
         tries = 0
         while len(body) < nstmt and tries < nstmt * 12:
@@ -369,9 +370,8 @@ class _Gen:
         """Float -> int conversion of NaN/inf/out-of-range values is undefined in C
         and platform-defined in torch: clip such values away first."""
         v = self.env.get(a)
-        if ("int" in conv or "bool" in conv and "dtype" in conv) and isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
-            if "int" in conv:
-                a = f"torch.where({a}.abs() < 1000.0, {a}, 0.0)"
+        if "int" in conv and isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
+            a = f"torch.where({a}.abs() < 1000.0, {a}, 0.0)"
         return f"{a}{conv}"
 
     def reduction(self):
@@ -564,12 +564,14 @@ def check_program(prog, extra_calls=True):
     calls = [("first", prog.base, prog.seed * 7 + 1)]
     if extra_calls:
         calls += [("same-signature", prog.base, prog.seed * 7 + 2), ("new-shape", prog.base2, prog.seed * 7 + 3)]
+        if any(a.kind == "tensor" and a.layout[0] != "contig" for a in prog.args):
+            calls.append(("contiguous-copies", prog.base, prog.seed * 7 + 4))  # same sizes, new strides
     status = "ok"
     reasons = []
     graphs = 0
     expected_reasons = set()  # fallbacks of calls that raise in eager are expected
     for label, base, vseed in calls:
-        args = make_args(prog, base, vseed, vary_scalars=label != "first")
+        args = make_args(prog, base, vseed, vary_scalars=label != "first", contiguous=label == "contiguous-copies")
         eager, eexc = _call(fn, args)
         wres, wexc = _call(fast, args)
         if eexc is not None:
@@ -589,6 +591,14 @@ def check_program(prog, extra_calls=True):
         if msg:
             kind = "flip" if "FLIP " in msg else "mismatch"
             return Outcome("fail", kind, f"{label}: {msg}")
+        if label == "same-signature":  # the cache-hit path must not leak references to inputs
+            del eager, wres, ref
+            before = [sys.getrefcount(a) for a in args if isinstance(a, torch.Tensor)]
+            for _ in range(3):
+                fast(*args)
+            after = [sys.getrefcount(a) for a in args if isinstance(a, torch.Tensor)]
+            if after != before:
+                return Outcome("fail", "leak", f"{label}: input refcounts {before} -> {after} after 3 calls")
         entries = wick._C.code_entries(fn.__code__)
         graphs = max(graphs, sum(int(e.get("graph_count") or 0) for e in entries if not e.get("eager")))
         for e in entries:
