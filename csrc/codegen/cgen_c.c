@@ -444,6 +444,10 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
     g->indent++;
     final_value(&r, acc, nanf, value, sizeof value);
     emit_store(g, &K->stores[0], value);
+    /* the reduction's nodes were declared inside the simd loop's scope; the
+     * epilogue may share the ones that do not read r vars, so declare those
+     * again in this scope */
+    if (K->nstores > 1 && emit_nodes(g, order, 0) < 0) return -1;
     if (emit_epilogue(g, K, epi) < 0) return -1;
     close_loops(g, 2 + (n - 1));
     return 0;

@@ -174,11 +174,13 @@ static const WkLExpr *lower_ABS(Lower *c) {
     return wk_lower_unary(c->L, WK_LX_ABS, x);
 }
 
-/* relu(x) = max(x, 0), NaN-propagating like torch.relu */
+/* relu(x) = x < 0 ? 0 : x: like torch.relu it keeps NaN and -0.0 (a max
+ * against 0 would turn -0.0 into +0.0, and 1/relu(x) into +inf) */
 static const WkLExpr *lower_RELU(Lower *c) {
     WkDType dt = c->out->dtype;
     if (dt == WK_BOOL) return fail("relu", dt);
-    return wk_lower_binary(c->L, WK_LX_MAX, arg_as(c, 0, dt), wk_lower_const_i(c->L, dt, 0));
+    const WkLExpr *x = arg_as(c, 0, dt), *zero = wk_lower_const_i(c->L, dt, 0);
+    return wk_lower_where(c->L, wk_lower_binary(c->L, WK_LX_LT, x, zero), zero, x);
 }
 
 static const WkLExpr *transcendental(Lower *c, WkLxOp op, const char *name) {

@@ -27,9 +27,7 @@ CHUNKS = 12  # 300 programs; about a minute on two cores
 # Corpus seeds that hit a known wick bug. They are left out of the corpus (not
 # xfailed) so it stays green; each bug has its own minimal test below that
 # fails until the bug is fixed. Put a seed back once its bug is fixed.
-KNOWN_BUG_SEEDS = {
-    200: "test_bug_sub_alpha_with_bool_operand_must_raise",
-}
+KNOWN_BUG_SEEDS = {}
 
 _stats = collections.Counter()
 _reasons = collections.Counter()
@@ -112,7 +110,8 @@ def test_harness_detects_differences():
 
 
 # ---------------------------------------------------------------- bugs the fuzzer found
-# Minimal repros, compared with eager. They fail until the bug is fixed.
+# Minimal repros, compared with eager. test_bug_* fail until the bug is fixed;
+# the others are regressions for bugs that were fixed.
 
 
 def test_float64_reduction_of_float32_values_accumulates_in_float64():
@@ -128,9 +127,9 @@ def test_float64_reduction_of_float32_values_accumulates_in_float64():
         torch.testing.assert_close(fast(x), fn(x), rtol=1e-12, atol=1e-9)
 
 
-def test_bug_sub_alpha_with_bool_operand_must_raise():
-    """torch.sub(x, mask, alpha=3) raises in eager (subtraction with a bool tensor);
-    wick computes x - 3*mask. Without alpha wick raises correctly."""
+def test_sub_alpha_with_bool_operand_raises():
+    """Regression (found by the fuzzer, fixed): torch.sub(x, mask, alpha=3) raises
+    in eager (subtraction with a bool tensor); wick computed x - 3*mask."""
 
 
     x, m = torch.randn(3), torch.tensor([True, False, True])
@@ -144,9 +143,9 @@ def test_bug_sub_alpha_with_bool_operand_must_raise():
         wick.compile(f)(x, m)
 
 
-def test_bug_bool_add_with_alpha_keeps_bool_dtype():
-    """m.add(m, alpha=2) on bool tensors is bool in eager; wick returns int64
-    (alpha appears to become a multiplication by an int scalar, which promotes)."""
+def test_bool_add_with_alpha_keeps_bool_dtype():
+    """Regression (found by the fuzzer, fixed): m.add(n, alpha=2) on bool tensors is
+    bool in eager; wick returned int64 (alpha became MUL(other, int scalar))."""
 
 
     m = torch.tensor([True, False, True, False])
@@ -161,9 +160,9 @@ def test_bug_bool_add_with_alpha_keeps_bool_dtype():
     assert torch.equal(got, expected)
 
 
-def test_bug_int32_add_bool_with_alpha_keeps_int32():
-    """torch.add(int32, bool, alpha=2) is int32 in eager; wick gives int64
-    (same root cause as above: alpha turns into MUL(other, int64 scalar))."""
+def test_int32_add_bool_with_alpha_keeps_int32():
+    """Regression (found by the fuzzer, fixed): torch.add(int32, bool, alpha=2) is
+    int32 in eager; wick gave int64 (same root cause as above)."""
     i = torch.arange(-3, 4, dtype=torch.int32)
     m = torch.tensor([True, False, True, True, False, False, True])
 
@@ -189,3 +188,14 @@ def test_bug_outer_reduction_epilogue_reusing_a_load_compiles():
     torch.testing.assert_close(report.result, f(x, w))
     assert report.break_reasons == []
     assert report.graph_count == 1
+
+
+def test_bug_relu_keeps_negative_zero():
+    """torch.relu(-0.0) is -0.0 (clamp_min keeps x when it is not below 0), so
+    1 / relu(x) is -inf there; wick's relu gives +0.0 and so +inf."""
+    x = torch.tensor([-0.0, 0.0, -1.0, 2.0] * 5)
+
+    def f(x):
+        return 1 / x.relu()
+
+    torch.testing.assert_close(wick.compile(f)(x), f(x))

@@ -215,9 +215,16 @@ def render(rows):
 def main():
     text = render(generate())
     if "--check" in sys.argv:
+        import difflib
+
         old = open(OUT).read() if os.path.exists(OUT) else ""
-        if old != text:
-            print(f"{OUT}: out of date; rerun {__file__}")
+        # the header names the torch that generated the table; rows must agree
+        rows_old = [line for line in old.splitlines() if not line.startswith(" * torch ")]
+        rows_new = [line for line in text.splitlines() if not line.startswith(" * torch ")]
+        if rows_old != rows_new:
+            diff = list(difflib.unified_diff(rows_old, rows_new, "checked-in", "this torch", lineterm="", n=0))
+            print(f"{OUT}: out of date for torch {torch.__version__}; rerun {__file__}")
+            print("\n".join(diff[:80]))
             sys.exit(1)
         return
     with open(OUT, "w") as f:
