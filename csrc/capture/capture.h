@@ -73,7 +73,7 @@ void wk_asm_return_value(WkAsm *a);
 /* Finishes: stack size, line table, empty exception table. New reference,
  * or NULL with a Python exception. The assembler stays valid (free it). */
 PyObject *wk_asm_finish_Ref(WkAsm *a);
-/* Added by the hook engineer (bytecode.c): jumps by label, so callers need
+/* bytecode.c: jumps by label, so callers need
  * not know EXTENDED_ARG sizes (finish resolves them to a fixed point), and
  * COMPARE_OP with the per-version oparg encoding (3.12 mask bits). */
 int wk_asm_new_label(WkAsm *a);
@@ -134,7 +134,7 @@ void wk_hook_set_compiler(WkFrameCompiler compiler);
 /* Frees an entry and everything it owns (not ->next). */
 void wk_cache_entry_free(WkCacheEntry *e);
 
-/* Added by the hook engineer: marks `code` so the hook considers its frames
+/* hook.c: marks `code` so the hook considers its frames
  * (CompiledFunction does this for fn.__code__; capture uses it for resume
  * functions). options is kept (new reference); a second mark replaces it.
  * 0 or -1 with a Python exception. */

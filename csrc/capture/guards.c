@@ -1,5 +1,5 @@
 /* guards.c — the flat list of C checks that decides whether a cache entry
- * fits a call (capture engineer).
+ * fits a call.
  *
  * Checks are kept sorted by cost as they are added (stable), so a call that
  * misses usually fails on a pointer compare: exact types and identities

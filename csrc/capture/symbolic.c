@@ -1,4 +1,4 @@
-/* symbolic.c — the symbolic interpreter (capture engineer).
+/* symbolic.c — the symbolic interpreter.
  *
  * wk_cap_compile_frame runs a frame's bytecode (3.11/3.12, from
  * wk_bc_decode) on symbolic values: tensors become graph values, Python

@@ -1,4 +1,4 @@
-/* symbolic.h — private to the capture engineer's files (symbolic.c, guards.c,
+/* symbolic.h — private to csrc/capture/ (symbolic.c, guards.c,
  * transform.c): the extra guard kinds and the return plan that symbolic.c
  * hands to transform.c. Nothing outside csrc/capture/ includes this. */
 #ifndef WICK_CAPTURE_SYMBOLIC_H

@@ -1,5 +1,4 @@
-/* transform.c — the code object that replaces a captured frame (capture
- * engineer).
+/* transform.c — the code object that replaces a captured frame.
  *
  *   RESUME
  *   PUSH_NULL; LOAD_CONST <compiled graph>; LOAD_FAST <input args...>; CALL n

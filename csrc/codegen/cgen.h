@@ -1,5 +1,5 @@
-/* cgen.h — code generators from a schedule to source text (the compiler
- * engineer's layer header; program.h is the contract with the runtime).
+/* cgen.h — code generators from a schedule to source text (the codegen
+ * layer's header; program.h is the contract with the runtime).
  *
  *   cgen_c.c    C + OpenMP + SIMD for CPUs
  *   pipeline.c  wk_compile_graph: lower -> schedule -> codegen, the flat driver

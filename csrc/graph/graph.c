@@ -3,9 +3,6 @@
  * semantics and torch's error messages, so a graph that builds has exactly
  * the dtypes and shapes eager PyTorch would produce; anything it refuses
  * makes capture fall back with the message as the reason. */
-#ifndef WK_OP /* graph.h's op enum defines WK_OP_ENUM while ops.def rows call WK_OP */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "graph.h"
 
 #include <inttypes.h>

@@ -1,8 +1,5 @@
 /* ops.c — the op table's metadata, expanded from ops.def: names, kinds,
  * arities, shape and dtype rules, Python signatures and torch callables. */
-#ifndef WK_OP /* graph.h's op enum defines WK_OP_ENUM while ops.def rows call WK_OP */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "graph.h"
 
 #include <strings.h>

@@ -21,9 +21,6 @@
  * Every rewrite holds for all integer values of the variables; only the C
  * printer assumes variables are non-negative (they are sizes or loop
  * indices). Constant arithmetic wraps modulo 2^64 instead of overflowing. */
-#ifndef WK_OP /* graph.h's op enum defines WK_OP_ENUM while ops.def rows call WK_OP */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "graph.h"
 
 #include <ctype.h>

@@ -255,7 +255,6 @@ static const LowerFn lowerings[WK_NOPS] = {
 #define WK_OP(name, kind, arity, shape, dtype, sig, torch) [WK_OP_##name] = lower_##name,
 #include "../graph/ops.def"
 #undef WK_OP
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
 };
 
 /* ---- driver ------------------------------------------------------------ */

@@ -32,9 +32,6 @@
 #ifndef WICK_LOWER_H
 #define WICK_LOWER_H
 
-#ifndef WK_OP /* graph.h's op enum expands WK_OP rows through WK_OP_ENUM */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "../graph/graph.h"
 
 /* ---- expressions (expr.c) ---------------------------------------------- */

@@ -14,9 +14,6 @@
  * sees half a file; if locking is unavailable, the last rename wins with an
  * identical file. */
 #define _GNU_SOURCE /* pipe2 */
-#ifndef WK_OP /* graph.h's enum defines WK_OP_ENUM but ops.def rows call WK_OP */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "runtime.h"
 
 #include <dirent.h>

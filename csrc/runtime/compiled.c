@@ -18,15 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef WK_OP /* graph.h's enum defines WK_OP_ENUM but ops.def rows call WK_OP */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "runtime.h"
-
-/* While the compiler engineer's pipeline is not linked in yet, the module
- * still imports: a missing wk_compile_graph reads as NULL. */
-#pragma weak wk_compile_graph
-#pragma weak wk_program_free
 
 typedef void (*EntryFn)(void **buffers);
 
@@ -316,7 +308,7 @@ static void Compiled_dealloc(CompiledObject *self) {
         free(self->out_args);
     }
     free(self->inputs);
-    if (self->prog && wk_program_free) wk_program_free(self->prog);
+    if (self->prog) wk_program_free(self->prog);
     wk_cc_close(self->lib);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -399,10 +391,6 @@ PyObject *wk_rt_compile_Ref(const WkGraph *g) {
             s->numel *= s->sizes[d];
         }
     }
-    if (!wk_compile_graph) {
-        wk_error_set("wick: the compiler pipeline is not linked into this build");
-        goto fail;
-    }
     prog = wk_compile_graph(g);
     if (!prog) goto fail;
     if (check_plan(prog, g, inputs) < 0) goto fail;
@@ -458,7 +446,7 @@ PyObject *wk_rt_compile_Ref(const WkGraph *g) {
 
 fail:
     free(inputs);
-    if (prog && wk_program_free) wk_program_free(prog);
+    if (prog) wk_program_free(prog);
     wk_cc_close(lib);
     return NULL;
 }

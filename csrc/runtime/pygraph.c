@@ -10,9 +10,6 @@
 
 #include <string.h>
 
-#ifndef WK_OP /* graph.h's enum defines WK_OP_ENUM but ops.def rows call WK_OP */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "runtime.h"
 
 typedef struct {

@@ -45,7 +45,7 @@ const char *wk_cc_cache_dir(void);
 PyObject *wk_rt_compile_Ref(const WkGraph *g);
 /* Source, summary and timings of a CompiledGraph as a dict (new reference). */
 PyObject *wk_rt_describe_Ref(PyObject *compiled);
-/* (Added by the runtime engineer.) Turns input validation of a CompiledGraph
+/* Turns input validation of a CompiledGraph
  * on or off. Capture turns it off: its guards already checked dtype, device,
  * sizes and strides. The argument count is always checked. */
 void wk_rt_set_check_inputs(PyObject *compiled, int on);

@@ -2,9 +2,6 @@
  * table, torch's type promotion for every op (rows generated from torch by
  * tests/graph/gen_promotion_table.py), broadcasting, reductions, errors,
  * printing, hashing and the op table. */
-#ifndef WK_OP /* graph.h's enum expects WK_OP rows (see the graph report) */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "graph/graph.h"
 
 #include <stdlib.h>

@@ -1,8 +1,5 @@
 /* test_graph_sym.c — symbolic integers (csrc/graph/sym.c): hash-consing,
  * canonical forms, simplifications, evaluation and the C they print. */
-#ifndef WK_OP /* graph.h's enum expects WK_OP rows (see the graph report) */
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "graph/graph.h"
 
 #include <stdlib.h>

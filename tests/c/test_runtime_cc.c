@@ -3,9 +3,6 @@
  * compile errors and a missing compiler reported, unwritable cache dir
  * fallback, and processes sharing an empty cache. */
 #define _GNU_SOURCE
-#ifndef WK_OP
-#define WK_OP(...) WK_OP_ENUM(__VA_ARGS__)
-#endif
 #include "runtime/runtime.h"
 
 #include <dirent.h>
