@@ -20,10 +20,9 @@ static void test_chain(void) {
     t = op_node(g, WK_OP_TANH, t, -1);
     CHECK(t >= 0);
     wk_graph_output(g, t);
-    WkProgram *p = wk_compile_graph(g);
+    WkProgram *p = compile_or_report(g);
     CHECK(p != NULL);
     if (!p) {
-        fprintf(stderr, "error: %s\n", wk_error_get());
         wk_graph_free(g);
         return;
     }
@@ -79,10 +78,9 @@ static void test_strided(void) {
     wk_graph_output(g, x);
     wk_graph_output(g, m);
     wk_graph_output(g, n);
-    WkProgram *p = wk_compile_graph(g);
+    WkProgram *p = compile_or_report(g);
     CHECK(p != NULL);
     if (!p) {
-        fprintf(stderr, "error: %s\n", wk_error_get());
         wk_graph_free(g);
         return;
     }
@@ -155,10 +153,9 @@ static void test_promotion(void) {
     wk_graph_output(g, pw);
     wk_graph_output(g, ab);
     wk_error_clear();
-    WkProgram *p = wk_compile_graph(g);
+    WkProgram *p = compile_or_report(g);
     CHECK(p != NULL);
     if (!p) {
-        fprintf(stderr, "error: %s\n", wk_error_get());
         wk_graph_free(g);
         return;
     }
@@ -212,10 +209,9 @@ static void test_edge_shapes(void) {
     int c = op_node(g, WK_OP_ADD, y, x);
     wk_graph_output(g, a);
     wk_graph_output(g, c);
-    WkProgram *p = wk_compile_graph(g);
+    WkProgram *p = compile_or_report(g);
     CHECK(p != NULL);
     if (!p) {
-        fprintf(stderr, "error: %s\n", wk_error_get());
         wk_graph_free(g);
         return;
     }

@@ -5,13 +5,6 @@
  * compiled, run and compared with plain C references. */
 #include "test_codegen_util.h"
 
-static WkProgram *compile_or_report(WkGraph *g) {
-    wk_error_clear();
-    WkProgram *p = wk_compile_graph(g);
-    if (!p) fprintf(stderr, "compile error: %s\n", wk_error_get());
-    return p;
-}
-
 static void test_softmax(void) {
     enum { R = 33, C = 257 };
     WkGraph *g = wk_graph_new();

@@ -131,6 +131,14 @@ static WK_UNUSED int close_enough(double got, double want, double rtol, double a
 
 static WK_UNUSED const WkDevice cpu = {WK_DEV_CPU, 0};
 
+/* wk_compile_graph, printing the compiler's message when it fails */
+static WK_UNUSED WkProgram *compile_or_report(WkGraph *g) {
+    wk_error_clear();
+    WkProgram *p = wk_compile_graph(g);
+    if (!p) fprintf(stderr, "compile error: %s\n", wk_error_get());
+    return p;
+}
+
 static WK_UNUSED int op_node(WkGraph *g, WkOp op, int a, int b) {
     int in[2] = {a, b};
     WkAttrs at;

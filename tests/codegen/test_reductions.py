@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import wick._C as C
+from compiler_session import compile_run
 
 
 def values(shape, dtype, gen):
@@ -33,16 +34,6 @@ def make(shape, dtype, layout, seed=0):
     if layout == "expanded":
         return values((1,) + shape[1:], dtype, gen).expand(shape)
     raise ValueError(layout)
-
-
-def compile_run(build, *tensors):
-    g = C.Graph()
-    ids = [g.input_like(t) for t in tensors]
-    outs = build(g, *ids)
-    for o in outs:
-        g.output(o)
-    cg = g.compile()
-    return cg, cg(*tensors)
 
 
 def check(got, want, rtol=1e-5, atol=1e-5):

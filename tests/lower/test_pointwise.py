@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-import wick._C as C
+from compiler_session import compile_run
 
 LAYOUTS = ["contig", "transposed", "sliced", "expanded", "offset"]
 
@@ -40,16 +40,6 @@ def make(shape, dtype, layout, seed=0):
     if layout == "offset":
         return values((shape[0] + 2,) + shape[1:], dtype, gen)[2:]
     raise ValueError(layout)
-
-
-def compile_run(build, *tensors):
-    g = C.Graph()
-    ids = [g.input_like(t) for t in tensors]
-    outs = build(g, *ids)
-    for o in outs:
-        g.output(o)
-    cg = g.compile()
-    return cg, cg(*tensors)
 
 
 def check(got, want, rtol=None, atol=None):
