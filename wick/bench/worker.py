@@ -143,6 +143,15 @@ class Row:
 
         return step
 
+    def first_compiled_call(self, comp, module, inputs):
+        """Compiles module and makes its first call (where compilers compile);
+        returns the runner and the seconds that took."""
+        t0 = time.perf_counter()
+        runner = self.make_runner(comp.compile(module), module, inputs)
+        runner()
+        self._sync()
+        return runner, time.perf_counter() - t0
+
     def run_iters(self, fwd, module, inputs, n=2, amp=True):
         r = self.make_runner(fwd, module, inputs, amp)
         for _ in range(n - 1):
@@ -236,12 +245,7 @@ class Row:
         mc = copy.deepcopy(model)
         torch.manual_seed(0)
         try:
-            t0 = time.perf_counter()
-            fwd = comp.compile(mc)
-            runner = self.make_runner(fwd, mc, inputs)
-            runner()
-            self._sync()
-            first = time.perf_counter() - t0
+            runner, first = self.first_compiled_call(comp, mc, inputs)
         except C.NotSupported as e:
             raise RowDone("not_supported", str(e))
         except Exception as e:
@@ -275,7 +279,7 @@ class Row:
             raise RowDone("fail_accuracy", info["error"] or "accuracy check failed")
         if fell_back:
             raise RowDone("fallback", "; ".join(self.out["fallbacks"][:5]))
-        del runner, fwd, mc
+        del runner, mc
 
         # warm compile: forget compiled code, keep the on-disk caches
         self.phase("warm_compile")
@@ -287,12 +291,7 @@ class Row:
         mw = copy.deepcopy(model)
         torch.manual_seed(0)
         try:
-            t0 = time.perf_counter()
-            fwd = comp.compile(mw)
-            crun = self.make_runner(fwd, mw, inputs)
-            crun()
-            self._sync()
-            warm_first = time.perf_counter() - t0
+            crun, warm_first = self.first_compiled_call(comp, mw, inputs)
         except Exception as e:
             self.out["error"] = _tail(e)
             raise RowDone("crash", f"warm recompile raised: {_short(e)}")
