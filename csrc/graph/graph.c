@@ -574,8 +574,11 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
         if (check_dtype_supported(in[i]->dtype, info->name) < 0) goto done;
     }
     if (attrs) at = *attrs;
-    if (info->dtype == WK_DTR_ATTR && !attrs) {
-        wk_error_set("%s needs attrs.dtype", info->name);
+    /* A zeroed WkAttrs has dtype 0, which is bool: without has_dtype, a
+     * conversion to bool is taken as "no dtype given" and refused (callers
+     * that predate has_dtype still get the other dtypes they set). */
+    if (info->dtype == WK_DTR_ATTR && (!attrs || (!attrs->has_dtype && attrs->dtype == WK_BOOL))) {
+        wk_error_set("%s needs a dtype (attrs.dtype with attrs.has_dtype)", info->name);
         goto done;
     }
     if (common_device(in, ninputs, &out.device) < 0) goto done;

@@ -346,6 +346,13 @@ static void test_special_rules(void) {
     at.dtype = (WkDType)77;
     CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
     CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, NULL), -1);
+    at.dtype = WK_BOOL; /* zeroed attrs: no dtype given, never a silent bool */
+    CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "CONVERT needs a dtype");
+    at.has_dtype = 1;
+    v = op1(g, WK_OP_CONVERT, xf, &at);
+    CHECK(v >= 0 && wk_graph_value(g, v)->dtype == WK_BOOL);
+    at.has_dtype = 0;
     at.dtype = WK_F64;
     at.fvalue = 0.5;
     v = wk_graph_op(g, WK_OP_SCALAR, NULL, 0, &at);
