@@ -484,7 +484,7 @@ class _AtenImporter:
             obj = getattr(obj, part)
         if not isinstance(obj, torch.Tensor):
             return _Const(obj)
-        const = obj.detach() if not obj.requires_grad else obj
+        const = obj  # no torch call here: the compiler may run under a fake mode
         idx = len(self.externs)
         self.externs.append(lambda: const)  # an extern with no inputs: fetch the constant
         self.nextern += 1
@@ -660,9 +660,14 @@ class _AtenImporter:
                     return ref(v)
                 if k == "c":
                     return v
-                return v.kind(ref(x) if x is not None else None for x in v.items)
-            if isinstance(a, (list, tuple)):
-                return type(a)(template(x) for x in a)
+                items = [ref(x) if x is not None else None for x in v.items]
+                return tuple(items) if issubclass(v.kind, tuple) else items
+            # plain lists and tuples: the runtime walks exactly these (FX's
+            # immutable_list would be passed through unsubstituted)
+            if isinstance(a, list):
+                return [template(x) for x in a]
+            if isinstance(a, tuple):
+                return tuple(template(x) for x in a)
             if isinstance(a, dict):
                 return {k: template(v) for k, v in a.items()}
             return self.concrete(a)
