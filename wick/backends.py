@@ -1,10 +1,12 @@
 """The two pairings of wick's halves with PyTorch's.
 
 * ``wick_backend`` is ``torch.compile(model, backend="wick")``: PyTorch's own
-  capture (TorchDynamo) hands over an FX graph, which is imported into a wick
-  graph, compiled by wick's C pipeline and run by wick's runtime. Anything the
-  importer or the compiler cannot handle runs eagerly (``gm.forward``) and the
-  reason is appended to ``fallback_reasons``.
+  capture (TorchDynamo) hands over an FX graph, AOTAutograd traces it to ATen
+  (forward and backward graphs), and each ATen graph is imported into a wick
+  graph: native nodes fused into C kernels, every other op an extern call into
+  PyTorch. ``compiled_graphs`` records what each graph became (native and
+  extern counts). What wick cannot compile at all (an input mutation, a GPU
+  tensor) runs eagerly and the reason is appended to ``fallback_reasons``.
 * ``compile_graph_with`` goes the other way: a wick graph (from wick's own
   capture, or built by hand) is exported to an FX GraphModule of torch calls
   and handed to any torch.compile backend ("inductor", "eager", a callable).
@@ -18,7 +20,7 @@ import sys
 
 from . import _C
 
-__all__ = ["wick_backend", "register", "compile_graph_with", "fallback_reasons"]
+__all__ = ["wick_backend", "register", "compile_graph_with", "fallback_reasons", "compiled_graphs"]
 
 # Why torch.compile(backend="wick") ran a graph eagerly, oldest first.
 fallback_reasons: list = []
@@ -111,212 +113,6 @@ def _op_tables():
             by_fn[fn] = by_name[name]
     _tables = (by_fn, by_method, by_name)
     return _tables
-
-
-# Tensor methods that are conversions: x.float() is CONVERT(x, float32).
-_CONVERT_METHODS = {
-    "float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
-    "long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
-}
-
-
-# ---- FX -> wick -----------------------------------------------------------
-
-def _target_name(node):
-    t = node.target
-    if isinstance(t, str):
-        return f"Tensor.{t}" if node.op == "call_method" else t
-    mod = getattr(t, "__module__", None) or ""
-    return f"{mod}.{getattr(t, '__name__', repr(t))}".lstrip(".")
-
-
-def _bind(row, args, kwargs, what):
-    positional, kwonly, defaults = row["params"]
-    bound = dict(defaults)
-    if len(args) > len(positional):
-        raise _Unsupported(f"{what}: too many positional arguments")
-    for name, value in zip(positional, args):
-        bound[name] = value
-    for name, value in kwargs.items():
-        if name in ("out",):
-            raise _Unsupported(f"{what}: out= is not supported")
-        if name == "inplace" and value is False:
-            continue
-        if name not in positional and name not in kwonly:
-            raise _Unsupported(f"{what}: keyword argument {name}= is not supported")
-        bound[name] = value
-    for name in positional[: row["arity"]]:
-        if name not in bound:
-            raise _Unsupported(f"{what}: missing argument {name}")
-    return bound
-
-
-class _Importer:
-    def __init__(self, torch, gm, example_inputs):
-        self.torch = torch
-        self.gm = gm
-        self.example_inputs = example_inputs
-        self.g = _C.Graph()
-        self.env = {}  # fx node -> wick value id
-        self.by_fn, self.by_method, self.by_name = _op_tables()
-
-    def operand(self, value, what):
-        """An FX argument as a wick value id: a node's value or a Python scalar."""
-        import torch.fx
-
-        if isinstance(value, torch.fx.Node):
-            if value not in self.env:
-                raise _Unsupported(f"{what}: operand {value.name} is not a tensor wick tracks")
-            return self.env[value]
-        if isinstance(value, (bool, int, float)):
-            return self.g.scalar(value)
-        raise _Unsupported(f"{what}: operand of type {type(value).__name__} is not supported")
-
-    def dtype_of(self, vid):
-        return self.g.value(vid)["dtype"]
-
-    def run(self):
-        import torch.fx
-
-        torch = self.torch
-        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != len(self.example_inputs):
-            raise _Unsupported("example inputs do not match the graph's placeholders")
-        for node, example in zip(placeholders, self.example_inputs):
-            if not isinstance(example, torch.Tensor):
-                raise _Unsupported(f"input {node.name} is a {type(example).__name__}, not a tensor "
-                                   "(dynamic shapes are not supported yet)")
-            if example.device.type != "cpu":
-                raise _Unsupported(f"input {node.name} is on {example.device}: wick has no GPU backend yet")
-            if example.requires_grad and torch.is_grad_enabled():
-                raise _Unsupported(f"input {node.name} requires grad: training needs autodiff, "
-                                   "which wick does not have yet")
-            meta = node.meta.get("example_value", node.meta.get("val"))
-            if isinstance(meta, torch.Tensor) and not all(
-                    isinstance(d, int) for d in (*meta.shape, *meta.stride())):
-                raise _Unsupported(f"input {node.name} has dynamic sizes (not supported yet)")
-            if example.layout != torch.strided:
-                raise _Unsupported(f"input {node.name} has layout {example.layout}")
-            if type(example) is not torch.Tensor and not isinstance(example, torch.nn.Parameter):
-                raise _Unsupported(f"input {node.name} is a tensor subclass {type(example).__name__}")
-            try:
-                self.env[node] = self.g.input_like(example, source=str(node.target))
-            except ValueError as exc:
-                raise _Unsupported(str(exc)) from None
-        output = None
-        for node in self.gm.graph.nodes:
-            if node.op == "placeholder":
-                continue
-            if node.op == "output":
-                output = node.args[0]
-                continue
-            if node.op not in ("call_function", "call_method"):
-                raise _Unsupported(f"FX node {node.op} {node.target}")
-            self.env[node] = self.call(node)
-        return self.outputs(output)
-
-    def call(self, node):
-        name = _target_name(node)
-        args, kwargs = list(node.args), dict(node.kwargs)
-        if node.op == "call_method":
-            row = self.by_method.get(node.target)
-            if node.target in _CONVERT_METHODS and not args[1:] and not kwargs:
-                return self.convert(args[0], _CONVERT_METHODS[node.target], name)
-        else:
-            try:
-                row = self.by_fn.get(node.target)
-            except TypeError:  # unhashable target
-                row = None
-        if row is None:
-            raise _Unsupported(f"unsupported op {name}")
-        op = row["name"]
-        if op == "CONVERT":
-            return self.to(args, kwargs, name)
-        bound = _bind(row, args, kwargs, name)
-        positional = row["params"][0]
-        tensor_args = [bound[p] for p in positional[: row["arity"]]]
-        import torch.fx
-
-        if not any(isinstance(a, torch.fx.Node) for a in tensor_args):
-            raise _Unsupported(f"{name} without tensor operands")
-        try:
-            inputs = [self.operand(a, name) for a in tensor_args]
-            if row["kind"] == "reduction":
-                return self.reduction(row, bound, inputs[0], name)
-            if op in ("ADD", "SUB") and bound.get("alpha", 1) != 1:
-                alpha = bound["alpha"]
-                if not isinstance(alpha, (bool, int, float)):
-                    raise _Unsupported(f"{name}: alpha of type {type(alpha).__name__}")
-                floating = any(self.dtype_of(i).startswith(("float", "bfloat")) for i in inputs)
-                if isinstance(alpha, float) and not floating:
-                    raise _Unsupported(f"{name}: float alpha with integral inputs")
-                # torch scales `other` in the result dtype of (input, other); the
-                # plain op gives that dtype and torch's errors, and is left dead
-                result = self.dtype_of(self.g.op(op, inputs))
-                scaled = self.g.op("MUL", [inputs[1], self.g.scalar(alpha)])
-                if self.dtype_of(scaled) != result:
-                    scaled = self.g.op("CONVERT", [scaled], dtype=result)
-                inputs[1] = scaled
-            return self.g.op(op, inputs)
-        except ValueError as exc:
-            raise _Unsupported(f"{name}: {exc}") from None
-
-    def reduction(self, row, bound, vid, name):
-        dims = bound.get("dim")
-        if isinstance(dims, list):
-            dims = tuple(dims)
-        if dims is not None and not isinstance(dims, (int, tuple)):
-            raise _Unsupported(f"{name}: dim of type {type(dims).__name__}")
-        if dims == ():
-            dims = None  # torch reduces over every dim for an empty dim list
-        keepdim = bound.get("keepdim", False)
-        if not isinstance(keepdim, bool):
-            raise _Unsupported(f"{name}: keepdim must be a bool")
-        dtype = bound.get("dtype")
-        if dtype is not None and not isinstance(dtype, self.torch.dtype):
-            raise _Unsupported(f"{name}: dtype of type {type(dtype).__name__}")
-        return self.g.op(row["name"], [vid], dims=dims, keepdim=keepdim, dtype=dtype)
-
-    def convert(self, src, dtype_name, name):
-        vid = self.operand(src, name)
-        if self.dtype_of(vid) == dtype_name:
-            return vid  # torch returns the tensor itself
-        try:
-            return self.g.op("CONVERT", [vid], dtype=dtype_name)
-        except ValueError as exc:
-            raise _Unsupported(f"{name}: {exc}") from None
-
-    def to(self, args, kwargs, name):
-        torch = self.torch
-        src, rest = args[0], args[1:]
-        dtype = kwargs.pop("dtype", None)
-        for flag in ("non_blocking", "copy"):
-            if kwargs.pop(flag, False):
-                raise _Unsupported(f"{name}: {flag}=True")
-        if kwargs:
-            raise _Unsupported(f"{name}: keyword arguments {sorted(kwargs)}")
-        if len(rest) == 1 and isinstance(rest[0], torch.dtype) and dtype is None:
-            dtype = rest[0]
-        elif rest:
-            raise _Unsupported(f"{name}: only .to(dtype) is supported")
-        if not isinstance(dtype, torch.dtype):
-            raise _Unsupported(f"{name}: only .to(dtype) is supported")
-        return self.convert(src, str(dtype).replace("torch.", ""), name)
-
-    def outputs(self, output):
-        import torch.fx
-
-        if isinstance(output, torch.fx.Node):
-            items, kind = [output], "single"
-        elif isinstance(output, (tuple, list)):
-            items, kind = list(output), type(output)
-        else:
-            raise _Unsupported(f"graph output of type {type(output).__name__}")
-        for item in items:
-            if not isinstance(item, torch.fx.Node) or item not in self.env:
-                raise _Unsupported(f"graph output {item!r} is not a tensor")
-            self.g.output(self.env[item])
-        return kind
 
 
 # ---- ATen FX (from AOTAutograd) -> wick ---------------------------------------
@@ -893,8 +689,10 @@ def wick_backend(gm, example_inputs):
                                     decompositions=_wick_decompositions)
     try:
         return _aot_backend(gm, example_inputs)
-    except _Unsupported as exc:  # pragma: no cover - raised inside the compilers, caught there
-        return _fallback(gm, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a program never fails because of wick
+        if type(exc).__name__ in ("Unsupported", "RestartAnalysis", "TensorifyScalarRestartAnalysis"):
+            raise  # dynamo's own control flow: it handles these itself
+        return _fallback(gm, f"AOTAutograd could not trace the graph: {type(exc).__name__}: {exc}")
 
 
 def _register_into(registry):
