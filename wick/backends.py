@@ -490,7 +490,10 @@ class _AtenImporter:
             if m["device"] != "cpu":
                 raise _Unsupported(f"{name} returns a tensor on {m['device']}")
         idx = len(self.externs)
-        self.externs.append((node.target, args, kwargs or None, picks))
+        # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
+        # it directly saves a Python frame per extern call
+        fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
+        self.externs.append((fn or node.target, args, kwargs or None, picks))
         self.nextern += 1
         self.extern_names[name] = self.extern_names.get(name, 0) + 1
         if not metas:

@@ -46,6 +46,12 @@ typedef struct {
 
 typedef struct {
     EntryFn entry;        /* KERNELS */
+    void *temps;          /* KERNELS: one block for all TEMP buffers, allocated at the first
+                             call and reused (a concurrent call, with the GIL released, gets
+                             its own: see temps_busy) */
+    int64_t *temp_offset; /* KERNELS: per program buffer, its offset in the block */
+    size_t temps_bytes;
+    int temps_busy;
     PyObject **out_args;  /* KERNELS: per program buffer, (sizes, strides) for OUTPUT buffers */
     int nrelease;
     int *release;         /* slots dropped after this step */
@@ -248,7 +254,7 @@ enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
 
 static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     const WkStep *st = &self->plan->steps[step];
-    const StepRt *rt = &self->steps[step];
+    StepRt *rt = &self->steps[step];
     const WkProgram *p = st->program;
     void *stack_ptrs[STACK_BUFS];
     PyObject *stack_objs[STACK_BUFS];
@@ -268,6 +274,25 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         memset(stack_objs, 0, sizeof stack_objs);
     }
     int rc = -1, b;
+    /* temporaries: the step's reusable block, or a private one if another
+     * call of this graph is running it right now (GIL released in kernels) */
+    char *temps = NULL;
+    int own_block = 0;
+    if (rt->temps_bytes) {
+        if (!rt->temps_busy) {
+            if (!rt->temps) rt->temps = aligned_alloc(64, rt->temps_bytes);
+            temps = rt->temps;
+            rt->temps_busy = 1;
+            own_block = 1;
+        } else {
+            temps = aligned_alloc(64, rt->temps_bytes);
+        }
+        if (!temps) {
+            if (own_block) rt->temps_busy = 0;
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+    }
     for (b = 0; b < p->nbufs; b++) {
         const WkBufferPlan *bp = &p->bufs[b];
         if (bp->kind == WK_BUF_INPUT) {
@@ -278,12 +303,7 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
             objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
             if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
         } else {
-            size_t n = ((size_t)(bp->nbytes > 0 ? bp->nbytes : 1) + 63) & ~(size_t)63;
-            ptrs[b] = aligned_alloc(64, n);
-            if (!ptrs[b]) {
-                PyErr_NoMemory();
-                goto done;
-            }
+            ptrs[b] = temps + rt->temp_offset[b];
         }
     }
 
@@ -308,10 +328,10 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     }
     rc = 0;
 done:
-    for (int k = 0; k <= b && k < p->nbufs; k++) {
-        if (p->bufs[k].kind == WK_BUF_TEMP) free(ptrs[k]);
-        Py_XDECREF(objs[k]);
-    }
+    for (int k = 0; k <= b && k < p->nbufs; k++) Py_XDECREF(objs[k]);
+    if (own_block) rt->temps_busy = 0;
+    else free(temps);
+cleanup:
     if (ptrs != stack_ptrs) {
         PyMem_Free(ptrs);
         PyMem_Free(objs);
@@ -553,6 +573,8 @@ static void Compiled_dealloc(CompiledObject *self) {
             for (int b = 0; rt->out_args && p && b < p->nbufs; b++) Py_XDECREF(rt->out_args[b]);
             free(rt->out_args);
             free(rt->release);
+            free(rt->temps);
+            free(rt->temp_offset);
         }
         for (int sl = 0; self->slot_args && sl < self->plan->nslots; sl++) Py_XDECREF(self->slot_args[sl]);
     }
@@ -761,8 +783,13 @@ static int prepare_steps(CompiledObject *self) {
             return -1;
         }
         rt->out_args = wk_xcalloc((size_t)p->nbufs + 1, sizeof(PyObject *));
+        rt->temp_offset = wk_xcalloc((size_t)p->nbufs + 1, sizeof(int64_t));
         for (int b = 0; b < p->nbufs; b++) {
             const WkBufferPlan *bp = &p->bufs[b];
+            if (bp->kind == WK_BUF_TEMP) {
+                rt->temp_offset[b] = (int64_t)rt->temps_bytes;
+                rt->temps_bytes += ((size_t)(bp->nbytes > 0 ? bp->nbytes : 1) + 63) & ~(size_t)63;
+            }
             if (bp->kind != WK_BUF_OUTPUT) continue;
             PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
             PyObject *stt = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
