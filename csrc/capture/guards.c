@@ -21,10 +21,13 @@ typedef enum {
     CK_DICT_IS,    /* LOAD_GLOBAL-style lookup of name in globals dict `owner` is value */
     CK_GRAD_MODE,  /* torch.is_grad_enabled() == enabled */
     CK_TENSOR,     /* dtype, requires_grad, sizes, strides, device */
+    CK_FUNC,       /* function `owner` still has __code__ value, __defaults__, __kwdefaults__ */
+    CK_CELL_IS,    /* cell `owner` holds value (identity; NULL: empty) */
+    CK_FREEVAR_IS, /* closure cell `arg` of the called function holds value */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0};
 
 typedef struct {
     CheckKind kind;
@@ -33,7 +36,8 @@ typedef struct {
     PyTypeObject *type; /* owned: TYPE, EQUALS */
     PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS */
     PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS; TYPE/TENSOR of a global (arg -1) */
-    PyObject *owner;    /* owned: ATTR_IS, DICT_IS */
+    PyObject *owner;    /* owned: ATTR_IS, DICT_IS, FUNC, CELL_IS */
+    PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
     int enabled;        /* GRAD_MODE */
     /* TENSOR */
     PyObject *dtype;  /* owned */
@@ -78,6 +82,8 @@ static void check_clear(Check *c) {
     Py_XDECREF(c->value);
     Py_XDECREF(c->name);
     Py_XDECREF(c->owner);
+    Py_XDECREF(c->defaults);
+    Py_XDECREF(c->kwdefaults);
     Py_XDECREF(c->dtype);
     Py_XDECREF(c->device);
     free(c->sizes);
@@ -274,6 +280,42 @@ void wk_guard_attr_is(WkGuards *g, PyObject *module, PyObject *name, PyObject *v
     c.owner = Py_NewRef(module);
     c.name = Py_NewRef(name);
     c.value = Py_NewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_function(WkGuards *g, PyObject *fn) {
+    if (!PyFunction_Check(fn)) return;
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_FUNC && o->owner == fn) return;
+    }
+    PyFunctionObject *f = (PyFunctionObject *)fn;
+    Check c = {.kind = CK_FUNC, .arg = -1};
+    c.owner = Py_NewRef(fn);
+    c.value = Py_NewRef(f->func_code);
+    c.defaults = Py_XNewRef(f->func_defaults);
+    c.kwdefaults = Py_XNewRef(f->func_kwdefaults);
+    add_check(g, c);
+}
+
+void wk_guard_cell_is(WkGuards *g, PyObject *cell, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_CELL_IS && o->owner == cell) return;
+    }
+    Check c = {.kind = CK_CELL_IS, .arg = -1};
+    c.owner = Py_NewRef(cell);
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_FREEVAR_IS && o->enabled == i) return;
+    }
+    Check c = {.kind = CK_FREEVAR_IS, .arg = -1, .enabled = i};
+    c.value = Py_XNewRef(value);
     add_check(g, c);
 }
 
@@ -552,6 +594,32 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_FUNC: {
+        PyFunctionObject *f = (PyFunctionObject *)c->owner;
+        if (f->func_code != c->value || f->func_defaults != c->defaults || f->func_kwdefaults != c->kwdefaults) {
+            PyObject *q = f->func_qualname;
+            snprintf(why_buf, sizeof why_buf, "%s.__code__, __defaults__ or __kwdefaults__ changed",
+                     q && PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : "a function");
+            return 0;
+        }
+        break;
+    }
+    case CK_CELL_IS:
+        if (PyCell_GET(c->owner) != c->value) {
+            snprintf(why_buf, sizeof why_buf, "a closure cell changed");
+            return 0;
+        }
+        break;
+    case CK_FREEVAR_IS: {
+        PyFunctionObject *f = wk_hook_checking_fn;
+        PyObject *cl = f ? f->func_closure : NULL;
+        if (!cl || !PyTuple_Check(cl) || c->enabled >= PyTuple_GET_SIZE(cl) ||
+            PyCell_GET(PyTuple_GET_ITEM(cl, c->enabled)) != c->value) {
+            snprintf(why_buf, sizeof why_buf, "closure variable %d changed", c->enabled);
+            return 0;
+        }
+        break;
+    }
     case CK_TENSOR: {
         int r = check_tensor(g, c, x);
         if (r < 0) return -1;
@@ -660,6 +728,18 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         }
         case CK_GRAD_MODE:
             line = PyUnicode_FromFormat("GRAD_MODE %s", c->enabled ? "enabled" : "disabled");
+            break;
+        case CK_FUNC:
+            line = PyUnicode_FromFormat("FUNCTION_MATCH %S has its __code__, __defaults__, __kwdefaults__",
+                                        ((PyFunctionObject *)c->owner)->func_qualname);
+            break;
+        case CK_FREEVAR_IS:
+            line = PyUnicode_FromFormat("FREEVAR_MATCH closure[%d] holds <%s at %p>", c->enabled,
+                                        c->value ? Py_TYPE(c->value)->tp_name : "nothing", (void *)c->value);
+            break;
+        case CK_CELL_IS:
+            line = PyUnicode_FromFormat("CELL_MATCH <cell at %p> holds <%s at %p>", (void *)c->owner,
+                                        c->value ? Py_TYPE(c->value)->tp_name : "nothing", (void *)c->value);
             break;
         case CK_TENSOR: {
             WkStr s = {0};

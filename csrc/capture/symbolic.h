@@ -27,6 +27,14 @@ void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor_B
  * LOAD_GLOBAL: globals, then builtins), which the transformed code reads
  * afresh on every call. */
 void wk_guard_global_tensor(WkGuards *g, PyObject *name_Borrow, PyObject *tensor_Borrow);
+/* fn (a function object, pinned by the entry) still has the __code__,
+ * __defaults__ and __kwdefaults__ it has now. */
+void wk_guard_function(WkGuards *g, PyObject *fn);
+/* cell (pinned) still holds value (identity; NULL: still empty). */
+void wk_guard_cell_is(WkGuards *g, PyObject *cell, PyObject *value);
+/* Closure cell i of the function being called (the compiled frame's own)
+ * holds value (identity; NULL: empty). */
+void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
 int wk_guards_grad_enabled(void);
 
@@ -39,6 +47,7 @@ typedef enum {
     WK_RET_GLOBAL, /* the global `value` (a str: its name), unchanged */
     WK_RET_TUPLE,  /* items */
     WK_RET_LIST,   /* items */
+    WK_RET_DICT,   /* keys: `value` (a list of constants), values: items */
 } WkRetKind;
 
 typedef struct WkRet {

@@ -56,6 +56,17 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
         else
             wk_asm_op(a, BUILD_LIST, r->nitems);
         return 0;
+    case WK_RET_DICT: {
+        /* values..., keys tuple -> BUILD_CONST_KEY_MAP */
+        for (int i = 0; i < r->nitems; i++)
+            if (emit_ret(a, r->items[i], out_locals) < 0) return -1;
+        PyObject *keys = PyList_AsTuple(r->value);
+        if (!keys) return -1;
+        wk_asm_load_const(a, keys);
+        Py_DECREF(keys);
+        wk_asm_op(a, BUILD_CONST_KEY_MAP, r->nitems);
+        return 0;
+    }
     }
     PyErr_SetString(PyExc_SystemError, "wick: bad return plan");
     return -1;

@@ -1,0 +1,336 @@
+/* vals/builtins.c — builtins and pure library functions called during
+ * capture. On constants they are folded (the call runs now, its result is a
+ * constant); on symbolic values the ones that only look at structure are
+ * answered from it: len, isinstance, callable, getattr, enumerate, zip,
+ * reversed, list, tuple, iter, sum, any, all, min, max. */
+#include <string.h>
+
+#include "../interp.h"
+
+const char *cap_callable_name(PyObject *o, char *buf, size_t n) {
+    PyObject *mod = PyObject_GetAttrString(o, "__module__");
+    if (!mod) PyErr_Clear();
+    /* torch's builtins have qualnames like _VariableFunctionsClass.matmul */
+    PyObject *nm = PyObject_GetAttrString(o, PyCFunction_Check(o) ? "__name__" : "__qualname__");
+    if (!nm) {
+        PyErr_Clear();
+        nm = PyObject_GetAttrString(o, "__name__");
+        if (!nm) PyErr_Clear();
+    }
+    const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    const char *ns = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+    if (ns && ms && strcmp(ms, "builtins") != 0) snprintf(buf, n, "%s.%s", ms, ns);
+    else if (ns) snprintf(buf, n, "%s", ns);
+    else snprintf(buf, n, "<%s object>", cap_type_name(o));
+    PyErr_Clear();
+    Py_XDECREF(mod);
+    Py_XDECREF(nm);
+    return buf;
+}
+
+static const char *module_of(PyObject *self) {
+    const char *m = self && PyModule_Check(self) ? PyModule_GetName(self) : NULL;
+    if (!m) PyErr_Clear();
+    return m;
+}
+
+/* Callables that are pure on plain data: folded when every argument is a
+ * plain constant. */
+static int foldable(PyObject *o) {
+    static const char *const names[] = {"len", "abs", "min", "max", "round", "divmod", "pow", "sum", "sorted",
+                                        "any", "all", "repr", "chr", "ord", "isinstance", "issubclass",
+                                        "callable", "hash", "format"};
+    if (o == (PyObject *)&PyFloat_Type || o == (PyObject *)&PyLong_Type || o == (PyObject *)&PyBool_Type ||
+        o == (PyObject *)&PyTuple_Type || o == (PyObject *)&PyUnicode_Type || o == (PyObject *)&PyRange_Type ||
+        o == (PyObject *)&PySlice_Type || o == (PyObject *)&PyComplex_Type)
+        return 1;
+    if (!PyCFunction_Check(o)) return 0;
+    PyObject *self = PyCFunction_GET_SELF(o);
+    const char *mod = module_of(self);
+    if (mod && (strcmp(mod, "math") == 0 || strcmp(mod, "operator") == 0 || strcmp(mod, "_operator") == 0))
+        return 1;
+    if (mod && strcmp(mod, "builtins") == 0) {
+        const char *n = ((PyCFunctionObject *)o)->m_ml->ml_name;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strcmp(n, names[i]) == 0) return 1;
+        return 0;
+    }
+    /* methods of immutable plain values: "a,b".split, (1, 2).index, 1.5.is_integer */
+    return self && !PyModule_Check(self) && cap_is_plain(self);
+}
+
+/* A folded result as an Sv: plain data, ranges and slices stay constants; a
+ * list of plain data (sorted(), str.split()) becomes a list of constants. */
+static Sv *fold_result(Interp *I, PyObject *r, const char *what) {
+    if (cap_is_plain(r) || PyRange_Check(r) || PySlice_Check(r)) return sv_const_Steal(I, r);
+    if (PyList_CheckExact(r)) {
+        Sv *l = sv_new(I, SV_LIST);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); i++) {
+            PyObject *x = PyList_GET_ITEM(r, i);
+            if (!cap_is_plain(x)) {
+                Py_DECREF(r);
+                return cap_unsupported(I, "%s() gave a non-constant", what), NULL;
+            }
+            wk_vec_push(&l->items, sv_const(I, x));
+        }
+        Py_DECREF(r);
+        return l;
+    }
+    Py_DECREF(r);
+    return cap_unsupported(I, "%s() gave a non-constant", what), NULL;
+}
+
+static Sv *fold_call(Interp *I, PyObject *fn, const Args *a) {
+    char buf[200];
+    PyObject *t = PyTuple_New(a->npos);
+    PyObject *kw = a->nkw ? PyDict_New() : NULL;
+    if (!t || (a->nkw && !kw)) {
+        Py_XDECREF(t);
+        Py_XDECREF(kw);
+        return cap_py_failed(I, "call"), NULL;
+    }
+    for (int i = 0; i < a->npos; i++) PyTuple_SET_ITEM(t, i, Py_NewRef(a->pos[i]->obj));
+    for (int i = 0; i < a->nkw; i++) PyDict_SetItem(kw, PyTuple_GET_ITEM(a->kwnames, i), a->kw[i]->obj);
+    PyObject *r = PyObject_Call(fn, t, kw);
+    Py_DECREF(t);
+    Py_XDECREF(kw);
+    const char *name = cap_callable_name(fn, buf, sizeof buf);
+    if (!r) return cap_py_failed(I, name), NULL;
+    return fold_result(I, r, name);
+}
+
+static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
+    PyObject *example = NULL;
+    if (v->kind == SV_TENSOR || v->kind == SV_CONST || v->kind == SV_OPAQUE) example = v->obj;
+    int r;
+    if (example) {
+        r = PyObject_IsInstance(example, cls);
+    } else {
+        PyTypeObject *t = v->kind == SV_TENSOR ? cap_tensor_type
+                          : v->kind == SV_TUPLE ? &PyTuple_Type
+                          : v->kind == SV_LIST  ? &PyList_Type
+                          : v->kind == SV_DICT  ? &PyDict_Type
+                          : v->kind == SV_FUNC  ? &PyFunction_Type
+                                                : NULL;
+        if (!t) return cap_unsupported(I, "isinstance() of a %s", sv_desc(v)), NULL;
+        r = PyObject_IsSubclass((PyObject *)t, cls);
+    }
+    if (r < 0) return cap_py_failed(I, "isinstance()"), NULL;
+    return sv_const(I, r ? Py_True : Py_False);
+}
+
+static Sv *call_isinstance(Interp *I, const Args *a) {
+    Sv *v = a->pos[0], *c = a->pos[1];
+    PyObject *cls = NULL;
+    if (c->kind == SV_CONST && (PyType_Check(c->obj) || PyTuple_CheckExact(c->obj))) {
+        cls = Py_NewRef(c->obj);
+    } else if (c->kind == SV_TUPLE) { /* isinstance(x, (int, float)): a tuple built from globals */
+        cls = PyTuple_New(c->items.len);
+        if (!cls) return cap_py_failed(I, "isinstance()"), NULL;
+        for (int i = 0; i < c->items.len; i++) {
+            Sv *it = c->items.data[i];
+            if (it->kind != SV_CONST || !PyType_Check(it->obj)) {
+                Py_DECREF(cls);
+                return cap_unsupported(I, "isinstance() with a %s", sv_desc(it)), NULL;
+            }
+            PyTuple_SET_ITEM(cls, i, Py_NewRef(it->obj));
+        }
+    } else {
+        return cap_unsupported(I, "isinstance() with a %s", sv_desc(c)), NULL;
+    }
+    Sv *res = fold_isinstance(I, v, cls);
+    Py_DECREF(cls);
+    return res;
+}
+
+static Sv *items_sv(Interp *I, SvKind kind, SvList *items) {
+    Sv *s = sv_seq(I, kind, items->data, items->len);
+    wk_vec_free(items);
+    return s;
+}
+
+/* enumerate / zip / reversed / list / tuple / iter over symbolic values */
+static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
+    SvList items = {0};
+    if (strcmp(n, "enumerate") == 0) {
+        long start = 0;
+        if (a->nkw || a->npos < 1 || a->npos > 2) return NULL;
+        if (a->npos == 2) {
+            if (a->pos[1]->kind != SV_CONST || !PyLong_CheckExact(a->pos[1]->obj)) return NULL;
+            start = PyLong_AsLong(a->pos[1]->obj);
+        }
+        SvList src = {0};
+        if (cap_iterate(I, a->pos[0], &src) < 0) return wk_vec_free(&src), NULL;
+        for (int i = 0; i < src.len; i++) {
+            Sv *pair[2] = {sv_const_Steal(I, PyLong_FromLong(start + i)), src.data[i]};
+            wk_vec_push(&items, sv_seq(I, SV_TUPLE, pair, 2));
+        }
+        wk_vec_free(&src);
+        return items_sv(I, SV_ITER, &items);
+    }
+    if (strcmp(n, "zip") == 0) {
+        if (a->nkw || a->npos > 8) return NULL;
+        SvList src[8] = {{0}};
+        int len = -1;
+        for (int k = 0; k < a->npos; k++) {
+            if (cap_iterate(I, a->pos[k], &src[k]) < 0) {
+                for (int j = 0; j <= k; j++) wk_vec_free(&src[j]);
+                return NULL;
+            }
+            if (len < 0 || src[k].len < len) len = src[k].len;
+        }
+        for (int i = 0; i < len; i++) {
+            Sv *t[8];
+            for (int k = 0; k < a->npos; k++) t[k] = src[k].data[i];
+            wk_vec_push(&items, sv_seq(I, SV_TUPLE, t, a->npos));
+        }
+        for (int k = 0; k < a->npos; k++) wk_vec_free(&src[k]);
+        return items_sv(I, SV_ITER, &items);
+    }
+    SvKind kind = strcmp(n, "list") == 0 ? SV_LIST : strcmp(n, "tuple") == 0 ? SV_TUPLE : SV_ITER;
+    if (strcmp(n, "reversed") != 0 && strcmp(n, "list") != 0 && strcmp(n, "tuple") != 0 && strcmp(n, "iter") != 0)
+        return NULL;
+    if (a->nkw || a->npos > 1) return NULL;
+    if (a->npos == 0) return kind == SV_ITER ? NULL : sv_seq(I, kind, NULL, 0);
+    if (kind == SV_ITER && a->pos[0]->kind == SV_ITER && strcmp(n, "iter") == 0) return a->pos[0];
+    if (cap_iterate(I, a->pos[0], &items) < 0) return wk_vec_free(&items), NULL;
+    if (strcmp(n, "reversed") == 0)
+        for (int i = 0, j = items.len - 1; i < j; i++, j--) {
+            Sv *t = items.data[i];
+            items.data[i] = items.data[j];
+            items.data[j] = t;
+        }
+    return items_sv(I, kind, &items);
+}
+
+/* sum/any/all/min/max over a symbolic sequence: constants fold, tensors sum */
+static Sv *call_reducing(Interp *I, PyObject *fn, const char *n, const Args *a) {
+    if (strcmp(n, "sum") && strcmp(n, "any") && strcmp(n, "all") && strcmp(n, "min") && strcmp(n, "max") &&
+        strcmp(n, "sorted"))
+        return NULL;
+    if (a->nkw || a->npos < 1) return NULL;
+    if (a->npos > 1 && strcmp(n, "sum") != 0) return NULL; /* min(a, b): handled by plain folding */
+    SvList items = {0};
+    if (cap_iterate(I, a->pos[0], &items) < 0) return wk_vec_free(&items), NULL;
+    int all_const = 1;
+    for (int i = 0; i < items.len; i++) all_const &= items.data[i]->kind == SV_CONST && cap_is_plain(items.data[i]->obj);
+    if (a->npos > 1) all_const &= a->pos[1]->kind == SV_CONST;
+    Sv *res = NULL;
+    if (all_const) {
+        PyObject *t = PyTuple_New(items.len);
+        if (!t) {
+            wk_vec_free(&items);
+            return cap_py_failed(I, n), NULL;
+        }
+        for (int i = 0; i < items.len; i++) PyTuple_SET_ITEM(t, i, Py_NewRef(items.data[i]->obj));
+        PyObject *r = a->npos > 1 ? PyObject_CallFunctionObjArgs(fn, t, a->pos[1]->obj, NULL)
+                                  : PyObject_CallOneArg(fn, t);
+        Py_DECREF(t);
+        res = r ? fold_result(I, r, n) : (cap_py_failed(I, n), NULL);
+    } else if (strcmp(n, "sum") == 0) {
+        /* sum(tensors, start=0): start + t0 + t1 + ..., as Python adds them */
+        Sv *acc = a->npos > 1 ? a->pos[1] : sv_const_Steal(I, PyLong_FromLong(0));
+        for (int i = 0; acc && i < items.len; i++) acc = cap_binary(I, NB_ADD, acc, items.data[i]);
+        res = acc;
+    } else {
+        cap_unsupported(I, "%s() over symbolic values", n);
+    }
+    wk_vec_free(&items);
+    return res;
+}
+
+static Sv *call_len(Interp *I, Sv *v) {
+    switch (v->kind) {
+    case SV_TUPLE:
+    case SV_LIST:
+    case SV_DICT: return sv_const_Steal(I, PyLong_FromLong(v->items.len));
+    case SV_TENSOR: {
+        const WkValue *m = cap_sv_meta(I, v);
+        if (!m) return NULL;
+        if (m->ndim == 0) return cap_unsupported(I, "len() of a 0-d tensor"), NULL;
+        return sv_const_Steal(I, PyLong_FromLongLong(cap_const_size(m, 0)));
+    }
+    default: {
+        SvList items = {0};
+        if (v->kind == SV_OPAQUE && v->obj) { /* ModuleList, Sequential, ModuleDict */
+            if (cap_iterate(I, v, &items) < 0) return wk_vec_free(&items), NULL;
+            Sv *r = sv_const_Steal(I, PyLong_FromLong(items.len));
+            wk_vec_free(&items);
+            return r;
+        }
+        return NULL;
+    }
+    }
+}
+
+/* getattr(obj, "name"[, default]) and hasattr(obj, "name"): the attribute
+ * load of obj's kind, run on a scratch stack slot. */
+static Sv *call_getattr(Interp *I, const Args *a, int has) {
+    if (a->nkw || a->npos < 2 || a->npos > (has ? 2 : 3)) return NULL;
+    Sv *o = a->pos[0], *name = a->pos[1];
+    if (name->kind != SV_CONST || !PyUnicode_CheckExact(name->obj)) return NULL;
+    const SvOps *ops = SV_OPS(o);
+    if (!ops->getattr) return cap_unsupported(I, "getattr() of a %s", sv_desc(o)), NULL;
+    if (o->kind == SV_CONST || o->kind == SV_OPAQUE) {
+        /* a missing attribute: answer from the object itself (its type is guarded) */
+        int ok = PyObject_HasAttr(o->obj, name->obj);
+        if (!ok) {
+            if (has) return sv_const(I, Py_False);
+            if (a->npos == 3) return a->pos[2];
+            return cap_unsupported(I, "getattr() of a missing attribute"), NULL;
+        }
+    }
+    int sp = I->f->sp;
+    if (ops->getattr(I, o, name->obj, 0) < 0) return NULL;
+    Sv *r = sv_pop(I);
+    I->f->sp = sp;
+    return has ? sv_const(I, Py_True) : r;
+}
+
+Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
+    int all_plain = 1;
+    for (int i = 0; i < a->npos; i++) all_plain &= a->pos[i]->kind == SV_CONST && cap_is_plain(a->pos[i]->obj);
+    for (int i = 0; i < a->nkw; i++) all_plain &= a->kw[i]->kind == SV_CONST && cap_is_plain(a->kw[i]->obj);
+    const char *n = NULL;
+    if (PyCFunction_Check(fn)) {
+        const char *mod = module_of(PyCFunction_GET_SELF(fn));
+        if (mod && strcmp(mod, "builtins") == 0) n = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    } else if (fn == (PyObject *)&PyList_Type) {
+        n = "list";
+    } else if (fn == (PyObject *)&PyTuple_Type) {
+        n = "tuple";
+    } else if (fn == (PyObject *)&PyEnum_Type) {
+        n = "enumerate";
+    } else if (fn == (PyObject *)&PyZip_Type) {
+        n = "zip";
+    } else if (fn == (PyObject *)&PyReversed_Type) {
+        n = "reversed";
+    }
+    if (n && !all_plain) {
+        Sv *r;
+        if (strcmp(n, "len") == 0 && a->npos == 1 && !a->nkw) return call_len(I, a->pos[0]);
+        if (strcmp(n, "isinstance") == 0 && a->npos == 2 && !a->nkw) return call_isinstance(I, a);
+        if (strcmp(n, "callable") == 0 && a->npos == 1 && !a->nkw) {
+            Sv *v = a->pos[0];
+            int c = v->kind == SV_FUNC || v->kind == SV_METHOD || (v->obj && v->kind != SV_TENSOR && PyCallable_Check(v->obj));
+            return sv_const(I, c ? Py_True : Py_False);
+        }
+        if (strcmp(n, "getattr") == 0) return call_getattr(I, a, 0);
+        if (strcmp(n, "hasattr") == 0) return call_getattr(I, a, 1);
+        if ((r = call_iterating(I, n, a)) != NULL || I->reason) return r;
+        if ((r = call_reducing(I, fn, n, a)) != NULL || I->reason) return r;
+        if (strcmp(n, "abs") == 0 && a->npos == 1 && a->pos[0]->kind == SV_TENSOR) {
+            int in = cap_tensor_value(I, a->pos[0]);
+            return in < 0 ? NULL : cap_graph_op(I, WK_OP_ABS, &in, 1, NULL);
+        }
+        return NULL;
+    }
+    if (all_plain && (foldable(fn) || (n && (strcmp(n, "list") == 0 || strcmp(n, "enumerate") == 0 ||
+                                             strcmp(n, "zip") == 0 || strcmp(n, "reversed") == 0)))) {
+        if (n && (strcmp(n, "enumerate") == 0 || strcmp(n, "zip") == 0 || strcmp(n, "reversed") == 0 ||
+                  strcmp(n, "list") == 0))
+            return call_iterating(I, n, a);
+        return fold_call(I, fn, a);
+    }
+    return NULL;
+}
