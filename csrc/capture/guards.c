@@ -24,10 +24,14 @@ typedef enum {
     CK_FUNC,       /* function `owner` still has __code__ value, __defaults__, __kwdefaults__ */
     CK_CELL_IS,    /* cell `owner` holds value (identity; NULL: empty) */
     CK_FREEVAR_IS, /* closure cell `arg` of the called function holds value */
+    CK_TYPE_ATTR_IS, /* type `owner` (pinned) resolves name to value (_PyType_Lookup; NULL: absent) */
+    CK_DICT_LACKS, /* name is not in the instance __dict__ of getattr(arg, *path) */
+    CK_NO_HOOKS,   /* the nn.Module getattr(arg, *path) has no forward/backward hooks */
+    CK_NO_GLOBAL_HOOKS, /* torch.nn.modules.module has no global module hooks */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1};
 
 typedef struct {
     CheckKind kind;
@@ -317,6 +321,87 @@ void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value) {
     Check c = {.kind = CK_FREEVAR_IS, .arg = -1, .enabled = i};
     c.value = Py_XNewRef(value);
     add_check(g, c);
+}
+
+void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyObject *value) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_TYPE_ATTR_IS && o->owner == (PyObject *)type && PyUnicode_Compare(o->name, name) == 0)
+            return;
+    }
+    Check c = {.kind = CK_TYPE_ATTR_IS, .arg = -1};
+    c.owner = Py_NewRef((PyObject *)type);
+    c.name = Py_NewRef(name);
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_DICT_LACKS && o->arg == arg && same_path(o->path, path) &&
+            PyUnicode_Compare(o->name, name) == 0)
+            return;
+    }
+    Check c = {.kind = CK_DICT_LACKS, .arg = arg, .path = Py_XNewRef(path)};
+    c.name = Py_NewRef(name);
+    add_check(g, c);
+}
+
+void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path) {
+    if (has_check_at(g, CK_NO_HOOKS, arg, path)) return;
+    Check c = {.kind = CK_NO_HOOKS, .arg = arg, .path = Py_XNewRef(path)};
+    add_check(g, c);
+}
+
+static PyObject *global_hook_dicts[4]; /* torch.nn.modules.module._global_*_hooks, looked up once */
+
+static int init_global_hooks(void) {
+    static const char *const names[] = {"_global_backward_pre_hooks", "_global_backward_hooks",
+                                        "_global_forward_hooks", "_global_forward_pre_hooks"};
+    if (global_hook_dicts[0]) return 0;
+    PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
+    if (!m) return -1;
+    for (int i = 0; i < 4; i++) {
+        global_hook_dicts[i] = PyObject_GetAttrString(m, names[i]);
+        if (!global_hook_dicts[i] || !PyDict_Check(global_hook_dicts[i])) {
+            for (int k = 0; k <= i; k++) Py_CLEAR(global_hook_dicts[k]);
+            Py_DECREF(m);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module hook registries are not dicts");
+            return -1;
+        }
+    }
+    Py_DECREF(m);
+    return 0;
+}
+
+/* 1 when no global module hook is registered, 0 when one is, -1 on error */
+int wk_guards_no_global_hooks(void) {
+    if (init_global_hooks() < 0) return -1;
+    for (int i = 0; i < 4; i++)
+        if (PyDict_GET_SIZE(global_hook_dicts[i])) return 0;
+    return 1;
+}
+
+void wk_guard_no_global_hooks(WkGuards *g) {
+    if (has_check(g, CK_NO_GLOBAL_HOOKS, -1)) return;
+    Check c = {.kind = CK_NO_GLOBAL_HOOKS, .arg = -1};
+    add_check(g, c);
+}
+
+/* 1 when module m has no hooks of its own, 0 when it has, -1 on error.
+ * Reads the instance __dict__ directly (no __getattr__). */
+int wk_guards_module_has_no_hooks(PyObject *m) {
+    static const char *const names[] = {"_backward_hooks", "_backward_pre_hooks", "_forward_hooks",
+                                        "_forward_pre_hooks"};
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return 0;
+    for (int i = 0; i < 4; i++) {
+        PyObject *d = PyDict_GetItemString(*dp, names[i]);
+        if (!d || !PyDict_Check(d)) return 0;
+        if (PyDict_GET_SIZE(d)) return 0;
+    }
+    return 1;
 }
 
 static int init_grad_fn(void) {
@@ -620,6 +705,40 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_TYPE_ATTR_IS:
+        if (_PyType_Lookup((PyTypeObject *)c->owner, c->name) != c->value) {
+            snprintf(why_buf, sizeof why_buf, "%s.%s changed", ((PyTypeObject *)c->owner)->tp_name,
+                     PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    case CK_DICT_LACKS: {
+        PyObject **dp = _PyObject_GetDictPtr(x);
+        PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, c->name) : NULL;
+        if (v || PyErr_Occurred()) {
+            PyErr_Clear();
+            snprintf(why_buf, sizeof why_buf, "%s has an instance attribute %s", who_of(g, c, nb, sizeof nb),
+                     PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    }
+    case CK_NO_HOOKS:
+        if (wk_guards_module_has_no_hooks(x) != 1) {
+            PyErr_Clear();
+            snprintf(why_buf, sizeof why_buf, "%s has module hooks", who_of(g, c, nb, sizeof nb));
+            return 0;
+        }
+        break;
+    case CK_NO_GLOBAL_HOOKS: {
+        int r = wk_guards_no_global_hooks();
+        if (r < 0) return -1;
+        if (!r) {
+            snprintf(why_buf, sizeof why_buf, "global module hooks are registered");
+            return 0;
+        }
+        break;
+    }
     case CK_TENSOR: {
         int r = check_tensor(g, c, x);
         if (r < 0) return -1;
@@ -732,6 +851,20 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         case CK_FUNC:
             line = PyUnicode_FromFormat("FUNCTION_MATCH %S has its __code__, __defaults__, __kwdefaults__",
                                         ((PyFunctionObject *)c->owner)->func_qualname);
+            break;
+        case CK_TYPE_ATTR_IS:
+            line = PyUnicode_FromFormat("TYPE_ATTR_MATCH %s.%U is <%s at %p>", ((PyTypeObject *)c->owner)->tp_name,
+                                        c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
+                                        (void *)c->value);
+            break;
+        case CK_DICT_LACKS:
+            line = PyUnicode_FromFormat("NO_INSTANCE_ATTR %s.%U", who, c->name);
+            break;
+        case CK_NO_HOOKS:
+            line = PyUnicode_FromFormat("NO_MODULE_HOOKS %s", who);
+            break;
+        case CK_NO_GLOBAL_HOOKS:
+            line = PyUnicode_FromString("NO_GLOBAL_MODULE_HOOKS");
             break;
         case CK_FREEVAR_IS:
             line = PyUnicode_FromFormat("FREEVAR_MATCH closure[%d] holds <%s at %p>", c->enabled,

@@ -91,6 +91,8 @@ typedef enum {
     SV_DICT,      /* a dict built during capture: keys (constants) and items */
     SV_CELL,      /* a closure cell of an inlined frame: cell = contents (NULL if empty) */
     SV_FUNC,      /* a function made during capture (MAKE_FUNCTION): code, defaults, closure */
+    SV_PARTIAL,   /* a bound method or functools.partial: cell = callable, items = leading
+                   * arguments, self = keyword arguments (SV_DICT) or NULL */
     SV_NKINDS
 } SvKind;
 
@@ -146,7 +148,7 @@ typedef struct SvOps {
 } SvOps;
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
-    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind;
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 
@@ -261,6 +263,7 @@ int cap_deref_load(Interp *I, int index);
 int cap_deref_store(Interp *I, int index);
 int cap_make_cell(Interp *I, int index);
 int cap_copy_free_vars(Interp *I, int n);
+Sv *cap_partial_new(Interp *I, Sv *callable, Sv *const *args, int nargs, Sv *kwargs);
 
 /* vals/object.c */
 int cap_is_torch_module(PyObject *m);

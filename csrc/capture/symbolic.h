@@ -35,6 +35,15 @@ void wk_guard_cell_is(WkGuards *g, PyObject *cell, PyObject *value);
 /* Closure cell i of the function being called (the compiled frame's own)
  * holds value (identity; NULL: empty). */
 void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value);
+/* _PyType_Lookup(type, name) is value (NULL: absent); type pinned. */
+void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyObject *value);
+/* name is not in the instance __dict__ of getattr(arg, *path). */
+void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name);
+/* the nn.Module getattr(arg, *path) has no hooks; no global module hooks. */
+void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path);
+void wk_guard_no_global_hooks(WkGuards *g);
+int wk_guards_module_has_no_hooks(PyObject *m); /* 1 none, 0 some */
+int wk_guards_no_global_hooks(void);             /* 1 none, 0 some, -1 error */
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
 int wk_guards_grad_enabled(void);
 

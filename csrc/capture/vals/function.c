@@ -239,3 +239,58 @@ static int func_truth(Interp *I, Sv *s, int *out) {
 
 const SvOps cap_func_kind = {.name = "function", .call = func_call, .truth = func_truth};
 const SvOps cap_cell_kind = {.name = "cell"};
+
+/* ---- bound methods and functools.partial --------------------------------- */
+
+Sv *cap_partial_new(Interp *I, Sv *callable, Sv *const *args, int nargs, Sv *kwargs) {
+    Sv *p = sv_seq(I, SV_PARTIAL, args, nargs);
+    p->cell = callable;
+    p->self = kwargs;
+    return p;
+}
+
+static Sv *partial_call(Interp *I, Sv *p, const Args *a) {
+    int nkw0 = p->self ? p->self->items.len : 0;
+    if (p->items.len + a->npos > 64 || nkw0 + a->nkw > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+    Sv *pos[130], *kw[130];
+    int npos = 0, nkw = 0;
+    for (int i = 0; i < p->items.len; i++) pos[npos++] = p->items.data[i];
+    for (int i = 0; i < a->npos; i++) pos[npos++] = a->pos[i];
+    PyObject *names = PyList_New(0);
+    if (!names) return cap_py_failed(I, "partial"), NULL;
+    /* the call's keywords override the partial's */
+    for (int i = 0; i < nkw0; i++) {
+        PyObject *k = PyList_GET_ITEM(p->self->obj, i);
+        int overridden = 0;
+        for (int j = 0; j < a->nkw; j++)
+            overridden |= PyUnicode_Compare(k, PyTuple_GET_ITEM(a->kwnames, j)) == 0;
+        if (overridden) continue;
+        PyList_Append(names, k);
+        kw[nkw++] = p->self->items.data[i];
+    }
+    for (int j = 0; j < a->nkw; j++) {
+        PyList_Append(names, PyTuple_GET_ITEM(a->kwnames, j));
+        kw[nkw++] = a->kw[j];
+    }
+    PyObject *kwnames = PyList_AsTuple(names);
+    Py_DECREF(names);
+    if (!kwnames) return cap_py_failed(I, "partial"), NULL;
+    Args b = {pos, npos, nkw ? kwnames : NULL, kw, nkw};
+    Sv *r = cap_call(I, p->cell, &b);
+    Py_DECREF(kwnames);
+    return r;
+}
+
+static int partial_getattr(Interp *I, Sv *p, PyObject *name, int method) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return cap_py_failed(I, "attribute");
+    Sv *r = NULL;
+    if (strcmp(n, "__self__") == 0 && p->items.len == 1 && !p->self) r = p->items.data[0];
+    else if (strcmp(n, "func") == 0 || strcmp(n, "__func__") == 0) r = p->cell;
+    if (!r) return cap_unsupported(I, "attribute .%s of a bound method or partial", n);
+    if (method && sv_push(I, I->null_sv) < 0) return -1;
+    return sv_push(I, r);
+}
+
+const SvOps cap_partial_kind = {.name = "bound method", .call = partial_call, .truth = func_truth,
+                                .getattr = partial_getattr};

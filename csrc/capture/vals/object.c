@@ -31,8 +31,23 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr)
         return cap_unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
     PyObject *d = _PyType_Lookup(tp, name);
+    if (d && Py_TYPE(d) == &PyProperty_Type) {
+        /* a property: its getter inlined with self; the class keeps this property */
+        PyObject *fget = PyObject_GetAttrString(d, "fget");
+        if (!fget) return cap_py_failed(I, nm);
+        int ok = PyFunction_Check(fget);
+        Sv *getter = sv_const_Steal(I, fget);
+        if (!ok) return cap_unsupported(I, "property .%s of %s with a builtin getter", nm, tp->tp_name);
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        Sv *self = o;
+        Args a = {&self, 1, NULL, NULL, 0};
+        Sv *r = cap_call(I, getter, &a);
+        if (!r) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, r);
+    }
     if (d && Py_TYPE(d)->tp_descr_set)
-        return cap_unsupported(I, "attribute .%s of %s is a property or descriptor", nm, tp->tp_name);
+        return cap_unsupported(I, "attribute .%s of %s is a data descriptor", nm, tp->tp_name);
     if (o->path && PyTuple_GET_SIZE(o->path) >= 8) return cap_unsupported(I, "attribute path too long");
     PyObject *v = PyObject_GetAttr(o->obj, name);
     if (!v) return cap_py_failed(I, nm);
@@ -45,14 +60,21 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
     PyTuple_SET_ITEM(path, np, Py_NewRef(name));
     Sv *s = NULL;
-    if (method && PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj &&
-        PyFunction_Check(PyMethod_GET_FUNCTION(v))) {
-        /* self.helper(...): the function from o's (guarded, exact) type, inlined with self */
+    if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v)) &&
+        d == PyMethod_GET_FUNCTION(v)) {
+        /* self.helper(...): the function from o's (guarded, exact) type, inlined
+         * with self, as long as the class keeps it and the instance does not
+         * shadow it */
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
         Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v));
         Py_DECREF(v);
         Py_DECREF(path);
-        if (sv_push(I, fn) < 0) return -1;
-        return sv_push(I, o);
+        if (method) {
+            if (sv_push(I, fn) < 0) return -1;
+            return sv_push(I, o);
+        }
+        return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
     }
     if (cap_is_tensor_obj(v)) {
         PyObject *layout = PyObject_GetAttr(v, cap_s_layout);
@@ -173,7 +195,56 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     return cap_object_attr(I, o, name, method);
 }
 
+/* module(x): nn.Module.__call__ without hooks is forward(x); a module with
+ * hooks runs eagerly (the reason says so). Other callable objects: their
+ * type's __call__ inlined. */
+static Sv *object_call(Interp *I, Sv *o, const Args *a) {
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    if (o->arg < 0) return cap_unsupported(I, "call of a %s", tp->tp_name), NULL;
+    PyObject *name = PyUnicode_InternFromString(is_module(o->obj) ? "forward" : "__call__");
+    if (!name) return cap_py_failed(I, "call"), NULL;
+    if (is_module(o->obj)) {
+        PyObject *call_name = PyUnicode_InternFromString("__call__");
+        PyObject *call = call_name ? _PyType_Lookup(tp, call_name) : NULL;
+        PyObject *base_call = call_name ? _PyType_Lookup(cap_module_type, call_name) : NULL;
+        int hooks_free = wk_guards_module_has_no_hooks(o->obj), global_free = wk_guards_no_global_hooks();
+        if (global_free < 0) {
+            Py_XDECREF(call_name);
+            Py_DECREF(name);
+            return cap_py_failed(I, "module hooks"), NULL;
+        }
+        if (!call || call != base_call || !hooks_free || !global_free) {
+            Py_XDECREF(call_name);
+            Py_DECREF(name);
+            return cap_unsupported(I, "call of %s: %s", tp->tp_name,
+                                   !call || call != base_call ? "a custom __call__" : "the module has hooks"),
+                   NULL;
+        }
+        wk_guard_type_attr_is(I->guards, tp, call_name, call);
+        wk_guard_no_hooks_at(I->guards, o->arg, o->path);
+        wk_guard_no_global_hooks(I->guards);
+        Py_DECREF(call_name);
+        /* forward is read as self.forward is: an instance attribute would win */
+        int sp = I->f->sp;
+        int rc = cap_object_attr(I, o, name, 1);
+        Py_DECREF(name);
+        if (rc < 0) return NULL;
+        if (I->f->sp != sp + 2) return cap_unsupported(I, "%s.forward is not a method", tp->tp_name), NULL;
+        Sv *fn = I->f->stack[sp], *self = I->f->stack[sp + 1];
+        I->f->sp = sp;
+        Sv *pos[72];
+        if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+        pos[0] = self;
+        for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+        Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+        return cap_call(I, fn, &b);
+    }
+    Py_DECREF(name);
+    return cap_unsupported(I, "call of a %s object", tp->tp_name), NULL;
+}
+
 const SvOps cap_opaque_kind = {
+    .call = object_call,
     .name = NULL,
     .truth = object_truth,
     .getattr = object_getattr,
