@@ -189,6 +189,8 @@ struct Interp {
     WkVec(PyObject *) input_paths;   /* and the attribute path from it (borrowed from its Sv) */
     WkVec(PyObject *) input_tensors; /* borrowed example tensors */
     PyObject *top_globals;           /* the frame's globals: what global guards check */
+    unsigned long long lazy_args;    /* constant arguments guarded by value only if read */
+    unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
 };

@@ -627,6 +627,10 @@ static int store_subscr(Interp *I) {
 
 #define MAX_STEPS 2000000 /* instructions interpreted per compile: unrolled loops end here */
 
+/* Tests force internal errors: the n-th instruction interpreted by the next
+ * compile raises (wick._C._inject_capture_error(n)). */
+static long inject_at;
+
 static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
     Frame *F = I->f;
     PyObject *consts = F->code->co_consts, *names = F->code->co_names;
@@ -640,6 +644,12 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
         if (in->line >= 0) F->line = in->line;
         if (++steps > MAX_STEPS) {
             cap_unsupported(I, "more than %d instructions interpreted (a long unrolled loop)", MAX_STEPS);
+            return NULL;
+        }
+        if (inject_at && steps == inject_at) {
+            inject_at = 0;
+            PyErr_SetString(PyExc_SystemError, "wick: injected internal capture error");
+            cap_py_failed(I, "capture");
             return NULL;
         }
         if ((steps & 1023) == 0 && PyErr_CheckSignals() < 0) {
@@ -662,6 +672,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
                 rc = cap_unsupported(I, "read of an unbound local");
                 break;
             }
+            if (F->depth == 0 && arg < 64) I->loaded_args |= 1ull << arg;
             rc = sv_push(I, F->locals[arg]);
             break;
 #ifdef LOAD_FAST_AND_CLEAR
@@ -966,6 +977,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             rc = cap_make_function(I, arg);
             break;
         case MAKE_CELL:
+            if (F->depth == 0 && arg < 64) I->loaded_args |= 1ull << arg;
             rc = cap_make_cell(I, arg);
             break;
         case COPY_FREE_VARS:
@@ -1128,7 +1140,10 @@ static int setup_args(Interp *I) {
         } else if (o == Py_None || cap_is_number(o) || PyUnicode_CheckExact(o) ||
                    (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) ||
                    (PyTuple_CheckExact(o) && cap_is_plain(o))) {
-            wk_guard_equals(I->guards, i, o);
+            /* guarded by value only if the frame reads it (finish_arg_guards) */
+            wk_guard_type(I->guards, i, Py_TYPE(o));
+            if (i < 64) I->lazy_args |= 1ull << i;
+            else wk_guard_equals(I->guards, i, o);
             s = sv_new(I, SV_CONST);
         } else {
             wk_guard_type(I->guards, i, Py_TYPE(o));
@@ -1140,6 +1155,14 @@ static int setup_args(Interp *I) {
     }
     if (any_grad) wk_guard_grad_mode(I->guards, I->entry_grad);
     return 0;
+}
+
+/* Value guards on the constant arguments the frame read: an argument it
+ * never loads (an unused int) does not pin its value. */
+static void finish_arg_guards(Interp *I) {
+    for (int i = 0; i < I->nargs && i < 64; i++)
+        if ((I->lazy_args & (1ull << i)) && (I->loaded_args & (1ull << i)) && I->args[i])
+            wk_guard_equals(I->guards, i, I->args[i]);
 }
 
 static PyObject *fallback_info_Ref(Interp *I) {
@@ -1284,6 +1307,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         goto finish;
     }
     dump_code(stem, code, newcode);
+    finish_arg_guards(I);
     guard_list = wk_guards_describe_Ref(I->guards);
     if (!guard_list) PyErr_Clear();
     info = Py_BuildValue("{s:s,s:O,s:O,s:O,s:i,s:d,s:i,s:O,s:i}", "graph", graph_text ? graph_text : "",
@@ -1322,6 +1346,9 @@ finish:
         if (fullgraph) {
             PyErr_SetString(unsupported_error, I->reason);
         } else {
+            /* a fallback may have stopped before reading an argument: pin all */
+            I->loaded_args = ~0ull;
+            finish_arg_guards(I);
             info = fallback_info_Ref(I);
             if (!info) PyErr_Clear();
             entry = entry_new(I->guards, NULL, info);
@@ -1350,7 +1377,21 @@ finish:
     return entry;
 }
 
+static PyObject *inject_error(PyObject *self, PyObject *arg) {
+    (void)self;
+    inject_at = PyLong_AsLong(arg);
+    if (inject_at == -1 && PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef cap_methods[] = {
+    {"_inject_capture_error", inject_error, METH_O,
+     "_inject_capture_error(n): the n-th instruction the next capture interprets raises (tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
 int wk_cap_init(PyObject *module) {
+    if (PyModule_AddFunctions(module, cap_methods) < 0) return -1;
     unsupported_error = PyErr_NewException("wick._C.UnsupportedError", PyExc_RuntimeError, NULL);
     if (!unsupported_error) return -1;
     Py_INCREF(unsupported_error);
