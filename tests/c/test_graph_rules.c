@@ -529,7 +529,8 @@ static void test_ops(void) {
     i = wk_op_info(WK_OP_WHERE);
     CHECK(i->arity == 3 && i->dtype == WK_DTR_WHERE);
     CHECK(wk_op_info(WK_OP_SCALAR)->kind == WK_KIND_CONSTANT);
-    CHECK(wk_op_info((WkOp)WK_NOPS) == NULL);
+    CHECK(wk_op_info((WkOp)(WK_NOPS + 1)) == NULL);
+    CHECK(wk_op_info(WK_OP_EXTERN)->kind == WK_KIND_EXTERN); /* the pseudo-row past the table */
     CHECK(wk_op_info((WkOp)-1) == NULL);
     for (int op = 0; op < WK_NOPS; op++) CHECK_EQ_INT(wk_op_from_name(wk_op_info((WkOp)op)->name), op);
 }
