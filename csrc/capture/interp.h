@@ -53,6 +53,7 @@ extern PyObject *cap_dtype_objs[WK_NDTYPES];
 extern PyTypeObject *cap_tensor_type, *cap_param_type, *cap_module_type;
 extern PyObject *cap_size_type, *cap_device_type, *cap_dtype_type, *cap_strided_layout;
 extern PyObject *cap_no_grad_type, *cap_enable_grad_type;
+extern PyObject *cap_operator_mod, *cap_finfo_type, *cap_iinfo_type;
 extern PyObject *cap_s_layout, *cap_s_shape, *cap_s_stride, *cap_s_dtype, *cap_s_device, *cap_s_requires_grad;
 
 #define CAP_MAX_PARAMS 8
@@ -191,6 +192,7 @@ struct Interp {
     PyObject *top_globals;           /* the frame's globals: what global guards check */
     unsigned long long lazy_args;    /* constant arguments guarded by value only if read */
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
+    PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
 };
@@ -249,6 +251,8 @@ void cap_set_rg(Interp *I, int value, int rg);
 int cap_get_rg(const Interp *I, int value);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
+/* operator.<name>(x[, y]) as an extern node (y may be NULL) */
+Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
 
 /* vals/torchfn.c */
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method);
@@ -256,6 +260,7 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
 /* vals/builtins.c: NULL without a reason when fn is not a builtin handled here */
 const char *cap_callable_name(PyObject *o, char *buf, size_t n);
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a);
+Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a);
 
 /* vals/function.c */
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a);
@@ -274,6 +279,12 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
 /* vals/ctx.c */
 int cap_before_with(Interp *I);
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
+
+/* vals/extern.c */
+Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                    Sv *const *kw, int nkw);
+int cap_is_torch_callable(PyObject *fn);
+int cap_device_of(PyObject *dev, WkDevice *out, int *ok); /* a torch.device -> WkDevice */
 
 /* vals/seq.c */
 Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a);

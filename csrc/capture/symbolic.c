@@ -1175,6 +1175,11 @@ static PyObject *fallback_info_Ref(Interp *I) {
     return r;
 }
 
+static void unsupported_extern_backend(Interp *I, PyObject *backend) {
+    cap_unsupported(I, "torch calls outside the op table with backend %s: only the wick backend runs extern nodes yet",
+                    PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : "(callable)");
+}
+
 static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g) {
     PyObject *mod = PyImport_ImportModule("wick.backends");
     if (!mod) return NULL;
@@ -1268,7 +1273,8 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             PyErr_Clear();
         }
         if (I->backend_wick) {
-            compiled = wk_rt_compile_Ref(I->g);
+            compiled = I->externs && wk_graph_nexterns(I->g) ? wk_rt_compile_externs_Ref(I->g, I->externs)
+                                                              : wk_rt_compile_Ref(I->g);
             if (!compiled) {
                 if (PyErr_Occurred()) cap_py_failed(I, "compiling the graph");
                 else cap_unsupported(I, "wick could not compile the graph: %s", wk_error_get());
@@ -1292,6 +1298,10 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
                                 PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : "(callable)");
                     goto finish;
                 }
+            if (wk_graph_nexterns(I->g)) {
+                unsupported_extern_backend(I, backend);
+                goto finish;
+            }
             compiled = compile_with_backend_Ref(I, backend, &I->g);
             if (!compiled) {
                 cap_py_failed(I, "backend");
@@ -1371,6 +1381,7 @@ finish:
     wk_vec_free(&I->input_tensors);
     for (int i = 0; i < I->frames.len; i++) frame_free(I->frames.data[i]);
     wk_vec_free(&I->frames);
+    Py_XDECREF(I->externs);
     free(I->reason);
     if (I->g) wk_graph_free(I->g);
     if (I->guards) wk_guards_free(I->guards);

@@ -14,6 +14,7 @@ PyObject *cap_dtype_objs[WK_NDTYPES];
 PyTypeObject *cap_tensor_type, *cap_param_type, *cap_module_type;
 PyObject *cap_size_type, *cap_device_type, *cap_dtype_type, *cap_strided_layout;
 PyObject *cap_no_grad_type, *cap_enable_grad_type;
+PyObject *cap_operator_mod, *cap_finfo_type, *cap_iinfo_type;
 PyObject *cap_s_layout, *cap_s_shape, *cap_s_stride, *cap_s_dtype, *cap_s_device, *cap_s_requires_grad;
 
 typedef struct {
@@ -112,6 +113,11 @@ int cap_init_torch(void) {
     }
     cap_tensor_type = (PyTypeObject *)tt;
     cap_param_type = (PyTypeObject *)nn;
+    cap_operator_mod = PyImport_ImportModule("operator");
+    if (!cap_operator_mod) return -1;
+    cap_finfo_type = PyObject_GetAttrString(mod, "finfo");
+    cap_iinfo_type = PyObject_GetAttrString(mod, "iinfo");
+    PyErr_Clear();
     cap_no_grad_type = PyObject_GetAttrString(mod, "no_grad");
     cap_enable_grad_type = PyObject_GetAttrString(mod, "enable_grad");
     PyErr_Clear();

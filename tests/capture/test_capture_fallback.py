@@ -40,20 +40,22 @@ def print_fn(x):
     return y
 
 
-def matmul_fn(x):
-    return torch.matmul(x.sum(0), x.sum(0)) + 1
+def item_fn(x):
+    return x * x.sum().item()
 
 
-def tensor_method_fn(x):
-    return x.softmax(-1)
+def nonzero_fn(x):
+    return torch.nonzero(x > 0) + 1
 
 
-def index_fn(x):
-    return x[0] + 1
+def inplace_method_fn(x):
+    y = x + 1
+    y.add_(1)
+    return y
 
 
-def floordiv_fn(x):
-    return x // 2
+def tolist_fn(x):
+    return x.tolist()
 
 
 def inplace_input_fn(x):
@@ -80,10 +82,10 @@ def varargs_fn(*args):
 CASES = [
     (loop_fn, "data-dependent", "while y.sum() > 1e6"),
     (print_fn, "print", "print("),
-    (matmul_fn, "torch.matmul", "torch.matmul"),
-    (tensor_method_fn, "softmax", "softmax"),
-    (index_fn, "subscript", "x[0]"),
-    (floordiv_fn, "//", "x // 2"),
+    (item_fn, "Tensor.item", "x.sum().item()"),
+    (nonzero_fn, "torch.nonzero", "torch.nonzero"),
+    (inplace_method_fn, "Tensor.add_", "y.add_(1)"),
+    (tolist_fn, "Tensor.tolist", "x.tolist()"),
     (branch_fn, "data-dependent branch on a tensor", "if x.sum() > 0"),
     (varargs_fn, "subscript", "args[0]"),
 ]

@@ -334,3 +334,64 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     }
     return NULL;
 }
+
+/* torch functions that answer questions about the program state or about
+ * dtypes rather than compute tensors: folded now. torch.is_grad_enabled
+ * answers the grad mode capture tracks (the entry guards the mode it
+ * started in); the tracing/scripting/compiling queries are False, as they
+ * are in eager Python. NULL without a reason when fn is none of them. */
+Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
+    static const char *const queries[] = {"is_tracing", "is_scripting", "is_compiling", "_get_tracing_state",
+                                          "is_autocast_enabled", "is_dynamo_compiling", "is_exporting"};
+    if (!PyCallable_Check(fn) || !cap_is_torch_callable(fn)) {
+        if (!(cap_finfo_type && fn == cap_finfo_type) && !(cap_iinfo_type && fn == cap_iinfo_type)) return NULL;
+    }
+    if ((cap_finfo_type && fn == cap_finfo_type) || (cap_iinfo_type && fn == cap_iinfo_type)) {
+        for (int i = 0; i < a->npos; i++)
+            if (a->pos[i]->kind != SV_CONST) return NULL;
+        if (a->nkw) return NULL;
+        return fold_call(I, fn, a);
+    }
+    PyObject *nm = PyObject_GetAttrString(fn, "__name__");
+    const char *n = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+    if (!n) {
+        PyErr_Clear();
+        Py_XDECREF(nm);
+        return NULL;
+    }
+    Sv *r = NULL;
+    if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
+        r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
+    } else if (!a->npos && !a->nkw) {
+        for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++)
+            if (strcmp(n, queries[i]) == 0) {
+                PyObject *v = PyObject_CallNoArgs(fn);
+                if (!v) {
+                    cap_py_failed(I, n);
+                    break;
+                }
+                if (v == Py_None || PyBool_Check(v)) r = sv_const_Steal(I, v);
+                else Py_DECREF(v);
+                break;
+            }
+    } else if ((strcmp(n, "is_tensor") == 0 || strcmp(n, "is_floating_point") == 0 || strcmp(n, "numel") == 0 ||
+                strcmp(n, "is_complex") == 0) && a->npos == 1 && !a->nkw) {
+        Sv *v = a->pos[0];
+        if (n[3] == 't') {
+            r = sv_const(I, v->kind == SV_TENSOR ? Py_True : Py_False);
+        } else if (v->kind == SV_TENSOR) {
+            const WkValue *m = cap_sv_meta(I, v);
+            if (m && n[0] == 'n') {
+                int64_t k = 1;
+                for (int d = 0; d < m->ndim; d++) k *= cap_const_size(m, d);
+                r = sv_const_Steal(I, PyLong_FromLongLong(k));
+            } else if (m && n[3] == 'f') {
+                r = sv_const(I, wk_dtype_is_float(m->dtype) ? Py_True : Py_False);
+            } else if (m) {
+                r = sv_const(I, Py_False);
+            }
+        }
+    }
+    Py_DECREF(nm);
+    return r;
+}

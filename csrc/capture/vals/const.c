@@ -16,8 +16,13 @@ int cap_is_number(PyObject *o) {
  * plain data: safe to fold at compile time. */
 int cap_is_plain(PyObject *o) {
     if (o == Py_None || cap_is_number(o) || PyUnicode_CheckExact(o) || PyComplex_CheckExact(o)) return 1;
-    /* torch.dtype: compared by identity in C, no arithmetic (that raises) */
+    /* torch.dtype: compared by identity in C, no arithmetic (that raises);
+     * torch.device, finfo, iinfo: immutable descriptions */
     if (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) return 1;
+    if (cap_device_type && Py_TYPE(o) == (PyTypeObject *)cap_device_type) return 1;
+    if ((cap_finfo_type && Py_TYPE(o) == (PyTypeObject *)cap_finfo_type) ||
+        (cap_iinfo_type && Py_TYPE(o) == (PyTypeObject *)cap_iinfo_type))
+        return 1;
     if (PyTuple_CheckExact(o) || (cap_size_type && Py_TYPE(o) == (PyTypeObject *)cap_size_type)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
             if (!cap_is_plain(PyTuple_GET_ITEM(o, i))) return 0;
@@ -99,8 +104,12 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *num = cap_fn_to_op ? PyDict_GetItemWithError(cap_fn_to_op, fn) : NULL;
     if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
     if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0);
-    if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || I->reason) return res;
+    if ((res = cap_torch_query_call(I, fn, a)) != NULL || I->reason) return res;
+    if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */
+        return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
+                               a->nkw);
+    if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
 }

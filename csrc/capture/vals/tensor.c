@@ -10,9 +10,14 @@
 static int device_of(PyObject *t, WkDevice *dev, int *ok) {
     PyObject *d = PyObject_GetAttr(t, cap_s_device);
     if (!d) return -1;
+    int r = cap_device_of(d, dev, ok);
+    Py_DECREF(d);
+    return r;
+}
+
+int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
     PyObject *type = PyObject_GetAttrString(d, "type");
     PyObject *index = type ? PyObject_GetAttrString(d, "index") : NULL;
-    Py_DECREF(d);
     if (!index) {
         Py_XDECREF(type);
         return -1;
@@ -301,7 +306,13 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         return cap_convert(I, self, d);
     }
     int op = cap_method_op(name);
-    if (op < 0) return cap_unsupported(I, "unsupported tensor method %s()", fname), NULL;
+    if (op < 0) { /* Tensor.<name>(self, ...) through PyTorch */
+        PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
+        if (!fn) return cap_py_failed(I, fname), NULL;
+        Sv *r = cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+        Py_DECREF(fn);
+        return r;
+    }
     return cap_call_op(I, (WkOp)op, a, fname, 1);
 }
 
@@ -335,8 +346,22 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
         }
         return sv_push(I, sv_const_Steal(I, c));
     }
-    if (cap_method_op(name) < 0 && !is_special_method(name))
-        return cap_unsupported(I, "unsupported tensor attribute .%s", name);
+    if (cap_method_op(name) < 0 && !is_special_method(name)) {
+        PyObject *d = _PyType_Lookup(cap_tensor_type, name_obj);
+        if (!d) return cap_unsupported(I, "unknown tensor attribute .%s", name);
+        if (!PyObject_TypeCheck(d, &PyMethodDescr_Type) && !PyFunction_Check(d)) {
+            /* a computed attribute (.T, .mT, .real): getattr through PyTorch */
+            PyObject *getter = PyObject_CallMethod(cap_operator_mod, "attrgetter", "O", name_obj);
+            if (!getter) return cap_py_failed(I, name);
+            char fname[80];
+            snprintf(fname, sizeof fname, "Tensor.%s", name);
+            Sv *r = cap_extern_call(I, getter, fname, &t, 1, NULL, NULL, 0);
+            Py_DECREF(getter);
+            if (!r) return -1;
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, r);
+        }
+    }
     Sv *meth = sv_new(I, SV_METHOD);
     meth->name = wk_xstrdup(name);
     if (method) {
@@ -351,6 +376,38 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
 
 /* ---- operators ----------------------------------------------------------- */
 
+static const char *nb_operator_name(int base) {
+    switch (base) {
+    case NB_FLOOR_DIVIDE: return "floordiv";
+    case NB_REMAINDER: return "mod";
+    case NB_MATRIX_MULTIPLY: return "matmul";
+    case NB_AND: return "and_";
+    case NB_OR: return "or_";
+    case NB_XOR: return "xor";
+    case NB_LSHIFT: return "lshift";
+    case NB_RSHIFT: return "rshift";
+    case NB_ADD: return "add";
+    case NB_SUBTRACT: return "sub";
+    case NB_MULTIPLY: return "mul";
+    case NB_TRUE_DIVIDE: return "truediv";
+    case NB_POWER: return "pow";
+    }
+    return NULL;
+}
+
+/* operator.<name>(*operands) through PyTorch as an extern node */
+Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y) {
+    if (!name) return cap_unsupported(I, "an operator on tensors"), NULL;
+    PyObject *fn = PyObject_GetAttrString(cap_operator_mod, name);
+    if (!fn) return cap_py_failed(I, name), NULL;
+    Sv *ops[2] = {x, y};
+    char fname[64];
+    snprintf(fname, sizeof fname, "operator.%s", name);
+    Sv *r = cap_extern_call(I, fn, fname, ops, y ? 2 : 1, NULL, NULL, 0);
+    Py_DECREF(fn);
+    return r;
+}
+
 static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
     int inplace = nb >= NB_INPLACE_ADD;
@@ -362,7 +419,7 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     case NB_MULTIPLY: op = WK_OP_MUL; break;
     case NB_TRUE_DIVIDE: op = WK_OP_DIV; break;
     case NB_POWER: op = WK_OP_POW; break;
-    default: return cap_unsupported(I, "operator %s on tensors", cap_nb_symbol(nb)), NULL;
+    default: return cap_tensor_operator(I, nb_operator_name(base), x, y);
     }
     int in[2];
     if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;
@@ -401,10 +458,28 @@ static Sv *tensor_compare(Interp *I, int cmp, Sv *x, Sv *y) {
 }
 
 static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
-    if (opcode != UNARY_NEGATIVE) return cap_unsupported(I, "%s on a tensor", wk_bc_opname(opcode)), NULL;
+    if (opcode == UNARY_INVERT) return cap_tensor_operator(I, "invert", x, NULL);
+    if (opcode != UNARY_NEGATIVE) return cap_tensor_operator(I, "pos", x, NULL);
     int in = cap_tensor_value(I, x);
     if (in < 0) return NULL;
     return cap_graph_op(I, WK_OP_NEG, &in, 1, NULL);
+}
+
+static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_operator(I, "getitem", s, key); }
+
+static int tensor_iterate(Interp *I, Sv *s, SvList *out) {
+    /* for row in t: t[0], t[1], ... (the length is guarded metadata) */
+    const WkValue *m = cap_sv_meta(I, s);
+    if (!m) return -1;
+    if (m->ndim == 0) return cap_unsupported(I, "iteration over a 0-d tensor");
+    int64_t n = cap_const_size(m, 0);
+    if (n > 4096) return cap_unsupported(I, "iterating a tensor of %lld rows", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        Sv *r = tensor_subscript(I, s, sv_const_Steal(I, PyLong_FromLongLong(i)));
+        if (!r) return -1;
+        wk_vec_push(out, r);
+    }
+    return 0;
 }
 
 static int tensor_truth(Interp *I, Sv *s, int *out) {
@@ -437,6 +512,8 @@ const SvOps cap_tensor_kind = {
     .getattr = tensor_getattr,
     .binary = tensor_binary,
     .compare = tensor_compare,
+    .subscript = tensor_subscript,
+    .iterate = tensor_iterate,
     .unary = tensor_unary,
     .reconstruct = tensor_reconstruct,
 };
