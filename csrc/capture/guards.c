@@ -28,10 +28,11 @@ typedef enum {
     CK_DICT_LACKS, /* name is not in the instance __dict__ of getattr(arg, *path) */
     CK_NO_HOOKS,   /* the nn.Module getattr(arg, *path) has no forward/backward hooks */
     CK_NO_GLOBAL_HOOKS, /* torch.nn.modules.module has no global module hooks */
+    CK_SHAPE,      /* exact tuple of len value (an int), or exact dict with keys value (a tuple), in order */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1};
 
 typedef struct {
     CheckKind kind;
@@ -348,6 +349,14 @@ void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name
     add_check(g, c);
 }
 
+void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container, PyObject *shape) {
+    wk_guard_type_at(g, arg, path, Py_TYPE(container));
+    if (has_check_at(g, CK_SHAPE, arg, path)) return;
+    Check c = {.kind = CK_SHAPE, .arg = arg, .path = Py_XNewRef(path)};
+    c.value = Py_NewRef(shape);
+    add_check(g, c);
+}
+
 void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path) {
     if (has_check_at(g, CK_NO_HOOKS, arg, path)) return;
     Check c = {.kind = CK_NO_HOOKS, .arg = arg, .path = Py_XNewRef(path)};
@@ -446,7 +455,16 @@ static const char *arg_name_path(const WkGuards *g, int arg, PyObject *path, cha
     if (s) k = (size_t)snprintf(buf, n, "L['%s']", s);
     else k = (size_t)snprintf(buf, n, "arg%d", arg);
     for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path) && k < n; i++) {
-        const char *a = PyUnicode_AsUTF8(PyTuple_GET_ITEM(path, i));
+        PyObject *elem = PyTuple_GET_ITEM(path, i);
+        if (PyTuple_Check(elem)) {
+            PyObject *r = PyObject_Repr(PyTuple_GET_ITEM(elem, 0));
+            const char *rs = r ? PyUnicode_AsUTF8(r) : NULL;
+            if (!rs) PyErr_Clear();
+            k += (size_t)snprintf(buf + k, n - k, "[%s]", rs ? rs : "?");
+            Py_XDECREF(r);
+            continue;
+        }
+        const char *a = PyUnicode_AsUTF8(elem);
         if (!a) {
             PyErr_Clear();
             a = "?";
@@ -723,6 +741,25 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_SHAPE: {
+        int ok;
+        if (PyLong_Check(c->value)) {
+            ok = PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == PyLong_AsSsize_t(c->value);
+        } else {
+            ok = PyDict_CheckExact(x) && PyDict_GET_SIZE(x) == PyTuple_GET_SIZE(c->value);
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *k, *v;
+            while (ok && PyDict_Next(x, &pos, &k, &v)) {
+                PyObject *e = PyTuple_GET_ITEM(c->value, i++);
+                ok = k == e || (PyUnicode_CheckExact(k) && PyUnicode_CheckExact(e) && PyUnicode_Compare(k, e) == 0);
+            }
+        }
+        if (!ok) {
+            snprintf(why_buf, sizeof why_buf, "%s length or keys changed", who_of(g, c, nb, sizeof nb));
+            return 0;
+        }
+        break;
+    }
     case CK_NO_HOOKS:
         if (wk_guards_module_has_no_hooks(x) != 1) {
             PyErr_Clear();
@@ -756,7 +793,8 @@ static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x
     char nb[160];
     Py_INCREF(x);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->path); i++) {
-        PyObject *next = PyObject_GetAttr(x, PyTuple_GET_ITEM(c->path, i));
+        PyObject *elem = PyTuple_GET_ITEM(c->path, i);
+        PyObject *next = PyTuple_Check(elem) ? PyObject_GetItem(x, PyTuple_GET_ITEM(elem, 0)) : PyObject_GetAttr(x, elem);
         Py_DECREF(x);
         if (!next) {
             *err = read_failed(who_of(g, c, nb, sizeof nb), "attribute") < 0;
@@ -862,6 +900,10 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
             break;
         case CK_NO_HOOKS:
             line = PyUnicode_FromFormat("NO_MODULE_HOOKS %s", who);
+            break;
+        case CK_SHAPE:
+            line = PyUnicode_FromFormat("%s %s %R", PyLong_Check(c->value) ? "LENGTH_MATCH" : "KEYS_MATCH", who,
+                                        c->value);
             break;
         case CK_NO_GLOBAL_HOOKS:
             line = PyUnicode_FromString("NO_GLOBAL_MODULE_HOOKS");

@@ -172,6 +172,13 @@ typedef struct Frame {
     int depth; /* 0 for the compiled frame */
 } Frame;
 
+typedef struct {
+    PyObject *obj;  /* borrowed: kept alive by `owner`'s Sv */
+    PyObject *name; /* owned */
+    Sv *value;      /* NULL: deleted */
+    Sv *owner;
+} CapOverlay;
+
 struct Interp {
     Frame *f; /* the innermost frame; on a fallback it stays at the failing frame */
     WkVec(Frame *) frames; /* all frames, owned */
@@ -193,6 +200,7 @@ struct Interp {
     unsigned long long lazy_args;    /* constant arguments guarded by value only if read */
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
+    WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
 };
@@ -275,6 +283,9 @@ Sv *cap_partial_new(Interp *I, Sv *callable, Sv *const *args, int nargs, Sv *kwa
 /* vals/object.c */
 int cap_is_torch_module(PyObject *m);
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
+int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
+int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
+int cap_overlay_check(Interp *I);
 
 /* vals/ctx.c */
 int cap_before_with(Interp *I);

@@ -1010,6 +1010,14 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             rc = v ? sv_push(I, sv_const_Steal(I, v)) : cap_py_failed(I, "import");
             break;
         }
+        case STORE_ATTR:
+        case DELETE_ATTR: {
+            Sv *o = sv_pop(I), *v = NULL;
+            if (!o) return NULL;
+            if (in->op == STORE_ATTR && !(v = sv_pop(I))) return NULL;
+            rc = cap_object_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
+            break;
+        }
         case LOAD_ASSERTION_ERROR:
             rc = sv_push(I, sv_const(I, PyExc_AssertionError));
             break;
@@ -1110,6 +1118,109 @@ static int option_flag(PyObject *options, const char *key) {
     return v ? PyObject_IsTrue(v) > 0 : 0;
 }
 
+/* An Sv for `o`, found at argument arg + path (path: attribute names and
+ * (key,) items), with the guards that make it what capture sees. Tuples
+ * and dicts of str keys become symbolic containers whose items have their
+ * own sources. *any_grad is set for tensors that require grad. */
+static Sv *source_sv(Interp *I, PyObject *o, int arg, PyObject *path, int lazy_const, int *any_grad, int depth) {
+    Sv *s;
+    if (cap_is_tensor_obj(o)) {
+        PyObject *layout = PyObject_GetAttr(o, cap_s_layout);
+        int strided = layout == cap_strided_layout;
+        Py_XDECREF(layout);
+        if (!layout) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) return cap_py_failed(I, "argument"), NULL;
+            PyErr_Clear();
+        }
+        wk_guard_tensor_at(I->guards, arg, path, o);
+        if (strided) {
+            s = sv_new(I, SV_TENSOR);
+            PyObject *rg = PyObject_GetAttr(o, cap_s_requires_grad);
+            if (!rg) return cap_py_failed(I, "requires_grad"), NULL;
+            *any_grad |= rg == Py_True;
+            Py_DECREF(rg);
+        } else {
+            s = sv_new(I, SV_OPAQUE);
+        }
+    } else if (o == Py_None || cap_is_number(o) || PyUnicode_CheckExact(o) ||
+               (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) ||
+               (PyTuple_CheckExact(o) && cap_is_plain(o))) {
+        /* guarded by value only if the frame reads it (finish_arg_guards) */
+        wk_guard_type_at(I->guards, arg, path, Py_TYPE(o));
+        if (lazy_const && arg < 64) I->lazy_args |= 1ull << arg;
+        else wk_guard_equals_at(I->guards, arg, path, o);
+        s = sv_new(I, SV_CONST);
+    } else if ((PyTuple_CheckExact(o) || PyDict_CheckExact(o)) && depth < 4 && PyObject_Length(o) <= 64) {
+        /* the container's shape is guarded; each item is a source of its own */
+        int dict = PyDict_CheckExact(o);
+        PyObject *keys = dict ? PyDict_Keys(o) : NULL;
+        if (dict && !keys) return cap_py_failed(I, "argument"), NULL;
+        PyObject *shape = dict ? PyList_AsTuple(keys) : PyLong_FromSsize_t(PyTuple_GET_SIZE(o));
+        if (!shape) {
+            Py_XDECREF(keys);
+            return cap_py_failed(I, "argument"), NULL;
+        }
+        wk_guard_shape_at(I->guards, arg, path, o, shape);
+        s = dict ? cap_dict_new(I) : sv_new(I, SV_TUPLE);
+        Py_ssize_t n = dict ? PyList_GET_SIZE(keys) : PyTuple_GET_SIZE(o);
+        Py_ssize_t np = path ? PyTuple_GET_SIZE(path) : 0;
+        for (Py_ssize_t i = 0; s && i < n; i++) {
+            PyObject *key = dict ? PyList_GET_ITEM(keys, i) : NULL;
+            if (dict && !PyUnicode_CheckExact(key)) {
+                cap_unsupported(I, "a dict argument with non-str keys");
+                s = NULL;
+                break;
+            }
+            PyObject *item = dict ? PyDict_GetItem(o, key) : PyTuple_GET_ITEM(o, i);
+            PyObject *k = dict ? Py_NewRef(key) : PyLong_FromSsize_t(i);
+            PyObject *sub = PyTuple_New(np + 1), *elem = k ? PyTuple_Pack(1, k) : NULL;
+            Py_XDECREF(k);
+            if (!sub || !elem) {
+                Py_XDECREF(sub);
+                Py_XDECREF(elem);
+                cap_py_failed(I, "argument");
+                s = NULL;
+                break;
+            }
+            for (Py_ssize_t j = 0; j < np; j++) PyTuple_SET_ITEM(sub, j, Py_NewRef(PyTuple_GET_ITEM(path, j)));
+            PyTuple_SET_ITEM(sub, np, elem);
+            Sv *is = source_sv(I, item, arg, sub, 0, any_grad, depth + 1);
+            if (is && is->kind != SV_DICT) {
+                is->obj = Py_NewRef(item);
+                is->arg = arg;
+                is->path = Py_NewRef(sub);
+            }
+            Py_DECREF(sub);
+            if (!is) {
+                s = NULL;
+                break;
+            }
+            if (dict) {
+                if (PyList_Append(s->obj, key) < 0) {
+                    cap_py_failed(I, "argument");
+                    s = NULL;
+                    break;
+                }
+                wk_vec_push(&s->items, is);
+            } else {
+                wk_vec_push(&s->items, is);
+            }
+        }
+        Py_XDECREF(keys);
+        Py_DECREF(shape);
+        if (!s) return NULL;
+        /* a dict Sv keeps its key list in obj: the object itself is not kept */
+        if (dict) {
+            s->arg = -1;
+            return s;
+        }
+    } else {
+        wk_guard_type_at(I->guards, arg, path, Py_TYPE(o));
+        s = sv_new(I, SV_OPAQUE);
+    }
+    return s;
+}
+
 /* Guards every argument so the entry applies to calls with this input
  * signature; classifies arguments into Svs. */
 static int setup_args(Interp *I) {
@@ -1118,39 +1229,12 @@ static int setup_args(Interp *I) {
     for (int i = 0; i < I->nargs; i++) {
         PyObject *o = I->args[i];
         if (!o) continue;
-        Sv *s;
-        if (cap_is_tensor_obj(o)) {
-            PyObject *layout = PyObject_GetAttr(o, cap_s_layout);
-            int strided = layout == cap_strided_layout;
-            Py_XDECREF(layout);
-            if (!layout) {
-                if (!PyErr_ExceptionMatches(PyExc_Exception)) return cap_py_failed(I, "argument");
-                PyErr_Clear();
-            }
-            wk_guard_tensor(I->guards, i, o);
-            if (strided) {
-                s = sv_new(I, SV_TENSOR);
-                PyObject *rg = PyObject_GetAttr(o, cap_s_requires_grad);
-                if (!rg) return cap_py_failed(I, "requires_grad");
-                any_grad |= rg == Py_True;
-                Py_DECREF(rg);
-            } else {
-                s = sv_new(I, SV_OPAQUE);
-            }
-        } else if (o == Py_None || cap_is_number(o) || PyUnicode_CheckExact(o) ||
-                   (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) ||
-                   (PyTuple_CheckExact(o) && cap_is_plain(o))) {
-            /* guarded by value only if the frame reads it (finish_arg_guards) */
-            wk_guard_type(I->guards, i, Py_TYPE(o));
-            if (i < 64) I->lazy_args |= 1ull << i;
-            else wk_guard_equals(I->guards, i, o);
-            s = sv_new(I, SV_CONST);
-        } else {
-            wk_guard_type(I->guards, i, Py_TYPE(o));
-            s = sv_new(I, SV_OPAQUE);
+        Sv *s = source_sv(I, o, i, NULL, 1, &any_grad, 0);
+        if (!s) return -1;
+        if (s->kind != SV_DICT) {
+            s->obj = Py_NewRef(o);
+            s->arg = i;
         }
-        s->obj = Py_NewRef(o);
-        s->arg = i;
         if (i < I->f->nlocals) I->f->locals[i] = s;
     }
     if (any_grad) wk_guard_grad_mode(I->guards, I->entry_grad);
@@ -1248,7 +1332,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (setup_args(I) < 0) goto finish;
 
     Sv *ret = cap_run_frame(I, top, &ret_line);
-    if (!ret) goto finish;
+    if (!ret || cap_overlay_check(I) < 0) goto finish;
     WkRet *rp = cap_reconstruct(I, &plan, ret, 0);
     if (!rp) goto finish;
     for (int i = 0; i < plan.outputs.len; i++)
@@ -1382,6 +1466,8 @@ finish:
     for (int i = 0; i < I->frames.len; i++) frame_free(I->frames.data[i]);
     wk_vec_free(&I->frames);
     Py_XDECREF(I->externs);
+    for (int i = 0; i < I->overlay.len; i++) Py_DECREF(I->overlay.data[i].name);
+    wk_vec_free(&I->overlay);
     free(I->reason);
     if (I->g) wk_graph_free(I->g);
     if (I->guards) wk_guards_free(I->guards);

@@ -41,6 +41,9 @@ void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyOb
 void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name);
 /* the nn.Module getattr(arg, *path) has no hooks; no global module hooks. */
 void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path);
+/* getattr/getitem(arg, *path) is an exact tuple of length `shape` (an int)
+ * or an exact dict with keys `shape` (a tuple), in order. */
+void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container, PyObject *shape);
 void wk_guard_no_global_hooks(WkGuards *g);
 int wk_guards_module_has_no_hooks(PyObject *m); /* 1 none, 0 some */
 int wk_guards_no_global_hooks(void);             /* 1 none, 0 some, -1 error */

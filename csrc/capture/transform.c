@@ -28,7 +28,13 @@ static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
     }
     wk_asm_load_fast(a, arg);
     for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path); i++) {
-        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(path, i));
+        PyObject *elem = PyTuple_GET_ITEM(path, i);
+        if (PyTuple_Check(elem)) { /* (key,): an item */
+            wk_asm_load_const(a, PyTuple_GET_ITEM(elem, 0));
+            wk_asm_op(a, BINARY_SUBSCR, 0);
+            continue;
+        }
+        const char *name = PyUnicode_AsUTF8(elem);
         if (!name) return -1;
         wk_asm_load_attr(a, name);
     }

@@ -87,7 +87,6 @@ CASES = [
     (inplace_method_fn, "Tensor.add_", "y.add_(1)"),
     (tolist_fn, "Tensor.tolist", "x.tolist()"),
     (branch_fn, "data-dependent branch on a tensor", "if x.sum() > 0"),
-    (varargs_fn, "subscript", "args[0]"),
 ]
 
 
@@ -121,6 +120,16 @@ def test_fullgraph_raises(fn, what, src):
     assert isinstance(info.value, RuntimeError)
     msg = str(info.value)
     assert what in msg and f"{THIS}:{line_of(fn, src)}" in msg, msg
+
+
+def test_varargs_and_kwargs_frames_compile():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert_same(compiled(varargs_fn)(x, y), x + y)
+    (e,) = entries(varargs_fn)
+    assert not e["eager"] and e["graph_count"] == 1
+    assert any("LENGTH_MATCH L['args'] 2" in g for g in e["guards"])
+    assert_same(compiled(varargs_fn)(x, y, x), x + y)  # another length: another entry
+    assert len(entries(varargs_fn)) == 2
 
 
 def test_inplace_on_input_falls_back_and_mutates():

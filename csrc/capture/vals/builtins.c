@@ -273,7 +273,7 @@ static Sv *call_getattr(Interp *I, const Args *a, int has) {
     if (!ops->getattr) return cap_unsupported(I, "getattr() of a %s", sv_desc(o)), NULL;
     if (o->kind == SV_CONST || o->kind == SV_OPAQUE) {
         /* a missing attribute: answer from the object itself (its type is guarded) */
-        int ok = PyObject_HasAttr(o->obj, name->obj);
+        int ok = o->kind == SV_OPAQUE ? cap_object_hasattr(I, o, name->obj) : PyObject_HasAttr(o->obj, name->obj);
         if (!ok) {
             if (has) return sv_const(I, Py_False);
             if (a->npos == 3) return a->pos[2];

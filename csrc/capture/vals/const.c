@@ -19,6 +19,8 @@ int cap_is_plain(PyObject *o) {
     /* torch.dtype: compared by identity in C, no arithmetic (that raises);
      * torch.device, finfo, iinfo: immutable descriptions */
     if (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) return 1;
+    if (PyCode_Check(o) || o == Py_Ellipsis || PySlice_Check(o)) return 1;
+    if (PyFrozenSet_CheckExact(o)) return 1;
     if (cap_device_type && Py_TYPE(o) == (PyTypeObject *)cap_device_type) return 1;
     if ((cap_finfo_type && Py_TYPE(o) == (PyTypeObject *)cap_finfo_type) ||
         (cap_iinfo_type && Py_TYPE(o) == (PyTypeObject *)cap_iinfo_type))
@@ -94,6 +96,39 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         }
         return sv_push(I, sv_const_Steal(I, v));
     }
+    if (PyType_Check(o->obj)) {
+        /* names of a class: immutable in practice, read now */
+        static const char *const ok[] = {"__name__", "__qualname__", "__module__"};
+        const char *n = PyUnicode_AsUTF8(name);
+        for (size_t i = 0; n && i < sizeof ok / sizeof ok[0]; i++)
+            if (strcmp(n, ok[i]) == 0) {
+                PyObject *v = PyObject_GetAttr(o->obj, name);
+                if (!v) return cap_py_failed(I, n);
+                if (method && sv_push(I, I->null_sv) < 0) {
+                    Py_DECREF(v);
+                    return -1;
+                }
+                return sv_push(I, sv_const_Steal(I, v));
+            }
+    }
+    if (PyFunction_Check(o->obj)) {
+        /* what a function is made of: its code, defaults and names, pinned by
+         * the function guard */
+        static const char *const ok[] = {"__code__", "__name__", "__qualname__", "__module__", "__defaults__",
+                                         "__kwdefaults__", "__doc__"};
+        const char *n = PyUnicode_AsUTF8(name);
+        for (size_t i = 0; n && i < sizeof ok / sizeof ok[0]; i++)
+            if (strcmp(n, ok[i]) == 0) {
+                PyObject *v = PyObject_GetAttr(o->obj, name);
+                if (!v) return cap_py_failed(I, n);
+                wk_guard_function(I->guards, o->obj);
+                if (method && sv_push(I, I->null_sv) < 0) {
+                    Py_DECREF(v);
+                    return -1;
+                }
+                return sv_push(I, sv_const_Steal(I, v));
+            }
+    }
     return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
 }
 
@@ -115,7 +150,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
 }
 
 static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
-    if (k->kind == SV_CONST && cap_is_plain(c->obj) && (PyTuple_Check(c->obj) || PyUnicode_CheckExact(c->obj)) &&
+    if (k->kind == SV_CONST && (PyTuple_Check(c->obj) || PyUnicode_CheckExact(c->obj)) &&
         (PyLong_CheckExact(k->obj) || PySlice_Check(k->obj))) {
         PyObject *r = PyObject_GetItem(c->obj, k->obj);
         if (!r) return cap_py_failed(I, "subscript"), NULL;

@@ -23,13 +23,84 @@ int cap_is_torch_module(PyObject *m) {
  * The transformed code reads it afresh on each call, and guards check what
  * it reads: its type, tensor metadata or value. Properties and other data
  * descriptors would run user code on every read: unsupported. */
+/* transformers' configs rename attributes in __getattribute__ through the
+ * class's attribute_map and do nothing else: read like plain objects. */
+static int renaming_getattribute(PyTypeObject *tp) {
+    PyObject *n = PyUnicode_InternFromString("__getattribute__");
+    PyObject *f = n ? _PyType_Lookup(tp, n) : NULL;
+    Py_XDECREF(n);
+    if (!f || !PyFunction_Check(f)) return 0;
+    PyObject *q = ((PyFunctionObject *)f)->func_qualname;
+    const char *s = q && PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
+    return s && (strcmp(s, "PreTrainedConfig.__getattribute__") == 0 ||
+                 strcmp(s, "PretrainedConfig.__getattribute__") == 0);
+}
+
+/* Attribute writes to objects reached from arguments are kept in an
+ * overlay while capture runs (reads see them); a write that is not undone
+ * by the end of the frame is a side effect capture does not replay yet. */
+static int overlay_find(Interp *I, PyObject *obj, PyObject *name) {
+    for (int i = I->overlay.len - 1; i >= 0; i--)
+        if (I->overlay.data[i].obj == obj && PyUnicode_Compare(I->overlay.data[i].name, name) == 0) return i;
+    PyErr_Clear();
+    return -1;
+}
+
+int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    if (o->kind != SV_OPAQUE || !o->obj || o->arg < 0)
+        return cap_unsupported(I, "attribute assignment on a %s", sv_desc(o));
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
+        return cap_unsupported(I, "attribute assignment on an nn.Module");
+    if (tp->tp_setattro != PyObject_GenericSetAttr && !renaming_getattribute(tp))
+        return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
+    int i = overlay_find(I, o->obj, name);
+    if (i < 0) {
+        CapOverlay e = {o->obj, Py_NewRef(name), v, o};
+        wk_vec_push(&I->overlay, e);
+    } else {
+        I->overlay.data[i].value = v;
+    }
+    return 0;
+}
+
+/* 0 when every overlay entry matches the object as it is (no net effect) */
+int cap_overlay_check(Interp *I) {
+    for (int i = 0; i < I->overlay.len; i++) {
+        CapOverlay *e = &I->overlay.data[i];
+        if (overlay_find(I, e->obj, e->name) != i) continue; /* a later write wins */
+        PyObject **dp = _PyObject_GetDictPtr(e->obj);
+        PyObject *cur = dp && *dp ? PyDict_GetItemWithError(*dp, e->name) : NULL;
+        PyErr_Clear();
+        int same = e->value ? (cur && e->value->kind == SV_CONST && e->value->obj == cur) ||
+                                  (cur && e->value->obj == cur && e->value->arg >= 0)
+                            : cur == NULL;
+        if (!same)
+            return cap_unsupported(I, "the frame changes attribute .%s of a %s (side effects are not replayed yet)",
+                                   PyUnicode_AsUTF8(e->name), Py_TYPE(e->obj)->tp_name);
+    }
+    return 0;
+}
+
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     const char *nm = PyUnicode_AsUTF8(name);
     if (!nm) return cap_py_failed(I, "attribute name");
     PyTypeObject *tp = Py_TYPE(o->obj);
     int is_module = cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type);
-    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr)
+    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !renaming_getattribute(tp))
         return cap_unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
+    if (strcmp(nm, "__class__") == 0) { /* the exact type, which guards pin */
+        wk_guard_type_at(I->guards, o->arg, o->path, tp);
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, sv_const(I, (PyObject *)tp));
+    }
+    int ov = overlay_find(I, o->obj, name);
+    if (ov >= 0) {
+        Sv *v = I->overlay.data[ov].value;
+        if (!v) return cap_unsupported(I, "read of deleted attribute .%s", nm);
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, v);
+    }
     PyObject *d = _PyType_Lookup(tp, name);
     if (d && Py_TYPE(d) == &PyProperty_Type) {
         /* a property: its getter inlined with self; the class keeps this property */
@@ -96,7 +167,8 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
-               (Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr && Py_TYPE(v)->tp_dictoffset != 0 &&
+               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || renaming_getattribute(Py_TYPE(v))) &&
+                Py_TYPE(v)->tp_dictoffset != 0 &&
                 !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
         wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
         s = sv_new(I, SV_OPAQUE);
@@ -130,6 +202,19 @@ static int module_children(PyObject *o, PyObject **mods_Borrow) {
     if (!mods || !PyDict_Check(mods)) return 0;
     *mods_Borrow = mods;
     return 1;
+}
+
+/* 1 when o (an object from the arguments) has attribute name now, as the
+ * overlay sees it; an absent attribute is guarded absent. */
+int cap_object_hasattr(Interp *I, Sv *o, PyObject *name) {
+    int ov = overlay_find(I, o->obj, name);
+    if (ov >= 0) return I->overlay.data[ov].value != NULL;
+    int r = PyObject_HasAttr(o->obj, name);
+    if (!r && o->arg >= 0) {
+        wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, NULL);
+        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
+    }
+    return r;
 }
 
 static Sv *child(Interp *I, Sv *o, PyObject *key) {

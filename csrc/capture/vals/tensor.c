@@ -52,7 +52,19 @@ static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
     if (!an) return cap_py_failed(I, "reading an argument name");
     size_t k = (size_t)snprintf(buf, n, "L['%s']", an);
     for (Py_ssize_t i = 0; s->path && i < PyTuple_GET_SIZE(s->path) && k < n; i++) {
-        const char *a = PyUnicode_AsUTF8(PyTuple_GET_ITEM(s->path, i));
+        PyObject *elem = PyTuple_GET_ITEM(s->path, i);
+        if (PyTuple_Check(elem)) {
+            PyObject *r = PyObject_Repr(PyTuple_GET_ITEM(elem, 0));
+            const char *rs = r ? PyUnicode_AsUTF8(r) : NULL;
+            if (!rs) {
+                Py_XDECREF(r);
+                return cap_py_failed(I, "reading an item key");
+            }
+            k += (size_t)snprintf(buf + k, n - k, "[%s]", rs);
+            Py_DECREF(r);
+            continue;
+        }
+        const char *a = PyUnicode_AsUTF8(elem);
         if (!a) return cap_py_failed(I, "reading an attribute name");
         k += (size_t)snprintf(buf + k, n - k, ".%s", a);
     }
