@@ -170,6 +170,8 @@ typedef struct Frame {
     PyObject *kwnames; /* borrowed from co_consts, for the next CALL */
     int line;
     int depth; /* 0 for the compiled frame */
+    int is_generator; /* run to the end, values collected in yields */
+    SvList yields;
 } Frame;
 
 typedef struct {

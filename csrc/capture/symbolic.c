@@ -407,6 +407,7 @@ Frame *cap_frame_new(Interp *I, PyFunctionObject *fn, PyCodeObject *code) {
 }
 
 static void frame_free(Frame *f) {
+    wk_vec_free(&f->yields);
     free(f->locals);
     free(f->stack);
     free(f);
@@ -1016,6 +1017,24 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             if (!o) return NULL;
             if (in->op == STORE_ATTR && !(v = sv_pop(I))) return NULL;
             rc = cap_object_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
+            break;
+        }
+        case RETURN_GENERATOR: /* the generator starts: the first send() value */
+            if (!F->is_generator) {
+                rc = cap_unsupported(I, "a generator frame compiled directly");
+                break;
+            }
+            rc = sv_push(I, sv_const(I, Py_None));
+            break;
+        case YIELD_VALUE: {
+            Sv *v = sv_pop(I);
+            if (!v) return NULL;
+            if (!F->is_generator) {
+                rc = cap_unsupported(I, "yield in a frame that is not an inlined generator");
+                break;
+            }
+            wk_vec_push(&F->yields, v);
+            rc = sv_push(I, sv_const(I, Py_None)); /* what next() sends */
             break;
         }
         case LOAD_ASSERTION_ERROR:

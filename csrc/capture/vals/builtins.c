@@ -55,7 +55,11 @@ static int foldable(PyObject *o) {
             if (strcmp(n, names[i]) == 0) return 1;
         return 0;
     }
-    /* methods of immutable plain values: "a,b".split, (1, 2).index, 1.5.is_integer */
+    /* methods of immutable plain values: "a,b".split, (1, 2).index, 1.5.is_integer;
+     * class methods of builtin types: dict.fromkeys, int.from_bytes */
+    if (self && (self == (PyObject *)&PyDict_Type || self == (PyObject *)&PyLong_Type ||
+                 self == (PyObject *)&PyFloat_Type || self == (PyObject *)&PyUnicode_Type))
+        return 1;
     return self && !PyModule_Check(self) && cap_is_plain(self);
 }
 
@@ -63,6 +67,17 @@ static int foldable(PyObject *o) {
  * list of plain data (sorted(), str.split()) becomes a list of constants. */
 static Sv *fold_result(Interp *I, PyObject *r, const char *what) {
     if (cap_is_plain(r) || PyRange_Check(r) || PySlice_Check(r)) return sv_const_Steal(I, r);
+    if (PyDict_CheckExact(r)) {
+        Sv *d = cap_dict_new(I);
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (d && PyDict_Next(r, &pos, &k, &v)) {
+            if (!cap_is_plain(k) || !cap_is_plain(v) || cap_dict_set(I, d, sv_const(I, k), sv_const(I, v)) < 0) d = NULL;
+        }
+        Py_DECREF(r);
+        if (!d && !I->reason) cap_unsupported(I, "%s() gave a non-constant dict", what);
+        return d;
+    }
     if (PyList_CheckExact(r)) {
         Sv *l = sv_new(I, SV_LIST);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); i++) {
@@ -80,6 +95,31 @@ static Sv *fold_result(Interp *I, PyObject *r, const char *what) {
     return cap_unsupported(I, "%s() gave a non-constant", what), NULL;
 }
 
+/* A constant, or a fresh tuple/list of constants, as a Python object (new
+ * reference); NULL without an exception when s is not that. */
+static PyObject *materialize_Ref(Sv *s, int depth) {
+    if (s->kind == SV_CONST) return cap_is_plain(s->obj) ? Py_NewRef(s->obj) : NULL;
+    if ((s->kind != SV_TUPLE && s->kind != SV_LIST) || depth > 4) return NULL;
+    PyObject *r = s->kind == SV_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
+    for (int i = 0; r && i < s->items.len; i++) {
+        PyObject *x = materialize_Ref(s->items.data[i], depth + 1);
+        if (!x) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (s->kind == SV_TUPLE) PyTuple_SET_ITEM(r, i, x);
+        else PyList_SET_ITEM(r, i, x);
+    }
+    PyErr_Clear();
+    return r;
+}
+
+static int materializable(Sv *s) {
+    PyObject *o = materialize_Ref(s, 0);
+    Py_XDECREF(o);
+    return o != NULL;
+}
+
 static Sv *fold_call(Interp *I, PyObject *fn, const Args *a) {
     char buf[200];
     PyObject *t = PyTuple_New(a->npos);
@@ -89,8 +129,12 @@ static Sv *fold_call(Interp *I, PyObject *fn, const Args *a) {
         Py_XDECREF(kw);
         return cap_py_failed(I, "call"), NULL;
     }
-    for (int i = 0; i < a->npos; i++) PyTuple_SET_ITEM(t, i, Py_NewRef(a->pos[i]->obj));
-    for (int i = 0; i < a->nkw; i++) PyDict_SetItem(kw, PyTuple_GET_ITEM(a->kwnames, i), a->kw[i]->obj);
+    for (int i = 0; i < a->npos; i++) PyTuple_SET_ITEM(t, i, materialize_Ref(a->pos[i], 0));
+    for (int i = 0; i < a->nkw; i++) {
+        PyObject *v = materialize_Ref(a->kw[i], 0);
+        if (v) PyDict_SetItem(kw, PyTuple_GET_ITEM(a->kwnames, i), v);
+        Py_XDECREF(v);
+    }
     PyObject *r = PyObject_Call(fn, t, kw);
     Py_DECREF(t);
     Py_XDECREF(kw);
@@ -271,6 +315,12 @@ static Sv *call_getattr(Interp *I, const Args *a, int has) {
     if (name->kind != SV_CONST || !PyUnicode_CheckExact(name->obj)) return NULL;
     const SvOps *ops = SV_OPS(o);
     if (!ops->getattr) return cap_unsupported(I, "getattr() of a %s", sv_desc(o)), NULL;
+    if (o->kind == SV_TENSOR && !_PyType_Lookup(cap_tensor_type, name->obj)) {
+        /* tensors carry no instance attributes capture would see */
+        if (has) return sv_const(I, Py_False);
+        if (a->npos == 3) return a->pos[2];
+        return cap_unsupported(I, "getattr() of a missing tensor attribute"), NULL;
+    }
     if (o->kind == SV_CONST || o->kind == SV_OPAQUE) {
         /* a missing attribute: answer from the object itself (its type is guarded) */
         int ok = o->kind == SV_OPAQUE ? cap_object_hasattr(I, o, name->obj) : PyObject_HasAttr(o->obj, name->obj);
@@ -287,7 +337,188 @@ static Sv *call_getattr(Interp *I, const Args *a, int has) {
     return has ? sv_const(I, Py_True) : r;
 }
 
+/* operator.<name> on symbolic values: the operator itself */
+static Sv *call_operator(Interp *I, const char *n, const Args *a) {
+    static const struct {
+        const char *name;
+        int nb;
+    } bin[] = {{"add", NB_ADD}, {"sub", NB_SUBTRACT}, {"mul", NB_MULTIPLY}, {"truediv", NB_TRUE_DIVIDE},
+               {"floordiv", NB_FLOOR_DIVIDE}, {"mod", NB_REMAINDER}, {"pow", NB_POWER},
+               {"matmul", NB_MATRIX_MULTIPLY}, {"and_", NB_AND}, {"or_", NB_OR}, {"xor", NB_XOR},
+               {"iadd", NB_INPLACE_ADD}, {"imul", NB_INPLACE_MULTIPLY}};
+    if (a->nkw) return NULL;
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++)
+        if (strcmp(n, bin[i].name) == 0 && a->npos == 2) return cap_binary(I, bin[i].nb, a->pos[0], a->pos[1]);
+    if (strcmp(n, "getitem") == 0 && a->npos == 2) {
+        const SvOps *ops = SV_OPS(a->pos[0]);
+        if (!ops->subscript) return cap_unsupported(I, "subscript of a %s", sv_desc(a->pos[0])), NULL;
+        return ops->subscript(I, a->pos[0], a->pos[1]);
+    }
+    if (strcmp(n, "neg") == 0 && a->npos == 1) {
+        const SvOps *ops = SV_OPS(a->pos[0]);
+        return ops->unary ? ops->unary(I, UNARY_NEGATIVE, a->pos[0]) : NULL;
+    }
+    return NULL;
+}
+
+/* functools.partial / functools.reduce / itertools.chain, product,
+ * combinations over symbolic values */
+static Sv *call_functools(Interp *I, const char *mod, const char *n, const Args *a) {
+    if (strcmp(mod, "functools") == 0 && strcmp(n, "reduce") == 0 && !a->nkw && (a->npos == 2 || a->npos == 3)) {
+        SvList items = {0};
+        if (cap_iterate(I, a->pos[1], &items) < 0) return wk_vec_free(&items), NULL;
+        Sv *acc = a->npos == 3 ? a->pos[2] : NULL;
+        int i = 0;
+        if (!acc && items.len) acc = items.data[i++];
+        if (!acc) {
+            wk_vec_free(&items);
+            return cap_unsupported(I, "reduce() of an empty sequence"), NULL;
+        }
+        for (; acc && i < items.len; i++) {
+            Sv *pair[2] = {acc, items.data[i]};
+            Args b = {pair, 2, NULL, NULL, 0};
+            acc = cap_call(I, a->pos[0], &b);
+        }
+        wk_vec_free(&items);
+        return acc;
+    }
+    if (strcmp(mod, "itertools") != 0) return NULL;
+    if (strcmp(n, "chain") == 0 && !a->nkw) {
+        SvList items = {0};
+        for (int k = 0; k < a->npos; k++)
+            if (cap_iterate(I, a->pos[k], &items) < 0) return wk_vec_free(&items), NULL;
+        Sv *r = sv_seq(I, SV_ITER, items.data, items.len);
+        wk_vec_free(&items);
+        return r;
+    }
+    if ((strcmp(n, "product") == 0 || strcmp(n, "combinations") == 0) && !a->nkw) {
+        /* the index tuples come from itertools itself, on ranges */
+        int comb = n[0] == 'c';
+        int nseq = comb ? 1 : a->npos;
+        if (nseq < 1 || nseq > 8 || (comb && a->npos != 2)) return NULL;
+        SvList seqs[8] = {{0}};
+        PyObject *ranges = PyTuple_New(comb ? 2 : nseq);
+        Sv *res = NULL;
+        if (!ranges) return cap_py_failed(I, n), NULL;
+        for (int k = 0; k < nseq; k++) {
+            if (cap_iterate(I, a->pos[k], &seqs[k]) < 0) goto out;
+            PyTuple_SET_ITEM(ranges, k, PyObject_CallFunction((PyObject *)&PyRange_Type, "i", seqs[k].len));
+        }
+        if (comb) {
+            if (a->pos[1]->kind != SV_CONST || !PyLong_CheckExact(a->pos[1]->obj)) {
+                cap_unsupported(I, "combinations() with a symbolic r");
+                goto out;
+            }
+            PyTuple_SET_ITEM(ranges, 1, Py_NewRef(a->pos[1]->obj));
+        }
+        PyObject *itm = PyImport_ImportModule("itertools");
+        PyObject *f = itm ? PyObject_GetAttrString(itm, n) : NULL;
+        PyObject *idx = f ? PyObject_Call(f, ranges, NULL) : NULL;
+        PyObject *lst = idx ? PySequence_List(idx) : NULL;
+        Py_XDECREF(itm);
+        Py_XDECREF(f);
+        Py_XDECREF(idx);
+        if (!lst) {
+            cap_py_failed(I, n);
+            goto out;
+        }
+        if (PyList_GET_SIZE(lst) > 4096) {
+            Py_DECREF(lst);
+            cap_unsupported(I, "%s() of more than 4096 items", n);
+            goto out;
+        }
+        res = sv_new(I, SV_ITER);
+        res->value = 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
+            PyObject *tup = PyList_GET_ITEM(lst, i);
+            Sv *t[8];
+            Py_ssize_t m = PyTuple_GET_SIZE(tup);
+            for (Py_ssize_t j = 0; j < m && j < 8; j++)
+                t[j] = seqs[comb ? 0 : j].data[PyLong_AsLong(PyTuple_GET_ITEM(tup, j))];
+            wk_vec_push(&res->items, sv_seq(I, SV_TUPLE, t, (int)(m < 8 ? m : 8)));
+        }
+        Py_DECREF(lst);
+    out:
+        Py_DECREF(ranges);
+        for (int k = 0; k < nseq; k++) wk_vec_free(&seqs[k]);
+        return res;
+    }
+    return NULL;
+}
+
+/* dict(...) as CPython builds it: from keywords, a mapping, or pairs */
+static Sv *call_dict(Interp *I, const Args *a) {
+    Sv *d = cap_dict_new(I);
+    if (!d) return NULL;
+    if (a->npos > 1) return cap_unsupported(I, "dict() with %d positional arguments", a->npos), NULL;
+    if (a->npos == 1) {
+        Sv *src = a->pos[0];
+        if (src->kind == SV_DICT || (src->kind == SV_CONST && PyDict_CheckExact(src->obj))) {
+            if (cap_dict_update(I, d, src) < 0) return NULL;
+        } else {
+            SvList pairs = {0};
+            if (cap_iterate(I, src, &pairs) < 0) return wk_vec_free(&pairs), NULL;
+            for (int i = 0; i < pairs.len; i++) {
+                SvList kv = {0};
+                if (cap_iterate(I, pairs.data[i], &kv) < 0 || kv.len != 2 ||
+                    cap_dict_set(I, d, kv.data[0], kv.data[1]) < 0) {
+                    wk_vec_free(&kv);
+                    wk_vec_free(&pairs);
+                    return I->reason ? NULL : (cap_unsupported(I, "dict() from items that are not pairs"), NULL);
+                }
+                wk_vec_free(&kv);
+            }
+            wk_vec_free(&pairs);
+        }
+    }
+    for (int k = 0; k < a->nkw; k++)
+        if (cap_dict_set(I, d, sv_const(I, PyTuple_GET_ITEM(a->kwnames, k)), a->kw[k]) < 0) return NULL;
+    return d;
+}
+
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
+    if (fn == (PyObject *)&PyDict_Type) return call_dict(I, a);
+    if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) == (PyObject *)&PyDict_Type) {
+        int ok = 1;
+        for (int i = 0; i < a->npos; i++) ok &= materializable(a->pos[i]);
+        if (ok && !a->nkw) return fold_call(I, fn, a);
+    }
+    {
+        /* functools / itertools / operator helpers */
+        PyObject *m = PyObject_GetAttrString(fn, "__module__");
+        const char *ms = m && PyUnicode_Check(m) ? PyUnicode_AsUTF8(m) : NULL;
+        if (!m) PyErr_Clear();
+        if (ms && (PyCFunction_Check(fn) || PyType_Check(fn))) {
+            const char *n = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_ml->ml_name : ((PyTypeObject *)fn)->tp_name;
+            const char *base = strrchr(n, '.') ? strrchr(n, '.') + 1 : n;
+            Sv *r = NULL;
+            if (strcmp(ms, "functools") == 0 && strcmp(base, "partial") == 0 && a->npos >= 1) {
+                Sv *kw = NULL;
+                if (a->nkw) {
+                    kw = cap_dict_new(I);
+                    for (int k = 0; kw && k < a->nkw; k++)
+                        if (cap_dict_set(I, kw, sv_const(I, PyTuple_GET_ITEM(a->kwnames, k)), a->kw[k]) < 0) kw = NULL;
+                    if (!kw) {
+                        Py_DECREF(m);
+                        return NULL;
+                    }
+                }
+                r = cap_partial_new(I, a->pos[0], a->pos + 1, a->npos - 1, kw);
+            } else if (strcmp(ms, "_operator") == 0 || strcmp(ms, "operator") == 0) {
+                int all_plain = 1;
+                for (int i = 0; i < a->npos; i++) all_plain &= a->pos[i]->kind == SV_CONST && cap_is_plain(a->pos[i]->obj);
+                if (!all_plain) r = call_operator(I, base, a);
+            } else if (strcmp(ms, "_functools") == 0 || strcmp(ms, "functools") == 0) {
+                r = call_functools(I, "functools", base, a);
+            } else if (strcmp(ms, "itertools") == 0) {
+                r = call_functools(I, "itertools", base, a);
+            }
+            Py_DECREF(m);
+            if (r || I->reason) return r;
+        } else {
+            Py_XDECREF(m);
+        }
+    }
     int all_plain = 1;
     for (int i = 0; i < a->npos; i++) all_plain &= a->pos[i]->kind == SV_CONST && cap_is_plain(a->pos[i]->obj);
     for (int i = 0; i < a->nkw; i++) all_plain &= a->kw[i]->kind == SV_CONST && cap_is_plain(a->kw[i]->obj);

@@ -96,6 +96,17 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         }
         return sv_push(I, sv_const_Steal(I, v));
     }
+    if (o->obj == (PyObject *)&PyDict_Type || o->obj == (PyObject *)&PyLong_Type ||
+        o->obj == (PyObject *)&PyFloat_Type || o->obj == (PyObject *)&PyUnicode_Type) {
+        /* dict.fromkeys, int.from_bytes, str.join: builtin methods, folded on constants */
+        PyObject *v = PyObject_GetAttr(o->obj, name);
+        if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, v));
+    }
     if (PyType_Check(o->obj)) {
         /* names of a class: immutable in practice, read now */
         static const char *const ok[] = {"__name__", "__qualname__", "__module__"};

@@ -96,14 +96,20 @@ static Sv *kwdefault_of_sv(Interp *I, void *ctx, PyObject *name) {
 
 static int check_code(Interp *I, PyCodeObject *co, const char *name, int depth) {
     if (depth >= 16) return cap_unsupported(I, "call to %s(): inlining too deep", name);
-    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-        return cap_unsupported(I, "call to %s(): a generator or coroutine", name);
+    if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+        return cap_unsupported(I, "call to %s(): a coroutine", name);
     return 0;
 }
 
+/* A generator is run to its end now and its values collected: what
+ * consumers of generator expressions (sum, any, tuple, for) see, in order. */
 static Sv *run_callee(Interp *I, Frame *fr) {
     int ret_line;
-    return cap_run_frame(I, fr, &ret_line);
+    fr->is_generator = (fr->code->co_flags & CO_GENERATOR) != 0;
+    Sv *r = cap_run_frame(I, fr, &ret_line);
+    if (!r || !fr->is_generator) return r;
+    Sv *it = sv_seq(I, SV_ITER, fr->yields.data, fr->yields.len);
+    return it;
 }
 
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a) {
