@@ -54,6 +54,7 @@ extern PyTypeObject *cap_tensor_type, *cap_param_type, *cap_module_type;
 extern PyObject *cap_size_type, *cap_device_type, *cap_dtype_type, *cap_strided_layout;
 extern PyObject *cap_no_grad_type, *cap_enable_grad_type;
 extern PyObject *cap_operator_mod, *cap_finfo_type, *cap_iinfo_type;
+extern PyObject *cap_enum_type; /* enum.EnumType: its instances (enum members) are constants */
 extern PyObject *cap_s_layout, *cap_s_shape, *cap_s_stride, *cap_s_dtype, *cap_s_device, *cap_s_requires_grad;
 
 #define CAP_MAX_PARAMS 8

@@ -15,6 +15,7 @@ PyTypeObject *cap_tensor_type, *cap_param_type, *cap_module_type;
 PyObject *cap_size_type, *cap_device_type, *cap_dtype_type, *cap_strided_layout;
 PyObject *cap_no_grad_type, *cap_enable_grad_type;
 PyObject *cap_operator_mod, *cap_finfo_type, *cap_iinfo_type;
+PyObject *cap_enum_type;
 PyObject *cap_s_layout, *cap_s_shape, *cap_s_stride, *cap_s_dtype, *cap_s_device, *cap_s_requires_grad;
 
 typedef struct {
@@ -115,6 +116,10 @@ int cap_init_torch(void) {
     cap_param_type = (PyTypeObject *)nn;
     cap_operator_mod = PyImport_ImportModule("operator");
     if (!cap_operator_mod) return -1;
+    PyObject *enum_mod = PyImport_ImportModule("enum");
+    cap_enum_type = enum_mod ? PyObject_GetAttrString(enum_mod, "EnumMeta") : NULL;
+    Py_XDECREF(enum_mod);
+    PyErr_Clear();
     cap_finfo_type = PyObject_GetAttrString(mod, "finfo");
     cap_iinfo_type = PyObject_GetAttrString(mod, "iinfo");
     PyErr_Clear();

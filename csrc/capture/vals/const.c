@@ -21,6 +21,7 @@ int cap_is_plain(PyObject *o) {
     if (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) return 1;
     if (PyCode_Check(o) || o == Py_Ellipsis || PySlice_Check(o)) return 1;
     if (PyFrozenSet_CheckExact(o)) return 1;
+    if (cap_enum_type && PyObject_TypeCheck((PyObject *)Py_TYPE(o), (PyTypeObject *)cap_enum_type)) return 1;
     if (cap_device_type && Py_TYPE(o) == (PyTypeObject *)cap_device_type) return 1;
     if ((cap_finfo_type && Py_TYPE(o) == (PyTypeObject *)cap_finfo_type) ||
         (cap_iinfo_type && Py_TYPE(o) == (PyTypeObject *)cap_iinfo_type))
@@ -106,6 +107,16 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return -1;
         }
         return sv_push(I, sv_const_Steal(I, v));
+    }
+    if (PyType_Check(o->obj) && !PyModule_Check(o->obj)) {
+        /* a class attribute found in the class's own namespace chain: a
+         * constant while the class keeps it (guarded) */
+        PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
+        if (d && (cap_is_plain(d) || PyFunction_Check(d) || PyType_Check(d))) {
+            wk_guard_type_attr_is(I->guards, (PyTypeObject *)o->obj, name, d);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, d));
+        }
     }
     if (PyType_Check(o->obj)) {
         /* names of a class: immutable in practice, read now */
