@@ -43,6 +43,8 @@ typedef struct {
     PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS; TYPE/TENSOR of a global (arg -1) */
     PyObject *owner;    /* owned: ATTR_IS, DICT_IS, FUNC, CELL_IS */
     PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
+    PyObject *example;  /* TENSOR: the example tensor until wk_guards_finalize (owned) */
+    int batched;        /* TENSOR: checked by the batched TensorGuards call */
     int enabled;        /* GRAD_MODE */
     /* TENSOR */
     PyObject *dtype;  /* owned */
@@ -55,6 +57,12 @@ typedef struct {
 struct WkGuards {
     WkVec(Check) checks;
     PyObject *names; /* tuple of arg names, or NULL */
+    /* All tensor metadata checks in one call: torch's own TensorGuards
+     * (dtype, device, dispatch keys, requires_grad, sizes, strides), built
+     * by wk_guards_finalize from the example tensors; NULL before, or when
+     * unavailable (then CK_TENSOR checks run one by one). */
+    PyObject *tensor_guards;
+    WkVec(int) batched; /* indices of the CK_TENSOR checks it covers, in its order */
 };
 
 static PyObject *s_dtype, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_builtins;
@@ -89,6 +97,7 @@ static void check_clear(Check *c) {
     Py_XDECREF(c->owner);
     Py_XDECREF(c->defaults);
     Py_XDECREF(c->kwdefaults);
+    Py_XDECREF(c->example);
     Py_XDECREF(c->dtype);
     Py_XDECREF(c->device);
     free(c->sizes);
@@ -100,6 +109,8 @@ void wk_guards_free(WkGuards *g) {
     for (int i = 0; i < g->checks.len; i++) check_clear(&g->checks.data[i]);
     wk_vec_free(&g->checks);
     Py_XDECREF(g->names);
+    Py_XDECREF(g->tensor_guards);
+    wk_vec_free(&g->batched);
     free(g);
 }
 
@@ -113,8 +124,18 @@ int wk_guards_count(const WkGuards *g) { return g->checks.len; }
 /* Checks through attribute paths run Python getattr: after all others. */
 static int cost_of(const Check *c) { return check_cost[c->kind] + (c->path ? 10 : 0); }
 
-/* Inserts after every check of cost <= c's cost (stable). */
+static int same_path(PyObject *a, PyObject *b);
+
+/* Inserts after every check of cost <= c's cost (stable). Equal paths
+ * share one tuple, so a check resolves each source once per call. */
 static void add_check(WkGuards *g, Check c) {
+    for (int i = 0; c.path && i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->path && o->path != c.path && o->arg == c.arg && same_path(o->path, c.path)) {
+            Py_SETREF(c.path, Py_NewRef(o->path));
+            break;
+        }
+    }
     wk_vec_push(&g->checks, c);
     int i = g->checks.len - 1;
     while (i > 0 && cost_of(&g->checks.data[i - 1]) > cost_of(&c)) {
@@ -231,6 +252,7 @@ void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor) 
         return;
     }
     c.path = Py_XNewRef(path);
+    c.example = Py_NewRef(tensor);
     add_check(g, c);
 }
 
@@ -249,7 +271,55 @@ void wk_guard_global_tensor(WkGuards *g, PyObject *name, PyObject *tensor) {
         return;
     }
     c.name = Py_NewRef(name);
+    c.example = Py_NewRef(tensor);
     add_check(g, c);
+}
+
+/* Builds the batched tensor check and drops the example tensors (guards
+ * never pin a tensor). Without torch's TensorGuards the checks stay one by
+ * one. */
+void wk_guards_finalize(WkGuards *g) {
+    int n = 0;
+    for (int i = 0; i < g->checks.len; i++) n += g->checks.data[i].kind == CK_TENSOR && g->checks.data[i].example;
+    PyObject *cls = NULL, *mod = n ? PyImport_ImportModule("torch._C._dynamo.guards") : NULL;
+    if (mod) cls = PyObject_GetAttrString(mod, "TensorGuards");
+    Py_XDECREF(mod);
+    PyObject *args = cls ? PyTuple_New(n) : NULL, *sizes = args ? PyList_New(n) : NULL;
+    PyObject *strides = sizes ? PyList_New(n) : NULL;
+    if (strides) {
+        int k = 0;
+        for (int i = 0; i < g->checks.len; i++) {
+            Check *c = &g->checks.data[i];
+            if (c->kind != CK_TENSOR || !c->example) continue;
+            PyObject *sz = PyList_New(c->ndim), *st = PyList_New(c->ndim);
+            for (int d = 0; sz && st && d < c->ndim; d++) {
+                PyList_SET_ITEM(sz, d, PyLong_FromLongLong(c->sizes[d]));
+                PyList_SET_ITEM(st, d, PyLong_FromLongLong(c->strides[d]));
+            }
+            PyTuple_SET_ITEM(args, k, Py_NewRef(c->example));
+            PyList_SET_ITEM(sizes, k, sz ? sz : Py_NewRef(Py_None));
+            PyList_SET_ITEM(strides, k, st ? st : Py_NewRef(Py_None));
+            k++;
+        }
+        PyObject *kw = Py_BuildValue("{s:O,s:O}", "dynamic_dims_sizes", sizes, "dynamic_dims_strides", strides);
+        PyObject *tg = kw ? PyObject_Call(cls, args, kw) : NULL;
+        Py_XDECREF(kw);
+        if (tg) {
+            g->tensor_guards = tg;
+            for (int i = 0; i < g->checks.len; i++) {
+                Check *c = &g->checks.data[i];
+                if (c->kind != CK_TENSOR || !c->example) continue;
+                c->batched = 1;
+                wk_vec_push(&g->batched, i);
+            }
+        }
+    }
+    PyErr_Clear(); /* no batched check: the per-tensor checks remain */
+    Py_XDECREF(cls);
+    Py_XDECREF(args);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    for (int i = 0; i < g->checks.len; i++) Py_CLEAR(g->checks.data[i].example);
 }
 
 void wk_guard_global_is(WkGuards *g, PyObject *name, PyObject *value) {
@@ -786,15 +856,72 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
     return 1;
 }
 
+static PyTypeObject *module_type_cache;
+static PyObject *s_parameters, *s_buffers, *s_modules;
+
+/* getattr(m, name) for an nn.Module without running nn.Module.__getattr__
+ * in Python: the instance __dict__, then _parameters, _buffers, _modules,
+ * exactly where __getattr__ would look; only when the class defines no
+ * attribute of that name (which would take precedence). New reference, or
+ * NULL without an exception to take the general path. */
+static PyObject *module_attr_fast(PyObject *m, PyObject *name) {
+    if (!module_type_cache) {
+        PyObject *mod = PyImport_ImportModule("torch.nn");
+        PyObject *mt = mod ? PyObject_GetAttrString(mod, "Module") : NULL;
+        Py_XDECREF(mod);
+        if (!mt || !PyType_Check(mt)) {
+            Py_XDECREF(mt);
+            PyErr_Clear();
+            return NULL;
+        }
+        module_type_cache = (PyTypeObject *)mt;
+        s_parameters = PyUnicode_InternFromString("_parameters");
+        s_buffers = PyUnicode_InternFromString("_buffers");
+        s_modules = PyUnicode_InternFromString("_modules");
+    }
+    PyTypeObject *tp = Py_TYPE(m);
+    if (!PyType_IsSubtype(tp, module_type_cache) || tp->tp_getattro != module_type_cache->tp_getattro) return NULL;
+    if (_PyType_Lookup(tp, name)) return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return NULL;
+    PyObject *v = PyDict_GetItemWithError(*dp, name);
+    if (v) return Py_NewRef(v);
+    PyObject *const sub[3] = {s_parameters, s_buffers, s_modules};
+    for (int i = 0; i < 3 && !PyErr_Occurred(); i++) {
+        PyObject *d = PyDict_GetItemWithError(*dp, sub[i]);
+        if (d && PyDict_Check(d) && (v = PyDict_GetItemWithError(d, name)) != NULL) return Py_NewRef(v);
+    }
+    PyErr_Clear();
+    return NULL;
+}
+
+/* Sources resolved during one wk_guards_check call, by path object. */
+typedef struct {
+    int arg;
+    PyObject *path;
+    PyObject *value; /* owned */
+} Memo;
+#define MEMO_MAX 64
+static _Thread_local Memo memo[MEMO_MAX];
+static _Thread_local int memo_len;
+
+static void memo_clear(void) {
+    for (int i = 0; i < memo_len; i++) Py_CLEAR(memo[i].value);
+    memo_len = 0;
+}
+
 /* getattr(x, path...) (new reference); NULL with why_buf set when some
  * attribute is missing (then 0 is the answer), or NULL and *err for a
  * BaseException that must propagate. */
 static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x, int *err) {
     char nb[160];
+    for (int i = 0; i < memo_len; i++)
+        if (memo[i].path == c->path && memo[i].arg == c->arg) return Py_NewRef(memo[i].value);
     Py_INCREF(x);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->path); i++) {
         PyObject *elem = PyTuple_GET_ITEM(c->path, i);
-        PyObject *next = PyTuple_Check(elem) ? PyObject_GetItem(x, PyTuple_GET_ITEM(elem, 0)) : PyObject_GetAttr(x, elem);
+        PyObject *next = PyTuple_Check(elem) ? PyObject_GetItem(x, PyTuple_GET_ITEM(elem, 0)) : module_attr_fast(x, elem);
+        if (!next && !PyTuple_Check(elem) && !PyErr_Occurred()) next = PyObject_GetAttr(x, elem);
         Py_DECREF(x);
         if (!next) {
             *err = read_failed(who_of(g, c, nb, sizeof nb), "attribute") < 0;
@@ -802,11 +929,98 @@ static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x
         }
         x = next;
     }
+    if (memo_len < MEMO_MAX) {
+        memo[memo_len].arg = c->arg;
+        memo[memo_len].path = c->path;
+        memo[memo_len].value = Py_NewRef(x);
+        memo_len++;
+    }
     return x;
 }
 
+/* The object a check looks at (new reference), or NULL with why_buf set
+ * (0) or an error to propagate (*err). */
+static PyObject *subject_Ref(const WkGuards *g, const Check *c, PyObject *const *args, int nargs,
+                             PyObject *globals, int *err) {
+    char nb[160];
+    PyObject *x = NULL;
+    if (c->arg >= 0) {
+        if (c->arg >= nargs || !args[c->arg]) {
+            snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, c->arg, nb, sizeof nb));
+            return NULL;
+        }
+        x = args[c->arg];
+    } else if (c->name) {
+        x = globals ? lookup_global(globals, c->name) : NULL;
+        if (!x) {
+            if (PyErr_Occurred() && read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) *err = 1;
+            snprintf(why_buf, sizeof why_buf, "G['%s'] is missing", PyUnicode_AsUTF8(c->name));
+            return NULL;
+        }
+    }
+    if (c->path && x) return resolve_path_Ref(g, c, x, err);
+    return Py_NewRef(x);
+}
+
+/* The batched tensor check: 1 pass, 0 fail (why_buf names the first
+ * failing tensor, formatted only now), -1 error. */
+static int check_batched(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals) {
+    int n = g->batched.len, rc = -1;
+    if (!n) return 1;
+    PyObject *stack[257];
+    PyObject **objs = n + 1 <= 257 ? stack : wk_xcalloc((size_t)n + 1, sizeof(PyObject *));
+    int got = 0;
+    for (int k = 0; k < n; k++) {
+        int err = 0;
+        PyObject *x = subject_Ref(g, &g->checks.data[g->batched.data[k]], args, nargs, globals, &err);
+        if (!x) {
+            rc = err ? -1 : 0;
+            goto done;
+        }
+        objs[1 + got++] = x;
+    }
+    static PyObject *s_check;
+    if (!s_check && !(s_check = PyUnicode_InternFromString("check"))) goto done;
+    objs[0] = g->tensor_guards;
+    PyObject *r = PyObject_VectorcallMethod(s_check, objs, (size_t)(n + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!r) {
+        rc = read_failed("tensor", "metadata");
+        goto done;
+    }
+    rc = r == Py_True;
+    Py_DECREF(r);
+    if (!rc) { /* find which, for the message: the per-tensor check says it */
+        snprintf(why_buf, sizeof why_buf, "tensor metadata mismatch");
+        for (int k = 0; k < n; k++) {
+            const Check *c = &g->checks.data[g->batched.data[k]];
+            PyObject *tt = (PyObject *)Py_TYPE(objs[1 + k]);
+            (void)tt;
+            int one = check_tensor(g, c, objs[1 + k]);
+            if (one < 0) {
+                rc = -1;
+                break;
+            }
+            if (one == 0) break;
+        }
+    }
+done:
+    for (int k = 0; k < got; k++) Py_DECREF(objs[1 + k]);
+    if (objs != stack) free(objs);
+    return rc;
+}
+
+static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
+                                const char **why);
+
 int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
                     const char **why) {
+    int rc = wk_guards_check_memo(g, args, nargs, globals, why);
+    memo_clear();
+    return rc;
+}
+
+static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
+                                const char **why) {
     char nb[160];
     if (why) *why = NULL;
     if (init_names() < 0) return -1;
@@ -814,6 +1028,7 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
         const Check *c = &g->checks.data[i];
         PyObject *x = NULL;
         int r;
+        if (c->batched) continue;
         if (c->arg >= 0) {
             if (c->arg >= nargs || !args[c->arg]) {
                 snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, c->arg, nb, sizeof nb));
@@ -840,6 +1055,11 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
         } else {
             r = check_one(g, c, x, globals);
         }
+        if (r < 0) return -1;
+        if (r == 0) goto fail;
+    }
+    {
+        int r = check_batched(g, args, nargs, globals);
         if (r < 0) return -1;
         if (r == 0) goto fail;
     }

@@ -1421,6 +1421,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     }
     dump_code(stem, code, newcode);
     finish_arg_guards(I);
+    wk_guards_finalize(I->guards);
     guard_list = wk_guards_describe_Ref(I->guards);
     if (!guard_list) PyErr_Clear();
     info = Py_BuildValue("{s:s,s:O,s:O,s:O,s:i,s:d,s:i,s:O,s:i}", "graph", graph_text ? graph_text : "",
@@ -1462,6 +1463,7 @@ finish:
             /* a fallback may have stopped before reading an argument: pin all */
             I->loaded_args = ~0ull;
             finish_arg_guards(I);
+            wk_guards_finalize(I->guards);
             info = fallback_info_Ref(I);
             if (!info) PyErr_Clear();
             entry = entry_new(I->guards, NULL, info);

@@ -47,6 +47,9 @@ void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container
 void wk_guard_no_global_hooks(WkGuards *g);
 int wk_guards_module_has_no_hooks(PyObject *m); /* 1 none, 0 some */
 int wk_guards_no_global_hooks(void);             /* 1 none, 0 some, -1 error */
+/* Ends building: the tensor checks become one batched check (torch's
+ * TensorGuards) and the example tensors are released. */
+void wk_guards_finalize(WkGuards *g);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
 int wk_guards_grad_enabled(void);
 
