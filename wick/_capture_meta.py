@@ -62,3 +62,13 @@ def outputs(fn, args, kwargs, inputs):
             raise TypeError("returns one of its inputs itself")
         return ("list" if isinstance(out, list) else "tuple"), [_meta(o) for o in out]
     raise TypeError(f"returns a {type(out).__name__}, not tensors")
+
+
+def rebuild_object(cls, names, *values):
+    """An instance of cls with these attributes, made without running
+    __init__ again: how the transformed code returns an object that the
+    captured frame created."""
+    obj = object.__new__(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+    return obj

@@ -95,6 +95,8 @@ typedef enum {
     SV_FUNC,      /* a function made during capture (MAKE_FUNCTION): code, defaults, closure */
     SV_PARTIAL,   /* a bound method or functools.partial: cell = callable, items = leading
                    * arguments, self = keyword arguments (SV_DICT) or NULL */
+    SV_OBJECT,    /* an instance of a user class made during capture: obj = the class,
+                   * self = its attributes (SV_DICT) */
     SV_NKINDS
 } SvKind;
 
@@ -150,7 +152,7 @@ typedef struct SvOps {
 } SvOps;
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
-    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind;
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 
@@ -204,6 +206,7 @@ struct Interp {
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
+    WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
 };
@@ -289,6 +292,11 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
 int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
 int cap_overlay_check(Interp *I);
+
+/* vals/userobj.c */
+Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);
+int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v);
+int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled);
 
 /* vals/ctx.c */
 int cap_before_with(Interp *I);

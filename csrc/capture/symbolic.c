@@ -41,7 +41,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_TUPLE] = &cap_tuple_kind,       [SV_LIST] = &cap_list_kind,         [SV_METHOD] = &cap_method_kind,
     [SV_OPAQUE] = &cap_opaque_kind,     [SV_GRAD_CTX] = &cap_grad_ctx_kind, [SV_GRAD_EXIT] = &cap_grad_exit_kind,
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
-    [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,
+    [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
 };
 
 Sv *sv_new(Interp *I, SvKind kind) {
@@ -1016,7 +1016,8 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             Sv *o = sv_pop(I), *v = NULL;
             if (!o) return NULL;
             if (in->op == STORE_ATTR && !(v = sv_pop(I))) return NULL;
-            rc = cap_object_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
+            if (o->kind == SV_OBJECT) rc = cap_userobj_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
+            else rc = cap_object_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
             break;
         }
         case RETURN_GENERATOR: /* the generator starts: the first send() value */
@@ -1488,6 +1489,8 @@ finish:
     wk_vec_free(&I->frames);
     Py_XDECREF(I->externs);
     for (int i = 0; i < I->overlay.len; i++) Py_DECREF(I->overlay.data[i].name);
+    for (int i = 0; i < I->keep.len; i++) Py_DECREF(I->keep.data[i]);
+    wk_vec_free(&I->keep);
     wk_vec_free(&I->overlay);
     free(I->reason);
     if (I->g) wk_graph_free(I->g);

@@ -63,6 +63,7 @@ typedef enum {
     WK_RET_TUPLE,  /* items */
     WK_RET_LIST,   /* items */
     WK_RET_DICT,   /* keys: `value` (a list of constants), values: items */
+    WK_RET_CALL,   /* `value`(*items): a namedtuple or a rebuilt object */
 } WkRetKind;
 
 typedef struct WkRet {

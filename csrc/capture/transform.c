@@ -62,6 +62,13 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
         else
             wk_asm_op(a, BUILD_LIST, r->nitems);
         return 0;
+    case WK_RET_CALL:
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, r->value);
+        for (int i = 0; i < r->nitems; i++)
+            if (emit_ret(a, r->items[i], out_locals) < 0) return -1;
+        wk_asm_call(a, r->nitems);
+        return 0;
     case WK_RET_DICT: {
         /* values..., keys tuple -> BUILD_CONST_KEY_MAP */
         for (int i = 0; i < r->nitems; i++)

@@ -82,9 +82,40 @@ CONSTRUCTS = {
     "tuple_return": "return OP(x), (y, [x + 1])",
     "dict_return": "return {'out': OP(x), 'aux': y * 2}",
     "dict_fromkeys": "d = dict.fromkeys(['a', 'b'], 2.0)\nreturn OP(x) * d['a'] + d['b']",
+    "namedtuple": "p = Pair(OP(x), b=y)\nreturn p.a + p[1] * len(p)",
+    "namedtuple_return": "return Pair(OP(x), y + 1)",
+    "dataclass": "b = Box(OP(x))\nreturn b.value() + b.total",
+    "dataclass_return": "return Box(OP(x), scale=3.0)",
+    "user_object": "acc = Acc(x).add(OP(y)).add(y)\nreturn acc.last + acc.items[1]",
 }
 
-HEADER = "import torch, math, operator, functools, itertools, contextlib\nimport torch.nn.functional as F\n"
+HEADER = """import torch, math, operator, functools, itertools, contextlib, collections, dataclasses
+import torch.nn.functional as F
+Pair = collections.namedtuple('Pair', ['a', 'b'])
+
+@dataclasses.dataclass
+class Box:
+    a: torch.Tensor
+    scale: float = 2.0
+
+    def __post_init__(self):
+        self.total = self.scale + 1
+
+    def value(self):
+        return self.a * self.scale
+
+class Acc:
+    def __init__(self, start):
+        self.items = [start]
+
+    def add(self, t):
+        self.items.append(t)
+        return self
+
+    @property
+    def last(self):
+        return self.items[-1]
+"""
 
 
 def _make(construct, op):
@@ -110,6 +141,9 @@ def test_corpus(construct, op):
     x, y = _inputs()
     expected = fn(x, y)
     got = compiled(fn)(x, y)
+    if dataclasses.is_dataclass(expected):
+        assert type(got) is type(expected)
+        got, expected = vars(got), vars(expected)
     assert_same(got, expected)
     es = entries(fn)
     assert len(es) == 1, es

@@ -168,6 +168,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
                                a->nkw);
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;
+    if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || I->reason)) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
 }
 

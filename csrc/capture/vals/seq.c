@@ -83,7 +83,9 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
 }
 
 static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
-    WkRet *r = cap_ret_new(p, s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
+    int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
+    WkRet *r = cap_ret_new(p, named ? WK_RET_CALL : s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
+    if (named) r->value = s->obj;
     r->nitems = s->items.len;
     r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
     for (int i = 0; i < r->nitems; i++)
@@ -92,6 +94,9 @@ static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
 }
 
 static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
+    int handled = 0;
+    int r = cap_namedtuple_attr(I, s, name, method, &handled);
+    if (handled || r < 0) return r;
     static const char *const list_methods[] = {"append", "extend", "insert", "pop", "index", "count", "reverse", "copy", "clear"};
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return cap_py_failed(I, "attribute name");
