@@ -29,10 +29,12 @@ typedef enum {
     CK_NO_HOOKS,   /* the nn.Module getattr(arg, *path) has no forward/backward hooks */
     CK_NO_GLOBAL_HOOKS, /* torch.nn.modules.module has no global module hooks */
     CK_SHAPE,      /* exact tuple of len value (an int), or exact dict with keys value (a tuple), in order */
+    CK_DICT_ITEM_IS, /* dict `owner` (pinned) maps name (any key) to value (identity; NULL: absent) */
+    CK_PINNED_EQUALS, /* object `owner` (pinned) == value (a snapshot) */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3};
 
 typedef struct {
     CheckKind kind;
@@ -424,6 +426,21 @@ void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container
     if (has_check_at(g, CK_SHAPE, arg, path)) return;
     Check c = {.kind = CK_SHAPE, .arg = arg, .path = Py_XNewRef(path)};
     c.value = Py_NewRef(shape);
+    add_check(g, c);
+}
+
+void wk_guard_dict_item_is(WkGuards *g, PyObject *dict, PyObject *key, PyObject *value) {
+    Check c = {.kind = CK_DICT_ITEM_IS, .arg = -1};
+    c.owner = Py_NewRef(dict);
+    c.name = Py_NewRef(key);
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot) {
+    Check c = {.kind = CK_PINNED_EQUALS, .arg = -1};
+    c.owner = Py_NewRef(obj);
+    c.value = Py_NewRef(snapshot);
     add_check(g, c);
 }
 
@@ -830,6 +847,24 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_DICT_ITEM_IS: {
+        PyObject *v = PyDict_GetItemWithError(c->owner, c->name);
+        if (v != c->value) {
+            PyErr_Clear();
+            snprintf(why_buf, sizeof why_buf, "an item of a %s changed", Py_TYPE(c->owner)->tp_name);
+            return 0;
+        }
+        break;
+    }
+    case CK_PINNED_EQUALS: {
+        int eq = PyObject_RichCompareBool(c->owner, c->value, Py_EQ);
+        if (eq < 0 && read_failed("a pinned object", "value") < 0) return -1;
+        if (eq <= 0) {
+            snprintf(why_buf, sizeof why_buf, "a %s read at capture time changed", Py_TYPE(c->owner)->tp_name);
+            return 0;
+        }
+        break;
+    }
     case CK_NO_HOOKS:
         if (wk_guards_module_has_no_hooks(x) != 1) {
             PyErr_Clear();
@@ -1127,6 +1162,15 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
             break;
         case CK_NO_GLOBAL_HOOKS:
             line = PyUnicode_FromString("NO_GLOBAL_MODULE_HOOKS");
+            break;
+        case CK_DICT_ITEM_IS:
+            line = PyUnicode_FromFormat("DICT_ITEM_MATCH <%s at %p>[%R] is <%s at %p>", Py_TYPE(c->owner)->tp_name,
+                                        (void *)c->owner, c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
+                                        (void *)c->value);
+            break;
+        case CK_PINNED_EQUALS:
+            line = PyUnicode_FromFormat("PINNED_EQUALS <%s at %p> == %R", Py_TYPE(c->owner)->tp_name,
+                                        (void *)c->owner, c->value);
             break;
         case CK_FREEVAR_IS:
             line = PyUnicode_FromFormat("FREEVAR_MATCH closure[%d] holds <%s at %p>", c->enabled,

@@ -97,6 +97,7 @@ typedef enum {
                    * arguments, self = keyword arguments (SV_DICT) or NULL */
     SV_OBJECT,    /* an instance of a user class made during capture: obj = the class,
                    * self = its attributes (SV_DICT) */
+    SV_SUPER,     /* super(): obj = the class it starts after, self = the bound self */
     SV_NKINDS
 } SvKind;
 
@@ -152,7 +153,7 @@ typedef struct SvOps {
 } SvOps;
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
-    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind;
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 

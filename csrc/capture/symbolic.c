@@ -42,6 +42,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_OPAQUE] = &cap_opaque_kind,     [SV_GRAD_CTX] = &cap_grad_ctx_kind, [SV_GRAD_EXIT] = &cap_grad_exit_kind,
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
+    [SV_SUPER] = &cap_super_kind,
 };
 
 Sv *sv_new(Interp *I, SvKind kind) {

@@ -87,6 +87,7 @@ CONSTRUCTS = {
     "dataclass": "b = Box(OP(x))\nreturn b.value() + b.total",
     "dataclass_return": "return Box(OP(x), scale=3.0)",
     "user_object": "acc = Acc(x).add(OP(y)).add(y)\nreturn acc.last + acc.items[1]",
+    "super": "c = Child(2.0)\nreturn c.f(OP(x)) + c.s",
 }
 
 HEADER = """import torch, math, operator, functools, itertools, contextlib, collections, dataclasses
@@ -115,6 +116,20 @@ class Acc:
     @property
     def last(self):
         return self.items[-1]
+
+class Base:
+    def __init__(self, s):
+        self.s = s
+
+    def f(self, t):
+        return t * self.s
+
+class Child(Base):
+    def __init__(self, s):
+        super().__init__(s + 1)
+
+    def f(self, t):
+        return super().f(t) + 1
 """
 
 

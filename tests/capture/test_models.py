@@ -4,10 +4,12 @@ each model should be one graph, as PyTorch's capture gets.
 
 Honest status: none of these models is captured whole yet. transformers 5.x
 wraps every forward in decorators (output capturing, kwarg deprecation,
-config defaults) that read a global registry through a dict subclass's
-methods and super(), create user objects (DynamicCache, ModelOutput) and
-mutate configs inside try/finally; capture does not model those yet, so
-each model runs eagerly, with the reason recorded. The one-graph tests are
+config defaults); capture now follows them through the config defaults,
+the kwarg checks, the output-recording registry (a dict subclass read
+through super(), guarded) up to a ContextVar that the output collector
+sets and resets around forward, a global side effect capture does not
+model yet; LLaMA stops at its DynamicCache. Each model runs eagerly, with
+the reason recorded. The one-graph tests are
 strict xfails naming the first blocker; the equality tests pass."""
 import pytest
 import torch
@@ -70,11 +72,12 @@ def whisper():
                                      decoder_input_ids=torch.randint(0, 100, (2, 4)))
 
 
-REGISTRY = "a global registry read through a dict subclass's methods and super() (transformers output capturing)"
+REGISTRY = ("transformers' output capturing sets and resets a ContextVar around forward "
+            "(a global side effect capture does not model yet)")
 BLOCKERS = {
     bert: REGISTRY, gpt2: REGISTRY, t5: REGISTRY, distilbert: REGISTRY, roberta: REGISTRY, vit: REGISTRY,
     whisper: REGISTRY,
-    llama: "a user object (DynamicCache) created inside forward",
+    llama: "DynamicCache (made inside forward) holds a Python list read as an attribute of an opaque object",
 }
 MODELS = list(BLOCKERS)
 

@@ -478,8 +478,72 @@ static Sv *call_dict(Interp *I, const Args *a) {
     return d;
 }
 
+/* super() with no arguments: the frame's __class__ cell and first argument.
+ * Attribute lookups on it (vals/function.c: super kind) find the next
+ * class's function in the MRO and bind it to the same self. */
+static Sv *call_super(Interp *I, const Args *a) {
+    Frame *f = I->f;
+    if (a->npos || a->nkw) return cap_unsupported(I, "super() with arguments"), NULL;
+    PyObject *free = PyCode_GetFreevars(f->code);
+    if (!free) return cap_py_failed(I, "super()"), NULL;
+    Py_ssize_t nfree = PyTuple_GET_SIZE(free), at = -1;
+    for (Py_ssize_t i = 0; i < nfree; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(free, i), "__class__") == 0) at = i;
+    Py_DECREF(free);
+    if (at < 0 || f->code->co_argcount < 1) return cap_unsupported(I, "super() outside a method"), NULL;
+    Sv *cell = f->locals[f->code->co_nlocalsplus - nfree + at];
+    Sv *self = f->locals[0];
+    if (self && self->kind == SV_CELL) self = self->cell;
+    if (!cell || cell->kind != SV_CELL || !cell->cell || cell->cell->kind != SV_CONST || !PyType_Check(cell->cell->obj) ||
+        !self)
+        return cap_unsupported(I, "super(): no __class__ cell"), NULL;
+    Sv *s = sv_new(I, SV_SUPER);
+    s->obj = Py_NewRef(cell->cell->obj);
+    s->self = self;
+    return s;
+}
+
+/* A mutable dict's content read at capture time becomes symbolic data: a
+ * copy, guarded equal to the dict on every call. */
+static Sv *snapshot_value(Interp *I, PyObject *owner, PyObject *key, PyObject *v) {
+    wk_guard_dict_item_is(I->guards, owner, key, v);
+    if (!v) return sv_const(I, Py_None);
+    if (PyDict_CheckExact(v)) {
+        PyObject *copy = PyDict_Copy(v);
+        if (!copy) return cap_py_failed(I, "dict"), NULL;
+        wk_guard_pinned_equals(I->guards, v, copy);
+        Sv *d = cap_dict_new(I);
+        PyObject *k, *x;
+        Py_ssize_t pos = 0;
+        while (d && PyDict_Next(copy, &pos, &k, &x))
+            if (cap_dict_set(I, d, sv_const(I, k), sv_const(I, x)) < 0) d = NULL;
+        Py_DECREF(copy);
+        return d;
+    }
+    return sv_const(I, v);
+}
+
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     if (fn == (PyObject *)&PyDict_Type) return call_dict(I, a);
+    if ((fn == (PyObject *)&PyUnicode_Type) && a->npos == 1 && !a->nkw && a->pos[0]->kind == SV_CONST &&
+        PyType_Check(a->pos[0]->obj)) { /* str(cls): its name, fixed for a class */
+        PyObject *r = PyObject_Str(a->pos[0]->obj);
+        return r ? sv_const_Steal(I, r) : (cap_py_failed(I, "str()"), NULL);
+    }
+    if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) && PyDict_Check(PyCFunction_GET_SELF(fn)) &&
+        strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, "get") == 0 && !a->nkw && (a->npos == 1 || a->npos == 2) &&
+        a->pos[0]->kind == SV_CONST && cap_is_plain(a->pos[0]->obj)) {
+        /* d.get(key[, default]) on a dict pinned by identity (a global registry) */
+        PyObject *owner = PyCFunction_GET_SELF(fn);
+        PyObject *v = PyDict_GetItemWithError(owner, a->pos[0]->obj);
+        if (!v && PyErr_Occurred()) return cap_py_failed(I, "dict.get"), NULL;
+        if (!v && a->npos == 2) {
+            wk_guard_dict_item_is(I->guards, owner, a->pos[0]->obj, NULL);
+            return a->pos[1];
+        }
+        return snapshot_value(I, owner, a->pos[0]->obj, v);
+    }
+    if (fn == (PyObject *)&PySuper_Type) return call_super(I, a);
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) == (PyObject *)&PyDict_Type) {
         int ok = 1;
         for (int i = 0; i < a->npos; i++) ok &= materializable(a->pos[i]);

@@ -133,6 +133,23 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
                 return sv_push(I, sv_const_Steal(I, v));
             }
     }
+    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj)) {
+        /* a method of an object pinned by identity (a global instance): the
+         * function its class has now, bound to it */
+        PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+        PyObject **dp = _PyObject_GetDictPtr(o->obj);
+        int shadowed = dp && *dp && PyDict_GetItemWithError(*dp, name);
+        PyErr_Clear();
+        if (d && PyFunction_Check(d) && !shadowed) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, d);
+            Sv *fn = sv_const(I, d);
+            if (method) {
+                if (sv_push(I, fn) < 0) return -1;
+                return sv_push(I, o);
+            }
+            return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
+        }
+    }
     if (PyFunction_Check(o->obj)) {
         /* what a function is made of: its code, defaults and names, pinned by
          * the function guard */

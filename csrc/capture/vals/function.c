@@ -300,3 +300,53 @@ static int partial_getattr(Interp *I, Sv *p, PyObject *name, int method) {
 
 const SvOps cap_partial_kind = {.name = "bound method", .call = partial_call, .truth = func_truth,
                                 .getattr = partial_getattr};
+
+/* ---- super() ---------------------------------------------------------------- */
+
+/* The class of a symbolic self, when capture knows it exactly. */
+static PyTypeObject *self_type(Sv *self) {
+    if (self->kind == SV_OBJECT) return (PyTypeObject *)self->obj;
+    if ((self->kind == SV_OPAQUE || self->kind == SV_CONST) && self->obj) return Py_TYPE(self->obj);
+    return NULL;
+}
+
+static int super_getattr(Interp *I, Sv *s, PyObject *name, int method) {
+    PyTypeObject *tp = self_type(s->self);
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!tp || !n) return cap_unsupported(I, "super() of a %s", sv_desc(s->self));
+    /* the MRO of self's (guarded) type, after __class__ */
+    PyObject *mro = tp->tp_mro;
+    Py_ssize_t i = 0, len = mro ? PyTuple_GET_SIZE(mro) : 0;
+    while (i < len && PyTuple_GET_ITEM(mro, i) != s->obj) i++;
+    for (i++; i < len; i++) {
+        PyObject *cls = PyTuple_GET_ITEM(mro, i);
+        PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, name);
+        if (!d) {
+            if (PyErr_Occurred()) return cap_py_failed(I, n);
+            continue;
+        }
+        if (!PyFunction_Check(d)) {
+            /* dict.get and friends on a pinned constant self: bound now */
+            if (s->self->kind == SV_CONST && (PyObject_TypeCheck(d, &PyMethodDescr_Type))) {
+                PyObject *bound = PyObject_CallMethod(d, "__get__", "O", s->self->obj);
+                if (!bound) return cap_py_failed(I, n);
+                if (method && sv_push(I, I->null_sv) < 0) {
+                    Py_DECREF(bound);
+                    return -1;
+                }
+                return sv_push(I, sv_const_Steal(I, bound));
+            }
+            return cap_unsupported(I, "super().%s is not a Python function", n);
+        }
+        wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, name, d);
+        Sv *fn = sv_const(I, d);
+        if (method) {
+            if (sv_push(I, fn) < 0) return -1;
+            return sv_push(I, s->self);
+        }
+        return sv_push(I, cap_partial_new(I, fn, &s->self, 1, NULL));
+    }
+    return cap_unsupported(I, "super() has no attribute %s", n);
+}
+
+const SvOps cap_super_kind = {.name = "super", .getattr = super_getattr};
