@@ -131,6 +131,9 @@ typedef struct WkCacheEntry {
 typedef WkCacheEntry *(*WkFrameCompiler)(PyFunctionObject *fn, PyCodeObject *code,
                                          PyObject *const *args, int nargs, PyObject *options);
 void wk_hook_set_compiler(WkFrameCompiler compiler);
+/* The function whose frame the hook is checking guards for (borrowed; set
+ * just before the entries' checks run), for guards on its closure cells. */
+extern _Thread_local PyFunctionObject *wk_hook_checking_fn;
 /* Frees an entry and everything it owns (not ->next). */
 void wk_cache_entry_free(WkCacheEntry *e);
 

@@ -21,10 +21,20 @@ typedef enum {
     CK_DICT_IS,    /* LOAD_GLOBAL-style lookup of name in globals dict `owner` is value */
     CK_GRAD_MODE,  /* torch.is_grad_enabled() == enabled */
     CK_TENSOR,     /* dtype, requires_grad, sizes, strides, device */
+    CK_FUNC,       /* function `owner` still has __code__ value, __defaults__, __kwdefaults__ */
+    CK_CELL_IS,    /* cell `owner` holds value (identity; NULL: empty) */
+    CK_FREEVAR_IS, /* closure cell `arg` of the called function holds value */
+    CK_TYPE_ATTR_IS, /* type `owner` (pinned) resolves name to value (_PyType_Lookup; NULL: absent) */
+    CK_DICT_LACKS, /* name is not in the instance __dict__ of getattr(arg, *path) */
+    CK_NO_HOOKS,   /* the nn.Module getattr(arg, *path) has no forward/backward hooks */
+    CK_NO_GLOBAL_HOOKS, /* torch.nn.modules.module has no global module hooks */
+    CK_SHAPE,      /* exact tuple of len value (an int), or exact dict with keys value (a tuple), in order */
+    CK_DICT_ITEM_IS, /* dict `owner` (pinned) maps name (any key) to value (identity; NULL: absent) */
+    CK_PINNED_EQUALS, /* object `owner` (pinned) == value (a snapshot) */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3};
 
 typedef struct {
     CheckKind kind;
@@ -33,7 +43,10 @@ typedef struct {
     PyTypeObject *type; /* owned: TYPE, EQUALS */
     PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS */
     PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS; TYPE/TENSOR of a global (arg -1) */
-    PyObject *owner;    /* owned: ATTR_IS, DICT_IS */
+    PyObject *owner;    /* owned: ATTR_IS, DICT_IS, FUNC, CELL_IS */
+    PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
+    PyObject *example;  /* TENSOR: the example tensor until wk_guards_finalize (owned) */
+    int batched;        /* TENSOR: checked by the batched TensorGuards call */
     int enabled;        /* GRAD_MODE */
     /* TENSOR */
     PyObject *dtype;  /* owned */
@@ -46,6 +59,12 @@ typedef struct {
 struct WkGuards {
     WkVec(Check) checks;
     PyObject *names; /* tuple of arg names, or NULL */
+    /* All tensor metadata checks in one call: torch's own TensorGuards
+     * (dtype, device, dispatch keys, requires_grad, sizes, strides), built
+     * by wk_guards_finalize from the example tensors; NULL before, or when
+     * unavailable (then CK_TENSOR checks run one by one). */
+    PyObject *tensor_guards;
+    WkVec(int) batched; /* indices of the CK_TENSOR checks it covers, in its order */
 };
 
 static PyObject *s_dtype, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_builtins;
@@ -78,6 +97,9 @@ static void check_clear(Check *c) {
     Py_XDECREF(c->value);
     Py_XDECREF(c->name);
     Py_XDECREF(c->owner);
+    Py_XDECREF(c->defaults);
+    Py_XDECREF(c->kwdefaults);
+    Py_XDECREF(c->example);
     Py_XDECREF(c->dtype);
     Py_XDECREF(c->device);
     free(c->sizes);
@@ -89,6 +111,8 @@ void wk_guards_free(WkGuards *g) {
     for (int i = 0; i < g->checks.len; i++) check_clear(&g->checks.data[i]);
     wk_vec_free(&g->checks);
     Py_XDECREF(g->names);
+    Py_XDECREF(g->tensor_guards);
+    wk_vec_free(&g->batched);
     free(g);
 }
 
@@ -102,8 +126,18 @@ int wk_guards_count(const WkGuards *g) { return g->checks.len; }
 /* Checks through attribute paths run Python getattr: after all others. */
 static int cost_of(const Check *c) { return check_cost[c->kind] + (c->path ? 10 : 0); }
 
-/* Inserts after every check of cost <= c's cost (stable). */
+static int same_path(PyObject *a, PyObject *b);
+
+/* Inserts after every check of cost <= c's cost (stable). Equal paths
+ * share one tuple, so a check resolves each source once per call. */
 static void add_check(WkGuards *g, Check c) {
+    for (int i = 0; c.path && i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->path && o->path != c.path && o->arg == c.arg && same_path(o->path, c.path)) {
+            Py_SETREF(c.path, Py_NewRef(o->path));
+            break;
+        }
+    }
     wk_vec_push(&g->checks, c);
     int i = g->checks.len - 1;
     while (i > 0 && cost_of(&g->checks.data[i - 1]) > cost_of(&c)) {
@@ -220,6 +254,7 @@ void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor) 
         return;
     }
     c.path = Py_XNewRef(path);
+    c.example = Py_NewRef(tensor);
     add_check(g, c);
 }
 
@@ -238,7 +273,55 @@ void wk_guard_global_tensor(WkGuards *g, PyObject *name, PyObject *tensor) {
         return;
     }
     c.name = Py_NewRef(name);
+    c.example = Py_NewRef(tensor);
     add_check(g, c);
+}
+
+/* Builds the batched tensor check and drops the example tensors (guards
+ * never pin a tensor). Without torch's TensorGuards the checks stay one by
+ * one. */
+void wk_guards_finalize(WkGuards *g) {
+    int n = 0;
+    for (int i = 0; i < g->checks.len; i++) n += g->checks.data[i].kind == CK_TENSOR && g->checks.data[i].example;
+    PyObject *cls = NULL, *mod = n ? PyImport_ImportModule("torch._C._dynamo.guards") : NULL;
+    if (mod) cls = PyObject_GetAttrString(mod, "TensorGuards");
+    Py_XDECREF(mod);
+    PyObject *args = cls ? PyTuple_New(n) : NULL, *sizes = args ? PyList_New(n) : NULL;
+    PyObject *strides = sizes ? PyList_New(n) : NULL;
+    if (strides) {
+        int k = 0;
+        for (int i = 0; i < g->checks.len; i++) {
+            Check *c = &g->checks.data[i];
+            if (c->kind != CK_TENSOR || !c->example) continue;
+            PyObject *sz = PyList_New(c->ndim), *st = PyList_New(c->ndim);
+            for (int d = 0; sz && st && d < c->ndim; d++) {
+                PyList_SET_ITEM(sz, d, PyLong_FromLongLong(c->sizes[d]));
+                PyList_SET_ITEM(st, d, PyLong_FromLongLong(c->strides[d]));
+            }
+            PyTuple_SET_ITEM(args, k, Py_NewRef(c->example));
+            PyList_SET_ITEM(sizes, k, sz ? sz : Py_NewRef(Py_None));
+            PyList_SET_ITEM(strides, k, st ? st : Py_NewRef(Py_None));
+            k++;
+        }
+        PyObject *kw = Py_BuildValue("{s:O,s:O}", "dynamic_dims_sizes", sizes, "dynamic_dims_strides", strides);
+        PyObject *tg = kw ? PyObject_Call(cls, args, kw) : NULL;
+        Py_XDECREF(kw);
+        if (tg) {
+            g->tensor_guards = tg;
+            for (int i = 0; i < g->checks.len; i++) {
+                Check *c = &g->checks.data[i];
+                if (c->kind != CK_TENSOR || !c->example) continue;
+                c->batched = 1;
+                wk_vec_push(&g->batched, i);
+            }
+        }
+    }
+    PyErr_Clear(); /* no batched check: the per-tensor checks remain */
+    Py_XDECREF(cls);
+    Py_XDECREF(args);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    for (int i = 0; i < g->checks.len; i++) Py_CLEAR(g->checks.data[i].example);
 }
 
 void wk_guard_global_is(WkGuards *g, PyObject *name, PyObject *value) {
@@ -275,6 +358,146 @@ void wk_guard_attr_is(WkGuards *g, PyObject *module, PyObject *name, PyObject *v
     c.name = Py_NewRef(name);
     c.value = Py_NewRef(value);
     add_check(g, c);
+}
+
+void wk_guard_function(WkGuards *g, PyObject *fn) {
+    if (!PyFunction_Check(fn)) return;
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_FUNC && o->owner == fn) return;
+    }
+    PyFunctionObject *f = (PyFunctionObject *)fn;
+    Check c = {.kind = CK_FUNC, .arg = -1};
+    c.owner = Py_NewRef(fn);
+    c.value = Py_NewRef(f->func_code);
+    c.defaults = Py_XNewRef(f->func_defaults);
+    c.kwdefaults = Py_XNewRef(f->func_kwdefaults);
+    add_check(g, c);
+}
+
+void wk_guard_cell_is(WkGuards *g, PyObject *cell, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *o = &g->checks.data[i];
+        if (o->kind == CK_CELL_IS && o->owner == cell) return;
+    }
+    Check c = {.kind = CK_CELL_IS, .arg = -1};
+    c.owner = Py_NewRef(cell);
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_FREEVAR_IS && o->enabled == i) return;
+    }
+    Check c = {.kind = CK_FREEVAR_IS, .arg = -1, .enabled = i};
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyObject *value) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_TYPE_ATTR_IS && o->owner == (PyObject *)type && PyUnicode_Compare(o->name, name) == 0)
+            return;
+    }
+    Check c = {.kind = CK_TYPE_ATTR_IS, .arg = -1};
+    c.owner = Py_NewRef((PyObject *)type);
+    c.name = Py_NewRef(name);
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_DICT_LACKS && o->arg == arg && same_path(o->path, path) &&
+            PyUnicode_Compare(o->name, name) == 0)
+            return;
+    }
+    Check c = {.kind = CK_DICT_LACKS, .arg = arg, .path = Py_XNewRef(path)};
+    c.name = Py_NewRef(name);
+    add_check(g, c);
+}
+
+void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container, PyObject *shape) {
+    wk_guard_type_at(g, arg, path, Py_TYPE(container));
+    if (has_check_at(g, CK_SHAPE, arg, path)) return;
+    Check c = {.kind = CK_SHAPE, .arg = arg, .path = Py_XNewRef(path)};
+    c.value = Py_NewRef(shape);
+    add_check(g, c);
+}
+
+void wk_guard_dict_item_is(WkGuards *g, PyObject *dict, PyObject *key, PyObject *value) {
+    Check c = {.kind = CK_DICT_ITEM_IS, .arg = -1};
+    c.owner = Py_NewRef(dict);
+    c.name = Py_NewRef(key);
+    c.value = Py_XNewRef(value);
+    add_check(g, c);
+}
+
+void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot) {
+    Check c = {.kind = CK_PINNED_EQUALS, .arg = -1};
+    c.owner = Py_NewRef(obj);
+    c.value = Py_NewRef(snapshot);
+    add_check(g, c);
+}
+
+void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path) {
+    if (has_check_at(g, CK_NO_HOOKS, arg, path)) return;
+    Check c = {.kind = CK_NO_HOOKS, .arg = arg, .path = Py_XNewRef(path)};
+    add_check(g, c);
+}
+
+static PyObject *global_hook_dicts[4]; /* torch.nn.modules.module._global_*_hooks, looked up once */
+
+static int init_global_hooks(void) {
+    static const char *const names[] = {"_global_backward_pre_hooks", "_global_backward_hooks",
+                                        "_global_forward_hooks", "_global_forward_pre_hooks"};
+    if (global_hook_dicts[0]) return 0;
+    PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
+    if (!m) return -1;
+    for (int i = 0; i < 4; i++) {
+        global_hook_dicts[i] = PyObject_GetAttrString(m, names[i]);
+        if (!global_hook_dicts[i] || !PyDict_Check(global_hook_dicts[i])) {
+            for (int k = 0; k <= i; k++) Py_CLEAR(global_hook_dicts[k]);
+            Py_DECREF(m);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module hook registries are not dicts");
+            return -1;
+        }
+    }
+    Py_DECREF(m);
+    return 0;
+}
+
+/* 1 when no global module hook is registered, 0 when one is, -1 on error */
+int wk_guards_no_global_hooks(void) {
+    if (init_global_hooks() < 0) return -1;
+    for (int i = 0; i < 4; i++)
+        if (PyDict_GET_SIZE(global_hook_dicts[i])) return 0;
+    return 1;
+}
+
+void wk_guard_no_global_hooks(WkGuards *g) {
+    if (has_check(g, CK_NO_GLOBAL_HOOKS, -1)) return;
+    Check c = {.kind = CK_NO_GLOBAL_HOOKS, .arg = -1};
+    add_check(g, c);
+}
+
+/* 1 when module m has no hooks of its own, 0 when it has, -1 on error.
+ * Reads the instance __dict__ directly (no __getattr__). */
+int wk_guards_module_has_no_hooks(PyObject *m) {
+    static const char *const names[] = {"_backward_hooks", "_backward_pre_hooks", "_forward_hooks",
+                                        "_forward_pre_hooks"};
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return 0;
+    for (int i = 0; i < 4; i++) {
+        PyObject *d = PyDict_GetItemString(*dp, names[i]);
+        if (!d || !PyDict_Check(d)) return 0;
+        if (PyDict_GET_SIZE(d)) return 0;
+    }
+    return 1;
 }
 
 static int init_grad_fn(void) {
@@ -319,7 +542,16 @@ static const char *arg_name_path(const WkGuards *g, int arg, PyObject *path, cha
     if (s) k = (size_t)snprintf(buf, n, "L['%s']", s);
     else k = (size_t)snprintf(buf, n, "arg%d", arg);
     for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path) && k < n; i++) {
-        const char *a = PyUnicode_AsUTF8(PyTuple_GET_ITEM(path, i));
+        PyObject *elem = PyTuple_GET_ITEM(path, i);
+        if (PyTuple_Check(elem)) {
+            PyObject *r = PyObject_Repr(PyTuple_GET_ITEM(elem, 0));
+            const char *rs = r ? PyUnicode_AsUTF8(r) : NULL;
+            if (!rs) PyErr_Clear();
+            k += (size_t)snprintf(buf + k, n - k, "[%s]", rs ? rs : "?");
+            Py_XDECREF(r);
+            continue;
+        }
+        const char *a = PyUnicode_AsUTF8(elem);
         if (!a) {
             PyErr_Clear();
             a = "?";
@@ -552,6 +784,103 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_FUNC: {
+        PyFunctionObject *f = (PyFunctionObject *)c->owner;
+        if (f->func_code != c->value || f->func_defaults != c->defaults || f->func_kwdefaults != c->kwdefaults) {
+            PyObject *q = f->func_qualname;
+            snprintf(why_buf, sizeof why_buf, "%s.__code__, __defaults__ or __kwdefaults__ changed",
+                     q && PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : "a function");
+            return 0;
+        }
+        break;
+    }
+    case CK_CELL_IS:
+        if (PyCell_GET(c->owner) != c->value) {
+            snprintf(why_buf, sizeof why_buf, "a closure cell changed");
+            return 0;
+        }
+        break;
+    case CK_FREEVAR_IS: {
+        PyFunctionObject *f = wk_hook_checking_fn;
+        PyObject *cl = f ? f->func_closure : NULL;
+        if (!cl || !PyTuple_Check(cl) || c->enabled >= PyTuple_GET_SIZE(cl) ||
+            PyCell_GET(PyTuple_GET_ITEM(cl, c->enabled)) != c->value) {
+            snprintf(why_buf, sizeof why_buf, "closure variable %d changed", c->enabled);
+            return 0;
+        }
+        break;
+    }
+    case CK_TYPE_ATTR_IS:
+        if (_PyType_Lookup((PyTypeObject *)c->owner, c->name) != c->value) {
+            snprintf(why_buf, sizeof why_buf, "%s.%s changed", ((PyTypeObject *)c->owner)->tp_name,
+                     PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    case CK_DICT_LACKS: {
+        PyObject **dp = _PyObject_GetDictPtr(x);
+        PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, c->name) : NULL;
+        if (v || PyErr_Occurred()) {
+            PyErr_Clear();
+            snprintf(why_buf, sizeof why_buf, "%s has an instance attribute %s", who_of(g, c, nb, sizeof nb),
+                     PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
+    }
+    case CK_SHAPE: {
+        int ok;
+        if (PyLong_Check(c->value)) {
+            ok = PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == PyLong_AsSsize_t(c->value);
+        } else {
+            ok = PyDict_CheckExact(x) && PyDict_GET_SIZE(x) == PyTuple_GET_SIZE(c->value);
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *k, *v;
+            while (ok && PyDict_Next(x, &pos, &k, &v)) {
+                PyObject *e = PyTuple_GET_ITEM(c->value, i++);
+                ok = k == e || (PyUnicode_CheckExact(k) && PyUnicode_CheckExact(e) && PyUnicode_Compare(k, e) == 0);
+            }
+        }
+        if (!ok) {
+            snprintf(why_buf, sizeof why_buf, "%s length or keys changed", who_of(g, c, nb, sizeof nb));
+            return 0;
+        }
+        break;
+    }
+    case CK_DICT_ITEM_IS: {
+        PyObject *v = PyDict_GetItemWithError(c->owner, c->name);
+        if (v != c->value) {
+            PyErr_Clear();
+            snprintf(why_buf, sizeof why_buf, "an item of a %s changed", Py_TYPE(c->owner)->tp_name);
+            return 0;
+        }
+        break;
+    }
+    case CK_PINNED_EQUALS: {
+        int eq = PyObject_RichCompareBool(c->owner, c->value, Py_EQ);
+        if (eq < 0 && read_failed("a pinned object", "value") < 0) return -1;
+        if (eq <= 0) {
+            snprintf(why_buf, sizeof why_buf, "a %s read at capture time changed", Py_TYPE(c->owner)->tp_name);
+            return 0;
+        }
+        break;
+    }
+    case CK_NO_HOOKS:
+        if (wk_guards_module_has_no_hooks(x) != 1) {
+            PyErr_Clear();
+            snprintf(why_buf, sizeof why_buf, "%s has module hooks", who_of(g, c, nb, sizeof nb));
+            return 0;
+        }
+        break;
+    case CK_NO_GLOBAL_HOOKS: {
+        int r = wk_guards_no_global_hooks();
+        if (r < 0) return -1;
+        if (!r) {
+            snprintf(why_buf, sizeof why_buf, "global module hooks are registered");
+            return 0;
+        }
+        break;
+    }
     case CK_TENSOR: {
         int r = check_tensor(g, c, x);
         if (r < 0) return -1;
@@ -562,14 +891,72 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
     return 1;
 }
 
+static PyTypeObject *module_type_cache;
+static PyObject *s_parameters, *s_buffers, *s_modules;
+
+/* getattr(m, name) for an nn.Module without running nn.Module.__getattr__
+ * in Python: the instance __dict__, then _parameters, _buffers, _modules,
+ * exactly where __getattr__ would look; only when the class defines no
+ * attribute of that name (which would take precedence). New reference, or
+ * NULL without an exception to take the general path. */
+static PyObject *module_attr_fast(PyObject *m, PyObject *name) {
+    if (!module_type_cache) {
+        PyObject *mod = PyImport_ImportModule("torch.nn");
+        PyObject *mt = mod ? PyObject_GetAttrString(mod, "Module") : NULL;
+        Py_XDECREF(mod);
+        if (!mt || !PyType_Check(mt)) {
+            Py_XDECREF(mt);
+            PyErr_Clear();
+            return NULL;
+        }
+        module_type_cache = (PyTypeObject *)mt;
+        s_parameters = PyUnicode_InternFromString("_parameters");
+        s_buffers = PyUnicode_InternFromString("_buffers");
+        s_modules = PyUnicode_InternFromString("_modules");
+    }
+    PyTypeObject *tp = Py_TYPE(m);
+    if (!PyType_IsSubtype(tp, module_type_cache) || tp->tp_getattro != module_type_cache->tp_getattro) return NULL;
+    if (_PyType_Lookup(tp, name)) return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return NULL;
+    PyObject *v = PyDict_GetItemWithError(*dp, name);
+    if (v) return Py_NewRef(v);
+    PyObject *const sub[3] = {s_parameters, s_buffers, s_modules};
+    for (int i = 0; i < 3 && !PyErr_Occurred(); i++) {
+        PyObject *d = PyDict_GetItemWithError(*dp, sub[i]);
+        if (d && PyDict_Check(d) && (v = PyDict_GetItemWithError(d, name)) != NULL) return Py_NewRef(v);
+    }
+    PyErr_Clear();
+    return NULL;
+}
+
+/* Sources resolved during one wk_guards_check call, by path object. */
+typedef struct {
+    int arg;
+    PyObject *path;
+    PyObject *value; /* owned */
+} Memo;
+#define MEMO_MAX 64
+static _Thread_local Memo memo[MEMO_MAX];
+static _Thread_local int memo_len;
+
+static void memo_clear(void) {
+    for (int i = 0; i < memo_len; i++) Py_CLEAR(memo[i].value);
+    memo_len = 0;
+}
+
 /* getattr(x, path...) (new reference); NULL with why_buf set when some
  * attribute is missing (then 0 is the answer), or NULL and *err for a
  * BaseException that must propagate. */
 static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x, int *err) {
     char nb[160];
+    for (int i = 0; i < memo_len; i++)
+        if (memo[i].path == c->path && memo[i].arg == c->arg) return Py_NewRef(memo[i].value);
     Py_INCREF(x);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->path); i++) {
-        PyObject *next = PyObject_GetAttr(x, PyTuple_GET_ITEM(c->path, i));
+        PyObject *elem = PyTuple_GET_ITEM(c->path, i);
+        PyObject *next = PyTuple_Check(elem) ? PyObject_GetItem(x, PyTuple_GET_ITEM(elem, 0)) : module_attr_fast(x, elem);
+        if (!next && !PyTuple_Check(elem) && !PyErr_Occurred()) next = PyObject_GetAttr(x, elem);
         Py_DECREF(x);
         if (!next) {
             *err = read_failed(who_of(g, c, nb, sizeof nb), "attribute") < 0;
@@ -577,11 +964,98 @@ static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x
         }
         x = next;
     }
+    if (memo_len < MEMO_MAX) {
+        memo[memo_len].arg = c->arg;
+        memo[memo_len].path = c->path;
+        memo[memo_len].value = Py_NewRef(x);
+        memo_len++;
+    }
     return x;
 }
 
+/* The object a check looks at (new reference), or NULL with why_buf set
+ * (0) or an error to propagate (*err). */
+static PyObject *subject_Ref(const WkGuards *g, const Check *c, PyObject *const *args, int nargs,
+                             PyObject *globals, int *err) {
+    char nb[160];
+    PyObject *x = NULL;
+    if (c->arg >= 0) {
+        if (c->arg >= nargs || !args[c->arg]) {
+            snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, c->arg, nb, sizeof nb));
+            return NULL;
+        }
+        x = args[c->arg];
+    } else if (c->name) {
+        x = globals ? lookup_global(globals, c->name) : NULL;
+        if (!x) {
+            if (PyErr_Occurred() && read_failed("global", PyUnicode_AsUTF8(c->name)) < 0) *err = 1;
+            snprintf(why_buf, sizeof why_buf, "G['%s'] is missing", PyUnicode_AsUTF8(c->name));
+            return NULL;
+        }
+    }
+    if (c->path && x) return resolve_path_Ref(g, c, x, err);
+    return Py_NewRef(x);
+}
+
+/* The batched tensor check: 1 pass, 0 fail (why_buf names the first
+ * failing tensor, formatted only now), -1 error. */
+static int check_batched(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals) {
+    int n = g->batched.len, rc = -1;
+    if (!n) return 1;
+    PyObject *stack[257];
+    PyObject **objs = n + 1 <= 257 ? stack : wk_xcalloc((size_t)n + 1, sizeof(PyObject *));
+    int got = 0;
+    for (int k = 0; k < n; k++) {
+        int err = 0;
+        PyObject *x = subject_Ref(g, &g->checks.data[g->batched.data[k]], args, nargs, globals, &err);
+        if (!x) {
+            rc = err ? -1 : 0;
+            goto done;
+        }
+        objs[1 + got++] = x;
+    }
+    static PyObject *s_check;
+    if (!s_check && !(s_check = PyUnicode_InternFromString("check"))) goto done;
+    objs[0] = g->tensor_guards;
+    PyObject *r = PyObject_VectorcallMethod(s_check, objs, (size_t)(n + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!r) {
+        rc = read_failed("tensor", "metadata");
+        goto done;
+    }
+    rc = r == Py_True;
+    Py_DECREF(r);
+    if (!rc) { /* find which, for the message: the per-tensor check says it */
+        snprintf(why_buf, sizeof why_buf, "tensor metadata mismatch");
+        for (int k = 0; k < n; k++) {
+            const Check *c = &g->checks.data[g->batched.data[k]];
+            PyObject *tt = (PyObject *)Py_TYPE(objs[1 + k]);
+            (void)tt;
+            int one = check_tensor(g, c, objs[1 + k]);
+            if (one < 0) {
+                rc = -1;
+                break;
+            }
+            if (one == 0) break;
+        }
+    }
+done:
+    for (int k = 0; k < got; k++) Py_DECREF(objs[1 + k]);
+    if (objs != stack) free(objs);
+    return rc;
+}
+
+static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
+                                const char **why);
+
 int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
                     const char **why) {
+    int rc = wk_guards_check_memo(g, args, nargs, globals, why);
+    memo_clear();
+    return rc;
+}
+
+static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
+                                const char **why) {
     char nb[160];
     if (why) *why = NULL;
     if (init_names() < 0) return -1;
@@ -589,6 +1063,7 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
         const Check *c = &g->checks.data[i];
         PyObject *x = NULL;
         int r;
+        if (c->batched) continue;
         if (c->arg >= 0) {
             if (c->arg >= nargs || !args[c->arg]) {
                 snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, c->arg, nb, sizeof nb));
@@ -615,6 +1090,11 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
         } else {
             r = check_one(g, c, x, globals);
         }
+        if (r < 0) return -1;
+        if (r == 0) goto fail;
+    }
+    {
+        int r = check_batched(g, args, nargs, globals);
         if (r < 0) return -1;
         if (r == 0) goto fail;
     }
@@ -660,6 +1140,45 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         }
         case CK_GRAD_MODE:
             line = PyUnicode_FromFormat("GRAD_MODE %s", c->enabled ? "enabled" : "disabled");
+            break;
+        case CK_FUNC:
+            line = PyUnicode_FromFormat("FUNCTION_MATCH %S has its __code__, __defaults__, __kwdefaults__",
+                                        ((PyFunctionObject *)c->owner)->func_qualname);
+            break;
+        case CK_TYPE_ATTR_IS:
+            line = PyUnicode_FromFormat("TYPE_ATTR_MATCH %s.%U is <%s at %p>", ((PyTypeObject *)c->owner)->tp_name,
+                                        c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
+                                        (void *)c->value);
+            break;
+        case CK_DICT_LACKS:
+            line = PyUnicode_FromFormat("NO_INSTANCE_ATTR %s.%U", who, c->name);
+            break;
+        case CK_NO_HOOKS:
+            line = PyUnicode_FromFormat("NO_MODULE_HOOKS %s", who);
+            break;
+        case CK_SHAPE:
+            line = PyUnicode_FromFormat("%s %s %R", PyLong_Check(c->value) ? "LENGTH_MATCH" : "KEYS_MATCH", who,
+                                        c->value);
+            break;
+        case CK_NO_GLOBAL_HOOKS:
+            line = PyUnicode_FromString("NO_GLOBAL_MODULE_HOOKS");
+            break;
+        case CK_DICT_ITEM_IS:
+            line = PyUnicode_FromFormat("DICT_ITEM_MATCH <%s at %p>[%R] is <%s at %p>", Py_TYPE(c->owner)->tp_name,
+                                        (void *)c->owner, c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
+                                        (void *)c->value);
+            break;
+        case CK_PINNED_EQUALS:
+            line = PyUnicode_FromFormat("PINNED_EQUALS <%s at %p> == %R", Py_TYPE(c->owner)->tp_name,
+                                        (void *)c->owner, c->value);
+            break;
+        case CK_FREEVAR_IS:
+            line = PyUnicode_FromFormat("FREEVAR_MATCH closure[%d] holds <%s at %p>", c->enabled,
+                                        c->value ? Py_TYPE(c->value)->tp_name : "nothing", (void *)c->value);
+            break;
+        case CK_CELL_IS:
+            line = PyUnicode_FromFormat("CELL_MATCH <cell at %p> holds <%s at %p>", (void *)c->owner,
+                                        c->value ? Py_TYPE(c->value)->tp_name : "nothing", (void *)c->value);
             break;
         case CK_TENSOR: {
             WkStr s = {0};

@@ -162,6 +162,8 @@ int wk_hook_mark_code(PyCodeObject *code, PyObject *options) {
 
 /* ---- enabling ----------------------------------------------------------- */
 
+_Thread_local PyFunctionObject *wk_hook_checking_fn;
+
 static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag);
 
 static void update_install(void) {
@@ -300,6 +302,7 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     WkCacheEntry *hit = NULL;
     st->busy++;
     t->suspended++;
+    wk_hook_checking_fn = wk_frame_func_Borrow(f); /* for guards on the function's closure */
     for (WkCacheEntry *e = st->entries; e; e = e->next) {
         const char *w = NULL;
         int r = e->check ? e->check(e->guard_state, args, nargs, globals, &w) : 1;

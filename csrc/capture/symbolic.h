@@ -27,6 +27,33 @@ void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor_B
  * LOAD_GLOBAL: globals, then builtins), which the transformed code reads
  * afresh on every call. */
 void wk_guard_global_tensor(WkGuards *g, PyObject *name_Borrow, PyObject *tensor_Borrow);
+/* fn (a function object, pinned by the entry) still has the __code__,
+ * __defaults__ and __kwdefaults__ it has now. */
+void wk_guard_function(WkGuards *g, PyObject *fn);
+/* cell (pinned) still holds value (identity; NULL: still empty). */
+void wk_guard_cell_is(WkGuards *g, PyObject *cell, PyObject *value);
+/* Closure cell i of the function being called (the compiled frame's own)
+ * holds value (identity; NULL: empty). */
+void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value);
+/* _PyType_Lookup(type, name) is value (NULL: absent); type pinned. */
+void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyObject *value);
+/* name is not in the instance __dict__ of getattr(arg, *path). */
+void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name);
+/* the nn.Module getattr(arg, *path) has no hooks; no global module hooks. */
+void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path);
+/* getattr/getitem(arg, *path) is an exact tuple of length `shape` (an int)
+ * or an exact dict with keys `shape` (a tuple), in order. */
+void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container, PyObject *shape);
+void wk_guard_no_global_hooks(WkGuards *g);
+int wk_guards_module_has_no_hooks(PyObject *m); /* 1 none, 0 some */
+int wk_guards_no_global_hooks(void);             /* 1 none, 0 some, -1 error */
+/* Ends building: the tensor checks become one batched check (torch's
+ * TensorGuards) and the example tensors are released. */
+void wk_guards_finalize(WkGuards *g);
+/* dict (pinned) maps key to value (identity; NULL: absent). */
+void wk_guard_dict_item_is(WkGuards *g, PyObject *dict, PyObject *key, PyObject *value);
+/* obj (pinned) == snapshot on every call. */
+void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
 int wk_guards_grad_enabled(void);
 
@@ -39,6 +66,8 @@ typedef enum {
     WK_RET_GLOBAL, /* the global `value` (a str: its name), unchanged */
     WK_RET_TUPLE,  /* items */
     WK_RET_LIST,   /* items */
+    WK_RET_DICT,   /* keys: `value` (a list of constants), values: items */
+    WK_RET_CALL,   /* `value`(*items): a namedtuple or a rebuilt object */
 } WkRetKind;
 
 typedef struct WkRet {

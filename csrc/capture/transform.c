@@ -28,7 +28,13 @@ static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
     }
     wk_asm_load_fast(a, arg);
     for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path); i++) {
-        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(path, i));
+        PyObject *elem = PyTuple_GET_ITEM(path, i);
+        if (PyTuple_Check(elem)) { /* (key,): an item */
+            wk_asm_load_const(a, PyTuple_GET_ITEM(elem, 0));
+            wk_asm_op(a, BINARY_SUBSCR, 0);
+            continue;
+        }
+        const char *name = PyUnicode_AsUTF8(elem);
         if (!name) return -1;
         wk_asm_load_attr(a, name);
     }
@@ -56,6 +62,24 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
         else
             wk_asm_op(a, BUILD_LIST, r->nitems);
         return 0;
+    case WK_RET_CALL:
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, r->value);
+        for (int i = 0; i < r->nitems; i++)
+            if (emit_ret(a, r->items[i], out_locals) < 0) return -1;
+        wk_asm_call(a, r->nitems);
+        return 0;
+    case WK_RET_DICT: {
+        /* values..., keys tuple -> BUILD_CONST_KEY_MAP */
+        for (int i = 0; i < r->nitems; i++)
+            if (emit_ret(a, r->items[i], out_locals) < 0) return -1;
+        PyObject *keys = PyList_AsTuple(r->value);
+        if (!keys) return -1;
+        wk_asm_load_const(a, keys);
+        Py_DECREF(keys);
+        wk_asm_op(a, BUILD_CONST_KEY_MAP, r->nitems);
+        return 0;
+    }
     }
     PyErr_SetString(PyExc_SystemError, "wick: bad return plan");
     return -1;

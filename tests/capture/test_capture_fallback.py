@@ -29,8 +29,8 @@ def line_of(fn, text):
 
 def loop_fn(x):
     y = x + 1
-    for _ in range(3):
-        y = y * 2
+    while y.sum() > 1e6:  # data-dependent: decided by the tensor's values
+        y = y * 0.5
     return y
 
 
@@ -40,20 +40,22 @@ def print_fn(x):
     return y
 
 
-def matmul_fn(x):
-    return torch.matmul(x.sum(0), x.sum(0)) + 1
+def item_fn(x):
+    return x * x.sum().item()
 
 
-def tensor_method_fn(x):
-    return x.softmax(-1)
+def nonzero_fn(x):
+    return torch.nonzero(x > 0) + 1
 
 
-def index_fn(x):
-    return x[0] + 1
+def inplace_method_fn(x):
+    y = x + 1
+    y.add_(1)
+    return y
 
 
-def floordiv_fn(x):
-    return x // 2
+def tolist_fn(x):
+    return x.tolist()
 
 
 def inplace_input_fn(x):
@@ -78,14 +80,13 @@ def varargs_fn(*args):
 
 
 CASES = [
-    (loop_fn, "range", "for _ in range(3)"),
+    (loop_fn, "data-dependent", "while y.sum() > 1e6"),
     (print_fn, "print", "print("),
-    (matmul_fn, "torch.matmul", "torch.matmul"),
-    (tensor_method_fn, "softmax", "softmax"),
-    (index_fn, "subscript", "x[0]"),
-    (floordiv_fn, "//", "x // 2"),
+    (item_fn, "Tensor.item", "x.sum().item()"),
+    (nonzero_fn, "torch.nonzero", "torch.nonzero"),
+    (inplace_method_fn, "Tensor.add_", "y.add_(1)"),
+    (tolist_fn, "Tensor.tolist", "x.tolist()"),
     (branch_fn, "data-dependent branch on a tensor", "if x.sum() > 0"),
-    (varargs_fn, "subscript", "args[0]"),
 ]
 
 
@@ -119,6 +120,16 @@ def test_fullgraph_raises(fn, what, src):
     assert isinstance(info.value, RuntimeError)
     msg = str(info.value)
     assert what in msg and f"{THIS}:{line_of(fn, src)}" in msg, msg
+
+
+def test_varargs_and_kwargs_frames_compile():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert_same(compiled(varargs_fn)(x, y), x + y)
+    (e,) = entries(varargs_fn)
+    assert not e["eager"] and e["graph_count"] == 1
+    assert any("LENGTH_MATCH L['args'] 2" in g for g in e["guards"])
+    assert_same(compiled(varargs_fn)(x, y, x), x + y)  # another length: another entry
+    assert len(entries(varargs_fn)) == 2
 
 
 def test_inplace_on_input_falls_back_and_mutates():

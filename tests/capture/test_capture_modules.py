@@ -68,16 +68,35 @@ def test_module_parameters_buffers_and_numbers(backend):
     assert es[0]["eager"] and "L['self'].weight requires grad" in es[0]["reason"]
 
 
-def test_submodule_call_and_property_fall_back():
+def test_submodule_call_and_property_are_inlined():
     m = Affine()
     x = torch.randn(3, 5)
     assert_same(compiled(Affine.uses_submodule)(m, x), m.uses_submodule(x))
     (e,) = entries(Affine.uses_submodule)
-    assert e["eager"] and "ReLU" in e["reason"]
+    assert not e["eager"] and e["graph_count"] == 1 and "RELU" in e["graph"]
+    assert any("NO_MODULE_HOOKS L['self'].act" in g for g in e["guards"])
     with torch.no_grad():
         assert_same(compiled(Affine.uses_property)(m, x), m.uses_property(x))
     (e,) = entries(Affine.uses_property)
-    assert e["eager"] and "property" in e["reason"]
+    assert not e["eager"] and e["graph_count"] == 1
+
+
+def test_submodule_with_hooks_runs_eagerly_and_hooks_run():
+    m = Affine()
+    x = torch.randn(3, 5)
+    f = compiled(Affine.uses_submodule)
+    assert_same(f(m, x), m.uses_submodule(x))
+    calls = []
+    h = m.act.register_forward_hook(lambda mod, inp, out: calls.append(1) or out * 2)
+    try:
+        expected = torch.relu(x) * 2 + 1
+        assert_same(f(m, x), expected)
+        assert calls == [1]
+        es = entries(Affine.uses_submodule)
+        assert len(es) == 2 and any(e["eager"] and "hooks" in e["reason"] for e in es)
+    finally:
+        h.remove()
+    assert_same(f(m, x), m.uses_submodule(x))
 
 
 class Config:

@@ -137,6 +137,10 @@ def assert_same(got, expected, rtol=None, atol=None):
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
             assert_same(g, e, rtol, atol)
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected)
+        for k in expected:
+            assert_same(got[k], expected[k], rtol, atol)
     else:
         assert got == expected or (got != got and expected != expected), (got, expected)
 

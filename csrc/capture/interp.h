@@ -1,0 +1,324 @@
+/* interp.h — private to the symbolic interpreter (symbolic.c and the value
+ * families under csrc/capture/vals/). Nothing else includes it.
+ *
+ * Values on the symbolic stack (Sv) belong to a kind; each kind implements
+ * one operations table (SvOps) in its own file:
+ *
+ *   vals/const.c     Python constants known at capture time (numbers, str,
+ *                    None, tuples of constants, dtypes, modules, callables):
+ *                    folding of operators, truth, subscripts, iteration,
+ *                    and calls of callables (dispatched to the families
+ *                    below by what the callable is).
+ *   vals/tensor.c    tensors (graph values) and their attributes/methods.
+ *   vals/torchfn.c   torch functions bound against the op table.
+ *   vals/seq.c       tuples and lists built or unpacked during capture,
+ *                    and iterators over unrolled items.
+ *   vals/dict.c      dicts built during capture.
+ *   vals/object.c    objects reached from the frame's arguments (modules,
+ *                    plain instances): attributes and bound methods.
+ *   vals/function.c  user functions, closures and cells: inlining pushes a
+ *                    Frame.
+ *   vals/builtins.c  builtins folded at capture time (len, isinstance, ...).
+ *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
+ *
+ * The interpreter loop (symbolic.c) only dispatches through the tables:
+ * adding a kind adds an enum entry, a table, and one line in sv_ops[];
+ * no switch elsewhere changes.
+ *
+ * Memory: every Sv and Frame is owned by the Interp (freed when the
+ * compile ends); pointers between them are borrowed. */
+#ifndef WICK_CAPTURE_INTERP_H
+#define WICK_CAPTURE_INTERP_H
+
+#include <opcode.h>
+
+#include "symbolic.h"
+#include "../runtime/runtime.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define PY312 1
+#else
+#define PY312 0
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+#define PY313 1
+#else
+#define PY313 0
+#endif
+
+/* ---- torch tables (torchinfo.c), resolved once torch is imported -------- */
+extern PyObject *cap_torch_mod;
+extern PyObject *cap_fn_to_op; /* dict: torch callable -> op number */
+extern PyObject *cap_dtype_objs[WK_NDTYPES];
+extern PyTypeObject *cap_tensor_type, *cap_param_type, *cap_module_type;
+extern PyObject *cap_size_type, *cap_device_type, *cap_dtype_type, *cap_strided_layout;
+extern PyObject *cap_no_grad_type, *cap_enable_grad_type;
+extern PyObject *cap_operator_mod, *cap_finfo_type, *cap_iinfo_type;
+extern PyObject *cap_enum_type; /* enum.EnumType: its instances (enum members) are constants */
+extern PyObject *cap_s_layout, *cap_s_shape, *cap_s_stride, *cap_s_dtype, *cap_s_device, *cap_s_requires_grad;
+
+#define CAP_MAX_PARAMS 8
+typedef struct {
+    char name[32];
+    int has_default;
+    char dflt[16];
+    int kwonly;
+} CapParam;
+typedef struct {
+    int n;
+    CapParam p[CAP_MAX_PARAMS];
+} CapSig;
+extern CapSig cap_sigs[WK_NOPS];
+
+/* 0 when torch is ready, 1 when torch is not imported, -1 with a Python exception. */
+int cap_init_torch(void);
+int cap_dtype_of_obj(PyObject *o);   /* WkDType or -1 */
+int cap_is_tensor_obj(PyObject *o);  /* exact torch.Tensor or nn.Parameter */
+int cap_method_op(const char *name); /* the op of a tensor method, or -1 */
+PyObject *cap_default_value_Ref(const char *d);
+
+/* ---- values -------------------------------------------------------------- */
+
+typedef enum {
+    SV_NULL,
+    SV_CONST,
+    SV_TENSOR,
+    SV_TUPLE,
+    SV_LIST,
+    SV_METHOD,    /* a tensor method: name, maybe bound to self */
+    SV_OPAQUE,    /* an object reached from an argument (module, instance) */
+    SV_GRAD_CTX,  /* torch.no_grad() / torch.enable_grad(): value = the grad mode it sets */
+    SV_GRAD_EXIT, /* its __exit__ after BEFORE_WITH: value = the grad mode it restores */
+    SV_ITER,      /* an iterator over unrolled items: items, pos */
+    SV_DICT,      /* a dict built during capture: keys (constants) and items */
+    SV_CELL,      /* a closure cell of an inlined frame: cell = contents (NULL if empty) */
+    SV_FUNC,      /* a function made during capture (MAKE_FUNCTION): code, defaults, closure */
+    SV_PARTIAL,   /* a bound method or functools.partial: cell = callable, items = leading
+                   * arguments, self = keyword arguments (SV_DICT) or NULL */
+    SV_OBJECT,    /* an instance of a user class made during capture: obj = the class,
+                   * self = its attributes (SV_DICT) */
+    SV_SUPER,     /* super(): obj = the class it starts after, self = the bound self */
+    SV_NKINDS
+} SvKind;
+
+typedef struct Sv Sv;
+typedef WkVec(Sv *) SvList;
+
+struct Sv {
+    SvKind kind;
+    PyObject *obj;   /* CONST: value; OPAQUE: object; TENSOR from an argument: the tensor (owned);
+                      * FUNC: the code object; DICT: list of constant keys */
+    int arg;         /* the frame argument this is (or getattr(arg, *path)), unchanged; -1 otherwise */
+    PyObject *path;  /* owned tuple of attribute names from the argument, or NULL */
+    PyObject *gname; /* owned: the global this is, unchanged (a tensor read afresh per call) */
+    int value;       /* TENSOR: graph value id; GRAD_*: grad mode; ITER: position */
+    char *name;      /* METHOD: tensor method name (owned) */
+    Sv *self;        /* METHOD bound by a plain attribute load; FUNC: defaults tuple Sv; else NULL */
+    Sv *cell;        /* CELL: contents; FUNC: closure tuple Sv */
+    SvList items;    /* TUPLE, LIST, ITER; DICT: values in key order */
+};
+
+typedef struct {
+    Sv **pos;
+    int npos;
+    PyObject *kwnames; /* tuple or NULL */
+    Sv **kw;
+    int nkw;
+} Args;
+
+typedef struct Interp Interp;
+typedef struct RetPlan RetPlan;
+
+/* One operations table per kind. Every entry may be NULL (unsupported for
+ * that kind: the interpreter names the kind in the fallback reason).
+ * Handlers return -1 / NULL after recording a reason (cap_unsupported or
+ * cap_py_failed). binary/compare are tried on the left operand's kind, then
+ * the right's; they return NULL *without* a reason when they do not handle
+ * that pair. */
+typedef struct SvOps {
+    const char *name; /* for messages: "tuple", "Tensor"; NULL: use the object's type name */
+    int (*truth)(Interp *I, Sv *s, int *out);
+    /* pushes the attribute; with `method` pushes the call-ready pair (NULL, attr)
+     * or (function, self) as LOAD_METHOD does */
+    int (*getattr)(Interp *I, Sv *s, PyObject *name, int method);
+    Sv *(*call)(Interp *I, Sv *callable, const Args *a);
+    Sv *(*subscript)(Interp *I, Sv *s, Sv *key);
+    /* appends the items iteration would produce (iteration is unrolled) */
+    int (*iterate)(Interp *I, Sv *s, SvList *out);
+    Sv *(*binary)(Interp *I, int nb, Sv *x, Sv *y);
+    Sv *(*compare)(Interp *I, int cmp, Sv *x, Sv *y); /* cmp 0..5 = < <= == != > >= */
+    Sv *(*unary)(Interp *I, int opcode, Sv *x);
+    /* how the transformed code rebuilds this value when it is returned */
+    WkRet *(*reconstruct)(Interp *I, RetPlan *p, Sv *s, int depth);
+} SvOps;
+
+extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind;
+extern const SvOps *const cap_sv_ops[SV_NKINDS];
+#define SV_OPS(s) (cap_sv_ops[(s)->kind])
+
+/* ---- frames and the interpreter ------------------------------------------ */
+
+/* One Python frame being interpreted. Inlining a call pushes a Frame whose
+ * parent is the caller's; it is popped when the callee returns. */
+typedef struct Frame {
+    struct Frame *parent;
+    PyFunctionObject *fn; /* NULL for a function made during capture (SV_FUNC) */
+    PyCodeObject *code;
+    PyObject *globals, *builtins; /* borrowed from fn (or the parent) */
+    Sv *closure;                  /* SV_TUPLE of SV_CELLs for a captured SV_FUNC, else NULL */
+    Sv **locals;                  /* co_nlocalsplus slots: locals, cells, free variables */
+    int nlocals;
+    Sv **stack;
+    int sp, stackcap;
+    PyObject *kwnames; /* borrowed from co_consts, for the next CALL */
+    int line;
+    int depth; /* 0 for the compiled frame */
+    int is_generator; /* run to the end, values collected in yields */
+    SvList yields;
+} Frame;
+
+typedef struct {
+    PyObject *obj;  /* borrowed: kept alive by `owner`'s Sv */
+    PyObject *name; /* owned */
+    Sv *value;      /* NULL: deleted */
+    Sv *owner;
+} CapOverlay;
+
+struct Interp {
+    Frame *f; /* the innermost frame; on a fallback it stays at the failing frame */
+    WkVec(Frame *) frames; /* all frames, owned */
+    PyObject *const *args;
+    int nargs;
+    PyObject *argnames; /* tuple */
+    WkGraph *g;
+    WkGuards *guards;
+    SvList all;
+    Sv *null_sv;
+    int backend_wick;
+    int entry_grad;                  /* grad mode when the frame starts: what guards check */
+    int grad_enabled;                /* grad mode now: changed by no_grad blocks */
+    WkVec(char) value_rg;            /* per graph value: requires grad */
+    WkVec(int) input_args;           /* frame argument of each graph input */
+    WkVec(PyObject *) input_paths;   /* and the attribute path from it (borrowed from its Sv) */
+    WkVec(PyObject *) input_tensors; /* borrowed example tensors */
+    PyObject *top_globals;           /* the frame's globals: what global guards check */
+    unsigned long long lazy_args;    /* constant arguments guarded by value only if read */
+    unsigned long long loaded_args;  /* arguments the compiled frame loaded */
+    PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
+    WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
+    WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
+    char *reason;                    /* set on fallback */
+    int propagate;                   /* a BaseException must propagate */
+};
+
+struct RetPlan {
+    WkVec(WkRet *) all;
+    WkVec(int) outputs; /* graph value id of each graph output */
+};
+
+/* symbolic.c: values, failure, stack */
+Sv *sv_new(Interp *I, SvKind kind);
+Sv *sv_const_Steal(Interp *I, PyObject *o);
+Sv *sv_const(Interp *I, PyObject *o);
+Sv *sv_tensor(Interp *I, int value);
+Sv *sv_seq(Interp *I, SvKind kind, Sv *const *items, int n); /* TUPLE/LIST/ITER */
+const char *sv_desc(const Sv *s);
+int sv_push(Interp *I, Sv *s);
+Sv *sv_pop(Interp *I);
+Sv *sv_peek(Interp *I, int n); /* n = 1 is the top */
+/* Records the fallback reason "<what> at <file>:<line>" (first one wins); returns -1. */
+int cap_unsupported(Interp *I, const char *fmt, ...) WK_PRINTF(2, 3);
+/* A Python exception raised while interpreting: Exceptions become the
+ * reason; other BaseExceptions propagate. Returns -1. */
+int cap_py_failed(Interp *I, const char *during);
+int cap_graph_failed(Interp *I, const char *what);
+const char *cap_code_filename(Interp *I);
+/* Runs frame f (already pushed) to its return; the returned value, or NULL. */
+Sv *cap_run_frame(Interp *I, Frame *f, int *ret_line);
+Frame *cap_frame_new(Interp *I, PyFunctionObject *fn, PyCodeObject *code);
+/* dispatch through the tables (used by families that combine values) */
+int cap_truth(Interp *I, Sv *s, int *out);
+int cap_iterate(Interp *I, Sv *s, SvList *out);
+Sv *cap_call(Interp *I, Sv *callable, const Args *a);
+WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth);
+Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y);
+const char *cap_nb_symbol(int nb);
+WkRet *cap_ret_new(RetPlan *p, WkRetKind kind);
+
+/* vals/const.c */
+int cap_is_number(PyObject *o);
+int cap_is_plain(PyObject *o); /* operations run no user code and give plain data again */
+const char *cap_type_name(PyObject *o);
+/* a plain constant -> the Sv items of a tuple/list/range/str (NULL: not iterable that way) */
+int cap_const_items(Interp *I, PyObject *o, SvList *out);
+
+/* vals/tensor.c */
+int cap_tensor_value(Interp *I, Sv *s); /* graph value id, adding an argument as a graph input */
+int cap_scalar_value(Interp *I, PyObject *o);
+int cap_operand_value(Interp *I, Sv *s, const char *what);
+const WkValue *cap_sv_meta(Interp *I, Sv *s);
+Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs);
+Sv *cap_convert(Interp *I, Sv *t, int dtype);
+PyObject *cap_torch_size_Ref(const WkValue *m);
+int64_t cap_const_size(const WkValue *m, int d);
+void cap_set_rg(Interp *I, int value, int rg);
+int cap_get_rg(const Interp *I, int value);
+Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
+int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
+/* operator.<name>(x[, y]) as an extern node (y may be NULL) */
+Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
+
+/* vals/torchfn.c */
+Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method);
+
+/* vals/builtins.c: NULL without a reason when fn is not a builtin handled here */
+const char *cap_callable_name(PyObject *o, char *buf, size_t n);
+Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a);
+Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a);
+
+/* vals/function.c */
+Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a);
+Sv *cap_inline_made_func(Interp *I, Sv *func, const Args *a);
+int cap_make_function(Interp *I, int flags);
+int cap_deref_load(Interp *I, int index);
+int cap_deref_store(Interp *I, int index);
+int cap_make_cell(Interp *I, int index);
+int cap_copy_free_vars(Interp *I, int n);
+Sv *cap_partial_new(Interp *I, Sv *callable, Sv *const *args, int nargs, Sv *kwargs);
+
+/* vals/object.c */
+int cap_is_torch_module(PyObject *m);
+int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
+int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
+int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
+int cap_overlay_check(Interp *I);
+
+/* vals/userobj.c */
+Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);
+int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v);
+int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled);
+
+/* vals/ctx.c */
+int cap_before_with(Interp *I);
+Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
+
+/* vals/extern.c */
+Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                    Sv *const *kw, int nkw);
+int cap_is_torch_callable(PyObject *fn);
+int cap_device_of(PyObject *dev, WkDevice *out, int *ok); /* a torch.device -> WkDevice */
+
+/* vals/seq.c */
+Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a);
+int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v);
+int cap_contains(Interp *I, Sv *seq, Sv *x, int *out);
+
+/* vals/dict.c */
+Sv *cap_dict_new(Interp *I);
+int cap_dict_set(Interp *I, Sv *d, Sv *key, Sv *value);
+int cap_dict_update(Interp *I, Sv *d, Sv *other);
+Sv *cap_dict_lookup(Sv *d, PyObject *key); /* borrowed; NULL when absent */
+Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a);
+
+#endif /* WICK_CAPTURE_INTERP_H */

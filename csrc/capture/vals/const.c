@@ -1,0 +1,299 @@
+/* vals/const.c — the constant kind: Python values known at capture time
+ * (numbers, str, None, tuples of constants, dtypes, torch.Size, modules,
+ * functions, types and builtins). Guards made each constant what it is, so
+ * operators, truth, subscripts and iteration fold at capture time; calls
+ * are dispatched by what the callable is (torch function, user function,
+ * builtin, context manager). */
+#include <string.h>
+
+#include "../interp.h"
+
+int cap_is_number(PyObject *o) {
+    return PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o);
+}
+
+/* Values whose operations run no user code and whose results are again
+ * plain data: safe to fold at compile time. */
+int cap_is_plain(PyObject *o) {
+    if (o == Py_None || cap_is_number(o) || PyUnicode_CheckExact(o) || PyComplex_CheckExact(o)) return 1;
+    /* torch.dtype: compared by identity in C, no arithmetic (that raises);
+     * torch.device, finfo, iinfo: immutable descriptions */
+    if (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) return 1;
+    if (PyCode_Check(o) || o == Py_Ellipsis || PySlice_Check(o)) return 1;
+    if (PyFrozenSet_CheckExact(o)) return 1;
+    if (cap_enum_type && PyObject_TypeCheck((PyObject *)Py_TYPE(o), (PyTypeObject *)cap_enum_type)) return 1;
+    if (cap_device_type && Py_TYPE(o) == (PyTypeObject *)cap_device_type) return 1;
+    if ((cap_finfo_type && Py_TYPE(o) == (PyTypeObject *)cap_finfo_type) ||
+        (cap_iinfo_type && Py_TYPE(o) == (PyTypeObject *)cap_iinfo_type))
+        return 1;
+    if (PyTuple_CheckExact(o) || (cap_size_type && Py_TYPE(o) == (PyTypeObject *)cap_size_type)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (!cap_is_plain(PyTuple_GET_ITEM(o, i))) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+const char *cap_type_name(PyObject *o) { return Py_TYPE(o)->tp_name; }
+
+/* Builds the Sv items of a tuple, range or str constant (immutable: what
+ * guards pinned stays what was read). 1 when o is such a constant, 0 when
+ * not, -1 on failure. */
+int cap_const_items(Interp *I, PyObject *o, SvList *out) {
+    if (!(PyTuple_Check(o) || PyRange_Check(o) || PyUnicode_CheckExact(o))) return 0;
+    if (PyRange_Check(o)) {
+        Py_ssize_t n = PyObject_Length(o);
+        if (n < 0) return cap_py_failed(I, "len(range)");
+        if (n > 100000) return cap_unsupported(I, "iterating a range of %zd items", n);
+    }
+    PyObject *it = PyObject_GetIter(o);
+    if (!it) return cap_py_failed(I, "iter()");
+    PyObject *x;
+    while ((x = PyIter_Next(it)) != NULL) wk_vec_push(out, sv_const_Steal(I, x));
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return cap_py_failed(I, "iteration");
+    return 1;
+}
+
+static int const_truth(Interp *I, Sv *s, int *out) {
+    PyObject *o = s->obj;
+    if (cap_is_plain(o) || PyModule_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) ||
+        PyRange_Check(o)) {
+        int t = PyObject_IsTrue(o);
+        if (t < 0) return cap_py_failed(I, "truth value");
+        *out = t;
+        return 0;
+    }
+    return cap_unsupported(I, "branch on a %s", cap_type_name(o));
+}
+
+static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    if (PyModule_Check(o->obj) || o->obj == (PyObject *)cap_tensor_type) {
+        PyObject *v = PyObject_GetAttr(o->obj, name);
+        if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
+        if (PyModule_Check(o->obj) && !cap_is_torch_module(o->obj)) wk_guard_attr_is(I->guards, o->obj, name, v);
+        if (cap_tensor_type && PyObject_TypeCheck(v, cap_tensor_type)) {
+            Py_DECREF(v);
+            return cap_unsupported(I, "module attribute tensor .%s", PyUnicode_AsUTF8(name));
+        }
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, v));
+    }
+    /* x.dtype.is_floating_point, .itemsize; (1, 2).count, "a".upper: attributes
+     * and methods of plain immutable values run no user code */
+    if (cap_is_plain(o->obj)) {
+        PyObject *v = PyObject_GetAttr(o->obj, name);
+        if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
+        if (!cap_is_plain(v) && !PyCFunction_Check(v)) {
+            Py_DECREF(v);
+            return cap_unsupported(I, "attribute .%s of a %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
+        }
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, v));
+    }
+    if (o->obj == (PyObject *)&PyDict_Type || o->obj == (PyObject *)&PyLong_Type ||
+        o->obj == (PyObject *)&PyFloat_Type || o->obj == (PyObject *)&PyUnicode_Type) {
+        /* dict.fromkeys, int.from_bytes, str.join: builtin methods, folded on constants */
+        PyObject *v = PyObject_GetAttr(o->obj, name);
+        if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, v));
+    }
+    if (PyType_Check(o->obj) && !PyModule_Check(o->obj)) {
+        /* a class attribute found in the class's own namespace chain: a
+         * constant while the class keeps it (guarded) */
+        PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
+        if (d && (cap_is_plain(d) || PyFunction_Check(d) || PyType_Check(d))) {
+            wk_guard_type_attr_is(I->guards, (PyTypeObject *)o->obj, name, d);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, d));
+        }
+    }
+    if (PyType_Check(o->obj)) {
+        /* names of a class: immutable in practice, read now */
+        static const char *const ok[] = {"__name__", "__qualname__", "__module__"};
+        const char *n = PyUnicode_AsUTF8(name);
+        for (size_t i = 0; n && i < sizeof ok / sizeof ok[0]; i++)
+            if (strcmp(n, ok[i]) == 0) {
+                PyObject *v = PyObject_GetAttr(o->obj, name);
+                if (!v) return cap_py_failed(I, n);
+                if (method && sv_push(I, I->null_sv) < 0) {
+                    Py_DECREF(v);
+                    return -1;
+                }
+                return sv_push(I, sv_const_Steal(I, v));
+            }
+    }
+    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj)) {
+        /* a method of an object pinned by identity (a global instance): the
+         * function its class has now, bound to it */
+        PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+        PyObject **dp = _PyObject_GetDictPtr(o->obj);
+        int shadowed = dp && *dp && PyDict_GetItemWithError(*dp, name);
+        PyErr_Clear();
+        if (d && PyFunction_Check(d) && !shadowed) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, d);
+            Sv *fn = sv_const(I, d);
+            if (method) {
+                if (sv_push(I, fn) < 0) return -1;
+                return sv_push(I, o);
+            }
+            return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
+        }
+    }
+    if (PyFunction_Check(o->obj)) {
+        /* what a function is made of: its code, defaults and names, pinned by
+         * the function guard */
+        static const char *const ok[] = {"__code__", "__name__", "__qualname__", "__module__", "__defaults__",
+                                         "__kwdefaults__", "__doc__"};
+        const char *n = PyUnicode_AsUTF8(name);
+        for (size_t i = 0; n && i < sizeof ok / sizeof ok[0]; i++)
+            if (strcmp(n, ok[i]) == 0) {
+                PyObject *v = PyObject_GetAttr(o->obj, name);
+                if (!v) return cap_py_failed(I, n);
+                wk_guard_function(I->guards, o->obj);
+                if (method && sv_push(I, I->null_sv) < 0) {
+                    Py_DECREF(v);
+                    return -1;
+                }
+                return sv_push(I, sv_const_Steal(I, v));
+            }
+    }
+    return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
+}
+
+static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
+    PyObject *fn = callable->obj;
+    char buf[200];
+    Sv *res;
+    PyObject *num = cap_fn_to_op ? PyDict_GetItemWithError(cap_fn_to_op, fn) : NULL;
+    if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
+    if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0);
+    if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || I->reason) return res;
+    if ((res = cap_torch_query_call(I, fn, a)) != NULL || I->reason) return res;
+    if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */
+        return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
+                               a->nkw);
+    if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
+    if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;
+    if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || I->reason)) return res;
+    return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
+}
+
+static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
+    if (k->kind == SV_CONST && (PyTuple_Check(c->obj) || PyUnicode_CheckExact(c->obj)) &&
+        (PyLong_CheckExact(k->obj) || PySlice_Check(k->obj))) {
+        PyObject *r = PyObject_GetItem(c->obj, k->obj);
+        if (!r) return cap_py_failed(I, "subscript"), NULL;
+        return sv_const_Steal(I, r);
+    }
+    return cap_unsupported(I, "subscript of a %s by a %s", sv_desc(c), sv_desc(k)), NULL;
+}
+
+static int const_iterate(Interp *I, Sv *s, SvList *out) {
+    int r = cap_const_items(I, s->obj, out);
+    if (r == 0) return cap_unsupported(I, "iterating a %s", cap_type_name(s->obj));
+    return r < 0 ? -1 : 0;
+}
+
+static PyObject *fold_binary_Ref(int nb, PyObject *x, PyObject *y) {
+    switch (nb) {
+    case NB_ADD: case NB_INPLACE_ADD: return PyNumber_Add(x, y);
+    case NB_SUBTRACT: case NB_INPLACE_SUBTRACT: return PyNumber_Subtract(x, y);
+    case NB_MULTIPLY: case NB_INPLACE_MULTIPLY: return PyNumber_Multiply(x, y);
+    case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return PyNumber_TrueDivide(x, y);
+    case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return PyNumber_FloorDivide(x, y);
+    case NB_REMAINDER: case NB_INPLACE_REMAINDER: return PyNumber_Remainder(x, y);
+    case NB_POWER: case NB_INPLACE_POWER: return PyNumber_Power(x, y, Py_None);
+    case NB_AND: case NB_INPLACE_AND: return PyNumber_And(x, y);
+    case NB_OR: case NB_INPLACE_OR: return PyNumber_Or(x, y);
+    case NB_XOR: case NB_INPLACE_XOR: return PyNumber_Xor(x, y);
+    case NB_LSHIFT: case NB_INPLACE_LSHIFT: return PyNumber_Lshift(x, y);
+    case NB_RSHIFT: case NB_INPLACE_RSHIFT: return PyNumber_Rshift(x, y);
+    }
+    PyErr_SetString(PyExc_NotImplementedError, "operator");
+    return NULL;
+}
+
+const char *cap_nb_symbol(int nb) {
+    static const char *const s[] = {"+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^"};
+    if (nb >= NB_INPLACE_ADD) nb -= NB_INPLACE_ADD;
+    return nb >= 0 && nb < (int)(sizeof s / sizeof s[0]) ? s[nb] : "?";
+}
+
+static Sv *const_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    if (x->kind != SV_CONST || y->kind != SV_CONST) return NULL;
+    if (!cap_is_plain(x->obj) || !cap_is_plain(y->obj))
+        return cap_unsupported(I, "operator %s on %s and %s", cap_nb_symbol(nb), sv_desc(x), sv_desc(y)), NULL;
+    int base = nb >= NB_INPLACE_ADD ? nb - NB_INPLACE_ADD : nb;
+    /* never fold into huge values: 10 ** 10 ** 9, (0,) * 10 ** 9 */
+    int numbers = cap_is_number(x->obj) && cap_is_number(y->obj);
+    Sv *big = NULL;
+    if ((base == NB_POWER || base == NB_LSHIFT) && PyLong_CheckExact(y->obj)) big = y;
+    if (base == NB_MULTIPLY && !numbers) big = PyLong_CheckExact(x->obj) ? x : y;
+    if (big && PyLong_CheckExact(big->obj)) {
+        int ov = 0;
+        long long e = PyLong_AsLongLongAndOverflow(big->obj, &ov);
+        if (ov || e > 4096) return cap_unsupported(I, "folding a huge constant"), NULL;
+    }
+    PyObject *r = fold_binary_Ref(nb, x->obj, y->obj);
+    if (!r) return cap_py_failed(I, cap_nb_symbol(nb)), NULL;
+    if (!cap_is_plain(r)) {
+        Py_DECREF(r);
+        return cap_unsupported(I, "operator %s gave a non-constant", cap_nb_symbol(nb)), NULL;
+    }
+    return sv_const_Steal(I, r);
+}
+
+static Sv *const_compare(Interp *I, int cmp, Sv *x, Sv *y) {
+    static const int py_ops[] = {Py_LT, Py_LE, Py_EQ, Py_NE, Py_GT, Py_GE};
+    if (x->kind != SV_CONST || y->kind != SV_CONST) return NULL;
+    if (!(cap_is_plain(x->obj) || PyType_Check(x->obj)) || !(cap_is_plain(y->obj) || PyType_Check(y->obj)))
+        return NULL;
+    PyObject *r = PyObject_RichCompare(x->obj, y->obj, py_ops[cmp]);
+    if (!r) return cap_py_failed(I, "comparison"), NULL;
+    return sv_const_Steal(I, r);
+}
+
+static Sv *const_unary(Interp *I, int opcode, Sv *x) {
+    if (!cap_is_number(x->obj))
+        return cap_unsupported(I, "%s on %s", wk_bc_opname(opcode), sv_desc(x)), NULL;
+    PyObject *r = NULL;
+    if (opcode == UNARY_NEGATIVE) r = PyNumber_Negative(x->obj);
+#ifdef UNARY_POSITIVE
+    else if (opcode == UNARY_POSITIVE) r = PyNumber_Positive(x->obj);
+#endif
+    else if (opcode == UNARY_INVERT && !PyFloat_CheckExact(x->obj)) r = PyNumber_Invert(x->obj);
+    if (!r) return (PyErr_Occurred() ? cap_py_failed(I, "unary operator") : cap_unsupported(I, "unary operator")), NULL;
+    return sv_const_Steal(I, r);
+}
+
+static WkRet *const_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    (void)I;
+    (void)depth;
+    WkRet *r = cap_ret_new(p, WK_RET_CONST);
+    r->value = s->obj;
+    return r;
+}
+
+const SvOps cap_const_kind = {
+    .name = NULL,
+    .truth = const_truth,
+    .getattr = const_getattr,
+    .call = const_call,
+    .subscript = const_subscript,
+    .iterate = const_iterate,
+    .binary = const_binary,
+    .compare = const_compare,
+    .unary = const_unary,
+    .reconstruct = const_reconstruct,
+};

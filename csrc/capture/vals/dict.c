@@ -1,0 +1,174 @@
+/* vals/dict.c — dicts built during capture (BUILD_MAP, BUILD_CONST_KEY_MAP,
+ * dict(), **kwargs). Keys are constants (obj: a list of them, in insertion
+ * order), values are Svs (items, same order). Returned dicts are rebuilt by
+ * the transformed code. */
+#include <string.h>
+
+#include "../interp.h"
+
+Sv *cap_dict_new(Interp *I) {
+    Sv *d = sv_new(I, SV_DICT);
+    d->obj = PyList_New(0);
+    if (!d->obj) return cap_py_failed(I, "dict"), NULL;
+    return d;
+}
+
+static int key_index(Sv *d, PyObject *key) {
+    if (!key) return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(d->obj); i++) {
+        PyObject *k = PyList_GET_ITEM(d->obj, i);
+        if (k == key) return (int)i;
+        int e = PyObject_RichCompareBool(k, key, Py_EQ);
+        if (e < 0) PyErr_Clear();
+        if (e > 0) return (int)i;
+    }
+    return -1;
+}
+
+Sv *cap_dict_lookup(Sv *d, PyObject *key) {
+    int i = key_index(d, key);
+    return i < 0 ? NULL : d->items.data[i];
+}
+
+int cap_dict_set(Interp *I, Sv *d, Sv *key, Sv *value) {
+    if (d->kind != SV_DICT) return cap_unsupported(I, "item assignment on a %s", sv_desc(d));
+    if (key->kind != SV_CONST || !cap_is_plain(key->obj))
+        return cap_unsupported(I, "dict key of type %s", sv_desc(key));
+    if (PyObject_Hash(key->obj) == -1) return cap_py_failed(I, "dict key");
+    int i = key_index(d, key->obj);
+    if (i >= 0) {
+        d->items.data[i] = value;
+        return 0;
+    }
+    if (PyList_Append(d->obj, key->obj) < 0) return cap_py_failed(I, "dict");
+    wk_vec_push(&d->items, value);
+    return 0;
+}
+
+/* d.update(other) / {**other}: other is a dict Sv or a constant dict */
+int cap_dict_update(Interp *I, Sv *d, Sv *other) {
+    if (other->kind == SV_DICT) {
+        for (int i = 0; i < other->items.len; i++)
+            if (cap_dict_set(I, d, sv_const(I, PyList_GET_ITEM(other->obj, i)), other->items.data[i]) < 0) return -1;
+        return 0;
+    }
+    if (other->kind == SV_CONST && PyDict_CheckExact(other->obj)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(other->obj, &pos, &k, &v))
+            if (cap_dict_set(I, d, sv_const(I, k), sv_const(I, v)) < 0) return -1;
+        return 0;
+    }
+    return cap_unsupported(I, "dict update from a %s", sv_desc(other));
+}
+
+static int dict_truth(Interp *I, Sv *s, int *out) {
+    (void)I;
+    *out = s->items.len > 0;
+    return 0;
+}
+
+static Sv *dict_subscript(Interp *I, Sv *d, Sv *k) {
+    if (k->kind != SV_CONST) return cap_unsupported(I, "dict key of type %s", sv_desc(k)), NULL;
+    Sv *v = cap_dict_lookup(d, k->obj);
+    if (!v) return cap_unsupported(I, "KeyError in a captured dict"), NULL;
+    return v;
+}
+
+static int dict_iterate(Interp *I, Sv *d, SvList *out) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(d->obj); i++) wk_vec_push(out, sv_const(I, PyList_GET_ITEM(d->obj, i)));
+    return 0;
+}
+
+static int dict_getattr(Interp *I, Sv *s, PyObject *name, int method) {
+    static const char *const methods[] = {"items", "keys", "values", "get", "update", "pop", "setdefault", "copy"};
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return cap_py_failed(I, "attribute name");
+    int ok = 0;
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) ok |= strcmp(n, methods[i]) == 0;
+    if (!ok) return cap_unsupported(I, "attribute .%s of a dict", n);
+    Sv *m = sv_new(I, SV_METHOD);
+    m->name = wk_xstrdup(n);
+    if (method) {
+        if (sv_push(I, m) < 0) return -1;
+        return sv_push(I, s);
+    }
+    m->self = s;
+    return sv_push(I, m);
+}
+
+Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {
+    Sv *d = a->pos[0];
+    int nargs = a->npos - 1;
+    if (a->nkw && strcmp(name, "update") != 0) return cap_unsupported(I, "dict.%s() with keywords", name), NULL;
+    if (strcmp(name, "keys") == 0 && !nargs) {
+        SvList items = {0};
+        dict_iterate(I, d, &items);
+        Sv *r = sv_seq(I, SV_LIST, items.data, items.len);
+        wk_vec_free(&items);
+        return r;
+    }
+    if (strcmp(name, "values") == 0 && !nargs) return sv_seq(I, SV_LIST, d->items.data, d->items.len);
+    if (strcmp(name, "items") == 0 && !nargs) {
+        Sv *r = sv_new(I, SV_LIST);
+        for (int i = 0; i < d->items.len; i++) {
+            Sv *pair[2] = {sv_const(I, PyList_GET_ITEM(d->obj, i)), d->items.data[i]};
+            wk_vec_push(&r->items, sv_seq(I, SV_TUPLE, pair, 2));
+        }
+        return r;
+    }
+    if ((strcmp(name, "get") == 0 || strcmp(name, "pop") == 0 || strcmp(name, "setdefault") == 0) &&
+        (nargs == 1 || nargs == 2)) {
+        Sv *k = a->pos[1];
+        if (k->kind != SV_CONST) return cap_unsupported(I, "dict key of type %s", sv_desc(k)), NULL;
+        int i = key_index(d, k->obj);
+        Sv *dflt = nargs == 2 ? a->pos[2] : NULL;
+        if (i < 0) {
+            if (!dflt && name[0] != 'g') {
+                if (name[0] == 'p') return cap_unsupported(I, "KeyError in dict.pop()"), NULL;
+                dflt = sv_const(I, Py_None);
+            }
+            if (!dflt) dflt = sv_const(I, Py_None);
+            if (name[0] == 's' && cap_dict_set(I, d, k, dflt) < 0) return NULL;
+            return dflt;
+        }
+        Sv *v = d->items.data[i];
+        if (name[0] == 'p') {
+            if (PySequence_DelItem(d->obj, i) < 0) return cap_py_failed(I, "dict.pop"), NULL;
+            memmove(&d->items.data[i], &d->items.data[i + 1], (size_t)(d->items.len - 1 - i) * sizeof(Sv *));
+            d->items.len--;
+        }
+        return v;
+    }
+    if (strcmp(name, "update") == 0 && nargs <= 1) {
+        if (nargs == 1 && cap_dict_update(I, d, a->pos[1]) < 0) return NULL;
+        for (int k = 0; k < a->nkw; k++)
+            if (cap_dict_set(I, d, sv_const(I, PyTuple_GET_ITEM(a->kwnames, k)), a->kw[k]) < 0) return NULL;
+        return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "copy") == 0 && !nargs) {
+        Sv *r = cap_dict_new(I);
+        if (!r || cap_dict_update(I, r, d) < 0) return NULL;
+        return r;
+    }
+    return cap_unsupported(I, "dict.%s() with these arguments", name), NULL;
+}
+
+static WkRet *dict_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    WkRet *r = cap_ret_new(p, WK_RET_DICT);
+    r->value = s->obj; /* the keys */
+    r->nitems = s->items.len;
+    r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
+    for (int i = 0; i < r->nitems; i++)
+        if (!(r->items[i] = cap_reconstruct(I, p, s->items.data[i], depth + 1))) return NULL;
+    return r;
+}
+
+const SvOps cap_dict_kind = {
+    .name = "dict",
+    .truth = dict_truth,
+    .getattr = dict_getattr,
+    .subscript = dict_subscript,
+    .iterate = dict_iterate,
+    .reconstruct = dict_reconstruct,
+};

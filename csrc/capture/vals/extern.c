@@ -1,0 +1,250 @@
+/* vals/extern.c — torch calls outside the op table as EXTERN graph nodes.
+ *
+ * Any torch function, tensor method, torch.nn.functional function, tensor
+ * operator or tensor subscript that capture does not lower natively enters
+ * the graph as an extern node: the runtime calls PyTorch with a call
+ * template (wick._C.ExternInput(i) where tensor input i goes, constants
+ * as they are), and the output metadata is computed now by running the
+ * call on fake tensors (wick/_capture_meta.py). An unknown op therefore
+ * never ends a graph; what ends it is a call whose result is not tensors
+ * (a data-dependent Python value) or whose arguments capture cannot
+ * express (an opaque object).
+ *
+ * Owns: Interp.externs (the extern table handed to the runtime). */
+#include <string.h>
+
+#include "../interp.h"
+
+static PyObject *extern_input_type; /* wick._C.ExternInput */
+static PyObject *meta_outputs;      /* wick._capture_meta.outputs */
+
+static int init_extern(Interp *I) {
+    if (extern_input_type && meta_outputs) return 0;
+    PyObject *c = PyImport_ImportModule("wick._C");
+    if (c) {
+        extern_input_type = PyObject_GetAttrString(c, "ExternInput");
+        Py_DECREF(c);
+    }
+    PyObject *m = extern_input_type ? PyImport_ImportModule("wick._capture_meta") : NULL;
+    if (m) {
+        meta_outputs = PyObject_GetAttrString(m, "outputs");
+        Py_DECREF(m);
+    }
+    if (!meta_outputs) return cap_py_failed(I, "loading wick._capture_meta");
+    return 0;
+}
+
+typedef struct {
+    WkVec(int) values; /* graph value of each extern input */
+    PyObject *metas;   /* list of (dtype, device, sizes, strides, requires_grad) */
+} Inputs;
+
+static PyObject *input_meta_Ref(Interp *I, const WkValue *m) {
+    PyObject *sizes = PyTuple_New(m->ndim), *strides = PyTuple_New(m->ndim);
+    if (!sizes || !strides) goto fail;
+    int64_t contiguous = 1;
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        int64_t n = cap_const_size(m, d), st = contiguous;
+        if (m->strides[d]) wk_sym_is_const(m->strides[d], &st);
+        PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(n));
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(st));
+        contiguous *= n > 1 ? n : 1;
+    }
+    PyObject *dev = m->device.type == WK_DEV_CPU ? PyObject_CallFunction(cap_device_type, "s", "cpu")
+                                                 : PyObject_CallFunction(cap_device_type, "si", "cuda", m->device.index);
+    if (!dev) goto fail;
+    int rg = cap_get_rg(I, m->id);
+    return Py_BuildValue("(ONNNO)", cap_dtype_objs[m->dtype], dev, sizes, strides, rg ? Py_True : Py_False);
+fail:
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    return NULL;
+}
+
+/* The call template of one argument: ExternInput(k) for tensors (one per
+ * distinct graph value), the constant itself, or containers of those. */
+static PyObject *template_Ref(Interp *I, Inputs *in, Sv *s, int depth) {
+    if (depth > 8) return cap_unsupported(I, "extern argument nested too deeply"), NULL;
+    switch (s->kind) {
+    case SV_TENSOR: {
+        int v = cap_tensor_value(I, s);
+        if (v < 0) return NULL;
+        int k = -1;
+        for (int i = 0; i < in->values.len; i++)
+            if (in->values.data[i] == v) k = i;
+        if (k < 0) {
+            const WkValue *m = wk_graph_value(I->g, v);
+            PyObject *meta = input_meta_Ref(I, m);
+            if (!meta || PyList_Append(in->metas, meta) < 0) {
+                Py_XDECREF(meta);
+                return cap_py_failed(I, "extern input"), NULL;
+            }
+            Py_DECREF(meta);
+            k = in->values.len;
+            wk_vec_push(&in->values, v);
+        }
+        return PyObject_CallFunction(extern_input_type, "i", k);
+    }
+    case SV_CONST:
+        if (PyList_Check(s->obj) || PyDict_Check(s->obj) || PySet_Check(s->obj))
+            return cap_unsupported(I, "a mutable %s as a torch call argument", cap_type_name(s->obj)), NULL;
+        return Py_NewRef(s->obj);
+    case SV_TUPLE:
+    case SV_LIST: {
+        PyObject *t = s->kind == SV_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
+        if (!t) return cap_py_failed(I, "extern"), NULL;
+        for (int i = 0; i < s->items.len; i++) {
+            PyObject *x = template_Ref(I, in, s->items.data[i], depth + 1);
+            if (!x) {
+                Py_DECREF(t);
+                return NULL;
+            }
+            if (s->kind == SV_TUPLE) PyTuple_SET_ITEM(t, i, x);
+            else PyList_SET_ITEM(t, i, x);
+        }
+        return t;
+    }
+    case SV_DICT: {
+        PyObject *d = PyDict_New();
+        if (!d) return cap_py_failed(I, "extern"), NULL;
+        for (int i = 0; i < s->items.len; i++) {
+            PyObject *x = template_Ref(I, in, s->items.data[i], depth + 1);
+            if (!x || PyDict_SetItem(d, PyList_GET_ITEM(s->obj, i), x) < 0) {
+                Py_XDECREF(x);
+                Py_DECREF(d);
+                return x ? cap_py_failed(I, "extern"), NULL : NULL;
+            }
+            Py_DECREF(x);
+        }
+        return d;
+    }
+    default:
+        return cap_unsupported(I, "a %s as a torch call argument", sv_desc(s)), NULL;
+    }
+}
+
+static int meta_of(Interp *I, PyObject *t, WkTensorMeta *m) {
+    PyObject *dt, *dev, *sizes, *strides;
+    if (!PyArg_ParseTuple(t, "OOOO", &dt, &dev, &sizes, &strides)) return cap_py_failed(I, "extern metadata");
+    int d = cap_dtype_of_obj(dt);
+    if (d < 0) return cap_unsupported(I, "a torch call returns an unsupported dtype");
+    memset(m, 0, sizeof *m);
+    m->dtype = (WkDType)d;
+    int ok = 0;
+    if (cap_device_of(dev, &m->device, &ok) < 0) return cap_py_failed(I, "extern device");
+    if (!ok) return cap_unsupported(I, "a torch call returns a tensor on an unsupported device");
+    m->ndim = (int)PyTuple_GET_SIZE(sizes);
+    if (m->ndim > WK_MAX_DIMS) return cap_unsupported(I, "a torch call returns a tensor of rank %d", m->ndim);
+    for (int i = 0; i < m->ndim; i++) {
+        m->sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, i));
+        m->strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    }
+    return PyErr_Occurred() ? cap_py_failed(I, "extern metadata") : 0;
+}
+
+Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                    Sv *const *kw, int nkw) {
+    if (init_extern(I) < 0) return NULL;
+    if (!I->externs && !(I->externs = PyList_New(0))) return cap_py_failed(I, "extern"), NULL;
+    Inputs in = {0};
+    Sv *res = NULL;
+    PyObject *args = PyTuple_New(npos), *kwargs = PyDict_New(), *out = NULL, *entry = NULL;
+    in.metas = PyList_New(0);
+    if (!args || !kwargs || !in.metas) {
+        cap_py_failed(I, "extern");
+        goto done;
+    }
+    for (int i = 0; i < npos; i++) {
+        PyObject *x = template_Ref(I, &in, pos[i], 0);
+        if (!x) goto done;
+        PyTuple_SET_ITEM(args, i, x);
+    }
+    for (int i = 0; i < nkw; i++) {
+        PyObject *x = template_Ref(I, &in, kw[i], 0);
+        if (!x) goto done;
+        int rc = PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), x);
+        Py_DECREF(x);
+        if (rc < 0) {
+            cap_py_failed(I, "extern");
+            goto done;
+        }
+    }
+    for (int i = 0; I->grad_enabled && i < in.values.len; i++)
+        if (cap_get_rg(I, in.values.data[i])) {
+            const WkValue *m = wk_graph_value(I->g, in.values.data[i]);
+            cap_unsupported(I, "%s requires grad: autodiff not implemented yet", m && m->source ? m->source : "a tensor");
+            goto done;
+        }
+    out = PyObject_CallFunctionObjArgs(meta_outputs, fn, args, kwargs, in.metas, NULL);
+    if (!out) {
+        char what[160];
+        snprintf(what, sizeof what, "%s() on fake tensors", name);
+        cap_py_failed(I, what);
+        goto done;
+    }
+    const char *structure;
+    PyObject *metas;
+    if (!PyArg_ParseTuple(out, "sO", &structure, &metas) || !PyList_Check(metas)) {
+        cap_py_failed(I, "extern metadata");
+        goto done;
+    }
+    int nout = (int)PyList_GET_SIZE(metas);
+    if (nout < 1 || nout > 64) {
+        cap_unsupported(I, "%s() returns %d tensors", name, nout);
+        goto done;
+    }
+    WkTensorMeta tm[64];
+    for (int i = 0; i < nout; i++)
+        if (meta_of(I, PyList_GET_ITEM(metas, i), &tm[i]) < 0) goto done;
+    int index = (int)PyList_GET_SIZE(I->externs);
+    entry = PyTuple_Pack(3, fn, args, kwargs);
+    if (!entry || PyList_Append(I->externs, entry) < 0) {
+        cap_py_failed(I, "extern");
+        goto done;
+    }
+    int v = wk_graph_extern(I->g, index, name, in.values.data, in.values.len, tm, nout);
+    if (v < 0) {
+        cap_graph_failed(I, name);
+        goto done;
+    }
+    if (strcmp(structure, "tensor") == 0) {
+        res = sv_tensor(I, v);
+    } else {
+        res = sv_new(I, strcmp(structure, "list") == 0 ? SV_LIST : SV_TUPLE);
+        for (int i = 0; i < nout; i++) wk_vec_push(&res->items, sv_tensor(I, v + i));
+    }
+done:
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(in.metas);
+    Py_XDECREF(out);
+    Py_XDECREF(entry);
+    wk_vec_free(&in.values);
+    return res;
+}
+
+/* A callable defined by torch (torch.*, torch.nn.functional.*, Tensor
+ * methods, torch._C builtins): called as an extern rather than inlined. */
+int cap_is_torch_callable(PyObject *fn) {
+    if (PyType_Check(fn)) return 0;
+    PyObject *mod = PyObject_GetAttrString(fn, "__module__");
+    if (!mod) {
+        PyErr_Clear();
+        /* method descriptors of torch.Tensor carry no __module__ */
+        if (PyObject_TypeCheck(fn, &PyMethodDescr_Type) || Py_TYPE(fn) == &PyWrapperDescr_Type) {
+            PyObject *cls = PyObject_GetAttrString(fn, "__objclass__");
+            int r = cls && cap_tensor_type && PyType_Check(cls) &&
+                    PyType_IsSubtype(cap_tensor_type, (PyTypeObject *)cls);
+            Py_XDECREF(cls);
+            PyErr_Clear();
+            return r;
+        }
+        return 0;
+    }
+    const char *m = PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int r = m && (strcmp(m, "torch") == 0 || strncmp(m, "torch.", 6) == 0) &&
+            strncmp(m, "torch.nn.modules", 16) != 0;
+    if (!m) PyErr_Clear();
+    Py_DECREF(mod);
+    return r;
+}

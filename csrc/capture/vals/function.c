@@ -1,0 +1,352 @@
+/* vals/function.c — user functions, closures and cells.
+ *
+ * A call of a plain Python function is inlined: a Frame is pushed (parent =
+ * the caller's), the arguments are bound to its parameters as CPython does
+ * (positional, keyword, defaults, keyword-only, *args, **kwargs), and its
+ * bytecode runs on the same graph and guards. The function object itself
+ * is pinned by how it was found (a global's identity, a type's attribute),
+ * and a guard checks that its __code__, __defaults__ and __kwdefaults__
+ * are still the objects capture read.
+ *
+ * Cells: MAKE_CELL turns a local slot into an SV_CELL; free variables are
+ * the function's closure cells (COPY_FREE_VARS). For a function that exists
+ * before capture, each closure cell's contents is read now and guarded (the
+ * cell object is pinned with the function); for a function made during
+ * capture (MAKE_FUNCTION, the func kind) the cells are the creating frame's
+ * SV_CELLs, so stores are seen by both frames. */
+#include <string.h>
+
+#include "../interp.h"
+
+/* Binds a's arguments into fr->locals like CPython's calling convention.
+ * defaults: the positional defaults (items), kwdefault(name) their keyword
+ * twin. 0, or -1 with a reason. */
+typedef Sv *(*KwDefault)(Interp *I, void *ctx, PyObject *name);
+
+static int bind_args(Interp *I, Frame *fr, const char *name, Sv *const *defaults, int ndef, KwDefault kwdefault,
+                     void *kwctx, const Args *a) {
+    PyCodeObject *co = fr->code;
+    int npos = co->co_argcount, nkwonly = co->co_kwonlyargcount, nparams = npos + nkwonly;
+    int varargs = (co->co_flags & CO_VARARGS) != 0, varkw = (co->co_flags & CO_VARKEYWORDS) != 0;
+    int va_slot = nparams, kw_slot = nparams + varargs;
+    PyObject *varnames = PyCode_GetVarnames(co);
+    if (!varnames) return cap_py_failed(I, "co_varnames");
+    int rc = -1;
+    Sv **L = fr->locals;
+    int take = a->npos < npos ? a->npos : npos;
+    for (int i = 0; i < take; i++) L[i] = a->pos[i];
+    if (a->npos > npos) {
+        if (!varargs) {
+            cap_unsupported(I, "call to %s(): takes %d positional arguments but %d were given", name, npos, a->npos);
+            goto done;
+        }
+        L[va_slot] = sv_seq(I, SV_TUPLE, a->pos + npos, a->npos - npos);
+    } else if (varargs) {
+        L[va_slot] = sv_seq(I, SV_TUPLE, NULL, 0);
+    }
+    if (varkw) L[kw_slot] = cap_dict_new(I);
+    for (int k = 0; k < a->nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, k);
+        int found = -1;
+        for (int i = co->co_posonlyargcount; i < nparams && found < 0; i++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(varnames, i), kn) == 0) found = i;
+        if (found >= 0 && L[found]) {
+            cap_unsupported(I, "call to %s(): multiple values for argument %s", name, PyUnicode_AsUTF8(kn));
+            goto done;
+        }
+        if (found >= 0) {
+            L[found] = a->kw[k];
+        } else if (varkw) {
+            if (cap_dict_set(I, L[kw_slot], sv_const(I, kn), a->kw[k]) < 0) goto done;
+        } else {
+            cap_unsupported(I, "call to %s(): unexpected keyword argument %s", name, PyUnicode_AsUTF8(kn));
+            goto done;
+        }
+    }
+    for (int i = 0; i < nparams; i++) {
+        if (L[i]) continue;
+        Sv *d = NULL;
+        if (i < npos && i >= npos - ndef) d = defaults[i - (npos - ndef)];
+        else if (i >= npos && kwdefault) d = kwdefault(I, kwctx, PyTuple_GET_ITEM(varnames, i));
+        if (I->reason) goto done;
+        if (!d) {
+            cap_unsupported(I, "call to %s(): missing argument %s", name, PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, i)));
+            goto done;
+        }
+        L[i] = d;
+    }
+    rc = 0;
+done:
+    Py_DECREF(varnames);
+    return rc;
+}
+
+static Sv *kwdefault_of_dict_obj(Interp *I, void *ctx, PyObject *name) {
+    PyObject *d = ctx ? PyDict_GetItemWithError((PyObject *)ctx, name) : NULL;
+    if (!d && PyErr_Occurred()) return cap_py_failed(I, "keyword defaults"), NULL;
+    return d ? sv_const(I, d) : NULL;
+}
+
+static Sv *kwdefault_of_sv(Interp *I, void *ctx, PyObject *name) {
+    Sv *d = ctx;
+    if (!d) return NULL;
+    if (d->kind == SV_CONST) return kwdefault_of_dict_obj(I, PyDict_Check(d->obj) ? d->obj : NULL, name);
+    return cap_dict_lookup(d, name);
+}
+
+static int check_code(Interp *I, PyCodeObject *co, const char *name, int depth) {
+    if (depth >= 16) return cap_unsupported(I, "call to %s(): inlining too deep", name);
+    if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+        return cap_unsupported(I, "call to %s(): a coroutine", name);
+    return 0;
+}
+
+/* A generator is run to its end now and its values collected: what
+ * consumers of generator expressions (sum, any, tuple, for) see, in order. */
+static Sv *run_callee(Interp *I, Frame *fr) {
+    int ret_line;
+    fr->is_generator = (fr->code->co_flags & CO_GENERATOR) != 0;
+    Sv *r = cap_run_frame(I, fr, &ret_line);
+    if (!r || !fr->is_generator) return r;
+    Sv *it = sv_seq(I, SV_ITER, fr->yields.data, fr->yields.len);
+    return it;
+}
+
+Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a) {
+    char buf[200];
+    PyCodeObject *co = (PyCodeObject *)f->func_code;
+    const char *name = cap_callable_name((PyObject *)f, buf, sizeof buf);
+    if (check_code(I, co, name, I->f->depth + 1) < 0) return NULL;
+    /* the function may be found again later with other code or defaults */
+    wk_guard_function(I->guards, (PyObject *)f);
+    Frame *fr = cap_frame_new(I, f, co);
+    SvList defaults = {0};
+    if (f->func_defaults && PyTuple_Check(f->func_defaults))
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f->func_defaults); i++)
+            wk_vec_push(&defaults, sv_const(I, PyTuple_GET_ITEM(f->func_defaults, i)));
+    int rc = bind_args(I, fr, name, defaults.data, defaults.len, kwdefault_of_dict_obj,
+                       f->func_kwdefaults && PyDict_Check(f->func_kwdefaults) ? f->func_kwdefaults : NULL, a);
+    wk_vec_free(&defaults);
+    if (rc < 0) return NULL;
+    return run_callee(I, fr);
+}
+
+/* A function made during capture: code (obj), defaults (self), kwdefaults
+ * (items[0] when present), closure (cell). */
+Sv *cap_inline_made_func(Interp *I, Sv *func, const Args *a) {
+    PyCodeObject *co = (PyCodeObject *)func->obj;
+    const char *name = PyUnicode_AsUTF8(co->co_qualname);
+    if (!name) return cap_py_failed(I, "qualname"), NULL;
+    if (check_code(I, co, name, I->f->depth + 1) < 0) return NULL;
+    Frame *fr = cap_frame_new(I, NULL, co);
+    fr->closure = func->cell;
+    SvList defaults = {0};
+    if (func->self && cap_iterate(I, func->self, &defaults) < 0) return wk_vec_free(&defaults), NULL;
+    Sv *kwd = func->items.len ? func->items.data[0] : NULL;
+    int rc = bind_args(I, fr, name, defaults.data, defaults.len, kwdefault_of_sv, kwd, a);
+    wk_vec_free(&defaults);
+    if (rc < 0) return NULL;
+    return run_callee(I, fr);
+}
+
+/* MAKE_FUNCTION flags: code on top; below it, by flag, closure (0x08),
+ * annotations (0x04), kwdefaults (0x02), defaults (0x01). */
+int cap_make_function(Interp *I, int flags) {
+    Sv *code = sv_pop(I);
+    if (!code) return -1;
+    if (code->kind != SV_CONST || !PyCode_Check(code->obj)) return cap_unsupported(I, "MAKE_FUNCTION of a %s", sv_desc(code));
+    Sv *closure = NULL, *kwd = NULL, *defaults = NULL;
+    if ((flags & 0x08) && !(closure = sv_pop(I))) return -1;
+    if ((flags & 0x04) && !sv_pop(I)) return -1;
+    if ((flags & 0x02) && !(kwd = sv_pop(I))) return -1;
+    if ((flags & 0x01) && !(defaults = sv_pop(I))) return -1;
+    Sv *fn = sv_new(I, SV_FUNC);
+    fn->obj = Py_NewRef(code->obj);
+    fn->self = defaults;
+    fn->cell = closure;
+    if (kwd) wk_vec_push(&fn->items, kwd);
+    return sv_push(I, fn);
+}
+
+/* The cell in local slot `index`: a frame's own cell (MAKE_CELL) or a free
+ * variable (COPY_FREE_VARS). */
+static Sv *cell_at(Interp *I, int index) {
+    if (index < 0 || index >= I->f->nlocals) return cap_unsupported(I, "cell index out of range"), NULL;
+    Sv *c = I->f->locals[index];
+    if (!c || c->kind != SV_CELL) return cap_unsupported(I, "cell %d is not set up", index), NULL;
+    return c;
+}
+
+int cap_deref_load(Interp *I, int index) {
+    Sv *c = cell_at(I, index);
+    if (!c) return -1;
+    if (!c->cell) return cap_unsupported(I, "read of an empty cell");
+    return sv_push(I, c->cell);
+}
+
+int cap_deref_store(Interp *I, int index) {
+    Sv *v = sv_pop(I), *c = v ? cell_at(I, index) : NULL;
+    if (!c) return -1;
+    c->cell = v;
+    return 0;
+}
+
+int cap_make_cell(Interp *I, int index) {
+    if (index < 0 || index >= I->f->nlocals) return cap_unsupported(I, "MAKE_CELL out of range");
+    Sv *c = sv_new(I, SV_CELL);
+    c->cell = I->f->locals[index]; /* an argument that is also a cell keeps its value */
+    I->f->locals[index] = c;
+    return 0;
+}
+
+/* The frame's closure into its last n slots. A real function's cells are
+ * read now: their contents become constants (or what their kind makes of
+ * them), guarded by identity. */
+int cap_copy_free_vars(Interp *I, int n) {
+    Frame *f = I->f;
+    int first = f->code->co_nlocalsplus - n;
+    if (first < 0) return cap_unsupported(I, "COPY_FREE_VARS out of range");
+    if (f->closure) {
+        SvList cells = {0};
+        if (cap_iterate(I, f->closure, &cells) < 0) return wk_vec_free(&cells), -1;
+        int ok = cells.len == n;
+        for (int i = 0; ok && i < n; i++) f->locals[first + i] = cells.data[i];
+        wk_vec_free(&cells);
+        return ok ? 0 : cap_unsupported(I, "closure of the wrong size");
+    }
+    PyObject *closure = f->fn ? f->fn->func_closure : NULL;
+    if (!closure || !PyTuple_Check(closure) || PyTuple_GET_SIZE(closure) != n)
+        return cap_unsupported(I, "closure of the wrong size");
+    for (int i = 0; i < n; i++) {
+        PyObject *cell = PyTuple_GET_ITEM(closure, i);
+        PyObject *v = PyCell_GET(cell);
+        Sv *c = sv_new(I, SV_CELL);
+        if (v) {
+            if (cap_is_tensor_obj(v)) return cap_unsupported(I, "a tensor in a closure cell");
+            c->cell = sv_const(I, v);
+        }
+        /* the compiled frame's own closure differs per function object of one
+         * code: checked through the called function; an inlined function is
+         * pinned, and so are its cells */
+        if (f->depth == 0) wk_guard_freevar_is(I->guards, i, v);
+        else wk_guard_cell_is(I->guards, cell, v);
+        f->locals[first + i] = c;
+    }
+    return 0;
+}
+
+static Sv *func_call(Interp *I, Sv *fn, const Args *a) { return cap_inline_made_func(I, fn, a); }
+static int func_truth(Interp *I, Sv *s, int *out) {
+    (void)I;
+    (void)s;
+    *out = 1;
+    return 0;
+}
+
+const SvOps cap_func_kind = {.name = "function", .call = func_call, .truth = func_truth};
+const SvOps cap_cell_kind = {.name = "cell"};
+
+/* ---- bound methods and functools.partial --------------------------------- */
+
+Sv *cap_partial_new(Interp *I, Sv *callable, Sv *const *args, int nargs, Sv *kwargs) {
+    Sv *p = sv_seq(I, SV_PARTIAL, args, nargs);
+    p->cell = callable;
+    p->self = kwargs;
+    return p;
+}
+
+static Sv *partial_call(Interp *I, Sv *p, const Args *a) {
+    int nkw0 = p->self ? p->self->items.len : 0;
+    if (p->items.len + a->npos > 64 || nkw0 + a->nkw > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+    Sv *pos[130], *kw[130];
+    int npos = 0, nkw = 0;
+    for (int i = 0; i < p->items.len; i++) pos[npos++] = p->items.data[i];
+    for (int i = 0; i < a->npos; i++) pos[npos++] = a->pos[i];
+    PyObject *names = PyList_New(0);
+    if (!names) return cap_py_failed(I, "partial"), NULL;
+    /* the call's keywords override the partial's */
+    for (int i = 0; i < nkw0; i++) {
+        PyObject *k = PyList_GET_ITEM(p->self->obj, i);
+        int overridden = 0;
+        for (int j = 0; j < a->nkw; j++)
+            overridden |= PyUnicode_Compare(k, PyTuple_GET_ITEM(a->kwnames, j)) == 0;
+        if (overridden) continue;
+        PyList_Append(names, k);
+        kw[nkw++] = p->self->items.data[i];
+    }
+    for (int j = 0; j < a->nkw; j++) {
+        PyList_Append(names, PyTuple_GET_ITEM(a->kwnames, j));
+        kw[nkw++] = a->kw[j];
+    }
+    PyObject *kwnames = PyList_AsTuple(names);
+    Py_DECREF(names);
+    if (!kwnames) return cap_py_failed(I, "partial"), NULL;
+    Args b = {pos, npos, nkw ? kwnames : NULL, kw, nkw};
+    Sv *r = cap_call(I, p->cell, &b);
+    Py_DECREF(kwnames);
+    return r;
+}
+
+static int partial_getattr(Interp *I, Sv *p, PyObject *name, int method) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return cap_py_failed(I, "attribute");
+    Sv *r = NULL;
+    if (strcmp(n, "__self__") == 0 && p->items.len == 1 && !p->self) r = p->items.data[0];
+    else if (strcmp(n, "func") == 0 || strcmp(n, "__func__") == 0) r = p->cell;
+    if (!r) return cap_unsupported(I, "attribute .%s of a bound method or partial", n);
+    if (method && sv_push(I, I->null_sv) < 0) return -1;
+    return sv_push(I, r);
+}
+
+const SvOps cap_partial_kind = {.name = "bound method", .call = partial_call, .truth = func_truth,
+                                .getattr = partial_getattr};
+
+/* ---- super() ---------------------------------------------------------------- */
+
+/* The class of a symbolic self, when capture knows it exactly. */
+static PyTypeObject *self_type(Sv *self) {
+    if (self->kind == SV_OBJECT) return (PyTypeObject *)self->obj;
+    if ((self->kind == SV_OPAQUE || self->kind == SV_CONST) && self->obj) return Py_TYPE(self->obj);
+    return NULL;
+}
+
+static int super_getattr(Interp *I, Sv *s, PyObject *name, int method) {
+    PyTypeObject *tp = self_type(s->self);
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!tp || !n) return cap_unsupported(I, "super() of a %s", sv_desc(s->self));
+    /* the MRO of self's (guarded) type, after __class__ */
+    PyObject *mro = tp->tp_mro;
+    Py_ssize_t i = 0, len = mro ? PyTuple_GET_SIZE(mro) : 0;
+    while (i < len && PyTuple_GET_ITEM(mro, i) != s->obj) i++;
+    for (i++; i < len; i++) {
+        PyObject *cls = PyTuple_GET_ITEM(mro, i);
+        PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, name);
+        if (!d) {
+            if (PyErr_Occurred()) return cap_py_failed(I, n);
+            continue;
+        }
+        if (!PyFunction_Check(d)) {
+            /* dict.get and friends on a pinned constant self: bound now */
+            if (s->self->kind == SV_CONST && (PyObject_TypeCheck(d, &PyMethodDescr_Type))) {
+                PyObject *bound = PyObject_CallMethod(d, "__get__", "O", s->self->obj);
+                if (!bound) return cap_py_failed(I, n);
+                if (method && sv_push(I, I->null_sv) < 0) {
+                    Py_DECREF(bound);
+                    return -1;
+                }
+                return sv_push(I, sv_const_Steal(I, bound));
+            }
+            return cap_unsupported(I, "super().%s is not a Python function", n);
+        }
+        wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, name, d);
+        Sv *fn = sv_const(I, d);
+        if (method) {
+            if (sv_push(I, fn) < 0) return -1;
+            return sv_push(I, s->self);
+        }
+        return sv_push(I, cap_partial_new(I, fn, &s->self, 1, NULL));
+    }
+    return cap_unsupported(I, "super() has no attribute %s", n);
+}
+
+const SvOps cap_super_kind = {.name = "super", .getattr = super_getattr};

@@ -1,0 +1,338 @@
+/* vals/object.c — the object kind: objects reached from the frame's
+ * arguments (an nn.Module and its submodules, plain instances). Each keeps
+ * its source (argument + attribute path); the transformed code reads what
+ * the graph needs afresh on every call and guards check what was read.
+ * Containers of modules (ModuleList, Sequential, ModuleDict) index and
+ * iterate over their children. */
+#include <string.h>
+
+#include "../interp.h"
+
+int cap_is_torch_module(PyObject *m) {
+    const char *n = PyModule_GetName(m);
+    if (!n) {
+        PyErr_Clear();
+        return 0;
+    }
+    return strcmp(n, "torch") == 0 || strncmp(n, "torch.", 6) == 0 || strcmp(n, "math") == 0 ||
+           strcmp(n, "operator") == 0;
+}
+
+/* A plain data attribute of an argument object (an nn.Module's parameter,
+ * buffer, submodule or number; an instance attribute of a plain object).
+ * The transformed code reads it afresh on each call, and guards check what
+ * it reads: its type, tensor metadata or value. Properties and other data
+ * descriptors would run user code on every read: unsupported. */
+/* transformers' configs rename attributes in __getattribute__ through the
+ * class's attribute_map and do nothing else: read like plain objects. */
+static int renaming_getattribute(PyTypeObject *tp) {
+    PyObject *n = PyUnicode_InternFromString("__getattribute__");
+    PyObject *f = n ? _PyType_Lookup(tp, n) : NULL;
+    Py_XDECREF(n);
+    if (!f || !PyFunction_Check(f)) return 0;
+    PyObject *q = ((PyFunctionObject *)f)->func_qualname;
+    const char *s = q && PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
+    return s && (strcmp(s, "PreTrainedConfig.__getattribute__") == 0 ||
+                 strcmp(s, "PretrainedConfig.__getattribute__") == 0);
+}
+
+/* Attribute writes to objects reached from arguments are kept in an
+ * overlay while capture runs (reads see them); a write that is not undone
+ * by the end of the frame is a side effect capture does not replay yet. */
+static int overlay_find(Interp *I, PyObject *obj, PyObject *name) {
+    for (int i = I->overlay.len - 1; i >= 0; i--)
+        if (I->overlay.data[i].obj == obj && PyUnicode_Compare(I->overlay.data[i].name, name) == 0) return i;
+    PyErr_Clear();
+    return -1;
+}
+
+int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    if (o->kind != SV_OPAQUE || !o->obj || o->arg < 0)
+        return cap_unsupported(I, "attribute assignment on a %s", sv_desc(o));
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
+        return cap_unsupported(I, "attribute assignment on an nn.Module");
+    if (tp->tp_setattro != PyObject_GenericSetAttr && !renaming_getattribute(tp))
+        return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
+    int i = overlay_find(I, o->obj, name);
+    if (i < 0) {
+        CapOverlay e = {o->obj, Py_NewRef(name), v, o};
+        wk_vec_push(&I->overlay, e);
+    } else {
+        I->overlay.data[i].value = v;
+    }
+    return 0;
+}
+
+/* 0 when every overlay entry matches the object as it is (no net effect) */
+int cap_overlay_check(Interp *I) {
+    for (int i = 0; i < I->overlay.len; i++) {
+        CapOverlay *e = &I->overlay.data[i];
+        if (overlay_find(I, e->obj, e->name) != i) continue; /* a later write wins */
+        PyObject **dp = _PyObject_GetDictPtr(e->obj);
+        PyObject *cur = dp && *dp ? PyDict_GetItemWithError(*dp, e->name) : NULL;
+        PyErr_Clear();
+        int same = e->value ? (cur && e->value->kind == SV_CONST && e->value->obj == cur) ||
+                                  (cur && e->value->obj == cur && e->value->arg >= 0)
+                            : cur == NULL;
+        if (!same)
+            return cap_unsupported(I, "the frame changes attribute .%s of a %s (side effects are not replayed yet)",
+                                   PyUnicode_AsUTF8(e->name), Py_TYPE(e->obj)->tp_name);
+    }
+    return 0;
+}
+
+int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
+    const char *nm = PyUnicode_AsUTF8(name);
+    if (!nm) return cap_py_failed(I, "attribute name");
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    int is_module = cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type);
+    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !renaming_getattribute(tp))
+        return cap_unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
+    if (strcmp(nm, "__class__") == 0) { /* the exact type, which guards pin */
+        wk_guard_type_at(I->guards, o->arg, o->path, tp);
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, sv_const(I, (PyObject *)tp));
+    }
+    int ov = overlay_find(I, o->obj, name);
+    if (ov >= 0) {
+        Sv *v = I->overlay.data[ov].value;
+        if (!v) return cap_unsupported(I, "read of deleted attribute .%s", nm);
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, v);
+    }
+    PyObject *d = _PyType_Lookup(tp, name);
+    if (d && Py_TYPE(d) == &PyProperty_Type) {
+        /* a property: its getter inlined with self; the class keeps this property */
+        PyObject *fget = PyObject_GetAttrString(d, "fget");
+        if (!fget) return cap_py_failed(I, nm);
+        int ok = PyFunction_Check(fget);
+        Sv *getter = sv_const_Steal(I, fget);
+        if (!ok) return cap_unsupported(I, "property .%s of %s with a builtin getter", nm, tp->tp_name);
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        Sv *self = o;
+        Args a = {&self, 1, NULL, NULL, 0};
+        Sv *r = cap_call(I, getter, &a);
+        if (!r) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, r);
+    }
+    if (d && Py_TYPE(d)->tp_descr_set)
+        return cap_unsupported(I, "attribute .%s of %s is a data descriptor", nm, tp->tp_name);
+    if (o->path && PyTuple_GET_SIZE(o->path) >= 8) return cap_unsupported(I, "attribute path too long");
+    PyObject *v = PyObject_GetAttr(o->obj, name);
+    if (!v) return cap_py_failed(I, nm);
+    Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;
+    PyObject *path = PyTuple_New(np + 1);
+    if (!path) {
+        Py_DECREF(v);
+        return cap_py_failed(I, nm);
+    }
+    for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
+    PyTuple_SET_ITEM(path, np, Py_NewRef(name));
+    Sv *s = NULL;
+    if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v)) &&
+        d == PyMethod_GET_FUNCTION(v)) {
+        /* self.helper(...): the function from o's (guarded, exact) type, inlined
+         * with self, as long as the class keeps it and the instance does not
+         * shadow it */
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
+        Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v));
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (method) {
+            if (sv_push(I, fn) < 0) return -1;
+            return sv_push(I, o);
+        }
+        return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
+    }
+    if (cap_is_tensor_obj(v)) {
+        PyObject *layout = PyObject_GetAttr(v, cap_s_layout);
+        int strided = layout == cap_strided_layout;
+        Py_XDECREF(layout);
+        PyErr_Clear();
+        wk_guard_tensor_at(I->guards, o->arg, path, v);
+        if (strided) {
+            PyObject *rg = PyObject_GetAttr(v, cap_s_requires_grad);
+            if (rg == Py_True) wk_guard_grad_mode(I->guards, I->entry_grad);
+            Py_XDECREF(rg);
+            PyErr_Clear();
+            s = sv_new(I, SV_TENSOR);
+        } else {
+            s = sv_new(I, SV_OPAQUE);
+        }
+    } else if (v == Py_None || cap_is_number(v) || PyUnicode_CheckExact(v) ||
+               (cap_dtype_type && Py_TYPE(v) == (PyTypeObject *)cap_dtype_type) || (PyTuple_CheckExact(v) && cap_is_plain(v))) {
+        wk_guard_equals_at(I->guards, o->arg, path, v);
+        s = sv_new(I, SV_CONST);
+    } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
+               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || renaming_getattribute(Py_TYPE(v))) &&
+                Py_TYPE(v)->tp_dictoffset != 0 &&
+                !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
+        wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
+        s = sv_new(I, SV_OPAQUE);
+    } else {
+        Py_DECREF(v);
+        Py_DECREF(path);
+        return cap_unsupported(I, "attribute .%s of %s (a %s)", nm, tp->tp_name, Py_TYPE(v)->tp_name);
+    }
+    s->obj = v;
+    s->arg = o->arg;
+    s->path = path;
+    if (method && sv_push(I, I->null_sv) < 0) return -1;
+    return sv_push(I, s);
+}
+
+static int is_module(PyObject *o) { return cap_module_type && PyObject_TypeCheck(o, cap_module_type); }
+
+/* The children of a module container, in order: (key, module) pairs from
+ * its _modules dict. 0 when o is no such container. */
+static int module_children(PyObject *o, PyObject **mods_Borrow) {
+    if (!is_module(o)) return 0;
+    const char *tn = Py_TYPE(o)->tp_name;
+    if (strcmp(tn, "ModuleList") != 0 && strcmp(tn, "Sequential") != 0 && strcmp(tn, "ModuleDict") != 0) return 0;
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *mods = PyDict_GetItemString(d, "_modules");
+    Py_DECREF(d);
+    if (!mods || !PyDict_Check(mods)) return 0;
+    *mods_Borrow = mods;
+    return 1;
+}
+
+/* 1 when o (an object from the arguments) has attribute name now, as the
+ * overlay sees it; an absent attribute is guarded absent. */
+int cap_object_hasattr(Interp *I, Sv *o, PyObject *name) {
+    int ov = overlay_find(I, o->obj, name);
+    if (ov >= 0) return I->overlay.data[ov].value != NULL;
+    int r = PyObject_HasAttr(o->obj, name);
+    if (!r && o->arg >= 0) {
+        wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, NULL);
+        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
+    }
+    return r;
+}
+
+static Sv *child(Interp *I, Sv *o, PyObject *key) {
+    int sp = I->f->sp;
+    if (cap_object_attr(I, o, key, 0) < 0) return NULL;
+    Sv *r = sv_pop(I);
+    I->f->sp = sp;
+    return r;
+}
+
+static int object_iterate(Interp *I, Sv *o, SvList *out) {
+    PyObject *mods;
+    if (!module_children(o->obj, &mods)) return cap_unsupported(I, "iterating a %s", cap_type_name(o->obj));
+    int dict = strcmp(Py_TYPE(o->obj)->tp_name, "ModuleDict") == 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(mods, &pos, &k, &v)) {
+        if (v == Py_None) continue;
+        Sv *c = dict ? sv_const(I, k) : child(I, o, k);
+        if (!c) return -1;
+        wk_vec_push(out, c);
+    }
+    return 0;
+}
+
+static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
+    PyObject *mods;
+    if (!module_children(o->obj, &mods) || k->kind != SV_CONST)
+        return cap_unsupported(I, "subscript of a %s by a %s", cap_type_name(o->obj), sv_desc(k)), NULL;
+    if (PyUnicode_CheckExact(k->obj)) return child(I, o, k->obj);
+    if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a module container by a %s", sv_desc(k)), NULL;
+    SvList items = {0};
+    if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;
+    long i = PyLong_AsLong(k->obj);
+    if (i < 0) i += items.len;
+    Sv *r = i >= 0 && i < items.len ? items.data[i] : NULL;
+    wk_vec_free(&items);
+    if (!r) return cap_unsupported(I, "module index out of range"), NULL;
+    return r;
+}
+
+static int object_truth(Interp *I, Sv *o, int *out) {
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    PyObject *mods;
+    if (module_children(o->obj, &mods)) {
+        SvList items = {0};
+        if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), -1;
+        *out = items.len > 0;
+        wk_vec_free(&items);
+        return 0;
+    }
+    /* an object without __bool__ / __len__ is true; its type is guarded */
+    if (!(tp->tp_as_number && tp->tp_as_number->nb_bool) && !(tp->tp_as_mapping && tp->tp_as_mapping->mp_length) &&
+        !(tp->tp_as_sequence && tp->tp_as_sequence->sq_length)) {
+        *out = 1;
+        return 0;
+    }
+    return cap_unsupported(I, "truth value of a %s", tp->tp_name);
+}
+
+static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
+    return cap_object_attr(I, o, name, method);
+}
+
+/* module(x): nn.Module.__call__ without hooks is forward(x); a module with
+ * hooks runs eagerly (the reason says so). Other callable objects: their
+ * type's __call__ inlined. */
+static Sv *object_call(Interp *I, Sv *o, const Args *a) {
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    if (o->arg < 0) return cap_unsupported(I, "call of a %s", tp->tp_name), NULL;
+    PyObject *name = PyUnicode_InternFromString(is_module(o->obj) ? "forward" : "__call__");
+    if (!name) return cap_py_failed(I, "call"), NULL;
+    if (is_module(o->obj)) {
+        PyObject *call_name = PyUnicode_InternFromString("__call__");
+        PyObject *call = call_name ? _PyType_Lookup(tp, call_name) : NULL;
+        PyObject *base_call = call_name ? _PyType_Lookup(cap_module_type, call_name) : NULL;
+        int hooks_free = wk_guards_module_has_no_hooks(o->obj), global_free = wk_guards_no_global_hooks();
+        if (global_free < 0) {
+            Py_XDECREF(call_name);
+            Py_DECREF(name);
+            return cap_py_failed(I, "module hooks"), NULL;
+        }
+        if (!call || call != base_call || !hooks_free || !global_free) {
+            Py_XDECREF(call_name);
+            Py_DECREF(name);
+            return cap_unsupported(I, "call of %s: %s", tp->tp_name,
+                                   !call || call != base_call ? "a custom __call__" : "the module has hooks"),
+                   NULL;
+        }
+        wk_guard_type_attr_is(I->guards, tp, call_name, call);
+        wk_guard_no_hooks_at(I->guards, o->arg, o->path);
+        wk_guard_no_global_hooks(I->guards);
+        Py_DECREF(call_name);
+        /* forward is read as self.forward is: an instance attribute would win */
+        int sp = I->f->sp;
+        int rc = cap_object_attr(I, o, name, 1);
+        Py_DECREF(name);
+        if (rc < 0) return NULL;
+        if (I->f->sp != sp + 2) return cap_unsupported(I, "%s.forward is not a method", tp->tp_name), NULL;
+        Sv *fn = I->f->stack[sp], *self = I->f->stack[sp + 1];
+        I->f->sp = sp;
+        Sv *pos[72];
+        if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+        pos[0] = self;
+        for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+        Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+        return cap_call(I, fn, &b);
+    }
+    Py_DECREF(name);
+    return cap_unsupported(I, "call of a %s object", tp->tp_name), NULL;
+}
+
+const SvOps cap_opaque_kind = {
+    .call = object_call,
+    .name = NULL,
+    .truth = object_truth,
+    .getattr = object_getattr,
+    .subscript = object_subscript,
+    .iterate = object_iterate,
+};

@@ -1,0 +1,245 @@
+/* vals/seq.c — tuples and lists built during capture (BUILD_TUPLE,
+ * BUILD_LIST, *args, unpacking, list(x)), and iterators over unrolled items
+ * (iter(), enumerate, zip, for loops). Items are Svs, so a list that holds
+ * a tensor aliases it; mutations (append, extend, item stores) change the
+ * symbolic list in place, as Python would. */
+#include <string.h>
+
+#include "../interp.h"
+
+static int seq_truth(Interp *I, Sv *s, int *out) {
+    (void)I;
+    *out = s->items.len > 0;
+    return 0;
+}
+
+static int normalise_index(Interp *I, Sv *k, int len, int *out) {
+    if (k->kind != SV_CONST || !(PyLong_CheckExact(k->obj) || PyBool_Check(k->obj)))
+        return cap_unsupported(I, "index of type %s", sv_desc(k));
+    long i = PyLong_AsLong(k->obj);
+    if (i < 0) i += len;
+    if (PyErr_Occurred() || i < 0 || i >= len) {
+        PyErr_Clear();
+        return cap_unsupported(I, "index out of range");
+    }
+    *out = (int)i;
+    return 0;
+}
+
+static Sv *seq_subscript(Interp *I, Sv *s, Sv *k) {
+    if (k->kind == SV_CONST && PySlice_Check(k->obj)) {
+        Py_ssize_t start, stop, step, n;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return cap_py_failed(I, "slice"), NULL;
+        n = PySlice_AdjustIndices(s->items.len, &start, &stop, step);
+        Sv *r = sv_new(I, s->kind);
+        for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, s->items.data[j]);
+        return r;
+    }
+    int i;
+    if (normalise_index(I, k, s->items.len, &i) < 0) return NULL;
+    return s->items.data[i];
+}
+
+static int seq_iterate(Interp *I, Sv *s, SvList *out) {
+    (void)I;
+    int from = s->kind == SV_ITER ? s->value : 0;
+    for (int i = from < 0 ? 0 : from; i < s->items.len; i++) wk_vec_push(out, s->items.data[i]);
+    if (s->kind == SV_ITER) s->value = s->items.len; /* consumed */
+    return 0;
+}
+
+/* tuple + tuple, list + list, seq * n (constant tuples join symbolic ones) */
+static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    int base = nb >= NB_INPLACE_ADD ? nb - NB_INPLACE_ADD : nb;
+    int xs = x->kind == SV_TUPLE || x->kind == SV_LIST, ys = y->kind == SV_TUPLE || y->kind == SV_LIST;
+    if (base == NB_ADD) {
+        SvKind kind = xs ? x->kind : y->kind;
+        int xc = x->kind == SV_CONST && (kind == SV_TUPLE ? PyTuple_CheckExact(x->obj) : PyList_CheckExact(x->obj));
+        int yc = y->kind == SV_CONST && (kind == SV_TUPLE ? PyTuple_CheckExact(y->obj) : PyList_CheckExact(y->obj));
+        if (!((xs || xc) && (ys || yc)) || (xs && ys && x->kind != y->kind)) return NULL;
+        SvList items = {0};
+        if (cap_iterate(I, x, &items) < 0 || cap_iterate(I, y, &items) < 0) return wk_vec_free(&items), NULL;
+        if (nb >= NB_INPLACE_ADD && x->kind == SV_LIST) { /* l += [...] extends l */
+            wk_vec_free(&x->items);
+            x->items = items;
+            return x;
+        }
+        Sv *r = sv_seq(I, kind, items.data, items.len);
+        wk_vec_free(&items);
+        return r;
+    }
+    if (base == NB_MULTIPLY) {
+        Sv *s = xs ? x : y, *n = xs ? y : x;
+        if (!(xs || ys) || n->kind != SV_CONST || !PyLong_CheckExact(n->obj)) return NULL;
+        long k = PyLong_AsLong(n->obj);
+        if (k < 0) k = 0;
+        if (k * (long)s->items.len > 100000) return cap_unsupported(I, "repeating a sequence into a huge one"), NULL;
+        Sv *r = sv_new(I, s->kind);
+        for (long j = 0; j < k; j++)
+            for (int i = 0; i < s->items.len; i++) wk_vec_push(&r->items, s->items.data[i]);
+        return r;
+    }
+    return NULL;
+}
+
+static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
+    WkRet *r = cap_ret_new(p, named ? WK_RET_CALL : s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
+    if (named) r->value = s->obj;
+    r->nitems = s->items.len;
+    r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
+    for (int i = 0; i < r->nitems; i++)
+        if (!(r->items[i] = cap_reconstruct(I, p, s->items.data[i], depth + 1))) return NULL;
+    return r;
+}
+
+static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
+    int handled = 0;
+    int r = cap_namedtuple_attr(I, s, name, method, &handled);
+    if (handled || r < 0) return r;
+    static const char *const list_methods[] = {"append", "extend", "insert", "pop", "index", "count", "reverse", "copy", "clear"};
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return cap_py_failed(I, "attribute name");
+    int ok = 0;
+    for (size_t i = 0; i < sizeof list_methods / sizeof list_methods[0]; i++)
+        ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
+    if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
+    Sv *m = sv_new(I, SV_METHOD);
+    m->name = wk_xstrdup(n);
+    if (method) {
+        if (sv_push(I, m) < 0) return -1;
+        return sv_push(I, s);
+    }
+    m->self = s;
+    return sv_push(I, m);
+}
+
+static int eq_const(Sv *a, Sv *b) {
+    if (a == b) return 1;
+    if (a->kind != SV_CONST || b->kind != SV_CONST) return -1;
+    int r = PyObject_RichCompareBool(a->obj, b->obj, Py_EQ);
+    if (r < 0) PyErr_Clear();
+    return r;
+}
+
+Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
+    Sv *s = a->pos[0];
+    int nargs = a->npos - 1;
+    if (a->nkw) return cap_unsupported(I, "%s() with keywords", name), NULL;
+    if (strcmp(name, "append") == 0 && nargs == 1) {
+        wk_vec_push(&s->items, a->pos[1]);
+        return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "extend") == 0 && nargs == 1) {
+        if (cap_iterate(I, a->pos[1], &s->items) < 0) return NULL;
+        return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "insert") == 0 && nargs == 2) {
+        Sv *k = a->pos[1];
+        if (k->kind != SV_CONST || !PyLong_CheckExact(k->obj)) return cap_unsupported(I, "insert() index"), NULL;
+        long i = PyLong_AsLong(k->obj);
+        if (i < 0) i += s->items.len;
+        if (i < 0) i = 0;
+        if (i > s->items.len) i = s->items.len;
+        wk_vec_push(&s->items, NULL);
+        memmove(&s->items.data[i + 1], &s->items.data[i], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
+        s->items.data[i] = a->pos[2];
+        return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "pop") == 0 && nargs <= 1) {
+        int i = s->items.len - 1;
+        if (nargs == 1 && normalise_index(I, a->pos[1], s->items.len, &i) < 0) return NULL;
+        if (i < 0) return cap_unsupported(I, "pop from an empty list"), NULL;
+        Sv *r = s->items.data[i];
+        memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
+        s->items.len--;
+        return r;
+    }
+    if (strcmp(name, "reverse") == 0 && nargs == 0) {
+        for (int i = 0, j = s->items.len - 1; i < j; i++, j--) {
+            Sv *t = s->items.data[i];
+            s->items.data[i] = s->items.data[j];
+            s->items.data[j] = t;
+        }
+        return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "copy") == 0 && nargs == 0) return sv_seq(I, SV_LIST, s->items.data, s->items.len);
+    if (strcmp(name, "clear") == 0 && nargs == 0) {
+        s->items.len = 0;
+        return sv_const(I, Py_None);
+    }
+    if ((strcmp(name, "index") == 0 || strcmp(name, "count") == 0) && nargs == 1) {
+        long count = 0, first = -1;
+        for (int i = 0; i < s->items.len; i++) {
+            int e = eq_const(s->items.data[i], a->pos[1]);
+            if (e < 0) return cap_unsupported(I, "%s() on symbolic items", name), NULL;
+            if (e) {
+                count++;
+                if (first < 0) first = i;
+            }
+        }
+        if (name[0] == 'c') return sv_const_Steal(I, PyLong_FromLong(count));
+        if (first < 0) return cap_unsupported(I, "index(): value not in the sequence"), NULL;
+        return sv_const_Steal(I, PyLong_FromLong(first));
+    }
+    return cap_unsupported(I, "method %s() of a %s", name, sv_desc(s)), NULL;
+}
+
+/* STORE_SUBSCR on a list: l[i] = v */
+int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
+    if (s->kind != SV_LIST) return cap_unsupported(I, "item assignment on a %s", sv_desc(s));
+    int i;
+    if (normalise_index(I, k, s->items.len, &i) < 0) return -1;
+    s->items.data[i] = v;
+    return 0;
+}
+
+/* x in seq, for constant x and items (tensors compare by identity first, as Python does) */
+int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
+    SvList items = {0};
+    if (seq->kind == SV_DICT) {
+        *out = cap_dict_lookup(seq, x->kind == SV_CONST ? x->obj : NULL) != NULL;
+        return x->kind == SV_CONST ? 0 : cap_unsupported(I, "'in' on a dict with a %s key", sv_desc(x));
+    }
+    if (seq->kind == SV_CONST && (PyUnicode_CheckExact(seq->obj) || PyDict_CheckExact(seq->obj) ||
+                                  PyFrozenSet_CheckExact(seq->obj) || PySet_CheckExact(seq->obj)) &&
+        x->kind == SV_CONST) {
+        int r = PySequence_Contains(seq->obj, x->obj);
+        if (r < 0) return cap_py_failed(I, "in");
+        *out = r;
+        return 0;
+    }
+    if (cap_iterate(I, seq, &items) < 0) return wk_vec_free(&items), -1;
+    int found = 0, unknown = 0;
+    for (int i = 0; i < items.len && !found; i++) {
+        int e = eq_const(items.data[i], x);
+        if (e < 0) unknown = 1;
+        else if (e) found = 1;
+    }
+    wk_vec_free(&items);
+    if (!found && unknown) return cap_unsupported(I, "'in' over symbolic items");
+    *out = found;
+    return 0;
+}
+
+const SvOps cap_tuple_kind = {
+    .name = "tuple",
+    .truth = seq_truth,
+    .getattr = seq_getattr,
+    .subscript = seq_subscript,
+    .iterate = seq_iterate,
+    .binary = seq_binary,
+    .reconstruct = seq_reconstruct,
+};
+
+const SvOps cap_list_kind = {
+    .name = "list",
+    .truth = seq_truth,
+    .getattr = seq_getattr,
+    .subscript = seq_subscript,
+    .iterate = seq_iterate,
+    .binary = seq_binary,
+    .reconstruct = seq_reconstruct,
+};
+
+const SvOps cap_iter_kind = {.name = "iterator", .iterate = seq_iterate};

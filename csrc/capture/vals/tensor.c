@@ -1,0 +1,555 @@
+/* vals/tensor.c — the tensor kind: a graph value (or a frame input not yet
+ * read into the graph), its metadata answered at capture time from the
+ * guarded example (shape, dtype, device, requires_grad, ...), its methods
+ * (the method kind: a tensor method, maybe bound) and the operators on
+ * tensors, each adding nodes to the graph. */
+#include <string.h>
+
+#include "../interp.h"
+
+static int device_of(PyObject *t, WkDevice *dev, int *ok) {
+    PyObject *d = PyObject_GetAttr(t, cap_s_device);
+    if (!d) return -1;
+    int r = cap_device_of(d, dev, ok);
+    Py_DECREF(d);
+    return r;
+}
+
+int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
+    PyObject *type = PyObject_GetAttrString(d, "type");
+    PyObject *index = type ? PyObject_GetAttrString(d, "index") : NULL;
+    if (!index) {
+        Py_XDECREF(type);
+        return -1;
+    }
+    const char *ts = PyUnicode_Check(type) ? PyUnicode_AsUTF8(type) : NULL;
+    *ok = 1;
+    dev->index = index == Py_None ? 0 : (int)PyLong_AsLong(index);
+    if (ts && strcmp(ts, "cpu") == 0) dev->type = WK_DEV_CPU;
+    else if (ts && strcmp(ts, "cuda") == 0) dev->type = WK_DEV_CUDA;
+    else *ok = 0;
+    Py_DECREF(type);
+    Py_DECREF(index);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+void cap_set_rg(Interp *I, int value, int rg) {
+    while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
+    I->value_rg.data[value] = (char)rg;
+}
+
+int cap_get_rg(const Interp *I, int value) { return value < I->value_rg.len && I->value_rg.data[value]; }
+
+/* "L['self'].weight": where an argument-derived value comes from. */
+static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
+    if (s->gname) {
+        const char *g = PyUnicode_AsUTF8(s->gname);
+        if (!g) return cap_py_failed(I, "reading a global name");
+        snprintf(buf, n, "G['%s']", g);
+        return 0;
+    }
+    const char *an = PyUnicode_AsUTF8(PyTuple_GET_ITEM(I->argnames, s->arg));
+    if (!an) return cap_py_failed(I, "reading an argument name");
+    size_t k = (size_t)snprintf(buf, n, "L['%s']", an);
+    for (Py_ssize_t i = 0; s->path && i < PyTuple_GET_SIZE(s->path) && k < n; i++) {
+        PyObject *elem = PyTuple_GET_ITEM(s->path, i);
+        if (PyTuple_Check(elem)) {
+            PyObject *r = PyObject_Repr(PyTuple_GET_ITEM(elem, 0));
+            const char *rs = r ? PyUnicode_AsUTF8(r) : NULL;
+            if (!rs) {
+                Py_XDECREF(r);
+                return cap_py_failed(I, "reading an item key");
+            }
+            k += (size_t)snprintf(buf + k, n - k, "[%s]", rs);
+            Py_DECREF(r);
+            continue;
+        }
+        const char *a = PyUnicode_AsUTF8(elem);
+        if (!a) return cap_py_failed(I, "reading an attribute name");
+        k += (size_t)snprintf(buf + k, n - k, ".%s", a);
+    }
+    return 0;
+}
+
+/* The graph value of a tensor Sv, adding the argument as a graph input on
+ * first use. -1 on fallback. */
+int cap_tensor_value(Interp *I, Sv *s) {
+    if (s->value >= 0) return s->value;
+    PyObject *t = s->obj;
+    char src[256];
+    if (sv_source(I, s, src, sizeof src) < 0) return -1;
+    PyObject *dt = NULL, *shape = NULL, *stride = NULL, *rg = NULL;
+    int64_t sizes[WK_MAX_DIMS], strides[WK_MAX_DIMS];
+    int rc = -1;
+    if (!(dt = PyObject_GetAttr(t, cap_s_dtype))) goto pyerr;
+    int d = cap_dtype_of_obj(dt);
+    if (d < 0) {
+        PyObject *str = PyObject_Str(dt);
+        cap_unsupported(I, "%s: unsupported dtype %s", src, str ? PyUnicode_AsUTF8(str) : "?");
+        Py_XDECREF(str);
+        PyErr_Clear();
+        goto done;
+    }
+    WkDevice dev;
+    int dev_ok;
+    if (device_of(t, &dev, &dev_ok) < 0) goto pyerr;
+    if (!dev_ok) {
+        cap_unsupported(I, "%s: unsupported device", src);
+        goto done;
+    }
+    if (dev.type != WK_DEV_CPU && I->backend_wick) {
+        cap_unsupported(I, "%s is on a GPU: no GPU (Triton) backend yet", src);
+        goto done;
+    }
+    if (!(rg = PyObject_GetAttr(t, cap_s_requires_grad))) goto pyerr;
+    int requires_grad = rg == Py_True;
+    if (!(shape = PyObject_GetAttr(t, cap_s_shape))) goto pyerr;
+    if (!(stride = PyObject_CallMethodNoArgs(t, cap_s_stride))) goto pyerr;
+    Py_ssize_t nd = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    if (nd < 0 || !PyTuple_Check(stride) || PyTuple_GET_SIZE(stride) != nd) {
+        cap_unsupported(I, "%s: unreadable shape", src);
+        goto done;
+    }
+    if (nd > WK_MAX_DIMS) {
+        cap_unsupported(I, "%s: tensors of rank %d are not supported (at most %d dims)", src, (int)nd,
+                    WK_MAX_DIMS);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
+    }
+    if (PyErr_Occurred()) goto pyerr;
+    int v = wk_graph_input(I->g, (WkDType)d, dev, (int)nd, sizes, strides, 0, src);
+    if (v < 0) {
+        cap_graph_failed(I, src);
+        goto done;
+    }
+    s->value = v;
+    cap_set_rg(I, v, requires_grad);
+    wk_vec_push(&I->input_args, s->arg);
+    wk_vec_push(&I->input_paths, s->gname ? s->gname : s->path);
+    wk_vec_push(&I->input_tensors, t);
+    rc = v;
+    goto done;
+pyerr:
+    cap_py_failed(I, src);
+done:
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(rg);
+    return rc;
+}
+
+/* A Python number as a wrapped 0-d graph value. */
+int cap_scalar_value(Interp *I, PyObject *o) {
+    int v;
+    if (PyBool_Check(o)) {
+        v = wk_graph_scalar(I->g, WK_BOOL, 0, o == Py_True);
+    } else if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow) return cap_unsupported(I, "integer constant out of int64 range");
+        v = wk_graph_scalar(I->g, WK_I64, (double)x, x);
+    } else if (PyFloat_CheckExact(o)) {
+        v = wk_graph_scalar(I->g, WK_F64, PyFloat_AS_DOUBLE(o), 0);
+    } else {
+        return cap_unsupported(I, "%s as a tensor operand", cap_type_name(o));
+    }
+    if (v < 0) return cap_graph_failed(I, "scalar");
+    return v;
+}
+
+/* Tensor or Python-number operand -> graph value id. */
+int cap_operand_value(Interp *I, Sv *s, const char *what) {
+    if (s->kind == SV_TENSOR) return cap_tensor_value(I, s);
+    if (s->kind == SV_CONST && cap_is_number(s->obj)) return cap_scalar_value(I, s->obj);
+    return cap_unsupported(I, "%s of type %s", what, sv_desc(s));
+}
+
+const WkValue *cap_sv_meta(Interp *I, Sv *s) {
+    int v = cap_tensor_value(I, s);
+    return v < 0 ? NULL : wk_graph_value(I->g, v);
+}
+
+/* Result Sv of a graph op, or NULL (reason set). An op on a tensor that
+ * requires grad, in grad mode, would need autodiff. */
+Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs) {
+    for (int i = 0; I->grad_enabled && i < n; i++)
+        if (cap_get_rg(I, in[i])) {
+            const WkValue *m = wk_graph_value(I->g, in[i]);
+            cap_unsupported(I, "%s requires grad: autodiff not implemented yet", m && m->source ? m->source : "a tensor");
+            return NULL;
+        }
+    int v = wk_graph_op(I->g, op, in, n, attrs);
+    if (v < 0) {
+        cap_graph_failed(I, wk_op_info(op)->name);
+        return NULL;
+    }
+    return sv_tensor(I, v);
+}
+
+Sv *cap_convert(Interp *I, Sv *t, int dtype) {
+    const WkValue *m = cap_sv_meta(I, t);
+    if (!m) return NULL;
+    if ((int)m->dtype == dtype) return t; /* torch returns self */
+    WkAttrs at = {0};
+    at.dtype = (WkDType)dtype;
+    at.has_dtype = 1;
+    int in = m->id;
+    return cap_graph_op(I, WK_OP_CONVERT, &in, 1, &at);
+}
+
+PyObject *cap_torch_size_Ref(const WkValue *m) {
+    PyObject *t = PyTuple_New(m->ndim);
+    if (!t) return NULL;
+    for (int i = 0; i < m->ndim; i++) {
+        int64_t n = 0;
+        wk_sym_is_const(m->sizes[i], &n);
+        PyObject *x = PyLong_FromLongLong(n);
+        if (!x) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    PyObject *r = PyObject_CallOneArg(cap_size_type, t);
+    Py_DECREF(t);
+    return r;
+}
+
+/* ---- tensor methods and attributes -------------------------------------- */
+
+static const struct {
+    const char *name;
+    WkDType dtype;
+} convert_methods[] = {
+    {"float", WK_F32}, {"double", WK_F64}, {"half", WK_F16},  {"bfloat16", WK_BF16},
+    {"long", WK_I64},  {"int", WK_I32},    {"short", WK_I16}, {"char", WK_I8},
+    {"byte", WK_U8},   {"bool", WK_BOOL},
+};
+
+static int is_special_method(const char *name) {
+    static const char *const names[] = {"size", "dim", "ndimension", "numel", "nelement", "to", "type_as",
+                                        "is_floating_point", "is_contiguous"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], name) == 0) return 1;
+    for (size_t i = 0; i < sizeof convert_methods / sizeof convert_methods[0]; i++)
+        if (strcmp(convert_methods[i].name, name) == 0) return 1;
+    return 0;
+}
+
+int64_t cap_const_size(const WkValue *m, int d) {
+    int64_t n = 0;
+    wk_sym_is_const(m->sizes[d], &n);
+    return n;
+}
+
+/* self.name(*args) */
+Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
+    Sv *self = a->pos[0];
+    char fname[80];
+    snprintf(fname, sizeof fname, "Tensor.%s", name);
+    const WkValue *m = cap_sv_meta(I, self);
+    if (!m) return NULL;
+    int nargs = a->npos - 1 + a->nkw;
+    if (strcmp(name, "size") == 0) {
+        Sv *dim = a->npos > 1 ? a->pos[1] : NULL;
+        if (a->nkw == 1 && !dim && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dim") == 0)
+            dim = a->kw[0];
+        if (nargs > 1 || (nargs == 1 && !dim)) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        if (!dim || (dim->kind == SV_CONST && dim->obj == Py_None)) {
+            PyObject *sz = cap_torch_size_Ref(m);
+            if (!sz) return cap_py_failed(I, "size()"), NULL;
+            return sv_const_Steal(I, sz);
+        }
+        if (dim->kind != SV_CONST || !PyLong_CheckExact(dim->obj))
+            return cap_unsupported(I, "%s(): dim of type %s", fname, sv_desc(dim)), NULL;
+        long d = PyLong_AsLong(dim->obj);
+        int wrap = m->ndim ? m->ndim : 1;
+        if (d < -wrap || d >= wrap) return cap_unsupported(I, "%s(): dimension out of range", fname), NULL;
+        if (d < 0) d += wrap;
+        return sv_const_Steal(I, PyLong_FromLongLong(m->ndim ? cap_const_size(m, (int)d) : 1));
+    }
+    if (strcmp(name, "dim") == 0 || strcmp(name, "ndimension") == 0) {
+        if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        return sv_const_Steal(I, PyLong_FromLong(m->ndim));
+    }
+    if (strcmp(name, "is_floating_point") == 0) {
+        if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        return sv_const(I, wk_dtype_is_float(m->dtype) ? Py_True : Py_False);
+    }
+    if (strcmp(name, "is_contiguous") == 0) {
+        if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        /* inputs answer from guarded strides; eager's node outputs follow
+         * their inputs' layouts, which the graph does not model */
+        if (!self->obj) return cap_unsupported(I, "%s() of a computed tensor", fname), NULL;
+        PyObject *r = PyObject_CallMethod(self->obj, "is_contiguous", NULL);
+        if (!r) return cap_py_failed(I, fname), NULL;
+        return sv_const_Steal(I, r);
+    }
+    if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
+        if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        int64_t n = 1;
+        for (int d = 0; d < m->ndim; d++) n *= cap_const_size(m, d);
+        return sv_const_Steal(I, PyLong_FromLongLong(n));
+    }
+    for (size_t i = 0; i < sizeof convert_methods / sizeof convert_methods[0]; i++) {
+        if (strcmp(convert_methods[i].name, name) != 0) continue;
+        if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        return cap_convert(I, self, convert_methods[i].dtype);
+    }
+    if (strcmp(name, "type_as") == 0) {
+        if (a->npos != 2 || a->nkw || a->pos[1]->kind != SV_TENSOR)
+            return cap_unsupported(I, "%s() arguments", fname), NULL;
+        const WkValue *o = cap_sv_meta(I, a->pos[1]);
+        if (!o) return NULL;
+        return cap_convert(I, self, o->dtype);
+    }
+    if (strcmp(name, "to") == 0) {
+        Sv *dt = NULL;
+        if (a->npos == 2 && a->nkw == 0) dt = a->pos[1];
+        else if (a->npos == 1 && a->nkw == 1 &&
+                 PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dtype") == 0)
+            dt = a->kw[0];
+        int d = dt && dt->kind == SV_CONST ? cap_dtype_of_obj(dt->obj) : -1;
+        if (d < 0) return cap_unsupported(I, "%s() with arguments other than a dtype", fname), NULL;
+        return cap_convert(I, self, d);
+    }
+    int op = cap_method_op(name);
+    if (op < 0) { /* Tensor.<name>(self, ...) through PyTorch */
+        PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
+        if (!fn) return cap_py_failed(I, fname), NULL;
+        Sv *r = cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+        Py_DECREF(fn);
+        return r;
+    }
+    return cap_call_op(I, (WkOp)op, a, fname, 1);
+}
+
+int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
+    const char *name = PyUnicode_AsUTF8(name_obj);
+    if (!name) return cap_py_failed(I, "attribute name");
+    const WkValue *m = cap_sv_meta(I, t);
+    if (!m) return -1;
+    PyObject *c = NULL;
+    if (strcmp(name, "shape") == 0) {
+        c = cap_torch_size_Ref(m);
+    } else if (strcmp(name, "ndim") == 0) {
+        c = PyLong_FromLong(m->ndim);
+    } else if (strcmp(name, "dtype") == 0) {
+        c = Py_NewRef(cap_dtype_objs[m->dtype]);
+    } else if (strcmp(name, "device") == 0) {
+        c = m->device.type == WK_DEV_CPU ? PyObject_CallFunction(cap_device_type, "s", "cpu")
+                                         : PyObject_CallFunction(cap_device_type, "si", "cuda", m->device.index);
+    } else if (strcmp(name, "is_cuda") == 0) {
+        c = PyBool_FromLong(m->device.type == WK_DEV_CUDA);
+    } else if (strcmp(name, "requires_grad") == 0) {
+        /* node outputs never require grad: inputs that do, with grad mode
+         * on, fell back already */
+        c = (t->arg >= 0 || t->gname) && t->obj ? PyObject_GetAttr(t->obj, cap_s_requires_grad) : Py_NewRef(Py_False);
+    }
+    if (c || PyErr_Occurred()) {
+        if (!c) return cap_py_failed(I, name);
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(c);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, c));
+    }
+    if (cap_method_op(name) < 0 && !is_special_method(name)) {
+        PyObject *d = _PyType_Lookup(cap_tensor_type, name_obj);
+        if (!d) return cap_unsupported(I, "unknown tensor attribute .%s", name);
+        if (!PyObject_TypeCheck(d, &PyMethodDescr_Type) && !PyFunction_Check(d)) {
+            /* a computed attribute (.T, .mT, .real): getattr through PyTorch */
+            PyObject *getter = PyObject_CallMethod(cap_operator_mod, "attrgetter", "O", name_obj);
+            if (!getter) return cap_py_failed(I, name);
+            char fname[80];
+            snprintf(fname, sizeof fname, "Tensor.%s", name);
+            Sv *r = cap_extern_call(I, getter, fname, &t, 1, NULL, NULL, 0);
+            Py_DECREF(getter);
+            if (!r) return -1;
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, r);
+        }
+    }
+    Sv *meth = sv_new(I, SV_METHOD);
+    meth->name = wk_xstrdup(name);
+    if (method) {
+        if (sv_push(I, meth) < 0) return -1;
+        return sv_push(I, t);
+    }
+    meth->self = t;
+    return sv_push(I, meth);
+}
+
+/* ---- calls -------------------------------------------------------------- */
+
+/* ---- operators ----------------------------------------------------------- */
+
+static const char *nb_operator_name(int base) {
+    switch (base) {
+    case NB_FLOOR_DIVIDE: return "floordiv";
+    case NB_REMAINDER: return "mod";
+    case NB_MATRIX_MULTIPLY: return "matmul";
+    case NB_AND: return "and_";
+    case NB_OR: return "or_";
+    case NB_XOR: return "xor";
+    case NB_LSHIFT: return "lshift";
+    case NB_RSHIFT: return "rshift";
+    case NB_ADD: return "add";
+    case NB_SUBTRACT: return "sub";
+    case NB_MULTIPLY: return "mul";
+    case NB_TRUE_DIVIDE: return "truediv";
+    case NB_POWER: return "pow";
+    }
+    return NULL;
+}
+
+/* operator.<name>(*operands) through PyTorch as an extern node */
+Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y) {
+    if (!name) return cap_unsupported(I, "an operator on tensors"), NULL;
+    PyObject *fn = PyObject_GetAttrString(cap_operator_mod, name);
+    if (!fn) return cap_py_failed(I, name), NULL;
+    Sv *ops[2] = {x, y};
+    char fname[64];
+    snprintf(fname, sizeof fname, "operator.%s", name);
+    Sv *r = cap_extern_call(I, fn, fname, ops, y ? 2 : 1, NULL, NULL, 0);
+    Py_DECREF(fn);
+    return r;
+}
+
+static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
+    int inplace = nb >= NB_INPLACE_ADD;
+    int base = inplace ? nb - NB_INPLACE_ADD : nb;
+    WkOp op;
+    switch (base) {
+    case NB_ADD: op = WK_OP_ADD; break;
+    case NB_SUBTRACT: op = WK_OP_SUB; break;
+    case NB_MULTIPLY: op = WK_OP_MUL; break;
+    case NB_TRUE_DIVIDE: op = WK_OP_DIV; break;
+    case NB_POWER: op = WK_OP_POW; break;
+    default: return cap_tensor_operator(I, nb_operator_name(base), x, y);
+    }
+    int in[2];
+    if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;
+    if ((in[1] = cap_operand_value(I, y, "right operand")) < 0) return NULL;
+    Sv *r = cap_graph_op(I, op, in, 2, NULL);
+    if (!r) return NULL;
+    if (inplace && x->kind == SV_TENSOR) {
+        /* x op= y writes into x: only intermediates, with x's dtype and shape */
+        if (x->arg >= 0 || x->gname)
+            return cap_unsupported(I, "in-place operator %s on an input tensor", cap_nb_symbol(nb)), NULL;
+        const WkValue *xm = wk_graph_value(I->g, in[0]), *rm = wk_graph_value(I->g, r->value);
+        int same_shape = xm->ndim == rm->ndim;
+        for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
+        if (!same_shape)
+            return cap_unsupported(I, "in-place operator %s would change the shape", cap_nb_symbol(nb)), NULL;
+        if (rm->dtype != xm->dtype) {
+            if (!(wk_dtype_is_float(rm->dtype) && wk_dtype_is_float(xm->dtype)))
+                return cap_unsupported(I, "in-place operator %s would change the dtype", cap_nb_symbol(nb)), NULL;
+            Sv *c = cap_convert(I, r, xm->dtype);
+            if (!c) return NULL;
+            r = c;
+        }
+        x->value = r->value;
+        return x;
+    }
+    return r;
+}
+
+static Sv *tensor_compare(Interp *I, int cmp, Sv *x, Sv *y) {
+    static const WkOp ops[] = {WK_OP_LT, WK_OP_LE, WK_OP_EQ, WK_OP_NE, WK_OP_GT, WK_OP_GE};
+    if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
+    int in[2];
+    if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;
+    if ((in[1] = cap_operand_value(I, y, "right operand")) < 0) return NULL;
+    return cap_graph_op(I, ops[cmp], in, 2, NULL);
+}
+
+static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
+    if (opcode == UNARY_INVERT) return cap_tensor_operator(I, "invert", x, NULL);
+    if (opcode != UNARY_NEGATIVE) return cap_tensor_operator(I, "pos", x, NULL);
+    int in = cap_tensor_value(I, x);
+    if (in < 0) return NULL;
+    return cap_graph_op(I, WK_OP_NEG, &in, 1, NULL);
+}
+
+static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_operator(I, "getitem", s, key); }
+
+static int tensor_iterate(Interp *I, Sv *s, SvList *out) {
+    /* for row in t: t[0], t[1], ... (the length is guarded metadata) */
+    const WkValue *m = cap_sv_meta(I, s);
+    if (!m) return -1;
+    if (m->ndim == 0) return cap_unsupported(I, "iteration over a 0-d tensor");
+    int64_t n = cap_const_size(m, 0);
+    if (n > 4096) return cap_unsupported(I, "iterating a tensor of %lld rows", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        Sv *r = tensor_subscript(I, s, sv_const_Steal(I, PyLong_FromLongLong(i)));
+        if (!r) return -1;
+        wk_vec_push(out, r);
+    }
+    return 0;
+}
+
+static int tensor_truth(Interp *I, Sv *s, int *out) {
+    (void)s;
+    (void)out;
+    return cap_unsupported(I, "data-dependent branch on a tensor");
+}
+
+static int tensor_getattr(Interp *I, Sv *s, PyObject *name, int method) {
+    return cap_tensor_attr(I, s, name, method);
+}
+
+static WkRet *tensor_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    (void)I;
+    (void)depth;
+    WkRet *r = cap_ret_new(p, WK_RET_OUTPUT);
+    r->index = -1;
+    for (int i = 0; i < p->outputs.len; i++)
+        if (p->outputs.data[i] == s->value) r->index = i;
+    if (r->index < 0) {
+        r->index = p->outputs.len;
+        wk_vec_push(&p->outputs, s->value);
+    }
+    return r;
+}
+
+const SvOps cap_tensor_kind = {
+    .name = "Tensor",
+    .truth = tensor_truth,
+    .getattr = tensor_getattr,
+    .binary = tensor_binary,
+    .compare = tensor_compare,
+    .subscript = tensor_subscript,
+    .iterate = tensor_iterate,
+    .unary = tensor_unary,
+    .reconstruct = tensor_reconstruct,
+};
+
+/* ---- the method kind: Tensor.<name>, maybe bound to self ------------------ */
+
+/* A method of a symbolic value (a tensor, list, dict): self is the first
+ * argument, the family of self's kind answers the call. */
+static Sv *method_call(Interp *I, Sv *m, const Args *a) {
+    if (a->npos < 1) return cap_unsupported(I, "method call without self"), NULL;
+    switch (a->pos[0]->kind) {
+    case SV_TENSOR: return cap_tensor_method_call(I, m->name, a);
+    case SV_TUPLE:
+    case SV_LIST: return cap_seq_method_call(I, m->name, a);
+    case SV_DICT: return cap_dict_method_call(I, m->name, a);
+    default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
+    }
+}
+
+static int method_truth(Interp *I, Sv *s, int *out) {
+    (void)I;
+    (void)s;
+    *out = 1;
+    return 0;
+}
+
+const SvOps cap_method_kind = {.name = "method", .call = method_call, .truth = method_truth};

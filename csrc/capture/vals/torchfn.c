@@ -1,0 +1,186 @@
+/* vals/torchfn.c — calls of torch functions and tensor methods that map to
+ * a row of the op table: arguments bound against the row's signature
+ * ("input, other, *, alpha=1"), attributes read from constants, one graph
+ * node (or a few: alpha, dtype=) added. */
+#include <string.h>
+
+#include "../interp.h"
+
+static int bind(Interp *I, WkOp op, const Args *a, Sv **out, unsigned *given, const char *fname) {
+    const CapSig *sig = &cap_sigs[op];
+    int np = 0;
+    for (int i = 0; i < sig->n; i++) out[i] = NULL;
+    for (int i = 0; i < sig->n && !sig->p[i].kwonly; i++) np++;
+    if (a->npos > np) return cap_unsupported(I, "%s() takes %d positional arguments but %d were given", fname, np, a->npos);
+    for (int i = 0; i < a->npos; i++) out[i] = a->pos[i];
+    for (int k = 0; k < a->nkw; k++) {
+        const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
+        if (!kn) return cap_py_failed(I, "keyword name");
+        int found = -1;
+        for (int i = 0; i < sig->n; i++)
+            if (strcmp(sig->p[i].name, kn) == 0) found = i;
+        if (found < 0) {
+            /* F.relu(x, inplace=False) computes what relu(x) does */
+            if (strcmp(kn, "inplace") == 0 && a->kw[k]->kind == SV_CONST && a->kw[k]->obj == Py_False)
+                continue;
+            return cap_unsupported(I, "%s() got an unexpected keyword argument '%s'", fname, kn);
+        }
+        if (out[found]) return cap_unsupported(I, "%s() got multiple values for argument '%s'", fname, kn);
+        out[found] = a->kw[k];
+    }
+    *given = 0;
+    for (int i = 0; i < sig->n; i++) {
+        if (out[i]) {
+            *given |= 1u << i;
+            continue;
+        }
+        if (!sig->p[i].has_default)
+            return cap_unsupported(I, "%s() missing required argument '%s'", fname, sig->p[i].name);
+        PyObject *d = cap_default_value_Ref(sig->p[i].dflt);
+        if (!d) return cap_py_failed(I, "default value");
+        out[i] = sv_const_Steal(I, d);
+    }
+    return 0;
+}
+
+/* dim argument: None / int / tuple or list of ints. */
+static int read_dims(Interp *I, Sv *s, WkAttrs *at, const char *fname) {
+    at->ndims = 0;
+    if (s->kind == SV_CONST && s->obj == Py_None) return 0;
+    if (s->kind == SV_CONST && PyLong_CheckExact(s->obj)) {
+        at->dims[0] = (int)PyLong_AsLong(s->obj);
+        at->ndims = 1;
+        return PyErr_Occurred() ? cap_py_failed(I, "dim") : 0;
+    }
+    Py_ssize_t n;
+    if (s->kind == SV_CONST && PyTuple_Check(s->obj)) n = PyTuple_GET_SIZE(s->obj);
+    else if (s->kind == SV_TUPLE || s->kind == SV_LIST) n = s->items.len;
+    else return cap_unsupported(I, "%s(): dim of type %s", fname, sv_desc(s));
+    if (n > WK_MAX_DIMS) return cap_unsupported(I, "%s(): too many dims", fname);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o;
+        if (s->kind == SV_CONST) o = PyTuple_GET_ITEM(s->obj, i);
+        else if (s->items.data[i]->kind == SV_CONST) o = s->items.data[i]->obj;
+        else return cap_unsupported(I, "%s(): dim entries must be ints", fname);
+        if (!PyLong_CheckExact(o)) return cap_unsupported(I, "%s(): dim entries must be ints", fname);
+        at->dims[i] = (int)PyLong_AsLong(o);
+        if (PyErr_Occurred()) return cap_py_failed(I, "dim");
+    }
+    at->ndims = (int)n;
+    return 0;
+}
+
+static int read_dtype(Interp *I, Sv *s, int *dt, const char *fname) {
+    if (s->kind == SV_CONST && s->obj == Py_None) {
+        *dt = -1;
+        return 0;
+    }
+    int d = s->kind == SV_CONST ? cap_dtype_of_obj(s->obj) : -1;
+    if (d < 0) return cap_unsupported(I, "%s(): unsupported dtype argument (%s)", fname, sv_desc(s));
+    *dt = d;
+    return 0;
+}
+
+static int is_one(PyObject *o) {
+    if (PyLong_CheckExact(o)) return PyLong_AsLong(o) == 1 && !PyErr_Occurred();
+    if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o) == 1.0;
+    return 0;
+}
+
+/* A call of op with bound arguments. `method` is set when called as a
+ * tensor method (input is self). */
+Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method) {
+    const WkOpInfo *info = wk_op_info(op);
+    Sv *b[CAP_MAX_PARAMS];
+    unsigned given = 0;
+    if (bind(I, op, a, b, &given, fname) < 0) return NULL;
+    const CapSig *sig = &cap_sigs[op];
+    int in[3];
+    int any_tensor = 0;
+    for (int i = 0; i < info->arity; i++) {
+        Sv *s = b[i];
+        /* torch functions take Python numbers only where a Scalar overload exists */
+        int may_be_number = !(i == 0 && op != WK_OP_POW && !method && strcmp(sig->p[i].name, "input") == 0) &&
+                            strcmp(sig->p[i].name, "condition") != 0 && op != WK_OP_MAXIMUM &&
+                            op != WK_OP_MINIMUM;
+        if (s->kind != SV_TENSOR && !may_be_number)
+            return cap_unsupported(I, "%s(): argument '%s' must be a Tensor, not %s", fname, sig->p[i].name,
+                               sv_desc(s)),
+                   NULL;
+        any_tensor |= s->kind == SV_TENSOR;
+        in[i] = cap_operand_value(I, s, sig->p[i].name);
+        if (in[i] < 0) return NULL;
+    }
+    if (!any_tensor) return cap_unsupported(I, "%s() without a tensor argument", fname), NULL;
+    WkAttrs at = {0};
+    switch (op) {
+    case WK_OP_ADD:
+    case WK_OP_SUB: {
+        Sv *alpha = b[2];
+        if (alpha->kind != SV_CONST || !(PyLong_CheckExact(alpha->obj) || PyFloat_CheckExact(alpha->obj)))
+            return cap_unsupported(I, "%s(): alpha of type %s", fname, sv_desc(alpha)), NULL;
+        if (!is_one(alpha->obj)) {
+            const WkValue *x = wk_graph_value(I->g, in[0]), *y = wk_graph_value(I->g, in[1]);
+            if (PyFloat_CheckExact(alpha->obj) && !wk_dtype_is_float(x->dtype) && !wk_dtype_is_float(y->dtype))
+                return cap_unsupported(I, "%s(): float alpha with integral inputs", fname), NULL;
+            /* torch computes other*alpha in the result dtype of (input, other):
+             * the plain op gives that dtype and torch's errors (bool - bool);
+             * the node itself is dead and gets no kernel. */
+            Sv *plain = cap_graph_op(I, op, in, 2, NULL);
+            if (!plain) return NULL;
+            WkDType result = wk_graph_value(I->g, plain->value)->dtype;
+            int sc = cap_scalar_value(I, alpha->obj);
+            if (sc < 0) return NULL;
+            int mi[2] = {in[1], sc};
+            Sv *scaled = cap_graph_op(I, WK_OP_MUL, mi, 2, NULL);
+            if (!scaled) return NULL;
+            if (wk_graph_value(I->g, scaled->value)->dtype != result) {
+                scaled = cap_convert(I, scaled, (int)result);
+                if (!scaled) return NULL;
+            }
+            in[1] = scaled->value;
+        }
+        return cap_graph_op(I, op, in, 2, NULL);
+    }
+    case WK_OP_CONVERT: {
+        int dt;
+        if (read_dtype(I, b[1], &dt, fname) < 0) return NULL;
+        if (dt < 0) return cap_unsupported(I, "%s(): dtype=None", fname), NULL;
+        return cap_convert(I, b[0], dt);
+    }
+    case WK_OP_SUM:
+    case WK_OP_MEAN:
+    case WK_OP_AMAX: {
+        if (b[0]->kind != SV_TENSOR) return cap_unsupported(I, "%s() of a %s", fname, sv_desc(b[0])), NULL;
+        /* torch has no sum(keepdim=) overload without dim: it raises */
+        if ((given & 4u) && !(given & 2u) && op != WK_OP_AMAX)
+            return cap_unsupported(I, "%s(): keepdim without dim", fname), NULL;
+        if (read_dims(I, b[1], &at, fname) < 0) return NULL;
+        if (b[2]->kind != SV_CONST || !PyBool_Check(b[2]->obj))
+            return cap_unsupported(I, "%s(): keepdim must be a bool", fname), NULL;
+        at.keepdim = b[2]->obj == Py_True;
+        if (op != WK_OP_AMAX) {
+            int dt;
+            if (read_dtype(I, b[3], &dt, fname) < 0) return NULL;
+            if (dt >= 0) {
+                at.dtype = (WkDType)dt;
+                at.has_dtype = 1;
+            }
+        }
+        /* sum/mean(dtype=...) cast their input first, as torch does */
+        if (at.has_dtype) {
+            Sv *c = cap_convert(I, b[0], at.dtype);
+            if (!c) return NULL;
+            in[0] = c->value;
+        }
+        return cap_graph_op(I, op, in, 1, &at);
+    }
+    default:
+        /* parameters past the tensor operands carry attributes this op
+         * table row has no capture rule for: refuse rather than drop them */
+        for (int i = info->arity; i < sig->n; i++)
+            if (given & (1u << i))
+                return cap_unsupported(I, "%s(): argument '%s' is not supported", fname, sig->p[i].name), NULL;
+        return cap_graph_op(I, op, in, info->arity, NULL);
+    }
+}

@@ -1,0 +1,194 @@
+/* vals/userobj.c — instances of user classes created during capture: plain
+ * classes and dataclasses (object.__new__, then __init__ inlined; the
+ * attributes are kept symbolically) and namedtuples (a tuple whose class
+ * names its fields). A returned instance is rebuilt by the transformed
+ * code: namedtuples by calling the class with the items, other objects by
+ * wick._capture_meta.rebuild_object(cls, names, *values), which sets the
+ * attributes without running __init__ again. */
+#include <string.h>
+
+#include "../interp.h"
+
+/* 1 when cls is a namedtuple class */
+static int is_namedtuple(PyObject *cls) {
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) return 0;
+    PyObject *f = PyObject_GetAttrString(cls, "_fields");
+    int ok = f && PyTuple_Check(f);
+    Py_XDECREF(f);
+    PyErr_Clear();
+    return ok;
+}
+
+/* Python classes whose instances capture can model: a plain __new__
+ * (object's), instances with a __dict__, no metaclass magic. */
+static int modelable_class(PyObject *cls) {
+    if (!PyType_Check(cls)) return 0;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || Py_TYPE(cls) != &PyType_Type) return 0;
+    if (tp->tp_new != PyBaseObject_Type.tp_new || tp->tp_dictoffset == 0) return 0;
+    if (tp->tp_setattro != PyObject_GenericSetAttr || tp->tp_getattro != PyObject_GenericGetAttr) return 0;
+    if (cap_module_type && PyType_IsSubtype(tp, cap_module_type)) return 0;
+    return 1;
+}
+
+/* cls(*args): NULL without a reason when cls is not a class handled here */
+Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a) {
+    if (is_namedtuple(cls)) {
+        PyObject *fields = PyObject_GetAttrString(cls, "_fields");
+        if (!fields) return cap_py_failed(I, "namedtuple"), NULL;
+        Py_ssize_t n = PyTuple_GET_SIZE(fields);
+        if (a->npos > n || a->npos + a->nkw != n) {
+            Py_DECREF(fields);
+            return cap_unsupported(I, "namedtuple %s() with defaults or wrong arguments", ((PyTypeObject *)cls)->tp_name),
+                   NULL;
+        }
+        Sv *t = sv_new(I, SV_TUPLE);
+        for (Py_ssize_t i = 0; i < n; i++) wk_vec_push(&t->items, NULL);
+        for (int i = 0; i < a->npos; i++) t->items.data[i] = a->pos[i];
+        for (int k = 0; k < a->nkw; k++) {
+            Py_ssize_t at = -1;
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (PyUnicode_Compare(PyTuple_GET_ITEM(fields, i), PyTuple_GET_ITEM(a->kwnames, k)) == 0) at = i;
+            if (at < 0 || t->items.data[at]) {
+                Py_DECREF(fields);
+                return cap_unsupported(I, "namedtuple with a bad keyword"), NULL;
+            }
+            t->items.data[at] = a->kw[k];
+        }
+        Py_DECREF(fields);
+        t->obj = Py_NewRef(cls); /* a tuple Sv with obj: the namedtuple class */
+        return t;
+    }
+    if (!modelable_class(cls)) return NULL;
+    Sv *o = sv_new(I, SV_OBJECT);
+    o->obj = Py_NewRef(cls);
+    o->self = cap_dict_new(I);
+    if (!o->self) return NULL;
+    PyObject *init_name = PyUnicode_InternFromString("__init__");
+    PyObject *init = init_name ? _PyType_Lookup((PyTypeObject *)cls, init_name) : NULL;
+    if (init) wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, init_name, init);
+    Py_XDECREF(init_name);
+    if (init && PyFunction_Check(init)) {
+        Sv *pos[72];
+        if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+        pos[0] = o;
+        for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+        Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+        Sv *r = cap_inline_call(I, (PyFunctionObject *)init, &b);
+        if (!r) return NULL;
+    } else if (a->npos || a->nkw) {
+        return cap_unsupported(I, "%s() with arguments and no Python __init__", ((PyTypeObject *)cls)->tp_name), NULL;
+    }
+    return o;
+}
+
+/* namedtuple field access: t.name */
+int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled) {
+    *handled = 0;
+    if (!t->obj || !is_namedtuple(t->obj)) return 0;
+    PyObject *fields = PyObject_GetAttrString(t->obj, "_fields");
+    if (!fields) return cap_py_failed(I, "namedtuple");
+    Py_ssize_t at = -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++)
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(fields, i), name) == 0) at = i;
+    Py_DECREF(fields);
+    if (at < 0 || at >= t->items.len) return 0;
+    *handled = 1;
+    if (method && sv_push(I, I->null_sv) < 0) return -1;
+    return sv_push(I, t->items.data[at]);
+}
+
+static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return cap_py_failed(I, "attribute");
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    PyObject *d = _PyType_Lookup(tp, name);
+    if (d && Py_TYPE(d) == &PyProperty_Type) {
+        PyObject *fget = PyObject_GetAttrString(d, "fget");
+        if (!fget) return cap_py_failed(I, n);
+        Sv *getter = sv_const_Steal(I, fget);
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        Sv *self = o;
+        Args a = {&self, 1, NULL, NULL, 0};
+        Sv *r = cap_call(I, getter, &a);
+        if (!r) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, r);
+    }
+    if (strcmp(n, "__class__") == 0) {
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, sv_const(I, o->obj));
+    }
+    Sv *v = cap_dict_lookup(o->self, name);
+    if (v) {
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, v);
+    }
+    if (d) {
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        if (PyFunction_Check(d)) {
+            Sv *fn = sv_const(I, d);
+            if (method) {
+                if (sv_push(I, fn) < 0) return -1;
+                return sv_push(I, o);
+            }
+            return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
+        }
+        if (cap_is_plain(d) || PyType_Check(d)) {
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, d));
+        }
+    }
+    return cap_unsupported(I, "attribute .%s of a %s made during capture", n, tp->tp_name);
+}
+
+int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    if (!v) return cap_unsupported(I, "del of an attribute of a %s", ((PyTypeObject *)o->obj)->tp_name);
+    PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
+    if (d && Py_TYPE(d)->tp_descr_set)
+        return cap_unsupported(I, "assignment to descriptor .%s", PyUnicode_AsUTF8(name));
+    return cap_dict_set(I, o->self, sv_const(I, name), v);
+}
+
+static int object_truth(Interp *I, Sv *o, int *out) {
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    if ((tp->tp_as_number && tp->tp_as_number->nb_bool) || (tp->tp_as_mapping && tp->tp_as_mapping->mp_length) ||
+        (tp->tp_as_sequence && tp->tp_as_sequence->sq_length))
+        return cap_unsupported(I, "truth value of a %s", tp->tp_name);
+    *out = 1;
+    return 0;
+}
+
+static PyObject *rebuild_fn;
+
+static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
+    if (!rebuild_fn) {
+        PyObject *m = PyImport_ImportModule("wick._capture_meta");
+        rebuild_fn = m ? PyObject_GetAttrString(m, "rebuild_object") : NULL;
+        Py_XDECREF(m);
+        if (!rebuild_fn) return cap_py_failed(I, "rebuild_object"), NULL;
+    }
+    /* rebuild_object(cls, names, *values) */
+    Sv *d = o->self;
+    WkRet *r = cap_ret_new(p, WK_RET_CALL);
+    r->value = rebuild_fn;
+    r->nitems = d->items.len + 2;
+    r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
+    r->items[0] = cap_ret_new(p, WK_RET_CONST);
+    r->items[0]->value = o->obj;
+    PyObject *names = PyList_AsTuple(d->obj);
+    if (!names) return cap_py_failed(I, "rebuild"), NULL;
+    wk_vec_push(&I->keep, names);
+    r->items[1] = cap_ret_new(p, WK_RET_CONST);
+    r->items[1]->value = names;
+    for (int i = 0; i < d->items.len; i++)
+        if (!(r->items[i + 2] = cap_reconstruct(I, p, d->items.data[i], depth + 1))) return NULL;
+    return r;
+}
+
+const SvOps cap_object_kind = {
+    .name = NULL,
+    .truth = object_truth,
+    .getattr = object_getattr,
+    .reconstruct = object_reconstruct,
+};

@@ -1,0 +1,161 @@
+"""Guards are sound for everything capture relied on: each case changes
+something after compiling (a method on the class or the instance, a
+function's defaults or code, a closure cell, a module hook) and the next
+call must compute what eager Python computes. Also: unused arguments are
+not pinned by value, and internal capture errors run the frame eagerly."""
+import pytest
+import torch
+
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403
+from test_capture_util import assert_same, compiled, entries
+
+
+class Net:
+    def scale(self, x):
+        return x * 2
+
+    def run(self, x):
+        return self.scale(x) + 1
+
+
+def test_method_replaced_on_the_class():
+    class N(Net):
+        pass
+
+    n, x = N(), torch.randn(4)
+    f = compiled(N.run)
+    assert_same(f(n, x), x * 2 + 1)
+    N.scale = lambda self, x: x * 3
+    assert_same(f(n, x), x * 3 + 1)
+    assert_same(f(N(), x), x * 3 + 1)
+
+
+def test_method_shadowed_on_the_instance():
+    class N(Net):
+        pass
+
+    n, x = N(), torch.randn(4)
+    f = compiled(N.run)
+    assert_same(f(n, x), x * 2 + 1)
+    n.scale = lambda x: x - 5
+    assert_same(f(n, x), x - 5 + 1)
+    assert_same(f(N(), x), x * 2 + 1)
+
+
+def helper_defaults(x, k=2.0, *, shift=1.0):
+    return x * k + shift
+
+
+def calls_defaults(x):
+    return helper_defaults(x)
+
+
+def test_defaults_changed_after_compiling():
+    x = torch.randn(5)
+    f = compiled(calls_defaults)
+    assert_same(f(x), x * 2.0 + 1.0)
+    helper_defaults.__defaults__ = (5.0,)
+    assert_same(f(x), x * 5.0 + 1.0)
+    helper_defaults.__kwdefaults__ = {"shift": -3.0}
+    assert_same(f(x), x * 5.0 - 3.0)
+    helper_defaults.__defaults__ = (2.0,)
+    helper_defaults.__kwdefaults__ = {"shift": 1.0}
+
+
+def swapped_a(x):
+    return x + 1
+
+
+def swapped_b(x):
+    return x - 1
+
+
+def calls_swapped(x):
+    return swapped_a(x) * 2
+
+
+def test_code_swapped_after_compiling():
+    x = torch.randn(5)
+    f = compiled(calls_swapped)
+    assert_same(f(x), (x + 1) * 2)
+    old = swapped_a.__code__
+    swapped_a.__code__ = swapped_b.__code__
+    try:
+        assert_same(f(x), (x - 1) * 2)
+    finally:
+        swapped_a.__code__ = old
+    assert_same(f(x), (x + 1) * 2)
+
+
+def test_closure_cell_rebound_after_compiling():
+    k = 2.0
+
+    def g(x):
+        return x * k
+
+    x = torch.randn(3)
+    f = compiled(g)
+    assert_same(f(x), x * 2.0)
+    k = 7.0  # noqa: F841  (rebinds the cell g reads)
+    assert_same(f(x), x * 7.0)
+
+
+def inner_closure_user(x):
+    return make_scaler(3.0)(x) + make_scaler(4.0)(x)
+
+
+def make_scaler(s):
+    def scaler(t):
+        return t * s
+
+    return scaler
+
+
+def test_closures_made_during_capture():
+    x = torch.randn(3)
+    f = compiled(inner_closure_user)
+    assert_same(f(x), x * 3.0 + x * 4.0)
+    (e,) = entries(inner_closure_user)
+    assert not e["eager"] and e["graph_count"] == 1
+
+
+def unused_int(x, n):
+    return x + 1
+
+
+def used_int(x, n):
+    return x + n
+
+
+def test_unused_int_argument_is_not_guarded_by_value():
+    x = torch.randn(3)
+    f = compiled(unused_int)
+    for n in range(12):
+        assert_same(f(x, n), x + 1)
+    (e,) = entries(unused_int)
+    assert not e["eager"]
+    assert not any("EQUALS_MATCH L['n']" in g for g in e["guards"])
+    g = compiled(used_int)
+    for n in range(3):
+        assert_same(g(x, n), x + n)
+    assert len(entries(used_int)) == 3
+
+
+def erroring(x, y):
+    a = x + y
+    for i in range(3):
+        a = a * 2 + i
+    return a.sum(0), [a, y]
+
+
+@pytest.mark.parametrize("at", [1, 2, 5, 9, 17, 30])
+def test_internal_capture_error_runs_eagerly(at):
+    C.reset()
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    C._inject_capture_error(at)
+    f = compiled(erroring)
+    assert_same(f(x, y), erroring(x, y))
+    (e,) = entries(erroring)
+    assert e["eager"] and "injected internal capture error" in e["reason"]
+    C._inject_capture_error(0)

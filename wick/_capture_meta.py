@@ -1,0 +1,74 @@
+"""Output metadata of an extern call, computed at capture time on fake
+tensors (torch's FakeTensorMode: no data is allocated, devices are kept).
+
+capture (csrc/capture/vals/extern.c) calls `outputs(fn, args, kwargs,
+inputs)` once per torch call it puts in a graph as an EXTERN node: `args`
+and `kwargs` are the call's templates, holding wick._C.ExternInput(i) where
+tensor input i goes, and `inputs` describes each input as (dtype, device,
+sizes, strides, requires_grad). It returns (structure, metas): structure is
+"tensor", or "tuple"/"list" with one meta per item, and each meta is
+(dtype, device, sizes, strides). Anything else (a Python number, None, a
+data-dependent shape) raises, and capture records the reason."""
+import torch
+
+import wick._C as C
+
+_mode = None
+
+
+def _fake_mode():
+    global _mode
+    if _mode is None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        _mode = FakeTensorMode(allow_non_fake_inputs=False)
+    return _mode
+
+
+def _fill(t, fakes):
+    if isinstance(t, C.ExternInput):
+        return fakes[t.index]
+    if type(t) is tuple:
+        return tuple(_fill(x, fakes) for x in t)
+    if type(t) is list:
+        return [_fill(x, fakes) for x in t]
+    if type(t) is dict:
+        return {k: _fill(v, fakes) for k, v in t.items()}
+    return t
+
+
+def _meta(t):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"returns a {type(t).__name__}, not a tensor")
+    if t.layout != torch.strided:
+        raise TypeError(f"returns a tensor with layout {t.layout}")
+    return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()))
+
+
+def outputs(fn, args, kwargs, inputs):
+    mode = _fake_mode()
+    with mode:
+        fakes = [
+            torch.empty_strided(sizes, strides, dtype=dtype, device=device).requires_grad_(rg)
+            for dtype, device, sizes, strides, rg in inputs
+        ]
+        out = fn(*_fill(args, fakes), **_fill(kwargs, fakes))
+    if isinstance(out, torch.Tensor):
+        if any(out is f for f in fakes):
+            raise TypeError("returns its input itself (an in-place or identity op)")
+        return "tensor", [_meta(out)]
+    if isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
+        if any(o is f for o in out for f in fakes):
+            raise TypeError("returns one of its inputs itself")
+        return ("list" if isinstance(out, list) else "tuple"), [_meta(o) for o in out]
+    raise TypeError(f"returns a {type(out).__name__}, not tensors")
+
+
+def rebuild_object(cls, names, *values):
+    """An instance of cls with these attributes, made without running
+    __init__ again: how the transformed code returns an object that the
+    captured frame created."""
+    obj = object.__new__(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+    return obj
