@@ -119,7 +119,35 @@ typedef struct WkCacheEntry {
     void *guard_state;
     PyObject *code;   /* owned: the transformed code to run, or NULL to run the frame eagerly */
     PyObject *info;   /* owned dict for explain(): graph, source, guards, reason, ...; may be NULL */
+    unsigned flags;   /* WK_ENTRY_*: set by the frame compiler */
+    /* Set by the hook: the compile options (the dict given to wick.compile)
+     * this entry was made under (strong). A call under other options never
+     * uses it: wick.compile(f, fullgraph=True) after wick.compile(f) does
+     * not reuse the earlier entries. */
+    PyObject *options;
 } WkCacheEntry;
+
+/* WkCacheEntry.flags */
+enum {
+    /* An eager entry (code == NULL) whose reason does not depend on the
+     * arguments' metadata (shapes, strides, values): an unsupported opcode
+     * or construct reached whatever the shapes. The hook then replaces its
+     * guards by the arguments' exact types, so new shapes run eagerly at
+     * once instead of being interpreted again. The hook also infers this
+     * when two eager entries of one code give the same reason. */
+    WK_ENTRY_ARGS_INDEPENDENT = 1u << 0,
+    /* The transformed code does things before it returns that cannot be
+     * undone (Python side effects, calls between graphs after a graph
+     * break). Without this flag an exception (an Exception, not a
+     * BaseException such as KeyboardInterrupt) raised by the transformed
+     * code makes the hook run the original frame eagerly instead, from its
+     * untouched arguments: exact for code that only calls a graph (graphs
+     * mutate nothing before they return), and it gives try/except/finally
+     * around graph code its real semantics. A compiler that emits impure
+     * code must set this flag and handle exceptions itself (exception
+     * tables). */
+    WK_ENTRY_IMPURE = 1u << 1,
+};
 
 /* Called by the hook on a cache miss, with the hook disabled on this thread.
  * fn/code are the frame's function and code, args its argument values
