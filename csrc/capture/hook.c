@@ -692,9 +692,14 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     cf->fn = Py_NewRef(fn);
     cf->options = Py_NewRef(options);
     cf->vectorcall = cf_vectorcall;
+    /* what functools.wraps does, as torch.compile's wrapper does: the
+     * attributes that name and describe fn, then fn.__dict__ (decorator
+     * markers such as unittest's __unittest_expecting_failure__ live there),
+     * then __wrapped__ */
     cf->dict = PyDict_New();
-    if (!cf->dict || PyDict_SetItemString(cf->dict, "__wrapped__", fn) < 0) goto fail;
-    static const char *const copied[] = {"__module__", "__name__", "__qualname__", "__doc__"};
+    if (!cf->dict) goto fail;
+    static const char *const copied[] = {"__module__", "__name__", "__qualname__", "__doc__",
+                                         "__annotations__", "__type_params__"};
     for (size_t i = 0; i < sizeof(copied) / sizeof(copied[0]); i++) {
         PyObject *v = PyObject_GetAttrString(fn, copied[i]);
         if (!v) {
@@ -706,6 +711,16 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         Py_DECREF(v);
         if (rc < 0) goto fail;
     }
+    PyObject *fdict = PyObject_GetAttrString(fn, "__dict__");
+    if (!fdict) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto fail;
+        PyErr_Clear();
+    } else {
+        int rc = PyDict_Check(fdict) ? PyDict_Update(cf->dict, fdict) : 0;
+        Py_DECREF(fdict);
+        if (rc < 0) goto fail;
+    }
+    if (PyDict_SetItemString(cf->dict, "__wrapped__", fn) < 0) goto fail;
     return (PyObject *)cf;
 fail:
     Py_DECREF(cf);
