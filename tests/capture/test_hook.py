@@ -1068,3 +1068,31 @@ def test_rerun_raises_the_original_exception_with_its_traceback():
     names = [f.name for f in traceback.extract_tb(ei.value.__traceback__)]
     assert names[-1] == "user"
     assert ei.value.__context__ is None  # the compiled code's exception is gone
+
+
+def test_compiled_function_copies_attributes_like_functools_wraps():
+    import unittest
+
+    @unittest.expectedFailure
+    def marked(x: int) -> int:
+        "doc"
+        return x
+
+    marked.extra = [1]
+    cf = _C.CompiledFunction(marked, {})
+    assert cf.__unittest_expecting_failure__ is True  # the marker unittest reads
+    assert cf.extra is marked.extra and cf.__wrapped__ is marked
+    assert cf.__name__ == "marked" and cf.__doc__ == "doc"
+    assert cf.__annotations__ == {"x": int, "return": int}
+    again = _C.CompiledFunction(cf, {})
+    assert again.__wrapped__ is marked and again.__unittest_expecting_failure__ is True
+
+    class Case(unittest.TestCase):
+        @unittest.expectedFailure
+        def test_fails(self):
+            self.assertEqual(1, 2)
+
+    Case.test_fails = _C.CompiledFunction(Case.test_fails, {})
+    result = unittest.TestResult()
+    Case("test_fails").run(result)
+    assert len(result.expectedFailures) == 1 and not result.failures
