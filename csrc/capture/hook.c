@@ -483,7 +483,8 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     st->busy++;
     t->suspended++;
     Py_INCREF(opts); /* a guard or the compiler may run code that drops it */
-    for (WkCacheEntry *e = st->entries; e; e = e->next) {
+    WkCacheEntry **link = &st->entries; /* the pointer to e, for the move to the front */
+    for (WkCacheEntry *e = st->entries; e; link = &e->next, e = e->next) {
         if (e->options != opts) continue;
         const char *w = NULL;
         int r = e->check ? e->check(e->guard_state, args, nargs, globals, &w) : 1;
@@ -494,6 +495,15 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
         }
         if (r > 0) {
             hit = e;
+            /* most recently used first, as a call pattern tends to repeat;
+             * only when no other hook invocation walks the list (guards may
+             * run Python), and never for the tail entries (weak, limit) */
+            if (e != st->entries && st->busy == 1 && *link == e &&
+                !(e->flags & (ENTRY_CACHE_LIMIT | ENTRY_WEAKENED))) {
+                *link = e->next;
+                e->next = st->entries;
+                st->entries = e;
+            }
             break;
         }
         if (!why[0] && w) snprintf(why, sizeof why, "%s", w);
@@ -829,6 +839,25 @@ static PyObject *py_code_entries(PyObject *self, PyObject *arg) {
     return list;
 }
 
+static PyObject *py_entry_codes(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyCode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "_entry_codes() expects a code object");
+        return NULL;
+    }
+    PyObject *list = PyList_New(0);
+    CodeState *st = state_get((PyCodeObject *)arg);
+    if (!list || !st) return list;
+    st->busy++;
+    for (WkCacheEntry *e = st->entries; e; e = e->next)
+        if (PyList_Append(list, e->code ? e->code : Py_None) < 0) {
+            Py_CLEAR(list);
+            break;
+        }
+    state_release(st);
+    return list;
+}
+
 static PyObject *py_hook_stats(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return Py_BuildValue("{sKsKsKsKsKsKsKsisO}", "calls", stats.calls, "hits", stats.hits, "misses",
@@ -864,6 +893,7 @@ static PyMethodDef hook_methods[] = {
     {"set_enabled", py_set_enabled, METH_O, "Enable wick's frame hook on this thread; returns the previous state."},
     {"reset", py_reset, METH_NOARGS, "Forget every cache entry of every marked code object."},
     {"code_entries", py_code_entries, METH_O, "Info dicts of a code object's cache entries (plus 'eager')."},
+    {"_entry_codes", py_entry_codes, METH_O, "Test only: the transformed code of each cache entry (None: eager), in code_entries order."},
     {"hook_stats", py_hook_stats, METH_NOARGS, "Counters: calls, hits, misses, compiles, eager_runs."},
     {"_set_test_compiler", py_set_test_compiler, METH_O, "Test only: compile cache misses with a Python callable."},
     {"_shutdown", py_shutdown, METH_NOARGS, "Uninstall the frame hook for good (atexit)."},

@@ -1096,3 +1096,22 @@ def test_compiled_function_copies_attributes_like_functools_wraps():
     result = unittest.TestResult()
     Case("test_fails").run(result)
     assert len(result.expectedFailures) == 1 and not result.failures
+
+
+@needs_hook
+def test_hit_entry_moves_to_the_front():
+    def compiler(code, args):
+        want = args[0]
+        return (guarded_alt.__code__, lambda a: a[0] == want, _C.ENTRY_IMPURE, f"v{want}")
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(guarded, {})
+    for v in range(5):
+        assert cf(v) == ("compiled", v)
+    order = lambda: [e["reason"] for e in _C.code_entries(guarded.__code__)]  # noqa: E731
+    assert order() == ["v4", "v3", "v2", "v1", "v0"]
+    assert cf(1) == ("compiled", 1)
+    assert order() == ["v1", "v4", "v3", "v2", "v0"]
+    assert cf(0) == ("compiled", 0) and cf(0) == ("compiled", 0)
+    assert order() == ["v0", "v1", "v4", "v3", "v2"]
+    assert [c is guarded_alt.__code__ for c in _C._entry_codes(guarded.__code__)] == [True] * 5
