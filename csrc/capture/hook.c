@@ -773,8 +773,19 @@ static PyMemberDef cf_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+/* The wrapped function's own attributes, read through (a test that reads
+ * self.test_x.__code__.co_consts sees the code it wrote). */
+static PyObject *cf_forward(PyObject *self, void *name) {
+    return PyObject_GetAttrString(((CompiledFunction *)self)->fn, (const char *)name);
+}
+
 static PyGetSetDef cf_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"__code__", cf_forward, NULL, "the wrapped function's code", "__code__"},
+    {"__defaults__", cf_forward, NULL, "the wrapped function's defaults", "__defaults__"},
+    {"__kwdefaults__", cf_forward, NULL, "the wrapped function's keyword defaults", "__kwdefaults__"},
+    {"__globals__", cf_forward, NULL, "the wrapped function's globals", "__globals__"},
+    {"__closure__", cf_forward, NULL, "the wrapped function's closure", "__closure__"},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1084,6 +1084,8 @@ def test_compiled_function_copies_attributes_like_functools_wraps():
     assert cf.extra is marked.extra and cf.__wrapped__ is marked
     assert cf.__name__ == "marked" and cf.__doc__ == "doc"
     assert cf.__annotations__ == {"x": int, "return": int}
+    assert cf.__code__ is marked.__code__ and cf.__defaults__ is None  # read through
+    assert cf.__globals__ is marked.__globals__
     again = _C.CompiledFunction(cf, {})
     assert again.__wrapped__ is marked and again.__unittest_expecting_failure__ is True
 

