@@ -70,8 +70,9 @@ void wk_asm_call(WkAsm *a, int nargs);           /* stack: NULL, callable, args.
 void wk_asm_build_tuple(WkAsm *a, int n);
 void wk_asm_unpack_sequence(WkAsm *a, int n);
 void wk_asm_return_value(WkAsm *a);
-/* Finishes: stack size, line table, empty exception table. New reference,
- * or NULL with a Python exception. The assembler stays valid (free it). */
+/* Finishes: stack size (handlers included), line table, exception table.
+ * New reference, or NULL with a Python exception. The assembler stays
+ * valid (free it). */
 PyObject *wk_asm_finish_Ref(WkAsm *a);
 /* bytecode.c: jumps by label, so callers need
  * not know EXTENDED_ARG sizes (finish resolves them to a fixed point), and
@@ -83,6 +84,15 @@ void wk_asm_compare_op(WkAsm *a, int cmp);           /* 0..5 = < <= == != > >= *
 /* obj -> the call-ready pair [method, self] or [NULL, attr] (3.13: reversed),
  * so that args... + wk_asm_call(n) calls obj.name(args...). */
 void wk_asm_load_method(WkAsm *a, const char *name);
+/* Protects the instructions bound from label start_label up to (not
+ * including) end_label: an exception raised there pops the value stack to
+ * `depth`, pushes the raising instruction's offset if `lasti`, pushes the
+ * exception and jumps to handler_label (CPython 3.11+ zero-cost exception
+ * handling; the handler code uses PUSH_EXC_INFO/POP_EXCEPT/RERAISE as
+ * CPython's compiler emits them). Regions may nest: for an instruction in
+ * several, the one given last wins, so give outer regions first. Labels may
+ * be bound before or after this call; finish checks them. */
+void wk_asm_try(WkAsm *a, int start_label, int end_label, int handler_label, int depth, int lasti);
 /* Like wk_asm_call with keyword arguments: the last len(kwnames) of the
  * nargs values are passed by the names in kwnames (tuple of str, borrowed). */
 void wk_asm_call_kw(WkAsm *a, int nargs, PyObject *kwnames);
