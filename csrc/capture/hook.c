@@ -155,7 +155,7 @@ static CodeState *state_get(PyCodeObject *co) {
  * hook (a pointer test per entry). So that equal options given to separate
  * wick.compile calls share their entries, every CompiledFunction uses the
  * first options object equal to the one it is given. Interned objects live
- * as long as the module (there are a handful). Returns a borrowed
+ * until reset() (there are a handful). Returns a borrowed
  * reference, or NULL with an exception. */
 static PyObject *interned_options;
 
@@ -695,13 +695,13 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     /* compiling a compiled function compiles the original with the new
      * options, as torch.compile does */
     while (Py_IS_TYPE(fn, &CompiledFunction_Type)) fn = ((CompiledFunction *)fn)->fn;
-    PyCodeObject *co = code_of(fn);
-    if (co && wk_hook_mark_code(co, options) < 0) return NULL;
     CompiledFunction *cf = (CompiledFunction *)type->tp_alloc(type, 0);
     if (!cf) return NULL;
     cf->fn = Py_NewRef(fn);
-    cf->options = Py_NewRef(options);
+    cf->options = Py_NewRef(options); /* strong before anything can run Python */
     cf->vectorcall = cf_vectorcall;
+    PyCodeObject *co = code_of(fn);
+    if (co && wk_hook_mark_code(co, cf->options) < 0) goto fail;
     /* what functools.wraps does, as torch.compile's wrapper does: the
      * attributes that name and describe fn, then fn.__dict__ (decorator
      * markers such as unittest's __unittest_expecting_failure__ live there),
@@ -823,6 +823,8 @@ static PyObject *py_reset(PyObject *self, PyObject *unused) {
     WkCacheEntry *to_free = NULL;
     for (CodeState *st = all_states; st; st = st->next) detach_entries(st, &to_free);
     free_entry_list(to_free);
+    /* entries hold their options, so no address is reused while one lives */
+    Py_CLEAR(interned_options);
     Py_RETURN_NONE;
 }
 

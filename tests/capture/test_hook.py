@@ -1117,3 +1117,21 @@ def test_hit_entry_moves_to_the_front():
     assert cf(0) == ("compiled", 0) and cf(0) == ("compiled", 0)
     assert order() == ["v0", "v1", "v4", "v3", "v2"]
     assert [c is guarded_alt.__code__ for c in _C._entry_codes(guarded.__code__)] == [True] * 5
+
+
+@needs_hook
+def test_cache_limit_counts_entries_per_options():
+    _C._set_test_compiler(lambda code, args: (guarded_alt.__code__, _value_guard(code, args)))
+    a = _C.CompiledFunction(guarded, {"o": "a"})
+    b = _C.CompiledFunction(guarded, {"o": "b"})
+    for v in range(8):
+        assert a(v) == ("compiled", v)
+    assert a(99) == 99  # a's cache is full
+    for v in range(8):
+        assert b(v) == ("compiled", v)  # b has its own eight
+    assert b(99) == 99
+    entries = _C.code_entries(guarded.__code__)
+    assert len(entries) == 18 and sum(e["eager"] for e in entries) == 2
+    _C.reset()
+    c = _C.CompiledFunction(guarded, {"o": "a"})  # after reset: a fresh cache for equal options
+    assert c(99) == ("compiled", 99) and a(99) == ("compiled", 99)
