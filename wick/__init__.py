@@ -13,6 +13,7 @@ wick does not require torch; the torch-facing parts import it when used.
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 
 try:
@@ -86,16 +87,23 @@ def _compile_module(module, opts):
         module = module._orig_mod  # compiling a compiled module: the original, new options
 
     class CompiledModule(torch.nn.Module):
-        """The module with its forward run through wick; parameters are shared."""
+        """The module with its forward run through wick; parameters are shared.
+
+        A call calls the original module as Python would (its forward hooks
+        and pre-hooks, global module hooks, a __call__ override), with wick's
+        frame hook enabled: the frame of its forward, marked below, is the
+        one wick compiles."""
 
         def __init__(self, mod):
             super().__init__()
             self._orig_mod = mod
             forward = type(mod).forward
-            self._compiled_forward = _compile_function(forward, opts)
+            self._compiled_forward = _compile_function(forward, opts)  # marks forward's code
+            # operator.call has no Python code: wrapping it marks nothing
+            self._compiled_call = _C.CompiledFunction(operator.call, opts)
 
         def forward(self, *args, **kwargs):
-            return self._compiled_forward(self._orig_mod, *args, **kwargs)
+            return self._compiled_call(self._orig_mod, *args, **kwargs)
 
         def __getattr__(self, name):
             try:

@@ -116,6 +116,20 @@ def test_bound_method_lambda_module_and_compiled_module():
     assert_same(cm2(x), net(x))
 
 
+def test_module_hooks_run_around_the_compiled_forward():
+    x = inputs()[0]
+    net = Net()
+    calls = []
+    net.register_forward_pre_hook(lambda m, args: (args[0] * 3,))
+    net.register_forward_hook(lambda m, args, out: calls.append(1) or out - 1)
+    want = net(x)
+    cm = wick.compile(net)
+    assert_same(cm(x), want)
+    assert_same(cm(x), want)
+    assert len(calls) == 3  # eager once, compiled twice
+    assert graphs_of(Net.forward) == 1  # forward itself compiled, hooks run as Python
+
+
 def test_callable_without_python_code_just_runs():
     assert wick.compile(len)([1, 2, 3]) == 3
 
