@@ -161,7 +161,9 @@ enum {
 
 /* Called by the hook on a cache miss, with the hook disabled on this thread.
  * fn/code are the frame's function and code, args its argument values
- * (borrowed), options the dict given to wick.compile (borrowed).
+ * (borrowed), options the dict given to wick.compile (borrowed): that of
+ * the innermost CompiledFunction being called on this thread, else that of
+ * the code's last mark. The entry is kept for these options only.
  * Returns a new entry (the hook takes ownership), or NULL with a Python
  * exception set: the hook then propagates that exception (fullgraph=True
  * errors, KeyboardInterrupt). Falling back to eager is expressed as an entry
