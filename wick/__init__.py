@@ -13,6 +13,7 @@ wick does not require torch; the torch-facing parts import it when used.
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 
 try:
@@ -44,12 +45,35 @@ def _options(fullgraph, dynamic, backend, mode):
         raise ValueError(f"wick.compile: unknown mode {mode!r}")
     if not (isinstance(backend, str) or callable(backend)):
         raise TypeError(f"wick.compile: backend must be a name or a callable, got {type(backend).__name__}")
+    # CompiledFunction shares one options object among equal options (the
+    # hook keeps cache entries per options object)
     return {"backend": backend, "fullgraph": bool(fullgraph), "dynamic": dynamic, "mode": mode}
+
+
+def _code_of(fn):
+    """The code object whose frames compiling fn compiles (see hook.c code_of)."""
+    for _ in range(8):
+        if isinstance(fn, _C.CompiledFunction):
+            fn = fn._fn
+        elif isinstance(fn, functools.partial):
+            fn = fn.func
+        elif hasattr(fn, "__func__"):
+            fn = fn.__func__
+        elif hasattr(fn, "__code__"):
+            return fn.__code__
+        elif not isinstance(fn, type) and hasattr(type(fn), "__call__"):
+            call = type(fn).__call__
+            if call is fn:
+                return None
+            fn = call
+        else:
+            return None
+    return None
 
 
 def _compile_function(fn, opts):
     compiled = _C.CompiledFunction(fn, opts)
-    code = getattr(fn, "__code__", None)
+    code = _code_of(fn)
     if code is not None and code not in _compiled_codes:
         _compiled_codes.append(code)
     return compiled
@@ -58,17 +82,28 @@ def _compile_function(fn, opts):
 def _compile_module(module, opts):
     import torch
 
+    if isinstance(getattr(module, "_compiled_forward", None), _C.CompiledFunction) and hasattr(
+            module, "_orig_mod"):
+        module = module._orig_mod  # compiling a compiled module: the original, new options
+
     class CompiledModule(torch.nn.Module):
-        """The module with its forward run through wick; parameters are shared."""
+        """The module with its forward run through wick; parameters are shared.
+
+        A call calls the original module as Python would (its forward hooks
+        and pre-hooks, global module hooks, a __call__ override), with wick's
+        frame hook enabled: the frame of its forward, marked below, is the
+        one wick compiles."""
 
         def __init__(self, mod):
             super().__init__()
             self._orig_mod = mod
             forward = type(mod).forward
-            self._compiled_forward = _compile_function(forward, opts)
+            self._compiled_forward = _compile_function(forward, opts)  # marks forward's code
+            # operator.call has no Python code: wrapping it marks nothing
+            self._compiled_call = _C.CompiledFunction(operator.call, opts)
 
         def forward(self, *args, **kwargs):
-            return self._compiled_forward(self._orig_mod, *args, **kwargs)
+            return self._compiled_call(self._orig_mod, *args, **kwargs)
 
         def __getattr__(self, name):
             try:
@@ -97,10 +132,11 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=_BACKEND_DEFAU
         return _compile_module(model, opts)
     if not callable(model):
         raise TypeError(f"wick.compile expects a function or nn.Module, got {type(model).__name__}")
-    if not hasattr(model, "__code__"):
-        raise TypeError(f"wick.compile: {model!r} has no Python code to compile")
-    compiled = _compile_function(model, opts)
-    return compiled
+    # functions, lambdas, bound methods, functools.partial, callable objects
+    # and already compiled functions (their original is compiled again, with
+    # these options, as torch.compile does); a callable without Python code
+    # (a builtin) just runs
+    return _compile_function(model, opts)
 
 
 def reset():

@@ -232,6 +232,13 @@ typedef struct {
     int label; /* jump target label, -1 if none */
 } AsmIns;
 
+/* A protected region: instructions bound between labels start and end
+ * unwind to label handler (wk_asm_try). */
+typedef struct {
+    int start, end, handler; /* labels */
+    int depth, lasti;
+} AsmTry;
+
 struct WkAsm {
     PyCodeObject *like;  /* strong */
     PyObject *consts;    /* list */
@@ -242,6 +249,7 @@ struct WkAsm {
     WkVec(AsmIns) ins;
     WkVec(int) labels;       /* label -> instruction index it is bound before, -1 unbound */
     WkVec(int) pending_null; /* 3.13: PUSH_NULLs still to be moved under their callable */
+    WkVec(AsmTry) tries;     /* in the order given: a later region nested in an earlier wins */
     PyObject *err_type, *err_value, *err_tb; /* first failure, re-raised by finish */
 };
 
@@ -291,6 +299,7 @@ void wk_asm_free(WkAsm *a) {
     wk_vec_free(&a->ins);
     wk_vec_free(&a->labels);
     wk_vec_free(&a->pending_null);
+    wk_vec_free(&a->tries);
     free(a);
 }
 
@@ -487,6 +496,11 @@ void wk_asm_build_tuple(WkAsm *a, int n) { wk_asm_op(a, BUILD_TUPLE, n); }
 void wk_asm_unpack_sequence(WkAsm *a, int n) { wk_asm_op(a, UNPACK_SEQUENCE, n); }
 void wk_asm_return_value(WkAsm *a) { wk_asm_op(a, RETURN_VALUE, 0); }
 
+void wk_asm_try(WkAsm *a, int start_label, int end_label, int handler_label, int depth, int lasti) {
+    AsmTry t = {start_label, end_label, handler_label, depth, !!lasti};
+    wk_vec_push(&a->tries, t);
+}
+
 static int n_prefixes(int arg) {
     unsigned u = (unsigned)arg;
     return u > 0xFFFFFF ? 3 : u > 0xFFFF ? 2 : u > 0xFF ? 1 : 0;
@@ -539,8 +553,33 @@ static int resolve_jumps(WkAsm *a, int *start) {
     return -1;
 }
 
-/* co_stacksize by a worklist over the flow graph (no exception table). */
-static int stack_depth(WkAsm *a, const int *start, int *out) {
+/* The innermost protected region of each instruction (index into a->tries,
+ * -1 for none): the last region given that covers it. Malloc'd, n entries,
+ * or NULL with an exception for a region with unbound labels. */
+static int *handler_of(WkAsm *a) {
+    int n = a->ins.len;
+    int *h = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int k = 0; k <= n; k++) h[k] = -1;
+    for (int t = 0; t < a->tries.len; t++) {
+        const AsmTry *r = &a->tries.data[t];
+        int ok = r->start >= 0 && r->end >= 0 && r->handler >= 0 && r->start < a->labels.len &&
+                 r->end < a->labels.len && r->handler < a->labels.len && r->depth >= 0;
+        int s = ok ? a->labels.data[r->start] : -1, e = ok ? a->labels.data[r->end] : -1;
+        if (!ok || s < 0 || e < 0 || a->labels.data[r->handler] < 0 || e < s ||
+            a->labels.data[r->handler] >= n) {
+            PyErr_SetString(PyExc_SystemError, "wick assembler: protected region with unbound labels");
+            free(h);
+            return NULL;
+        }
+        for (int k = s; k < e && k < n; k++) h[k] = t;
+    }
+    return h;
+}
+
+/* co_stacksize by a worklist over the flow graph; an instruction in a
+ * protected region also flows to its handler, with the region's depth plus
+ * lasti plus the exception. */
+static int stack_depth(WkAsm *a, const int *start, const int *handler, int *out) {
     int n = a->ins.len, rc = -1, maxd = 0;
     int total = start[n];
     int *unit_to_ins = wk_xmalloc(sizeof(int) * (size_t)(total + 1));
@@ -586,6 +625,10 @@ static int stack_depth(WkAsm *a, const int *start, int *out) {
                          wk_bc_opname(i->op));
             goto done;
         }
+        if (handler[k] >= 0) {
+            const AsmTry *r = &a->tries.data[handler[k]];
+            PUSH_WORK(a->labels.data[r->handler], r->depth + r->lasti + 1);
+        }
         if (op_jrel[i->op]) {
             int after = start[k] + ins_units(i);
             int tu = op_backward[i->op] ? after - i->arg : after + i->arg;
@@ -625,6 +668,37 @@ static void put_varint(ByteVec *s, unsigned v) {
     wk_vec_push(s, (char)v);
 }
 
+/* Exception-table varint: 6-bit chunks, most significant first, 0x40 on
+ * every chunk but the last; `mark` (0x80) on the first byte of an entry. */
+static void put_exc_varint(ByteVec *s, unsigned v, int mark) {
+    int shift = 0;
+    while ((v >> shift) >= 64) shift += 6;
+    for (; shift >= 0; shift -= 6) {
+        char b = (char)((v >> shift) & 63);
+        if (shift) b |= 64;
+        if (mark) b |= (char)0x80, mark = 0;
+        wk_vec_push(s, b);
+    }
+}
+
+/* co_exceptiontable: the innermost region of each instruction, as runs of
+ * (start, length, target, depth << 1 | lasti) in code units. */
+static void exception_table(WkAsm *a, const int *start, const int *handler, ByteVec *out) {
+    int n = a->ins.len;
+    for (int k = 0; k < n;) {
+        int t = handler[k], j = k;
+        while (j < n && handler[j] == t) j++;
+        if (t >= 0) {
+            const AsmTry *r = &a->tries.data[t];
+            put_exc_varint(out, (unsigned)start[k], 1);
+            put_exc_varint(out, (unsigned)(start[j] - start[k]), 0);
+            put_exc_varint(out, (unsigned)start[a->labels.data[r->handler]], 0);
+            put_exc_varint(out, (unsigned)(r->depth << 1 | r->lasti), 0);
+        }
+        k = j;
+    }
+}
+
 PyObject *wk_asm_finish_Ref(WkAsm *a) {
     if (a->err_type) {
         PyErr_Restore(a->err_type, a->err_value, a->err_tb);
@@ -635,9 +709,15 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
     int *start = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
     PyObject *code = NULL, *lt = NULL, *consts = NULL, *names = NULL, *varnames = NULL;
     PyObject *empty = NULL, *replace = NULL, *kw = NULL, *args = NULL, *res = NULL;
-    ByteVec lines = {0};
+    ByteVec lines = {0}, exc = {0};
+    PyObject *exctable = NULL;
+    int *handler = NULL;
     if (resolve_jumps(a, start) < 0) goto done;
-    if (stack_depth(a, start, &stacksize) < 0) goto done;
+    if (!(handler = handler_of(a))) goto done;
+    if (stack_depth(a, start, handler, &stacksize) < 0) goto done;
+    exception_table(a, start, handler, &exc);
+    exctable = PyBytes_FromStringAndSize(exc.data ? exc.data : "", (Py_ssize_t)exc.len);
+    if (!exctable) goto done;
 
     int total = start[n];
     code = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total * 2);
@@ -681,18 +761,21 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
     if (!lt || !consts || !names || !varnames || !empty || !args) goto done;
     int flags = a->like->co_flags &
                 ~(CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE);
-    kw = Py_BuildValue("{sOsOsOsOsnsOsOsisOsy#si}", "co_code", code, "co_consts", consts,
+    kw = Py_BuildValue("{sOsOsOsOsnsOsOsisOsOsi}", "co_code", code, "co_consts", consts,
                        "co_names", names, "co_varnames", varnames, "co_nlocals",
                        PyTuple_GET_SIZE(varnames), "co_cellvars", empty, "co_freevars", empty,
-                       "co_stacksize", stacksize, "co_linetable", lt, "co_exceptiontable", "",
-                       (Py_ssize_t)0, "co_flags", flags);
+                       "co_stacksize", stacksize, "co_linetable", lt, "co_exceptiontable", exctable,
+                       "co_flags", flags);
     if (!kw) goto done;
     replace = PyObject_GetAttrString((PyObject *)a->like, "replace");
     if (!replace) goto done;
     res = PyObject_Call(replace, args, kw);
 done:
     free(start);
+    free(handler);
     wk_vec_free(&lines);
+    wk_vec_free(&exc);
+    Py_XDECREF(exctable);
     Py_XDECREF(code);
     Py_XDECREF(lt);
     Py_XDECREF(consts);
@@ -746,7 +829,8 @@ static PyObject *py_bc_decode(PyObject *self, PyObject *arg) {
  * ("global", name, push_null) ("attr", name) ("method", name) ("call", n)
  * ("call_kw", n, kwnames) ("tuple", n)
  * ("unpack", n) ("return",) ("line", n) ("op", opcode, arg) ("label", k)
- * ("jump", opcode, k) ("compare", cmp) */
+ * ("jump", opcode, k) ("compare", cmp)
+ * ("try", start_label, end_label, handler_label, depth, lasti) */
 static PyObject *py_asm_demo(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *like, *prog;
@@ -773,6 +857,22 @@ static PyObject *py_asm_demo(PyObject *self, PyObject *args) {
         if (!what || PyErr_Occurred()) goto done;
         int needs_str = !strcmp(what, "load") || !strcmp(what, "store") || !strcmp(what, "global") ||
                         !strcmp(what, "attr") || !strcmp(what, "method");
+        if (!strcmp(what, "try")) {
+            long v[5];
+            for (int j = 0; j < 5; j++) {
+                PyObject *o = nt > 1 + j ? PyTuple_GET_ITEM(t, 1 + j) : NULL;
+                v[j] = o && PyLong_Check(o) ? PyLong_AsLong(o) : -1;
+            }
+            if (v[0] < 0 || v[0] >= MAXL || v[1] < 0 || v[1] >= MAXL || v[2] < 0 || v[2] >= MAXL ||
+                v[3] < 0 || v[4] < 0) {
+                PyErr_SetString(PyExc_ValueError, "try needs (start, end, handler, depth, lasti)");
+                goto done;
+            }
+            for (int j = 0; j < 3; j++)
+                if (labels[v[j]] < 0) labels[v[j]] = wk_asm_new_label(a);
+            wk_asm_try(a, labels[v[0]], labels[v[1]], labels[v[2]], (int)v[3], (int)v[4]);
+            continue;
+        }
         int needs_label = !strcmp(what, "label") || !strcmp(what, "jump");
         if (needs_str && !xs) {
             PyErr_Format(PyExc_TypeError, "%s needs a name", what);

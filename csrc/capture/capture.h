@@ -70,8 +70,9 @@ void wk_asm_call(WkAsm *a, int nargs);           /* stack: NULL, callable, args.
 void wk_asm_build_tuple(WkAsm *a, int n);
 void wk_asm_unpack_sequence(WkAsm *a, int n);
 void wk_asm_return_value(WkAsm *a);
-/* Finishes: stack size, line table, empty exception table. New reference,
- * or NULL with a Python exception. The assembler stays valid (free it). */
+/* Finishes: stack size (handlers included), line table, exception table.
+ * New reference, or NULL with a Python exception. The assembler stays
+ * valid (free it). */
 PyObject *wk_asm_finish_Ref(WkAsm *a);
 /* bytecode.c: jumps by label, so callers need
  * not know EXTENDED_ARG sizes (finish resolves them to a fixed point), and
@@ -83,6 +84,15 @@ void wk_asm_compare_op(WkAsm *a, int cmp);           /* 0..5 = < <= == != > >= *
 /* obj -> the call-ready pair [method, self] or [NULL, attr] (3.13: reversed),
  * so that args... + wk_asm_call(n) calls obj.name(args...). */
 void wk_asm_load_method(WkAsm *a, const char *name);
+/* Protects the instructions bound from label start_label up to (not
+ * including) end_label: an exception raised there pops the value stack to
+ * `depth`, pushes the raising instruction's offset if `lasti`, pushes the
+ * exception and jumps to handler_label (CPython 3.11+ zero-cost exception
+ * handling; the handler code uses PUSH_EXC_INFO/POP_EXCEPT/RERAISE as
+ * CPython's compiler emits them). Regions may nest: for an instruction in
+ * several, the one given last wins, so give outer regions first. Labels may
+ * be bound before or after this call; finish checks them. */
+void wk_asm_try(WkAsm *a, int start_label, int end_label, int handler_label, int depth, int lasti);
 /* Like wk_asm_call with keyword arguments: the last len(kwnames) of the
  * nargs values are passed by the names in kwnames (tuple of str, borrowed). */
 void wk_asm_call_kw(WkAsm *a, int nargs, PyObject *kwnames);
@@ -119,11 +129,41 @@ typedef struct WkCacheEntry {
     void *guard_state;
     PyObject *code;   /* owned: the transformed code to run, or NULL to run the frame eagerly */
     PyObject *info;   /* owned dict for explain(): graph, source, guards, reason, ...; may be NULL */
+    unsigned flags;   /* WK_ENTRY_*: set by the frame compiler */
+    /* Set by the hook: the compile options (the dict given to wick.compile)
+     * this entry was made under (strong). A call under other options never
+     * uses it: wick.compile(f, fullgraph=True) after wick.compile(f) does
+     * not reuse the earlier entries. */
+    PyObject *options;
 } WkCacheEntry;
+
+/* WkCacheEntry.flags */
+enum {
+    /* An eager entry (code == NULL) whose reason does not depend on the
+     * arguments' metadata (shapes, strides, values): an unsupported opcode
+     * or construct reached whatever the shapes. The hook then replaces its
+     * guards by the arguments' exact types, so new shapes run eagerly at
+     * once instead of being interpreted again. The hook also infers this
+     * when two eager entries of one code give the same reason. */
+    WK_ENTRY_ARGS_INDEPENDENT = 1u << 0,
+    /* The transformed code does things before it returns that cannot be
+     * undone (Python side effects, calls between graphs after a graph
+     * break). Without this flag an exception (an Exception, not a
+     * BaseException such as KeyboardInterrupt) raised by the transformed
+     * code makes the hook run the original frame eagerly instead, from its
+     * untouched arguments: exact for code that only calls a graph (graphs
+     * mutate nothing before they return), and it gives try/except/finally
+     * around graph code its real semantics. A compiler that emits impure
+     * code must set this flag and handle exceptions itself (exception
+     * tables). */
+    WK_ENTRY_IMPURE = 1u << 1,
+};
 
 /* Called by the hook on a cache miss, with the hook disabled on this thread.
  * fn/code are the frame's function and code, args its argument values
- * (borrowed), options the dict given to wick.compile (borrowed).
+ * (borrowed), options the dict given to wick.compile (borrowed): that of
+ * the innermost CompiledFunction being called on this thread, else that of
+ * the code's last mark. The entry is kept for these options only.
  * Returns a new entry (the hook takes ownership), or NULL with a Python
  * exception set: the hook then propagates that exception (fullgraph=True
  * errors, KeyboardInterrupt). Falling back to eager is expressed as an entry

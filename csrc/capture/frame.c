@@ -222,7 +222,9 @@ PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f) {
     return NULL;
 }
 
-PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc) {
+PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc,
+                            int *kept) {
+    if (kept) *kept = 0;
     _PyInterpreterFrame *sh = push_frame(ts, FRAME_WORDS(nc));
     if (sh == NULL) {
         PyErr_NoMemory();
@@ -256,14 +258,21 @@ PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, Py
     for (int i = nargs; i < nc->co_nlocalsplus; i++) sh->localsplus[i] = NULL;
 
     PyObject *res = _PyEval_EvalFrameDefault(ts, sh, 0);
+    /* The shadow copied the arguments, so the original frame is still
+     * fresh and can run instead (the caller's choice, for Exceptions only:
+     * KeyboardInterrupt and friends always propagate). */
+    int keep = kept && !res && PyErr_ExceptionMatches(PyExc_Exception);
+    if (kept) *kept = keep;
 
 #if PY_VERSION_HEX >= 0x030D0000
     /* the loop cleared and popped the shadow; the original is ours */
-    _PyEval_FrameClearAndPop(ts, f);
+    if (!keep) _PyEval_FrameClearAndPop(ts, f);
 #elif PY_VERSION_HEX >= 0x030C0000
     /* the loop cleared and popped the shadow; the original is ours */
-    clear_unrun_frame(f);
-    pop_frame(ts, f);
+    if (!keep) {
+        clear_unrun_frame(f);
+        pop_frame(ts, f);
+    }
 #else
     /* the shadow is an entry frame the loop left in place; _PyEval_Vector
      * clears the original */
@@ -300,8 +309,10 @@ const char *wk_frame_incompatible(PyCodeObject *orig, PyCodeObject *nc) {
     (void)orig, (void)nc;
     return "this Python version cannot run transformed frames";
 }
-PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc) {
+PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc,
+                            int *kept) {
     (void)ts, (void)f, (void)nc;
+    if (kept) *kept = 0;
     PyErr_SetString(PyExc_SystemError, "wick: frame transform unsupported on this Python");
     return NULL;
 }

@@ -35,8 +35,13 @@ int wk_frame_nargs(PyCodeObject *co);
 const char *wk_frame_incompatible(PyCodeObject *orig, PyCodeObject *nc);
 /* Runs `nc` in place of frame f (same arguments) and disposes of f as the
  * running version requires. Returns the result (new ref) or NULL with an
- * exception. After this call f is gone (3.12) or owned by the caller (3.11). */
-PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc);
+ * exception. After this call f is gone (3.12) or owned by the caller (3.11).
+ * With `kept` non-NULL, an Exception raised by nc (not a BaseException
+ * only) leaves f untouched instead: *kept = 1, NULL returned with the
+ * exception set, and the caller must either run f with the evaluator or
+ * dispose of it with wk_frame_fail. */
+PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc,
+                            int *kept);
 /* Error return without running f: disposes of f where the version requires
  * it (3.12) and returns NULL. The exception must be set. */
 PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f);

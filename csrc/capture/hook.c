@@ -35,9 +35,15 @@
 
 /* Per-code-object state, owned by the code object's co_extra slot. */
 typedef struct CodeState {
-    PyObject *options;       /* the dict given to wick.compile (strong) */
-    WkCacheEntry *entries;   /* newest first; a cache-limit entry, if any, is last */
-    int n_entries;           /* entries made by the compiler (limit entry not counted) */
+    /* The options of the last wick.compile / wk_hook_mark_code of this code
+     * (strong): used for frames that run outside any CompiledFunction call
+     * (resume functions, set_enabled). Inside a call, the options of the
+     * innermost CompiledFunction being called apply (ThreadFlags.options). */
+    PyObject *options;
+    /* Newest first, except entries the hook appends at the tail: weakened
+     * eager entries and cache-limit entries (see compile_entry). Each entry
+     * belongs to the options it was made under (WkCacheEntry.options). */
+    WkCacheEntry *entries;
     int busy;                /* hook invocations currently walking `entries` */
     WkCacheEntry *graveyard; /* entries dropped by reset() while busy */
     struct CodeState *prev, *next; /* every live state, for reset() */
@@ -51,6 +57,9 @@ typedef struct {
     int enabled;    /* set_enabled / CompiledFunction */
     int suspended;  /* inside our own guard checks and compiles */
     int registered; /* exit_key holds &tls for this thread */
+    /* The options of the innermost CompiledFunction being called on this
+     * thread (the call holds a reference), or NULL outside any. */
+    PyObject *options;
 } ThreadFlags;
 static _Thread_local ThreadFlags tls;
 static PyInterpreterState *hook_interp; /* the interpreter wick._C was loaded in */
@@ -60,8 +69,14 @@ static WkEvalFn prev_eval;
 static WkFrameCompiler real_compiler;
 static PyObject *test_compiler; /* strong, or NULL */
 static struct {
-    unsigned long long calls, hits, misses, compiles, eager_runs;
+    unsigned long long calls, hits, misses, compiles, eager_runs, graph_errors, weakened;
 } stats;
+
+/* Hook-private WkCacheEntry.flags bits, above the compiler's WK_ENTRY_*. */
+enum {
+    ENTRY_CACHE_LIMIT = 1u << 16, /* the always-passing eager entry of a full cache */
+    ENTRY_WEAKENED = 1u << 17,    /* eager, guards replaced by argument types */
+};
 
 /* ---- cache entries ------------------------------------------------------ */
 
@@ -70,6 +85,7 @@ void wk_cache_entry_free(WkCacheEntry *e) {
     if (e->free_guards && e->guard_state) e->free_guards(e->guard_state);
     Py_XDECREF(e->code);
     Py_XDECREF(e->info);
+    Py_XDECREF(e->options);
     free(e);
 }
 
@@ -107,7 +123,6 @@ static void set_reason(WkCacheEntry *e, const char *reason) {
 static void detach_entries(CodeState *st, WkCacheEntry **to_free) {
     WkCacheEntry *e = st->entries;
     st->entries = NULL;
-    st->n_entries = 0;
     if (!e) return;
     WkCacheEntry **tail = st->busy ? &st->graveyard : to_free;
     while (*tail) tail = &(*tail)->next;
@@ -136,12 +151,39 @@ static CodeState *state_get(PyCodeObject *co) {
     return p;
 }
 
+/* Cache entries belong to an options object, compared by identity in the
+ * hook (a pointer test per entry). So that equal options given to separate
+ * wick.compile calls share their entries, every CompiledFunction uses the
+ * first options object equal to the one it is given. Interned objects live
+ * until reset() (there are a handful). Returns a borrowed
+ * reference, or NULL with an exception. */
+static PyObject *interned_options;
+
+static PyObject *intern_options(PyObject *options) {
+    if (!interned_options && !(interned_options = PyList_New(0))) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(interned_options); i++) {
+        PyObject *o = PyList_GET_ITEM(interned_options, i);
+        if (o == options) return o;
+        if (Py_TYPE(o) != Py_TYPE(options)) continue;
+        int eq = PyObject_RichCompareBool(o, options, Py_EQ);
+        if (eq < 0) {
+            PyErr_Clear(); /* options that cannot be compared stay on their own */
+            continue;
+        }
+        if (eq) return o;
+    }
+    if (PyList_Append(interned_options, options) < 0) return NULL;
+    return options;
+}
+
 int wk_hook_mark_code(PyCodeObject *code, PyObject *options) {
     if (extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "wick: the frame hook is not initialised");
         return -1;
     }
     if (!options) options = Py_None;
+    options = intern_options(options);
+    if (!options) return -1;
     CodeState *st = state_get(code);
     if (st) {
         Py_SETREF(st->options, Py_NewRef(options));
@@ -224,29 +266,120 @@ static void log_frame(const char *what, PyCodeObject *co, const char *detail) {
 
 static WkCacheEntry *call_test_compiler(PyCodeObject *co, PyObject *const *args, int nargs);
 
-/* Cache miss: makes and prepends an entry, or NULL with an exception. */
+/* ---- weak guards for eager entries -------------------------------------- */
+
+/* The guard of a weakened eager entry: each argument has exactly the type
+ * it had (strong references to the types). */
+typedef struct {
+    int n;
+    PyObject *types[];
+} TypeGuard;
+
+static _Thread_local char type_why[160];
+
+static int type_guard_check(void *state, PyObject *const *args, int nargs, PyObject *globals,
+                            const char **why) {
+    (void)globals;
+    const TypeGuard *tg = state;
+    if (nargs != tg->n) return 0;
+    for (int i = 0; i < nargs; i++) {
+        PyObject *want = tg->types[i];
+        PyObject *got = args[i] ? (PyObject *)Py_TYPE(args[i]) : Py_None;
+        if (got != want) {
+            if (why) {
+                snprintf(type_why, sizeof type_why, "argument %d type mismatch: expected %s, got %s", i,
+                         want == Py_None ? "unbound" : ((PyTypeObject *)want)->tp_name,
+                         got == Py_None ? "unbound" : ((PyTypeObject *)got)->tp_name);
+                *why = type_why;
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void type_guard_free(void *state) {
+    TypeGuard *tg = state;
+    for (int i = 0; i < tg->n; i++) Py_XDECREF(tg->types[i]);
+    free(tg);
+}
+
+/* Replaces e's guards by the argument types of this call. */
+static void weaken(WkCacheEntry *e, PyObject *const *args, int nargs) {
+    TypeGuard *tg = wk_xcalloc(1, sizeof(TypeGuard) + (size_t)nargs * sizeof(PyObject *));
+    tg->n = nargs;
+    for (int i = 0; i < nargs; i++) tg->types[i] = Py_NewRef(args[i] ? (PyObject *)Py_TYPE(args[i]) : Py_None);
+    if (e->free_guards && e->guard_state) e->free_guards(e->guard_state);
+    e->check = type_guard_check;
+    e->free_guards = type_guard_free;
+    e->guard_state = tg;
+    e->flags |= ENTRY_WEAKENED;
+    stats.weakened++;
+    if (e->info && PyDict_Check(e->info)) {
+        PyObject *g = Py_BuildValue("[s]", "argument types only: the reason does not depend on shapes or values");
+        if (!g || PyDict_SetItemString(e->info, "guards", g) < 0) PyErr_Clear();
+        Py_XDECREF(g);
+    }
+}
+
+/* Same fallback reason (and line) in two eager entries: the reason did not
+ * depend on what differs between their calls. */
+static int same_reason(WkCacheEntry *a, WkCacheEntry *b) {
+    if (!a->info || !b->info || !PyDict_Check(a->info) || !PyDict_Check(b->info)) return 0;
+    static const char *const keys[] = {"reason", "file", "line"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        PyObject *x = PyDict_GetItemString(a->info, keys[i]);
+        PyObject *y = PyDict_GetItemString(b->info, keys[i]);
+        if (!x && !y && i > 0) continue;
+        if (!x || !y) return 0;
+        int eq = PyObject_RichCompareBool(x, y, Py_EQ);
+        if (eq < 0) PyErr_Clear();
+        if (eq != 1) return 0;
+    }
+    return 1;
+}
+
+/* ---- the cache miss ----------------------------------------------------- */
+
+static int is_eager_compiled(const WkCacheEntry *e) {
+    return !e->code && !(e->flags & (ENTRY_CACHE_LIMIT | ENTRY_WEAKENED));
+}
+
+/* Cache miss: makes an entry for this call under `opts` and links it into
+ * st's list, or returns NULL with an exception. `why` is the first failing
+ * guard of the entries tried (NULL if there were none). */
 static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f, PyCodeObject *co,
-                                   PyObject *const *args, int nargs, const char *why) {
+                                   PyObject *const *args, int nargs, PyObject *opts, const char *why) {
     long limit = wk_env_int(WK_ENV_CACHE_LIMIT);
     if (limit < 1) limit = 8;
-    if (st->n_entries >= limit) {
-        char reason[64];
-        snprintf(reason, sizeof reason, "cache limit reached (%ld entries)", limit);
+    int have = 0;
+    for (WkCacheEntry *x = st->entries; x; x = x->next) have += x->options == opts;
+    if (have >= limit) {
+        const char *name = PyUnicode_AsUTF8(co->co_qualname);
+        const char *file = PyUnicode_AsUTF8(co->co_filename);
+        if (!name || !file) PyErr_Clear();
+        char reason[1024];
+        snprintf(reason, sizeof reason,
+                 "cache limit reached (%ld entries): %s (%s:%d) has %d compiled variants for these "
+                 "options and runs eagerly from now on; the newest entry failed on: %s",
+                 limit, name ? name : "?", file ? file : "?", co->co_firstlineno, have,
+                 why ? why : "(no reason given)");
         WkCacheEntry *e = eager_entry(reason);
+        e->flags |= ENTRY_CACHE_LIMIT;
+        e->options = Py_NewRef(opts);
         WkCacheEntry **tail = &st->entries;
         while (*tail) tail = &(*tail)->next;
         *tail = e;
-        if (wk_log_on(WK_LOG_RECOMPILES)) log_frame("running eagerly", co, reason);
+        wk_log(WK_LOG_RECOMPILES, "%s", reason);
         return e;
     }
-    if (st->entries && wk_log_on(WK_LOG_RECOMPILES))
-        log_frame("recompiling", co, why ? why : "guards failed");
+    if (have && wk_log_on(WK_LOG_RECOMPILES)) log_frame("recompiling", co, why ? why : "guards failed");
     stats.compiles++;
     WkCacheEntry *e;
     if (test_compiler) {
         e = call_test_compiler(co, args, nargs);
     } else if (real_compiler) {
-        e = real_compiler(wk_frame_func_Borrow(f), co, args, nargs, st->options);
+        e = real_compiler(wk_frame_func_Borrow(f), co, args, nargs, opts);
     } else {
         e = eager_entry("no frame compiler installed");
     }
@@ -261,6 +394,8 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
         PyErr_Clear();
     }
     e->next = NULL;
+    e->flags &= ~(unsigned)(ENTRY_CACHE_LIMIT | ENTRY_WEAKENED);
+    Py_XSETREF(e->options, Py_NewRef(opts));
     if (e->code) {
         const char *bad = PyCode_Check(e->code) ? wk_frame_incompatible(co, (PyCodeObject *)e->code)
                                                 : "transformed code is not a code object";
@@ -270,9 +405,35 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
             if (wk_log_on(WK_LOG_RECOMPILES)) log_frame("running eagerly", co, bad);
         }
     }
+    if (!e->code) {
+        /* A frame that keeps falling back for the same reason must not be
+         * interpreted again for every new shape: weaken the entry to type
+         * guards and drop the eager entries it makes redundant. The weak
+         * entry goes last, so compiled entries for other shapes still win. */
+        int weak = (e->flags & WK_ENTRY_ARGS_INDEPENDENT) != 0;
+        for (WkCacheEntry **pp = &st->entries; *pp;) {
+            WkCacheEntry *x = *pp;
+            if (x->options == opts && is_eager_compiled(x) && same_reason(x, e)) {
+                weak = 1;
+                *pp = x->next; /* the hook walking this list is busy: free later */
+                x->next = st->graveyard;
+                st->graveyard = x;
+                continue;
+            }
+            pp = &x->next;
+        }
+        if (weak) {
+            weaken(e, args, nargs);
+            if (wk_log_on(WK_LOG_RECOMPILES))
+                log_frame("running eagerly for any shape", co, "the fallback reason does not depend on them");
+            WkCacheEntry **tail = &st->entries;
+            while (*tail) tail = &(*tail)->next;
+            *tail = e;
+            return e;
+        }
+    }
     e->next = st->entries;
     st->entries = e;
-    st->n_entries++;
     return e;
 }
 
@@ -282,6 +443,24 @@ static void state_release(CodeState *st) {
         st->graveyard = NULL;
         free_entry_list(g);
     }
+}
+
+/* The transformed code raised: say so where asked; the caller runs the
+ * original frame eagerly. */
+static void log_graph_error(PyCodeObject *co) {
+    if (!wk_log_on(WK_LOG_RECOMPILES) && !wk_log_on(WK_LOG_BREAKS)) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    PyObject *msg = ev ? PyObject_Repr(ev) : NULL;
+    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    if (!m) PyErr_Clear();
+    char detail[512];
+    snprintf(detail, sizeof detail, "the compiled code raised %s; running the original eagerly",
+             m ? m : "an exception");
+    log_frame("graph error in", co, detail);
+    Py_XDECREF(msg);
+    PyErr_Restore(et, ev, tb);
 }
 
 static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag) {
@@ -297,13 +476,19 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     PyObject *const *args = wk_frame_args(f);
     int nargs = wk_frame_nargs(co);
     PyObject *globals = wk_frame_globals_Borrow(f);
+    PyObject *opts = t->options ? t->options : st->options;
     PyObject *code = NULL;
-    const char *why = NULL;
+    char why[512]; /* the first failing guard, copied: guards reuse one buffer */
+    why[0] = '\0';
     WkCacheEntry *hit = NULL;
+    unsigned hit_flags = 0;
     st->busy++;
     t->suspended++;
     wk_hook_checking_fn = wk_frame_func_Borrow(f); /* for guards on the function's closure */
-    for (WkCacheEntry *e = st->entries; e; e = e->next) {
+    Py_INCREF(opts); /* a guard or the compiler may run code that drops it */
+    WkCacheEntry **link = &st->entries; /* the pointer to e, for the move to the front */
+    for (WkCacheEntry *e = st->entries; e; link = &e->next, e = e->next) {
+        if (e->options != opts) continue;
         const char *w = NULL;
         int r = e->check ? e->check(e->guard_state, args, nargs, globals, &w) : 1;
         if (r < 0) {
@@ -313,28 +498,52 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
         }
         if (r > 0) {
             hit = e;
+            /* most recently used first, as a call pattern tends to repeat;
+             * only when no other hook invocation walks the list (guards may
+             * run Python), and never for the tail entries (weak, limit) */
+            if (e != st->entries && st->busy == 1 && *link == e &&
+                !(e->flags & (ENTRY_CACHE_LIMIT | ENTRY_WEAKENED))) {
+                *link = e->next;
+                e->next = st->entries;
+                st->entries = e;
+            }
             break;
         }
-        if (!why) why = w;
+        if (!why[0] && w) snprintf(why, sizeof why, "%s", w);
     }
     if (hit) {
         stats.hits++;
     } else {
         stats.misses++;
-        hit = compile_entry(st, f, co, args, nargs, why);
+        hit = compile_entry(st, f, co, args, nargs, opts, why[0] ? why : NULL);
         if (!hit) goto error;
     }
     code = Py_XNewRef(hit->code);
+    hit_flags = hit->flags;
+    Py_DECREF(opts);
     t->suspended--;
     state_release(st);
     if (code) {
-        PyObject *res = wk_frame_run_code(ts, f, (PyCodeObject *)code);
+        int kept = 0;
+        PyObject *res = wk_frame_run_code(ts, f, (PyCodeObject *)code,
+                                          (hit_flags & WK_ENTRY_IMPURE) ? NULL : &kept);
+        if (!res && kept) {
+            /* nothing the compiled code did is visible: run the original
+             * frame, which handles or raises the exception as Python would */
+            stats.graph_errors++;
+            log_graph_error((PyCodeObject *)code);
+            PyErr_Clear();
+            Py_DECREF(code);
+            stats.eager_runs++;
+            return prev(ts, f, 0);
+        }
         Py_DECREF(code);
         return res;
     }
     stats.eager_runs++;
     return prev(ts, f, 0);
 error:
+    Py_DECREF(opts);
     t->suspended--;
     state_release(st);
     return wk_frame_fail(ts, f);
@@ -354,6 +563,15 @@ static int test_check(void *guard_state, PyObject *const *args, int nargs, PyObj
     PyObject *r = PyObject_CallOneArg(guard, t);
     Py_DECREF(t);
     if (!r) return -1;
+    if (PyUnicode_Check(r)) { /* a str is a failure, and its text the reason */
+        static _Thread_local char buf[256];
+        const char *u = PyUnicode_AsUTF8(r);
+        snprintf(buf, sizeof buf, "%s", u ? u : "?");
+        PyErr_Clear();
+        Py_DECREF(r);
+        if (why) *why = buf;
+        return 0;
+    }
     int ok = PyObject_IsTrue(r);
     Py_DECREF(r);
     if (ok == 0 && why) *why = "test guard returned false";
@@ -375,8 +593,10 @@ static WkCacheEntry *call_test_compiler(PyCodeObject *co, PyObject *const *args,
         e = eager_entry("test compiler declined");
         goto done;
     }
-    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
-        PyErr_SetString(PyExc_TypeError, "test compiler must return None or (code_or_None, guard_or_None)");
+    Py_ssize_t len = PyTuple_Check(r) ? PyTuple_GET_SIZE(r) : 0;
+    if (len < 2 || len > 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "test compiler must return None or (code_or_None, guard_or_None[, flags[, reason]])");
         goto done;
     }
     PyObject *nc = PyTuple_GET_ITEM(r, 0), *guard = PyTuple_GET_ITEM(r, 1);
@@ -384,7 +604,15 @@ static WkCacheEntry *call_test_compiler(PyCodeObject *co, PyObject *const *args,
         PyErr_SetString(PyExc_TypeError, "test compiler: first item must be a code object or None");
         goto done;
     }
+    /* without explicit flags, test code is impure: its exceptions propagate */
+    unsigned long flags = WK_ENTRY_IMPURE;
+    if (len > 2) {
+        flags = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(r, 2));
+        if (PyErr_Occurred()) goto done;
+    }
     e = wk_xcalloc(1, sizeof(WkCacheEntry));
+    e->flags = (unsigned)flags;
+    if (len > 3) e->info = Py_BuildValue("{sO}", "reason", PyTuple_GET_ITEM(r, 3));
     if (nc != Py_None) e->code = Py_NewRef(nc);
     if (guard != Py_None) {
         e->check = test_check;
@@ -407,18 +635,52 @@ typedef struct {
     vectorcallfunc vectorcall;
 } CompiledFunction;
 
+static PyTypeObject CompiledFunction_Type;
+
 static PyObject *cf_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
     CompiledFunction *cf = (CompiledFunction *)self;
+    ThreadFlags *t = &tls;
+    PyObject *outer = t->options;
+    PyObject *opts = Py_NewRef(cf->options);
+    t->options = opts;
     int was = set_enabled(1);
     PyObject *res = PyObject_Vectorcall(cf->fn, args, nargsf, kwnames);
     set_enabled(was);
+    t->options = outer;
+    Py_DECREF(opts);
     return res;
 }
 
+/* The code object whose frames a CompiledFunction of fn compiles: that of a
+ * function, of a bound method's function, of functools.partial's func, or of
+ * a callable object's __call__. NULL (no exception) when there is none
+ * (builtins): the call then simply runs. */
 static PyCodeObject *code_of(PyObject *fn) {
-    if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
-    if (PyFunction_Check(fn)) return (PyCodeObject *)PyFunction_GET_CODE(fn);
+    for (int depth = 0; depth < 8; depth++) {
+        if (PyMethod_Check(fn)) {
+            fn = PyMethod_GET_FUNCTION(fn);
+        } else if (PyFunction_Check(fn)) {
+            return (PyCodeObject *)PyFunction_GET_CODE(fn);
+        } else if (Py_IS_TYPE(fn, &CompiledFunction_Type)) {
+            fn = ((CompiledFunction *)fn)->fn;
+        } else if (PyType_Check(fn)) {
+            return NULL;
+        } else {
+            /* functools.partial (func) or an object with a Python __call__ */
+            int partial = strcmp(Py_TYPE(fn)->tp_name, "functools.partial") == 0;
+            PyObject *inner = partial ? PyObject_GetAttrString(fn, "func")
+                                      : PyObject_GetAttrString((PyObject *)Py_TYPE(fn), "__call__");
+            if (!inner) {
+                PyErr_Clear();
+                return NULL;
+            }
+            /* borrowed from here on: fn keeps it alive (a partial's func, a type's attribute) */
+            Py_DECREF(inner);
+            if (inner == fn || !PyCallable_Check(inner)) return NULL;
+            fn = inner;
+        }
+    }
     return NULL;
 }
 
@@ -431,16 +693,26 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         PyErr_Format(PyExc_TypeError, "CompiledFunction: %R is not callable", fn);
         return NULL;
     }
-    PyCodeObject *co = code_of(fn);
-    if (co && wk_hook_mark_code(co, options) < 0) return NULL;
+    options = intern_options(options);
+    if (!options) return NULL;
+    /* compiling a compiled function compiles the original with the new
+     * options, as torch.compile does */
+    while (Py_IS_TYPE(fn, &CompiledFunction_Type)) fn = ((CompiledFunction *)fn)->fn;
     CompiledFunction *cf = (CompiledFunction *)type->tp_alloc(type, 0);
     if (!cf) return NULL;
     cf->fn = Py_NewRef(fn);
-    cf->options = Py_NewRef(options);
+    cf->options = Py_NewRef(options); /* strong before anything can run Python */
     cf->vectorcall = cf_vectorcall;
+    PyCodeObject *co = code_of(fn);
+    if (co && wk_hook_mark_code(co, cf->options) < 0) goto fail;
+    /* what functools.wraps does, as torch.compile's wrapper does: the
+     * attributes that name and describe fn, then fn.__dict__ (decorator
+     * markers such as unittest's __unittest_expecting_failure__ live there),
+     * then __wrapped__ */
     cf->dict = PyDict_New();
-    if (!cf->dict || PyDict_SetItemString(cf->dict, "__wrapped__", fn) < 0) goto fail;
-    static const char *const copied[] = {"__module__", "__name__", "__qualname__", "__doc__"};
+    if (!cf->dict) goto fail;
+    static const char *const copied[] = {"__module__", "__name__", "__qualname__", "__doc__",
+                                         "__annotations__", "__type_params__"};
     for (size_t i = 0; i < sizeof(copied) / sizeof(copied[0]); i++) {
         PyObject *v = PyObject_GetAttrString(fn, copied[i]);
         if (!v) {
@@ -452,6 +724,16 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         Py_DECREF(v);
         if (rc < 0) goto fail;
     }
+    PyObject *fdict = PyObject_GetAttrString(fn, "__dict__");
+    if (!fdict) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto fail;
+        PyErr_Clear();
+    } else {
+        int rc = PyDict_Check(fdict) ? PyDict_Update(cf->dict, fdict) : 0;
+        Py_DECREF(fdict);
+        if (rc < 0) goto fail;
+    }
+    if (PyDict_SetItemString(cf->dict, "__wrapped__", fn) < 0) goto fail;
     return (PyObject *)cf;
 fail:
     Py_DECREF(cf);
@@ -494,8 +776,19 @@ static PyMemberDef cf_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+/* The wrapped function's own attributes, read through (a test that reads
+ * self.test_x.__code__.co_consts sees the code it wrote). */
+static PyObject *cf_forward(PyObject *self, void *name) {
+    return PyObject_GetAttrString(((CompiledFunction *)self)->fn, (const char *)name);
+}
+
 static PyGetSetDef cf_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"__code__", cf_forward, NULL, "the wrapped function's code", "__code__"},
+    {"__defaults__", cf_forward, NULL, "the wrapped function's defaults", "__defaults__"},
+    {"__kwdefaults__", cf_forward, NULL, "the wrapped function's keyword defaults", "__kwdefaults__"},
+    {"__globals__", cf_forward, NULL, "the wrapped function's globals", "__globals__"},
+    {"__closure__", cf_forward, NULL, "the wrapped function's closure", "__closure__"},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -533,6 +826,8 @@ static PyObject *py_reset(PyObject *self, PyObject *unused) {
     WkCacheEntry *to_free = NULL;
     for (CodeState *st = all_states; st; st = st->next) detach_entries(st, &to_free);
     free_entry_list(to_free);
+    /* entries hold their options, so no address is reused while one lives */
+    Py_CLEAR(interned_options);
     Py_RETURN_NONE;
 }
 
@@ -560,10 +855,30 @@ static PyObject *py_code_entries(PyObject *self, PyObject *arg) {
     return list;
 }
 
+static PyObject *py_entry_codes(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyCode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "_entry_codes() expects a code object");
+        return NULL;
+    }
+    PyObject *list = PyList_New(0);
+    CodeState *st = state_get((PyCodeObject *)arg);
+    if (!list || !st) return list;
+    st->busy++;
+    for (WkCacheEntry *e = st->entries; e; e = e->next)
+        if (PyList_Append(list, e->code ? e->code : Py_None) < 0) {
+            Py_CLEAR(list);
+            break;
+        }
+    state_release(st);
+    return list;
+}
+
 static PyObject *py_hook_stats(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
-    return Py_BuildValue("{sKsKsKsKsKsisO}", "calls", stats.calls, "hits", stats.hits, "misses",
+    return Py_BuildValue("{sKsKsKsKsKsKsKsisO}", "calls", stats.calls, "hits", stats.hits, "misses",
                          stats.misses, "compiles", stats.compiles, "eager_runs", stats.eager_runs,
+                         "graph_errors", stats.graph_errors, "weakened", stats.weakened,
                          "enabled_threads", n_enabled, "installed", installed ? Py_True : Py_False);
 }
 
@@ -594,6 +909,7 @@ static PyMethodDef hook_methods[] = {
     {"set_enabled", py_set_enabled, METH_O, "Enable wick's frame hook on this thread; returns the previous state."},
     {"reset", py_reset, METH_NOARGS, "Forget every cache entry of every marked code object."},
     {"code_entries", py_code_entries, METH_O, "Info dicts of a code object's cache entries (plus 'eager')."},
+    {"_entry_codes", py_entry_codes, METH_O, "Test only: the transformed code of each cache entry (None: eager), in code_entries order."},
     {"hook_stats", py_hook_stats, METH_NOARGS, "Counters: calls, hits, misses, compiles, eager_runs."},
     {"_set_test_compiler", py_set_test_compiler, METH_O, "Test only: compile cache misses with a Python callable."},
     {"_shutdown", py_shutdown, METH_NOARGS, "Uninstall the frame hook for good (atexit)."},
@@ -621,6 +937,9 @@ int wk_hook_init(PyObject *module) {
         return -1;
     if (PyModule_AddFunctions(module, hook_methods) < 0) return -1;
     if (PyModule_AddIntConstant(module, "HOOK_CAN_TRANSFORM", WK_FRAME_CAN_TRANSFORM) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "ENTRY_ARGS_INDEPENDENT", WK_ENTRY_ARGS_INDEPENDENT) < 0 ||
+        PyModule_AddIntConstant(module, "ENTRY_IMPURE", WK_ENTRY_IMPURE) < 0)
+        return -1;
     if (wk_bc_init(module) < 0) return -1;
     /* uninstall before interpreter teardown: atexit runs while modules live */
     PyObject *atexit = PyImport_ImportModule("atexit");

@@ -1,6 +1,10 @@
 """The PEP 523 frame hook of wick._C (csrc/capture/hook.c, frame.c), driven by
 the test-only compiler: `_C._set_test_compiler(fn)` makes every cache miss
-call fn(code, args) -> None (run eagerly) or (new_code_or_None, guard_or_None).
+call fn(code, args) -> None (run eagerly) or (new_code_or_None, guard_or_None
+[, flags[, reason]]). A guard returns true (pass), false, or a str (fails,
+the str is the reason). Without flags, test entries are ENTRY_IMPURE: an
+exception raised by the new code propagates instead of re-running the
+original frame eagerly.
 
 Torch-free: runs on every CPython that tests/run_pyversions.sh finds (3.11,
 3.12, 3.13). Where the hook cannot transform frames (HOOK_CAN_TRANSFORM == 0,
@@ -148,7 +152,7 @@ def test_closures_keep_their_own_cells():
     alt = make_alt_adder(0).__code__
     assert alt.co_freevars == f3.__code__.co_freevars == ("n",)
     cf3, rec = compiled(f3, {f3.__code__: alt})
-    cf4 = _C.CompiledFunction(f4, {})
+    cf4 = _C.CompiledFunction(f4, {"test": True})  # equal options: shared entries
     assert cf3(1) == 301
     assert cf4(1) == 401  # same code object, same entry, its own closure
     assert len(rec.calls) == 1
@@ -527,7 +531,11 @@ def test_cache_limit_then_eager_with_reason():
     assert len(rec.calls) == 8
     entries = _C.code_entries(guarded.__code__)
     assert len(entries) == 9
-    assert entries[-1] == {"reason": "cache limit reached (8 entries)", "eager": True}
+    assert entries[-1]["eager"] and set(entries[-1]) == {"reason", "eager"}
+    reason = entries[-1]["reason"]
+    assert reason.startswith("cache limit reached (8 entries): guarded (")
+    assert f"{__file__}:{guarded.__code__.co_firstlineno}) has 8 compiled variants" in reason
+    assert reason.endswith("failed on: test guard returned false")
     assert all(e == {"eager": False} for e in entries[:-1])
     assert cf(3) == ("compiled", 3)  # old entries still hit
     st = _C.hook_stats()
@@ -789,3 +797,341 @@ def test_thread_exiting_while_enabled_does_not_keep_the_hook():
             break
         time.sleep(0.01)
     assert st["enabled_threads"] == 0 and st["installed"] is False
+
+
+# ---- compile options belong to the compiled function -----------------------
+
+def opt_user(x):
+    return x
+
+
+def opt_alt(x):
+    return ("alt", x)
+
+
+@needs_hook
+def test_options_keep_their_own_entries():
+    calls = []
+
+    def compiler(code, args):
+        calls.append(args)
+        return (opt_alt.__code__, None) if len(calls) == 1 else None
+
+    _C._set_test_compiler(compiler)
+    a = _C.CompiledFunction(opt_user, {"fullgraph": False})
+    b = _C.CompiledFunction(opt_user, {"fullgraph": True})
+    assert a(1) == ("alt", 1)
+    assert b(1) == 1  # not a's entry: the compiler ran again, and declined
+    assert len(calls) == 2
+    assert a(2) == ("alt", 2) and b(2) == 2
+    assert len(calls) == 2
+    # equal options share entries, whatever the dict object
+    c = _C.CompiledFunction(opt_user, {"fullgraph": False})
+    assert c(3) == ("alt", 3) and len(calls) == 2
+    assert len(_C.code_entries(opt_user.__code__)) == 2
+
+
+@needs_hook
+def test_inner_compiled_call_uses_its_own_options():
+    seen = []
+
+    def compiler(code, args):
+        seen.append(code.co_name)
+        return None
+
+    _C._set_test_compiler(compiler)
+    inner = _C.CompiledFunction(opt_user, {"which": "inner"})
+
+    def outer(x):
+        return inner(x)
+
+    outer_cf = _C.CompiledFunction(outer, {"which": "outer"})
+    assert outer_cf(5) == 5
+    assert inner(6) == 6
+    assert seen == ["outer", "opt_user"]  # inner under its own options once
+    assert len(_C.code_entries(opt_user.__code__)) == 1
+
+
+@needs_hook
+def test_compiling_compiled_functions_methods_lambdas_partials_callables():
+    import functools
+
+    class Box:
+        def __init__(self, k):
+            self.k = k
+
+        def scale(self, x):
+            return x * self.k
+
+        def __call__(self, x):
+            return x + self.k
+
+    seen = []
+
+    def compiler(code, args):
+        seen.append(code.co_name)
+        return None
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(opt_user, {"a": 1})
+    again = _C.CompiledFunction(cf, {"a": 2})
+    assert again._fn is opt_user and again.options == {"a": 2}
+    assert again(7) == 7
+    lam = _C.CompiledFunction(lambda x, y=2: x * y, {})
+    assert lam(3) == 6 and lam(3, y=4) == 12
+    box = Box(10)
+    assert _C.CompiledFunction(box.scale, {})(2) == 20
+    assert _C.CompiledFunction(box, {})(2) == 12
+    assert _C.CompiledFunction(functools.partial(Box.scale, box), {})(3) == 30
+    assert _C.CompiledFunction(len, {})([1, 2]) == 2  # no Python code: just runs
+    assert seen == ["opt_user", "<lambda>", "scale", "__call__"]
+
+
+# ---- recompile and cache-limit messages --------------------------------------
+
+def test_recompile_message_names_the_first_failing_entry():
+    if not CAN:
+        pytest.skip("frame transform not supported on this Python")
+    script = textwrap.dedent("""
+        from wick import _C
+        def g(x):
+            return x
+        def compiler(code, args):
+            want = args[0]
+            return (None, lambda a: a[0] == want or f"x != {want}", 0)
+        _C._set_test_compiler(compiler)
+        cf = _C.CompiledFunction(g, {})
+        print([cf(i) for i in range(4)])
+    """)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["WICK_LOG"] = "recompiles"
+    env["WICK_CACHE_LIMIT"] = "3"
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0, 1, 2, 3]"
+    lines = [ln for ln in r.stderr.splitlines() if "[wick:recompiles]" in ln]
+    # entries are tried newest first: the first failure is the newest entry's
+    assert lines[0].endswith("x != 0") and "recompiling g" in lines[0], lines
+    assert lines[1].endswith("x != 1") and "recompiling g" in lines[1], lines
+    limit = [ln for ln in lines if "cache limit reached" in ln]
+    assert len(limit) == 1, lines
+    assert "cache limit reached (3 entries): g (<string>:3) has 3 compiled variants" in limit[0]
+    assert limit[0].endswith("failed on: x != 2")
+
+
+# ---- eager entries that do not depend on the arguments' metadata -------------
+
+def weak_user(x):
+    return x
+
+
+def weak_alt(x):
+    return ("compiled", x)
+
+
+@needs_hook
+def test_repeated_fallback_reason_weakens_guards_to_types():
+    calls = []
+
+    def compiler(code, args):
+        calls.append(args[0])
+        want = args[0]
+        return (None, lambda a: a[0] == want, 0, "unsupported thing at f.py:3")
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(weak_user, {})
+    assert cf(1) == 1 and cf(2) == 2  # second miss, same reason: weakened
+    weakened = _C.hook_stats()["weakened"]
+    for v in range(3, 50):
+        assert cf(v) == v
+    assert calls == [1, 2]
+    assert _C.hook_stats()["weakened"] == weakened
+    (e,) = _C.code_entries(weak_user.__code__)  # the redundant first entry is gone
+    assert e["eager"] and e["reason"] == "unsupported thing at f.py:3"
+    assert "argument types only" in e["guards"][0]
+    assert cf("a string") == "a string"  # another type: compiled again
+    assert calls == [1, 2, "a string"]
+
+
+@needs_hook
+def test_different_fallback_reasons_keep_their_guards():
+    calls = []
+
+    def compiler(code, args):
+        calls.append(args[0])
+        want = args[0]
+        return (None, lambda a: a[0] == want, 0, f"shape {want} unsupported")
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(weak_user, {})
+    for v in (1, 2, 3, 1, 2, 3):
+        assert cf(v) == v
+    assert calls == [1, 2, 3]
+    assert _C.hook_stats()["weakened"] == 0 or len(_C.code_entries(weak_user.__code__)) == 3
+
+
+@needs_hook
+def test_args_independent_flag_weakens_at_once_and_compiled_entries_still_win():
+    calls = []
+
+    def compiler(code, args):
+        calls.append(args[0])
+        want = args[0]
+        if want == 0:
+            return (weak_alt.__code__, lambda a: a[0] == 0, 0)
+        return (None, lambda a: a[0] == want, _C.ENTRY_ARGS_INDEPENDENT, "opcode X")
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(weak_user, {})
+    assert cf(0) == ("compiled", 0)
+    assert cf(1) == 1
+    assert cf(2) == 2 and cf(3) == 3
+    assert cf(0) == ("compiled", 0)  # the weak entry is last
+    assert calls == [0, 1]
+
+
+# ---- exceptions raised by the new code: the original runs eagerly ------------
+
+def try_user(d):
+    try:
+        return d["key"]
+    except KeyError:
+        return "handled"
+    finally:
+        d["finally"] = d.get("finally", 0) + 1
+
+
+def raising_alt(d):
+    raise KeyError("from compiled code")
+
+
+def interrupting_alt(d):
+    raise KeyboardInterrupt
+
+
+@needs_hook
+@pytest.mark.parametrize("flags", [0, None])
+def test_exception_in_pure_new_code_reruns_the_original(flags):
+    table = {try_user.__code__: raising_alt.__code__}
+
+    def compiler(code, args):
+        return (table[code], None) if flags is None else (table[code], None, flags)
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(try_user, {})
+    errors = _C.hook_stats()["graph_errors"]
+    d = {}
+    if flags is None:  # impure (the default of the test compiler): propagates
+        with pytest.raises(KeyError, match="from compiled code"):
+            cf(d)
+        assert d == {}
+        return
+    top = _C._datastack_top()
+    assert cf(d) == "handled" and d == {"finally": 1}  # the handlers ran, once
+    assert cf({"key": 5}) == 5
+    assert _C.hook_stats()["graph_errors"] == errors + 2
+    assert _C._datastack_top() == top
+    # no reference leaks on this path
+    before = sys.getrefcount(d), sys.getrefcount(try_user.__code__)
+    for _ in range(3000):
+        cf(d)
+    gc.collect()
+    assert (sys.getrefcount(d), sys.getrefcount(try_user.__code__)) == before
+    assert d["finally"] == 3001
+
+
+@needs_hook
+def test_base_exception_in_new_code_propagates():
+    _C._set_test_compiler(lambda code, args: (interrupting_alt.__code__, None, 0))
+    cf = _C.CompiledFunction(try_user, {})
+    d = {}
+    with pytest.raises(KeyboardInterrupt):
+        cf(d)
+    assert d == {}
+
+
+@needs_hook
+def test_rerun_raises_the_original_exception_with_its_traceback():
+    def user(x):
+        return 10 // x
+
+    def alt(x):
+        raise ArithmeticError("compiled")
+
+    _C._set_test_compiler(lambda code, args: (alt.__code__, None, 0) if code is user.__code__ else None)
+    cf = _C.CompiledFunction(user, {})
+    assert cf(5) == 2
+    with pytest.raises(ZeroDivisionError) as ei:
+        cf(0)
+    names = [f.name for f in traceback.extract_tb(ei.value.__traceback__)]
+    assert names[-1] == "user"
+    assert ei.value.__context__ is None  # the compiled code's exception is gone
+
+
+def test_compiled_function_copies_attributes_like_functools_wraps():
+    import unittest
+
+    @unittest.expectedFailure
+    def marked(x: int) -> int:
+        "doc"
+        return x
+
+    marked.extra = [1]
+    cf = _C.CompiledFunction(marked, {})
+    assert cf.__unittest_expecting_failure__ is True  # the marker unittest reads
+    assert cf.extra is marked.extra and cf.__wrapped__ is marked
+    assert cf.__name__ == "marked" and cf.__doc__ == "doc"
+    assert cf.__annotations__ == {"x": int, "return": int}
+    assert cf.__code__ is marked.__code__ and cf.__defaults__ is None  # read through
+    assert cf.__globals__ is marked.__globals__
+    again = _C.CompiledFunction(cf, {})
+    assert again.__wrapped__ is marked and again.__unittest_expecting_failure__ is True
+
+    class Case(unittest.TestCase):
+        @unittest.expectedFailure
+        def test_fails(self):
+            self.assertEqual(1, 2)
+
+    Case.test_fails = _C.CompiledFunction(Case.test_fails, {})
+    result = unittest.TestResult()
+    Case("test_fails").run(result)
+    assert len(result.expectedFailures) == 1 and not result.failures
+
+
+@needs_hook
+def test_hit_entry_moves_to_the_front():
+    def compiler(code, args):
+        want = args[0]
+        return (guarded_alt.__code__, lambda a: a[0] == want, _C.ENTRY_IMPURE, f"v{want}")
+
+    _C._set_test_compiler(compiler)
+    cf = _C.CompiledFunction(guarded, {})
+    for v in range(5):
+        assert cf(v) == ("compiled", v)
+    order = lambda: [e["reason"] for e in _C.code_entries(guarded.__code__)]  # noqa: E731
+    assert order() == ["v4", "v3", "v2", "v1", "v0"]
+    assert cf(1) == ("compiled", 1)
+    assert order() == ["v1", "v4", "v3", "v2", "v0"]
+    assert cf(0) == ("compiled", 0) and cf(0) == ("compiled", 0)
+    assert order() == ["v0", "v1", "v4", "v3", "v2"]
+    assert [c is guarded_alt.__code__ for c in _C._entry_codes(guarded.__code__)] == [True] * 5
+
+
+@needs_hook
+def test_cache_limit_counts_entries_per_options():
+    _C._set_test_compiler(lambda code, args: (guarded_alt.__code__, _value_guard(code, args)))
+    a = _C.CompiledFunction(guarded, {"o": "a"})
+    b = _C.CompiledFunction(guarded, {"o": "b"})
+    for v in range(8):
+        assert a(v) == ("compiled", v)
+    assert a(99) == 99  # a's cache is full
+    for v in range(8):
+        assert b(v) == ("compiled", v)  # b has its own eight
+    assert b(99) == 99
+    entries = _C.code_entries(guarded.__code__)
+    assert len(entries) == 18 and sum(e["eager"] for e in entries) == 2
+    _C.reset()
+    c = _C.CompiledFunction(guarded, {"o": "a"})  # after reset: a fresh cache for equal options
+    assert c(99) == ("compiled", 99) and a(99) == ("compiled", 99)
