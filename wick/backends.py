@@ -105,6 +105,8 @@ def _op_tables():
         operator.add: "ADD", operator.sub: "SUB", operator.mul: "MUL", operator.truediv: "DIV",
         operator.pow: "POW", operator.neg: "NEG", operator.abs: "ABS", operator.eq: "EQ",
         operator.ne: "NE", operator.lt: "LT", operator.le: "LE", operator.gt: "GT", operator.ge: "GE",
+        operator.and_: "BITWISE_AND", operator.or_: "BITWISE_OR", operator.xor: "BITWISE_XOR",
+        operator.invert: "BITWISE_NOT", operator.floordiv: "FLOOR_DIVIDE", operator.mod: "REMAINDER",
     }
     for fn, name in ops.items():
         if name in by_name:
@@ -232,8 +234,31 @@ class _Importer:
         op = row["name"]
         if op == "CONVERT":
             return self.to(args, kwargs, name)
+        if op == "GELU" and kwargs.get("approximate", "none") == "tanh":
+            row, op = self.by_name["GELU_TANH"], "GELU_TANH"
+            kwargs.pop("approximate")
+        elif op == "GELU" and kwargs.get("approximate") == "none":
+            kwargs.pop("approximate")
+        if op in ("VAR", "STD") and "unbiased" in kwargs:
+            unbiased = kwargs.pop("unbiased")
+            if not isinstance(unbiased, bool) or "correction" in kwargs:
+                raise _Unsupported(f"{name}: unbiased of type {type(unbiased).__name__}")
+            kwargs["correction"] = 1 if unbiased else 0
         bound = _bind(row, args, kwargs, name)
-        positional = row["params"][0]
+        positional, kwonly, defaults = row["params"]
+        # parameters past the tensor operands that no rule below reads must
+        # keep their defaults: a dropped attribute would compute a wrong result
+        handled = {"alpha"} if op in ("ADD", "SUB") else set()
+        if row["kind"] == "reduction" or "dim" in positional[1:2]:
+            handled |= {"dim", "keepdim", "dtype"}
+        if op in ("VAR", "STD"):
+            handled.add("correction")
+        for pname in positional[row["arity"]:] + kwonly:
+            if pname in handled or pname not in bound:
+                continue
+            if pname not in defaults or bound[pname] != defaults[pname] or \
+                    type(bound[pname]) is not type(defaults[pname]):
+                raise _Unsupported(f"{name}: argument {pname}={bound[pname]!r} is not supported")
         tensor_args = [bound[p] for p in positional[: row["arity"]]]
         import torch.fx
 
@@ -241,7 +266,7 @@ class _Importer:
             raise _Unsupported(f"{name} without tensor operands")
         try:
             inputs = [self.operand(a, name) for a in tensor_args]
-            if row["kind"] == "reduction":
+            if row["kind"] == "reduction" or "dim" in positional[1:2]:
                 return self.reduction(row, bound, inputs[0], name)
             if op in ("ADD", "SUB") and bound.get("alpha", 1) != 1:
                 alpha = bound["alpha"]
@@ -263,6 +288,10 @@ class _Importer:
 
     def reduction(self, row, bound, vid, name):
         dims = bound.get("dim")
+        if isinstance(dims, bool) and row["name"] in ("VAR", "STD") and bound.get("correction", 1) == 1:
+            bound["correction"], dims = int(dims), None  # var(x, unbiased)
+        elif isinstance(dims, bool):
+            raise _Unsupported(f"{name}: dim of type bool")
         if isinstance(dims, list):
             dims = tuple(dims)
         if dims is not None and not isinstance(dims, (int, tuple)):
@@ -275,7 +304,15 @@ class _Importer:
         dtype = bound.get("dtype")
         if dtype is not None and not isinstance(dtype, self.torch.dtype):
             raise _Unsupported(f"{name}: dtype of type {type(dtype).__name__}")
-        return self.g.op(row["name"], [vid], dims=dims, keepdim=keepdim, dtype=dtype)
+        extra = {}
+        if row["name"] in ("VAR", "STD"):
+            correction = bound.get("correction", 1)
+            if correction is None:
+                correction = 1
+            if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+                raise _Unsupported(f"{name}: correction of type {type(correction).__name__}")
+            extra["correction"] = float(correction)
+        return self.g.op(row["name"], [vid], dims=dims, keepdim=keepdim, dtype=dtype, **extra)
 
     def convert(self, src, dtype_name, name):
         vid = self.operand(src, name)

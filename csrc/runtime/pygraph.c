@@ -242,12 +242,12 @@ static PyObject *Graph_scalar(GraphObject *self, PyObject *value) {
 }
 
 static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", NULL};
+    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "correction", NULL};
     const char *name;
-    PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None;
+    PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None, *corr_obj = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpO:op", kwlist, &name, &inputs_obj, &dims_obj,
-                                     &keepdim, &dtype_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOO:op", kwlist, &name, &inputs_obj, &dims_obj,
+                                     &keepdim, &dtype_obj, &corr_obj))
         return NULL;
     int op = wk_op_from_name(name);
     if (op < 0) return PyErr_Format(PyExc_ValueError, "wick: unknown op '%s'", name);
@@ -280,6 +280,12 @@ static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
         }
         attrs.ndims = nd;
         for (int i = 0; i < nd; i++) attrs.dims[i] = (int)dims[i];
+    }
+    if (corr_obj != Py_None) { /* var/std's correction */
+        double corr = PyFloat_AsDouble(corr_obj);
+        if (corr == -1.0 && PyErr_Occurred()) return NULL;
+        attrs.fvalue = corr;
+        attrs.ivalue = 1;
     }
     if (dtype_obj != Py_None) {
         int dt = parse_dtype(dtype_obj);
