@@ -1,10 +1,12 @@
 """The two pairings of wick's halves with PyTorch's.
 
 * ``wick_backend`` is ``torch.compile(model, backend="wick")``: PyTorch's own
-  capture (TorchDynamo) hands over an FX graph, which is imported into a wick
-  graph, compiled by wick's C pipeline and run by wick's runtime. Anything the
-  importer or the compiler cannot handle runs eagerly (``gm.forward``) and the
-  reason is appended to ``fallback_reasons``.
+  capture (TorchDynamo) hands over an FX graph, AOTAutograd traces it to ATen
+  (forward and backward graphs), and each ATen graph is imported into a wick
+  graph: native nodes fused into C kernels, every other op an extern call into
+  PyTorch. ``compiled_graphs`` records what each graph became (native and
+  extern counts). What wick cannot compile at all (an input mutation, a GPU
+  tensor) runs eagerly and the reason is appended to ``fallback_reasons``.
 * ``compile_graph_with`` goes the other way: a wick graph (from wick's own
   capture, or built by hand) is exported to an FX GraphModule of torch calls
   and handed to any torch.compile backend ("inductor", "eager", a callable).
@@ -18,7 +20,7 @@ import sys
 
 from . import _C
 
-__all__ = ["wick_backend", "register", "compile_graph_with", "fallback_reasons"]
+__all__ = ["wick_backend", "register", "compile_graph_with", "fallback_reasons", "compiled_graphs"]
 
 # Why torch.compile(backend="wick") ran a graph eagerly, oldest first.
 fallback_reasons: list = []
@@ -105,8 +107,6 @@ def _op_tables():
         operator.add: "ADD", operator.sub: "SUB", operator.mul: "MUL", operator.truediv: "DIV",
         operator.pow: "POW", operator.neg: "NEG", operator.abs: "ABS", operator.eq: "EQ",
         operator.ne: "NE", operator.lt: "LT", operator.le: "LE", operator.gt: "GT", operator.ge: "GE",
-        operator.and_: "BITWISE_AND", operator.or_: "BITWISE_OR", operator.xor: "BITWISE_XOR",
-        operator.invert: "BITWISE_NOT", operator.floordiv: "FLOOR_DIVIDE", operator.mod: "REMAINDER",
     }
     for fn, name in ops.items():
         if name in by_name:
@@ -115,96 +115,149 @@ def _op_tables():
     return _tables
 
 
-# Tensor methods that are conversions: x.float() is CONVERT(x, float32).
-_CONVERT_METHODS = {
-    "float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
-    "long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
-}
+# ---- ATen FX (from AOTAutograd) -> wick ---------------------------------------
+#
+# torch.compile(backend="wick") goes through AOTAutograd: dynamo's graph is
+# functionalised and traced to ATen ops, split into a forward and (when
+# something requires grad) a backward graph, and each graph is compiled here.
+# Every call_function node is either lowered to a native wick op (pointwise,
+# reductions, conversions: fused into C kernels) or becomes an EXTERN node that
+# calls the ATen op itself at run time (matmul, convolution, views, softmax,
+# anything else); an unknown op never makes the graph fall back. Metadata for
+# externs comes from node.meta["val"] (fake tensors). A native node is used
+# only when its result has exactly the dtype, shape and (contiguous) strides
+# the fake tensor promises, so every value has the layout eager would give.
+# Symbolic sizes (SymInt) are specialised: the graph is compiled for the
+# sizes it gets, and a call with other sizes compiles again (guarded by a
+# key of the sizes), never refused.
+
+class _Multi:
+    """A node whose value is a tuple/list: items are value ids, constants or None."""
+
+    def __init__(self, items, kind):
+        self.items, self.kind = items, kind
 
 
-# ---- FX -> wick -----------------------------------------------------------
+class _Const:
+    """A node whose value is a Python constant (a specialised SymInt, None...)."""
 
-def _target_name(node):
-    t = node.target
-    if isinstance(t, str):
-        return f"Tensor.{t}" if node.op == "call_method" else t
-    mod = getattr(t, "__module__", None) or ""
-    return f"{mod}.{getattr(t, '__name__', repr(t))}".lstrip(".")
+    def __init__(self, value):
+        self.value = value
 
 
-def _bind(row, args, kwargs, what):
-    positional, kwonly, defaults = row["params"]
-    bound = dict(defaults)
-    if len(args) > len(positional):
-        raise _Unsupported(f"{what}: too many positional arguments")
-    for name, value in zip(positional, args):
-        bound[name] = value
-    for name, value in kwargs.items():
-        if name in ("out",):
-            raise _Unsupported(f"{what}: out= is not supported")
-        if name == "inplace" and value is False:
-            continue
-        if name not in positional and name not in kwonly:
-            raise _Unsupported(f"{what}: keyword argument {name}= is not supported")
-        bound[name] = value
-    for name in positional[: row["arity"]]:
-        if name not in bound:
-            raise _Unsupported(f"{what}: missing argument {name}")
-    return bound
+def _aten_native():
+    """aten overload -> (wick op, how its arguments bind)."""
+    import torch
+
+    aten, prims = torch.ops.aten, torch.ops.prims
+    table = {}
+
+    def add(overloads, op, kind):
+        for ov in overloads:
+            table[ov] = (op, kind)
+
+    add([aten.add.Tensor, aten.add.Scalar], "ADD", "alpha")
+    add([aten.sub.Tensor, aten.sub.Scalar], "SUB", "alpha")
+    add([aten.mul.Tensor, aten.mul.Scalar], "MUL", "binary")
+    add([aten.div.Tensor, aten.div.Scalar], "DIV", "binary")
+    add([aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar], "POW", "binary")
+    add([aten.maximum.default], "MAXIMUM", "binary")
+    add([aten.minimum.default], "MINIMUM", "binary")
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        packet = getattr(aten, name)
+        add([packet.Tensor, packet.Scalar], name.upper(), "binary")
+    add([aten.where.self], "WHERE", "ternary")
+    for name in ("neg", "abs", "relu", "exp", "log", "sqrt", "sigmoid", "tanh"):
+        add([getattr(aten, name).default], name.upper(), "unary")
+    add([aten.sum.dim_IntList, aten.sum.default], "SUM", "reduce")
+    add([aten.mean.dim, aten.mean.default], "MEAN", "reduce")
+    add([aten.amax.default], "AMAX", "amax")
+    add([prims.convert_element_type.default], "CONVERT", "convert")
+    add([aten._to_copy.default], "CONVERT", "to_copy")
+    return table
 
 
-class _Importer:
-    def __init__(self, torch, gm, example_inputs):
+_native_table = None
+
+
+def _wick_decompositions():
+    """ATen ops rewritten into ops wick lowers natively before import (a small,
+    exact set: softmax and friends become amax/sub/exp/sum/div kernels)."""
+    import torch
+    from torch._decomp import get_decompositions
+
+    aten = torch.ops.aten
+    return get_decompositions([
+        aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
+        aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
+        aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+    ])
+
+
+class _AtenImporter:
+    def __init__(self, torch, gm, bindings):
+        global _native_table
+        if _native_table is None:
+            _native_table = _aten_native()
         self.torch = torch
         self.gm = gm
-        self.example_inputs = example_inputs
+        self.bindings = bindings  # sympy symbol -> int, for symbolic sizes
         self.g = _C.Graph()
-        self.env = {}  # fx node -> wick value id
-        self.by_fn, self.by_method, self.by_name = _op_tables()
+        self.env = {}
+        self.externs = []
+        self.tensor_inputs = []  # placeholder positions that are graph inputs
+        self.nnative = 0
+        self.nextern = 0
+        self.extern_names = {}
 
-    def operand(self, value, what):
-        """An FX argument as a wick value id: a node's value or a Python scalar."""
-        import torch.fx
-
-        if isinstance(value, torch.fx.Node):
-            if value not in self.env:
-                raise _Unsupported(f"{what}: operand {value.name} is not a tensor wick tracks")
-            return self.env[value]
-        if isinstance(value, (bool, int, float)):
-            return self.g.scalar(value)
-        raise _Unsupported(f"{what}: operand of type {type(value).__name__} is not supported")
-
-    def dtype_of(self, vid):
-        return self.g.value(vid)["dtype"]
-
-    def run(self):
-        import torch.fx
-
+    # -- values ---------------------------------------------------------------
+    def concrete(self, x):
+        """A SymInt/SymFloat/SymBool as the Python number it is for these sizes."""
         torch = self.torch
+        if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            expr = x.node.expr
+            if self.bindings:
+                try:
+                    val = expr.xreplace(self.bindings)
+                    if isinstance(val, (bool, int, float)) or val.is_number:
+                        return bool(val) if isinstance(x, torch.SymBool) else (
+                            int(val) if isinstance(x, torch.SymInt) else float(val))
+                except (TypeError, ValueError, AttributeError):  # fall back to the hint
+                    pass
+            hint = x.node.hint
+            if hint is None:
+                raise _Unsupported(f"a size without a value ({expr}): data-dependent shapes")
+            return hint
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.concrete(v) for v in x)
+        return x
+
+    def meta_of(self, t):
+        return {"dtype": t.dtype, "sizes": tuple(self.concrete(s) for s in t.shape),
+                "strides": tuple(self.concrete(s) for s in t.stride()),
+                "device": str(t.device), "requires_grad": bool(t.requires_grad)}
+
+    # -- the graph ------------------------------------------------------------
+    def run(self, example_inputs):
+        torch = self.torch
+        import torch.fx
+
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != len(self.example_inputs):
+        if len(placeholders) != len(example_inputs):
             raise _Unsupported("example inputs do not match the graph's placeholders")
-        for node, example in zip(placeholders, self.example_inputs):
-            if not isinstance(example, torch.Tensor):
-                raise _Unsupported(f"input {node.name} is a {type(example).__name__}, not a tensor "
-                                   "(dynamic shapes are not supported yet)")
-            if example.device.type != "cpu":
-                raise _Unsupported(f"input {node.name} is on {example.device}: wick has no GPU backend yet")
-            if example.requires_grad and torch.is_grad_enabled():
-                raise _Unsupported(f"input {node.name} requires grad: training needs autodiff, "
-                                   "which wick does not have yet")
-            meta = node.meta.get("example_value", node.meta.get("val"))
-            if isinstance(meta, torch.Tensor) and not all(
-                    isinstance(d, int) for d in (*meta.shape, *meta.stride())):
-                raise _Unsupported(f"input {node.name} has dynamic sizes (not supported yet)")
-            if example.layout != torch.strided:
-                raise _Unsupported(f"input {node.name} has layout {example.layout}")
-            if type(example) is not torch.Tensor and not isinstance(example, torch.nn.Parameter):
-                raise _Unsupported(f"input {node.name} is a tensor subclass {type(example).__name__}")
-            try:
-                self.env[node] = self.g.input_like(example, source=str(node.target))
-            except ValueError as exc:
-                raise _Unsupported(str(exc)) from None
+        for i, node in enumerate(placeholders):
+            val = node.meta.get("val", example_inputs[i])
+            if isinstance(val, torch.Tensor):
+                if val.device.type != "cpu":
+                    raise _Unsupported(f"input {node.name} is on {val.device}: wick has no GPU backend yet")
+                if val.layout != torch.strided:
+                    raise _Unsupported(f"input {node.name} has layout {val.layout}")
+                m = self.meta_of(val)
+                self.env[node] = self.g.input(m["dtype"], m["sizes"], m["strides"], requires_grad=m["requires_grad"],
+                                              source=node.name, any_dtype=True)
+                self.tensor_inputs.append(i)
+            else:
+                self.env[node] = _Const(self.concrete(val))
         output = None
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
@@ -212,170 +265,437 @@ class _Importer:
             if node.op == "output":
                 output = node.args[0]
                 continue
-            if node.op not in ("call_function", "call_method"):
+            if node.op == "get_attr":
+                self.env[node] = self.constant(node)
+                continue
+            if node.op != "call_function":
                 raise _Unsupported(f"FX node {node.op} {node.target}")
             self.env[node] = self.call(node)
         return self.outputs(output)
 
-    def call(self, node):
-        name = _target_name(node)
-        args, kwargs = list(node.args), dict(node.kwargs)
-        if node.op == "call_method":
-            row = self.by_method.get(node.target)
-            if node.target in _CONVERT_METHODS and not args[1:] and not kwargs:
-                return self.convert(args[0], _CONVERT_METHODS[node.target], name)
-        else:
-            try:
-                row = self.by_fn.get(node.target)
-            except TypeError:  # unhashable target
-                row = None
-        if row is None:
-            raise _Unsupported(f"unsupported op {name}")
-        op = row["name"]
-        if op == "CONVERT":
-            return self.to(args, kwargs, name)
-        if op == "GELU" and kwargs.get("approximate", "none") == "tanh":
-            row, op = self.by_name["GELU_TANH"], "GELU_TANH"
-            kwargs.pop("approximate")
-        elif op == "GELU" and kwargs.get("approximate") == "none":
-            kwargs.pop("approximate")
-        if op in ("VAR", "STD") and "unbiased" in kwargs:
-            unbiased = kwargs.pop("unbiased")
-            if not isinstance(unbiased, bool) or "correction" in kwargs:
-                raise _Unsupported(f"{name}: unbiased of type {type(unbiased).__name__}")
-            kwargs["correction"] = 1 if unbiased else 0
-        bound = _bind(row, args, kwargs, name)
-        positional, kwonly, defaults = row["params"]
-        # parameters past the tensor operands that no rule below reads must
-        # keep their defaults: a dropped attribute would compute a wrong result
-        handled = {"alpha"} if op in ("ADD", "SUB") else set()
-        if row["kind"] == "reduction" or "dim" in positional[1:2]:
-            handled |= {"dim", "keepdim", "dtype"}
-        if op in ("VAR", "STD"):
-            handled.add("correction")
-        for pname in positional[row["arity"]:] + kwonly:
-            if pname in handled or pname not in bound:
-                continue
-            if pname not in defaults or bound[pname] != defaults[pname] or \
-                    type(bound[pname]) is not type(defaults[pname]):
-                raise _Unsupported(f"{name}: argument {pname}={bound[pname]!r} is not supported")
-        tensor_args = [bound[p] for p in positional[: row["arity"]]]
+    def constant(self, node):
+        torch = self.torch
+        obj = self.gm
+        for part in str(node.target).split("."):
+            obj = getattr(obj, part)
+        if not isinstance(obj, torch.Tensor):
+            return _Const(obj)
+        const = obj  # no torch call here: the compiler may run under a fake mode
+        idx = len(self.externs)
+        self.externs.append(lambda: const)  # an extern with no inputs: fetch the constant
+        self.nextern += 1
+        return self.g.extern(idx, [], [self.meta_of(const)], name=f"constant {node.target}")[0]
+
+    def lookup(self, arg):
+        """FX argument -> ('v', value id) | ('c', Python value) | ('m', _Multi)."""
         import torch.fx
 
-        if not any(isinstance(a, torch.fx.Node) for a in tensor_args):
-            raise _Unsupported(f"{name} without tensor operands")
-        try:
-            inputs = [self.operand(a, name) for a in tensor_args]
-            if row["kind"] == "reduction" or "dim" in positional[1:2]:
-                return self.reduction(row, bound, inputs[0], name)
-            if op in ("ADD", "SUB") and bound.get("alpha", 1) != 1:
-                alpha = bound["alpha"]
-                if not isinstance(alpha, (bool, int, float)):
-                    raise _Unsupported(f"{name}: alpha of type {type(alpha).__name__}")
-                floating = any(self.dtype_of(i).startswith(("float", "bfloat")) for i in inputs)
-                if isinstance(alpha, float) and not floating:
-                    raise _Unsupported(f"{name}: float alpha with integral inputs")
-                # torch scales `other` in the result dtype of (input, other); the
-                # plain op gives that dtype and torch's errors, and is left dead
-                result = self.dtype_of(self.g.op(op, inputs))
-                scaled = self.g.op("MUL", [inputs[1], self.g.scalar(alpha)])
-                if self.dtype_of(scaled) != result:
-                    scaled = self.g.op("CONVERT", [scaled], dtype=result)
-                inputs[1] = scaled
-            return self.g.op(op, inputs)
-        except ValueError as exc:
-            raise _Unsupported(f"{name}: {exc}") from None
+        if isinstance(arg, torch.fx.Node):
+            e = self.env[arg]
+            if isinstance(e, int):
+                return "v", e
+            if isinstance(e, _Const):
+                return "c", e.value
+            return "m", e
+        return "c", self.concrete(arg)
 
-    def reduction(self, row, bound, vid, name):
-        dims = bound.get("dim")
-        if isinstance(dims, bool) and row["name"] in ("VAR", "STD") and bound.get("correction", 1) == 1:
-            bound["correction"], dims = int(dims), None  # var(x, unbiased)
-        elif isinstance(dims, bool):
-            raise _Unsupported(f"{name}: dim of type bool")
-        if isinstance(dims, list):
-            dims = tuple(dims)
-        if dims is not None and not isinstance(dims, (int, tuple)):
-            raise _Unsupported(f"{name}: dim of type {type(dims).__name__}")
-        if dims == ():
-            dims = None  # torch reduces over every dim for an empty dim list
-        keepdim = bound.get("keepdim", False)
-        if not isinstance(keepdim, bool):
-            raise _Unsupported(f"{name}: keepdim must be a bool")
-        dtype = bound.get("dtype")
-        if dtype is not None and not isinstance(dtype, self.torch.dtype):
-            raise _Unsupported(f"{name}: dtype of type {type(dtype).__name__}")
-        extra = {}
-        if row["name"] in ("VAR", "STD"):
-            correction = bound.get("correction", 1)
-            if correction is None:
-                correction = 1
-            if isinstance(correction, bool) or not isinstance(correction, (int, float)):
-                raise _Unsupported(f"{name}: correction of type {type(correction).__name__}")
-            extra["correction"] = float(correction)
-        return self.g.op(row["name"], [vid], dims=dims, keepdim=keepdim, dtype=dtype, **extra)
+    def call(self, node):
+        import operator
 
-    def convert(self, src, dtype_name, name):
-        vid = self.operand(src, name)
-        if self.dtype_of(vid) == dtype_name:
-            return vid  # torch returns the tensor itself
-        try:
-            return self.g.op("CONVERT", [vid], dtype=dtype_name)
-        except ValueError as exc:
-            raise _Unsupported(f"{name}: {exc}") from None
-
-    def to(self, args, kwargs, name):
         torch = self.torch
-        src, rest = args[0], args[1:]
-        dtype = kwargs.pop("dtype", None)
-        for flag in ("non_blocking", "copy"):
-            if kwargs.pop(flag, False):
-                raise _Unsupported(f"{name}: {flag}=True")
-        if kwargs:
-            raise _Unsupported(f"{name}: keyword arguments {sorted(kwargs)}")
-        if len(rest) == 1 and isinstance(rest[0], torch.dtype) and dtype is None:
-            dtype = rest[0]
-        elif rest:
-            raise _Unsupported(f"{name}: only .to(dtype) is supported")
-        if not isinstance(dtype, torch.dtype):
-            raise _Unsupported(f"{name}: only .to(dtype) is supported")
-        return self.convert(src, str(dtype).replace("torch.", ""), name)
+        target = node.target
+        val = node.meta.get("val")
+        if target is operator.getitem:
+            kind, src = self.lookup(node.args[0])
+            if kind == "m":
+                item = src.items[node.args[1]]
+                return item if isinstance(item, int) else _Const(item)
+        if not isinstance(val, (torch.Tensor, list, tuple)):
+            schema = getattr(target, "_schema", None)
+            if schema is not None and schema.is_mutable:
+                raise _Unsupported(f"{target} mutates its input")
+            if val is None and schema is not None:
+                return _Const(None)  # e.g. aten._assert_tensor_metadata: a check, no value
+            return _Const(self.concrete(val))  # a size computation: specialised
+        schema = getattr(target, "_schema", None)
+        if schema is not None and schema.is_mutable:
+            raise _Unsupported(f"{target} mutates its input")
+        if isinstance(val, torch.Tensor):
+            native = _native_table.get(target)
+            if native is not None:
+                vid = self.try_native(node, native, val)
+                if vid is not None:
+                    self.nnative += 1
+                    return vid
+        return self.extern(node, val)
+
+    # -- native ops -----------------------------------------------------------
+    def try_native(self, node, native, val):
+        """The value id of a native wick node computing `node`, or None (then
+        the caller makes it an extern)."""
+        torch = self.torch
+        op, kind = native
+        args = [self.lookup(a) for a in node.args]
+        kwargs = {k: self.lookup(v) for k, v in node.kwargs.items()}
+        if any(k == "m" for k, _ in args) or any(k == "m" for k, _ in kwargs.values()):
+            return None
+        if val.device.type != "cpu" or val.layout != torch.strided:
+            return None
+        g = self.g
+
+        def operand(a):
+            k, v = a
+            if k == "v":
+                return v
+            if isinstance(v, (bool, int, float)):
+                return g.scalar(v)
+            raise _NotNative
+
+        try:
+            if kind in ("binary", "alpha", "ternary", "unary"):
+                n = {"unary": 1, "binary": 2, "alpha": 2, "ternary": 3}[kind]
+                if len(args) != n or any(k not in ("alpha",) for k in kwargs):
+                    return None
+                if all(k == "c" for k, _ in args):
+                    return None
+                ins = [operand(a) for a in args]
+                alpha = kwargs.get("alpha", ("c", 1))[1]
+                if kind == "alpha" and alpha != 1:
+                    if not isinstance(alpha, (bool, int, float)):
+                        return None
+                    # torch computes other * alpha in the result dtype of
+                    # (input, other): convert other to it first, then scale
+                    result = g.value(g.op(op, ins))["dtype"]  # dtype and torch's checks; left dead
+                    other = ins[1]
+                    if g.value(other)["dtype"] != result or g.value(other)["is_wrapped_number"]:
+                        other = g.op("CONVERT", [other], dtype=result)
+                    ins[1] = g.op("MUL", [other, g.scalar(alpha)])
+                vid = g.op(op, ins)
+            elif kind in ("reduce", "amax"):
+                if not args or args[0][0] != "v":
+                    return None
+                pos = [v for _, v in args[1:]]
+                kw = {k: v for k, (_, v) in kwargs.items()}
+                if kind == "amax":
+                    dims = pos[0] if len(pos) > 0 else kw.get("dim", [])
+                    keepdim = pos[1] if len(pos) > 1 else kw.get("keepdim", False)
+                    dtype = None
+                elif node.target in (torch.ops.aten.sum.default, torch.ops.aten.mean.default):
+                    dims, keepdim, dtype = None, False, kw.get("dtype")
+                else:
+                    dims = pos[0] if len(pos) > 0 else kw.get("dim")
+                    keepdim = pos[1] if len(pos) > 1 else kw.get("keepdim", False)
+                    dtype = kw.get("dtype")
+                if set(kw) - {"dim", "keepdim", "dtype"}:
+                    return None
+                if isinstance(dims, (list, tuple)):
+                    dims = tuple(dims)
+                    if dims == () and kind != "amax":
+                        dims = None
+                if kind == "amax" and dims == ():
+                    dims = None
+                src = args[0][1]
+                if dtype is not None:
+                    src = g.op("CONVERT", [src], dtype=dtype)  # sum(dtype=) casts first, as torch does
+                vid = g.op(op, [src], dims=dims, keepdim=bool(keepdim), dtype=dtype)
+            elif kind == "convert":
+                if len(args) != 2 or args[0][0] != "v" or not isinstance(args[1][1], torch.dtype):
+                    return None
+                vid = self.convert(args[0][1], args[1][1])
+            elif kind == "to_copy":
+                kw = {k: v for k, (_, v) in kwargs.items()}
+                dtype = kw.pop("dtype", None)
+                if len(args) != 1 or args[0][0] != "v":
+                    return None
+                if kw.pop("layout", torch.strided) not in (None, torch.strided):
+                    return None
+                dev = kw.pop("device", None)
+                if dev is not None and torch.device(dev).type != "cpu":
+                    return None
+                kw.pop("non_blocking", None)
+                if kw.pop("memory_format", None) not in (None, torch.preserve_format, torch.contiguous_format):
+                    return None
+                if kw:
+                    return None
+                # _to_copy always copies: CONVERT to the same dtype would alias
+                dtype = dtype or val.dtype
+                if dtype == getattr(torch, g.value(args[0][1])["dtype"]):
+                    return None
+                vid = self.convert(args[0][1], dtype)
+            else:
+                return None
+        except (_NotNative, ValueError, TypeError):
+            return None
+        got = g.value(vid)
+        m = self.meta_of(val)
+        if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"]:
+            return None  # torch would compute something else: let torch do it
+        if not _is_contiguous(m["sizes"], m["strides"]):
+            return None  # eager keeps the input's layout here: so do we, via torch
+        if got["is_wrapped_number"]:
+            return None
+        return vid
+
+    def convert(self, vid, dtype):
+        return self.g.op("CONVERT", [vid], dtype=dtype)
+
+    # -- externs --------------------------------------------------------------
+    def extern(self, node, val):
+        torch = self.torch
+        from wick._C import ExternInput
+
+        inputs = []
+        index_of = {}
+
+        def template(a):
+            import torch.fx
+
+            if isinstance(a, torch.fx.Node):
+                k, v = self.lookup(a)
+                if k == "v":
+                    return ref(v)
+                if k == "c":
+                    return v
+                items = [ref(x) if x is not None else None for x in v.items]
+                return tuple(items) if issubclass(v.kind, tuple) else items
+            # plain lists and tuples: the runtime walks exactly these (FX's
+            # immutable_list would be passed through unsubstituted)
+            if isinstance(a, list):
+                return [template(x) for x in a]
+            if isinstance(a, tuple):
+                return tuple(template(x) for x in a)
+            if isinstance(a, dict):
+                return {k: template(v) for k, v in a.items()}
+            return self.concrete(a)
+
+        def ref(v):
+            if v not in index_of:
+                index_of[v] = len(inputs)
+                inputs.append(v)
+            return ExternInput(index_of[v])
+
+        args = template(tuple(node.args))
+        kwargs = template(dict(node.kwargs))
+        name = _target_name_aten(node.target)
+        if isinstance(val, torch.Tensor):
+            metas, picks, kind = [self.meta_of(val)], None, None
+        else:
+            kind = type(val)
+            positions = [i for i, t in enumerate(val) if isinstance(t, torch.Tensor)]
+            for i, t in enumerate(val):
+                if t is not None and not isinstance(t, torch.Tensor):
+                    raise _Unsupported(f"{name} returns a {type(t).__name__} item")
+            metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
+        for m in metas:
+            if m["device"] != "cpu":
+                raise _Unsupported(f"{name} returns a tensor on {m['device']}")
+        idx = len(self.externs)
+        # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
+        # it directly saves a Python frame per extern call
+        fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
+        self.externs.append((fn or node.target, args, kwargs or None, picks))
+        self.nextern += 1
+        self.extern_names[name] = self.extern_names.get(name, 0) + 1
+        if not metas:
+            return _Multi([None] * len(val), kind)
+        ids = self.g.extern(idx, inputs, metas, name=name)
+        if picks is None:
+            return ids[0]
+        items = [None] * len(val)
+        for p, vid in zip(picks, ids):
+            items[p] = vid
+        return _Multi(items, kind)
 
     def outputs(self, output):
         import torch.fx
 
-        if isinstance(output, torch.fx.Node):
-            items, kind = [output], "single"
-        elif isinstance(output, (tuple, list)):
-            items, kind = list(output), type(output)
-        else:
-            raise _Unsupported(f"graph output of type {type(output).__name__}")
+        items = list(output) if isinstance(output, (tuple, list)) else [output]
+        spec = []  # per item: ("t", k) a compiled output, ("c", value) a constant
+        nt = 0
         for item in items:
-            if not isinstance(item, torch.fx.Node) or item not in self.env:
-                raise _Unsupported(f"graph output {item!r} is not a tensor")
-            self.g.output(self.env[item])
-        return kind
+            if isinstance(item, torch.fx.Node):
+                k, v = self.lookup(item)
+                if k == "v":
+                    self.g.output(v)
+                    spec.append(("t", nt))
+                    nt += 1
+                    continue
+                if k == "m":
+                    raise _Unsupported("a graph output is a tuple")
+                spec.append(("c", v))
+            else:
+                spec.append(("c", self.concrete(item)))
+        return spec, type(output) if isinstance(output, (tuple, list)) else None
+
+
+class _NotNative(Exception):
+    pass
+
+
+def _is_contiguous(sizes, strides):
+    expected = 1
+    for size, stride in reversed(list(zip(sizes, strides))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= max(size, 1)
+    return True
+
+
+def _target_name_aten(t):
+    name = getattr(t, "__name__", None) or repr(t)
+    mod = getattr(t, "__module__", "") or ""
+    if mod.startswith("torch._ops"):
+        return str(t)  # "aten.mm.default"
+    return f"{mod}.{name}".lstrip(".")
+
+
+# What each compiled graph holds, newest last: {"graph": "forward"|"backward"|
+# "inference", "native": n, "extern": n, "externs": {name: count}, "kernels": n}.
+compiled_graphs: list = []
+
+
+def _symbol_bindings(torch, gm, args):
+    """sympy symbol -> int for the symbolic sizes of the placeholders, read from
+    the actual arguments (ints, tensor sizes and strides)."""
+    bindings = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, arg in zip(placeholders, args):
+        val = node.meta.get("val")
+        pairs = []
+        if isinstance(val, torch.SymInt):
+            pairs.append((val, arg))
+        elif isinstance(val, torch.Tensor) and isinstance(arg, torch.Tensor):
+            pairs += list(zip(val.shape, arg.shape)) + list(zip(val.stride(), arg.stride()))
+        for sym, actual in pairs:
+            if isinstance(sym, torch.SymInt):
+                expr = sym.node.expr
+                if getattr(expr, "is_Symbol", False):
+                    bindings[expr] = int(actual)
+    return bindings
+
+
+def _is_symbolic(torch, gm):
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            return True
+        if isinstance(val, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in (*val.shape, *val.stride())):
+            return True
+    return False
+
+
+def _compile_aten(gm, example_inputs, which, bindings=None):
+    """One ATen graph -> (callable taking the placeholders positionally, info)."""
+    import torch
+
+    imp = _AtenImporter(torch, gm, bindings or {})
+    spec, out_type = imp.run(list(example_inputs))
+    compiled = imp.g.compile(externs=imp.externs)
+    compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
+    info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "externs": dict(imp.extern_names),
+            "kernels": compiled.nkernels}
+    tensor_inputs = imp.tensor_inputs
+    nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
+    all_tensors = len(tensor_inputs) == nplaceholders
+    plain_outputs = all(kind == "t" for kind, _ in spec)
+    if all_tensors and plain_outputs and out_type is not None:
+        return compiled, info
+    if out_type is None:
+        return (lambda *args: compiled(*[args[i] for i in tensor_inputs])[0]), info
+
+    def run(*args):
+        outs = compiled(*[args[i] for i in tensor_inputs])
+        return out_type(outs[v] if kind == "t" else v for kind, v in spec)
+
+    return run, info
+
+
+def _aten_compiler(which):
+    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list)."""
+
+    def compiler(gm, example_inputs):
+        import torch
+
+        try:
+            fn, info = _compile_aten(gm, example_inputs, which)
+        except _Unsupported as exc:
+            return _boxed_fallback(gm, f"{which} graph: {exc}")
+        except _C.CompileError as exc:
+            return _boxed_fallback(gm, f"{which} graph: wick could not compile it: {exc}")
+        compiled_graphs.append(info)
+        if _log_graphs():
+            print(f"[wick:graphs] torch.compile {which} graph: {info['native']} native nodes in "
+                  f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}", file=sys.stderr)
+        if not _is_symbolic(torch, gm):
+            def boxed(args):
+                return fn(*args)
+        else:
+            cache = {}
+            placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+            def key_of(args):
+                return tuple(tuple(a.shape) + tuple(a.stride()) if isinstance(a, torch.Tensor) else a
+                             for a in args)
+
+            def boxed(args):
+                key = key_of(args)
+                f = cache.get(key)
+                if f is None:
+                    f, _ = _compile_aten(gm, args, which, _symbol_bindings(torch, gm, args))
+                    cache[key] = f
+                return f(*args)
+
+            del placeholders
+        boxed._boxed_call = True
+        return boxed
+
+    compiler.__name__ = f"wick_{which}_compiler"
+    return compiler
+
+
+def _boxed_fallback(gm, reason):
+    reason = f"torch.compile(backend='wick'): {reason}"
+    fallback_reasons.append(reason)
+    if _log_breaks():
+        print(f"[wick:breaks] {reason}; running the graph eagerly", file=sys.stderr)
+
+    def boxed(args):
+        return gm(*args)
+
+    boxed._boxed_call = True
+    return boxed
+
+
+def _log_graphs():
+    spec = os.environ.get("WICK_LOG", "")
+    names = {s.strip() for s in spec.replace(" ", ",").split(",")}
+    return "graphs" in names or "all" in names
+
+
+_aot_backend = None
 
 
 def wick_backend(gm, example_inputs):
-    """torch.compile(model, backend="wick"): compile an FX graph with wick.
+    """torch.compile(model, backend="wick"): AOTAutograd traces dynamo's graph
+    to ATen (forward, and backward when something requires grad), and wick
+    compiles each graph: native kernels plus extern calls into PyTorch."""
+    global _aot_backend
+    if _aot_backend is None:
+        from torch._dynamo.backends.common import aot_autograd
 
-    Returns a callable with gm.forward's calling convention, or gm.forward itself
-    (eager) when the graph has something wick does not compile yet."""
-    import torch
-
+        _aot_backend = aot_autograd(fw_compiler=_aten_compiler("forward"),
+                                    bw_compiler=_aten_compiler("backward"),
+                                    inference_compiler=_aten_compiler("inference"),
+                                    decompositions=_wick_decompositions)
     try:
-        importer = _Importer(torch, gm, list(example_inputs))
-        kind = importer.run()
-        compiled = importer.g.compile()
-    except _Unsupported as exc:
-        return _fallback(gm, str(exc))
-    except _C.CompileError as exc:
-        return _fallback(gm, f"wick could not compile the graph: {exc}")
-    if kind is tuple:
-        return compiled  # already returns a tuple: no Python between dynamo and the kernels
-    if kind is list:
-        return lambda *args: list(compiled(*args))
-    return lambda *args: compiled(*args)[0]
+        return _aot_backend(gm, example_inputs)
+    except Exception as exc:  # noqa: BLE001 - a program never fails because of wick
+        if type(exc).__name__ in ("Unsupported", "RestartAnalysis", "TensorifyScalarRestartAnalysis"):
+            raise  # dynamo's own control flow: it handles these itself
+        return _fallback(gm, f"AOTAutograd could not trace the graph: {type(exc).__name__}: {exc}")
 
 
 def _register_into(registry):

@@ -653,7 +653,10 @@ static int gen_group(Gen *g, int first, int last) {
     return rc;
 }
 
+/* Guarded: a plan (pipeline.c) puts several graphs' code in one unit. */
 static const char prelude[] =
+    "#ifndef WICK_PRELUDE\n"
+    "#define WICK_PRELUDE\n"
     "#include <stdint.h>\n"
     "#include <math.h>\n"
     "#include <stdbool.h>\n"
@@ -772,6 +775,7 @@ static const char prelude[] =
     "    return x;\n"
     "}\n"
     "static inline float wk_erfinvf(float y) { return (float)wk_erfinv((double)y); }\n"
+    "#endif\n"
     "\n";
 
 int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out) {

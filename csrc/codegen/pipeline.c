@@ -1,7 +1,9 @@
 /* pipeline.c — wk_compile_graph, the flat driver of the compiler: the whole
  * pass order is visible in one function, with a verifier after each pass
  * and a named dump of its result when debugging output is on
- * (WICK_DEBUG_DIR, or WICK_LOG=code). Also owns WkProgram's lifetime. */
+ * (WICK_DEBUG_DIR, or WICK_LOG=code). Also wk_compile_plan, which cuts a
+ * graph with EXTERN nodes into kernel stages and extern steps (program.h).
+ * Owns the lifetimes of WkProgram and WkPlan. */
 #include "cgen.h"
 
 #include <stdlib.h>
@@ -51,15 +53,17 @@ static WkProgram *make_program(const WkSchedule *S, char *source, const char *en
 }
 
 /* lower -> check -> schedule (materialise, fuse) -> check -> C codegen */
-WkProgram *wk_compile_graph(const WkGraph *g) {
+static WkProgram *compile_graph_named(const WkGraph *g, const char *entry) {
     WkLoopIR *L = NULL;
     WkSchedule *S = NULL;
     WkProgram *P = NULL;
     WkStr src = {0};
     int debug = wk_log_on(WK_LOG_CODE) || *wk_env_str(WK_ENV_DEBUG_DIR);
     uint64_t h = wk_graph_hash(g);
-    char entry[64];
-    snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)h);
+    if (wk_graph_nexterns(g) > 0) {
+        wk_error_set("wk_compile_graph: the graph has EXTERN nodes (use wk_compile_plan)");
+        return NULL;
+    }
     if (debug) {
         char *t = wk_graph_print(g);
         if (t) dump("graph", h, "txt", t);
@@ -98,6 +102,12 @@ error:
     return P;
 }
 
+WkProgram *wk_compile_graph(const WkGraph *g) {
+    char entry[64];
+    snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)wk_graph_hash(g));
+    return compile_graph_named(g, entry);
+}
+
 void wk_program_free(WkProgram *p) {
     if (!p) return;
     free(p->source);
@@ -106,4 +116,324 @@ void wk_program_free(WkProgram *p) {
     free(p->output_buf);
     free(p->summary);
     free(p);
+}
+
+/* ---- plans ------------------------------------------------------------------ */
+
+void wk_plan_free(WkPlan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->nsteps; i++) {
+        WkStep *st = &p->steps[i];
+        free(st->in_slots);
+        free(st->out_slots);
+        wk_program_free(st->program);
+        free(st->extern_name);
+    }
+    free(p->steps);
+    free(p->slots);
+    free(p->output_slot);
+    free(p->source);
+    free(p->summary);
+    free(p);
+}
+
+typedef struct {
+    const WkGraph *g;
+    WkPlan *P;
+    int *stage;       /* by node: KERNELS stage or extern group; -1 for SCALAR */
+    int *slot;        /* by value: slot id or -1 */
+    int *needs_slot;  /* by value */
+    WkVec(WkStep) steps;
+    WkVec(WkSlot) slots;
+    WkStr src;
+    WkStr summary;
+    uint64_t hash;
+} PlanBuilder;
+
+static int value_is_scalar(const WkGraph *g, const WkValue *v) {
+    return v->node >= 0 && wk_graph_node(g, v->node)->op == WK_OP_SCALAR;
+}
+
+static int new_slot(PlanBuilder *B, int value) {
+    const WkValue *v = wk_graph_value(B->g, value);
+    WkSlot s = {0};
+    s.dtype = v->dtype;
+    s.ndim = v->ndim;
+    s.numel = 1;
+    for (int d = 0; d < v->ndim; d++) {
+        if (!wk_sym_is_const(v->sizes[d], &s.sizes[d]) || !wk_sym_is_const(v->strides[d], &s.strides[d])) {
+            wk_error_set("value %%%d has symbolic sizes; the CPU runtime needs static shapes", value);
+            return -1;
+        }
+        s.numel *= s.sizes[d];
+    }
+    s.input_index = v->input_index;
+    s.value = value;
+    s.producer = -1;
+    s.last_step = -1;
+    B->slot[value] = B->slots.len;
+    wk_vec_push(&B->slots, s);
+    return B->slot[value];
+}
+
+static void note_read(PlanBuilder *B, int slot, int step, int kernels) {
+    WkSlot *s = &B->slots.data[slot];
+    if (step > s->last_step) s->last_step = step;
+    if (kernels) s->read_by_kernels = 1;
+}
+
+/* A graph without externs is one stage: the graph itself, compiled as
+ * wk_compile_graph would (same buffers, same output order). */
+static int build_whole(PlanBuilder *B) {
+    const WkGraph *g = B->g;
+    int ninputs = wk_graph_ninputs(g), noutputs = wk_graph_noutputs(g);
+    char entry[64];
+    snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)B->hash);
+    WkProgram *prog = compile_graph_named(g, entry);
+    if (!prog) return -1;
+    wk_str_append(&B->src, prog->source);
+    B->P->nkernels = prog->nkernels;
+    for (int n = 0; n < wk_graph_nnodes(g); n++) B->P->nnative += wk_graph_node(g, n)->op != WK_OP_SCALAR;
+    WkStep st = {0};
+    st.kind = WK_STEP_KERNELS;
+    st.program = prog;
+    st.extern_index = -1;
+    st.nin = ninputs;
+    st.in_slots = wk_xcalloc((size_t)ninputs + 1, sizeof(int));
+    st.nout = noutputs;
+    st.out_slots = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    for (int i = 0; i < ninputs; i++) {
+        st.in_slots[i] = B->slot[wk_graph_input_value(g, i)];
+        note_read(B, st.in_slots[i], 0, 1);
+    }
+    for (int j = 0; j < noutputs; j++) {
+        st.out_slots[j] = B->slot[wk_graph_output_value(g, j)];
+        if (B->slots.data[st.out_slots[j]].input_index < 0) B->slots.data[st.out_slots[j]].producer = 0;
+    }
+    wk_str_printf(&B->summary, "step 0: kernels (%d nodes, %d kernels, entry %s)\n", B->P->nnative,
+                  prog->nkernels, entry);
+    wk_str_append(&B->summary, prog->summary ? prog->summary : "");
+    wk_vec_push(&B->steps, st);
+    return 0;
+}
+
+/* Builds and compiles KERNELS stage `k`; appends its step unless empty. */
+static int build_stage(PlanBuilder *B, int k, int *map) {
+    const WkGraph *g = B->g;
+    int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g);
+    WkGraph *sub = wk_graph_new();
+    WkVec(int) ins = {0};
+    WkVec(int) outs = {0};
+    int rc = -1, nops = 0;
+    for (int v = 0; v < nvalues; v++) map[v] = -1;
+    for (int n = 0; n < nnodes; n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        int scalar_output = node->op == WK_OP_SCALAR && k == 0 && B->slot[node->output] >= 0;
+        if (node->op == WK_OP_EXTERN || (B->stage[n] != k && !scalar_output)) continue;
+        int small[8], *mapped = node->ninputs > 8 ? wk_xcalloc((size_t)node->ninputs, sizeof(int)) : small;
+        for (int i = 0; i < node->ninputs; i++) {
+            int u = node->inputs[i];
+            if (map[u] < 0) {
+                const WkValue *uv = wk_graph_value(g, u);
+                if (value_is_scalar(g, uv)) {
+                    const WkAttrs *a = &wk_graph_node(g, uv->node)->attrs;
+                    map[u] = wk_graph_scalar(sub, uv->dtype, a->fvalue, a->ivalue);
+                } else {
+                    int sl = B->slot[u];
+                    const WkSlot *s = &B->slots.data[sl];
+                    map[u] = wk_graph_input_any(sub, s->dtype, uv->device, s->ndim, s->sizes, s->strides,
+                                                uv->requires_grad, uv->source);
+                    if (map[u] >= 0) wk_vec_push(&ins, sl);
+                }
+                if (map[u] < 0) {
+                    if (mapped != small) free(mapped);
+                    goto done;
+                }
+            }
+            mapped[i] = map[u];
+        }
+        const WkValue *ov = wk_graph_value(g, node->output);
+        if (node->op == WK_OP_SCALAR)
+            map[node->output] = wk_graph_scalar(sub, ov->dtype, node->attrs.fvalue, node->attrs.ivalue);
+        else
+            map[node->output] = wk_graph_op(sub, node->op, mapped, node->ninputs, &node->attrs);
+        if (mapped != small) free(mapped);
+        if (map[node->output] < 0) goto done;
+        nops += node->op != WK_OP_SCALAR;
+    }
+    for (int v = 0; v < nvalues; v++) {
+        const WkValue *vv = wk_graph_value(g, v);
+        if (map[v] < 0 || B->slot[v] < 0 || vv->node < 0) continue;
+        if (value_is_scalar(g, vv) ? k != 0 : B->stage[vv->node] != k) continue;
+        if (wk_graph_node(g, vv->node)->op == WK_OP_EXTERN) continue;
+        if (wk_graph_output(sub, map[v]) < 0) goto done;
+        wk_vec_push(&outs, B->slot[v]);
+    }
+    if (outs.len == 0) { /* nothing anyone reads */
+        rc = 0;
+        goto done;
+    }
+    char entry[80];
+    snprintf(entry, sizeof entry, "wick_plan_%016llx_s%d", (unsigned long long)B->hash, k);
+    WkProgram *prog = compile_graph_named(sub, entry);
+    if (!prog) goto done;
+    /* each stage's static kernel<i> functions get a stage prefix */
+    for (int i = 0; i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
+    wk_str_append(&B->src, prog->source);
+    for (int i = 0; i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
+    B->P->nkernels += prog->nkernels;
+    B->P->nnative += nops;
+
+    WkStep st = {0};
+    st.kind = WK_STEP_KERNELS;
+    st.program = prog;
+    st.nin = ins.len;
+    st.in_slots = wk_xcalloc((size_t)ins.len + 1, sizeof(int));
+    memcpy(st.in_slots, ins.data, sizeof(int) * (size_t)ins.len);
+    st.nout = outs.len;
+    st.out_slots = wk_xcalloc((size_t)outs.len + 1, sizeof(int));
+    memcpy(st.out_slots, outs.data, sizeof(int) * (size_t)outs.len);
+    st.extern_index = -1;
+    int step = B->steps.len;
+    for (int i = 0; i < st.nin; i++) note_read(B, st.in_slots[i], step, 1);
+    for (int j = 0; j < st.nout; j++) B->slots.data[st.out_slots[j]].producer = step;
+    wk_str_printf(&B->summary, "step %d: kernels (%d nodes, %d kernels, entry %s)\n", step, nops, prog->nkernels,
+                  entry);
+    wk_str_append(&B->summary, prog->summary ? prog->summary : "");
+    wk_vec_push(&B->steps, st);
+    rc = 0;
+done:
+    wk_vec_free(&ins);
+    wk_vec_free(&outs);
+    wk_graph_free(sub);
+    return rc;
+}
+
+static void add_extern_step(PlanBuilder *B, const WkNode *node) {
+    WkStep st = {0};
+    int step = B->steps.len;
+    st.kind = WK_STEP_EXTERN;
+    st.extern_index = node->extern_index;
+    st.extern_name = wk_xstrdup(node->extern_name ? node->extern_name : "extern");
+    st.nin = node->ninputs;
+    st.in_slots = wk_xcalloc((size_t)node->ninputs + 1, sizeof(int));
+    for (int i = 0; i < node->ninputs; i++) {
+        st.in_slots[i] = B->slot[node->inputs[i]];
+        note_read(B, st.in_slots[i], step, 0);
+    }
+    st.nout = node->noutputs;
+    st.out_slots = wk_xcalloc((size_t)node->noutputs + 1, sizeof(int));
+    for (int k = 0; k < node->noutputs; k++) {
+        st.out_slots[k] = B->slot[node->outputs[k]];
+        B->slots.data[st.out_slots[k]].producer = step;
+    }
+    wk_str_printf(&B->summary, "step %d: extern %d %s(", step, st.extern_index, st.extern_name);
+    for (int i = 0; i < st.nin; i++) wk_str_printf(&B->summary, "%s$%d", i ? ", " : "", st.in_slots[i]);
+    wk_str_append(&B->summary, ") ->");
+    for (int k = 0; k < st.nout; k++) wk_str_printf(&B->summary, " $%d", st.out_slots[k]);
+    wk_str_append(&B->summary, "\n");
+    B->P->nextern++;
+    wk_vec_push(&B->steps, st);
+}
+
+WkPlan *wk_compile_plan(const WkGraph *g) {
+    int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g), ninputs = wk_graph_ninputs(g);
+    int noutputs = wk_graph_noutputs(g);
+    PlanBuilder B = {0};
+    B.g = g;
+    B.hash = wk_graph_hash(g);
+    B.P = wk_xcalloc(1, sizeof *B.P);
+    B.stage = wk_xcalloc((size_t)nnodes + 1, sizeof(int));
+    B.slot = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
+    B.needs_slot = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
+    int *avail_k = wk_xcalloc((size_t)nvalues + 1, sizeof(int)); /* first KERNELS stage that may read v */
+    int *avail_j = wk_xcalloc((size_t)nvalues + 1, sizeof(int)); /* first extern group that may read v */
+    int *map = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
+    int ok = 0, maxstage = 0;
+    wk_str_append(&B.src, "");
+    wk_str_append(&B.summary, "");
+    for (int v = 0; v < nvalues; v++) B.slot[v] = -1;
+
+    /* stages, as early as the inputs allow */
+    for (int n = 0; n < nnodes; n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        int s = 0;
+        if (node->op == WK_OP_SCALAR) {
+            B.stage[n] = -1;
+            continue;
+        }
+        for (int i = 0; i < node->ninputs; i++) {
+            int a = node->op == WK_OP_EXTERN ? avail_j[node->inputs[i]] : avail_k[node->inputs[i]];
+            if (a > s) s = a;
+        }
+        B.stage[n] = s;
+        if (s > maxstage) maxstage = s;
+        for (int k = 0; k < node->noutputs; k++) {
+            int o = node->outputs[k];
+            avail_j[o] = s;
+            avail_k[o] = node->op == WK_OP_EXTERN ? s + 1 : s;
+        }
+    }
+
+    /* slots: inputs, extern outputs, values crossing stages, graph outputs */
+    for (int i = 0; i < ninputs; i++) B.needs_slot[wk_graph_input_value(g, i)] = 1;
+    for (int i = 0; i < noutputs; i++) B.needs_slot[wk_graph_output_value(g, i)] = 1;
+    for (int n = 0; n < nnodes; n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        if (node->op == WK_OP_EXTERN)
+            for (int k = 0; k < node->noutputs; k++) B.needs_slot[node->outputs[k]] = 1;
+        for (int i = 0; i < node->ninputs; i++) {
+            const WkValue *u = wk_graph_value(g, node->inputs[i]);
+            if (u->node < 0 || value_is_scalar(g, u)) continue;
+            const WkNode *p = wk_graph_node(g, u->node);
+            if (node->op == WK_OP_EXTERN || p->op == WK_OP_EXTERN || B.stage[u->node] != B.stage[n])
+                B.needs_slot[u->id] = 1;
+        }
+    }
+    for (int v = 0; v < nvalues; v++)
+        if (B.needs_slot[v] && new_slot(&B, v) < 0) goto done;
+    for (int i = 0; i < noutputs; i++) B.slots.data[B.slot[wk_graph_output_value(g, i)]].is_output = 1;
+
+    /* steps: KERNELS 0, externs of group 0, KERNELS 1, ... */
+    if (wk_graph_nexterns(g) == 0) {
+        if (nnodes > 0 && build_whole(&B) < 0) goto done;
+        maxstage = -1;
+    }
+    for (int k = 0; k <= maxstage; k++) {
+        if (build_stage(&B, k, map) < 0) goto done;
+        for (int n = 0; n < nnodes; n++) {
+            const WkNode *node = wk_graph_node(g, n);
+            if (node->op == WK_OP_EXTERN && B.stage[n] == k) add_extern_step(&B, node);
+        }
+    }
+    for (int sl = 0; sl < B.slots.len; sl++) {
+        const WkSlot *s = &B.slots.data[sl];
+        if (s->input_index < 0 && s->producer < 0) {
+            wk_error_set("plan: value %%%d is never computed", s->value);
+            goto done;
+        }
+    }
+    ok = 1;
+done:
+    free(avail_k);
+    free(avail_j);
+    free(map);
+    WkPlan *P = B.P;
+    P->nslots = B.slots.len;
+    P->slots = B.slots.data;
+    P->nsteps = B.steps.len;
+    P->steps = B.steps.data;
+    P->noutputs = noutputs;
+    P->output_slot = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    for (int i = 0; i < noutputs; i++) P->output_slot[i] = B.slot[wk_graph_output_value(g, i)];
+    P->source = B.src.data;
+    P->summary = B.summary.data;
+    free(B.stage);
+    free(B.slot);
+    free(B.needs_slot);
+    if (!ok) {
+        wk_plan_free(P);
+        return NULL;
+    }
+    return P;
 }

@@ -44,9 +44,88 @@ typedef struct {
     char *summary;    /* one line per kernel: kind, fused nodes, iteration space */
 } WkProgram;
 
-/* Lowers, schedules and generates code for g. Returns NULL with wk_error set
- * when some node has no lowering for its dtypes (capture then falls back). */
+/* Lowers, schedules and generates code for g, a graph without EXTERN nodes.
+ * Returns NULL with wk_error set when some node has no lowering for its
+ * dtypes (capture then falls back), or when g has EXTERN nodes. */
 WkProgram *wk_compile_graph(const WkGraph *g);
 void wk_program_free(WkProgram *p);
+
+/* ---- plans: a program as a sequence of steps ----------------------------
+ * wk_compile_plan accepts any graph, EXTERN nodes included. It cuts the
+ * graph into alternating stages, kernels and externs:
+ *
+ *     KERNELS 0, EXTERN group 0, KERNELS 1, EXTERN group 1, ...
+ *
+ * Every non-extern node goes to the earliest KERNELS stage after all its
+ * inputs exist (so pointwise work right after a matmul fuses with other
+ * pointwise work of that stage); every extern to the earliest extern group
+ * after its inputs (externs of one group keep graph order). Each KERNELS
+ * stage is a subgraph compiled by wk_compile_graph into its own entry
+ * point; all stages share one C translation unit (one .so per graph).
+ * SCALAR (wrapped-number) nodes are copied into each stage that reads them,
+ * so promotion is unchanged.
+ *
+ * Values that cross a stage boundary (graph inputs, extern outputs, kernel
+ * results read by a later stage, graph outputs) are SLOTS: the runtime keeps
+ * one tensor per slot during a call, and drops it after its last reader
+ * (slot.last_step) unless it is a graph output. Values inside a stage stay
+ * kernel temporaries.
+ *
+ * A KERNELS step runs `entry` with buffers laid out as program->bufs: an
+ * INPUT buffer i of the stage program reads slot in_slots[bufs[b].index];
+ * stage output j is written to slot out_slots[j] (its buffer is
+ * program->output_buf[j]). An EXTERN step calls extern `extern_index` with
+ * the tensors of in_slots, and stores its outputs into out_slots. The
+ * kernels after an extern read its output with the slot's strides (the
+ * node's metadata): the runtime checks the tensor it got against the slot
+ * and copies it into that layout when the strides differ.
+ *
+ * Ownership: a WkPlan owns its steps, their programs and arrays; it does not
+ * point into the graph. */
+typedef enum { WK_STEP_KERNELS, WK_STEP_EXTERN } WkStepKind;
+
+typedef struct {
+    WkStepKind kind;
+    int nin;
+    int *in_slots;       /* KERNELS: slot of stage input i; EXTERN: slot of tensor input i */
+    int nout;
+    int *out_slots;      /* KERNELS: slot of stage output j; EXTERN: slot of output k */
+    WkProgram *program;  /* KERNELS: the stage (its source is part of WkPlan.source) */
+    int extern_index;    /* EXTERN */
+    char *extern_name;   /* EXTERN */
+} WkStep;
+
+typedef struct {
+    WkDType dtype;
+    int ndim;
+    int64_t sizes[WK_MAX_DIMS];
+    int64_t strides[WK_MAX_DIMS];
+    int64_t numel;
+    int input_index;     /* graph input position, or -1 */
+    int value;           /* graph value id */
+    int producer;        /* step that writes it; -1 for graph inputs */
+    int last_step;       /* last step that reads it (-1: none) */
+    int is_output;       /* a graph output: kept to the end */
+    int read_by_kernels; /* a KERNELS step reads it: an extern producing it must honour strides */
+} WkSlot;
+
+typedef struct {
+    char *source;        /* all KERNELS stages, one translation unit; "" if none */
+    int nslots;
+    WkSlot *slots;
+    int nsteps;
+    WkStep *steps;
+    int noutputs;
+    int *output_slot;    /* graph output i is slot output_slot[i] */
+    int nkernels;        /* loop nests over all stages */
+    int nnative;         /* graph nodes compiled to kernels (SCALARs not counted) */
+    int nextern;         /* EXTERN nodes */
+    char *summary;       /* one line per step (and per kernel) */
+} WkPlan;
+
+/* NULL with wk_error set when a stage cannot be compiled, or a slot has
+ * symbolic sizes. */
+WkPlan *wk_compile_plan(const WkGraph *g);
+void wk_plan_free(WkPlan *p);
 
 #endif /* WICK_PROGRAM_H */

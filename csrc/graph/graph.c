@@ -156,9 +156,12 @@ static int check_dtype_supported(WkDType dt, const char *what) {
 }
 
 /* ---- inputs ---------------------------------------------------------------- */
-int wk_graph_input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkSym *const *sizes,
-                       const WkSym *const *strides, int requires_grad, const char *source) {
-    if (check_dtype_supported(dt, "graph input") < 0) return -1;
+static int input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkSym *const *sizes,
+                     const WkSym *const *strides, int requires_grad, const char *source, int any_dtype) {
+    if (any_dtype ? !dt_valid((int)dt) : check_dtype_supported(dt, "graph input") < 0) {
+        if (any_dtype) wk_error_set("graph input: invalid dtype %d", (int)dt);
+        return -1;
+    }
     if (ndim < 0 || ndim > WK_MAX_DIMS) {
         wk_error_set("graph input: tensors of rank %d are not supported (at most %d dims)", ndim, WK_MAX_DIMS);
         return -1;
@@ -199,8 +202,13 @@ int wk_graph_input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkS
     return id;
 }
 
-int wk_graph_input(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
-                   const int64_t *strides, int requires_grad, const char *source) {
+int wk_graph_input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkSym *const *sizes,
+                       const WkSym *const *strides, int requires_grad, const char *source) {
+    return input_sym(g, dt, dev, ndim, sizes, strides, requires_grad, source, 0);
+}
+
+static int input_concrete(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
+                          const int64_t *strides, int requires_grad, const char *source, int any_dtype) {
     const WkSym *ss[WK_MAX_DIMS], *st[WK_MAX_DIMS];
     if (ndim < 0 || ndim > WK_MAX_DIMS) {
         wk_error_set("graph input: tensors of rank %d are not supported (at most %d dims)", ndim, WK_MAX_DIMS);
@@ -214,26 +222,54 @@ int wk_graph_input(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t
         ss[d] = wk_sym_const(g->syms, sizes[d]);
         if (strides) st[d] = wk_sym_const(g->syms, strides[d]);
     }
-    return wk_graph_input_sym(g, dt, dev, ndim, ss, strides ? st : NULL, requires_grad, source);
+    return input_sym(g, dt, dev, ndim, ss, strides ? st : NULL, requires_grad, source, any_dtype);
+}
+
+int wk_graph_input(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
+                   const int64_t *strides, int requires_grad, const char *source) {
+    return input_concrete(g, dt, dev, ndim, sizes, strides, requires_grad, source, 0);
+}
+
+int wk_graph_input_any(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
+                       const int64_t *strides, int requires_grad, const char *source) {
+    return input_concrete(g, dt, dev, ndim, sizes, strides, requires_grad, source, 1);
 }
 
 /* ---- nodes ------------------------------------------------------------------ */
 static void canonical_attrs(WkOp op, WkAttrs *at);
 
+/* Appends a node defining nout values (metadata in out[]); copies inputs
+ * and attrs->ints into the arena. Returns the first output's id. */
 static int add_node(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs,
-                    WkValue *out) {
+                    WkValue *out, int nout) {
     WkNode *n = wk_arena_alloc(g->arena, sizeof *n);
     n->op = op;
     n->ninputs = ninputs;
+    n->inputs = wk_arena_alloc(g->arena, sizeof(int) * (size_t)(ninputs ? ninputs : 1));
     for (int i = 0; i < ninputs; i++) {
         n->inputs[i] = inputs[i];
         g->nusers.data[inputs[i]]++;
     }
     n->attrs = *attrs;
-    out->node = g->nodes.len;
-    out->input_index = -1;
-    out->source = NULL;
-    n->output = add_value(g, out);
+    if (attrs->nints > 0 && attrs->ints) {
+        int64_t *ints = wk_arena_alloc(g->arena, sizeof(int64_t) * (size_t)attrs->nints);
+        memcpy(ints, attrs->ints, sizeof(int64_t) * (size_t)attrs->nints);
+        n->attrs.ints = ints;
+    } else {
+        n->attrs.nints = 0;
+        n->attrs.ints = NULL;
+    }
+    n->extern_index = -1;
+    n->noutputs = nout;
+    n->outputs = wk_arena_alloc(g->arena, sizeof(int) * (size_t)(nout ? nout : 1));
+    for (int k = 0; k < nout; k++) {
+        out[k].node = g->nodes.len;
+        out[k].node_output = k;
+        out[k].input_index = -1;
+        out[k].source = NULL;
+        n->outputs[k] = add_value(g, &out[k]);
+    }
+    n->output = n->outputs[0];
     wk_vec_push(&g->nodes, n);
     return n->output;
 }
@@ -252,7 +288,7 @@ int wk_graph_scalar(WkGraph *g, WkDType dt, double fvalue, int64_t ivalue) {
     v.dtype = dt;
     v.device.type = WK_DEV_CPU;
     v.is_wrapped_number = 1;
-    return add_node(g, WK_OP_SCALAR, NULL, 0, &at, &v);
+    return add_node(g, WK_OP_SCALAR, NULL, 0, &at, &v, 1);
 }
 
 /* Broadcasts all inputs, numpy-style, into out->sizes. */
@@ -612,6 +648,8 @@ static void canonical_attrs(WkOp op, WkAttrs *at) {
             else c.ivalue = c.dtype == WK_BOOL ? at->ivalue != 0 : at->ivalue;
         }
     }
+    c.nints = at->nints > 0 && at->ints ? at->nints : 0;
+    c.ints = c.nints ? at->ints : NULL;
     *at = c;
 }
 
@@ -636,50 +674,137 @@ static int common_device(const WkValue *const *in, int n, WkDevice *out) {
     return 0;
 }
 
+enum { SMALL_INPUTS = 8 };
+
 int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs) {
-    const WkOpInfo *info = wk_op_info(op);
-    const WkValue *in[3] = {NULL, NULL, NULL};
+    const WkOpInfo *info = op == WK_OP_EXTERN ? NULL : wk_op_info(op);
+    const WkValue *in_small[SMALL_INPUTS] = {NULL};
+    const WkValue **in = in_small;
     WkAttrs at = {0};
     WkValue out = {0};
+    int rc = -1;
     if (!info) {
-        wk_error_set("unknown op %d", (int)op);
+        wk_error_set(op == WK_OP_EXTERN ? "EXTERN nodes are added with wk_graph_extern" : "unknown op %d",
+                     (int)op);
         return -1;
     }
-    if (ninputs != info->arity || ninputs > 3) {
+    if (ninputs < 0 || (info->arity >= 0 && ninputs != info->arity) || (ninputs && !inputs)) {
         wk_error_set("%s takes %d inputs, got %d", info->name, info->arity, ninputs);
         return -1;
     }
+    if (ninputs > SMALL_INPUTS) in = wk_xcalloc((size_t)ninputs, sizeof *in);
     for (int i = 0; i < ninputs; i++) {
         in[i] = wk_graph_value(g, inputs[i]);
         if (!in[i]) {
             wk_error_set("%s: input %d is not a value of this graph (%d)", info->name, i, inputs[i]);
-            return -1;
+            goto done;
         }
+        /* extern outputs and wk_graph_input_any inputs may hold any dtype */
+        if (check_dtype_supported(in[i]->dtype, info->name) < 0) goto done;
     }
     if (attrs) at = *attrs;
-    if (info->dtype == WK_DTR_ATTR && !attrs) {
-        wk_error_set("%s needs attrs.dtype", info->name);
-        return -1;
+    /* A zeroed WkAttrs has dtype 0, which is bool: without has_dtype, a
+     * conversion to bool is taken as "no dtype given" and refused (callers
+     * that predate has_dtype still get the other dtypes they set). */
+    if (info->dtype == WK_DTR_ATTR && (!attrs || (!attrs->has_dtype && attrs->dtype == WK_BOOL))) {
+        wk_error_set("%s needs a dtype (attrs.dtype with attrs.has_dtype)", info->name);
+        goto done;
     }
-    if (common_device(in, ninputs, &out.device) < 0) return -1;
+    if (common_device(in, ninputs, &out.device) < 0) goto done;
 
     switch (info->shape) {
     case WK_SHAPE_SCALAR: out.ndim = 0; break;
     case WK_SHAPE_BROADCAST:
-        if (broadcast_shapes(g, in, ninputs, &out) < 0) return -1;
+        if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;
         break;
     case WK_SHAPE_REDUCE:
     case WK_SHAPE_SAME_DIM:
-        if (reduce_shape(g, op, in[0], &at, &out) < 0) return -1;
+        if (reduce_shape(g, op, in[0], &at, &out) < 0) goto done;
         break;
     }
-    if (apply_dtype_rule(g, op, in, ninputs, &at, &out.dtype) < 0) return -1;
-    if (check_dtype_supported(out.dtype, info->name) < 0) return -1;
+    if (apply_dtype_rule(g, op, in, ninputs, &at, &out.dtype) < 0) goto done;
+    if (check_dtype_supported(out.dtype, info->name) < 0) goto done;
     canonical_attrs(op, &at);
     contiguous_strides(g->syms, &out);
     if (category(out.dtype) == 2)
         for (int i = 0; i < ninputs; i++) out.requires_grad |= in[i]->requires_grad;
-    return add_node(g, op, inputs, ninputs, &at, &out);
+    rc = add_node(g, op, inputs, ninputs, &at, &out, 1);
+done:
+    if (in != in_small) free(in);
+    return rc;
+}
+
+/* ---- extern nodes ----------------------------------------------------------- */
+int wk_graph_extern(WkGraph *g, int extern_index, const char *name, const int *inputs, int ninputs,
+                    const WkTensorMeta *outputs, int noutputs) {
+    const char *what = name && *name ? name : "extern";
+    if (extern_index < 0) {
+        wk_error_set("%s: invalid extern index %d", what, extern_index);
+        return -1;
+    }
+    if (ninputs < 0 || (ninputs && !inputs) || noutputs <= 0 || !outputs) {
+        wk_error_set("%s: needs inputs >= 0 and outputs >= 1 (got %d, %d)", what, ninputs, noutputs);
+        return -1;
+    }
+    for (int i = 0; i < ninputs; i++) {
+        const WkValue *v = wk_graph_value(g, inputs[i]);
+        if (!v) {
+            wk_error_set("%s: input %d is not a value of this graph (%d)", what, i, inputs[i]);
+            return -1;
+        }
+        if (v->is_wrapped_number) {
+            wk_error_set("%s: input %d is a Python scalar; put constants in the extern's call template", what, i);
+            return -1;
+        }
+    }
+    WkValue *outs = wk_xcalloc((size_t)noutputs, sizeof *outs);
+    int rc = -1;
+    for (int k = 0; k < noutputs; k++) {
+        const WkTensorMeta *m = &outputs[k];
+        WkValue *v = &outs[k];
+        if (!dt_valid((int)m->dtype)) {
+            wk_error_set("%s: output %d has an invalid dtype %d", what, k, (int)m->dtype);
+            goto done;
+        }
+        if (m->ndim < 0 || m->ndim > WK_MAX_DIMS) {
+            wk_error_set("%s: output %d has rank %d (at most %d dims)", what, k, m->ndim, WK_MAX_DIMS);
+            goto done;
+        }
+        v->dtype = m->dtype;
+        v->device = m->device;
+        v->ndim = m->ndim;
+        for (int d = 0; d < m->ndim; d++) {
+            if (m->sizes[d] < 0) {
+                wk_error_set("%s: output %d has a negative size at dimension %d", what, k, d);
+                goto done;
+            }
+            v->sizes[d] = wk_sym_const(g->syms, m->sizes[d]);
+            v->strides[d] = wk_sym_const(g->syms, m->strides[d]);
+        }
+        v->requires_grad = m->requires_grad != 0;
+    }
+    WkAttrs at = {0};
+    rc = add_node(g, WK_OP_EXTERN, inputs, ninputs, &at, outs, noutputs);
+    WkNode *n = g->nodes.data[g->nodes.len - 1];
+    n->extern_index = extern_index;
+    n->extern_name = wk_arena_strdup(g->arena, name && *name ? name : "extern");
+done:
+    free(outs);
+    return rc;
+}
+
+int wk_graph_nexterns(const WkGraph *g) {
+    int n = 0;
+    for (int i = 0; i < g->nodes.len; i++) n += g->nodes.data[i]->op == WK_OP_EXTERN;
+    return n;
+}
+
+int wk_graph_extern_table_size(const WkGraph *g) {
+    int n = 0;
+    for (int i = 0; i < g->nodes.len; i++)
+        if (g->nodes.data[i]->op == WK_OP_EXTERN && g->nodes.data[i]->extern_index >= n)
+            n = g->nodes.data[i]->extern_index + 1;
+    return n;
 }
 
 int wk_graph_output(WkGraph *g, int value) {
@@ -727,6 +852,7 @@ static void print_double(WkStr *s, double v) {
  *   %2 = ADD(%0, %1) : float32[4, 5]
  *   %3 = SUM(%2, dims=[1], keepdim=False) : float32[4]
  *   %4 = CONVERT(%3, dtype=int64) : int64[4]
+ *   %5, %6 = EXTERN[0 aten.foo](%0) : float32[5, 4] strides=[1, 5], int64[4] strides=[1]
  *   return (%3, %4)
  */
 char *wk_graph_print(const WkGraph *g) {
@@ -745,8 +871,25 @@ char *wk_graph_print(const WkGraph *g) {
             continue;
         }
         const WkNode *n = g->nodes.data[v->node];
+        if (v->node_output > 0) continue; /* printed with output 0 */
         const WkAttrs *at = &n->attrs;
         const WkOpInfo *info = wk_op_info(n->op);
+        if (n->op == WK_OP_EXTERN) {
+            for (int k = 0; k < n->noutputs; k++) wk_str_printf(&s, "%s%%%d", k ? ", " : "", n->outputs[k]);
+            wk_str_printf(&s, " = EXTERN[%d %s](", n->extern_index, n->extern_name);
+            for (int i = 0; i < n->ninputs; i++) wk_str_printf(&s, "%s%%%d", i ? ", " : "", n->inputs[i]);
+            wk_str_append(&s, ")");
+            for (int k = 0; k < n->noutputs; k++) {
+                const WkValue *o = g->values.data[n->outputs[k]];
+                wk_str_printf(&s, "%s%s", k ? ", " : " : ", wk_dtype_name(o->dtype));
+                print_syms(g, &s, o->sizes, o->ndim);
+                wk_str_append(&s, " strides=");
+                print_syms(g, &s, o->strides, o->ndim);
+                if (o->device.type != WK_DEV_CPU) print_device(&s, o->device);
+            }
+            wk_str_append(&s, "\n");
+            continue;
+        }
         wk_str_printf(&s, "%%%d = %s(", id, info->name);
         for (int i = 0; i < n->ninputs; i++) wk_str_printf(&s, "%s%%%d", i ? ", " : "", n->inputs[i]);
         const char *sep = n->ninputs ? ", " : "";
@@ -766,6 +909,11 @@ char *wk_graph_print(const WkGraph *g) {
             }
         } else if (info->dtype == WK_DTR_ATTR) {
             wk_str_printf(&s, "%sdtype=%s", sep, wk_dtype_name(at->dtype));
+        }
+        if (at->nints) {
+            wk_str_printf(&s, "%sints=[", n->ninputs || n->op == WK_OP_SCALAR ? ", " : "");
+            for (int i = 0; i < at->nints; i++) wk_str_printf(&s, "%s%" PRId64, i ? ", " : "", at->ints[i]);
+            wk_str_append(&s, "]");
         }
         wk_str_append(&s, ")");
         print_type(g, &s, v);
@@ -796,7 +944,7 @@ uint64_t wk_graph_hash(const WkGraph *g) {
     for (int id = 0; id < g->values.len; id++) {
         const WkValue *v = g->values.data[id];
         h = hash_value_meta(h, v);
-        if (v->node < 0) continue;
+        if (v->node < 0 || v->node_output > 0) continue;
         const WkNode *n = g->nodes.data[v->node];
         const WkAttrs *at = &n->attrs;
         h = wk_hash_mix(h, (uint64_t)n->op);
@@ -810,6 +958,9 @@ uint64_t wk_graph_hash(const WkGraph *g) {
         memcpy(&bits, &at->fvalue, sizeof bits);
         h = wk_hash_mix(h, bits);
         h = wk_hash_mix(h, (uint64_t)at->ivalue);
+        h = wk_hash_mix(h, (uint64_t)at->nints);
+        for (int i = 0; i < at->nints; i++) h = wk_hash_mix(h, (uint64_t)at->ints[i]);
+        h = wk_hash_mix(h, (uint64_t)(n->extern_index + 1));
     }
     for (int i = 0; i < g->outputs.len; i++) h = wk_hash_mix(h, (uint64_t)g->outputs.data[i]);
     return h;

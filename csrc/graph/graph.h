@@ -108,11 +108,15 @@ typedef enum {
 #define WK_OP(name, kind, arity, shape, dtype, sig, torch) WK_OP_##name,
 #include "ops.def"
 #undef WK_OP
-    WK_NOPS
+    WK_NOPS,
+    /* Not a table op: a node that calls PyTorch at run time (see "Extern
+     * nodes" below). It has no lowering; the pipeline cuts the graph around
+     * it. Arrays indexed by op (sized WK_NOPS) never see it. */
+    WK_OP_EXTERN = WK_NOPS
 } WkOp;
 #pragma pop_macro("WK_OP")
 
-typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT } WkOpKind;
+typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT, WK_KIND_EXTERN } WkOpKind;
 typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SAME_DIM, WK_SHAPE_SCALAR } WkShapeRule;
 typedef enum {
     WK_DTR_PROMOTE, WK_DTR_PROMOTE_FLOAT, WK_DTR_COMPARE, WK_DTR_WHERE, WK_DTR_SUM,
@@ -130,6 +134,8 @@ typedef struct {
     const char *torch;     /* space-separated: "torch.add Tensor.add" */
 } WkOpInfo;
 
+/* The row of a table op, or the EXTERN pseudo-row (name "EXTERN", kind
+ * WK_KIND_EXTERN, arity -1) for WK_OP_EXTERN; NULL for anything else. */
 const WkOpInfo *wk_op_info(WkOp op);
 int wk_op_from_name(const char *name); /* "ADD" or "add"; -1 if unknown */
 
@@ -143,6 +149,12 @@ typedef struct {
     double fvalue;     /* SCALAR: value when dtype is floating; VAR/STD: the correction when ivalue is 1 */
     int64_t ivalue;    /* SCALAR: value when dtype is integral or bool; VAR/STD: 1 if fvalue is
                           set (zeroed attrs mean torch's default correction, 1) */
+    /* An open-ended int list (sizes, a permutation, dims, slice bounds...)
+     * for ops that need one. The builder copies it into the graph: the
+     * caller's array may be freed after wk_graph_op returns. Kept only when
+     * nints > 0; printed as ints=[...] and hashed. */
+    int nints;
+    const int64_t *ints;
 } WkAttrs;
 
 /* A value is a tensor produced by a graph input or a node. */
@@ -152,20 +164,29 @@ typedef struct {
     WkDevice device;
     int ndim;
     const WkSym *sizes[WK_MAX_DIMS];
-    const WkSym *strides[WK_MAX_DIMS]; /* inputs: as observed; node outputs: contiguous */
+    const WkSym *strides[WK_MAX_DIMS]; /* inputs and EXTERN outputs: as given by the builder;
+                                          other node outputs: contiguous */
     int requires_grad;
     int is_wrapped_number;  /* a Python scalar made a 0-d value: weaker in type promotion */
     int node;               /* producing node index, or -1 for a graph input */
+    int node_output;        /* which output of that node it is (0 for single-output nodes) */
     int input_index;        /* position among graph inputs, or -1 */
     const char *source;     /* inputs: how to fetch it from the frame, e.g. "L['x']" */
 } WkValue;
 
+/* A node reads any number of values and defines one or more values. Its
+ * arrays live in the graph's arena. outputs[0] == output; a multi-output
+ * node's outputs have consecutive value ids. */
 typedef struct {
     WkOp op;
     int ninputs;
-    int inputs[3];          /* value ids */
-    int output;             /* value id */
-    WkAttrs attrs;
+    int *inputs;            /* value ids, ninputs of them */
+    int output;             /* value id of the first (usually only) output */
+    int noutputs;
+    int *outputs;           /* value ids */
+    WkAttrs attrs;          /* attrs.ints points into the graph's arena */
+    int extern_index;       /* EXTERN: which entry of the extern table it calls; else -1 */
+    const char *extern_name;/* EXTERN: for printing and logs ("aten.mm"); else NULL */
 } WkNode;
 
 typedef struct WkGraph WkGraph;
@@ -192,6 +213,47 @@ WkDType wk_result_type(const WkValue *const *values, int n);
  * value id, or -1 with wk_error set to a message torch users recognise
  * ("where: condition must be bool", "amax: reduction over zero elements"). */
 int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs);
+/* ---- Extern nodes ----
+ * An EXTERN node calls PyTorch at run time (matmul, convolution, attention,
+ * views, any op wick does not lower). The Python-free core sees only:
+ *   - its tensor inputs (value ids; wrapped-number scalars are refused:
+ *     Python constants belong in the call template, see runtime.h);
+ *   - the metadata of each output (dtype, device, sizes, strides,
+ *     requires_grad), which the builder supplies (from fake tensors or meta
+ *     functions) and the runtime enforces: kernels that read an extern
+ *     output index it with exactly these strides;
+ *   - an integer extern index: item `extern_index` of the extern table the
+ *     caller hands to the runtime with the graph (wk_rt_compile_externs_Ref
+ *     or Graph.compile(externs=...)). Several nodes may share an index.
+ * Output k of the node is value id (returned id + k). An extern may return a
+ * view of its input (transpose) or a tuple (native_layer_norm); the table
+ * entry says which tuple items are the node's outputs. Extern outputs may
+ * have dtypes the code generator does not support (float16): such a value
+ * can flow to other externs and to graph outputs, and wk_graph_op refuses
+ * a node that would read it. */
+typedef struct {
+    WkDType dtype;
+    WkDevice device;
+    int ndim;
+    int64_t sizes[WK_MAX_DIMS];
+    int64_t strides[WK_MAX_DIMS];  /* in elements */
+    int requires_grad;
+} WkTensorMeta;
+
+/* Appends an EXTERN node. `name` (copied; may be NULL) is for printing.
+ * Returns the value id of output 0 (outputs are consecutive ids), or -1
+ * with wk_error set. noutputs may be 0 (an extern called for effect is not
+ * supported: it would be dropped; so 0 is refused). */
+int wk_graph_extern(WkGraph *g, int extern_index, const char *name, const int *inputs, int ninputs,
+                    const WkTensorMeta *outputs, int noutputs);
+/* Adds a graph input whose dtype the code generator may not support (it can
+ * only flow to externs and outputs). Otherwise like wk_graph_input. */
+int wk_graph_input_any(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,
+                       const int64_t *strides, int requires_grad, const char *source);
+/* Number of EXTERN nodes, and one more than the largest extern index (0 if none). */
+int wk_graph_nexterns(const WkGraph *g);
+int wk_graph_extern_table_size(const WkGraph *g);
+
 /* Marks a value as the next graph output (a value may be output twice). */
 int wk_graph_output(WkGraph *g, int value);
 

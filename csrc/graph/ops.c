@@ -12,7 +12,12 @@ static const WkOpInfo op_infos[WK_NOPS] = {
 #undef WK_OP
 };
 
+/* WK_OP_EXTERN is outside the table (no lowering, no torch names); its
+ * pseudo-row lets printers and the Graph handle treat every node alike. */
+static const WkOpInfo extern_info = {"EXTERN", WK_KIND_EXTERN, -1, WK_SHAPE_SCALAR, WK_DTR_ATTR, "", ""};
+
 const WkOpInfo *wk_op_info(WkOp op) {
+    if (op == WK_OP_EXTERN) return &extern_info;
     return (unsigned)op < (unsigned)WK_NOPS ? &op_infos[op] : NULL;
 }
 

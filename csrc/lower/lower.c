@@ -67,9 +67,9 @@ static const WkLExpr *arg_as(Lower *c, int k, WkDType dt) {
 /* torch.result_type over the node's inputs from `first` on (graph.c has the
  * one implementation). */
 static WkDType result_type(Lower *c, int first) {
-    const WkValue *in[3];
+    const WkValue *in[8];
     int n = 0;
-    for (int k = first; k < c->node->ninputs; k++) in[n++] = wk_graph_value(c->g, c->node->inputs[k]);
+    for (int k = first; k < c->node->ninputs && n < 8; k++) in[n++] = wk_graph_value(c->g, c->node->inputs[k]);
     return wk_result_type(in, n);
 }
 

@@ -327,7 +327,8 @@ static const char *cpu_identity(void) {
     return ident;
 }
 
-/* Extra flags a generated source asks for, on a line of its first 2 KiB:
+/* Extra flags a generated source asks for, on a line of its first 2 KiB
+ * (the first such line only: a plan's unit holds one header per stage):
  *     // wick-cflags: -fno-trapping-math ...           */
 static void source_flags(const char *source, Argv *flags) {
     const char *tag = "wick-cflags:";
@@ -351,6 +352,7 @@ static void source_flags(const char *source, Argv *flags) {
             if (close) *close = '\0';
             argv_split(flags, line);
             free(line);
+            break;
         }
         if (!nl) break;
         p = nl + 1;

@@ -1,12 +1,15 @@
 /* compiled.c — wick._C.CompiledGraph: a compiled graph Python can call.
  *
- * Built by wk_rt_compile_Ref (wk_compile_graph, then wk_cc_load). Holds the
- * loaded library, the entry point and the buffer plan. A call validates the
- * input tensors against the plan (unless capture turned that off because its
- * guards already did), allocates outputs with torch.empty_strided and
- * temporaries with aligned malloc, runs the entry with the GIL released, and
- * returns a tuple of outputs in graph output order. No Python code runs on
- * that path: only C-level calls into torch's tensor methods.
+ * Built by wk_rt_compile_externs_Ref (wk_compile_plan, then wk_cc_load).
+ * Holds the loaded library, one entry point per KERNELS step, the plan of
+ * slots and steps, and the extern table (one preprocessed call per entry).
+ * A call validates the input tensors (unless capture or torch.compile turned
+ * that off because their guards already did), then runs the steps in order
+ * in C: a KERNELS step allocates its outputs with torch.empty_strided and its
+ * temporaries with aligned malloc and runs its entry with the GIL released;
+ * an EXTERN step calls PyTorch (the only Python that runs between steps) and
+ * checks what came back against the slot's metadata. Slots are dropped after
+ * their last reader. Returns a tuple of outputs in graph output order.
  *
  * The torch objects used on the hot path (torch.Tensor, the dtypes,
  * torch.empty_strided, interned method names) are looked up once. */
@@ -30,21 +33,57 @@ typedef struct {
     int64_t numel;
 } InputSpec;
 
+/* One entry of the extern table, preprocessed (see runtime.h). */
+typedef struct {
+    PyObject *fn;
+    PyObject *args;       /* tuple template, or NULL: fn(*inputs) */
+    PyObject *kwargs;     /* dict template, or NULL */
+    int args_dynamic;     /* the templates hold ExternInput placeholders */
+    int kwargs_dynamic;
+    Py_ssize_t npicks;    /* > 0: output k is result[pick[k]] */
+    Py_ssize_t *pick;
+} ExternEntry;
+
+typedef struct {
+    EntryFn entry;        /* KERNELS */
+    void *temps;          /* KERNELS: one block for all TEMP buffers, allocated at the first
+                             call and reused (a concurrent call, with the GIL released, gets
+                             its own: see temps_busy) */
+    int64_t *temp_offset; /* KERNELS: per program buffer, its offset in the block */
+    size_t temps_bytes;
+    int temps_busy;
+    PyObject **out_args;  /* KERNELS: per program buffer, (sizes, strides) for OUTPUT buffers */
+    int nrelease;
+    int *release;         /* slots dropped after this step */
+} StepRt;
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    WkProgram *prog;
+    WkPlan *plan;
+    const WkProgram *prog; /* the first KERNELS step's program, for attributes; may be NULL */
+    StepRt *steps;
+    ExternEntry *externs;
+    int nexterns;
+    PyObject **slot_args; /* per slot: (sizes, strides) for extern outputs kernels read, else NULL */
+    int *input_slot;      /* slot of graph input i */
     WkLib *lib;
-    EntryFn entry;
     void (*set_num_threads)(int); /* omp_set_num_threads of the kernels' OpenMP, if any */
     int check_inputs;
     int cache_hit;
     double compile_time_s;
     int ninputs;
     InputSpec *inputs;
-    PyObject **out_args; /* per buffer: (sizes, strides) tuple for OUTPUT buffers, else NULL */
-    int ntemps;
 } CompiledObject;
+
+/* wick._C.ExternInput(i): in an extern's call template, stands for the
+ * extern node's tensor input i. */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t index;
+} ExternInputObject;
+
+static PyTypeObject ExternInput_Type;
 
 static PyTypeObject Compiled_Type;
 
@@ -54,7 +93,7 @@ static struct {
     PyObject *tensor_type;     /* torch.Tensor */
     PyObject *empty_strided;   /* torch.empty_strided */
     PyObject *dtypes[WK_NDTYPES];
-    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu;
+    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_;
     PyObject *alloc_kwnames;   /* ("dtype", "device") */
     PyObject *cpu;             /* "cpu" */
 } T;
@@ -73,6 +112,7 @@ static int torch_ready(void) {
     if (!(T.s_dtype = PyUnicode_InternFromString("dtype"))) goto done;
     if (!(T.s_shape = PyUnicode_InternFromString("shape"))) goto done;
     if (!(T.s_is_cpu = PyUnicode_InternFromString("is_cpu"))) goto done;
+    if (!(T.s_copy_ = PyUnicode_InternFromString("copy_"))) goto done;
     if (!(T.alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device"))) goto done;
     if (!(T.cpu = PyUnicode_InternFromString("cpu"))) goto done;
     T.ready = 1;
@@ -210,7 +250,257 @@ static int data_ptr(PyObject *t, void **out) {
 
 /* ---- the call ----------------------------------------------------------- */
 
-enum { STACK_BUFS = 16 };
+enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
+
+static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
+    const WkStep *st = &self->plan->steps[step];
+    StepRt *rt = &self->steps[step];
+    const WkProgram *p = st->program;
+    void *stack_ptrs[STACK_BUFS];
+    PyObject *stack_objs[STACK_BUFS];
+    void **ptrs = stack_ptrs;
+    PyObject **objs = stack_objs; /* OUTPUT buffers' tensors (owned) */
+    if (p->nbufs > STACK_BUFS) {
+        ptrs = PyMem_Calloc((size_t)p->nbufs, sizeof *ptrs);
+        objs = PyMem_Calloc((size_t)p->nbufs, sizeof *objs);
+        if (!ptrs || !objs) {
+            PyMem_Free(ptrs);
+            PyMem_Free(objs);
+            PyErr_NoMemory();
+            return -1;
+        }
+    } else {
+        memset(stack_ptrs, 0, sizeof stack_ptrs);
+        memset(stack_objs, 0, sizeof stack_objs);
+    }
+    int rc = -1, b;
+    /* temporaries: the step's reusable block, or a private one if another
+     * call of this graph is running it right now (GIL released in kernels) */
+    char *temps = NULL;
+    int own_block = 0;
+    if (rt->temps_bytes) {
+        if (!rt->temps_busy) {
+            if (!rt->temps) rt->temps = aligned_alloc(64, rt->temps_bytes);
+            temps = rt->temps;
+            rt->temps_busy = 1;
+            own_block = 1;
+        } else {
+            temps = aligned_alloc(64, rt->temps_bytes);
+        }
+        if (!temps) {
+            if (own_block) rt->temps_busy = 0;
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+    }
+    for (b = 0; b < p->nbufs; b++) {
+        const WkBufferPlan *bp = &p->bufs[b];
+        if (bp->kind == WK_BUF_INPUT) {
+            if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
+        } else if (bp->kind == WK_BUF_OUTPUT) {
+            PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
+                                      T.dtypes[bp->dtype], T.cpu};
+            objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+            if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+        } else {
+            ptrs[b] = temps + rt->temp_offset[b];
+        }
+    }
+
+    /* The thread count is per calling thread in OpenMP: set it where we run. */
+    long nthreads = 0;
+    if (self->set_num_threads) {
+        nthreads = wk_env_int(WK_ENV_NUM_THREADS);
+        if (nthreads <= 0) nthreads = default_threads;
+        if (forked_after_kernels) nthreads = 1;
+    }
+    ran_kernels = 1;
+    EntryFn entry = rt->entry;
+    Py_BEGIN_ALLOW_THREADS
+    if (nthreads > 0) self->set_num_threads((int)nthreads);
+    entry(ptrs);
+    Py_END_ALLOW_THREADS
+
+    for (int j = 0; j < st->nout; j++) {
+        const WkBufferPlan *bp = &p->bufs[p->output_buf[j]];
+        PyObject *o = bp->kind == WK_BUF_INPUT ? slots[st->in_slots[bp->index]] : objs[p->output_buf[j]];
+        Py_XSETREF(slots[st->out_slots[j]], Py_NewRef(o));
+    }
+    rc = 0;
+done:
+    for (int k = 0; k <= b && k < p->nbufs; k++) Py_XDECREF(objs[k]);
+    if (own_block) rt->temps_busy = 0;
+    else free(temps);
+cleanup:
+    if (ptrs != stack_ptrs) {
+        PyMem_Free(ptrs);
+        PyMem_Free(objs);
+    }
+    return rc;
+}
+
+/* A copy of template `t` with every ExternInput(i) replaced by inputs[i]
+ * (tuples, lists and dict values are walked). New reference. */
+static PyObject *substitute_Ref(PyObject *t, PyObject *const *inputs, int nin) {
+    if (Py_IS_TYPE(t, &ExternInput_Type)) {
+        Py_ssize_t i = ((ExternInputObject *)t)->index;
+        if (i < 0 || i >= nin) {
+            PyErr_Format(PyExc_IndexError, "wick: ExternInput(%zd) but the extern node has %d inputs", i, nin);
+            return NULL;
+        }
+        return Py_NewRef(inputs[i]);
+    }
+    if (PyTuple_CheckExact(t) || PyList_CheckExact(t)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(t);
+        PyObject *r = PyTuple_CheckExact(t) ? PyTuple_New(n) : PyList_New(n);
+        if (!r) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = substitute_Ref(PySequence_Fast_GET_ITEM(t, i), inputs, nin);
+            if (!x) {
+                Py_DECREF(r);
+                return NULL;
+            }
+            if (PyTuple_CheckExact(r)) PyTuple_SET_ITEM(r, i, x);
+            else PyList_SET_ITEM(r, i, x);
+        }
+        return r;
+    }
+    if (PyDict_CheckExact(t)) {
+        PyObject *r = PyDict_New(), *k, *v;
+        Py_ssize_t pos = 0;
+        if (!r) return NULL;
+        while (PyDict_Next(t, &pos, &k, &v)) {
+            PyObject *x = substitute_Ref(v, inputs, nin);
+            if (!x || PyDict_SetItem(r, k, x) < 0) {
+                Py_XDECREF(x);
+                Py_DECREF(r);
+                return NULL;
+            }
+            Py_DECREF(x);
+        }
+        return r;
+    }
+    return Py_NewRef(t);
+}
+
+static int read_shape(PyObject *t, int64_t *sizes, int64_t *strides, int *ndim) {
+    PyObject *v = PyObject_GetAttr(t, T.s_shape);
+    if (!v) return -1;
+    int n = read_ints(v, sizes);
+    Py_DECREF(v);
+    if (n < 0) return -1;
+    *ndim = n;
+    if (n > WK_MAX_DIMS) return 0;
+    if (!(v = PyObject_CallMethodNoArgs(t, T.s_stride))) return -1;
+    int m = read_ints(v, strides);
+    Py_DECREF(v);
+    return m < 0 ? -1 : 0;
+}
+
+/* Puts extern output `o` (borrowed) into slot `sl`, checked against the
+ * slot's metadata when kernels read it: a dtype or size mismatch raises (the
+ * builder's metadata was wrong); other strides are copied into the promised
+ * layout. */
+static int store_extern_output(CompiledObject *self, const WkStep *st, int k, PyObject *o, PyObject **slots) {
+    int sl = st->out_slots[k];
+    const WkSlot *s = &self->plan->slots[sl];
+    if (!PyObject_TypeCheck(o, (PyTypeObject *)T.tensor_type)) {
+        PyErr_Format(PyExc_TypeError, "wick: extern %s returned %.100s for output %d, not a tensor",
+                     st->extern_name, Py_TYPE(o)->tp_name, k);
+        return -1;
+    }
+    if (!self->slot_args[sl]) {
+        Py_XSETREF(slots[sl], Py_NewRef(o));
+        return 0;
+    }
+    PyObject *dt = PyObject_GetAttr(o, T.s_dtype);
+    if (!dt) return -1;
+    int dtype_ok = dt == T.dtypes[s->dtype];
+    Py_DECREF(dt);
+    int64_t sizes[WK_MAX_DIMS + 1], strides[WK_MAX_DIMS + 1];
+    int ndim = 0;
+    if (dtype_ok && read_shape(o, sizes, strides, &ndim) < 0) return -1;
+    if (!dtype_ok || ndim != s->ndim || memcmp(sizes, s->sizes, sizeof(int64_t) * (size_t)ndim) != 0) {
+        char want[256];
+        format_ints(want, sizeof want, s->sizes, s->ndim);
+        PyErr_Format(PyExc_RuntimeError,
+                     "wick: extern %s returned a tensor whose dtype or shape differs from its metadata "
+                     "(expected torch.%s%s)", st->extern_name, wk_dtype_name(s->dtype), want);
+        return -1;
+    }
+    int same = 1;
+    if (s->numel > 0)
+        for (int d = 0; d < ndim; d++)
+            if (s->sizes[d] != 1 && s->strides[d] != strides[d]) same = 0;
+    if (same) {
+        Py_XSETREF(slots[sl], Py_NewRef(o));
+        return 0;
+    }
+    PyObject *call_args[4] = {PyTuple_GET_ITEM(self->slot_args[sl], 0), PyTuple_GET_ITEM(self->slot_args[sl], 1),
+                              T.dtypes[s->dtype], T.cpu};
+    PyObject *copy = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+    if (!copy) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(copy, T.s_copy_, o);
+    if (!r) {
+        Py_DECREF(copy);
+        return -1;
+    }
+    Py_DECREF(r);
+    Py_XSETREF(slots[sl], copy);
+    return 0;
+}
+
+static int run_extern(CompiledObject *self, int step, PyObject **slots) {
+    const WkStep *st = &self->plan->steps[step];
+    const ExternEntry *e = &self->externs[st->extern_index];
+    PyObject *stack_in[STACK_BUFS], **in = stack_in;
+    if (st->nin > STACK_BUFS && !(in = PyMem_Calloc((size_t)st->nin, sizeof *in))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < st->nin; i++) in[i] = slots[st->in_slots[i]];
+    PyObject *result = NULL, *args = NULL, *kwargs = NULL;
+    int rc = -1;
+    if (!e->args) {
+        result = PyObject_Vectorcall(e->fn, in, (size_t)st->nin, NULL);
+    } else {
+        args = e->args_dynamic ? substitute_Ref(e->args, in, st->nin) : Py_NewRef(e->args);
+        if (args && e->kwargs) kwargs = e->kwargs_dynamic ? substitute_Ref(e->kwargs, in, st->nin) : Py_NewRef(e->kwargs);
+        if (args && (kwargs || !e->kwargs)) result = PyObject_Call(e->fn, args, kwargs);
+    }
+    if (!result) goto done;
+    if (e->npicks) {
+        for (int k = 0; k < st->nout; k++) {
+            PyObject *o = PySequence_GetItem(result, e->pick[k]);
+            if (!o) goto done;
+            int r = store_extern_output(self, st, k, o, slots);
+            Py_DECREF(o);
+            if (r < 0) goto done;
+        }
+    } else if (PyTuple_Check(result) || PyList_Check(result)) {
+        if (PySequence_Fast_GET_SIZE(result) < st->nout) {
+            PyErr_Format(PyExc_RuntimeError, "wick: extern %s returned %zd items, its node has %d outputs",
+                         st->extern_name, PySequence_Fast_GET_SIZE(result), st->nout);
+            goto done;
+        }
+        for (int k = 0; k < st->nout; k++)
+            if (store_extern_output(self, st, k, PySequence_Fast_GET_ITEM(result, k), slots) < 0) goto done;
+    } else {
+        if (st->nout != 1) {
+            PyErr_Format(PyExc_RuntimeError, "wick: extern %s returned one value, its node has %d outputs",
+                         st->extern_name, st->nout);
+            goto done;
+        }
+        if (store_extern_output(self, st, 0, result, slots) < 0) goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(result);
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    if (in != stack_in) PyMem_Free(in);
+    return rc;
+}
 
 static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
@@ -229,99 +519,83 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
         for (int i = 0; i < self->ninputs; i++)
             if (check_input(self, i, args[i]) < 0) return NULL;
 
-    const WkProgram *p = self->prog;
-    void *stack_ptrs[STACK_BUFS];
-    PyObject *stack_objs[STACK_BUFS];
-    void **ptrs = stack_ptrs;
-    PyObject **objs = stack_objs; /* OUTPUT buffers' tensors (owned) */
-    if (p->nbufs > STACK_BUFS) {
-        ptrs = PyMem_Calloc((size_t)p->nbufs, sizeof *ptrs);
-        objs = PyMem_Calloc((size_t)p->nbufs, sizeof *objs);
-        if (!ptrs || !objs) {
-            PyMem_Free(ptrs);
-            PyMem_Free(objs);
-            return PyErr_NoMemory();
-        }
+    const WkPlan *plan = self->plan;
+    PyObject *stack_slots[STACK_SLOTS], **slots = stack_slots;
+    if (plan->nslots > STACK_SLOTS) {
+        if (!(slots = PyMem_Calloc((size_t)plan->nslots, sizeof *slots))) return PyErr_NoMemory();
     } else {
-        memset(stack_ptrs, 0, sizeof stack_ptrs);
-        memset(stack_objs, 0, sizeof stack_objs);
+        memset(stack_slots, 0, sizeof stack_slots);
     }
     PyObject *result = NULL;
-    int b;
-    for (b = 0; b < p->nbufs; b++) {
-        const WkBufferPlan *bp = &p->bufs[b];
-        if (bp->kind == WK_BUF_INPUT) {
-            if (data_ptr(args[bp->index], &ptrs[b]) < 0) goto done;
-        } else if (bp->kind == WK_BUF_OUTPUT) {
-            PyObject *call_args[4] = {PyTuple_GET_ITEM(self->out_args[b], 0),
-                                      PyTuple_GET_ITEM(self->out_args[b], 1), T.dtypes[bp->dtype],
-                                      T.cpu};
-            objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
-            if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
-        } else {
-            size_t n = ((size_t)(bp->nbytes > 0 ? bp->nbytes : 1) + 63) & ~(size_t)63;
-            ptrs[b] = aligned_alloc(64, n);
-            if (!ptrs[b]) {
-                PyErr_NoMemory();
-                goto done;
-            }
-        }
+    for (int i = 0; i < self->ninputs; i++) Py_XSETREF(slots[self->input_slot[i]], Py_NewRef(args[i]));
+    for (int s = 0; s < plan->nsteps; s++) {
+        int rc = plan->steps[s].kind == WK_STEP_KERNELS ? run_kernels(self, s, slots) : run_extern(self, s, slots);
+        if (rc < 0) goto done;
+        for (int r = 0; r < self->steps[s].nrelease; r++) Py_CLEAR(slots[self->steps[s].release[r]]);
     }
-
-    /* The thread count is per calling thread in OpenMP: set it where we run. */
-    long nthreads = 0;
-    if (self->set_num_threads) {
-        nthreads = wk_env_int(WK_ENV_NUM_THREADS);
-        if (nthreads <= 0) nthreads = default_threads;
-        if (forked_after_kernels) nthreads = 1;
-    }
-    ran_kernels = 1;
-    Py_BEGIN_ALLOW_THREADS
-    if (nthreads > 0) self->set_num_threads((int)nthreads);
-    self->entry(ptrs);
-    Py_END_ALLOW_THREADS
-
-    result = PyTuple_New(p->noutputs);
+    result = PyTuple_New(plan->noutputs);
     if (!result) goto done;
-    for (int i = 0; i < p->noutputs; i++) {
-        const WkBufferPlan *bp = &p->bufs[p->output_buf[i]];
-        PyObject *o = bp->kind == WK_BUF_INPUT ? args[bp->index] : objs[p->output_buf[i]];
+    for (int i = 0; i < plan->noutputs; i++) {
+        PyObject *o = slots[plan->output_slot[i]];
+        if (!o) {
+            Py_CLEAR(result);
+            PyErr_Format(PyExc_SystemError, "wick: graph output %d was never computed", i);
+            goto done;
+        }
         PyTuple_SET_ITEM(result, i, Py_NewRef(o));
     }
 done:
-    for (int k = 0; k <= b && k < p->nbufs; k++) {
-        if (p->bufs[k].kind == WK_BUF_TEMP) free(ptrs[k]);
-        Py_XDECREF(objs[k]);
-    }
-    if (ptrs != stack_ptrs) {
-        PyMem_Free(ptrs);
-        PyMem_Free(objs);
-    }
+    for (int k = 0; k < plan->nslots; k++) Py_XDECREF(slots[k]);
+    if (slots != stack_slots) PyMem_Free(slots);
     return result;
 }
 
 /* ---- construction ------------------------------------------------------- */
 
-static void Compiled_dealloc(CompiledObject *self) {
-    if (self->out_args) {
-        for (int b = 0; b < self->prog->nbufs; b++) Py_XDECREF(self->out_args[b]);
-        free(self->out_args);
+static void clear_externs(CompiledObject *self) {
+    for (int i = 0; i < self->nexterns; i++) {
+        ExternEntry *e = &self->externs[i];
+        Py_XDECREF(e->fn);
+        Py_XDECREF(e->args);
+        Py_XDECREF(e->kwargs);
+        free(e->pick);
     }
+    free(self->externs);
+    self->externs = NULL;
+    self->nexterns = 0;
+}
+
+static void Compiled_dealloc(CompiledObject *self) {
+    if (self->plan) {
+        for (int s = 0; self->steps && s < self->plan->nsteps; s++) {
+            StepRt *rt = &self->steps[s];
+            const WkProgram *p = self->plan->steps[s].program;
+            for (int b = 0; rt->out_args && p && b < p->nbufs; b++) Py_XDECREF(rt->out_args[b]);
+            free(rt->out_args);
+            free(rt->release);
+            free(rt->temps);
+            free(rt->temp_offset);
+        }
+        for (int sl = 0; self->slot_args && sl < self->plan->nslots; sl++) Py_XDECREF(self->slot_args[sl]);
+    }
+    free(self->steps);
+    free(self->slot_args);
+    free(self->input_slot);
+    clear_externs(self);
     free(self->inputs);
-    if (self->prog) wk_program_free(self->prog);
+    wk_plan_free(self->plan);
     wk_cc_close(self->lib);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The plan must agree with the graph before any kernel touches memory. */
-static int check_plan(const WkProgram *p, const WkGraph *g, const InputSpec *inputs) {
-    int ninputs = wk_graph_ninputs(g);
-    if (!p->source || !p->entry || p->nbufs < 0 || (p->nbufs && !p->bufs)) {
+/* A stage's plan must agree with its slots before any kernel touches memory. */
+static int check_program(const WkProgram *p, const WkStep *st, const WkPlan *plan) {
+    if (!p->entry || p->nbufs < 0 || (p->nbufs && !p->bufs)) {
         wk_error_set("wick: compiler returned an incomplete program");
         return -1;
     }
-    if (p->noutputs != wk_graph_noutputs(g)) {
-        wk_error_set("wick: program has %d outputs, graph has %d", p->noutputs, wk_graph_noutputs(g));
+    if (p->noutputs != st->nout) {
+        wk_error_set("wick: program has %d outputs, its step %d", p->noutputs, st->nout);
         return -1;
     }
     for (int b = 0; b < p->nbufs; b++) {
@@ -331,16 +605,18 @@ static int check_plan(const WkProgram *p, const WkGraph *g, const InputSpec *inp
             return -1;
         }
         if (bp->kind == WK_BUF_INPUT) {
-            if (bp->index < 0 || bp->index >= ninputs) {
-                wk_error_set("wick: buffer %d reads graph input %d of %d", b, bp->index, ninputs);
+            if (bp->index < 0 || bp->index >= st->nin) {
+                wk_error_set("wick: buffer %d reads stage input %d of %d", b, bp->index, st->nin);
                 return -1;
             }
-            const InputSpec *s = &inputs[bp->index];
+            const WkSlot *s = &plan->slots[st->in_slots[bp->index]];
+            InputSpec spec = {s->dtype, s->ndim, {0}, {0}, s->numel};
+            memcpy(spec.sizes, s->sizes, sizeof spec.sizes);
+            memcpy(spec.strides, s->strides, sizeof spec.strides);
             if (bp->dtype != s->dtype || bp->ndim != s->ndim ||
                 memcmp(bp->sizes, s->sizes, sizeof(int64_t) * (size_t)s->ndim) != 0 ||
-                !same_layout(s, bp->strides)) {
-                wk_error_set("wick: buffer %d disagrees with graph input %d's dtype or layout", b,
-                             bp->index);
+                !same_layout(&spec, bp->strides)) {
+                wk_error_set("wick: buffer %d disagrees with its slot's dtype or layout", b);
                 return -1;
             }
         } else if (bp->kind == WK_BUF_OUTPUT) {
@@ -357,19 +633,181 @@ static int check_plan(const WkProgram *p, const WkGraph *g, const InputSpec *inp
     for (int i = 0; i < p->noutputs; i++) {
         int b = p->output_buf ? p->output_buf[i] : -1;
         if (b < 0 || b >= p->nbufs || p->bufs[b].kind == WK_BUF_TEMP) {
-            wk_error_set("wick: graph output %d maps to no input or output buffer", i);
+            wk_error_set("wick: stage output %d maps to no input or output buffer", i);
             return -1;
         }
     }
     return 0;
 }
 
-PyObject *wk_rt_compile_Ref(const WkGraph *g) {
+/* Reads the extern table (see runtime.h) into self->externs. -1 with a
+ * Python exception (TypeError/ValueError) on a malformed entry. */
+static int scan_placeholders(PyObject *t) {
+    if (Py_IS_TYPE(t, &ExternInput_Type)) return 1;
+    if (PyTuple_CheckExact(t) || PyList_CheckExact(t)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(t); i++)
+            if (scan_placeholders(PySequence_Fast_GET_ITEM(t, i))) return 1;
+    } else if (PyDict_CheckExact(t)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(t, &pos, &k, &v))
+            if (scan_placeholders(v)) return 1;
+    }
+    return 0;
+}
+
+static int load_externs(CompiledObject *self, PyObject *table, int needed) {
+    if (!table || table == Py_None) {
+        if (needed > 0) {
+            PyErr_Format(PyExc_ValueError, "wick: the graph has extern nodes (indices up to %d) but no extern "
+                         "table was given", needed - 1);
+            return -1;
+        }
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(table, "wick: the extern table must be a list");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < needed) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "wick: the extern table has %zd entries, the graph uses %d", n, needed);
+        return -1;
+    }
+    self->externs = wk_xcalloc((size_t)n + 1, sizeof *self->externs);
+    self->nexterns = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        ExternEntry *e = &self->externs[i];
+        if (item == Py_None) continue; /* an index no node uses */
+        if (!PyTuple_Check(item)) {
+            if (!PyCallable_Check(item)) goto bad;
+            e->fn = Py_NewRef(item);
+            continue;
+        }
+        Py_ssize_t len = PyTuple_GET_SIZE(item);
+        if (len < 2 || len > 4 || !PyCallable_Check(PyTuple_GET_ITEM(item, 0))) goto bad;
+        e->fn = Py_NewRef(PyTuple_GET_ITEM(item, 0));
+        PyObject *a = PyTuple_GET_ITEM(item, 1);
+        if (!(e->args = PySequence_Tuple(a))) goto error;
+        e->args_dynamic = scan_placeholders(e->args);
+        PyObject *kw = len > 2 ? PyTuple_GET_ITEM(item, 2) : Py_None;
+        if (kw != Py_None) {
+            if (!PyDict_Check(kw)) goto bad;
+            if (!(e->kwargs = PyDict_Copy(kw))) goto error;
+            e->kwargs_dynamic = scan_placeholders(e->kwargs);
+        }
+        PyObject *picks = len > 3 ? PyTuple_GET_ITEM(item, 3) : Py_None;
+        if (picks != Py_None) {
+            PyObject *ps = PySequence_Fast(picks, "wick: an extern's picks must be a sequence of ints");
+            if (!ps) goto error;
+            e->npicks = PySequence_Fast_GET_SIZE(ps);
+            e->pick = wk_xcalloc((size_t)e->npicks + 1, sizeof *e->pick);
+            for (Py_ssize_t k = 0; k < e->npicks; k++) {
+                e->pick[k] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ps, k));
+                if (e->pick[k] == -1 && PyErr_Occurred()) {
+                    Py_DECREF(ps);
+                    goto error;
+                }
+            }
+            Py_DECREF(ps);
+        }
+        continue;
+    bad:
+        PyErr_Format(PyExc_TypeError, "wick: extern table entry %zd must be a callable, a tuple "
+                     "(fn, args[, kwargs[, picks]]) or None (unused)", i);
+    error:
+        Py_DECREF(seq);
+        return -1;
+    }
+    Py_DECREF(seq);
+    /* every node that uses an entry with picks must have as many outputs */
+    for (int s = 0; s < self->plan->nsteps; s++) {
+        const WkStep *st = &self->plan->steps[s];
+        if (st->kind != WK_STEP_EXTERN) continue;
+        const ExternEntry *e = &self->externs[st->extern_index];
+        if (!e->fn) {
+            PyErr_Format(PyExc_ValueError, "wick: extern table entry %d (%s) is None but a node uses it",
+                         st->extern_index, st->extern_name);
+            return -1;
+        }
+        if (e->npicks && e->npicks != st->nout) {
+            PyErr_Format(PyExc_ValueError, "wick: extern %d (%s) picks %zd outputs, its node has %d",
+                         st->extern_index, st->extern_name, e->npicks, st->nout);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Per-step runtime data: entries, output allocation arguments, and the
+ * slots to drop after each step. */
+static int prepare_steps(CompiledObject *self) {
+    const WkPlan *plan = self->plan;
+    self->steps = wk_xcalloc((size_t)plan->nsteps + 1, sizeof *self->steps);
+    self->slot_args = wk_xcalloc((size_t)plan->nslots + 1, sizeof *self->slot_args);
+    self->input_slot = wk_xcalloc((size_t)self->ninputs + 1, sizeof(int));
+    for (int i = 0; i < self->ninputs; i++) self->input_slot[i] = -1;
+    for (int sl = 0; sl < plan->nslots; sl++) {
+        const WkSlot *s = &plan->slots[sl];
+        if (s->input_index >= 0 && s->input_index < self->ninputs) self->input_slot[s->input_index] = sl;
+        int by_extern = s->producer >= 0 && plan->steps[s->producer].kind == WK_STEP_EXTERN;
+        if (by_extern && s->read_by_kernels) {
+            PyObject *sz = int_tuple_Ref(s->sizes, s->ndim);
+            PyObject *st = sz ? int_tuple_Ref(s->strides, s->ndim) : NULL;
+            self->slot_args[sl] = st ? PyTuple_Pack(2, sz, st) : NULL;
+            Py_XDECREF(sz);
+            Py_XDECREF(st);
+            if (!self->slot_args[sl]) return -1;
+        }
+        if (!s->is_output) {
+            int at = s->last_step > s->producer ? s->last_step : s->producer;
+            if (at < 0) continue; /* an unread input: dropped at the end */
+            StepRt *rt = &self->steps[at];
+            rt->release = wk_xrealloc(rt->release, sizeof(int) * (size_t)(rt->nrelease + 1));
+            rt->release[rt->nrelease++] = sl;
+        }
+    }
+    for (int i = 0; i < self->ninputs; i++)
+        if (self->input_slot[i] < 0) {
+            PyErr_Format(PyExc_SystemError, "wick: graph input %d has no slot", i);
+            return -1;
+        }
+    for (int s = 0; s < plan->nsteps; s++) {
+        const WkStep *st = &plan->steps[s];
+        StepRt *rt = &self->steps[s];
+        if (st->kind != WK_STEP_KERNELS) continue;
+        const WkProgram *p = st->program;
+        *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
+        if (!rt->entry) {
+            PyErr_Format(PyExc_RuntimeError, "wick: %s", wk_error_get());
+            return -1;
+        }
+        rt->out_args = wk_xcalloc((size_t)p->nbufs + 1, sizeof(PyObject *));
+        rt->temp_offset = wk_xcalloc((size_t)p->nbufs + 1, sizeof(int64_t));
+        for (int b = 0; b < p->nbufs; b++) {
+            const WkBufferPlan *bp = &p->bufs[b];
+            if (bp->kind == WK_BUF_TEMP) {
+                rt->temp_offset[b] = (int64_t)rt->temps_bytes;
+                rt->temps_bytes += ((size_t)(bp->nbytes > 0 ? bp->nbytes : 1) + 63) & ~(size_t)63;
+            }
+            if (bp->kind != WK_BUF_OUTPUT) continue;
+            PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
+            PyObject *stt = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
+            rt->out_args[b] = stt ? PyTuple_Pack(2, sz, stt) : NULL;
+            Py_XDECREF(sz);
+            Py_XDECREF(stt);
+            if (!rt->out_args[b]) return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     if (torch_ready() < 0) return NULL;
     double t0 = now_s();
     int ninputs = wk_graph_ninputs(g);
     InputSpec *inputs = wk_xcalloc((size_t)(ninputs ? ninputs : 1), sizeof *inputs);
-    WkProgram *prog = NULL;
+    WkPlan *plan = NULL;
     WkLib *lib = NULL;
     CompiledObject *self = NULL;
     for (int i = 0; i < ninputs; i++) {
@@ -391,64 +829,74 @@ PyObject *wk_rt_compile_Ref(const WkGraph *g) {
             s->numel *= s->sizes[d];
         }
     }
-    prog = wk_compile_graph(g);
-    if (!prog) goto fail;
-    if (check_plan(prog, g, inputs) < 0) goto fail;
+    for (int n = 0; n < wk_graph_nnodes(g); n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        for (int k = 0; k < node->noutputs; k++)
+            if (wk_graph_value(g, node->outputs[k])->device.type != WK_DEV_CPU) {
+                wk_error_set("wick: a value is on a CUDA device; wick has no GPU backend yet");
+                goto fail;
+            }
+    }
+    plan = wk_compile_plan(g);
+    if (!plan) goto fail;
+    for (int s = 0; s < plan->nsteps; s++)
+        if (plan->steps[s].kind == WK_STEP_KERNELS && check_program(plan->steps[s].program, &plan->steps[s], plan) < 0)
+            goto fail;
 
     int hit = 0;
-    Py_BEGIN_ALLOW_THREADS
-    lib = wk_cc_load(prog->source, &hit);
-    Py_END_ALLOW_THREADS
-    if (!lib) goto fail;
-    EntryFn entry;
-    *(void **)&entry = wk_cc_symbol(lib, prog->entry);
-    if (!entry) goto fail;
+    if (plan->source && *plan->source) {
+        Py_BEGIN_ALLOW_THREADS
+        lib = wk_cc_load(plan->source, &hit);
+        Py_END_ALLOW_THREADS
+        if (!lib) goto fail;
+    }
 
     self = PyObject_New(CompiledObject, &Compiled_Type);
     if (!self) goto fail;
+    memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
     self->vectorcall = Compiled_vectorcall;
-    self->prog = prog;
+    self->plan = plan;
     self->lib = lib;
-    self->entry = entry;
-    *(void **)&self->set_num_threads = wk_cc_symbol(lib, "omp_set_num_threads");
-    if (self->set_num_threads && default_threads <= 0) {
-        int (*max_threads)(void);
-        *(void **)&max_threads = wk_cc_symbol(lib, "omp_get_max_threads");
-        default_threads = max_threads ? max_threads() : 0;
-        if (default_threads <= 0) self->set_num_threads = NULL;
+    self->inputs = inputs;
+    self->ninputs = ninputs;
+    plan = NULL, lib = NULL, inputs = NULL; /* owned by self now */
+    for (int s = 0; s < self->plan->nsteps && !self->prog; s++)
+        if (self->plan->steps[s].kind == WK_STEP_KERNELS) self->prog = self->plan->steps[s].program;
+    if (self->lib) {
+        *(void **)&self->set_num_threads = wk_cc_symbol(self->lib, "omp_set_num_threads");
+        if (self->set_num_threads && default_threads <= 0) {
+            int (*max_threads)(void);
+            *(void **)&max_threads = wk_cc_symbol(self->lib, "omp_get_max_threads");
+            default_threads = max_threads ? max_threads() : 0;
+            if (default_threads <= 0) self->set_num_threads = NULL;
+        }
     }
     wk_error_clear();
     self->check_inputs = 1;
     self->cache_hit = hit;
-    self->ninputs = ninputs;
-    self->inputs = inputs;
-    self->ntemps = 0;
-    self->out_args = wk_xcalloc((size_t)(prog->nbufs ? prog->nbufs : 1), sizeof(PyObject *));
-    prog = NULL, lib = NULL, inputs = NULL; /* owned by self now */
-    for (int b = 0; b < self->prog->nbufs; b++) {
-        const WkBufferPlan *bp = &self->prog->bufs[b];
-        if (bp->kind == WK_BUF_TEMP) self->ntemps++;
-        if (bp->kind != WK_BUF_OUTPUT) continue;
-        PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
-        PyObject *st = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
-        self->out_args[b] = st ? PyTuple_Pack(2, sz, st) : NULL;
-        Py_XDECREF(sz);
-        Py_XDECREF(st);
-        if (!self->out_args[b]) {
-            Py_DECREF(self);
-            return NULL;
-        }
+    if (prepare_steps(self) < 0 || load_externs(self, externs, wk_graph_extern_table_size(g)) < 0) {
+        Py_DECREF(self);
+        return NULL;
     }
     self->compile_time_s = now_s() - t0;
-    wk_log(WK_LOG_PERF, "compiled graph: %d kernels, %.3fs%s", self->prog->nkernels,
+    wk_log(WK_LOG_PERF, "compiled graph: %d steps, %d kernels, %d native nodes, %d externs, %.3fs%s",
+           self->plan->nsteps, self->plan->nkernels, self->plan->nnative, self->plan->nextern,
            self->compile_time_s, self->cache_hit ? " (cached .so)" : "");
     return (PyObject *)self;
 
 fail:
     free(inputs);
-    if (prog) wk_program_free(prog);
+    wk_plan_free(plan);
     wk_cc_close(lib);
     return NULL;
+}
+
+PyObject *wk_rt_compile_Ref(const WkGraph *g) {
+    if (wk_graph_nexterns(g) > 0) {
+        wk_error_set("wick: the graph has extern nodes; compile it with its extern table");
+        return NULL;
+    }
+    return wk_rt_compile_externs_Ref(g, NULL);
 }
 
 void wk_rt_set_check_inputs(PyObject *compiled, int on) {
@@ -460,15 +908,15 @@ void wk_rt_set_check_inputs(PyObject *compiled, int on) {
 
 static PyObject *Compiled_get_source(CompiledObject *self, void *c) {
     (void)c;
-    return PyUnicode_FromString(self->prog->source);
+    return PyUnicode_FromString(self->plan->source ? self->plan->source : "");
 }
 static PyObject *Compiled_get_summary(CompiledObject *self, void *c) {
     (void)c;
-    return PyUnicode_FromString(self->prog->summary ? self->prog->summary : "");
+    return PyUnicode_FromString(self->plan->summary ? self->plan->summary : "");
 }
 static PyObject *Compiled_get_nkernels(CompiledObject *self, void *c) {
     (void)c;
-    return PyLong_FromLong(self->prog->nkernels);
+    return PyLong_FromLong(self->plan->nkernels);
 }
 static PyObject *Compiled_get_compile_time(CompiledObject *self, void *c) {
     (void)c;
@@ -480,11 +928,11 @@ static PyObject *Compiled_get_cache_hit(CompiledObject *self, void *c) {
 }
 static PyObject *Compiled_get_library_path(CompiledObject *self, void *c) {
     (void)c;
-    return PyUnicode_FromString(wk_cc_path(self->lib));
+    return PyUnicode_FromString(self->lib ? wk_cc_path(self->lib) : "");
 }
 static PyObject *Compiled_get_entry(CompiledObject *self, void *c) {
     (void)c;
-    return PyUnicode_FromString(self->prog->entry);
+    return PyUnicode_FromString(self->prog ? self->prog->entry : "");
 }
 static PyObject *Compiled_get_check_inputs(CompiledObject *self, void *c) {
     (void)c;
@@ -503,6 +951,7 @@ static const char *const buf_kinds[] = {"input", "output", "temp"};
 static PyObject *Compiled_get_buffers(CompiledObject *self, void *c) {
     (void)c;
     const WkProgram *p = self->prog;
+    if (!p) return PyList_New(0);
     PyObject *list = PyList_New(p->nbufs);
     if (!list) return NULL;
     for (int b = 0; b < p->nbufs; b++) {
@@ -526,11 +975,49 @@ static PyObject *Compiled_get_buffers(CompiledObject *self, void *c) {
 
 static PyObject *Compiled_get_output_buffers(CompiledObject *self, void *c) {
     (void)c;
+    if (!self->prog) return PyList_New(0);
     PyObject *list = PyList_New(self->prog->noutputs);
     if (!list) return NULL;
     for (int i = 0; i < self->prog->noutputs; i++)
         PyList_SET_ITEM(list, i, PyLong_FromLong(self->prog->output_buf[i]));
     return list;
+}
+
+static PyObject *Compiled_get_steps(CompiledObject *self, void *c) {
+    (void)c;
+    const WkPlan *plan = self->plan;
+    PyObject *list = PyList_New(plan->nsteps);
+    if (!list) return NULL;
+    for (int s = 0; s < plan->nsteps; s++) {
+        const WkStep *st = &plan->steps[s];
+        PyObject *ins = PyList_New(st->nin), *outs = ins ? PyList_New(st->nout) : NULL, *d = NULL;
+        if (outs) {
+            for (int i = 0; i < st->nin; i++) PyList_SET_ITEM(ins, i, PyLong_FromLong(st->in_slots[i]));
+            for (int i = 0; i < st->nout; i++) PyList_SET_ITEM(outs, i, PyLong_FromLong(st->out_slots[i]));
+            if (st->kind == WK_STEP_KERNELS)
+                d = Py_BuildValue("{s:s,s:O,s:O,s:s,s:i}", "kind", "kernels", "inputs", ins, "outputs", outs,
+                                  "entry", st->program->entry, "nkernels", st->program->nkernels);
+            else
+                d = Py_BuildValue("{s:s,s:O,s:O,s:i,s:s}", "kind", "extern", "inputs", ins, "outputs", outs,
+                                  "extern_index", st->extern_index, "name", st->extern_name);
+        }
+        Py_XDECREF(ins);
+        Py_XDECREF(outs);
+        if (!d) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, s, d);
+    }
+    return list;
+}
+static PyObject *Compiled_get_nnative(CompiledObject *self, void *c) {
+    (void)c;
+    return PyLong_FromLong(self->plan->nnative);
+}
+static PyObject *Compiled_get_nextern(CompiledObject *self, void *c) {
+    (void)c;
+    return PyLong_FromLong(self->plan->nextern);
 }
 
 static PyGetSetDef Compiled_getset[] = {
@@ -543,6 +1030,9 @@ static PyGetSetDef Compiled_getset[] = {
     {"entry", (getter)Compiled_get_entry, NULL, "Name of the entry function.", NULL},
     {"buffers", (getter)Compiled_get_buffers, NULL, "The buffer plan as a list of dicts.", NULL},
     {"output_buffers", (getter)Compiled_get_output_buffers, NULL, "Buffer index of each output.", NULL},
+    {"nnative", (getter)Compiled_get_nnative, NULL, "Graph nodes compiled into kernels.", NULL},
+    {"nextern", (getter)Compiled_get_nextern, NULL, "Extern nodes (calls into PyTorch).", NULL},
+    {"steps", (getter)Compiled_get_steps, NULL, "The steps a call runs, in order, as dicts.", NULL},
     {"check_inputs", (getter)Compiled_get_check_inputs, (setter)Compiled_set_check_inputs,
      "Whether calls validate their input tensors.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -556,7 +1046,8 @@ PyObject *wk_rt_describe_Ref(PyObject *compiled) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     static const char *const keys[] = {"source", "summary", "nkernels", "compile_time_s",
-                                       "cache_hit", "library_path", "entry", "buffers"};
+                                       "cache_hit", "library_path", "entry", "buffers",
+                                       "output_buffers", "nnative", "nextern", "steps"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         PyObject *v = Compiled_getset[k].get(compiled, NULL);
         if (!v || PyDict_SetItemString(d, keys[k], v) < 0) {
@@ -575,8 +1066,8 @@ static PyObject *Compiled_describe(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *Compiled_repr(CompiledObject *self) {
-    return PyUnicode_FromFormat("<wick._C.CompiledGraph: %d inputs, %d outputs, %d kernels>",
-                                self->ninputs, self->prog->noutputs, self->prog->nkernels);
+    return PyUnicode_FromFormat("<wick._C.CompiledGraph: %d inputs, %d outputs, %d kernels, %d externs>",
+                                self->ninputs, self->plan->noutputs, self->plan->nkernels, self->plan->nextern);
 }
 
 static PyMethodDef Compiled_methods[] = {
@@ -598,6 +1089,46 @@ static PyTypeObject Compiled_Type = {
     .tp_getset = Compiled_getset,
 };
 
+/* ---- ExternInput ---------------------------------------------------------- */
+
+static PyObject *ExternInput_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"index", NULL};
+    Py_ssize_t index;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n:ExternInput", kwlist, &index)) return NULL;
+    if (index < 0) {
+        PyErr_SetString(PyExc_ValueError, "wick: ExternInput index must be >= 0");
+        return NULL;
+    }
+    ExternInputObject *self = (ExternInputObject *)type->tp_alloc(type, 0);
+    if (self) self->index = index;
+    return (PyObject *)self;
+}
+
+static PyObject *ExternInput_repr(ExternInputObject *self) {
+    return PyUnicode_FromFormat("ExternInput(%zd)", self->index);
+}
+
+static PyObject *ExternInput_get_index(ExternInputObject *self, void *c) {
+    (void)c;
+    return PyLong_FromSsize_t(self->index);
+}
+
+static PyGetSetDef ExternInput_getset[] = {
+    {"index", (getter)ExternInput_get_index, NULL, "Which tensor input of the extern node.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ExternInput_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "wick._C.ExternInput",
+    .tp_basicsize = sizeof(ExternInputObject),
+    .tp_repr = (reprfunc)ExternInput_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ExternInput(i): the extern node's tensor input i, in a call template.",
+    .tp_new = ExternInput_new,
+    .tp_getset = ExternInput_getset,
+};
+
 static PyObject *py_cache_dir(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyUnicode_FromString(wk_cc_cache_dir());
@@ -615,5 +1146,7 @@ int wk_rt_compiled_init(PyObject *module) {
     if (!atfork_done && pthread_atfork(NULL, NULL, on_fork_child) == 0) atfork_done = 1;
     if (PyType_Ready(&Compiled_Type) < 0) return -1;
     if (PyModule_AddObjectRef(module, "CompiledGraph", (PyObject *)&Compiled_Type) < 0) return -1;
+    if (PyType_Ready(&ExternInput_Type) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "ExternInput", (PyObject *)&ExternInput_Type) < 0) return -1;
     return PyModule_AddFunctions(module, rt_functions);
 }

@@ -83,6 +83,60 @@ error:
     return -1;
 }
 
+static int check_value_id(const WkGraph *g, long id);
+
+/* A sequence of value ids of g into a PyMem array (*out, caller frees).
+ * Returns the count or -1. */
+static int parse_value_ids(const WkGraph *g, PyObject *obj, int **out) {
+    PyObject *seq = PySequence_Fast(obj, "wick: expected a sequence of value ids");
+    *out = NULL;
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int *ids = PyMem_Calloc((size_t)n + 1, sizeof(int));
+    if (!ids) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if ((v == -1 && PyErr_Occurred()) || check_value_id(g, v) < 0) {
+            Py_DECREF(seq);
+            PyMem_Free(ids);
+            return -1;
+        }
+        ids[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    *out = ids;
+    return (int)n;
+}
+
+/* Any number of ints into a PyMem array (*out, caller frees). */
+static int parse_int_list(PyObject *obj, int64_t **out) {
+    PyObject *seq = PySequence_Fast(obj, "wick: ints must be a sequence of ints");
+    *out = NULL;
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int64_t *v = PyMem_Calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            PyMem_Free(v);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    *out = v;
+    return (int)n;
+}
+
 /* An int for a constant expression, else its C spelling as str. */
 static PyObject *sym_to_py_Ref(const WkGraph *g, const WkSym *s) {
     int64_t v;
@@ -155,12 +209,12 @@ static void Graph_dealloc(GraphObject *self) {
 }
 
 static PyObject *Graph_input(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"dtype", "sizes", "strides", "requires_grad", "source", "device", NULL};
+    static char *kwlist[] = {"dtype", "sizes", "strides", "requires_grad", "source", "device", "any_dtype", NULL};
     PyObject *dtype_obj, *sizes_obj, *strides_obj, *device_obj = NULL;
-    int requires_grad = 0;
+    int requires_grad = 0, any_dtype = 0;
     const char *source = "";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|psO:input", kwlist, &dtype_obj, &sizes_obj,
-                                     &strides_obj, &requires_grad, &source, &device_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|psOp:input", kwlist, &dtype_obj, &sizes_obj,
+                                     &strides_obj, &requires_grad, &source, &device_obj, &any_dtype))
         return NULL;
     int dt = parse_dtype(dtype_obj);
     if (dt < 0) return NULL;
@@ -181,16 +235,18 @@ static PyObject *Graph_input(GraphObject *self, PyObject *args, PyObject *kwds) 
             return NULL;
         }
     wk_error_clear();
-    int id = wk_graph_input(self->g, (WkDType)dt, dev, nd, sizes, strides, requires_grad, source);
+    int id = (any_dtype ? wk_graph_input_any : wk_graph_input)(self->g, (WkDType)dt, dev, nd, sizes, strides,
+                                                                requires_grad, source);
     if (id < 0) return PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
     return PyLong_FromLong(id);
 }
 
 static PyObject *Graph_input_like(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tensor", "source", NULL};
+    static char *kwlist[] = {"tensor", "source", "any_dtype", NULL};
     PyObject *t;
     const char *source = "";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|s:input_like", kwlist, &t, &source))
+    int any_dtype = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|sp:input_like", kwlist, &t, &source, &any_dtype))
         return NULL;
     PyObject *dtype = NULL, *shape = NULL, *stride = NULL, *rg = NULL, *device = NULL;
     PyObject *result = NULL, *call_args = NULL, *call_kw = NULL;
@@ -201,8 +257,8 @@ static PyObject *Graph_input_like(GraphObject *self, PyObject *args, PyObject *k
     if (!(device = PyObject_GetAttrString(t, "device"))) goto done;
     call_args = PyTuple_Pack(3, dtype, shape, stride);
     if (!call_args) goto done;
-    call_kw = Py_BuildValue("{s:O,s:s,s:O}", "requires_grad", PyObject_IsTrue(rg) ? Py_True : Py_False,
-                            "source", source, "device", device);
+    call_kw = Py_BuildValue("{s:O,s:s,s:O,s:O}", "requires_grad", PyObject_IsTrue(rg) ? Py_True : Py_False,
+                            "source", source, "device", device, "any_dtype", any_dtype ? Py_True : Py_False);
     if (!call_kw) goto done;
     result = Graph_input(self, call_args, call_kw);
 done:
@@ -242,61 +298,155 @@ static PyObject *Graph_scalar(GraphObject *self, PyObject *value) {
 }
 
 static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "correction", NULL};
+    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "ints", "correction", NULL};
     const char *name;
-    PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None, *corr_obj = Py_None;
+    PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None, *ints_obj = Py_None, *corr_obj = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOO:op", kwlist, &name, &inputs_obj, &dims_obj,
-                                     &keepdim, &dtype_obj, &corr_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOOO:op", kwlist, &name, &inputs_obj, &dims_obj,
+                                     &keepdim, &dtype_obj, &ints_obj, &corr_obj))
         return NULL;
     int op = wk_op_from_name(name);
     if (op < 0) return PyErr_Format(PyExc_ValueError, "wick: unknown op '%s'", name);
     if (op == WK_OP_SCALAR)
         return PyErr_Format(PyExc_ValueError, "wick: use Graph.scalar() to make a scalar");
-    int64_t inputs64[WK_MAX_DIMS];
-    int ninputs = parse_int_seq(inputs_obj, inputs64, "inputs");
+    int *inputs = NULL, ninputs = parse_value_ids(self->g, inputs_obj, &inputs);
     if (ninputs < 0) return NULL;
-    if (ninputs > 3)
-        return PyErr_Format(PyExc_ValueError, "wick: op '%s' takes at most 3 inputs, got %d", name,
-                            ninputs);
-    int inputs[3] = {0, 0, 0};
-    for (int i = 0; i < ninputs; i++) {
-        if (check_value_id(self->g, (long)inputs64[i]) < 0) return NULL;
-        inputs[i] = (int)inputs64[i];
+    int64_t *ints = NULL;
+    int nints = 0;
+    if (ints_obj != Py_None && (nints = parse_int_list(ints_obj, &ints)) < 0) {
+        PyMem_Free(inputs);
+        return NULL;
     }
+    PyObject *result = NULL;
     WkAttrs attrs;
     memset(&attrs, 0, sizeof attrs);
+    attrs.nints = nints;
+    attrs.ints = ints;
     attrs.keepdim = keepdim;
     if (dims_obj != Py_None) {
         int64_t dims[WK_MAX_DIMS];
         int nd;
         if (PyLong_Check(dims_obj)) {
             dims[0] = PyLong_AsLongLong(dims_obj);
-            if (dims[0] == -1 && PyErr_Occurred()) return NULL;
+            if (dims[0] == -1 && PyErr_Occurred()) goto done;
             nd = 1;
         } else {
             nd = parse_int_seq(dims_obj, dims, "dims");
-            if (nd < 0) return NULL;
+            if (nd < 0) goto done;
         }
         attrs.ndims = nd;
         for (int i = 0; i < nd; i++) attrs.dims[i] = (int)dims[i];
     }
     if (corr_obj != Py_None) { /* var/std's correction */
         double corr = PyFloat_AsDouble(corr_obj);
-        if (corr == -1.0 && PyErr_Occurred()) return NULL;
+        if (corr == -1.0 && PyErr_Occurred()) goto done;
         attrs.fvalue = corr;
         attrs.ivalue = 1;
     }
     if (dtype_obj != Py_None) {
         int dt = parse_dtype(dtype_obj);
-        if (dt < 0) return NULL;
+        if (dt < 0) goto done;
         attrs.dtype = (WkDType)dt;
         attrs.has_dtype = 1;
     }
     wk_error_clear();
     int id = wk_graph_op(self->g, (WkOp)op, inputs, ninputs, &attrs);
-    if (id < 0) return PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
-    return PyLong_FromLong(id);
+    if (id < 0) PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
+    else result = PyLong_FromLong(id);
+done:
+    PyMem_Free(inputs);
+    PyMem_Free(ints);
+    return result;
+}
+
+/* Output metadata from a tensor-like (dtype, shape, stride(), device,
+ * requires_grad: a real or fake tensor) or a dict with keys dtype, sizes,
+ * strides and optionally device, requires_grad. */
+static int parse_meta(PyObject *obj, WkTensorMeta *m) {
+    PyObject *dtype = NULL, *sizes = NULL, *strides = NULL, *device = NULL, *rg = NULL;
+    int rc = -1;
+    memset(m, 0, sizeof *m);
+    if (PyDict_Check(obj)) {
+        dtype = Py_XNewRef(PyDict_GetItemString(obj, "dtype"));
+        sizes = Py_XNewRef(PyDict_GetItemString(obj, "sizes"));
+        strides = Py_XNewRef(PyDict_GetItemString(obj, "strides"));
+        device = Py_XNewRef(PyDict_GetItemString(obj, "device"));
+        rg = Py_XNewRef(PyDict_GetItemString(obj, "requires_grad"));
+        if (!dtype || !sizes || !strides) {
+            PyErr_SetString(PyExc_ValueError, "wick: extern output metadata needs dtype, sizes and strides");
+            goto done;
+        }
+    } else {
+        if (!(dtype = PyObject_GetAttrString(obj, "dtype"))) goto done;
+        if (!(sizes = PyObject_GetAttrString(obj, "shape"))) goto done;
+        if (!(strides = PyObject_CallMethod(obj, "stride", NULL))) goto done;
+        if (!(device = PyObject_GetAttrString(obj, "device"))) goto done;
+        if (!(rg = PyObject_GetAttrString(obj, "requires_grad"))) goto done;
+    }
+    int dt = parse_dtype(dtype);
+    if (dt < 0) goto done;
+    m->dtype = (WkDType)dt;
+    m->device.type = WK_DEV_CPU;
+    if (device && device != Py_None && parse_device(device, &m->device) < 0) goto done;
+    int nd = parse_int_seq(sizes, m->sizes, "sizes");
+    if (nd < 0) goto done;
+    int ns = parse_int_seq(strides, m->strides, "strides");
+    if (ns < 0) goto done;
+    if (nd != ns) {
+        PyErr_Format(PyExc_ValueError, "wick: %d sizes but %d strides", nd, ns);
+        goto done;
+    }
+    m->ndim = nd;
+    if (rg && rg != Py_None) {
+        int t = PyObject_IsTrue(rg);
+        if (t < 0) goto done;
+        m->requires_grad = t;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(dtype);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    Py_XDECREF(device);
+    Py_XDECREF(rg);
+    return rc;
+}
+
+static PyObject *Graph_extern(GraphObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"index", "inputs", "outputs", "name", NULL};
+    int index;
+    PyObject *inputs_obj, *outputs_obj;
+    const char *name = "extern";
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOO|s:extern", kwlist, &index, &inputs_obj, &outputs_obj,
+                                     &name))
+        return NULL;
+    int *inputs = NULL, ninputs = parse_value_ids(self->g, inputs_obj, &inputs);
+    if (ninputs < 0) return NULL;
+    PyObject *result = NULL;
+    WkTensorMeta *metas = NULL;
+    PyObject *seq = PySequence_Fast(outputs_obj, "wick: extern outputs must be a sequence of metadata");
+    if (!seq) goto done;
+    Py_ssize_t nout = PySequence_Fast_GET_SIZE(seq);
+    metas = PyMem_Calloc((size_t)nout + 1, sizeof *metas);
+    if (!metas) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nout; k++)
+        if (parse_meta(PySequence_Fast_GET_ITEM(seq, k), &metas[k]) < 0) goto done;
+    wk_error_clear();
+    int id = wk_graph_extern(self->g, index, name, inputs, ninputs, metas, (int)nout);
+    if (id < 0) {
+        PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
+        goto done;
+    }
+    result = PyList_New(nout);
+    for (Py_ssize_t k = 0; result && k < nout; k++) PyList_SET_ITEM(result, k, PyLong_FromLong(id + (long)k));
+done:
+    Py_XDECREF(seq);
+    PyMem_Free(metas);
+    PyMem_Free(inputs);
+    return result;
 }
 
 static PyObject *Graph_output(GraphObject *self, PyObject *value) {
@@ -317,10 +467,12 @@ static PyObject *Graph_print(GraphObject *self, PyObject *unused) {
     return r;
 }
 
-static PyObject *Graph_compile(GraphObject *self, PyObject *unused) {
-    (void)unused;
+static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"externs", NULL};
+    PyObject *externs = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:compile", kwlist, &externs)) return NULL;
     wk_error_clear();
-    PyObject *c = wk_rt_compile_Ref(self->g);
+    PyObject *c = wk_rt_compile_externs_Ref(self->g, externs);
     if (!c && !PyErr_Occurred()) PyErr_SetString(CompileError, wk_error_get());
     return c;
 }
@@ -384,6 +536,22 @@ static PyObject *node_dict_Ref(const WkGraph *g, const WkNode *nd) {
     d = Py_BuildValue("{s:s,s:O,s:i,s:O,s:O,s:O,s:O}", "op", info->name, "inputs", inputs, "output",
                       nd->output, "dims", dims, "keepdim", nd->attrs.keepdim ? Py_True : Py_False,
                       "dtype", dtype, "value", value);
+    if (d) {
+        PyObject *outs = PyList_New(nd->noutputs), *ints = outs ? PyTuple_New(nd->attrs.nints) : NULL;
+        PyObject *xi = ints ? (nd->op == WK_OP_EXTERN ? PyLong_FromLong(nd->extern_index) : Py_NewRef(Py_None)) : NULL;
+        PyObject *xn = xi ? (nd->op == WK_OP_EXTERN ? PyUnicode_FromString(nd->extern_name) : Py_NewRef(Py_None)) : NULL;
+        if (xn) {
+            for (int k = 0; k < nd->noutputs; k++) PyList_SET_ITEM(outs, k, PyLong_FromLong(nd->outputs[k]));
+            for (int k = 0; k < nd->attrs.nints; k++) PyTuple_SET_ITEM(ints, k, PyLong_FromLongLong(nd->attrs.ints[k]));
+        }
+        if (!xn || PyDict_SetItemString(d, "outputs", outs) < 0 || PyDict_SetItemString(d, "ints", ints) < 0 ||
+            PyDict_SetItemString(d, "extern_index", xi) < 0 || PyDict_SetItemString(d, "name", xn) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(outs);
+        Py_XDECREF(ints);
+        Py_XDECREF(xi);
+        Py_XDECREF(xn);
+    }
 done:
     Py_DECREF(inputs);
     Py_XDECREF(dims);
@@ -442,11 +610,15 @@ static PyMethodDef Graph_methods[] = {
      "input_like(tensor, source='') -> value id, with the tensor's dtype/shape/strides/device"},
     {"scalar", (PyCFunction)Graph_scalar, METH_O, "scalar(bool|int|float) -> value id"},
     {"op", (PyCFunction)(void (*)(void))Graph_op, METH_VARARGS | METH_KEYWORDS,
-     "op(name, inputs, dims=None, keepdim=False, dtype=None) -> value id"},
+     "op(name, inputs, dims=None, keepdim=False, dtype=None, ints=None) -> value id"},
     {"output", (PyCFunction)Graph_output, METH_O, "output(value id): append a graph output"},
     {"print", (PyCFunction)Graph_print, METH_NOARGS, "The graph as text."},
-    {"compile", (PyCFunction)Graph_compile, METH_NOARGS,
-     "Compile with wick's pipeline -> CompiledGraph (raises CompileError)."},
+    {"extern", (PyCFunction)(void (*)(void))Graph_extern, METH_VARARGS | METH_KEYWORDS,
+     "extern(index, inputs, outputs, name='extern') -> list of output value ids. outputs: one metadata per "
+     "output, a (fake) tensor or a dict(dtype, sizes, strides[, device, requires_grad])."},
+    {"compile", (PyCFunction)(void (*)(void))Graph_compile, METH_VARARGS | METH_KEYWORDS,
+     "compile(externs=None): compile with wick's pipeline -> CompiledGraph (raises CompileError). "
+     "externs: the extern table (see runtime.h), entry i for extern index i."},
     {"inputs", (PyCFunction)Graph_inputs, METH_NOARGS, "Graph inputs as a list of dicts."},
     {"nodes", (PyCFunction)Graph_nodes, METH_NOARGS, "Nodes as a list of dicts, in order."},
     {"outputs", (PyCFunction)Graph_outputs, METH_NOARGS, "Output value ids, in order."},

@@ -8,11 +8,12 @@
  *               share the cache never see half a file. Each .so has a sidecar
  *               holding its own SHA-256; a mismatch (a corrupt or truncated
  *               file) is detected and the artifact rebuilt.
- *   compiled.c  the C type wick._C.CompiledGraph: holds the loaded library
- *               and the buffer plan; calling it with the graph's input
- *               tensors allocates outputs and temporaries, calls the entry
- *               point, and returns the outputs as a tuple, in graph-output order
- *               (always a tuple). No Python code runs on that path.
+ *   compiled.c  the C type wick._C.CompiledGraph: holds the loaded library,
+ *               the plan of steps (program.h: KERNELS stages and EXTERN
+ *               calls) and the extern table; calling it with the graph's
+ *               input tensors runs the steps in order and returns the
+ *               outputs as a tuple, in graph-output order (always a tuple).
+ *               No Python code runs between steps except the extern calls.
  *   pygraph.c   the C type wick._C.Graph: a Python handle on a WkGraph under
  *               construction, used by the torch.compile adapter (FX import),
  *               by tests of the compiler alone, and by capture to hand a
@@ -43,6 +44,33 @@ const char *wk_cc_cache_dir(void);
  * exception for interpreter-level failures (KeyboardInterrupt, MemoryError).
  * Does not take ownership of g. */
 PyObject *wk_rt_compile_Ref(const WkGraph *g);
+
+/* ---- the extern table ----
+ * wk_rt_compile_externs_Ref is wk_rt_compile_Ref for graphs with EXTERN
+ * nodes. `externs` (borrowed; a list or tuple, or NULL/None when the graph
+ * has none) has at least one entry per extern index the graph uses. Entry i
+ * says how to call extern i at run time, as one of:
+ *   - a callable f: called as f(*tensor_inputs) (a prebuilt closure);
+ *   - a tuple (fn, args[, kwargs[, picks]]): fn(*args, **kwargs), where args
+ *     (a tuple or list) and kwargs (a dict or None) are templates in which
+ *     every wick._C.ExternInput(k) stands for the node's tensor input k,
+ *     also inside nested lists/tuples and dict values (cat's tensor list);
+ *     everything else is passed as it is (ints, floats, dtypes, None...).
+ * The entries are read once, at compile time; the CompiledGraph keeps
+ * references to fn and the templates. Outputs: with picks (a sequence of
+ * ints, one per node output) output k is result[picks[k]], so a tuple with
+ * None or non-tensor items works; without picks, a tuple/list result gives
+ * outputs 0..n-1 from its first n items, anything else is output 0 of a
+ * single-output node. Every output must be a torch.Tensor. A view result
+ * (transpose, a slice) is kept as the view: the runtime holds a reference to
+ * it, and to its base through it. An output that generated kernels read is
+ * checked against the node's metadata: a different dtype or shape raises
+ * RuntimeError; different strides are copied into the promised layout. An
+ * exception raised by the extern propagates out of the call unchanged, as
+ * it would in eager mode (no partial outputs are returned).
+ * Externs must not mutate their inputs (the steps are ordered by data flow
+ * only): capture and the FX importer give functional graphs. */
+PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs);
 /* Source, summary and timings of a CompiledGraph as a dict (new reference). */
 PyObject *wk_rt_describe_Ref(PyObject *compiled);
 /* Turns input validation of a CompiledGraph

@@ -344,6 +344,13 @@ static void test_special_rules(void) {
     at.dtype = (WkDType)77;
     CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
     CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, NULL), -1);
+    at.dtype = WK_BOOL; /* zeroed attrs: no dtype given, never a silent bool */
+    CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "CONVERT needs a dtype");
+    at.has_dtype = 1;
+    v = op1(g, WK_OP_CONVERT, xf, &at);
+    CHECK(v >= 0 && wk_graph_value(g, v)->dtype == WK_BOOL);
+    at.has_dtype = 0;
     at.dtype = WK_F64;
     at.fvalue = 0.5;
     v = wk_graph_op(g, WK_OP_SCALAR, NULL, 0, &at);
@@ -526,7 +533,8 @@ static void test_ops(void) {
     i = wk_op_info(WK_OP_WHERE);
     CHECK(i->arity == 3 && i->dtype == WK_DTR_WHERE);
     CHECK(wk_op_info(WK_OP_SCALAR)->kind == WK_KIND_CONSTANT);
-    CHECK(wk_op_info((WkOp)WK_NOPS) == NULL);
+    CHECK(wk_op_info((WkOp)(WK_NOPS + 1)) == NULL);
+    CHECK(wk_op_info(WK_OP_EXTERN)->kind == WK_KIND_EXTERN); /* the pseudo-row past the table */
     CHECK(wk_op_info((WkOp)-1) == NULL);
     for (int op = 0; op < WK_NOPS; op++) CHECK_EQ_INT(wk_op_from_name(wk_op_info((WkOp)op)->name), op);
 }

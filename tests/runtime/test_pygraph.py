@@ -88,10 +88,14 @@ def test_argument_errors():
         g.op("add", [a, 42])
     with pytest.raises(ValueError, match="no value with id -1"):
         g.output(-1)
-    with pytest.raises(ValueError, match="at most 3 inputs"):
+    with pytest.raises(ValueError, match="ADD takes 2 inputs, got 4"):
         g.op("add", [a, a, a, a])
     with pytest.raises(ValueError, match="scalar"):
         g.op("scalar", [])
+    with pytest.raises(ValueError, match="CONVERT needs a dtype"):  # never a silent bool
+        g.op("convert", [a])
+    g2 = C.Graph()
+    assert g2.value(g2.op("convert", [g2.input("float32", (2,), (1,))], dtype="bool"))["dtype"] == "bool"
     with pytest.raises(TypeError, match="bool, int or float"):
         g.scalar("1")
     with pytest.raises(OverflowError):

@@ -1,0 +1,156 @@
+/* test_graph_extern.c — open-ended node inputs and int-list attributes,
+ * multi-output EXTERN nodes (graph.c), and plans: a graph cut into kernel
+ * stages and extern steps, with slots between them (pipeline.c). */
+#include "codegen/program.h"
+
+#include <stdlib.h>
+
+#include "check.h"
+
+static const WkDevice CPU = {WK_DEV_CPU, 0};
+
+static WkTensorMeta meta2(WkDType dt, int64_t a, int64_t b, int64_t sa, int64_t sb) {
+    WkTensorMeta m = {0};
+    m.dtype = dt;
+    m.device = CPU;
+    m.ndim = 2;
+    m.sizes[0] = a, m.sizes[1] = b;
+    m.strides[0] = sa, m.strides[1] = sb;
+    return m;
+}
+
+static void test_builder(void) {
+    WkGraph *g = wk_graph_new();
+    int64_t sz[2] = {3, 4};
+    int x = wk_graph_input(g, WK_F32, CPU, 2, sz, NULL, 0, "L['x']");
+    WkTensorMeta outs[2] = {meta2(WK_F32, 4, 3, 1, 4), meta2(WK_I64, 4, 3, 3, 1)};
+    int e = wk_graph_extern(g, 7, "aten.foo", &x, 1, outs, 2);
+    CHECK(e > x);
+    const WkValue *v0 = wk_graph_value(g, e), *v1 = wk_graph_value(g, e + 1);
+    CHECK(v0 && v1);
+    CHECK_EQ_INT(v0->node, v1->node);
+    CHECK_EQ_INT(v1->node_output, 1);
+    int64_t st;
+    CHECK(wk_sym_is_const(v0->strides[1], &st) && st == 4); /* strides as given */
+    const WkNode *n = wk_graph_node(g, v0->node);
+    CHECK_EQ_INT(n->op, WK_OP_EXTERN);
+    CHECK_EQ_INT(n->noutputs, 2);
+    CHECK_EQ_INT(n->outputs[1], e + 1);
+    CHECK_EQ_INT(n->extern_index, 7);
+    CHECK_EQ_INT(wk_graph_nexterns(g), 1);
+    CHECK_EQ_INT(wk_graph_extern_table_size(g), 8);
+    CHECK_EQ_INT(wk_graph_nusers(g, x), 1);
+
+    /* an int list is copied into the graph */
+    int64_t *ints = malloc(3 * sizeof *ints);
+    ints[0] = 2, ints[1] = -1, ints[2] = 9;
+    WkAttrs at = {0};
+    at.nints = 3;
+    at.ints = ints;
+    int r = wk_graph_op(g, WK_OP_RELU, &e, 1, &at);
+    free(ints);
+    const WkNode *rn = wk_graph_node(g, wk_graph_value(g, r)->node);
+    CHECK_EQ_INT(rn->attrs.nints, 3);
+    CHECK_EQ_INT(rn->attrs.ints[1], -1);
+
+    /* an int64 extern output can feed EXP (promotes to float); a float16
+     * one feeds kernels too (loaded as float32, stored rounded) */
+    WkTensorMeta h = meta2(WK_F16, 3, 4, 4, 1);
+    int hv = wk_graph_extern(g, 0, "half", &x, 1, &h, 1);
+    CHECK(hv >= 0);
+    int hn = wk_graph_op(g, WK_OP_NEG, &hv, 1, NULL);
+    CHECK(hn >= 0 && wk_graph_value(g, hn)->dtype == WK_F16);
+
+    /* refusals */
+    int s = wk_graph_scalar(g, WK_F64, 1.5, 0);
+    CHECK_EQ_INT(wk_graph_extern(g, 0, "bad", &s, 1, outs, 1), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "Python scalar");
+    CHECK_EQ_INT(wk_graph_extern(g, -1, "bad", &x, 1, outs, 1), -1);
+    CHECK_EQ_INT(wk_graph_extern(g, 0, "bad", &x, 1, outs, 0), -1);
+    WkTensorMeta neg = meta2(WK_F32, -1, 3, 3, 1);
+    CHECK_EQ_INT(wk_graph_extern(g, 0, "bad", &x, 1, &neg, 1), -1);
+    int four[4] = {x, x, x, x};
+    CHECK_EQ_INT(wk_graph_op(g, WK_OP_ADD, four, 4, NULL), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "ADD takes 2 inputs, got 4");
+
+    wk_graph_output(g, r);
+    char *text = wk_graph_print(g);
+    CHECK_STR_CONTAINS(text, "%1, %2 = EXTERN[7 aten.foo](%0) : float32[4, 3] strides=[1, 4], int64[4, 3]");
+    CHECK_STR_CONTAINS(text, "RELU(%1, ints=[2, -1, 9])");
+    free(text);
+    /* the plain pipeline refuses externs */
+    CHECK(wk_compile_graph(g) == NULL);
+    wk_graph_free(g);
+}
+
+/* x -> mul -> [mm] -> add b -> relu -> [mm] -> exp; tanh(x) independent */
+static void test_plan(void) {
+    WkGraph *g = wk_graph_new();
+    int64_t sx[2] = {4, 4}, sb[1] = {4};
+    int x = wk_graph_input(g, WK_F32, CPU, 2, sx, NULL, 0, "x");
+    int b = wk_graph_input(g, WK_F32, CPU, 1, sb, NULL, 0, "b");
+    int two = wk_graph_scalar(g, WK_F64, 2.0, 0);
+    int mul_in[2] = {x, two};
+    int m = wk_graph_op(g, WK_OP_MUL, mul_in, 2, NULL);
+    int side = wk_graph_op(g, WK_OP_TANH, &x, 1, NULL);
+    WkTensorMeta mm = meta2(WK_F32, 4, 4, 4, 1);
+    int mm_in[2] = {m, x};
+    int e1 = wk_graph_extern(g, 0, "mm", mm_in, 2, &mm, 1);
+    int add_in[2] = {e1, b};
+    int a = wk_graph_op(g, WK_OP_ADD, add_in, 2, NULL);
+    int add2_in[2] = {a, two}; /* the scalar is read in a later stage too */
+    int a2 = wk_graph_op(g, WK_OP_ADD, add2_in, 2, NULL);
+    int r = wk_graph_op(g, WK_OP_RELU, &a2, 1, NULL);
+    int mm2_in[2] = {r, side};
+    int e2 = wk_graph_extern(g, 0, "mm", mm2_in, 2, &mm, 1);
+    int ex = wk_graph_op(g, WK_OP_EXP, &e2, 1, NULL);
+    wk_graph_output(g, ex);
+    wk_graph_output(g, e1);
+    wk_graph_output(g, x);
+    WkPlan *P = wk_compile_plan(g);
+    CHECK(P != NULL);
+    if (P) {
+        CHECK_EQ_INT(P->nsteps, 5);
+        CHECK_EQ_INT(P->steps[0].kind, WK_STEP_KERNELS);
+        CHECK_EQ_INT(P->steps[1].kind, WK_STEP_EXTERN);
+        CHECK_EQ_INT(P->steps[2].kind, WK_STEP_KERNELS);
+        CHECK_EQ_INT(P->steps[3].kind, WK_STEP_EXTERN);
+        CHECK_EQ_INT(P->steps[4].kind, WK_STEP_KERNELS);
+        CHECK_EQ_INT(P->nextern, 2);
+        CHECK_EQ_INT(P->nnative, 6);
+        /* stage 0 computes mul and tanh (both read later) */
+        CHECK_EQ_INT(P->steps[0].nout, 2);
+        /* add, add, relu fuse into one stage whose only output is relu's */
+        CHECK_EQ_INT(P->steps[2].nout, 1);
+        CHECK_EQ_INT(P->slots[P->steps[2].out_slots[0]].value, r);
+        /* graph output 2 is input 0's slot, output 1 the first extern's */
+        CHECK_EQ_INT(P->slots[P->output_slot[2]].input_index, 0);
+        CHECK_EQ_INT(P->output_slot[1], P->steps[1].out_slots[0]);
+        CHECK(P->slots[P->output_slot[1]].is_output);
+        CHECK(P->slots[P->steps[1].out_slots[0]].read_by_kernels);
+        /* the mul result dies after the first extern */
+        CHECK_EQ_INT(P->slots[P->steps[1].in_slots[0]].last_step, 1);
+        CHECK_STR_CONTAINS(P->source, "wick_s2_kernel0");
+        CHECK_STR_CONTAINS(P->summary, "step 3: extern 0 mm(");
+    }
+    wk_plan_free(P);
+
+    /* no externs: one stage, the graph itself */
+    WkGraph *h = wk_graph_new();
+    x = wk_graph_input(h, WK_F32, CPU, 2, sx, NULL, 0, "x");
+    int y = wk_graph_op(h, WK_OP_EXP, &x, 1, NULL);
+    wk_graph_output(h, y);
+    wk_graph_output(h, y);
+    P = wk_compile_plan(h);
+    CHECK(P && P->nsteps == 1 && P->steps[0].nout == 2);
+    if (P) CHECK_EQ_INT(P->output_slot[0], P->output_slot[1]);
+    wk_plan_free(P);
+    wk_graph_free(h);
+    wk_graph_free(g);
+}
+
+int main(void) {
+    test_builder();
+    test_plan();
+    return CHECK_DONE();
+}
