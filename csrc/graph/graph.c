@@ -462,6 +462,16 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
             wk_error_set("\"%s_cpu\" not implemented for 'Bool'", info->name);
             return -1;
         }
+        if ((op == WK_OP_FMOD || op == WK_OP_REMAINDER || op == WK_OP_FLOOR_DIVIDE) && category(*out) != 2) {
+            /* torch raises on an integer zero divisor, element by element; a
+             * kernel cannot raise: only a known non-zero divisor builds */
+            const WkAttrs *d = scalar_attrs(g, in[1]);
+            if (!d || category(d->dtype) == 2 || d->ivalue == 0) {
+                wk_error_set("%s: integer division by a tensor or by zero (torch raises on zero divisors)",
+                             info->name);
+                return -1;
+            }
+        }
         if ((op == WK_OP_CLAMP_MIN || op == WK_OP_CLAMP_MAX) && *out == WK_BOOL && in[1]->is_wrapped_number) {
             wk_error_set("\"clamp_scalar_cpu\" not implemented for 'Bool'");
             return -1;

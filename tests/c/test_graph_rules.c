@@ -110,7 +110,10 @@ static void test_promotion_table(void) {
         wk_error_clear();
         int out = op < 0 ? -1 : wk_graph_op(g, (WkOp)op, in, nin, &at);
         const char *got = out < 0 ? "error" : wk_dtype_name(wk_graph_value(g, out)->dtype);
-        if (strcmp(got, r->result) != 0) {
+        /* integer fmod/remainder/floor_divide by a tensor: refused on purpose
+         * (torch raises per element on zero divisors), the op runs in torch */
+        int refused = out < 0 && strstr(wk_error_get(), "integer division by a tensor") != NULL;
+        if (strcmp(got, r->result) != 0 && !refused) {
             fprintf(stderr, "%s(%s, %s, %s; dtype=%s): wick %s (%s), torch %s\n", r->op, r->args[0],
                     r->args[1] ? r->args[1] : "-", r->args[2] ? r->args[2] : "-",
                     r->attr_dtype ? r->attr_dtype : "-", got, wk_error_get(), r->result);

@@ -2,7 +2,10 @@
 run through torch.compile(fn, backend="wick") and compared with eager.
 
 Per op and dtype, each sample counts as one of:
-  pass      wick compiled every graph of the sample and the result matches eager
+  pass      wick compiled every graph natively (no extern call into ATen) and
+            the result matches eager
+  extern    wick compiled it, with some ops as extern calls into PyTorch's own
+            kernels (correct, not native: counted apart, never as pass)
   wrong     wick compiled it and the result differs from eager (must be 0)
   fallback  some graph ran eagerly because wick declined it (reason recorded)
   error     torch.compile itself raised (dynamo, or wick raising where eager did not)
@@ -34,7 +37,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 DEFAULT_MAX_SAMPLES = 6
-OUTCOMES = ("pass", "wrong", "fallback", "error", "nograph")
+OUTCOMES = ("pass", "extern", "wrong", "fallback", "error", "nograph")
 
 TOL = {  # (rtol, atol) by dtype name; libmvec is within 4 ulp, reductions add
     "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7),
@@ -149,8 +152,9 @@ def same(got, want):
 
 
 class Counting:
-    """A torch.compile backend around wick's: counts graphs compiled and
-    graphs that wick ran eagerly."""
+    """A torch.compile backend around wick's: counts graphs handed to wick,
+    graphs (or parts) that wick ran eagerly, and extern calls in what it
+    compiled (wick.backends.compiled_graphs records native/extern counts)."""
 
     def __init__(self):
         from wick import backends
@@ -158,6 +162,7 @@ class Counting:
         self.backends = backends
         self.graphs = self.fallbacks = 0
         self.reasons = []
+        self.first_info = len(backends.compiled_graphs)
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
@@ -167,6 +172,14 @@ class Counting:
             self.fallbacks += 1
             self.reasons.extend(self.backends.fallback_reasons[n:])
         return fn
+
+    def externs(self):
+        """{extern name: count} over the graphs wick compiled since creation."""
+        out = {}
+        for info in self.backends.compiled_graphs[self.first_info:]:
+            for k, v in info.get("externs", {}).items():
+                out[k] = out.get(k, 0) + v
+        return out
 
 
 def run_sample(op, sample, inductor=False):
@@ -189,13 +202,19 @@ def run_sample(op, sample, inductor=False):
     except Exception as exc:
         outcome, detail = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
     else:
+        ext = backend.externs()
         if backend.fallbacks:
             outcome, detail = "fallback", backend.reasons[0][:200]
         elif backend.graphs == 0:
             outcome, detail = "nograph", ""
         else:
             why = same(got, want)
-            outcome, detail = ("pass", "") if why is None else ("wrong", why)
+            if why is not None:
+                outcome, detail = "wrong", why
+            elif ext:
+                outcome, detail = "extern", " ".join(sorted(ext))[:200]
+            else:
+                outcome, detail = "pass", ""
     ind = None
     if inductor:
         torch._dynamo.reset()
@@ -237,7 +256,7 @@ def sweep_op(op, max_samples=DEFAULT_MAX_SAMPLES, inductor=False):
             if inductor and ind == "pass":
                 counts["inductor_pass"] += 1
                 counts["both_pass"] += outcome == "pass"
-            if outcome in ("wrong", "error") or (outcome == "fallback" and len(details) < 3):
+            if outcome in ("wrong", "error") or (outcome in ("fallback", "extern") and len(details) < 3):
                 details.append(f"sample {k}: {outcome}: {detail}")
         counts["details"] = details[:6]
         result[str(dt).replace("torch.", "")] = counts
