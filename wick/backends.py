@@ -370,7 +370,50 @@ class _AtenImporter:
                 if vid is not None:
                     self.nnative += 1
                     return vid
+        elif target is torch.ops.aten.native_layer_norm.default:
+            multi = self.try_layer_norm(node, val)
+            if multi is not None:
+                self.nnative += 1
+                return multi
         return self.extern(node, val)
+
+    def try_layer_norm(self, node, val):
+        """aten.native_layer_norm -> (LAYER_NORM, mean, rstd) as native nodes
+        (mean and rstd get kernels only when something reads them), or None."""
+        torch, g = self.torch, self.g
+        args = [self.lookup(a) for a in node.args]
+        if node.kwargs or len(args) != 5 or args[0][0] != "v" or args[1][0] != "c" or args[4][0] != "c":
+            return None
+        x, shape, eps = args[0][1], args[1][1], args[4][1]
+        if not isinstance(eps, (int, float)) or not isinstance(shape, (list, tuple)) or not shape:
+            return None
+        if any(isinstance(t, torch.Tensor) and (t.device.type != "cpu" or t.layout != torch.strided) for t in val):
+            return None
+        nd = len(g.value(x)["sizes"])
+        dims = tuple(range(nd - len(shape), nd))
+
+        def param(a, default):
+            if a == ("c", None):
+                return g.scalar(default)
+            return a[1] if a[0] == "v" else None
+
+        w, b = param(args[2], 1.0), param(args[3], 0.0)
+        if w is None or b is None:
+            return None
+        try:
+            out = g.op("LAYER_NORM", [x, w, b], dims=dims, eps=float(eps))
+            mean = g.op("MEAN", [x], dims=dims, keepdim=True)
+            var = g.op("VAR", [x], dims=dims, keepdim=True, correction=0.0)
+            rstd = g.op("RSQRT", [g.op("ADD", [var, g.scalar(float(eps))])])
+        except ValueError:
+            return None
+        for vid, t in zip((out, mean, rstd), val):
+            got = g.value(vid)
+            m = self.meta_of(t)
+            if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"] or \
+                    not _is_contiguous(m["sizes"], m["strides"]):
+                return None  # the dead nodes get no kernel
+        return _Multi([out, mean, rstd], type(val))
 
     # -- native ops -----------------------------------------------------------
     def try_native(self, node, native, val):

@@ -546,7 +546,7 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
             }
             return 0;
         }
-        for (int i = 1; i < n; i++) /* parameters are numbers (a 0-d tensor converts) */
+        for (int i = 1; i < n && op != WK_OP_LAYER_NORM; i++) /* parameters are numbers (a 0-d tensor converts) */
             if (in[i]->ndim != 0) {
                 wk_error_set("%s: argument %d must be a number, not a tensor", info->name, i);
                 return -1;
@@ -650,6 +650,10 @@ static void canonical_attrs(WkOp op, WkAttrs *at) {
             c.ivalue = 1;
             c.fvalue = at->fvalue;
         }
+    } else if (op == WK_OP_LAYER_NORM) {
+        c.ndims = at->ndims;
+        memcpy(c.dims, at->dims, sizeof c.dims);
+        c.fvalue = at->fvalue;
     } else if (info->dtype == WK_DTR_ATTR) {
         c.dtype = at->dtype;
         c.has_dtype = 1;
@@ -661,6 +665,31 @@ static void canonical_attrs(WkOp op, WkAttrs *at) {
     c.nints = at->nints > 0 && at->ints ? at->nints : 0;
     c.ints = c.nints ? at->ints : NULL;
     *at = c;
+}
+
+/* layer_norm: attrs.dims must be the input's trailing dims (normalised here),
+ * and weight/bias must not widen the output beyond the input's shape. */
+static int layer_norm_dims(const WkValue *in, WkAttrs *at, const WkValue *out) {
+    int nd = in->ndim, k = at->ndims;
+    if (k < 1 || k > nd) {
+        wk_error_set("layer_norm: normalized_shape of %d dims for an input of %d", k, nd);
+        return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        int d = at->dims[i] < 0 ? at->dims[i] + nd : at->dims[i];
+        if (d != nd - k + i) {
+            wk_error_set("layer_norm: normalises the trailing dims only");
+            return -1;
+        }
+        at->dims[i] = d;
+    }
+    if (out->ndim != nd) goto widened;
+    for (int d = 0; d < nd; d++)
+        if (out->sizes[d] != in->sizes[d]) goto widened;
+    return 0;
+widened:
+    wk_error_set("layer_norm: weight and bias must have the normalized shape");
+    return -1;
 }
 
 /* Tensors on one device; 0-d CPU tensors (and Python scalars) go with any. */
@@ -726,6 +755,7 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
     case WK_SHAPE_SCALAR: out.ndim = 0; break;
     case WK_SHAPE_BROADCAST:
         if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;
+        if (op == WK_OP_LAYER_NORM && layer_norm_dims(in[0], &at, &out) < 0) goto done;
         break;
     case WK_SHAPE_REDUCE:
     case WK_SHAPE_SAME_DIM:

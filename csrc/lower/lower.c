@@ -657,6 +657,23 @@ static const WkLExpr *softmax(Lower *c, int log) {
 static const WkLExpr *lower_SOFTMAX(Lower *c) { return softmax(c, 0); }
 static const WkLExpr *lower_LOG_SOFTMAX(Lower *c) { return softmax(c, 1); }
 
+/* layer_norm over attrs.dims: (x - mean) / sqrt(var + eps) * weight + bias,
+ * the statistics in float64 (two passes: mean, then the mean square of
+ * x - mean) and the rest in the compute dtype */
+static const WkLExpr *lower_LAYER_NORM(Lower *c) {
+    Stat st;
+    if (stat_init(c, &st) < 0) return NULL;
+    WkDType dt = compute_dtype(c->out->dtype), acc = WK_F64;
+    const WkLExpr *x = wk_lower_cast(c->L, acc, st.x);
+    const WkLExpr *mean = stat_reduce(c, &st, x, WK_RED_MEAN, acc);
+    const WkLExpr *d = bin(c, WK_LX_SUB, x, mean);
+    const WkLExpr *var = stat_reduce(c, &st, bin(c, WK_LX_MUL, d, d), WK_RED_MEAN, acc);
+    const WkLExpr *rstd = bin(c, WK_LX_DIV, cf(c, acc, 1.0),
+                              un(c, WK_LX_SQRT, bin(c, WK_LX_ADD, var, cf(c, acc, c->node->attrs.fvalue))));
+    const WkLExpr *y = wk_lower_cast(c->L, dt, bin(c, WK_LX_MUL, d, rstd));
+    return bin(c, WK_LX_ADD, bin(c, WK_LX_MUL, y, arg_as(c, 1, dt)), arg_as(c, 2, dt));
+}
+
 static const LowerFn lowerings[WK_NOPS] = {
 #undef WK_OP
 #define WK_OP(name, kind, arity, shape, dtype, sig, torch) [WK_OP_##name] = lower_##name,

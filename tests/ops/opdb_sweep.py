@@ -38,6 +38,7 @@ if ROOT not in sys.path:
 
 DEFAULT_MAX_SAMPLES = 6
 OUTCOMES = ("pass", "extern", "wrong", "fallback", "error", "nograph")
+LETTER = {"pass": "P", "extern": "E", "wrong": "W", "fallback": "F", "error": "X", "nograph": "N"}
 
 TOL = {  # (rtol, atol) by dtype name; libmvec is within 4 ulp, reductions add
     "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7),
@@ -241,6 +242,7 @@ def sweep_op(op, max_samples=DEFAULT_MAX_SAMPLES, inductor=False):
         if inductor:
             counts.update({"inductor_pass": 0, "both_pass": 0})
         details = []
+        letters = []  # one letter per sample, in order: P E W F X N, or - (skipped)
         try:
             samples = list(op.sample_inputs("cpu", dt, requires_grad=False))
         except Exception as exc:
@@ -250,6 +252,7 @@ def sweep_op(op, max_samples=DEFAULT_MAX_SAMPLES, inductor=False):
             samples = samples[:max_samples]
         for k, sample in enumerate(samples):
             outcome, detail, ind = run_sample(op, sample, inductor)
+            letters.append(LETTER.get(outcome, "-"))
             if outcome == "skip":
                 continue
             counts[outcome] += 1
@@ -258,6 +261,7 @@ def sweep_op(op, max_samples=DEFAULT_MAX_SAMPLES, inductor=False):
                 counts["both_pass"] += outcome == "pass"
             if outcome in ("wrong", "error") or (outcome in ("fallback", "extern") and len(details) < 3):
                 details.append(f"sample {k}: {outcome}: {detail}")
+        counts["samples"] = "".join(letters)
         counts["details"] = details[:6]
         result[str(dt).replace("torch.", "")] = counts
     return result
