@@ -284,3 +284,47 @@ def test_bfloat16_store_rounds_to_nearest_even():
     _, (back,) = compile_run(lambda g, a: [g.op("CONVERT", [g.op("CONVERT", [a], dtype="bfloat16")],
                                                  dtype="float32")], x)
     assert torch.equal(back.nan_to_num(), x.to(torch.bfloat16).float().nan_to_num())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,k", [((4, 10, 64), 1), ((4, 10, 64), 2), ((3, 1000), 1), ((5, 1), 1)])
+def test_layer_norm(dtype, shape, k):
+    gen = torch.Generator().manual_seed(11)
+    x = (torch.randn(shape, generator=gen) * 3 + 1).to(dtype)
+    w = torch.randn(shape[-k:], generator=gen).to(dtype)
+    b = torch.randn(shape[-k:], generator=gen).to(dtype)
+    dims = tuple(range(len(shape) - k, len(shape)))
+    fns = {"affine": lambda t, ww, bb: F.layer_norm(t, shape[-k:], ww, bb, 1e-5),
+           "plain": lambda t, ww, bb: F.layer_norm(t, shape[-k:], None, None, 1e-3)}
+
+    def one(g, n, ids):
+        if n == "affine":
+            return g.op("LAYER_NORM", list(ids), dims=dims, eps=1e-5)
+        return g.op("LAYER_NORM", [ids[0], g.scalar(1.0), g.scalar(0.0)], dims=dims, eps=1e-3)
+
+    _, kept = run_each(list(fns), fns, [x, w, b], one)
+    assert kept == list(fns)
+
+
+def test_layer_norm_through_torch_compile_is_native():
+    from wick import backends
+
+    torch._dynamo.reset()
+    m = torch.nn.LayerNorm(48)
+    x = torch.randn(6, 48)
+    n = len(backends.compiled_graphs)
+    with torch.no_grad():
+        got = torch.compile(m, backend="wick")(x)
+        want = m(x)
+    check(got, want, "layer_norm")
+    infos = backends.compiled_graphs[n:]
+    assert infos and all(i["extern"] == 0 for i in infos), infos
+
+
+def test_layer_norm_refuses_leading_dims():
+    from wick import _C
+
+    g = _C.Graph()
+    x = g.input("float32", (4, 5), (5, 1))
+    with pytest.raises(ValueError, match="trailing"):
+        g.op("LAYER_NORM", [x, g.scalar(1.0), g.scalar(0.0)], dims=(0,), eps=1e-5)
