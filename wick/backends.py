@@ -370,12 +370,48 @@ class _AtenImporter:
                 if vid is not None:
                     self.nnative += 1
                     return vid
+        elif target is torch.ops.aten.var_mean.correction:
+            multi = self.try_var_mean(node, val)
+            if multi is not None:
+                self.nnative += 1
+                return multi
         elif target is torch.ops.aten.native_layer_norm.default:
             multi = self.try_layer_norm(node, val)
             if multi is not None:
                 self.nnative += 1
                 return multi
         return self.extern(node, val)
+
+    def try_var_mean(self, node, val):
+        """aten.var_mean -> (VAR, MEAN) native nodes over one input, or None."""
+        g = self.g
+        args = [self.lookup(a) for a in node.args]
+        kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
+        if not args or args[0][0] != "v" or len(args) > 2 or set(kw) - {"dim", "correction", "keepdim"}:
+            return None
+        if any(k != "c" for k, _ in list(args[1:]) + list(kw.values())):
+            return None
+        kw = {k: v for k, (_, v) in kw.items()}
+        dims = args[1][1] if len(args) > 1 else kw.get("dim")
+        if isinstance(dims, (list, tuple)):
+            dims = tuple(dims) or None
+        correction = kw.get("correction")
+        correction = 1 if correction is None else correction
+        if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+            return None
+        keepdim = bool(kw.get("keepdim", False))
+        x = args[0][1]
+        try:
+            var = g.op("VAR", [x], dims=dims, keepdim=keepdim, correction=float(correction))
+            mean = g.op("MEAN", [x], dims=dims, keepdim=keepdim)
+        except ValueError:
+            return None
+        for vid, t in zip((var, mean), val):
+            got, m = g.value(vid), self.meta_of(t)
+            if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"] or \
+                    not _is_contiguous(m["sizes"], m["strides"]):
+                return None
+        return _Multi([var, mean], type(val))
 
     def try_layer_norm(self, node, val):
         """aten.native_layer_norm -> (LAYER_NORM, mean, rstd) as native nodes

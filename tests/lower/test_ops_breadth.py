@@ -328,3 +328,16 @@ def test_layer_norm_refuses_leading_dims():
     x = g.input("float32", (4, 5), (5, 1))
     with pytest.raises(ValueError, match="trailing"):
         g.op("LAYER_NORM", [x, g.scalar(1.0), g.scalar(0.0)], dims=(0,), eps=1e-5)
+
+
+def test_var_mean_through_torch_compile_is_native():
+    from wick import backends
+
+    x = make((6, 40), torch.float64, "contig", seed=12).nan_to_num()
+    for f in (lambda: torch.var_mean(x, 1, correction=0), lambda: torch.var_mean(x, (0, 1), keepdim=True)):
+        torch._dynamo.reset()
+        n = len(backends.compiled_graphs)
+        got, want = torch.compile(f, backend="wick")(), f()
+        for a, b in zip(got, want):
+            check(a, b, "var_mean")
+        assert all(i["extern"] == 0 for i in backends.compiled_graphs[n:])
