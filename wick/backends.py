@@ -347,7 +347,9 @@ class _AtenImporter:
 
         torch = self.torch
         target = node.target
-        val = node.meta.get("val")
+        if "val" not in node.meta:
+            raise _Unsupported(f"{_target_name_aten(target)}: the node has no fake-tensor metadata")
+        val = node.meta["val"]
         if target is operator.getitem:
             kind, src = self.lookup(node.args[0])
             if kind == "m":
