@@ -93,8 +93,9 @@ UNARY = {
     "logical_not": torch.logical_not, "isnan": torch.isnan, "isinf": torch.isinf,
     "isfinite": torch.isfinite, "isposinf": torch.isposinf, "isneginf": torch.isneginf,
     "nan_to_num": torch.nan_to_num,
-    # torch's gelu(+inf) is NaN or inf depending on the input's layout: wick gives inf
-    "gelu": lambda x: torch.where(x == math.inf, x, F.gelu(x)), "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    # torch's gelu(+inf) is NaN or inf depending on the input's layout and dtype:
+    # wick follows the contiguous kernel (NaN for float32/bfloat16, else inf)
+    "gelu": lambda x: torch.where(x == math.inf, F.gelu(x.contiguous()), F.gelu(x)), "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "silu": F.silu, "mish": F.mish, "relu6": F.relu6, "hardswish": F.hardswish,
     "hardsigmoid": F.hardsigmoid,
 }
