@@ -28,7 +28,7 @@
  * Invariants (checked by wk_lower_check):
  *   - expressions are hash-consed: structurally equal => same pointer;
  *   - a REDUCE node appears only as the root of a REDUCTION buffer's body;
- *   - LOAD reads a buffer by graph value id with one index per dimension;
+ *   - LOAD reads a loop-IR buffer (not a graph value id) with one index per dimension;
  *     READ (built by the schedule) reads a plan buffer at one element offset;
  *   - binary operands carry the node's computation dtype (casts are explicit),
  *     comparisons produce BOOL, WHERE's condition is BOOL;
