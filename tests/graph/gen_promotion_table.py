@@ -77,7 +77,8 @@ REDUCE.update({
     "LOG_SOFTMAX": lambda x, dtype=None: torch.log_softmax(x, 0, dtype=dtype),
 })
 TAKES_DTYPE = {"SUM", "MEAN", "PROD", "SOFTMAX", "LOG_SOFTMAX"}
-SKIPPED = {"SCALAR", "CONVERT"}  # no promotion: their dtype is the attribute
+SKIPPED = {"SCALAR", "CONVERT",  # no promotion: their dtype is the attribute
+           "LAYER_NORM"}  # needs its normalized dims; tests/lower/test_ops_breadth.py checks it
 
 
 def op_rows():
