@@ -40,6 +40,9 @@ DEFAULT_MAX_SAMPLES = 6
 OUTCOMES = ("pass", "extern", "wrong", "fallback", "error", "nograph")
 LETTER = {"pass": "P", "extern": "E", "wrong": "W", "fallback": "F", "error": "X", "nograph": "N"}
 
+# Ops whose results are uninitialised memory: nothing to compare.
+UNINITIALISED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
+
 TOL = {  # (rtol, atol) by dtype name; libmvec is within 4 ulp, reductions add
     "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7),
     "bfloat16": (1.6e-2, 1e-2), "float16": (1e-3, 1e-3),
@@ -183,9 +186,45 @@ class Counting:
         return out
 
 
+def closer_to_float64(fn, ts, got, want):
+    """For 16-bit float results (which wick computes in float32 without
+    rounding between ops, as inductor does): whether wick's result is at
+    least as close to a float64 reference as eager's, the rule PyTorch's own
+    compiler benchmarks apply (torch._dynamo.utils.same with fp64_ref)."""
+    torch = _torch()
+    g, w = _leaves(got, []), _leaves(want, [])
+    if not any(isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16) for t in w):
+        return False
+    try:
+        ref = _leaves(fn(*[t.double() if t.is_floating_point() else t.clone() for t in ts]), [])
+    except Exception:
+        return False
+    if len(ref) != len(w):
+        return False
+    for a, b, r in zip(g, w, ref):
+        if not isinstance(b, torch.Tensor) or not isinstance(r, torch.Tensor) or a.shape != b.shape:
+            return False
+        if a.dtype != b.dtype:
+            return False
+        if not b.is_floating_point():
+            if not torch.equal(a, b):
+                return False
+            continue
+        fin = torch.isfinite(r)
+        if not torch.equal(torch.isnan(a), torch.isnan(b)):
+            return False
+        ea = (a.double() - r).abs()[fin].max().item() if fin.any() else 0.0
+        eb = (b.double() - r).abs()[fin].max().item() if fin.any() else 0.0
+        if ea > max(2.0 * eb, 1e-5):
+            return False
+    return True
+
+
 def run_sample(op, sample, inductor=False):
     """(outcome, detail) for wick, and inductor's outcome (or None)."""
     torch = _torch()
+    if op.name in UNINITIALISED:
+        return "skip", "uninitialised memory", None
     fn, ts = sample_fn(op, sample)
     try:
         want = fn(*_clone(ts))
@@ -210,6 +249,8 @@ def run_sample(op, sample, inductor=False):
             outcome, detail = "nograph", ""
         else:
             why = same(got, want)
+            if why is not None and closer_to_float64(fn, ts, got, want):
+                why = None
             if why is not None:
                 outcome, detail = "wrong", why
             elif ext:
@@ -223,7 +264,7 @@ def run_sample(op, sample, inductor=False):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 got = torch.compile(fn, backend="inductor")(*_clone(ts))
-            ind = "pass" if same(got, want) is None else "wrong"
+            ind = "pass" if same(got, want) is None or closer_to_float64(fn, ts, got, want) else "wrong"
         except Exception:
             ind = "error"
     return outcome, detail, ind
