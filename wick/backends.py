@@ -288,6 +288,7 @@ class _AtenImporter:
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(example_inputs):
             raise _Unsupported("example inputs do not match the graph's placeholders")
+        self.layout_free = self.layout_free_nodes()
         for i, node in enumerate(placeholders):
             val = node.meta.get("val", example_inputs[i])
             if isinstance(val, torch.Tensor):
@@ -315,6 +316,36 @@ class _AtenImporter:
                 raise _Unsupported(f"FX node {node.op} {node.target}")
             self.env[node] = self.call(node)
         return self.outputs(output)
+
+    def layout_free_nodes(self):
+        """Nodes whose value may have any strides: not a graph output, and read
+        only by ops of the native table whose own value is contiguous or again
+        layout-free. Such a value feeds only ops whose results do not depend on
+        strides (pointwise, reductions, conversions: natively or through torch),
+        never a graph output or a stride-dependent op (as_strided), so a native
+        kernel may produce it contiguous where eager would keep a permuted
+        layout. A native-table op that ends up an extern with such an input is
+        computed by torch from the same logical values; if generated kernels
+        read its result, the runtime copies it into the promised layout."""
+        torch = self.torch
+        import torch.fx
+
+        out_node = [n for n in self.gm.graph.nodes if n.op == "output"]
+        outputs = set()
+        if out_node:
+            def collect(a):
+                outputs.add(a)
+                return a
+            torch.fx.node.map_arg(out_node[0].args, collect)
+        free = set()
+        for node in reversed(list(self.gm.graph.nodes)):
+            if node.op != "call_function" or node in outputs or node.target not in _native_table:
+                continue
+            users = list(node.users)
+            if users and all(u.op == "call_function" and u.target in _native_table and
+                             (u in free or _meta_contiguous(self, u)) for u in users):
+                free.add(node)
+        return free
 
     def constant(self, node):
         torch = self.torch
@@ -610,8 +641,8 @@ class _AtenImporter:
         m = self.meta_of(val)
         if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"]:
             return None  # torch would compute something else: let torch do it
-        if not _is_contiguous(m["sizes"], m["strides"]):
-            return None  # eager keeps the input's layout here: so do we, via torch
+        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
+            return None  # eager keeps the input's layout here and it matters: so do we, via torch
         if got["is_wrapped_number"]:
             return None
         return vid
@@ -710,6 +741,17 @@ class _AtenImporter:
 
 class _NotNative(Exception):
     pass
+
+
+def _meta_contiguous(imp, node):
+    val = node.meta.get("val")
+    if not isinstance(val, imp.torch.Tensor):
+        return False
+    try:
+        m = imp.meta_of(val)
+    except _Unsupported:
+        return False
+    return _is_contiguous(m["sizes"], m["strides"])
 
 
 def _is_contiguous(sizes, strides):

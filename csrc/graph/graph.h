@@ -127,7 +127,7 @@ typedef enum {
 typedef struct {
     const char *name;      /* "ADD" */
     WkOpKind kind;
-    int arity;
+    int arity;             /* tensor inputs; -1: any number (a variadic op such as cat) */
     WkShapeRule shape;
     WkDTypeRule dtype;
     const char *signature; /* "input, other, *, alpha=1" */

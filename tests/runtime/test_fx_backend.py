@@ -258,3 +258,24 @@ def test_static_recompiles_on_new_shapes():
         x = rand(n, 2, seed=n)
         assert_same(compiled(x), f(x))
     assert B.fallback_reasons == []
+
+
+def test_permuted_layouts_fuse_and_outputs_keep_eager_strides():
+    """Intermediate values read only by pointwise ops and reductions may be
+    computed contiguous where eager keeps a permuted layout; graph outputs
+    keep eager's strides."""
+
+    def f(a, b):
+        s = (a * 2 + b).sum(0)  # a is transposed: a*2 and the add are permuted in eager
+        e = torch.exp(a) + 1    # a graph output: eager's strides
+        return s, e
+
+    a = rand(5, 4, seed=16).t()
+    b = rand(4, 5, seed=17)
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(a, b)
+    want = f(a, b)
+    assert_same(got, want)
+    assert got[1].stride() == want[1].stride()
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[-1]["native"] >= 3
