@@ -174,7 +174,50 @@ def _aten_native():
     add([aten.amax.default], "AMAX", "amax")
     add([prims.convert_element_type.default], "CONVERT", "convert")
     add([aten._to_copy.default], "CONVERT", "to_copy")
+    # the op breadth of csrc/lower (ops.def rows after TANH)
+    for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                 "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2", "reciprocal", "floor",
+                 "ceil", "round", "trunc", "frac", "sign", "bitwise_not", "logical_not", "isnan", "isinf",
+                 "isposinf", "isneginf", "mish", "hardswish", "hardsigmoid"):
+        add([getattr(aten, name).default], name.upper(), "unary")
+    add([aten.sgn.default], "SIGN", "unary")
+    add([aten.isfinite.default], "ISFINITE", "unary")
+    for name in ("atan2", "logical_and", "logical_or", "logical_xor"):
+        add([getattr(aten, name).default], name.upper(), "binary")
+    for name in ("fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor"):
+        packet = getattr(aten, name)
+        add([packet.Tensor, packet.Scalar], name.upper(), "binary")
+    add([aten.floor_divide.default, aten.floor_divide.Scalar], "FLOOR_DIVIDE", "binary")
+    add([aten.masked_fill.Scalar, aten.masked_fill.Tensor], "MASKED_FILL", "ternary")
+    add([aten.lerp.Scalar, aten.lerp.Tensor], "LERP", "ternary")
+    add([aten.clamp.default, aten.clamp.Tensor], "CLAMP", "clamp")
+    add([prims.rsqrt.default, aten.rsqrt.default], "RSQRT", "unary")
+    add([aten.scalar_tensor.default], "CONVERT", "scalar_tensor")
+    add([aten.addcmul.default], "ADDCMUL", "ternary")
+    add([aten.addcdiv.default], "ADDCDIV", "ternary")
+    add([aten.leaky_relu.default], "LEAKY_RELU", "params")
+    add([aten.softplus.default], "SOFTPLUS", "params")
+    add([aten.elu.default], "ELU", "params")
+    add([aten.nan_to_num.default], "NAN_TO_NUM", "params")
+    add([aten.gelu.default], "GELU", "gelu")
+    add([aten.prod.default, aten.prod.dim_int], "PROD", "reduce")
+    add([aten.amin.default], "AMIN", "amax")
+    add([aten.any.default, aten.any.dim, aten.any.dims], "ANY", "reduce")
+    add([aten.all.default, aten.all.dim, aten.all.dims], "ALL", "reduce")
+    add([aten.argmax.default], "ARGMAX", "reduce")
+    add([aten.argmin.default], "ARGMIN", "reduce")
+    add([aten.logsumexp.default], "LOGSUMEXP", "reduce")
+    add([aten.var.correction], "VAR", "var")
+    add([aten.std.correction], "STD", "var")
     return table
+
+
+# Scalar parameters of "params" ops after the tensor: torch's defaults, and
+# how many of them wick's op takes (the rest must keep their defaults).
+_PARAM_DEFAULTS = {
+    "LEAKY_RELU": ((0.01,), 1), "SOFTPLUS": ((1, 20), 2), "ELU": ((1, 1, 1), 1),
+    "NAN_TO_NUM": ((None, None, None), 0),
+}
 
 
 _native_table = None
@@ -360,7 +403,86 @@ class _AtenImporter:
                 if vid is not None:
                     self.nnative += 1
                     return vid
+        elif target is torch.ops.aten.var_mean.correction:
+            multi = self.try_var_mean(node, val)
+            if multi is not None:
+                self.nnative += 1
+                return multi
+        elif target is torch.ops.aten.native_layer_norm.default:
+            multi = self.try_layer_norm(node, val)
+            if multi is not None:
+                self.nnative += 1
+                return multi
         return self.extern(node, val)
+
+    def try_var_mean(self, node, val):
+        """aten.var_mean -> (VAR, MEAN) native nodes over one input, or None."""
+        g = self.g
+        args = [self.lookup(a) for a in node.args]
+        kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
+        if not args or args[0][0] != "v" or len(args) > 2 or set(kw) - {"dim", "correction", "keepdim"}:
+            return None
+        if any(k != "c" for k, _ in list(args[1:]) + list(kw.values())):
+            return None
+        kw = {k: v for k, (_, v) in kw.items()}
+        dims = args[1][1] if len(args) > 1 else kw.get("dim")
+        if isinstance(dims, (list, tuple)):
+            dims = tuple(dims) or None
+        correction = kw.get("correction")
+        correction = 1 if correction is None else correction
+        if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+            return None
+        keepdim = bool(kw.get("keepdim", False))
+        x = args[0][1]
+        try:
+            var = g.op("VAR", [x], dims=dims, keepdim=keepdim, correction=float(correction))
+            mean = g.op("MEAN", [x], dims=dims, keepdim=keepdim)
+        except ValueError:
+            return None
+        for vid, t in zip((var, mean), val):
+            got, m = g.value(vid), self.meta_of(t)
+            if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"] or \
+                    not _is_contiguous(m["sizes"], m["strides"]):
+                return None
+        return _Multi([var, mean], type(val))
+
+    def try_layer_norm(self, node, val):
+        """aten.native_layer_norm -> (LAYER_NORM, mean, rstd) as native nodes
+        (mean and rstd get kernels only when something reads them), or None."""
+        torch, g = self.torch, self.g
+        args = [self.lookup(a) for a in node.args]
+        if node.kwargs or len(args) != 5 or args[0][0] != "v" or args[1][0] != "c" or args[4][0] != "c":
+            return None
+        x, shape, eps = args[0][1], args[1][1], args[4][1]
+        if not isinstance(eps, (int, float)) or not isinstance(shape, (list, tuple)) or not shape:
+            return None
+        if any(isinstance(t, torch.Tensor) and (t.device.type != "cpu" or t.layout != torch.strided) for t in val):
+            return None
+        nd = len(g.value(x)["sizes"])
+        dims = tuple(range(nd - len(shape), nd))
+
+        def param(a, default):
+            if a == ("c", None):
+                return g.scalar(default)
+            return a[1] if a[0] == "v" else None
+
+        w, b = param(args[2], 1.0), param(args[3], 0.0)
+        if w is None or b is None:
+            return None
+        try:
+            out = g.op("LAYER_NORM", [x, w, b], dims=dims, eps=float(eps))
+            mean = g.op("MEAN", [x], dims=dims, keepdim=True)
+            var = g.op("VAR", [x], dims=dims, keepdim=True, correction=0.0)
+            rstd = g.op("RSQRT", [g.op("ADD", [var, g.scalar(float(eps))])])
+        except ValueError:
+            return None
+        for vid, t in zip((out, mean, rstd), val):
+            got = g.value(vid)
+            m = self.meta_of(t)
+            if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"] or \
+                    not _is_contiguous(m["sizes"], m["strides"]):
+                return None  # the dead nodes get no kernel
+        return _Multi([out, mean, rstd], type(val))
 
     # -- native ops -----------------------------------------------------------
     def try_native(self, node, native, val):
@@ -413,7 +535,8 @@ class _AtenImporter:
                     dims = pos[0] if len(pos) > 0 else kw.get("dim", [])
                     keepdim = pos[1] if len(pos) > 1 else kw.get("keepdim", False)
                     dtype = None
-                elif node.target in (torch.ops.aten.sum.default, torch.ops.aten.mean.default):
+                elif node.target in (torch.ops.aten.sum.default, torch.ops.aten.mean.default,
+                                     torch.ops.aten.prod.default):
                     dims, keepdim, dtype = None, False, kw.get("dtype")
                 else:
                     dims = pos[0] if len(pos) > 0 else kw.get("dim")
@@ -431,6 +554,61 @@ class _AtenImporter:
                 if dtype is not None:
                     src = g.op("CONVERT", [src], dtype=dtype)  # sum(dtype=) casts first, as torch does
                 vid = g.op(op, [src], dims=dims, keepdim=bool(keepdim), dtype=dtype)
+            elif kind == "params":
+                defaults, ntake = _PARAM_DEFAULTS[op]
+                if kwargs or not 1 <= len(args) <= 1 + len(defaults) or args[0][0] != "v":
+                    return None
+                given = [v for _, v in args[1:]] + list(defaults[len(args) - 1:])
+                if any(k != "c" for k, _ in args[1:]) or given[ntake:] != list(defaults[ntake:]):
+                    return None  # a parameter wick's op does not take, not at its default
+                vid = g.op(op, [args[0][1]] + [g.scalar(v) for v in given[:ntake]])
+            elif kind == "clamp":  # a missing bound makes it clamp_min or clamp_max
+                if kwargs or len(args) not in (2, 3) or args[0][0] != "v":
+                    return None
+                lo = args[1]
+                hi = args[2] if len(args) == 3 else ("c", None)
+                if lo == ("c", None) and hi == ("c", None):
+                    return None
+                if hi == ("c", None):
+                    vid = g.op("CLAMP_MIN", [args[0][1], operand(lo)])
+                elif lo == ("c", None):
+                    vid = g.op("CLAMP_MAX", [args[0][1], operand(hi)])
+                else:
+                    vid = g.op(op, [args[0][1], operand(lo), operand(hi)])
+            elif kind == "scalar_tensor":  # a Python number as a 0-d tensor
+                kw = {k: v for k, (_, v) in kwargs.items()}
+                if len(args) != 1 or args[0][0] != "c" or not isinstance(args[0][1], (bool, int, float)):
+                    return None
+                if kw.pop("layout", None) not in (None, torch.strided):
+                    return None
+                dev = kw.pop("device", None)
+                if dev is not None and torch.device(dev).type != "cpu":
+                    return None
+                dtype = kw.pop("dtype", None) or torch.get_default_dtype()
+                kw.pop("pin_memory", None)
+                if kw:
+                    return None
+                vid = g.op("CONVERT", [g.scalar(args[0][1])], dtype=dtype)
+            elif kind == "gelu":
+                approx = kwargs.get("approximate", ("c", "none"))[1]
+                if len(args) != 1 or args[0][0] != "v" or set(kwargs) - {"approximate"}:
+                    return None
+                if approx not in ("none", "tanh"):
+                    return None
+                vid = g.op("GELU" if approx == "none" else "GELU_TANH", [args[0][1]])
+            elif kind == "var":
+                if not args or args[0][0] != "v" or len(args) > 2 or set(kwargs) - {"dim", "correction", "keepdim"}:
+                    return None
+                kw = {k: v for k, (_, v) in kwargs.items()}
+                dims = args[1][1] if len(args) > 1 else kw.get("dim")
+                if isinstance(dims, (list, tuple)):
+                    dims = tuple(dims) or None
+                correction = kw.get("correction")
+                correction = 1 if correction is None else correction
+                if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+                    return None
+                vid = g.op(op, [args[0][1]], dims=dims, keepdim=bool(kw.get("keepdim", False)),
+                           correction=float(correction))
             elif kind == "convert":
                 if len(args) != 2 or args[0][0] != "v" or not isinstance(args[1][1], torch.dtype):
                     return None

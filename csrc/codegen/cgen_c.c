@@ -50,8 +50,11 @@ static void emit(Gen *g, const char *fmt, ...) {
     wk_str_append(g->o, "\n");
 }
 
+/* The C type of a value (what expressions compute in): 16-bit floats are
+ * float32 in registers, 16 bits in memory (mtype). */
 static const char *ctype(WkDType dt) {
     switch (dt) {
+    case WK_F16: case WK_BF16: return "float";
     case WK_BOOL: case WK_U8: return "uint8_t";
     case WK_I8: return "int8_t";
     case WK_I16: return "int16_t";
@@ -63,13 +66,19 @@ static const char *ctype(WkDType dt) {
     }
 }
 
+/* The C type of a buffer's elements in memory. */
+static const char *mtype(WkDType dt) {
+    return dt == WK_F16 ? "_Float16" : dt == WK_BF16 ? "uint16_t" : ctype(dt);
+}
+
 /* A literal of the constant's dtype, exact (hex floats). */
 static void const_text(const WkLExpr *e, WkStr *s) {
     if (wk_dtype_is_float(e->dtype)) {
-        const char *cast = e->dtype == WK_F32 ? "(float)" : "(double)";
+        int f = e->dtype != WK_F64;
+        const char *cast = f ? "(float)" : "(double)";
         if (isnan(e->f)) wk_str_printf(s, "(%sNAN)", cast);
         else if (isinf(e->f)) wk_str_printf(s, "(%s%sINFINITY)", cast, e->f < 0 ? "-" : "");
-        else wk_str_printf(s, "(%a%s)", e->f, e->dtype == WK_F32 ? "f" : "");
+        else wk_str_printf(s, "(%a%s)", f ? (double)(float)e->f : e->f, f ? "f" : "");
     } else if (e->dtype == WK_I64) {
         if (e->i == INT64_MIN) wk_str_append(s, "(-INT64_C(9223372036854775807) - 1)");
         else wk_str_printf(s, "INT64_C(%lld)", (long long)e->i);
@@ -83,17 +92,21 @@ static void ref(const WkLExpr *e, WkStr *s) {
     else wk_str_printf(s, "t%d", e->id);
 }
 
+/* The libm function of a floating op: float32 uses the f-suffixed one. */
 static const char *mathfn(WkLxOp op, WkDType dt) {
-    int f = dt == WK_F32;
+    int f = dt != WK_F64;
+#define M(lx, name) case WK_LX_##lx: return f ? name "f" : name;
     switch (op) {
-    case WK_LX_EXP: return f ? "expf" : "exp";
-    case WK_LX_LOG: return f ? "logf" : "log";
-    case WK_LX_SQRT: return f ? "sqrtf" : "sqrt";
-    case WK_LX_TANH: return f ? "tanhf" : "tanh";
-    case WK_LX_ABS: return f ? "fabsf" : "fabs";
-    case WK_LX_POW: return f ? "powf" : "pow";
+    M(EXP, "exp") M(LOG, "log") M(SQRT, "sqrt") M(TANH, "tanh") M(ABS, "fabs") M(POW, "pow")
+    M(SIN, "sin") M(COS, "cos") M(TAN, "tan") M(ASIN, "asin") M(ACOS, "acos") M(ATAN, "atan")
+    M(SINH, "sinh") M(COSH, "cosh") M(ASINH, "asinh") M(ACOSH, "acosh") M(ATANH, "atanh")
+    M(ERF, "erf") M(ERFC, "erfc") M(ERFINV, "wk_erfinv") M(LOG1P, "log1p") M(EXPM1, "expm1")
+    M(LOG2, "log2") M(LOG10, "log10") M(EXP2, "exp2") M(FLOOR, "floor") M(CEIL, "ceil")
+    M(TRUNC, "trunc") M(ROUND, "nearbyint") M(ATAN2, "atan2") M(FMOD, "fmod")
+    M(FLOORDIV, "wk_floordiv") M(REM, "wk_rem")
     default: return "?";
     }
+#undef M
 }
 
 /* Signed 32/64-bit arithmetic goes through uint64_t so that overflow wraps
@@ -113,12 +126,15 @@ static int expr_text(const WkSchedule *S, const WkLExpr *e, WkStr *s) {
     int fl = wk_dtype_is_float(e->dtype);
     switch (e->op) {
     case WK_LX_READ:
-        wk_str_printf(s, "b%d[", e->buf);
+        wk_str_printf(s, "%sb%d[", e->dtype == WK_BF16 ? "wk_bf16_to_f32(" : e->dtype == WK_F16 ? "(float)" : "", e->buf);
         wk_sym_to_c(S->L->syms, e->idx[0], s, NULL, NULL);
-        wk_str_append(s, "]");
+        wk_str_append(s, e->dtype == WK_BF16 ? "])" : "]");
         break;
     case WK_LX_CAST:
         if (e->dtype == WK_BOOL) wk_str_printf(s, "(uint8_t)(%s != 0)", a.data);
+        /* a cast to a 16-bit float rounds, so .to(bfloat16).float() is not the identity */
+        else if (e->dtype == WK_BF16) wk_str_printf(s, "wk_bf16_to_f32(wk_f32_to_bf16((float)%s))", a.data);
+        else if (e->dtype == WK_F16) wk_str_printf(s, "(float)(_Float16)%s", a.data);
         else wk_str_printf(s, "(%s)%s", T, a.data);
         break;
     case WK_LX_NEG:
@@ -132,8 +148,34 @@ static int expr_text(const WkSchedule *S, const WkLExpr *e, WkStr *s) {
             wk_str_printf(s, "(%s)(%s < 0 ? 0 - (uint64_t)%s : (uint64_t)%s)", T, a.data, a.data, a.data);
         else wk_str_printf(s, "(%s)(%s < 0 ? -%s : %s)", T, a.data, a.data, a.data);
         break;
+    case WK_LX_INDEX:
+        wk_str_append(s, "(int64_t)(");
+        wk_sym_to_c(S->L->syms, e->idx[0], s, NULL, NULL);
+        wk_str_append(s, ")");
+        break;
     case WK_LX_EXP: case WK_LX_LOG: case WK_LX_SQRT: case WK_LX_TANH:
+    case WK_LX_SIN: case WK_LX_COS: case WK_LX_TAN: case WK_LX_ASIN: case WK_LX_ACOS: case WK_LX_ATAN:
+    case WK_LX_SINH: case WK_LX_COSH: case WK_LX_ASINH: case WK_LX_ACOSH: case WK_LX_ATANH:
+    case WK_LX_ERF: case WK_LX_ERFC: case WK_LX_ERFINV: case WK_LX_LOG1P: case WK_LX_EXPM1:
+    case WK_LX_LOG2: case WK_LX_LOG10: case WK_LX_EXP2: case WK_LX_FLOOR: case WK_LX_CEIL:
+    case WK_LX_TRUNC: case WK_LX_ROUND:
+        if (!fl) goto bad;
         wk_str_printf(s, "%s(%s)", mathfn(e->op, e->dtype), a.data);
+        break;
+    case WK_LX_ISNAN: wk_str_printf(s, "(uint8_t)(%s != %s)", a.data, a.data); break;
+    case WK_LX_NOT:
+        if (fl) goto bad;
+        if (e->dtype == WK_BOOL) wk_str_printf(s, "(uint8_t)!%s", a.data);
+        else wk_str_printf(s, "(%s)~%s", T, a.data);
+        break;
+    case WK_LX_ATAN2:
+        if (!fl) goto bad;
+        wk_str_printf(s, "%s(%s, %s)", mathfn(e->op, e->dtype), a.data, b.data);
+        break;
+    case WK_LX_FMOD: case WK_LX_FLOORDIV: case WK_LX_REM:
+        if (fl) wk_str_printf(s, "%s(%s, %s)", mathfn(e->op, e->dtype), a.data, b.data);
+        else wk_str_printf(s, "(%s)wk_i%s((int64_t)%s, (int64_t)%s)", T,
+                           e->op == WK_LX_FMOD ? "fmod" : e->op == WK_LX_FLOORDIV ? "floordiv" : "rem", a.data, b.data);
         break;
     case WK_LX_ADD: case WK_LX_SUB: case WK_LX_MUL: {
         const char *op = e->op == WK_LX_ADD ? "+" : e->op == WK_LX_SUB ? "-" : "*";
@@ -157,8 +199,10 @@ static int expr_text(const WkSchedule *S, const WkLExpr *e, WkStr *s) {
         else wk_str_printf(s, "%s %s %s ? %s : %s", a.data, cmp, b.data, a.data, b.data);
         break;
     }
-    case WK_LX_AND: wk_str_printf(s, "(uint8_t)(%s & %s)", a.data, b.data); break;
-    case WK_LX_OR: wk_str_printf(s, "(uint8_t)(%s | %s)", a.data, b.data); break;
+    case WK_LX_AND: case WK_LX_OR: case WK_LX_XOR:
+        if (fl) goto bad;
+        wk_str_printf(s, "(%s)(%s %s %s)", T, a.data, e->op == WK_LX_AND ? "&" : e->op == WK_LX_OR ? "|" : "^", b.data);
+        break;
     case WK_LX_EQ: case WK_LX_NE: case WK_LX_LT: case WK_LX_LE: case WK_LX_GT: case WK_LX_GE: {
         static const char *const cmp[] = {"==", "!=", "<", "<=", ">", ">="};
         wk_str_printf(s, "(uint8_t)(%s %s %s)", a.data, cmp[e->op - WK_LX_EQ], b.data);
@@ -201,7 +245,7 @@ static int sym_has_rvar(const WkLoopIR *L, const WkSym *s) {
 static int depends_on_r(Gen *g, const WkLExpr *e) {
     if (e->id < g->nexprs && g->dep_r[e->id] >= 0) return g->dep_r[e->id];
     int d = 0;
-    if (e->op == WK_LX_READ) d = sym_has_rvar(g->S->L, e->idx[0]);
+    if (e->op == WK_LX_READ || e->op == WK_LX_INDEX) d = sym_has_rvar(g->S->L, e->idx[0]);
     for (int k = 0; k < e->nargs && !d; k++) d = depends_on_r(g, e->a[k]);
     if (e->id < g->nexprs) g->dep_r[e->id] = d;
     return d;
@@ -229,7 +273,10 @@ static void emit_store(Gen *g, const WkSchedStore *st, const char *value) {
     WkStr off = {0};
     wk_str_append(&off, "");
     wk_sym_to_c(g->S->L->syms, st->offset, &off, NULL, NULL);
-    emit(g, "b%d[%s] = %s;", st->buf, off.data, value);
+    WkDType dt = g->S->bufs[st->buf].dtype;
+    if (dt == WK_BF16) emit(g, "b%d[%s] = wk_f32_to_bf16(%s);", st->buf, off.data, value);
+    else if (dt == WK_F16) emit(g, "b%d[%s] = (_Float16)(%s);", st->buf, off.data, value);
+    else emit(g, "b%d[%s] = %s;", st->buf, off.data, value);
     wk_str_free(&off);
 }
 
@@ -254,7 +301,7 @@ static void declare_buffers(Gen *g, int first, int last, const ExprVec *order) {
     for (int k = 0; k < order->len; k++)
         if (order->data[k]->op == WK_LX_READ && !used[order->data[k]->buf]) used[order->data[k]->buf] = 1;
     for (int b = 0; b < S->nbufs; b++) {
-        const char *T = ctype(S->bufs[b].dtype);
+        const char *T = mtype(S->bufs[b].dtype);
         if (used[b] == 1) emit(g, "const %s *restrict b%d = (const %s *)bufs[%d];", T, b, T, b);
         if (used[b] == 2) emit(g, "%s *restrict b%d = (%s *)bufs[%d];", T, b, T, b);
     }
@@ -272,7 +319,7 @@ static int sym_has_var(const WkSym *s, int var) {
 static int depends_on_var(const WkLExpr *e, int var, WkLowerMap *memo) {
     const void *m = wk_lower_map_get(memo, e);
     if (m) return m == (const void *)2;
-    int d = e->op == WK_LX_READ && sym_has_var(e->idx[0], var);
+    int d = (e->op == WK_LX_READ || e->op == WK_LX_INDEX) && sym_has_var(e->idx[0], var);
     for (int k = 0; k < e->nargs && !d; k++) d = depends_on_var(e->a[k], var, memo);
     wk_lower_map_put(memo, e, (const void *)(uintptr_t)(d ? 2 : 1));
     return d;
@@ -336,7 +383,8 @@ enum { RED_BLOCK = 256, OUT_BLOCK = 64, OUT_BLOCK_MAX = 1024 };
 typedef struct {
     const WkLExpr *red, *body;
     WkDType acc_t, out_t;
-    int fl, is_max;
+    int fl, is_max;                  /* is_max: MAX or MIN (compare-select, NaN flag) */
+    int is_min, is_prod;
     int64_t count;
 } RedInfo;
 
@@ -347,14 +395,28 @@ static RedInfo red_info(const WkSchedKernel *K) {
     r.acc_t = r.body->dtype;
     r.out_t = r.red->dtype;
     r.fl = wk_dtype_is_float(r.acc_t);
-    r.is_max = r.red->rop == WK_RED_MAX;
+    r.is_min = r.red->rop == WK_RED_MIN;
+    r.is_max = r.red->rop == WK_RED_MAX || r.is_min;
+    r.is_prod = r.red->rop == WK_RED_PROD;
     r.count = 1;
     for (int k = 0; k < r.red->nred; k++) r.count *= r.red->red_sizes[k];
     return r;
 }
 
 static const char *acc_init(const RedInfo *r) {
+    if (r->is_prod) return "1";
     if (!r->is_max) return "0";
+    if (r->is_min) {
+        if (r->fl) return "INFINITY";
+        switch (r->acc_t) {
+        case WK_I64: return "INT64_MAX";
+        case WK_I32: return "INT32_MAX";
+        case WK_I16: return "INT16_MAX";
+        case WK_I8: return "INT8_MAX";
+        case WK_BOOL: return "1";
+        default: return "UINT8_MAX";
+        }
+    }
     if (r->fl) return "-INFINITY";
     switch (r->acc_t) {
     case WK_I64: return "INT64_MIN";
@@ -367,10 +429,10 @@ static const char *acc_init(const RedInfo *r) {
 
 static void emit_update(Gen *g, const RedInfo *r, const char *acc, const char *nanf, const char *t) {
     if (!r->is_max) {
-        emit(g, "%s += %s;", acc, t);
+        emit(g, "%s %s= %s;", acc, r->is_prod ? "*" : "+", t);
         return;
     }
-    emit(g, "%s = %s > %s ? %s : %s;", acc, t, acc, t, acc);
+    emit(g, "%s = %s %s %s ? %s : %s;", acc, t, r->is_min ? "<" : ">", acc, t, acc);
     if (r->fl) emit(g, "%s |= %s != %s;", nanf, t, t);
 }
 
@@ -379,6 +441,7 @@ static void final_value(const RedInfo *r, const char *acc, const char *nanf, cha
     if (r->red->rop == WK_RED_MEAN) snprintf(out, n, "(%s)(%s / (double)%lld)", T, acc, (long long)r->count);
     else if (r->is_max && r->fl) snprintf(out, n, "(%s)(%s ? NAN : %s)", T, nanf, acc);
     else if (r->out_t == WK_BOOL && !r->is_max) snprintf(out, n, "(uint8_t)(%s != 0)", acc);
+    else if (r->acc_t == WK_BOOL && r->out_t == WK_U8) snprintf(out, n, "(uint8_t)%s", acc);
     else snprintf(out, n, "(%s)%s", T, acc);
 }
 
@@ -460,10 +523,13 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
     int64_t work = K->numel * K->red_numel;
     int outer_par = !skip && work >= PAR_MIN_WORK && K->numel >= PAR_MIN_ROWS;
     int inner_par = !skip && work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
-    const char *clause = !r.is_max ? "reduction(+:acc)" : r.fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
+    const char *clause = r.is_prod ? "reduction(*:acc)"
+                         : !r.is_max ? "reduction(+:acc)"
+                         : r.is_min ? (r.fl ? "reduction(min:acc) reduction(|:nanf)" : "reduction(min:acc)")
+                         : r.fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
     /* float32 sums: float lanes per block, double across blocks */
     /* only when the result is float32 too: sum(x, dtype=float64) must add in double */
-    int blocked = !r.is_max && r.out_t == WK_F32 && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST &&
+    int blocked = !r.is_max && !r.is_prod && r.out_t == WK_F32 && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST &&
                   r.body->a[0]->dtype == WK_F32 &&
                   K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
     char value[200];
@@ -609,7 +675,40 @@ static const char prelude[] =
     "double log(double);\n"
     "#pragma omp declare simd notinbranch\n"
     "double tanh(double);\n"
+    "#pragma omp declare simd notinbranch\n"
+    "float sinf(float);\n"
+    "#pragma omp declare simd notinbranch\n"
+    "float cosf(float);\n"
+    "#pragma omp declare simd notinbranch\n"
+    "double sin(double);\n"
+    "#pragma omp declare simd notinbranch\n"
+    "double cos(double);\n"
+    "#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)\n"
+    "/* libmvec from glibc 2.35 on */\n"
+    "#define WK_SIMD2(f) _Pragma(\"omp declare simd notinbranch\") float f##f(float); \\\n"
+    "    _Pragma(\"omp declare simd notinbranch\") double f(double);\n"
+    "WK_SIMD2(tan) WK_SIMD2(asin) WK_SIMD2(acos) WK_SIMD2(atan) WK_SIMD2(sinh) WK_SIMD2(cosh)\n"
+    "WK_SIMD2(asinh) WK_SIMD2(acosh) WK_SIMD2(atanh) WK_SIMD2(erf) WK_SIMD2(erfc) WK_SIMD2(log1p)\n"
+    "WK_SIMD2(expm1) WK_SIMD2(log2) WK_SIMD2(log10) WK_SIMD2(exp2)\n"
     "#endif\n"
+    "#endif\n"
+    "\n"
+    "#include <string.h>\n"
+    "/* bfloat16: the high half of a float32; stores round to nearest even\n"
+    "   (NaN stays a quiet NaN), as torch converts */\n"
+    "static inline float wk_bf16_to_f32(uint16_t h) {\n"
+    "    uint32_t u = (uint32_t)h << 16;\n"
+    "    float f;\n"
+    "    memcpy(&f, &u, sizeof f);\n"
+    "    return f;\n"
+    "}\n"
+    "static inline uint16_t wk_f32_to_bf16(float f) {\n"
+    "    uint32_t u;\n"
+    "    memcpy(&u, &f, sizeof u);\n"
+    "    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);\n"
+    "    u += 0x7fffu + ((u >> 16) & 1u);\n"
+    "    return (uint16_t)(u >> 16);\n"
+    "}\n"
     "\n"
     "/* torch's integer pow: repeated squaring, wrapping; negative exponents\n"
     "   give 0 except for bases 1 and -1 */\n"
@@ -623,6 +722,59 @@ static const char prelude[] =
     "    }\n"
     "    return (int64_t)r;\n"
     "}\n"
+    "\n"
+    "/* integer division with a non-zero divisor (the lowering guarantees it);\n"
+    "   -1 is special-cased so INT64_MIN / -1 wraps instead of trapping */\n"
+    "static inline int64_t wk_ifmod(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }\n"
+    "static inline int64_t wk_irem(int64_t a, int64_t b) {\n"
+    "    int64_t r = b == -1 ? 0 : a % b;\n"
+    "    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;\n"
+    "}\n"
+    "static inline int64_t wk_ifloordiv(int64_t a, int64_t b) {\n"
+    "    if (b == -1) return (int64_t)(0 - (uint64_t)a);\n"
+    "    int64_t q = a / b;\n"
+    "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+    "}\n"
+    "/* torch's floating floor division and remainder (div_floor, remainder) */\n"
+    "#define WK_FLOORDIV(T, S) \\\n"
+    "static inline T wk_floordiv##S(T a, T b) { \\\n"
+    "    if (b == 0) return a / b; \\\n"
+    "    T mod = fmod##S(a, b); \\\n"
+    "    T div = (a - mod) / b; \\\n"
+    "    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1; \\\n"
+    "    if (div == 0) return copysign##S(0, a / b); \\\n"
+    "    T fl = floor##S(div); \\\n"
+    "    if (div - fl > (T)0.5) fl += 1; \\\n"
+    "    return fl; \\\n"
+    "} \\\n"
+    "static inline T wk_rem##S(T a, T b) { \\\n"
+    "    T mod = fmod##S(a, b); \\\n"
+    "    if (mod != 0 && (b < 0) != (mod < 0)) mod += b; \\\n"
+    "    return mod; \\\n"
+    "}\n"
+    "WK_FLOORDIV(float, f)\n"
+    "WK_FLOORDIV(double, )\n"
+    "/* erfinv: a rational first guess refined by Newton steps on erf */\n"
+    "static inline double wk_erfinv(double y) {\n"
+    "    if (!(y > -1 && y < 1)) return y == 1 ? INFINITY : y == -1 ? -INFINITY : NAN;\n"
+    "    double w = -log((1 - y) * (1 + y)), x;\n"
+    "    if (w < 5) {\n"
+    "        w -= 2.5;\n"
+    "        x = 2.81022636e-08; x = 3.43273939e-07 + x * w; x = -3.5233877e-06 + x * w;\n"
+    "        x = -4.39150654e-06 + x * w; x = 0.00021858087 + x * w; x = -0.00125372503 + x * w;\n"
+    "        x = -0.00417768164 + x * w; x = 0.246640727 + x * w; x = 1.50140941 + x * w;\n"
+    "    } else {\n"
+    "        w = sqrt(w) - 3;\n"
+    "        x = -0.000200214257; x = 0.000100950558 + x * w; x = 0.00134934322 + x * w;\n"
+    "        x = -0.00367342844 + x * w; x = 0.00573950773 + x * w; x = -0.0076224613 + x * w;\n"
+    "        x = 0.00943887047 + x * w; x = 1.00167406 + x * w; x = 2.83297682 + x * w;\n"
+    "    }\n"
+    "    x *= y;\n"
+    "    for (int k = 0; k < 2; k++)\n"
+    "        x -= (erf(x) - y) / (1.1283791670955126 * exp(-x * x));\n"
+    "    return x;\n"
+    "}\n"
+    "static inline float wk_erfinvf(float y) { return (float)wk_erfinv((double)y); }\n"
     "#endif\n"
     "\n";
 

@@ -34,9 +34,8 @@ int wk_dtype_size(WkDType dt) { return dt_valid((int)dt) ? dtype_info[dt].size :
 int wk_dtype_is_float(WkDType dt) { return dt_valid((int)dt) && category(dt) == 2; }
 int wk_dtype_is_integral(WkDType dt) { return dt_valid((int)dt) && category(dt) == 1; }
 
-int wk_dtype_supported(WkDType dt) {
-    return dt == WK_BOOL || dt == WK_I32 || dt == WK_I64 || dt == WK_F32 || dt == WK_F64;
-}
+/* float16 and bfloat16 are stored as 16 bits and computed in float32 */
+int wk_dtype_supported(WkDType dt) { return dt_valid((int)dt); }
 
 /* Accepts torch spellings ("float32", "torch.float32") and torch's aliases
  * ("float", "double", "half", "long", "int", "short"). */
@@ -360,17 +359,28 @@ static int reduce_shape(WkGraph *g, WkOp op, const WkValue *in, WkAttrs *at, WkV
     for (int i = at->ndims; i < WK_MAX_DIMS; i++) at->dims[i] = 0;
     at->keepdim = at->keepdim != 0;
 
-    if (op == WK_OP_AMAX) { /* a max over nothing has no identity: torch refuses */
+    if (op == WK_OP_AMAX || op == WK_OP_AMIN || op == WK_OP_ARGMAX || op == WK_OP_ARGMIN) {
+        /* a max over nothing has no identity: torch refuses */
+        const char *fn = op == WK_OP_AMAX ? "amax" : op == WK_OP_AMIN ? "amin" : op == WK_OP_ARGMAX ? "argmax" : "argmin";
         for (int i = 0; i < at->ndims; i++) {
             int64_t n;
             if (!wk_sym_is_const(in->sizes[at->dims[i]], &n) || n != 0) continue;
             if (all)
-                wk_error_set("amax(): Expected reduction dim to be specified for input.numel() == 0. "
-                             "Specify the reduction dim with the 'dim' argument.");
+                wk_error_set("%s(): Expected reduction dim to be specified for input.numel() == 0. "
+                             "Specify the reduction dim with the 'dim' argument.", fn);
             else
-                wk_error_set("amax(): Expected reduction dim %d to have non-zero size.", at->dims[i]);
+                wk_error_set("%s(): Expected reduction dim %d to have non-zero size.", fn, at->dims[i]);
             return -1;
         }
+    }
+    if (wk_op_info(op)->shape == WK_SHAPE_SAME_DIM) { /* softmax: one dim, the input's shape */
+        if (at->ndims != 1 && !(nd == 0 && at->ndims == 0)) {
+            wk_error_set("%s: expects exactly one dim", name);
+            return -1;
+        }
+        out->ndim = nd;
+        for (int d = 0; d < nd; d++) out->sizes[d] = in->sizes[d];
+        return 0;
     }
     out->ndim = 0;
     for (int d = 0; d < nd; d++) {
@@ -394,7 +404,7 @@ static int combine_categories(int higher, int lower) {
     return higher;
 }
 
-static WkDType result_type(const WkValue *const *in, int n) {
+WkDType wk_result_type(const WkValue *const *in, int n) {
     int dim = -1, zero = -1, wrapped = -1;
     for (int i = 0; i < n; i++) {
         int *slot = in[i]->is_wrapped_number ? &wrapped : in[i]->ndim > 0 ? &dim : &zero;
@@ -415,9 +425,25 @@ static const WkAttrs *scalar_attrs(const WkGraph *g, const WkValue *v) {
 static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in, int n,
                             const WkAttrs *at, WkDType *out) {
     const WkOpInfo *info = wk_op_info(op);
+    WkValue as_scalar[3];
+    const WkValue *bound[3];
+    if (op == WK_OP_CLAMP && (in[1]->is_wrapped_number || in[2]->is_wrapped_number)) {
+        /* torch picks clamp's Scalar overload when a bound is a Python
+         * number: a 0-d tensor bound then converts to a number too */
+        for (int i = 0; i < n; i++) {
+            bound[i] = in[i];
+            if (i > 0 && in[i]->ndim == 0 && !in[i]->is_wrapped_number) {
+                as_scalar[i] = *in[i];
+                as_scalar[i].is_wrapped_number = 1;
+                as_scalar[i].dtype = category(in[i]->dtype) == 2 ? WK_F64 : in[i]->dtype == WK_BOOL ? WK_BOOL : WK_I64;
+                bound[i] = &as_scalar[i];
+            }
+        }
+        in = bound;
+    }
     switch (info->dtype) {
     case WK_DTR_PROMOTE:
-        *out = result_type(in, n);
+        *out = wk_result_type(in, n);
         if (op == WK_OP_SUB && (in[0]->dtype == WK_BOOL || in[1]->dtype == WK_BOOL)) {
             wk_error_set(in[0]->dtype == in[1]->dtype
                              ? "Subtraction, the `-` operator, with two bool tensors is not supported. "
@@ -431,6 +457,30 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
             wk_error_set("\"pow\" not implemented for 'Bool'");
             return -1;
         }
+        if ((op == WK_OP_FMOD || op == WK_OP_REMAINDER || op == WK_OP_FLOOR_DIVIDE || op == WK_OP_CLAMP) &&
+            *out == WK_BOOL) {
+            wk_error_set("\"%s_cpu\" not implemented for 'Bool'", info->name);
+            return -1;
+        }
+        if ((op == WK_OP_FMOD || op == WK_OP_REMAINDER || op == WK_OP_FLOOR_DIVIDE) && category(*out) != 2) {
+            /* torch raises on an integer zero divisor, element by element; a
+             * kernel cannot raise: only a known non-zero divisor builds */
+            const WkAttrs *d = scalar_attrs(g, in[1]);
+            if (!d || category(d->dtype) == 2 || d->ivalue == 0) {
+                wk_error_set("%s: integer division by a tensor or by zero (torch raises on zero divisors)",
+                             info->name);
+                return -1;
+            }
+        }
+        if ((op == WK_OP_CLAMP_MIN || op == WK_OP_CLAMP_MAX) && *out == WK_BOOL && in[1]->is_wrapped_number) {
+            wk_error_set("\"clamp_scalar_cpu\" not implemented for 'Bool'");
+            return -1;
+        }
+        if (op == WK_OP_ADDCDIV && category(in[1]->dtype) != 2 && category(in[2]->dtype) != 2) {
+            wk_error_set("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+                         "will perform a true division of tensor1 and tensor2.");
+            return -1;
+        }
         if (op == WK_OP_POW && category(in[0]->dtype) != 2) {
             const WkAttrs *e = scalar_attrs(g, in[1]);
             if (e && e->dtype == WK_I64 && e->ivalue < 0 && !in[0]->is_wrapped_number) {
@@ -440,7 +490,7 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
         }
         return 0;
     case WK_DTR_PROMOTE_FLOAT:
-        *out = result_type(in, n);
+        *out = wk_result_type(in, n);
         if (category(*out) != 2) *out = WK_F32;
         return 0;
     case WK_DTR_COMPARE:
@@ -452,7 +502,7 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
                          scalar_type_name(in[0]->dtype));
             return -1;
         }
-        *out = result_type(in + 1, n - 1);
+        *out = wk_result_type(in + 1, n - 1);
         return 0;
     case WK_DTR_SUM:
         if (at->has_dtype) *out = at->dtype;
@@ -476,7 +526,92 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
         }
         *out = in[0]->dtype;
         return 0;
+    case WK_DTR_FLOAT_FIRST:
+        if (op == WK_OP_LERP) {
+            if (in[1]->dtype != in[0]->dtype) {
+                wk_error_set("expected dtype %s for `end` but got dtype %s", scalar_type_name(in[0]->dtype),
+                             scalar_type_name(in[1]->dtype));
+                return -1;
+            }
+            if (!in[2]->is_wrapped_number && category(in[2]->dtype) != 2) {
+                wk_error_set("lerp: weight must be floating");
+                return -1;
+            }
+            *out = wk_result_type(in, n);
+            /* integral inputs work only through a 0-d floating weight tensor */
+            if (category(*out) != 2 || (category(in[0]->dtype) != 2 &&
+                                        (in[2]->ndim != 0 || in[2]->is_wrapped_number))) {
+                wk_error_set("\"lerp_kernel_scalar\" not implemented for '%s'", scalar_type_name(in[0]->dtype));
+                return -1;
+            }
+            return 0;
+        }
+        for (int i = 1; i < n && op != WK_OP_LAYER_NORM; i++) /* parameters are numbers (a 0-d tensor converts) */
+            if (in[i]->ndim != 0) {
+                wk_error_set("%s: argument %d must be a number, not a tensor", info->name, i);
+                return -1;
+            }
+        if ((op == WK_OP_HARDTANH || op == WK_OP_RELU6) && category(in[0]->dtype) == 1) {
+            *out = in[0]->dtype;
+            return 0;
+        }
+        if (category(in[0]->dtype) != 2) {
+            wk_error_set("%s: not implemented for '%s' (floating inputs only)", info->name,
+                         scalar_type_name(in[0]->dtype));
+            return -1;
+        }
+        *out = in[0]->dtype;
+        return 0;
+    case WK_DTR_INTEGRAL:
+        *out = wk_result_type(in, n);
+        if (category(*out) == 2) {
+            wk_error_set("\"%s_cpu\" not implemented for '%s'", info->name, scalar_type_name(*out));
+            return -1;
+        }
+        return 0;
+    case WK_DTR_SQUARE:
+        *out = in[0]->dtype == WK_BOOL ? WK_I64 : in[0]->dtype;
+        return 0;
+    case WK_DTR_MASKED:
+        if (in[1]->dtype != WK_BOOL) {
+            wk_error_set("masked_fill_ only supports boolean masks, but got mask with dtype %s",
+                         scalar_type_name(in[1]->dtype));
+            return -1;
+        }
+        if (in[2]->ndim != 0) {
+            wk_error_set("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                         "dimension(s).", in[2]->ndim);
+            return -1;
+        }
+        *out = in[0]->dtype;
+        return 0;
+    case WK_DTR_ANY:
+        *out = in[0]->dtype == WK_U8 ? WK_U8 : WK_BOOL;
+        return 0;
+    case WK_DTR_INDEX:
+        if (in[0]->dtype == WK_BOOL) {
+            wk_error_set("\"%s_cpu\" not implemented for 'Bool'", op == WK_OP_ARGMAX ? "argmax" : "argmin");
+            return -1;
+        }
+        *out = WK_I64;
+        return 0;
+    case WK_DTR_VAR:
+        if (category(in[0]->dtype) != 2) {
+            wk_error_set("std and var only support floating point and complex dtypes");
+            return -1;
+        }
+        *out = in[0]->dtype;
+        return 0;
     case WK_DTR_FLOAT_ONLY:
+        if (op != WK_OP_MEAN) { /* softmax, log_softmax: dtype= converts the input first */
+            *out = at->has_dtype ? at->dtype : in[0]->dtype;
+            if (category(*out) != 2) {
+                wk_error_set("%s: not implemented for '%s' (floating dtypes only)", info->name,
+                             scalar_type_name(*out));
+                return -1;
+            }
+            return 0;
+        }
         if (at->has_dtype) {
             if (!dt_valid((int)at->dtype) || category(at->dtype) != 2) {
                 wk_error_set("mean(): could not infer output dtype. Optional dtype must be either a floating "
@@ -505,12 +640,20 @@ static int apply_dtype_rule(const WkGraph *g, WkOp op, const WkValue *const *in,
 static void canonical_attrs(WkOp op, WkAttrs *at) {
     const WkOpInfo *info = wk_op_info(op);
     WkAttrs c = {0};
-    if (info->shape == WK_SHAPE_REDUCE) {
+    if (info->shape == WK_SHAPE_REDUCE || info->shape == WK_SHAPE_SAME_DIM) {
         c.ndims = at->ndims;
         memcpy(c.dims, at->dims, sizeof c.dims);
-        c.keepdim = at->keepdim;
+        c.keepdim = info->shape == WK_SHAPE_REDUCE && at->keepdim;
         c.has_dtype = at->has_dtype != 0;
         if (c.has_dtype) c.dtype = at->dtype;
+        if ((op == WK_OP_VAR || op == WK_OP_STD) && at->ivalue) {
+            c.ivalue = 1;
+            c.fvalue = at->fvalue;
+        }
+    } else if (op == WK_OP_LAYER_NORM) {
+        c.ndims = at->ndims;
+        memcpy(c.dims, at->dims, sizeof c.dims);
+        c.fvalue = at->fvalue;
     } else if (info->dtype == WK_DTR_ATTR) {
         c.dtype = at->dtype;
         c.has_dtype = 1;
@@ -522,6 +665,31 @@ static void canonical_attrs(WkOp op, WkAttrs *at) {
     c.nints = at->nints > 0 && at->ints ? at->nints : 0;
     c.ints = c.nints ? at->ints : NULL;
     *at = c;
+}
+
+/* layer_norm: attrs.dims must be the input's trailing dims (normalised here),
+ * and weight/bias must not widen the output beyond the input's shape. */
+static int layer_norm_dims(const WkValue *in, WkAttrs *at, const WkValue *out) {
+    int nd = in->ndim, k = at->ndims;
+    if (k < 1 || k > nd) {
+        wk_error_set("layer_norm: normalized_shape of %d dims for an input of %d", k, nd);
+        return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        int d = at->dims[i] < 0 ? at->dims[i] + nd : at->dims[i];
+        if (d != nd - k + i) {
+            wk_error_set("layer_norm: normalises the trailing dims only");
+            return -1;
+        }
+        at->dims[i] = d;
+    }
+    if (out->ndim != nd) goto widened;
+    for (int d = 0; d < nd; d++)
+        if (out->sizes[d] != in->sizes[d]) goto widened;
+    return 0;
+widened:
+    wk_error_set("layer_norm: weight and bias must have the normalized shape");
+    return -1;
 }
 
 /* Tensors on one device; 0-d CPU tensors (and Python scalars) go with any. */
@@ -587,8 +755,10 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
     case WK_SHAPE_SCALAR: out.ndim = 0; break;
     case WK_SHAPE_BROADCAST:
         if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;
+        if (op == WK_OP_LAYER_NORM && layer_norm_dims(in[0], &at, &out) < 0) goto done;
         break;
     case WK_SHAPE_REDUCE:
+    case WK_SHAPE_SAME_DIM:
         if (reduce_shape(g, op, in[0], &at, &out) < 0) goto done;
         break;
     }
@@ -767,11 +937,16 @@ char *wk_graph_print(const WkGraph *g) {
             if (category(at->dtype) == 2) print_double(&s, at->fvalue);
             else if (at->dtype == WK_BOOL) wk_str_append(&s, at->ivalue ? "True" : "False");
             else wk_str_printf(&s, "%" PRId64, at->ivalue);
-        } else if (info->shape == WK_SHAPE_REDUCE) {
+        } else if (info->shape == WK_SHAPE_REDUCE || info->shape == WK_SHAPE_SAME_DIM) {
             wk_str_printf(&s, "%sdims=[", sep);
             for (int i = 0; i < at->ndims; i++) wk_str_printf(&s, "%s%d", i ? ", " : "", at->dims[i]);
-            wk_str_printf(&s, "], keepdim=%s", at->keepdim ? "True" : "False");
+            if (info->shape == WK_SHAPE_REDUCE) wk_str_printf(&s, "], keepdim=%s", at->keepdim ? "True" : "False");
+            else wk_str_append(&s, "]");
             if (at->has_dtype) wk_str_printf(&s, ", dtype=%s", wk_dtype_name(at->dtype));
+            if (at->ivalue && (n->op == WK_OP_VAR || n->op == WK_OP_STD)) {
+                wk_str_append(&s, ", correction=");
+                print_double(&s, at->fvalue);
+            }
         } else if (info->dtype == WK_DTR_ATTR) {
             wk_str_printf(&s, "%sdtype=%s", sep, wk_dtype_name(at->dtype));
         }

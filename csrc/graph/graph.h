@@ -45,8 +45,10 @@ int wk_dtype_is_float(WkDType dt);
 int wk_dtype_is_integral(WkDType dt);        /* bool excluded */
 /* torch.promote_types */
 WkDType wk_dtype_promote(WkDType a, WkDType b);
-/* The dtypes the CPU code generator computes in today. Others make the graph
- * builder fail with a clear reason, and capture falls back. */
+/* The dtypes the CPU code generator handles (all of the table today:
+ * float16/bfloat16 load into float32 and round to nearest even on store).
+ * Others make the graph builder fail with a clear reason, and capture
+ * falls back. */
 int wk_dtype_supported(WkDType dt);
 
 typedef enum { WK_DEV_CPU = 0, WK_DEV_CUDA = 1 } WkDeviceType;
@@ -115,10 +117,11 @@ typedef enum {
 #pragma pop_macro("WK_OP")
 
 typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT, WK_KIND_EXTERN } WkOpKind;
-typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SCALAR } WkShapeRule;
+typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SAME_DIM, WK_SHAPE_SCALAR } WkShapeRule;
 typedef enum {
     WK_DTR_PROMOTE, WK_DTR_PROMOTE_FLOAT, WK_DTR_COMPARE, WK_DTR_WHERE, WK_DTR_SUM,
-    WK_DTR_SAME, WK_DTR_SAME_NOBOOL, WK_DTR_FLOAT_ONLY, WK_DTR_ATTR
+    WK_DTR_SAME, WK_DTR_SAME_NOBOOL, WK_DTR_FLOAT_ONLY, WK_DTR_FLOAT_FIRST, WK_DTR_INTEGRAL,
+    WK_DTR_SQUARE, WK_DTR_MASKED, WK_DTR_ANY, WK_DTR_INDEX, WK_DTR_VAR, WK_DTR_ATTR
 } WkDTypeRule;
 
 typedef struct {
@@ -143,8 +146,9 @@ typedef struct {
     int ndims;         /* REDUCE: number of dims in dims[]; 0 means all dims */
     int dims[WK_MAX_DIMS]; /* REDUCE: normalised to 0..ndim-1, sorted, unique */
     int keepdim;
-    double fvalue;     /* SCALAR: value when dtype is floating */
-    int64_t ivalue;    /* SCALAR: value when dtype is integral or bool */
+    double fvalue;     /* SCALAR: value when dtype is floating; VAR/STD: the correction when ivalue is 1 */
+    int64_t ivalue;    /* SCALAR: value when dtype is integral or bool; VAR/STD: 1 if fvalue is
+                          set (zeroed attrs mean torch's default correction, 1) */
     /* An open-ended int list (sizes, a permutation, dims, slice bounds...)
      * for ops that need one. The builder copies it into the graph: the
      * caller's array may be freed after wk_graph_op returns. Kept only when
@@ -200,6 +204,11 @@ int wk_graph_input_sym(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const WkS
                        const WkSym *const *strides, int requires_grad, const char *source);
 /* A Python scalar as a 0-d wrapped-number value: dt is BOOL, I64 or F64. */
 int wk_graph_scalar(WkGraph *g, WkDType dt, double fvalue, int64_t ivalue);
+/* torch.result_type of values: dimensioned tensors outrank 0-d tensors,
+ * which outrank wrapped Python numbers, unless the weaker group is of a
+ * higher category (bool < integral < floating). The one implementation:
+ * dtype rules and lowerings both call it. */
+WkDType wk_result_type(const WkValue *const *values, int n);
 /* Appends a node; runs the op's shape and dtype rules. Returns the output
  * value id, or -1 with wk_error set to a message torch users recognise
  * ("where: condition must be bool", "amax: reduction over zero elements"). */

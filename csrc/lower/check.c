@@ -50,14 +50,28 @@ static int check_expr(Check *c, const WkLExpr *e, int root) {
     case WK_LX_EQ: case WK_LX_NE: case WK_LX_LT: case WK_LX_LE: case WK_LX_GT: case WK_LX_GE:
         if (e->dtype != WK_BOOL || e->a[0]->dtype != e->a[1]->dtype) goto bad;
         break;
-    case WK_LX_AND: case WK_LX_OR:
-        if (e->dtype != WK_BOOL || e->a[0]->dtype != WK_BOOL || e->a[1]->dtype != WK_BOOL) goto bad;
+    case WK_LX_INDEX:
+        if (e->nidx != 1 || e->dtype != WK_I64 || !sym_vars_ok(c, e->idx[0])) goto bad;
+        break;
+    case WK_LX_ISNAN:
+        if (e->dtype != WK_BOOL || !wk_dtype_is_float(e->a[0]->dtype)) goto bad;
+        break;
+    case WK_LX_AND: case WK_LX_OR: case WK_LX_XOR: case WK_LX_NOT:
+        if (wk_dtype_is_float(e->dtype)) goto bad;
+        for (int k = 0; k < e->nargs; k++)
+            if (e->a[k]->dtype != e->dtype) goto bad;
         break;
     case WK_LX_DIV: case WK_LX_EXP: case WK_LX_LOG: case WK_LX_SQRT: case WK_LX_TANH:
+    case WK_LX_SIN: case WK_LX_COS: case WK_LX_TAN: case WK_LX_ASIN: case WK_LX_ACOS: case WK_LX_ATAN:
+    case WK_LX_SINH: case WK_LX_COSH: case WK_LX_ASINH: case WK_LX_ACOSH: case WK_LX_ATANH:
+    case WK_LX_ERF: case WK_LX_ERFC: case WK_LX_ERFINV: case WK_LX_LOG1P: case WK_LX_EXPM1:
+    case WK_LX_LOG2: case WK_LX_LOG10: case WK_LX_EXP2: case WK_LX_FLOOR: case WK_LX_CEIL:
+    case WK_LX_TRUNC: case WK_LX_ROUND: case WK_LX_ATAN2:
         if (!wk_dtype_is_float(e->dtype)) goto bad;
         /* fall through */
     case WK_LX_ADD: case WK_LX_SUB: case WK_LX_MUL: case WK_LX_POW: case WK_LX_MAX:
-    case WK_LX_MIN: case WK_LX_NEG: case WK_LX_ABS:
+    case WK_LX_MIN: case WK_LX_NEG: case WK_LX_ABS: case WK_LX_FMOD: case WK_LX_FLOORDIV:
+    case WK_LX_REM:
         for (int k = 0; k < e->nargs; k++)
             if (e->a[k]->dtype != e->dtype) goto bad;
         break;

@@ -146,6 +146,15 @@ const WkLExpr *wk_lower_read(WkLoopIR *L, WkDType dt, int planbuf, const WkSym *
     return intern(L, &t);
 }
 
+const WkLExpr *wk_lower_index(WkLoopIR *L, const WkSym *value) {
+    int64_t v;
+    if (wk_sym_is_const(value, &v)) return wk_lower_const_i(L, WK_I64, v);
+    WkLExpr t = blank(WK_LX_INDEX, WK_I64);
+    t.nidx = 1;
+    t.idx[0] = value;
+    return intern(L, &t);
+}
+
 const WkLExpr *wk_lower_cast(WkLoopIR *L, WkDType dt, const WkLExpr *a) {
     if (a->dtype == dt) return a;
     if (a->op == WK_LX_CONST) {
@@ -166,7 +175,7 @@ const WkLExpr *wk_lower_cast(WkLoopIR *L, WkDType dt, const WkLExpr *a) {
 }
 
 const WkLExpr *wk_lower_unary(WkLoopIR *L, WkLxOp op, const WkLExpr *a) {
-    WkLExpr t = blank(op, a->dtype);
+    WkLExpr t = blank(op, op == WK_LX_ISNAN ? WK_BOOL : a->dtype);
     t.nargs = 1;
     t.a[0] = a;
     return intern(L, &t);
@@ -181,7 +190,7 @@ const WkLExpr *wk_lower_binary(WkLoopIR *L, WkLxOp op, const WkLExpr *a, const W
     WkLExpr t = blank(op, is_compare(op) ? WK_BOOL : a->dtype);
     /* commutative ops get a canonical operand order so a+b and b+a share */
     if ((op == WK_LX_ADD || op == WK_LX_MUL || op == WK_LX_EQ || op == WK_LX_NE ||
-         op == WK_LX_AND || op == WK_LX_OR) &&
+         op == WK_LX_AND || op == WK_LX_OR || op == WK_LX_XOR) &&
         a->id > b->id) {
         const WkLExpr *s = a;
         a = b;
@@ -217,7 +226,7 @@ const WkLExpr *wk_lower_reduce(WkLoopIR *L, WkRedOp rop, WkDType out, const WkLE
 
 const WkLExpr *wk_lower_with_args(WkLoopIR *L, const WkLExpr *e, const WkLExpr *const *a) {
     switch (e->op) {
-    case WK_LX_CONST: case WK_LX_LOAD: case WK_LX_READ: return e;
+    case WK_LX_CONST: case WK_LX_LOAD: case WK_LX_READ: case WK_LX_INDEX: return e;
     case WK_LX_CAST: return wk_lower_cast(L, e->dtype, a[0]);
     case WK_LX_WHERE: return wk_lower_where(L, a[0], a[1], a[2]);
     case WK_LX_REDUCE: return wk_lower_reduce(L, e->rop, e->dtype, a[0], e->nred, e->red_sizes);
@@ -334,6 +343,9 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
         }
         break;
     }
+    case WK_LX_INDEX:
+        r = wk_lower_index(L, wk_lower_subst_sym(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr));
+        break;
     case WK_LX_READ:
         r = wk_lower_read(L, e->dtype, e->buf,
                           wk_lower_subst_sym(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr));
@@ -376,7 +388,9 @@ static void print_rec(const WkLoopIR *L, const WkLExpr *e, WkStr *out, WkLowerMa
         break;
     case WK_LX_LOAD:
     case WK_LX_READ:
-        wk_str_printf(out, " %s%d[", e->op == WK_LX_LOAD ? "v" : "b", e->buf);
+    case WK_LX_INDEX:
+        if (e->op == WK_LX_INDEX) wk_str_append(out, " index[");
+        else wk_str_printf(out, " %s%d[", e->op == WK_LX_LOAD ? "v" : "b", e->buf);
         for (int k = 0; k < e->nidx; k++) {
             if (k) wk_str_append(out, ", ");
             wk_sym_to_c(L->syms, e->idx[k], out, NULL, NULL);
@@ -384,7 +398,7 @@ static void print_rec(const WkLoopIR *L, const WkLExpr *e, WkStr *out, WkLowerMa
         wk_str_append(out, "]");
         break;
     case WK_LX_REDUCE: {
-        static const char *const rn[] = {"sum", "mean", "max"};
+        static const char *const rn[] = {"sum", "mean", "max", "min", "prod"};
         wk_str_printf(out, " %s over [", rn[e->rop]);
         for (int k = 0; k < e->nred; k++) wk_str_printf(out, "%s%lld", k ? ", " : "", (long long)e->red_sizes[k]);
         wk_str_append(out, "]");
@@ -409,7 +423,9 @@ char *wk_lower_print(const WkLoopIR *L) {
     wk_str_append(&out, "");
     for (int v = 0; v < L->nbufs; v++) {
         const WkLBuf *b = &L->bufs[v];
-        wk_str_printf(&out, "v%d: %s %s [", v, kinds[b->kind], wk_dtype_name(b->dtype));
+        if (b->value >= 0 && b->value != v) wk_str_printf(&out, "v%d (value %d): %s %s [", v, b->value, kinds[b->kind], wk_dtype_name(b->dtype));
+        else if (b->value < 0) wk_str_printf(&out, "v%d (internal): %s %s [", v, kinds[b->kind], wk_dtype_name(b->dtype));
+        else wk_str_printf(&out, "v%d: %s %s [", v, kinds[b->kind], wk_dtype_name(b->dtype));
         for (int d = 0; d < b->ndim; d++) wk_str_printf(&out, "%s%lld", d ? ", " : "", (long long)b->sizes[d]);
         wk_str_printf(&out, "]%s\n", b->is_output ? " output" : "");
         if (b->body) {

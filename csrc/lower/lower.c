@@ -4,11 +4,17 @@
  * index variables of its shape) and pulls its inputs through load_arg(),
  * which applies broadcasting; it returns the expression of one element.
  *
+ * Decompositions. A lowering may define internal buffers before its
+ * node's own (wk_lower_add_buffer; wk_lower_reduce_dims for the common
+ * case of a reduction broadcast back over its input's index space), so
+ * softmax is max + sum + pointwise, var is mean + sum of squares. The
+ * schedule sees ordinary buffers and fuses them like any other.
+ *
  * Requires: a graph whose sizes and strides are constants.
- * Provides: one WkLBuf per graph value; POINTWISE bodies read their inputs
- *           through LOADs of the producing values (nothing is inlined yet:
- *           the schedule decides what to materialise and inlines the rest
- *           with wk_lower_subst).
+ * Provides: one WkLBuf per graph value plus internal ones, in topological
+ *           order; POINTWISE bodies read their inputs through LOADs of the
+ *           producing buffers (nothing is inlined yet: the schedule decides
+ *           what to materialise and inlines the rest with wk_lower_subst).
  */
 #include "lower.h"
 
@@ -21,6 +27,7 @@ typedef struct {
     const WkGraph *g;
     const WkNode *node;
     const WkValue *out;
+    int node_index;
     const WkSym *canon[WK_MAX_DIMS]; /* the output's index: i_k, or 0 for size-1 dims */
 } Lower;
 
@@ -41,7 +48,7 @@ static int const_dims(const WkValue *v, int64_t *sizes, int64_t *strides) {
 /* Input k of the current node, loaded at the output index with broadcasting
  * (trailing dims align; a size-1 input dim reads index 0). */
 static const WkLExpr *load_arg(Lower *c, int k) {
-    int vid = c->node->inputs[k];
+    int vid = c->L->value_buf[c->node->inputs[k]];
     const WkLBuf *b = &c->L->bufs[vid];
     const WkSym *idx[WK_MAX_DIMS];
     /* constants (SCALAR nodes) are called right away, so lowerings see
@@ -57,30 +64,13 @@ static const WkLExpr *arg_as(Lower *c, int k, WkDType dt) {
     return wk_lower_cast(c->L, dt, load_arg(c, k));
 }
 
-/* torch.result_type over the node's inputs from `first` on: dimensioned
- * tensors outrank 0-d tensors, which outrank wrapped Python numbers, unless
- * the lower-ranked group is of a higher category (bool < integral < float). */
-static WkDType combine_categories(int hh, WkDType h, int hl, WkDType l) {
-    if (!hh) return l;
-    if (!hl) return h;
-    if (wk_dtype_is_float(h)) return h;
-    if (h == WK_BOOL || wk_dtype_is_float(l)) return wk_dtype_promote(h, l);
-    return h;
-}
-
+/* torch.result_type over the node's inputs from `first` on (graph.c has the
+ * one implementation). */
 static WkDType result_type(Lower *c, int first) {
-    int have[3] = {0, 0, 0};
-    WkDType r[3] = {WK_BOOL, WK_BOOL, WK_BOOL};
-    for (int k = first; k < c->node->ninputs; k++) {
-        const WkValue *v = wk_graph_value(c->g, c->node->inputs[k]);
-        WkDType cur = v->dtype;
-        int slot = v->is_wrapped_number ? 2 : v->ndim > 0 ? 0 : 1;
-        if (v->is_wrapped_number && wk_dtype_is_float(cur)) cur = WK_F32; /* default dtype */
-        r[slot] = have[slot] ? wk_dtype_promote(r[slot], cur) : cur;
-        have[slot] = 1;
-    }
-    WkDType low = combine_categories(have[1], r[1], have[2], r[2]);
-    return combine_categories(have[0], r[0], have[1] || have[2], low);
+    const WkValue *in[8];
+    int n = 0;
+    for (int k = first; k < c->node->ninputs && n < 8; k++) in[n++] = wk_graph_value(c->g, c->node->inputs[k]);
+    return wk_result_type(in, n);
 }
 
 static const WkLExpr *fail(const char *what, WkDType dt) {
@@ -203,29 +193,288 @@ static const WkLExpr *lower_SIGMOID(Lower *c) {
     return wk_lower_binary(L, WK_LX_DIV, one, wk_lower_binary(L, WK_LX_ADD, one, e));
 }
 
-/* ---- reductions -------------------------------------------------------- */
-/* The output index uses i vars over the output shape; reduced input dims
- * read r vars, numbered in dim order. */
-static const WkLExpr *reduce(Lower *c, WkRedOp rop) {
+/* ---- more pointwise ----------------------------------------------------- */
+static const WkLExpr *cf(Lower *c, WkDType dt, double v) { return wk_lower_const_f(c->L, dt, v); }
+static const WkLExpr *bin(Lower *c, WkLxOp op, const WkLExpr *a, const WkLExpr *b) {
+    return wk_lower_binary(c->L, op, a, b);
+}
+static const WkLExpr *un(Lower *c, WkLxOp op, const WkLExpr *a) { return wk_lower_unary(c->L, op, a); }
+
+static const WkLExpr *lower_SIN(Lower *c) { return transcendental(c, WK_LX_SIN, "sin"); }
+static const WkLExpr *lower_COS(Lower *c) { return transcendental(c, WK_LX_COS, "cos"); }
+static const WkLExpr *lower_TAN(Lower *c) { return transcendental(c, WK_LX_TAN, "tan"); }
+static const WkLExpr *lower_ASIN(Lower *c) { return transcendental(c, WK_LX_ASIN, "asin"); }
+static const WkLExpr *lower_ACOS(Lower *c) { return transcendental(c, WK_LX_ACOS, "acos"); }
+static const WkLExpr *lower_ATAN(Lower *c) { return transcendental(c, WK_LX_ATAN, "atan"); }
+static const WkLExpr *lower_SINH(Lower *c) { return transcendental(c, WK_LX_SINH, "sinh"); }
+static const WkLExpr *lower_COSH(Lower *c) { return transcendental(c, WK_LX_COSH, "cosh"); }
+static const WkLExpr *lower_ASINH(Lower *c) { return transcendental(c, WK_LX_ASINH, "asinh"); }
+static const WkLExpr *lower_ACOSH(Lower *c) { return transcendental(c, WK_LX_ACOSH, "acosh"); }
+static const WkLExpr *lower_ATANH(Lower *c) { return transcendental(c, WK_LX_ATANH, "atanh"); }
+static const WkLExpr *lower_ERF(Lower *c) { return transcendental(c, WK_LX_ERF, "erf"); }
+static const WkLExpr *lower_ERFC(Lower *c) { return transcendental(c, WK_LX_ERFC, "erfc"); }
+static const WkLExpr *lower_ERFINV(Lower *c) { return transcendental(c, WK_LX_ERFINV, "erfinv"); }
+static const WkLExpr *lower_LOG1P(Lower *c) { return transcendental(c, WK_LX_LOG1P, "log1p"); }
+static const WkLExpr *lower_EXPM1(Lower *c) { return transcendental(c, WK_LX_EXPM1, "expm1"); }
+static const WkLExpr *lower_LOG2(Lower *c) { return transcendental(c, WK_LX_LOG2, "log2"); }
+static const WkLExpr *lower_LOG10(Lower *c) { return transcendental(c, WK_LX_LOG10, "log10"); }
+static const WkLExpr *lower_EXP2(Lower *c) { return transcendental(c, WK_LX_EXP2, "exp2"); }
+
+static const WkLExpr *lower_RSQRT(Lower *c) {
+    WkDType dt = c->out->dtype;
+    if (!wk_dtype_is_float(dt)) return fail("rsqrt", dt);
+    return bin(c, WK_LX_DIV, cf(c, dt, 1.0), un(c, WK_LX_SQRT, arg_as(c, 0, dt)));
+}
+static const WkLExpr *lower_RECIPROCAL(Lower *c) {
+    WkDType dt = c->out->dtype;
+    if (!wk_dtype_is_float(dt)) return fail("reciprocal", dt);
+    return bin(c, WK_LX_DIV, cf(c, dt, 1.0), arg_as(c, 0, dt));
+}
+static const WkLExpr *lower_SQUARE(Lower *c) {
+    const WkLExpr *x = arg_as(c, 0, c->out->dtype);
+    return bin(c, WK_LX_MUL, x, x);
+}
+
+/* floor/ceil/round/trunc of an integer is the integer */
+static const WkLExpr *rounding(Lower *c, WkLxOp op) {
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    return wk_dtype_is_float(dt) ? un(c, op, x) : x;
+}
+static const WkLExpr *lower_FLOOR(Lower *c) { return rounding(c, WK_LX_FLOOR); }
+static const WkLExpr *lower_CEIL(Lower *c) { return rounding(c, WK_LX_CEIL); }
+static const WkLExpr *lower_ROUND(Lower *c) { return rounding(c, WK_LX_ROUND); }
+static const WkLExpr *lower_TRUNC(Lower *c) { return rounding(c, WK_LX_TRUNC); }
+static const WkLExpr *lower_FRAC(Lower *c) {
+    const WkLExpr *x = arg_as(c, 0, c->out->dtype);
+    return bin(c, WK_LX_SUB, x, un(c, WK_LX_TRUNC, x));
+}
+
+/* sign: (0 < x) - (x < 0); NaN gives 0 like torch's CPU kernel; bool is itself */
+static const WkLExpr *lower_SIGN(Lower *c) {
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    if (dt == WK_BOOL) return x;
+    const WkLExpr *zero = wk_lower_const_i(c->L, dt, 0);
+    const WkLExpr *pos = wk_lower_cast(c->L, dt, bin(c, WK_LX_LT, zero, x));
+    const WkLExpr *neg = wk_lower_cast(c->L, dt, bin(c, WK_LX_LT, x, zero));
+    return bin(c, WK_LX_SUB, pos, neg);
+}
+
+static const WkLExpr *lower_ATAN2(Lower *c) {
+    WkDType dt = c->out->dtype;
+    if (!wk_dtype_is_float(dt)) return fail("atan2", dt);
+    return bin(c, WK_LX_ATAN2, arg_as(c, 0, dt), arg_as(c, 1, dt));
+}
+
+/* Integer division by zero raises in torch; a kernel cannot raise, so the
+ * integral forms lower only for a constant non-zero divisor. */
+static const WkLExpr *division(Lower *c, WkLxOp op, const char *name) {
+    WkDType dt = c->out->dtype;
+    if (dt == WK_BOOL) return fail(name, dt);
+    const WkLExpr *a = arg_as(c, 0, dt), *b = arg_as(c, 1, dt);
+    double bv;
+    if (!wk_dtype_is_float(dt) && (!wk_lower_is_const(b, &bv) || bv == 0)) {
+        wk_error_set("%s: integer division by a tensor (torch raises on zero divisors)", name);
+        return NULL;
+    }
+    return bin(c, op, a, b);
+}
+static const WkLExpr *lower_FMOD(Lower *c) { return division(c, WK_LX_FMOD, "fmod"); }
+static const WkLExpr *lower_REMAINDER(Lower *c) { return division(c, WK_LX_REM, "remainder"); }
+static const WkLExpr *lower_FLOOR_DIVIDE(Lower *c) { return division(c, WK_LX_FLOORDIV, "floor_divide"); }
+
+/* clamp is maximum then minimum, NaN-propagating like torch's kernel */
+static const WkLExpr *lower_CLAMP(Lower *c) {
+    WkDType dt = c->out->dtype;
+    if (dt == WK_BOOL) return fail("clamp", dt);
+    return bin(c, WK_LX_MIN, bin(c, WK_LX_MAX, arg_as(c, 0, dt), arg_as(c, 1, dt)), arg_as(c, 2, dt));
+}
+static const WkLExpr *lower_CLAMP_MIN(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return bin(c, WK_LX_MAX, arg_as(c, 0, dt), arg_as(c, 1, dt));
+}
+static const WkLExpr *lower_CLAMP_MAX(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return bin(c, WK_LX_MIN, arg_as(c, 0, dt), arg_as(c, 1, dt));
+}
+
+static const WkLExpr *lower_MASKED_FILL(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return wk_lower_where(c->L, arg_as(c, 1, WK_BOOL), arg_as(c, 2, dt), arg_as(c, 0, dt));
+}
+
+static const WkLExpr *bitwise(Lower *c, WkLxOp op) {
+    WkDType dt = c->out->dtype;
+    if (c->node->ninputs == 1) return un(c, op, arg_as(c, 0, dt));
+    return bin(c, op, arg_as(c, 0, dt), arg_as(c, 1, dt));
+}
+static const WkLExpr *lower_BITWISE_AND(Lower *c) { return bitwise(c, WK_LX_AND); }
+static const WkLExpr *lower_BITWISE_OR(Lower *c) { return bitwise(c, WK_LX_OR); }
+static const WkLExpr *lower_BITWISE_XOR(Lower *c) { return bitwise(c, WK_LX_XOR); }
+static const WkLExpr *lower_BITWISE_NOT(Lower *c) { return bitwise(c, WK_LX_NOT); }
+
+static const WkLExpr *logical(Lower *c, WkLxOp op) {
+    if (c->node->ninputs == 1) return un(c, op, arg_as(c, 0, WK_BOOL));
+    return bin(c, op, arg_as(c, 0, WK_BOOL), arg_as(c, 1, WK_BOOL));
+}
+static const WkLExpr *lower_LOGICAL_AND(Lower *c) { return logical(c, WK_LX_AND); }
+static const WkLExpr *lower_LOGICAL_OR(Lower *c) { return logical(c, WK_LX_OR); }
+static const WkLExpr *lower_LOGICAL_XOR(Lower *c) { return logical(c, WK_LX_XOR); }
+static const WkLExpr *lower_LOGICAL_NOT(Lower *c) { return logical(c, WK_LX_NOT); }
+
+static const WkLExpr *float_test(Lower *c, int nan, int pinf, int ninf) {
+    const WkLExpr *x = load_arg(c, 0);
     WkLoopIR *L = c->L;
+    if (!wk_dtype_is_float(x->dtype)) return wk_lower_const_i(L, WK_BOOL, 0);
+    const WkLExpr *r = nan ? un(c, WK_LX_ISNAN, x) : NULL;
+    if (pinf) {
+        const WkLExpr *t = bin(c, WK_LX_EQ, x, cf(c, x->dtype, INFINITY));
+        r = r ? bin(c, WK_LX_OR, r, t) : t;
+    }
+    if (ninf) {
+        const WkLExpr *t = bin(c, WK_LX_EQ, x, cf(c, x->dtype, -INFINITY));
+        r = r ? bin(c, WK_LX_OR, r, t) : t;
+    }
+    return r;
+}
+static const WkLExpr *lower_ISNAN(Lower *c) { return float_test(c, 1, 0, 0); }
+static const WkLExpr *lower_ISINF(Lower *c) { return float_test(c, 0, 1, 1); }
+static const WkLExpr *lower_ISPOSINF(Lower *c) { return float_test(c, 0, 1, 0); }
+static const WkLExpr *lower_ISNEGINF(Lower *c) { return float_test(c, 0, 0, 1); }
+static const WkLExpr *lower_ISFINITE(Lower *c) {
+    return un(c, WK_LX_NOT, float_test(c, 1, 1, 1));
+}
+
+/* nan -> 0, +-inf -> the dtype's largest finite values */
+static const WkLExpr *lower_NAN_TO_NUM(Lower *c) {
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    if (!wk_dtype_is_float(dt)) return x;
+    double big = dt == WK_F32 ? 3.4028234663852886e38 : dt == WK_F16 ? 65504.0 : dt == WK_BF16 ? 3.3895313892515355e38 : 1.7976931348623157e308;
+    WkLoopIR *L = c->L;
+    const WkLExpr *r = wk_lower_where(L, bin(c, WK_LX_EQ, x, cf(c, dt, INFINITY)), cf(c, dt, big), x);
+    r = wk_lower_where(L, bin(c, WK_LX_EQ, x, cf(c, dt, -INFINITY)), cf(c, dt, -big), r);
+    return wk_lower_where(L, un(c, WK_LX_ISNAN, x), cf(c, dt, 0.0), r);
+}
+
+/* ---- activations (floating inputs; parameters are scalar inputs) ------- */
+/* 0.5 x (1 + erf(x / sqrt 2)); -inf gives NaN (inf * 0) as in torch. At
+ * +inf torch's float32/bfloat16 vector kernel (contiguous inputs, the usual
+ * case) gives NaN, its scalar kernel (strided inputs) and float64 inf: we
+ * follow the vector kernel. */
+static const WkLExpr *lower_GELU(Lower *c) {
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    const WkLExpr *e = un(c, WK_LX_ERF, bin(c, WK_LX_MUL, x, cf(c, dt, 0.70710678118654752440)));
+    const WkLExpr *r = bin(c, WK_LX_MUL, bin(c, WK_LX_MUL, x, cf(c, dt, 0.5)), bin(c, WK_LX_ADD, cf(c, dt, 1.0), e));
+    if (dt != WK_F32 && dt != WK_BF16) return r;
+    return wk_lower_where(c->L, bin(c, WK_LX_EQ, x, cf(c, dt, INFINITY)), cf(c, dt, NAN), r);
+}
+static const WkLExpr *lower_GELU_TANH(Lower *c) { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    const WkLExpr *x3 = bin(c, WK_LX_MUL, bin(c, WK_LX_MUL, x, x), x);
+    const WkLExpr *inner = bin(c, WK_LX_MUL, cf(c, dt, 0.79788456080286535588),
+                               bin(c, WK_LX_ADD, x, bin(c, WK_LX_MUL, cf(c, dt, 0.044715), x3)));
+    return bin(c, WK_LX_MUL, bin(c, WK_LX_MUL, x, cf(c, dt, 0.5)),
+               bin(c, WK_LX_ADD, cf(c, dt, 1.0), un(c, WK_LX_TANH, inner)));
+}
+static const WkLExpr *lower_SILU(Lower *c) { /* x / (1 + exp(-x)) */
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    return bin(c, WK_LX_DIV, x, bin(c, WK_LX_ADD, cf(c, dt, 1.0), un(c, WK_LX_EXP, un(c, WK_LX_NEG, x))));
+}
+static const WkLExpr *softplus_expr(Lower *c, const WkLExpr *x, const WkLExpr *beta, const WkLExpr *threshold) {
+    WkDType dt = x->dtype;
+    const WkLExpr *bx = bin(c, WK_LX_MUL, x, beta);
+    const WkLExpr *soft = bin(c, WK_LX_DIV, un(c, WK_LX_LOG1P, un(c, WK_LX_EXP, bx)), beta);
+    (void)dt;
+    return wk_lower_where(c->L, bin(c, WK_LX_GT, bx, threshold), x, soft);
+}
+static const WkLExpr *lower_MISH(Lower *c) { /* x tanh(softplus(x)) */
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    return bin(c, WK_LX_MUL, x, un(c, WK_LX_TANH, softplus_expr(c, x, cf(c, dt, 1.0), cf(c, dt, 20.0))));
+}
+static const WkLExpr *lower_SOFTPLUS(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return softplus_expr(c, arg_as(c, 0, dt), arg_as(c, 1, dt), arg_as(c, 2, dt));
+}
+static const WkLExpr *lower_HARDTANH(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return bin(c, WK_LX_MIN, bin(c, WK_LX_MAX, arg_as(c, 0, dt), arg_as(c, 1, dt)), arg_as(c, 2, dt));
+}
+static const WkLExpr *lower_RELU6(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return bin(c, WK_LX_MIN, bin(c, WK_LX_MAX, arg_as(c, 0, dt), cf(c, dt, 0.0)), cf(c, dt, 6.0));
+}
+static const WkLExpr *lower_LEAKY_RELU(Lower *c) { /* x > 0 ? x : x * slope */
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    return wk_lower_where(c->L, bin(c, WK_LX_GT, x, cf(c, dt, 0.0)), x, bin(c, WK_LX_MUL, x, arg_as(c, 1, dt)));
+}
+static const WkLExpr *lower_ELU(Lower *c) { /* x > 0 ? x : alpha * expm1(x) */
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    return wk_lower_where(c->L, bin(c, WK_LX_GT, x, cf(c, dt, 0.0)), x,
+                          bin(c, WK_LX_MUL, un(c, WK_LX_EXPM1, x), arg_as(c, 1, dt)));
+}
+static const WkLExpr *relu6_of(Lower *c, const WkLExpr *x) { /* min(max(x + 3, 0), 6) */
+    WkDType dt = x->dtype;
+    return bin(c, WK_LX_MIN, bin(c, WK_LX_MAX, bin(c, WK_LX_ADD, x, cf(c, dt, 3.0)), cf(c, dt, 0.0)), cf(c, dt, 6.0));
+}
+static const WkLExpr *lower_HARDSWISH(Lower *c) {
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt);
+    return bin(c, WK_LX_DIV, bin(c, WK_LX_MUL, x, relu6_of(c, x)), cf(c, dt, 6.0));
+}
+static const WkLExpr *lower_HARDSIGMOID(Lower *c) {
+    WkDType dt = c->out->dtype;
+    return bin(c, WK_LX_DIV, relu6_of(c, arg_as(c, 0, dt)), cf(c, dt, 6.0));
+}
+/* torch: weight < 0.5 ? x + w (y - x) : y - (y - x)(1 - w) */
+static const WkLExpr *lower_LERP(Lower *c) {
+    WkDType dt = c->out->dtype;
+    const WkLExpr *x = arg_as(c, 0, dt), *y = arg_as(c, 1, dt), *w = arg_as(c, 2, dt);
+    const WkLExpr *d = bin(c, WK_LX_SUB, y, x);
+    const WkLExpr *lo = bin(c, WK_LX_ADD, x, bin(c, WK_LX_MUL, w, d));
+    const WkLExpr *hi = bin(c, WK_LX_SUB, y, bin(c, WK_LX_MUL, d, bin(c, WK_LX_SUB, cf(c, dt, 1.0), w)));
+    return wk_lower_where(c->L, bin(c, WK_LX_LT, un(c, WK_LX_ABS, w), cf(c, dt, 0.5)), lo, hi);
+}
+static const WkLExpr *lower_ADDCMUL(Lower *c) {
+    WkDType dt = c->out->dtype;
+    if (dt == WK_BOOL) return fail("addcmul", dt);
+    return bin(c, WK_LX_ADD, arg_as(c, 0, dt), bin(c, WK_LX_MUL, arg_as(c, 1, dt), arg_as(c, 2, dt)));
+}
+static const WkLExpr *lower_ADDCDIV(Lower *c) {
+    WkDType dt = c->out->dtype;
+    if (!wk_dtype_is_float(dt)) return fail("addcdiv", dt);
+    return bin(c, WK_LX_ADD, arg_as(c, 0, dt), bin(c, WK_LX_DIV, arg_as(c, 1, dt), arg_as(c, 2, dt)));
+}
+
+/* ---- reductions -------------------------------------------------------- */
+/* The reduced dims of the node's input (attrs.dims; none listed = all). */
+static void reduced_dims(Lower *c, int ndim, int *reduced) {
     const WkAttrs *at = &c->node->attrs;
-    int vid = c->node->inputs[0];
-    const WkLBuf *in = &L->bufs[vid];
-    WkDType out = c->out->dtype;
-    int reduced[WK_MAX_DIMS] = {0};
-    if (at->ndims == 0)
-        for (int d = 0; d < in->ndim; d++) reduced[d] = 1;
+    for (int d = 0; d < ndim; d++) reduced[d] = at->ndims == 0;
     for (int k = 0; k < at->ndims; k++)
-        if (at->dims[k] >= 0 && at->dims[k] < in->ndim) reduced[at->dims[k]] = 1;
-    const WkSym *idx[WK_MAX_DIMS];
-    int64_t red_sizes[WK_MAX_DIMS];
-    int nred = 0, o = 0;
+        if (at->dims[k] >= 0 && at->dims[k] < ndim) reduced[at->dims[k]] = 1;
+}
+
+/* The input's index with reduced dims read through r vars (numbered in dim
+ * order) and kept dims through the output's i vars. */
+static int reduce_index(Lower *c, const WkLBuf *in, const int *reduced, const WkSym **idx,
+                        int64_t *red_sizes, int *nred) {
+    WkLoopIR *L = c->L;
+    int o = 0;
+    *nred = 0;
     for (int d = 0; d < in->ndim; d++) {
         if (reduced[d]) {
-            red_sizes[nred] = in->sizes[d];
-            idx[d] = in->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->rvar[nred];
-            nred++;
-            if (at->keepdim) o++;
+            red_sizes[*nred] = in->sizes[d];
+            idx[d] = in->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->rvar[*nred];
+            (*nred)++;
+            if (c->node->attrs.keepdim) o++;
         } else {
             idx[d] = in->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : c->canon[o];
             o++;
@@ -233,12 +482,25 @@ static const WkLExpr *reduce(Lower *c, WkRedOp rop) {
     }
     if (o != c->out->ndim) {
         wk_error_set("reduction: output rank %d does not match the graph's %d", o, c->out->ndim);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+static const WkLExpr *reduce(Lower *c, WkRedOp rop) {
+    WkLoopIR *L = c->L;
+    int vid = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *in = &L->bufs[vid];
+    WkDType out = c->out->dtype;
+    int reduced[WK_MAX_DIMS];
+    const WkSym *idx[WK_MAX_DIMS];
+    int64_t red_sizes[WK_MAX_DIMS];
+    int nred;
+    reduced_dims(c, in->ndim, reduced);
+    if (reduce_index(c, in, reduced, idx, red_sizes, &nred) < 0) return NULL;
     const WkLExpr *x = wk_lower_load(L, vid, in->ndim, idx);
     WkDType acc = out;
-    if (rop != WK_RED_MAX) {
-        if (out == WK_F16 || out == WK_BF16) return fail("sum", out);
+    if (rop == WK_RED_SUM || rop == WK_RED_MEAN || rop == WK_RED_PROD) {
         x = wk_lower_cast(L, out, x); /* sum(x, dtype=d) converts first, as torch does */
         acc = wk_dtype_is_float(out) ? WK_F64 : WK_I64;
         x = wk_lower_cast(L, acc, x);
@@ -249,6 +511,170 @@ static const WkLExpr *reduce(Lower *c, WkRedOp rop) {
 static const WkLExpr *lower_SUM(Lower *c) { return reduce(c, WK_RED_SUM); }
 static const WkLExpr *lower_MEAN(Lower *c) { return reduce(c, WK_RED_MEAN); }
 static const WkLExpr *lower_AMAX(Lower *c) { return reduce(c, WK_RED_MAX); }
+static const WkLExpr *lower_AMIN(Lower *c) { return reduce(c, WK_RED_MIN); }
+static const WkLExpr *lower_PROD(Lower *c) { return reduce(c, WK_RED_PROD); }
+
+/* any/all: max/min of x != 0 as bool (uint8 inputs give uint8 0/1) */
+static const WkLExpr *any_all(Lower *c, WkRedOp rop) {
+    WkLoopIR *L = c->L;
+    int vid = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *in = &L->bufs[vid];
+    int reduced[WK_MAX_DIMS], nred;
+    const WkSym *idx[WK_MAX_DIMS];
+    int64_t red_sizes[WK_MAX_DIMS];
+    reduced_dims(c, in->ndim, reduced);
+    if (reduce_index(c, in, reduced, idx, red_sizes, &nred) < 0) return NULL;
+    const WkLExpr *x = wk_lower_cast(L, WK_BOOL, wk_lower_load(L, vid, in->ndim, idx));
+    return wk_lower_reduce(L, rop, c->out->dtype, x, nred, red_sizes);
+}
+static const WkLExpr *lower_ANY(Lower *c) { return any_all(c, WK_RED_MAX); }
+static const WkLExpr *lower_ALL(Lower *c) { return any_all(c, WK_RED_MIN); }
+
+/* Statistics as decompositions: the reduction runs into an internal buffer
+ * over the input's index space (keepdim), and the node's own buffer reads
+ * it back at its output index. `x` is the input loaded at the full
+ * (keepdim) index `full` over i vars; the returned expression of the
+ * statistic is over the same index. */
+typedef struct {
+    int ndim;
+    int64_t sizes[WK_MAX_DIMS];
+    int reduced[WK_MAX_DIMS];
+    const WkLExpr *x;              /* input at the full index */
+    int64_t count;                 /* elements per reduction */
+} Stat;
+
+static int stat_init(Lower *c, Stat *st) {
+    WkLoopIR *L = c->L;
+    int vid = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *in = &L->bufs[vid];
+    const WkSym *idx[WK_MAX_DIMS];
+    st->ndim = in->ndim;
+    reduced_dims(c, in->ndim, st->reduced);
+    st->count = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        st->sizes[d] = in->sizes[d];
+        idx[d] = in->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->ivar[d];
+        if (st->reduced[d]) st->count *= in->sizes[d];
+    }
+    st->x = wk_lower_load(L, vid, in->ndim, idx);
+    return 0;
+}
+
+static const WkLExpr *stat_reduce(Lower *c, const Stat *st, const WkLExpr *e, WkRedOp rop, WkDType out) {
+    return wk_lower_reduce_dims(c->L, c->node_index, e, st->ndim, st->sizes, st->reduced, rop, out);
+}
+
+/* The node's result: a statistic expression over the full index, read at
+ * the output index (reduced dims -> 0; dropped unless keepdim). */
+static const WkLExpr *stat_result(Lower *c, const Stat *st, const WkLExpr *e) {
+    WkLoopIR *L = c->L;
+    const WkSym *iv[WK_MAX_DIMS];
+    int o = 0;
+    for (int d = 0; d < st->ndim; d++) {
+        if (st->reduced[d]) {
+            iv[d] = wk_sym_const(L->syms, 0);
+            if (c->node->attrs.keepdim) o++;
+        } else {
+            iv[d] = c->canon[o++];
+        }
+    }
+    return wk_lower_subst(L, e, iv, st->ndim, NULL, 0, NULL, NULL);
+}
+
+/* var = sum((x - mean)^2) / (N - correction), two passes in float64 */
+static const WkLExpr *variance(Lower *c, int take_sqrt) {
+    Stat st;
+    if (stat_init(c, &st) < 0) return NULL;
+    WkDType dt = c->out->dtype, acc = WK_F64;
+    const WkAttrs *at = &c->node->attrs;
+    double corr = at->ivalue ? at->fvalue : 1.0;
+    const WkLExpr *x = wk_lower_cast(c->L, acc, st.x);
+    const WkLExpr *mean = stat_reduce(c, &st, x, WK_RED_MEAN, acc);
+    const WkLExpr *d = bin(c, WK_LX_SUB, x, mean);
+    const WkLExpr *ss = stat_reduce(c, &st, bin(c, WK_LX_MUL, d, d), WK_RED_SUM, acc);
+    double denom = (double)st.count - corr;
+    if (denom < 0) denom = 0;
+    const WkLExpr *v = bin(c, WK_LX_DIV, ss, cf(c, acc, denom));
+    if (take_sqrt) v = un(c, WK_LX_SQRT, v);
+    return stat_result(c, &st, wk_lower_cast(c->L, dt, v));
+}
+static const WkLExpr *lower_VAR(Lower *c) { return variance(c, 0); }
+static const WkLExpr *lower_STD(Lower *c) { return variance(c, 1); }
+
+/* argmax = the first index where x equals the max (or is NaN, which the
+ * NaN-propagating max then is): min over r of (hit ? flat r : count) */
+static const WkLExpr *arg_extreme(Lower *c, WkRedOp rop) {
+    Stat st;
+    if (stat_init(c, &st) < 0) return NULL;
+    WkLoopIR *L = c->L;
+    const WkLExpr *x = st.x;
+    const WkLExpr *m = stat_reduce(c, &st, x, rop, x->dtype);
+    const WkLExpr *hit = bin(c, WK_LX_EQ, x, m);
+    if (wk_dtype_is_float(x->dtype)) hit = bin(c, WK_LX_OR, hit, un(c, WK_LX_ISNAN, x));
+    /* the flat position within the reduced dims, row-major */
+    const WkSym *pos = wk_sym_const(L->syms, 0);
+    for (int d = 0; d < st.ndim; d++)
+        if (st.reduced[d])
+            pos = wk_sym_add(L->syms, wk_sym_mul(L->syms, pos, wk_sym_const(L->syms, st.sizes[d])),
+                             st.sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->ivar[d]);
+    const WkLExpr *cand = wk_lower_where(L, hit, wk_lower_index(L, pos), wk_lower_const_i(L, WK_I64, st.count));
+    const WkLExpr *first = stat_reduce(c, &st, cand, WK_RED_MIN, WK_I64);
+    return stat_result(c, &st, first);
+}
+static const WkLExpr *lower_ARGMAX(Lower *c) { return arg_extreme(c, WK_RED_MAX); }
+static const WkLExpr *lower_ARGMIN(Lower *c) { return arg_extreme(c, WK_RED_MIN); }
+
+/* Internal buffers of 16-bit float results are float32 (as torch's
+ * kernels accumulate), so only the node's own result is rounded. */
+static WkDType compute_dtype(WkDType dt) { return dt == WK_F16 || dt == WK_BF16 ? WK_F32 : dt; }
+
+/* logsumexp = m + log(sum(exp(x - m))), m = max with infinities taken as 0 */
+static const WkLExpr *lower_LOGSUMEXP(Lower *c) {
+    Stat st;
+    if (stat_init(c, &st) < 0) return NULL;
+    WkDType dt = compute_dtype(c->out->dtype);
+    const WkLExpr *x = wk_lower_cast(c->L, dt, st.x);
+    const WkLExpr *m = stat_reduce(c, &st, x, WK_RED_MAX, dt);
+    const WkLExpr *inf = bin(c, WK_LX_EQ, un(c, WK_LX_ABS, m), cf(c, dt, INFINITY));
+    m = wk_lower_where(c->L, inf, cf(c, dt, 0.0), m);
+    const WkLExpr *s = stat_reduce(c, &st, un(c, WK_LX_EXP, bin(c, WK_LX_SUB, x, m)), WK_RED_SUM, dt);
+    return stat_result(c, &st, wk_lower_cast(c->L, c->out->dtype, bin(c, WK_LX_ADD, un(c, WK_LX_LOG, s), m)));
+}
+
+/* softmax over attrs.dims[0]: exp(x - max) / sum(exp(x - max)) */
+static const WkLExpr *softmax(Lower *c, int log) {
+    Stat st;
+    if (stat_init(c, &st) < 0) return NULL;
+    WkDType dt = compute_dtype(c->out->dtype);
+    /* dtype= converts first */
+    const WkLExpr *x = wk_lower_cast(c->L, dt, wk_lower_cast(c->L, c->out->dtype, st.x));
+    const WkLExpr *m = stat_reduce(c, &st, x, WK_RED_MAX, dt);
+    /* a row of -inf has max -inf: torch gives NaN (exp(nan)) there, as do we */
+    const WkLExpr *sh = bin(c, WK_LX_SUB, x, m);
+    const WkLExpr *e = un(c, WK_LX_EXP, sh);
+    const WkLExpr *s = stat_reduce(c, &st, e, WK_RED_SUM, dt);
+    /* the output has the input's shape: the full index is the output's */
+    return log ? bin(c, WK_LX_SUB, sh, un(c, WK_LX_LOG, s)) : bin(c, WK_LX_DIV, e, s);
+}
+static const WkLExpr *lower_SOFTMAX(Lower *c) { return softmax(c, 0); }
+static const WkLExpr *lower_LOG_SOFTMAX(Lower *c) { return softmax(c, 1); }
+
+/* layer_norm over attrs.dims: (x - mean) / sqrt(var + eps) * weight + bias,
+ * the statistics in float64 (two passes: mean, then the mean square of
+ * x - mean) and the rest in the compute dtype */
+static const WkLExpr *lower_LAYER_NORM(Lower *c) {
+    Stat st;
+    if (stat_init(c, &st) < 0) return NULL;
+    WkDType dt = compute_dtype(c->out->dtype), acc = WK_F64;
+    const WkLExpr *x = wk_lower_cast(c->L, acc, st.x);
+    const WkLExpr *mean = stat_reduce(c, &st, x, WK_RED_MEAN, acc);
+    const WkLExpr *d = bin(c, WK_LX_SUB, x, mean);
+    const WkLExpr *var = stat_reduce(c, &st, bin(c, WK_LX_MUL, d, d), WK_RED_MEAN, acc);
+    const WkLExpr *rstd = bin(c, WK_LX_DIV, cf(c, acc, 1.0),
+                              un(c, WK_LX_SQRT, bin(c, WK_LX_ADD, var, cf(c, acc, c->node->attrs.fvalue))));
+    const WkLExpr *y = wk_lower_cast(c->L, dt, bin(c, WK_LX_MUL, d, rstd));
+    return bin(c, WK_LX_ADD, bin(c, WK_LX_MUL, y, arg_as(c, 1, dt)), arg_as(c, 2, dt));
+}
 
 static const LowerFn lowerings[WK_NOPS] = {
 #undef WK_OP
@@ -257,32 +683,89 @@ static const LowerFn lowerings[WK_NOPS] = {
 #undef WK_OP
 };
 
+/* ---- buffers ----------------------------------------------------------- */
+static int new_buf(WkLoopIR *L) {
+    if (L->nbufs == L->bufs_cap) {
+        L->bufs_cap = L->bufs_cap ? 2 * L->bufs_cap : 16;
+        L->bufs = wk_xrealloc(L->bufs, sizeof *L->bufs * (size_t)L->bufs_cap);
+    }
+    memset(&L->bufs[L->nbufs], 0, sizeof *L->bufs);
+    return L->nbufs++;
+}
+
+static void contiguous(WkLBuf *b) {
+    int64_t st = 1;
+    b->numel = 1;
+    for (int d = b->ndim - 1; d >= 0; d--) {
+        b->strides[d] = st;
+        st *= b->sizes[d] > 1 ? b->sizes[d] : 1;
+        b->numel *= b->sizes[d];
+    }
+}
+
+int wk_lower_add_buffer(WkLoopIR *L, int node, WkLBufKind kind, WkDType dt, int ndim,
+                        const int64_t *sizes, const WkLExpr *body) {
+    int id = new_buf(L);
+    WkLBuf *b = &L->bufs[id];
+    b->kind = kind;
+    b->value = -1;
+    b->node = node;
+    b->op = (WkOp)-1;
+    b->dtype = dt;
+    b->ndim = ndim;
+    for (int d = 0; d < ndim; d++) b->sizes[d] = sizes[d];
+    contiguous(b);
+    b->body = body;
+    b->input_index = -1;
+    return id;
+}
+
+const WkLExpr *wk_lower_reduce_dims(WkLoopIR *L, int node, const WkLExpr *e, int ndim,
+                                    const int64_t *sizes, const int *reduced, WkRedOp rop,
+                                    WkDType out) {
+    const WkSym *iv[WK_MAX_DIMS], *at[WK_MAX_DIMS];
+    int64_t red_sizes[WK_MAX_DIMS], ksizes[WK_MAX_DIMS];
+    int nred = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (reduced[d]) {
+            iv[d] = sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->rvar[nred];
+            red_sizes[nred++] = sizes[d];
+            ksizes[d] = 1;
+            at[d] = wk_sym_const(L->syms, 0);
+        } else {
+            iv[d] = L->ivar[d];
+            ksizes[d] = sizes[d];
+            at[d] = sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->ivar[d];
+        }
+    }
+    const WkLExpr *body = wk_lower_subst(L, e, iv, ndim, NULL, 0, NULL, NULL);
+    const WkLExpr *red = wk_lower_reduce(L, rop, out, body, nred, red_sizes);
+    int id = wk_lower_add_buffer(L, node, WK_LBUF_REDUCTION, out, ndim, ksizes, red);
+    return wk_lower_load(L, id, ndim, at);
+}
+
 /* ---- driver ------------------------------------------------------------ */
-static int fill_buf(WkLoopIR *L, const WkGraph *g, int v) {
+static int fill_value_buf(WkLoopIR *L, const WkGraph *g, int v, WkLBufKind kind) {
     const WkValue *val = wk_graph_value(g, v);
-    WkLBuf *b = &L->bufs[v];
+    int id = new_buf(L);
+    WkLBuf *b = &L->bufs[id];
+    L->value_buf[v] = id;
+    b->kind = kind;
     b->value = v;
     b->node = val->node;
     b->op = (WkOp)-1;
     b->dtype = val->dtype;
     b->ndim = val->ndim;
     b->input_index = val->input_index;
-    if (val->dtype == WK_F16 || val->dtype == WK_BF16) {
-        wk_error_set("dtype %s not supported by the C code generator", wk_dtype_name(val->dtype));
-        return -1;
-    }
     if (const_dims(val, b->sizes, val->node < 0 ? b->strides : NULL) < 0) return -1;
-    b->numel = 1;
-    for (int d = 0; d < b->ndim; d++) b->numel *= b->sizes[d];
     if (val->node >= 0) { /* node outputs are contiguous */
-        int64_t st = 1;
-        for (int d = b->ndim - 1; d >= 0; d--) {
-            b->strides[d] = st;
-            st *= b->sizes[d] > 1 ? b->sizes[d] : 1;
-        }
+        contiguous(b);
+    } else {
+        b->numel = 1;
+        for (int d = 0; d < b->ndim; d++) b->numel *= b->sizes[d];
     }
     b->nusers = wk_graph_nusers(g, v);
-    return 0;
+    return id;
 }
 
 WkLoopIR *wk_lower_graph(const WkGraph *g) {
@@ -298,38 +781,52 @@ WkLoopIR *wk_lower_graph(const WkGraph *g) {
         L->rvar[k] = wk_sym_var(L->syms, name);
         L->rvar_id[k] = L->rvar[k]->var;
     }
-    L->nbufs = wk_graph_nvalues(g);
-    L->bufs = wk_xcalloc((size_t)L->nbufs, sizeof *L->bufs);
+    L->nvalues = wk_graph_nvalues(g);
+    L->value_buf = wk_xcalloc((size_t)L->nvalues + 1, sizeof(int));
+    for (int v = 0; v < L->nvalues; v++) L->value_buf[v] = -1;
     L->ninputs = wk_graph_ninputs(g);
     L->noutputs = wk_graph_noutputs(g);
-    L->input_values = wk_xcalloc((size_t)L->ninputs, sizeof(int));
-    L->output_values = wk_xcalloc((size_t)L->noutputs, sizeof(int));
-    for (int v = 0; v < L->nbufs; v++)
-        if (fill_buf(L, g, v) < 0) goto error;
-    for (int k = 0; k < L->ninputs; k++) L->input_values[k] = wk_graph_input_value(g, k);
-    for (int k = 0; k < L->noutputs; k++) {
-        L->output_values[k] = wk_graph_output_value(g, k);
-        L->bufs[L->output_values[k]].is_output = 1;
-    }
-    for (int n = 0; n < wk_graph_nnodes(g); n++) {
-        const WkNode *node = wk_graph_node(g, n);
-        WkLBuf *b = &L->bufs[node->output];
+    L->input_bufs = wk_xcalloc((size_t)L->ninputs + 1, sizeof(int));
+    L->output_bufs = wk_xcalloc((size_t)L->noutputs + 1, sizeof(int));
+    /* values in id order: inputs and node outputs interleave as the graph
+     * defined them, so buffers come out in topological order */
+    for (int v = 0; v < L->nvalues; v++) {
+        const WkValue *val = wk_graph_value(g, v);
+        if (val->node < 0) {
+            if (val->input_index < 0) {
+                wk_error_set("value %d is neither a graph input nor a node output", v);
+                goto error;
+            }
+            if (fill_value_buf(L, g, v, WK_LBUF_INPUT) < 0) goto error;
+            continue;
+        }
+        const WkNode *node = wk_graph_node(g, val->node);
         const WkOpInfo *info = wk_op_info(node->op);
-        Lower c = {L, g, node, wk_graph_value(g, node->output), {0}};
-        for (int d = 0; d < b->ndim; d++)
-            c.canon[d] = b->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->ivar[d];
+        int64_t sizes[WK_MAX_DIMS];
+        if (const_dims(val, sizes, NULL) < 0) goto error;
+        Lower c = {L, g, node, val, val->node, {0}};
+        for (int d = 0; d < val->ndim; d++)
+            c.canon[d] = sizes[d] == 1 ? wk_sym_const(L->syms, 0) : L->ivar[d];
+        int first_internal = L->nbufs;
+        const WkLExpr *body = lowerings[node->op](&c);
+        if (!body) goto error;
+        for (int k = first_internal; k < L->nbufs; k++) L->bufs[k].op = node->op;
+        /* a decomposed reduction's own buffer is pointwise over the internal ones */
+        WkLBufKind kind = info && info->kind == WK_KIND_REDUCTION && body->op == WK_LX_REDUCE
+                              ? WK_LBUF_REDUCTION : WK_LBUF_POINTWISE;
+        int id = fill_value_buf(L, g, v, kind);
+        if (id < 0) goto error;
+        WkLBuf *b = &L->bufs[id];
         b->op = node->op;
-        b->kind = info && info->kind == WK_KIND_REDUCTION ? WK_LBUF_REDUCTION : WK_LBUF_POINTWISE;
-        b->body = lowerings[node->op](&c);
-        if (!b->body) goto error;
+        b->body = body;
         if (b->body->dtype != b->dtype && b->kind == WK_LBUF_POINTWISE)
             b->body = wk_lower_cast(L, b->dtype, b->body);
     }
-    for (int v = 0; v < L->nbufs; v++)
-        if (L->bufs[v].node < 0 && L->bufs[v].input_index < 0) {
-            wk_error_set("value %d is neither a graph input nor a node output", v);
-            goto error;
-        }
+    for (int k = 0; k < L->ninputs; k++) L->input_bufs[k] = L->value_buf[wk_graph_input_value(g, k)];
+    for (int k = 0; k < L->noutputs; k++) {
+        L->output_bufs[k] = L->value_buf[wk_graph_output_value(g, k)];
+        L->bufs[L->output_bufs[k]].is_output = 1;
+    }
     return L;
 error:
     wk_lower_free(L);
@@ -342,7 +839,8 @@ void wk_lower_free(WkLoopIR *L) {
     wk_sympool_free(L->syms);
     free(L->table);
     free(L->bufs);
-    free(L->input_values);
-    free(L->output_values);
+    free(L->value_buf);
+    free(L->input_bufs);
+    free(L->output_bufs);
     free(L);
 }

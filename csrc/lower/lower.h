@@ -9,6 +9,15 @@
  *   check.c  the loop-IR verifier (run between passes when WICK_DEBUG_DIR or
  *            WICK_LOG=code is set)
  *
+ * Buffers and graph values. Loop-IR buffers are not graph values: a
+ * lowering may define internal buffers (a softmax's row max and row sum, a
+ * layer norm's mean and variance) before the buffer of its node's output,
+ * through wk_lower_add_buffer or the decomposition helper
+ * wk_lower_reduce_dims. Buffers are numbered in definition order, which is
+ * topological; value_buf maps a graph value to its buffer. LOADs name
+ * buffers. The decomposition mechanism lives here, once, so every backend
+ * that consumes the loop IR (C today, Triton next) gets it.
+ *
  * Index variables. A buffer's body is written over the canonical index
  * variables i0..i{ndim-1} of the buffer's own shape; a REDUCE body also uses
  * r0..r{nred-1}. Dimensions of size 1 are indexed by the constant 0, never by
@@ -19,7 +28,7 @@
  * Invariants (checked by wk_lower_check):
  *   - expressions are hash-consed: structurally equal => same pointer;
  *   - a REDUCE node appears only as the root of a REDUCTION buffer's body;
- *   - LOAD reads a buffer by graph value id with one index per dimension;
+ *   - LOAD reads a loop-IR buffer (not a graph value id) with one index per dimension;
  *     READ (built by the schedule) reads a plan buffer at one element offset;
  *   - binary operands carry the node's computation dtype (casts are explicit),
  *     comparisons produce BOOL, WHERE's condition is BOOL;
@@ -38,7 +47,8 @@
 /*    name     nargs   meaning */
 #define WK_LX_TABLE(X)                                                         \
     X(CONST, 0)   /* dtype constant: f (floating) or i (integral, bool) */     \
-    X(LOAD, 0)    /* buffer `buf` (graph value id) at idx[0..nidx) */           \
+    X(LOAD, 0)    /* loop-IR buffer `buf` at idx[0..nidx) */                    \
+    X(INDEX, 0)   /* the int64 value of index expression idx[0] (argmax) */   \
     X(READ, 0)    /* plan buffer `buf` at element offset idx[0] (schedule) */  \
     X(CAST, 1)    /* convert a[0] to dtype; to BOOL means != 0 */              \
     X(NEG, 1)                                                                  \
@@ -47,6 +57,14 @@
     X(LOG, 1)                                                                  \
     X(SQRT, 1)                                                                 \
     X(TANH, 1)                                                                 \
+    X(SIN, 1) X(COS, 1) X(TAN, 1) X(ASIN, 1) X(ACOS, 1) X(ATAN, 1)             \
+    X(SINH, 1) X(COSH, 1) X(ASINH, 1) X(ACOSH, 1) X(ATANH, 1)                  \
+    X(ERF, 1) X(ERFC, 1) X(ERFINV, 1) X(LOG1P, 1) X(EXPM1, 1)                  \
+    X(LOG2, 1) X(LOG10, 1) X(EXP2, 1)                                          \
+    X(FLOOR, 1) X(CEIL, 1) X(TRUNC, 1)                                         \
+    X(ROUND, 1)   /* half to even (nearbyint), like torch.round */            \
+    X(ISNAN, 1)   /* floating only; result BOOL */                             \
+    X(NOT, 1)     /* integral: ~a; BOOL: !a */                                 \
     X(ADD, 2)                                                                  \
     X(SUB, 2)                                                                  \
     X(MUL, 2)                                                                  \
@@ -54,8 +72,13 @@
     X(POW, 2)     /* floating: pow(); integral: repeated squaring */           \
     X(MAX, 2)     /* NaN-propagating, like torch.maximum */                    \
     X(MIN, 2)     /* NaN-propagating, like torch.minimum */                    \
-    X(AND, 2)     /* BOOL only */                                              \
-    X(OR, 2)      /* BOOL only */                                              \
+    X(AND, 2)     /* bitwise, integral or BOOL */                              \
+    X(OR, 2)      /* bitwise, integral or BOOL */                              \
+    X(XOR, 2)     /* bitwise, integral or BOOL */                              \
+    X(ATAN2, 2)   /* floating only */                                          \
+    X(FMOD, 2)    /* C fmod (floating); integral: C %, divisor != 0 */          \
+    X(FLOORDIV, 2) /* floor(a / b) as torch computes it; integral: divisor != 0 */ \
+    X(REM, 2)     /* a - floor(a / b) * b, sign of b (torch.remainder) */      \
     X(EQ, 2)      /* comparisons: operands share a dtype, result BOOL */       \
     X(NE, 2)                                                                   \
     X(LT, 2)                                                                   \
@@ -72,7 +95,8 @@ typedef enum {
     WK_NLX
 } WkLxOp;
 
-typedef enum { WK_RED_SUM, WK_RED_MEAN, WK_RED_MAX } WkRedOp;
+/* MAX/MIN propagate NaN; over BOOL they are any/all. */
+typedef enum { WK_RED_SUM, WK_RED_MEAN, WK_RED_MAX, WK_RED_MIN, WK_RED_PROD } WkRedOp;
 
 typedef struct WkLExpr WkLExpr;
 struct WkLExpr {
@@ -80,9 +104,9 @@ struct WkLExpr {
     WkDType dtype;                    /* result dtype */
     int nargs;
     const WkLExpr *a[3];              /* operands */
-    int buf;                          /* LOAD: graph value id; READ: plan buffer */
-    int nidx;                         /* LOAD: buffer rank; READ: 1 */
-    const WkSym *idx[WK_MAX_DIMS];    /* LOAD: per-dim index; READ: element offset */
+    int buf;                          /* LOAD: loop-IR buffer; READ: plan buffer */
+    int nidx;                         /* LOAD: buffer rank; READ, INDEX: 1 */
+    const WkSym *idx[WK_MAX_DIMS];    /* LOAD: per-dim index; READ: element offset; INDEX: value */
     double f;                         /* CONST floating value (already rounded to dtype) */
     int64_t i;                        /* CONST integral/bool value */
     WkRedOp rop;                      /* REDUCE */
@@ -94,11 +118,11 @@ struct WkLExpr {
 
 typedef enum { WK_LBUF_INPUT, WK_LBUF_POINTWISE, WK_LBUF_REDUCTION } WkLBufKind;
 
-/* One per graph value (indexed by value id). */
+/* One per graph value, plus the internal buffers of decompositions. */
 typedef struct {
     WkLBufKind kind;
-    int value;                        /* graph value id (== index) */
-    int node;                         /* producing node, -1 for inputs */
+    int value;                        /* graph value id, or -1 for an internal buffer */
+    int node;                         /* producing node (internal: the node decomposed), -1 for inputs */
     WkOp op;                          /* producing op (inputs: -1 cast) */
     WkDType dtype;
     int ndim;
@@ -114,11 +138,13 @@ typedef struct {
 typedef struct WkLoopIR {
     WkArena *arena;                   /* every WkLExpr */
     WkSymPool *syms;                  /* index expressions */
-    int nbufs;
-    WkLBuf *bufs;                     /* [nbufs], by graph value id */
+    int nbufs, bufs_cap;
+    WkLBuf *bufs;                     /* [nbufs], in definition (topological) order */
+    int nvalues;
+    int *value_buf;                   /* [nvalues] buffer of each graph value */
     int ninputs, noutputs;
-    int *input_values;                /* [ninputs] value ids */
-    int *output_values;               /* [noutputs] value ids (may repeat) */
+    int *input_bufs;                  /* [ninputs] buffer of graph input k */
+    int *output_bufs;                 /* [noutputs] buffer of graph output k (may repeat) */
     const WkSym *ivar[WK_MAX_DIMS];   /* i0.. */
     const WkSym *rvar[WK_MAX_DIMS];   /* r0.. */
     int ivar_id[WK_MAX_DIMS], rvar_id[WK_MAX_DIMS]; /* their pool var numbers */
@@ -132,6 +158,7 @@ const WkLExpr *wk_lower_const_f(WkLoopIR *L, WkDType dt, double v);
 const WkLExpr *wk_lower_const_i(WkLoopIR *L, WkDType dt, int64_t v);
 const WkLExpr *wk_lower_load(WkLoopIR *L, int value, int nidx, const WkSym *const *idx);
 const WkLExpr *wk_lower_read(WkLoopIR *L, WkDType dt, int planbuf, const WkSym *offset);
+const WkLExpr *wk_lower_index(WkLoopIR *L, const WkSym *value);
 const WkLExpr *wk_lower_cast(WkLoopIR *L, WkDType dt, const WkLExpr *a);
 const WkLExpr *wk_lower_unary(WkLoopIR *L, WkLxOp op, const WkLExpr *a);
 /* Binary arithmetic and comparisons; operands must share a dtype. */
@@ -172,6 +199,18 @@ void wk_lower_print_expr(const WkLoopIR *L, const WkLExpr *e, WkStr *out);
 char *wk_lower_print(const WkLoopIR *L);
 
 /* ---- graph -> loop IR (lower.c) ---------------------------------------- */
+/* Defines an internal buffer of node `node` (contiguous) with body `body`
+ * over i0.. of `sizes` (a REDUCTION body is a REDUCE); returns its id. */
+int wk_lower_add_buffer(WkLoopIR *L, int node, WkLBufKind kind, WkDType dt, int ndim,
+                        const int64_t *sizes, const WkLExpr *body);
+/* The decomposition helper: e is an expression over the index space
+ * `sizes` (i0..i{ndim-1}, size-1 dims indexed by 0); reduces it with rop
+ * over the dims flagged in reduced[] into an internal keepdim buffer (the
+ * body accumulates in e's dtype; the buffer has dtype out), and returns the
+ * load of that buffer at the same index (a broadcast over the reduced dims). */
+const WkLExpr *wk_lower_reduce_dims(WkLoopIR *L, int node, const WkLExpr *e, int ndim,
+                                    const int64_t *sizes, const int *reduced, WkRedOp rop,
+                                    WkDType out);
 /* Returns NULL with wk_error set when a value has a non-constant size
  * ("dynamic shapes not supported yet") or an op/dtype has no lowering. */
 WkLoopIR *wk_lower_graph(const WkGraph *g);

@@ -298,12 +298,13 @@ static PyObject *Graph_scalar(GraphObject *self, PyObject *value) {
 }
 
 static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "ints", NULL};
+    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "ints", "correction", "eps", NULL};
     const char *name;
-    PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None, *ints_obj = Py_None;
+    PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None, *ints_obj = Py_None, *corr_obj = Py_None;
+    PyObject *eps_obj = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOO:op", kwlist, &name, &inputs_obj, &dims_obj,
-                                     &keepdim, &dtype_obj, &ints_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOOOO:op", kwlist, &name, &inputs_obj, &dims_obj,
+                                     &keepdim, &dtype_obj, &ints_obj, &corr_obj, &eps_obj))
         return NULL;
     int op = wk_op_from_name(name);
     if (op < 0) return PyErr_Format(PyExc_ValueError, "wick: unknown op '%s'", name);
@@ -336,6 +337,16 @@ static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
         }
         attrs.ndims = nd;
         for (int i = 0; i < nd; i++) attrs.dims[i] = (int)dims[i];
+    }
+    if (corr_obj != Py_None) { /* var/std's correction */
+        double corr = PyFloat_AsDouble(corr_obj);
+        if (corr == -1.0 && PyErr_Occurred()) goto done;
+        attrs.fvalue = corr;
+        attrs.ivalue = 1;
+    }
+    if (eps_obj != Py_None) { /* layer_norm's eps */
+        attrs.fvalue = PyFloat_AsDouble(eps_obj);
+        if (attrs.fvalue == -1.0 && PyErr_Occurred()) goto done;
     }
     if (dtype_obj != Py_None) {
         int dt = parse_dtype(dtype_obj);

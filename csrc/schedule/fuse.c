@@ -194,7 +194,7 @@ static const WkLExpr *to_reads(WkSchedule *S, const WkLExpr *e, WkLowerMap *read
     const WkLExpr *done = wk_lower_map_get(memo, e);
     if (done) return done;
     const WkLExpr *r = e;
-    if (e->op == WK_LX_LOAD) {
+    if (e->op == WK_LX_LOAD || e->op == WK_LX_INDEX) {
         r = wk_lower_map_get(reads, e);
     } else if (e->nargs) {
         const WkLExpr *a[3] = {NULL, NULL, NULL};
@@ -258,19 +258,27 @@ static int build_kernel(Fuse *f, int k) {
         memcpy(red_sizes, exprs[0]->red_sizes, sizeof red_sizes);
     }
 
-    /* every access: the reads, then the stores */
-    ExprVec loads = {0};
+    /* every access: the reads, the index values (argmax positions, which
+     * collapse with the loops they name), then the stores */
+    ExprVec loads = {0}, idxs = {0};
     WkLowerMap seen = {0};
     for (int j = 0; j < nst; j++) collect(exprs[j], &seen, WK_LX_LOAD, NULL, &loads);
     wk_lower_map_free(&seen);
-    int nacc = loads.len + nst;
+    for (int j = 0; j < nst; j++) collect(exprs[j], &seen, WK_LX_INDEX, NULL, &idxs);
+    wk_lower_map_free(&seen);
+    int nl = loads.len, nx = idxs.len;
+    int nacc = nl + nx + nst;
     Affine *acc = wk_xcalloc((size_t)nacc, sizeof *acc);
     const WkSym **raw = wk_xcalloc((size_t)nacc, sizeof *raw);
     int affine = 1;
     for (int a = 0; a < nacc; a++) {
-        int value = a < loads.len ? loads.data[a]->buf : m->data[a - loads.len];
-        const WkSym *const *idx = a < loads.len ? loads.data[a]->idx : canon;
-        raw[a] = linear_offset(S, value, idx);
+        if (a >= nl && a < nl + nx) {
+            raw[a] = idxs.data[a - nl]->idx[0];
+        } else {
+            int value = a < nl ? loads.data[a]->buf : m->data[a - nl - nx];
+            const WkSym *const *idx = a < nl ? loads.data[a]->idx : canon;
+            raw[a] = linear_offset(S, value, idx);
+        }
         if (affine_of(L, raw[a], 1, &acc[a]) < 0) affine = 0;
     }
     Collapse ci, cr;
@@ -280,12 +288,14 @@ static int build_kernel(Fuse *f, int k) {
     WkLowerMap reads = {0}, memo = {0};
     for (int a = 0; a < nacc; a++) {
         const WkSym *off = affine ? collapsed_offset(L, &acc[a], &ci, &cr) : raw[a];
-        if (a < loads.len) {
+        if (a < nl) {
             const WkLExpr *ld = loads.data[a];
             wk_lower_map_put(&reads, ld, wk_lower_read(L, ld->dtype, S->value_buf[ld->buf], off));
+        } else if (a < nl + nx) {
+            wk_lower_map_put(&reads, idxs.data[a - nl], wk_lower_index(L, off));
         } else {
-            WkSchedStore *st = &K->stores[a - loads.len];
-            st->value = m->data[a - loads.len];
+            WkSchedStore *st = &K->stores[a - nl - nx];
+            st->value = m->data[a - nl - nx];
             st->buf = S->value_buf[st->value];
             st->offset = off;
         }
@@ -300,7 +310,7 @@ static int build_kernel(Fuse *f, int k) {
     }
     if (K->kind == WK_SCHED_REDUCTION && affine && ci.n > 0 && cr.n > 0) {
         int unit_i = 0, unit_r = 0;
-        for (int a = 0; a < loads.len; a++) {
+        for (int a = 0; a < nl; a++) {
             int uses_r = 0;
             for (int d = 0; d < nred; d++) uses_r |= acc[a].cr[d] != 0;
             if (!uses_r) continue;
@@ -320,6 +330,7 @@ static int build_kernel(Fuse *f, int k) {
     wk_lower_map_free(&reads);
     wk_lower_map_free(&memo);
     wk_vec_free(&loads);
+    wk_vec_free(&idxs);
     free(acc);
     free(raw);
     free(exprs);

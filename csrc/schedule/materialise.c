@@ -20,7 +20,12 @@ enum { MAT_INLINED = -1, MAT_YES = -2 };
 static int op_cost(const WkLExpr *e) {
     switch (e->op) {
     case WK_LX_CONST: return 0;
-    case WK_LX_EXP: case WK_LX_LOG: case WK_LX_TANH: case WK_LX_POW: return 4;
+    case WK_LX_EXP: case WK_LX_LOG: case WK_LX_TANH: case WK_LX_POW:
+    case WK_LX_SIN: case WK_LX_COS: case WK_LX_TAN: case WK_LX_ASIN: case WK_LX_ACOS: case WK_LX_ATAN:
+    case WK_LX_SINH: case WK_LX_COSH: case WK_LX_ASINH: case WK_LX_ACOSH: case WK_LX_ATANH:
+    case WK_LX_ERF: case WK_LX_ERFC: case WK_LX_ERFINV: case WK_LX_LOG1P: case WK_LX_EXPM1:
+    case WK_LX_LOG2: case WK_LX_LOG10: case WK_LX_EXP2: case WK_LX_ATAN2: case WK_LX_FMOD:
+    case WK_LX_FLOORDIV: case WK_LX_REM: return 4;
     case WK_LX_DIV: case WK_LX_SQRT: return 2;
     case WK_LX_REDUCE: return 0;
     default: return 1;
@@ -93,7 +98,7 @@ static void fill_materialised(WkSchedule *S) {
     IntVec *cons = wk_xcalloc((size_t)n, sizeof *cons);
     int *loads = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
     char *live = wk_xcalloc((size_t)n + 1, 1);
-    for (int k = 0; k < L->noutputs; k++) live[L->output_values[k]] = 1;
+    for (int k = 0; k < L->noutputs; k++) live[L->output_bufs[k]] = 1;
     /* values come in topological order: walking back, a live value's
      * loads become live; dead work (an unused reduction) gets no kernel */
     for (int v = n - 1; v >= 0; v--) {
@@ -188,7 +193,7 @@ int wk_sched_materialise(WkSchedule *S) {
     S->noutputs = L->noutputs;
     S->output_buf = wk_xcalloc((size_t)L->noutputs, sizeof(int));
     for (int k = 0; k < L->ninputs; k++) {
-        int v = L->input_values[k];
+        int v = L->input_bufs[k];
         if (S->value_buf[v] >= 0) { /* the same value listed twice as an input */
             wk_error_set("graph input %d repeats value %d", k, v);
             return -1;
@@ -196,7 +201,7 @@ int wk_sched_materialise(WkSchedule *S) {
         add_plan(S, v, WK_BUF_INPUT, k);
     }
     for (int k = 0; k < L->noutputs; k++) {
-        int v = L->output_values[k];
+        int v = L->output_bufs[k];
         S->output_buf[k] = S->value_buf[v] >= 0 ? S->value_buf[v] : add_plan(S, v, WK_BUF_OUTPUT, k);
     }
     for (int v = 0; v < L->nbufs; v++)

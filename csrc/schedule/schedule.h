@@ -65,8 +65,10 @@ typedef struct WkSchedule {
     WkLoopIR *L;                     /* borrowed */
     int nbufs;
     WkBufferPlan *bufs;              /* the plan handed to the runtime */
-    int *buf_value;                  /* [nbufs] graph value each buffer holds */
-    int *value_buf;                  /* [L->nbufs] plan buffer of a value, -1 if inlined */
+    int *buf_value;                  /* [nbufs] loop-IR buffer each plan buffer holds */
+    int *value_buf;                  /* [L->nbufs] plan buffer of a loop-IR buffer, -1 if inlined
+                                        ("value" here is a loop-IR buffer id: internal buffers of
+                                        decompositions have no graph value) */
     int noutputs;
     int *output_buf;                 /* [noutputs] */
     int nkernels;

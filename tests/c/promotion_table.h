@@ -2850,6 +2850,3306 @@ static const PromoRow promo_rows[] = {
     {"AMAX", {"Z:int64", NULL, NULL}, NULL, "int64"},
     {"AMAX", {"Z:float32", NULL, NULL}, NULL, "float32"},
     {"AMAX", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SIN", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"SIN", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"SIN", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"COS", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"COS", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"COS", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"COS", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"COS", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"COS", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"COS", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"COS", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"COS", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"COS", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"TAN", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"TAN", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"TAN", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ASIN", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ASIN", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ASIN", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ACOS", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ACOS", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ACOS", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ATAN", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ATAN", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ATAN", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SINH", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"SINH", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"SINH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"COSH", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"COSH", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"COSH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ASINH", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ASINH", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ASINH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ACOSH", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ACOSH", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ACOSH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ATANH", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ATANH", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ATANH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ERF", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ERF", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ERF", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ERFC", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ERFC", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ERFC", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ERFINV", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ERFINV", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ERFINV", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG1P", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG1P", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG1P", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"EXPM1", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"EXPM1", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"EXPM1", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG2", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG2", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG2", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG10", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG10", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG10", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"EXP2", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"EXP2", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"EXP2", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"RSQRT", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"RSQRT", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"RSQRT", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"RECIPROCAL", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"RECIPROCAL", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"RECIPROCAL", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SQUARE", {"T:bool", NULL, NULL}, NULL, "int64"},
+    {"SQUARE", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"SQUARE", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"SQUARE", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"SQUARE", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"SQUARE", {"Z:bool", NULL, NULL}, NULL, "int64"},
+    {"SQUARE", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"SQUARE", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"SQUARE", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"SQUARE", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"FLOOR", {"T:bool", NULL, NULL}, NULL, "error"},  /* "floor_vml_cpu" not implemented for 'Bool' */
+    {"FLOOR", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"FLOOR", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"FLOOR", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"FLOOR", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"FLOOR", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "floor_vml_cpu" not implemented for 'Bool' */
+    {"FLOOR", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"FLOOR", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"FLOOR", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"FLOOR", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"CEIL", {"T:bool", NULL, NULL}, NULL, "error"},  /* "ceil_vml_cpu" not implemented for 'Bool' */
+    {"CEIL", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"CEIL", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"CEIL", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"CEIL", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"CEIL", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "ceil_vml_cpu" not implemented for 'Bool' */
+    {"CEIL", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"CEIL", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"CEIL", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"CEIL", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ROUND", {"T:bool", NULL, NULL}, NULL, "error"},  /* "round_vml_cpu" not implemented for 'Bool' */
+    {"ROUND", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"ROUND", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"ROUND", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"ROUND", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"ROUND", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "round_vml_cpu" not implemented for 'Bool' */
+    {"ROUND", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"ROUND", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"ROUND", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"ROUND", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"TRUNC", {"T:bool", NULL, NULL}, NULL, "error"},  /* "trunc_vml_cpu" not implemented for 'Bool' */
+    {"TRUNC", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"TRUNC", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"TRUNC", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"TRUNC", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"TRUNC", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "trunc_vml_cpu" not implemented for 'Bool' */
+    {"TRUNC", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"TRUNC", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"TRUNC", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"TRUNC", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"FRAC", {"T:bool", NULL, NULL}, NULL, "error"},  /* "frac_cpu" not implemented for 'Bool' */
+    {"FRAC", {"T:int32", NULL, NULL}, NULL, "error"},  /* "frac_cpu" not implemented for 'Int' */
+    {"FRAC", {"T:int64", NULL, NULL}, NULL, "error"},  /* "frac_cpu" not implemented for 'Long' */
+    {"FRAC", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"FRAC", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"FRAC", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "frac_cpu" not implemented for 'Bool' */
+    {"FRAC", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "frac_cpu" not implemented for 'Int' */
+    {"FRAC", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "frac_cpu" not implemented for 'Long' */
+    {"FRAC", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"FRAC", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SIGN", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"SIGN", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"SIGN", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"SIGN", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"SIGN", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"SIGN", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"SIGN", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"SIGN", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"SIGN", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"SIGN", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ATAN2", {"T:bool", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:bool", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:int32", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:int32", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:int64", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:int64", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float32", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"ATAN2", {"T:float64", "T:bool", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "T:int32", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "T:int64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "T:float32", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"ATAN2", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:bool", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:bool", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:int32", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:int32", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:int64", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:int64", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float32", "T:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "T:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "T:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float32", "Z:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "T:bool", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "T:int32", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "T:int64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "T:float32", NULL}, NULL, "float32"},
+    {"ATAN2", {"Z:float64", "T:float64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"ATAN2", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:bool", "T:bool", NULL}, NULL, "error"},  /* "fmod_cpu" not implemented for 'Bool' */
+    {"FMOD", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"T:bool", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:bool", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:bool", "Z:bool", NULL}, NULL, "error"},  /* "fmod_cpu" not implemented for 'Bool' */
+    {"FMOD", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"T:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "fmod_cpu" not implemented for 'Bool' */
+    {"FMOD", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"FMOD", {"T:bool", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int32", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:int32", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"FMOD", {"T:int32", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:int64", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"FMOD", {"T:int64", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "T:bool", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "T:int32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "T:int64", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"T:float64", "T:bool", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "T:int32", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "T:int64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "T:float32", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"FMOD", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:bool", "T:bool", NULL}, NULL, "error"},  /* "fmod_cpu" not implemented for 'Bool' */
+    {"FMOD", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:bool", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:bool", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:bool", "Z:bool", NULL}, NULL, "error"},  /* "fmod_cpu" not implemented for 'Bool' */
+    {"FMOD", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "fmod_cpu" not implemented for 'Bool' */
+    {"FMOD", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:bool", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int32", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:int32", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int32", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"FMOD", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:int64", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"FMOD", {"Z:int64", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "T:bool", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "T:int32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "T:int64", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float64", "T:bool", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "T:int32", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "T:int64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "T:float32", NULL}, NULL, "float32"},
+    {"FMOD", {"Z:float64", "T:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"FMOD", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:bool", "T:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:bool", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:bool", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:bool", "Z:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:bool", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int32", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:int32", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"REMAINDER", {"T:int32", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:int64", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"REMAINDER", {"T:int64", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "T:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "T:int32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "T:int64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"T:float64", "T:bool", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "T:int32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "T:int64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "T:float32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"REMAINDER", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:bool", "T:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:bool", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:bool", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:bool", "Z:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:bool", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int32", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:int32", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int32", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:int64", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"REMAINDER", {"Z:int64", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "T:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "T:int32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "T:int64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float64", "T:bool", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "T:int32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "T:int64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"Z:float64", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"REMAINDER", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"REMAINDER", {"S:bool", "T:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"S:bool", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"S:bool", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"S:bool", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:bool", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"S:bool", "Z:bool", NULL}, NULL, "error"},  /* "remainder_cpu" not implemented for 'Bool' */
+    {"REMAINDER", {"S:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"S:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"S:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"S:int", "T:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"S:int", "T:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"S:int", "T:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"S:int", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:int", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"S:int", "Z:bool", NULL}, NULL, "int64"},
+    {"REMAINDER", {"S:int", "Z:int32", NULL}, NULL, "int32"},
+    {"REMAINDER", {"S:int", "Z:int64", NULL}, NULL, "int64"},
+    {"REMAINDER", {"S:int", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:int", "Z:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"S:float", "T:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "T:int32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "T:int64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "T:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "T:float64", NULL}, NULL, "float64"},
+    {"REMAINDER", {"S:float", "Z:bool", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "Z:int32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "Z:int64", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "Z:float32", NULL}, NULL, "float32"},
+    {"REMAINDER", {"S:float", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:bool", "T:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:bool", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:bool", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:bool", "Z:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:bool", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int32", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:int32", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"T:int32", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:int64", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"T:int64", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "T:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "T:int32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "T:int64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"T:float64", "T:bool", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "T:int32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "T:int64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "T:float32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:bool", "T:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:bool", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:bool", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:bool", "Z:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:bool", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int32", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int32", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:int64", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"Z:int64", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "T:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "T:int32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "T:int64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float64", "T:bool", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "T:int32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "T:int64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"Z:float64", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"S:bool", "T:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"S:bool", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"S:bool", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"S:bool", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:bool", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"S:bool", "Z:bool", NULL}, NULL, "error"},  /* "div_floor_cpu" not implemented for 'Bool' */
+    {"FLOOR_DIVIDE", {"S:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"S:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"S:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"S:int", "T:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"S:int", "T:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"S:int", "T:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"S:int", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:int", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"S:int", "Z:bool", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"S:int", "Z:int32", NULL}, NULL, "int32"},
+    {"FLOOR_DIVIDE", {"S:int", "Z:int64", NULL}, NULL, "int64"},
+    {"FLOOR_DIVIDE", {"S:int", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:int", "Z:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"S:float", "T:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "T:int32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "T:int64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "T:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "T:float64", NULL}, NULL, "float64"},
+    {"FLOOR_DIVIDE", {"S:float", "Z:bool", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "Z:int32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "Z:int64", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "Z:float32", NULL}, NULL, "float32"},
+    {"FLOOR_DIVIDE", {"S:float", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP", {"T:bool", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "T:int64", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"T:bool", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:bool", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"CLAMP", {"T:bool", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:bool", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "Z:int32", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"T:bool", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:bool", "S:int", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"T:int32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "T:int64", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"T:int32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:int32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"CLAMP", {"T:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:int32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "Z:int32", "S:int"}, NULL, "int32"},
+    {"CLAMP", {"T:int32", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:int32", "S:int", "S:int"}, NULL, "int32"},
+    {"CLAMP", {"T:int64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "T:int64", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"T:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:int64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "Z:int32", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"T:int64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:int64", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "Z:int32", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"T:int64", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:int64", "S:int", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"T:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "T:int64", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "T:int64", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "Z:int32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "Z:int32", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"T:float32", "S:int", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"T:float64", "T:float32", "T:float32"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "T:float32", "T:int32"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "T:float32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "T:int64", "T:float32"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "T:int64", "T:int32"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "Z:int32", "T:float32"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "Z:int32", "T:int32"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "Z:int32", "S:float"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "Z:int32", "S:int"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "S:float", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "S:float", "S:float"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "S:float", "S:int"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "S:int", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "S:int", "S:float"}, NULL, "float64"},
+    {"CLAMP", {"T:float64", "S:int", "S:int"}, NULL, "float64"},
+    {"CLAMP", {"Z:bool", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "T:int64", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"Z:bool", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:bool", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"CLAMP", {"Z:bool", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:bool", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "Z:int32", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"Z:bool", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:bool", "S:int", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"Z:int32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "T:int64", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"Z:int32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:int32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"CLAMP", {"Z:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:int32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "Z:int32", "S:int"}, NULL, "int32"},
+    {"CLAMP", {"Z:int32", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:int32", "S:int", "S:int"}, NULL, "int32"},
+    {"CLAMP", {"Z:int64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "T:int64", "T:int32"}, NULL, "int64"},
+    {"CLAMP", {"Z:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:int64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"CLAMP", {"Z:int64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:int64", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "Z:int32", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"Z:int64", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:int64", "S:int", "S:int"}, NULL, "int64"},
+    {"CLAMP", {"Z:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "T:int64", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:float32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "Z:int32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:float32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "Z:int32", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "S:float", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "S:float", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "S:float", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "S:int", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "S:int", "S:float"}, NULL, "float32"},
+    {"CLAMP", {"Z:float32", "S:int", "S:int"}, NULL, "float32"},
+    {"CLAMP", {"Z:float64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"CLAMP", {"Z:float64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float64", "T:int64", "T:int32"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"CLAMP", {"Z:float64", "Z:int32", "T:int32"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "Z:int32", "S:float"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "Z:int32", "S:int"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "S:float", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "S:float", "S:float"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "S:float", "S:int"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "S:int", "Z:float64"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "S:int", "S:float"}, NULL, "float64"},
+    {"CLAMP", {"Z:float64", "S:int", "S:int"}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MIN", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:bool", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:bool", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MIN", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "clamp_min_scalar_cpu" not implemented for 'Bool' */
+    {"CLAMP_MIN", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:bool", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:int32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"T:int32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:int64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"T:int64", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "T:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "T:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "T:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"T:float64", "T:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "T:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "T:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "T:float32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MIN", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:bool", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:bool", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MIN", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "clamp_min_scalar_cpu" not implemented for 'Bool' */
+    {"CLAMP_MIN", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:bool", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:int32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MIN", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:int64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MIN", {"Z:int64", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "T:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "T:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "T:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float64", "T:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "T:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "T:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MIN", {"Z:float64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"CLAMP_MIN", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MAX", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:bool", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:bool", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MAX", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "clamp_max_scalar_cpu" not implemented for 'Bool' */
+    {"CLAMP_MAX", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:bool", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:int32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"T:int32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:int64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"T:int64", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "T:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "T:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "T:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"T:float64", "T:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "T:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "T:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "T:float32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MAX", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:bool", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:bool", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"CLAMP_MAX", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:bool", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:bool", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "clamp_max_scalar_cpu" not implemented for 'Bool' */
+    {"CLAMP_MAX", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:bool", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:int32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:int32", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"CLAMP_MAX", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:int64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:int64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"CLAMP_MAX", {"Z:int64", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "T:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "T:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "T:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float64", "T:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "T:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "T:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "T:float32", NULL}, NULL, "float32"},
+    {"CLAMP_MAX", {"Z:float64", "T:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"CLAMP_MAX", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"MASKED_FILL", {"T:bool", "T:bool", "Z:float64"}, NULL, "bool"},
+    {"MASKED_FILL", {"T:bool", "T:bool", "Z:int64"}, NULL, "bool"},
+    {"MASKED_FILL", {"T:bool", "T:bool", "S:float"}, NULL, "bool"},
+    {"MASKED_FILL", {"T:bool", "T:bool", "S:int"}, NULL, "bool"},
+    {"MASKED_FILL", {"T:bool", "T:bool", "S:bool"}, NULL, "bool"},
+    {"MASKED_FILL", {"T:int32", "T:bool", "Z:float64"}, NULL, "int32"},
+    {"MASKED_FILL", {"T:int32", "T:bool", "Z:int64"}, NULL, "int32"},
+    {"MASKED_FILL", {"T:int32", "T:bool", "S:float"}, NULL, "int32"},
+    {"MASKED_FILL", {"T:int32", "T:bool", "S:int"}, NULL, "int32"},
+    {"MASKED_FILL", {"T:int32", "T:bool", "S:bool"}, NULL, "int32"},
+    {"MASKED_FILL", {"T:int64", "T:bool", "Z:float64"}, NULL, "int64"},
+    {"MASKED_FILL", {"T:int64", "T:bool", "Z:int64"}, NULL, "int64"},
+    {"MASKED_FILL", {"T:int64", "T:bool", "S:float"}, NULL, "int64"},
+    {"MASKED_FILL", {"T:int64", "T:bool", "S:int"}, NULL, "int64"},
+    {"MASKED_FILL", {"T:int64", "T:bool", "S:bool"}, NULL, "int64"},
+    {"MASKED_FILL", {"T:float32", "T:bool", "Z:float64"}, NULL, "float32"},
+    {"MASKED_FILL", {"T:float32", "T:bool", "Z:int64"}, NULL, "float32"},
+    {"MASKED_FILL", {"T:float32", "T:bool", "S:float"}, NULL, "float32"},
+    {"MASKED_FILL", {"T:float32", "T:bool", "S:int"}, NULL, "float32"},
+    {"MASKED_FILL", {"T:float32", "T:bool", "S:bool"}, NULL, "float32"},
+    {"MASKED_FILL", {"T:float64", "T:bool", "Z:float64"}, NULL, "float64"},
+    {"MASKED_FILL", {"T:float64", "T:bool", "Z:int64"}, NULL, "float64"},
+    {"MASKED_FILL", {"T:float64", "T:bool", "S:float"}, NULL, "float64"},
+    {"MASKED_FILL", {"T:float64", "T:bool", "S:int"}, NULL, "float64"},
+    {"MASKED_FILL", {"T:float64", "T:bool", "S:bool"}, NULL, "float64"},
+    {"MASKED_FILL", {"Z:bool", "T:bool", "Z:float64"}, NULL, "bool"},
+    {"MASKED_FILL", {"Z:bool", "T:bool", "Z:int64"}, NULL, "bool"},
+    {"MASKED_FILL", {"Z:bool", "T:bool", "S:float"}, NULL, "bool"},
+    {"MASKED_FILL", {"Z:bool", "T:bool", "S:int"}, NULL, "bool"},
+    {"MASKED_FILL", {"Z:bool", "T:bool", "S:bool"}, NULL, "bool"},
+    {"MASKED_FILL", {"Z:int32", "T:bool", "Z:float64"}, NULL, "int32"},
+    {"MASKED_FILL", {"Z:int32", "T:bool", "Z:int64"}, NULL, "int32"},
+    {"MASKED_FILL", {"Z:int32", "T:bool", "S:float"}, NULL, "int32"},
+    {"MASKED_FILL", {"Z:int32", "T:bool", "S:int"}, NULL, "int32"},
+    {"MASKED_FILL", {"Z:int32", "T:bool", "S:bool"}, NULL, "int32"},
+    {"MASKED_FILL", {"Z:int64", "T:bool", "Z:float64"}, NULL, "int64"},
+    {"MASKED_FILL", {"Z:int64", "T:bool", "Z:int64"}, NULL, "int64"},
+    {"MASKED_FILL", {"Z:int64", "T:bool", "S:float"}, NULL, "int64"},
+    {"MASKED_FILL", {"Z:int64", "T:bool", "S:int"}, NULL, "int64"},
+    {"MASKED_FILL", {"Z:int64", "T:bool", "S:bool"}, NULL, "int64"},
+    {"MASKED_FILL", {"Z:float32", "T:bool", "Z:float64"}, NULL, "float32"},
+    {"MASKED_FILL", {"Z:float32", "T:bool", "Z:int64"}, NULL, "float32"},
+    {"MASKED_FILL", {"Z:float32", "T:bool", "S:float"}, NULL, "float32"},
+    {"MASKED_FILL", {"Z:float32", "T:bool", "S:int"}, NULL, "float32"},
+    {"MASKED_FILL", {"Z:float32", "T:bool", "S:bool"}, NULL, "float32"},
+    {"MASKED_FILL", {"Z:float64", "T:bool", "Z:float64"}, NULL, "float64"},
+    {"MASKED_FILL", {"Z:float64", "T:bool", "Z:int64"}, NULL, "float64"},
+    {"MASKED_FILL", {"Z:float64", "T:bool", "S:float"}, NULL, "float64"},
+    {"MASKED_FILL", {"Z:float64", "T:bool", "S:int"}, NULL, "float64"},
+    {"MASKED_FILL", {"Z:float64", "T:bool", "S:bool"}, NULL, "float64"},
+    {"BITWISE_AND", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:bool", "S:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:bool", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:int32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:int32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"T:int32", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:int64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:int64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"T:int64", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "T:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "T:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "T:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float32", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "S:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "S:int", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float32", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"T:float64", "T:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "T:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "T:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "S:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "S:int", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"T:float64", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:bool", "S:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:bool", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:int32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:int32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int32", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:int64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:int64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"Z:int64", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "T:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "T:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "T:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float32", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float32", "S:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "S:int", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float32", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float64", "T:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "T:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "T:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"Z:float64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "S:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "S:int", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"Z:float64", "S:float", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"S:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"S:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"S:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"S:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"S:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_AND", {"S:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"S:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"S:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"S:int", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"S:int", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"S:int", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"S:int", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:int", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"S:int", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"S:int", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_AND", {"S:int", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_AND", {"S:int", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:int", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"S:float", "T:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "T:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "T:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "T:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "T:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_AND", {"S:float", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Float' */
+    {"BITWISE_AND", {"S:float", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_and_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:bool", "S:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:bool", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:int32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:int32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"T:int32", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:int64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:int64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"T:int64", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "T:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "T:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "T:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float32", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "S:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "S:int", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float32", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"T:float64", "T:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "T:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "T:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "S:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "S:int", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"T:float64", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:bool", "S:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:bool", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:int32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:int32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int32", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:int64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:int64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"Z:int64", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "T:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "T:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "T:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float32", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float32", "S:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "S:int", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float32", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float64", "T:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "T:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "T:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"Z:float64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "S:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "S:int", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"Z:float64", "S:float", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"S:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"S:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"S:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"S:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"S:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_OR", {"S:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"S:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"S:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"S:int", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"S:int", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"S:int", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"S:int", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:int", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"S:int", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"S:int", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_OR", {"S:int", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_OR", {"S:int", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:int", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"S:float", "T:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "T:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "T:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "T:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "T:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_OR", {"S:float", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Float' */
+    {"BITWISE_OR", {"S:float", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_or_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"T:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"T:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:bool", "S:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"T:bool", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:bool", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:int32", "T:bool", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:int32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "Z:int64", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:int32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:int32", "S:bool", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "S:int", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"T:int32", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:int64", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "T:int32", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:int64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:int64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:int64", "S:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"T:int64", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "T:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "T:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "T:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float32", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "S:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "S:int", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float32", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"T:float64", "T:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "T:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "T:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "S:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "S:int", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"T:float64", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"Z:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"Z:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:bool", "S:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"Z:bool", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:bool", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:int32", "T:bool", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int32", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int32", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:int32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:int32", "Z:bool", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int32", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int32", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:int32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:int32", "S:bool", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int32", "S:int", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int32", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:int64", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"Z:int64", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:int64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:int64", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "Z:int32", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:int64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:int64", "S:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "S:int", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"Z:int64", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "T:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "T:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "T:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float32", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float32", "S:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "S:int", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float32", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float64", "T:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "T:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "T:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"Z:float64", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "S:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "S:int", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"Z:float64", "S:float", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"S:bool", "T:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"S:bool", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"S:bool", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"S:bool", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:bool", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"S:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"BITWISE_XOR", {"S:bool", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"S:bool", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"S:bool", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:bool", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"S:int", "T:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"S:int", "T:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"S:int", "T:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"S:int", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:int", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"S:int", "Z:bool", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"S:int", "Z:int32", NULL}, NULL, "int32"},
+    {"BITWISE_XOR", {"S:int", "Z:int64", NULL}, NULL, "int64"},
+    {"BITWISE_XOR", {"S:int", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:int", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"S:float", "T:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "T:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "T:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "T:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "T:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_XOR", {"S:float", "Z:bool", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "Z:int32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "Z:int64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "Z:float32", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Float' */
+    {"BITWISE_XOR", {"S:float", "Z:float64", NULL}, NULL, "error"},  /* "bitwise_xor_cpu" not implemented for 'Double' */
+    {"BITWISE_NOT", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"BITWISE_NOT", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"BITWISE_NOT", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"BITWISE_NOT", {"T:float32", NULL, NULL}, NULL, "error"},  /* "bitwise_not_cpu" not implemented for 'Float' */
+    {"BITWISE_NOT", {"T:float64", NULL, NULL}, NULL, "error"},  /* "bitwise_not_cpu" not implemented for 'Double' */
+    {"BITWISE_NOT", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"BITWISE_NOT", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"BITWISE_NOT", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"BITWISE_NOT", {"Z:float32", NULL, NULL}, NULL, "error"},  /* "bitwise_not_cpu" not implemented for 'Float' */
+    {"BITWISE_NOT", {"Z:float64", NULL, NULL}, NULL, "error"},  /* "bitwise_not_cpu" not implemented for 'Double' */
+    {"LOGICAL_AND", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:bool", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:int64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"T:float64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:bool", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:int64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_AND", {"Z:float64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:bool", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:int64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"T:float64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:bool", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:int64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_OR", {"Z:float64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:bool", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:int64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"T:float64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:bool", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:int64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float32", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "T:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "T:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "T:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "T:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "T:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "Z:bool", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "Z:int32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "Z:int64", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "Z:float32", NULL}, NULL, "bool"},
+    {"LOGICAL_XOR", {"Z:float64", "Z:float64", NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"LOGICAL_NOT", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ISNAN", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ISINF", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ISFINITE", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ISPOSINF", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ISNEGINF", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"NAN_TO_NUM", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"NAN_TO_NUM", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"NAN_TO_NUM", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"NAN_TO_NUM", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"NAN_TO_NUM", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"NAN_TO_NUM", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"NAN_TO_NUM", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"NAN_TO_NUM", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"NAN_TO_NUM", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"NAN_TO_NUM", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"GELU", {"T:bool", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Bool' */
+    {"GELU", {"T:int32", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Int' */
+    {"GELU", {"T:int64", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Long' */
+    {"GELU", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"GELU", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"GELU", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Bool' */
+    {"GELU", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Int' */
+    {"GELU", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Long' */
+    {"GELU", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"GELU", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"GELU_TANH", {"T:bool", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Bool' */
+    {"GELU_TANH", {"T:int32", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Int' */
+    {"GELU_TANH", {"T:int64", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Long' */
+    {"GELU_TANH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"GELU_TANH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"GELU_TANH", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Bool' */
+    {"GELU_TANH", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Int' */
+    {"GELU_TANH", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "GeluKernelImpl" not implemented for 'Long' */
+    {"GELU_TANH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"GELU_TANH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SILU", {"T:bool", NULL, NULL}, NULL, "error"},  /* "silu_cpu" not implemented for 'Bool' */
+    {"SILU", {"T:int32", NULL, NULL}, NULL, "error"},  /* "silu_cpu" not implemented for 'Int' */
+    {"SILU", {"T:int64", NULL, NULL}, NULL, "error"},  /* "silu_cpu" not implemented for 'Long' */
+    {"SILU", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"SILU", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"SILU", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "silu_cpu" not implemented for 'Bool' */
+    {"SILU", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "silu_cpu" not implemented for 'Int' */
+    {"SILU", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "silu_cpu" not implemented for 'Long' */
+    {"SILU", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"SILU", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"MISH", {"T:bool", NULL, NULL}, NULL, "error"},  /* "mish_cpu" not implemented for 'Bool' */
+    {"MISH", {"T:int32", NULL, NULL}, NULL, "error"},  /* "mish_cpu" not implemented for 'Int' */
+    {"MISH", {"T:int64", NULL, NULL}, NULL, "error"},  /* "mish_cpu" not implemented for 'Long' */
+    {"MISH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"MISH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"MISH", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "mish_cpu" not implemented for 'Bool' */
+    {"MISH", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "mish_cpu" not implemented for 'Int' */
+    {"MISH", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "mish_cpu" not implemented for 'Long' */
+    {"MISH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"MISH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SOFTPLUS", {"T:bool", "Z:int32", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "Z:int32", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "Z:int32", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "S:float", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "S:float", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "S:float", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "S:int", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "S:int", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:bool", "S:int", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"T:int32", "Z:int32", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "Z:int32", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "Z:int32", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "S:float", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "S:float", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "S:float", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "S:int", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "S:int", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int32", "S:int", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"T:int64", "Z:int32", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "Z:int32", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "Z:int32", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "S:float", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "S:float", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "S:float", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "S:int", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "S:int", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:int64", "S:int", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"T:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "Z:int32", "S:int"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "S:float", "Z:float64"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "S:float", "S:float"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "S:float", "S:int"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "S:int", "Z:float64"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "S:int", "S:float"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float32", "S:int", "S:int"}, NULL, "float32"},
+    {"SOFTPLUS", {"T:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "Z:int32", "S:float"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "Z:int32", "S:int"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "S:float", "Z:float64"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "S:float", "S:float"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "S:float", "S:int"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "S:int", "Z:float64"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "S:int", "S:float"}, NULL, "float64"},
+    {"SOFTPLUS", {"T:float64", "S:int", "S:int"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:bool", "Z:int32", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "Z:int32", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "Z:int32", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "S:float", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "S:float", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "S:float", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "S:int", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "S:int", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:bool", "S:int", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Bool' */
+    {"SOFTPLUS", {"Z:int32", "Z:int32", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "Z:int32", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "Z:int32", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "S:float", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "S:float", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "S:float", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "S:int", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "S:int", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int32", "S:int", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Int' */
+    {"SOFTPLUS", {"Z:int64", "Z:int32", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "Z:int32", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "Z:int32", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "S:float", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "S:float", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "S:float", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "S:int", "Z:float64"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "S:int", "S:float"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:int64", "S:int", "S:int"}, NULL, "error"},  /* "softplus_cpu" not implemented for 'Long' */
+    {"SOFTPLUS", {"Z:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "Z:int32", "S:int"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "S:float", "Z:float64"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "S:float", "S:float"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "S:float", "S:int"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "S:int", "Z:float64"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "S:int", "S:float"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float32", "S:int", "S:int"}, NULL, "float32"},
+    {"SOFTPLUS", {"Z:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "Z:int32", "S:float"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "Z:int32", "S:int"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "S:float", "Z:float64"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "S:float", "S:float"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "S:float", "S:int"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "S:int", "Z:float64"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "S:int", "S:float"}, NULL, "float64"},
+    {"SOFTPLUS", {"Z:float64", "S:int", "S:int"}, NULL, "float64"},
+    {"HARDTANH", {"T:bool", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "Z:int32", "Z:float64"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"T:bool", "Z:int32", "S:float"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"T:bool", "Z:int32", "S:int"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"T:bool", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "S:float", "S:float"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"T:bool", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:bool", "S:int", "S:float"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"T:bool", "S:int", "S:int"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"T:int32", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "Z:int32", "Z:float64"}, NULL, "int32"},
+    {"HARDTANH", {"T:int32", "Z:int32", "S:float"}, NULL, "int32"},
+    {"HARDTANH", {"T:int32", "Z:int32", "S:int"}, NULL, "int32"},
+    {"HARDTANH", {"T:int32", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "S:float", "S:float"}, NULL, "int32"},
+    {"HARDTANH", {"T:int32", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int32", "S:int", "S:float"}, NULL, "int32"},
+    {"HARDTANH", {"T:int32", "S:int", "S:int"}, NULL, "int32"},
+    {"HARDTANH", {"T:int64", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "Z:int32", "Z:float64"}, NULL, "int64"},
+    {"HARDTANH", {"T:int64", "Z:int32", "S:float"}, NULL, "int64"},
+    {"HARDTANH", {"T:int64", "Z:int32", "S:int"}, NULL, "int64"},
+    {"HARDTANH", {"T:int64", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "S:float", "S:float"}, NULL, "int64"},
+    {"HARDTANH", {"T:int64", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:int64", "S:int", "S:float"}, NULL, "int64"},
+    {"HARDTANH", {"T:int64", "S:int", "S:int"}, NULL, "int64"},
+    {"HARDTANH", {"T:float32", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"HARDTANH", {"T:float32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"HARDTANH", {"T:float32", "Z:int32", "S:int"}, NULL, "float32"},
+    {"HARDTANH", {"T:float32", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "S:float", "S:float"}, NULL, "float32"},
+    {"HARDTANH", {"T:float32", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float32", "S:int", "S:float"}, NULL, "float32"},
+    {"HARDTANH", {"T:float32", "S:int", "S:int"}, NULL, "float32"},
+    {"HARDTANH", {"T:float64", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"HARDTANH", {"T:float64", "Z:int32", "S:float"}, NULL, "float64"},
+    {"HARDTANH", {"T:float64", "Z:int32", "S:int"}, NULL, "float64"},
+    {"HARDTANH", {"T:float64", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "S:float", "S:float"}, NULL, "float64"},
+    {"HARDTANH", {"T:float64", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"T:float64", "S:int", "S:float"}, NULL, "float64"},
+    {"HARDTANH", {"T:float64", "S:int", "S:int"}, NULL, "float64"},
+    {"HARDTANH", {"Z:bool", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "Z:int32", "Z:float64"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"Z:bool", "Z:int32", "S:float"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"Z:bool", "Z:int32", "S:int"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"Z:bool", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "S:float", "S:float"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"Z:bool", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:bool", "S:int", "S:float"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"Z:bool", "S:int", "S:int"}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"HARDTANH", {"Z:int32", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "Z:int32", "Z:float64"}, NULL, "int32"},
+    {"HARDTANH", {"Z:int32", "Z:int32", "S:float"}, NULL, "int32"},
+    {"HARDTANH", {"Z:int32", "Z:int32", "S:int"}, NULL, "int32"},
+    {"HARDTANH", {"Z:int32", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "S:float", "S:float"}, NULL, "int32"},
+    {"HARDTANH", {"Z:int32", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int32", "S:int", "S:float"}, NULL, "int32"},
+    {"HARDTANH", {"Z:int32", "S:int", "S:int"}, NULL, "int32"},
+    {"HARDTANH", {"Z:int64", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "Z:int32", "Z:float64"}, NULL, "int64"},
+    {"HARDTANH", {"Z:int64", "Z:int32", "S:float"}, NULL, "int64"},
+    {"HARDTANH", {"Z:int64", "Z:int32", "S:int"}, NULL, "int64"},
+    {"HARDTANH", {"Z:int64", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "S:float", "S:float"}, NULL, "int64"},
+    {"HARDTANH", {"Z:int64", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:int64", "S:int", "S:float"}, NULL, "int64"},
+    {"HARDTANH", {"Z:int64", "S:int", "S:int"}, NULL, "int64"},
+    {"HARDTANH", {"Z:float32", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"HARDTANH", {"Z:float32", "Z:int32", "S:float"}, NULL, "float32"},
+    {"HARDTANH", {"Z:float32", "Z:int32", "S:int"}, NULL, "float32"},
+    {"HARDTANH", {"Z:float32", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "S:float", "S:float"}, NULL, "float32"},
+    {"HARDTANH", {"Z:float32", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float32", "S:int", "S:float"}, NULL, "float32"},
+    {"HARDTANH", {"Z:float32", "S:int", "S:int"}, NULL, "float32"},
+    {"HARDTANH", {"Z:float64", "T:float32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:float32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:float32", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:float32", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:float32", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:int64", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:int64", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:int64", "Z:float64"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:int64", "S:float"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "T:int64", "S:int"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "Z:int32", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "Z:int32", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"HARDTANH", {"Z:float64", "Z:int32", "S:float"}, NULL, "float64"},
+    {"HARDTANH", {"Z:float64", "Z:int32", "S:int"}, NULL, "float64"},
+    {"HARDTANH", {"Z:float64", "S:float", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "S:float", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "S:float", "S:float"}, NULL, "float64"},
+    {"HARDTANH", {"Z:float64", "S:int", "T:float32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "S:int", "T:int32"}, NULL, "error"},  /* Boolean value of Tensor with more than one value is ambiguous */
+    {"HARDTANH", {"Z:float64", "S:int", "S:float"}, NULL, "float64"},
+    {"HARDTANH", {"Z:float64", "S:int", "S:int"}, NULL, "float64"},
+    {"RELU6", {"T:bool", NULL, NULL}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"RELU6", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"RELU6", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"RELU6", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"RELU6", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"RELU6", {"Z:bool", NULL, NULL}, NULL, "error"},  /* Bool inputs not supported for hardtanh */
+    {"RELU6", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"RELU6", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"RELU6", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"RELU6", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:bool", "Z:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "Z:int32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "Z:int64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "Z:float32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "Z:float64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "S:int", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:bool", "S:float", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"T:int32", "Z:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "Z:int32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "Z:int64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "Z:float32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "Z:float64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "S:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "S:int", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int32", "S:float", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"T:int64", "Z:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "Z:int32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "Z:int64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "Z:float32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "Z:float64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "S:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "S:int", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:int64", "S:float", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:bool", "Z:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "Z:int32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "Z:int64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "Z:float32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "Z:float64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "S:int", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:bool", "S:float", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Bool' */
+    {"LEAKY_RELU", {"Z:int32", "Z:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "Z:int32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "Z:int64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "Z:float32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "Z:float64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "S:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "S:int", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int32", "S:float", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Int' */
+    {"LEAKY_RELU", {"Z:int64", "Z:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "Z:int32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "Z:int64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "Z:float32", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "Z:float64", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "S:bool", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "S:int", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:int64", "S:float", NULL}, NULL, "error"},  /* "leaky_relu_cpu" not implemented for 'Long' */
+    {"LEAKY_RELU", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"LEAKY_RELU", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"LEAKY_RELU", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"ELU", {"T:bool", "Z:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "Z:int32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "Z:int64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "Z:float32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "Z:float64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "S:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "S:int", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:bool", "S:float", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"T:int32", "Z:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "Z:int32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "Z:int64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "Z:float32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "Z:float64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "S:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "S:int", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int32", "S:float", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"T:int64", "Z:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "Z:int32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "Z:int64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "Z:float32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "Z:float64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "S:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "S:int", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:int64", "S:float", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"T:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "S:bool", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "S:int", NULL}, NULL, "float32"},
+    {"ELU", {"T:float32", "S:float", NULL}, NULL, "float32"},
+    {"ELU", {"T:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "S:bool", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "S:int", NULL}, NULL, "float64"},
+    {"ELU", {"T:float64", "S:float", NULL}, NULL, "float64"},
+    {"ELU", {"Z:bool", "Z:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "Z:int32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "Z:int64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "Z:float32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "Z:float64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "S:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "S:int", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:bool", "S:float", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Bool' */
+    {"ELU", {"Z:int32", "Z:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "Z:int32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "Z:int64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "Z:float32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "Z:float64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "S:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "S:int", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int32", "S:float", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Int' */
+    {"ELU", {"Z:int64", "Z:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "Z:int32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "Z:int64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "Z:float32", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "Z:float64", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "S:bool", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "S:int", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:int64", "S:float", NULL}, NULL, "error"},  /* "elu_cpu" not implemented for 'Long' */
+    {"ELU", {"Z:float32", "Z:bool", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "Z:int32", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "Z:int64", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "Z:float32", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "Z:float64", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "S:bool", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "S:int", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float32", "S:float", NULL}, NULL, "float32"},
+    {"ELU", {"Z:float64", "Z:bool", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "Z:int32", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "Z:int64", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "Z:float32", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "Z:float64", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "S:bool", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "S:int", NULL}, NULL, "float64"},
+    {"ELU", {"Z:float64", "S:float", NULL}, NULL, "float64"},
+    {"HARDSWISH", {"T:bool", NULL, NULL}, NULL, "error"},  /* "hardswish_cpu" not implemented for 'Bool' */
+    {"HARDSWISH", {"T:int32", NULL, NULL}, NULL, "error"},  /* "hardswish_cpu" not implemented for 'Int' */
+    {"HARDSWISH", {"T:int64", NULL, NULL}, NULL, "error"},  /* "hardswish_cpu" not implemented for 'Long' */
+    {"HARDSWISH", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"HARDSWISH", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"HARDSWISH", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "hardswish_cpu" not implemented for 'Bool' */
+    {"HARDSWISH", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "hardswish_cpu" not implemented for 'Int' */
+    {"HARDSWISH", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "hardswish_cpu" not implemented for 'Long' */
+    {"HARDSWISH", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"HARDSWISH", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"HARDSIGMOID", {"T:bool", NULL, NULL}, NULL, "error"},  /* "hardsigmoid_cpu" not implemented for 'Bool' */
+    {"HARDSIGMOID", {"T:int32", NULL, NULL}, NULL, "error"},  /* "hardsigmoid_cpu" not implemented for 'Int' */
+    {"HARDSIGMOID", {"T:int64", NULL, NULL}, NULL, "error"},  /* "hardsigmoid_cpu" not implemented for 'Long' */
+    {"HARDSIGMOID", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"HARDSIGMOID", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"HARDSIGMOID", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "hardsigmoid_cpu" not implemented for 'Bool' */
+    {"HARDSIGMOID", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "hardsigmoid_cpu" not implemented for 'Int' */
+    {"HARDSIGMOID", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "hardsigmoid_cpu" not implemented for 'Long' */
+    {"HARDSIGMOID", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"HARDSIGMOID", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LERP", {"T:bool", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"T:bool", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"T:bool", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"T:bool", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"T:bool", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"T:bool", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"T:bool", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"T:bool", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"T:bool", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"T:bool", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"T:bool", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"T:bool", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"T:bool", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"T:bool", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"T:bool", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"T:int32", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"T:int32", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"T:int32", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"T:int32", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"T:int32", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"T:int32", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"T:int32", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"T:int32", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"T:int32", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"T:int32", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"T:int32", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype int for `weight` but got dtype float */
+    {"LERP", {"T:int32", "Z:int32", "T:int32"}, NULL, "error"},  /* "lerp_kernel_tensor" not implemented for 'Int' */
+    {"LERP", {"T:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"LERP", {"T:int32", "Z:int32", "S:float"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Int' */
+    {"LERP", {"T:int32", "Z:int32", "S:int"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Int' */
+    {"LERP", {"T:int64", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"T:int64", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"T:int64", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"T:int64", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"T:int64", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"T:int64", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype long int for `weight` but got dtype float */
+    {"LERP", {"T:int64", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype long int for `weight` but got dtype int */
+    {"LERP", {"T:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"LERP", {"T:int64", "T:int64", "S:float"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Long' */
+    {"LERP", {"T:int64", "T:int64", "S:int"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Long' */
+    {"LERP", {"T:int64", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"T:int64", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"T:int64", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"T:int64", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"T:int64", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"T:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"LERP", {"T:float32", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype float for `weight` but got dtype int */
+    {"LERP", {"T:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"LERP", {"T:float32", "T:float32", "S:float"}, NULL, "float32"},
+    {"LERP", {"T:float32", "T:float32", "S:int"}, NULL, "float32"},
+    {"LERP", {"T:float32", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"T:float32", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"T:float32", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"T:float32", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"T:float32", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"T:float32", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"T:float32", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"T:float32", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"T:float32", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"T:float32", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"T:float64", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"T:float64", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"T:float64", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"T:float64", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"T:float64", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"T:float64", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"T:float64", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"T:float64", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"T:float64", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"T:float64", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"T:float64", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"T:float64", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"T:float64", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"T:float64", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"T:float64", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"Z:bool", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"Z:bool", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"Z:bool", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"Z:bool", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"Z:bool", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype float */
+    {"LERP", {"Z:bool", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"Z:bool", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"Z:bool", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"Z:bool", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"Z:bool", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype long int */
+    {"LERP", {"Z:bool", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"Z:bool", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"Z:bool", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"Z:bool", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"Z:bool", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype bool for `end` but got dtype int */
+    {"LERP", {"Z:int32", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"Z:int32", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"Z:int32", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"Z:int32", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"Z:int32", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype int for `end` but got dtype float */
+    {"LERP", {"Z:int32", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"Z:int32", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"Z:int32", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"Z:int32", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"Z:int32", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype int for `end` but got dtype long int */
+    {"LERP", {"Z:int32", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype int for `weight` but got dtype float */
+    {"LERP", {"Z:int32", "Z:int32", "T:int32"}, NULL, "error"},  /* "lerp_kernel_tensor" not implemented for 'Int' */
+    {"LERP", {"Z:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"LERP", {"Z:int32", "Z:int32", "S:float"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Int' */
+    {"LERP", {"Z:int32", "Z:int32", "S:int"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Int' */
+    {"LERP", {"Z:int64", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"Z:int64", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"Z:int64", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"Z:int64", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"Z:int64", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype float */
+    {"LERP", {"Z:int64", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype long int for `weight` but got dtype float */
+    {"LERP", {"Z:int64", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype long int for `weight` but got dtype int */
+    {"LERP", {"Z:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"LERP", {"Z:int64", "T:int64", "S:float"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Long' */
+    {"LERP", {"Z:int64", "T:int64", "S:int"}, NULL, "error"},  /* "lerp_kernel_scalar" not implemented for 'Long' */
+    {"LERP", {"Z:int64", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"Z:int64", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"Z:int64", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"Z:int64", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"Z:int64", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype long int for `end` but got dtype int */
+    {"LERP", {"Z:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"LERP", {"Z:float32", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype float for `weight` but got dtype int */
+    {"LERP", {"Z:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"LERP", {"Z:float32", "T:float32", "S:float"}, NULL, "float32"},
+    {"LERP", {"Z:float32", "T:float32", "S:int"}, NULL, "float32"},
+    {"LERP", {"Z:float32", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"Z:float32", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"Z:float32", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"Z:float32", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"Z:float32", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype float for `end` but got dtype long int */
+    {"LERP", {"Z:float32", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"Z:float32", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"Z:float32", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"Z:float32", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"Z:float32", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype float for `end` but got dtype int */
+    {"LERP", {"Z:float64", "T:float32", "T:float32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"Z:float64", "T:float32", "T:int32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"Z:float64", "T:float32", "Z:float64"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"Z:float64", "T:float32", "S:float"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"Z:float64", "T:float32", "S:int"}, NULL, "error"},  /* expected dtype double for `end` but got dtype float */
+    {"LERP", {"Z:float64", "T:int64", "T:float32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"Z:float64", "T:int64", "T:int32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"Z:float64", "T:int64", "Z:float64"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"Z:float64", "T:int64", "S:float"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"Z:float64", "T:int64", "S:int"}, NULL, "error"},  /* expected dtype double for `end` but got dtype long int */
+    {"LERP", {"Z:float64", "Z:int32", "T:float32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"Z:float64", "Z:int32", "T:int32"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"Z:float64", "Z:int32", "Z:float64"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"Z:float64", "Z:int32", "S:float"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"LERP", {"Z:float64", "Z:int32", "S:int"}, NULL, "error"},  /* expected dtype double for `end` but got dtype int */
+    {"ADDCMUL", {"T:bool", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:bool", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:bool", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"T:bool", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:bool", "T:int64", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"T:bool", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:bool", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:bool", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"ADDCMUL", {"T:bool", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:int32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int32", "T:int64", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"T:int32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:int32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int32", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"ADDCMUL", {"T:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:int64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int64", "T:int64", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"T:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:int64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:int64", "Z:int32", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"T:int64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "T:int64", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "T:int64", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "Z:int32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"T:float64", "T:float32", "T:float32"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "T:float32", "T:int32"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "T:float32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "T:int64", "T:float32"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "T:int64", "T:int32"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "Z:int32", "T:float32"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "Z:int32", "T:int32"}, NULL, "float64"},
+    {"ADDCMUL", {"T:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:bool", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:bool", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:bool", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:bool", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:bool", "T:int64", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"Z:bool", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:bool", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:bool", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"ADDCMUL", {"Z:bool", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:int32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int32", "T:int64", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"Z:int32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:int32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int32", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"ADDCMUL", {"Z:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:int64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int64", "T:int64", "T:int32"}, NULL, "int64"},
+    {"ADDCMUL", {"Z:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:int64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:int64", "Z:int32", "T:int32"}, NULL, "int32"},
+    {"ADDCMUL", {"Z:int64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "T:int64", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:float32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "Z:int32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:float64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float64", "T:int64", "T:int32"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:float64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:float64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCMUL", {"Z:float64", "Z:int32", "T:int32"}, NULL, "float64"},
+    {"ADDCMUL", {"Z:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:bool", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:bool", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:bool", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"T:bool", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:bool", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:bool", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:bool", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:bool", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:bool", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:int32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int32", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:int32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:int32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int32", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:int64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int64", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:int64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:int64", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:int64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float32", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:float32", "T:int64", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float32", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:float32", "Z:int32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"T:float64", "T:float32", "T:float32"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float64", "T:float32", "T:int32"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float64", "T:float32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float64", "T:int64", "T:float32"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float64", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:float64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float64", "Z:int32", "T:float32"}, NULL, "float64"},
+    {"ADDCDIV", {"T:float64", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"T:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:bool", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:bool", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:bool", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:bool", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:bool", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:bool", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:bool", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:bool", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:bool", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:int32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int32", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:int32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:int32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int32", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:int32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:int64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int64", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:int64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:int64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:int64", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:int64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:float32", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float32", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float32", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float32", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float32", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:float32", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:float32", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float32", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:float32", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:float64", "T:float32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float64", "T:float32", "T:int32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float64", "T:float32", "Z:float64"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float64", "T:int64", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float64", "T:int64", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:float64", "T:int64", "Z:float64"}, NULL, "float64"},
+    {"ADDCDIV", {"Z:float64", "Z:int32", "T:float32"}, NULL, "float32"},
+    {"ADDCDIV", {"Z:float64", "Z:int32", "T:int32"}, NULL, "error"},  /* Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform  */
+    {"ADDCDIV", {"Z:float64", "Z:int32", "Z:float64"}, NULL, "float64"},
+    {"SOFTMAX", {"T:bool", NULL, NULL}, NULL, "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"T:bool", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"T:bool", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"T:bool", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"T:bool", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"T:bool", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"T:int32", NULL, NULL}, NULL, "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"T:int32", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"T:int32", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"T:int32", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"T:int32", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"T:int32", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"T:int64", NULL, NULL}, NULL, "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"T:int64", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"T:int64", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"T:int64", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"T:int64", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"T:int64", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"SOFTMAX", {"T:float32", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"T:float32", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"T:float32", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"T:float32", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"T:float32", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"SOFTMAX", {"T:float64", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"T:float64", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"T:float64", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"T:float64", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"T:float64", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"Z:bool", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"Z:bool", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"Z:bool", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"Z:bool", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"Z:bool", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"Z:int32", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"Z:int32", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"Z:int32", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"Z:int32", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"Z:int32", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"Z:int64", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"Z:int64", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"Z:int64", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"Z:int64", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"Z:int64", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"SOFTMAX", {"Z:float32", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"Z:float32", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"Z:float32", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"Z:float32", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"Z:float32", NULL, NULL}, "float64", "float64"},
+    {"SOFTMAX", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"SOFTMAX", {"Z:float64", NULL, NULL}, "bool", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"SOFTMAX", {"Z:float64", NULL, NULL}, "int32", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"SOFTMAX", {"Z:float64", NULL, NULL}, "int64", "error"},  /* "softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"SOFTMAX", {"Z:float64", NULL, NULL}, "float32", "float32"},
+    {"SOFTMAX", {"Z:float64", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"T:bool", NULL, NULL}, NULL, "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"T:bool", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"T:bool", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"T:bool", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"T:bool", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"T:bool", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"T:int32", NULL, NULL}, NULL, "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"T:int32", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"T:int32", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"T:int32", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"T:int32", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"T:int32", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"T:int64", NULL, NULL}, NULL, "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"T:int64", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"T:int64", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"T:int64", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"T:int64", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"T:int64", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG_SOFTMAX", {"T:float32", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"T:float32", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"T:float32", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"T:float32", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"T:float32", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG_SOFTMAX", {"T:float64", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"T:float64", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"T:float64", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"T:float64", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"T:float64", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"Z:bool", NULL, NULL}, NULL, "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"Z:bool", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"Z:bool", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"Z:bool", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"Z:bool", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"Z:bool", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"Z:int32", NULL, NULL}, NULL, "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"Z:int32", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"Z:int32", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"Z:int32", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"Z:int32", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"Z:int32", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"Z:int64", NULL, NULL}, NULL, "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"Z:int64", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"Z:int64", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"Z:int64", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"Z:int64", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"Z:int64", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"LOG_SOFTMAX", {"Z:float32", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"Z:float32", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"Z:float32", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"Z:float32", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"Z:float32", NULL, NULL}, "float64", "float64"},
+    {"LOG_SOFTMAX", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LOG_SOFTMAX", {"Z:float64", NULL, NULL}, "bool", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Bool' */
+    {"LOG_SOFTMAX", {"Z:float64", NULL, NULL}, "int32", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Int' */
+    {"LOG_SOFTMAX", {"Z:float64", NULL, NULL}, "int64", "error"},  /* "log_softmax_lastdim_kernel_impl" not implemented for 'Long' */
+    {"LOG_SOFTMAX", {"Z:float64", NULL, NULL}, "float32", "float32"},
+    {"LOG_SOFTMAX", {"Z:float64", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"T:bool", NULL, NULL}, NULL, "int64"},
+    {"PROD", {"T:bool", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"T:bool", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"T:bool", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"T:bool", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"T:bool", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"T:int32", NULL, NULL}, NULL, "int64"},
+    {"PROD", {"T:int32", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"T:int32", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"T:int32", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"T:int32", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"T:int32", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"PROD", {"T:int64", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"T:int64", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"T:int64", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"T:int64", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"T:int64", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"PROD", {"T:float32", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"T:float32", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"T:float32", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"T:float32", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"T:float32", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"PROD", {"T:float64", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"T:float64", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"T:float64", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"T:float64", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"T:float64", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"Z:bool", NULL, NULL}, NULL, "int64"},
+    {"PROD", {"Z:bool", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"Z:bool", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"Z:bool", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"Z:bool", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"Z:bool", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"Z:int32", NULL, NULL}, NULL, "int64"},
+    {"PROD", {"Z:int32", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"Z:int32", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"Z:int32", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"Z:int32", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"Z:int32", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"PROD", {"Z:int64", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"Z:int64", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"Z:int64", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"Z:int64", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"Z:int64", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"PROD", {"Z:float32", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"Z:float32", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"Z:float32", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"Z:float32", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"Z:float32", NULL, NULL}, "float64", "float64"},
+    {"PROD", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"PROD", {"Z:float64", NULL, NULL}, "bool", "bool"},
+    {"PROD", {"Z:float64", NULL, NULL}, "int32", "int32"},
+    {"PROD", {"Z:float64", NULL, NULL}, "int64", "int64"},
+    {"PROD", {"Z:float64", NULL, NULL}, "float32", "float32"},
+    {"PROD", {"Z:float64", NULL, NULL}, "float64", "float64"},
+    {"AMIN", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"AMIN", {"T:int32", NULL, NULL}, NULL, "int32"},
+    {"AMIN", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"AMIN", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"AMIN", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"AMIN", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"AMIN", {"Z:int32", NULL, NULL}, NULL, "int32"},
+    {"AMIN", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"AMIN", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"AMIN", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"ANY", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ANY", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"T:bool", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"T:int32", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"T:int64", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"T:float32", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"T:float64", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"Z:bool", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"Z:int32", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"Z:int64", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"Z:float32", NULL, NULL}, NULL, "bool"},
+    {"ALL", {"Z:float64", NULL, NULL}, NULL, "bool"},
+    {"ARGMAX", {"T:bool", NULL, NULL}, NULL, "error"},  /* argmax(): does not support bool input */
+    {"ARGMAX", {"T:int32", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"T:float32", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"T:float64", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"Z:bool", NULL, NULL}, NULL, "error"},  /* argmax(): does not support bool input */
+    {"ARGMAX", {"Z:int32", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"Z:float32", NULL, NULL}, NULL, "int64"},
+    {"ARGMAX", {"Z:float64", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"T:bool", NULL, NULL}, NULL, "error"},  /* argmin(): does not support bool input */
+    {"ARGMIN", {"T:int32", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"T:int64", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"T:float32", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"T:float64", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"Z:bool", NULL, NULL}, NULL, "error"},  /* argmin(): does not support bool input */
+    {"ARGMIN", {"Z:int32", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"Z:int64", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"Z:float32", NULL, NULL}, NULL, "int64"},
+    {"ARGMIN", {"Z:float64", NULL, NULL}, NULL, "int64"},
+    {"VAR", {"T:bool", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"VAR", {"T:int32", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"VAR", {"T:int64", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"VAR", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"VAR", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"VAR", {"Z:bool", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"VAR", {"Z:int32", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"VAR", {"Z:int64", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"VAR", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"VAR", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"STD", {"T:bool", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"STD", {"T:int32", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"STD", {"T:int64", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"STD", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"STD", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"STD", {"Z:bool", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"STD", {"Z:int32", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"STD", {"Z:int64", NULL, NULL}, NULL, "error"},  /* std and var only support floating point and complex dtypes */
+    {"STD", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"STD", {"Z:float64", NULL, NULL}, NULL, "float64"},
+    {"LOGSUMEXP", {"T:bool", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"T:int32", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"T:int64", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"T:float32", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"T:float64", NULL, NULL}, NULL, "float64"},
+    {"LOGSUMEXP", {"Z:bool", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"Z:int32", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"Z:int64", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"Z:float32", NULL, NULL}, NULL, "float32"},
+    {"LOGSUMEXP", {"Z:float64", NULL, NULL}, NULL, "float64"},
 };
 /* torch.promote_types over every dtype of graph.h's WK_DTYPE_TABLE */
 typedef struct { const char *a, *b, *result; } PromoteTypesRow;

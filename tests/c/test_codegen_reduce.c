@@ -5,6 +5,79 @@
  * compiled, run and compared with plain C references. */
 #include "test_codegen_util.h"
 
+/* The SOFTMAX op decomposes in the lower layer: two internal reduction
+ * buffers (row max, row sum) before the node's own pointwise buffer; the
+ * same three kernels as the hand-written graph. */
+static void test_softmax_op_decomposes(void) {
+    enum { R = 17, C = 300 };
+    WkGraph *g = wk_graph_new();
+    int64_t sz[2] = {R, C};
+    int x = input_contig(g, WK_F32, 2, sz);
+    WkAttrs at = {0};
+    at.ndims = 1;
+    at.dims[0] = -1;
+    int y = wk_graph_op(g, WK_OP_SOFTMAX, &x, 1, &at);
+    CHECK(y >= 0);
+    at.dims[0] = 1;
+    int a = wk_graph_op(g, WK_OP_ARGMAX, &x, 1, &at);
+    CHECK(a >= 0);
+    wk_graph_output(g, y);
+    wk_graph_output(g, a);
+    WkLoopIR *L = wk_lower_graph(g);
+    CHECK(L != NULL);
+    if (L) {
+        CHECK_EQ_INT(L->nvalues, 3);
+        CHECK_EQ_INT(L->nbufs, 3 + 2 + 2); /* + max, sum; + max, first index */
+        CHECK_EQ_INT(L->bufs[1].kind, WK_LBUF_REDUCTION);
+        CHECK_EQ_INT(L->bufs[1].value, -1);
+        CHECK_EQ_INT(L->bufs[L->value_buf[y]].kind, WK_LBUF_POINTWISE);
+        CHECK(wk_lower_check(L) == 0);
+        wk_lower_free(L);
+    }
+    WkProgram *p = compile_or_report(g);
+    CHECK(p != NULL);
+    if (!p) goto done;
+    float *xd = malloc(sizeof(float) * R * C);
+    fill_f32(xd, R * C, -20, 20);
+    xd[2 * C + 5] = NAN; /* argmax of a row with NaN: the NaN's index */
+    xd[4 * C + 9] = 50.0f;
+    xd[4 * C + 200] = 50.0f; /* ties: the first */
+    Built b;
+    CHECK(build_program(p, &b) == 0);
+    if (b.fn) {
+        void *ins[1] = {xd};
+        Bufs bufs;
+        bufs_alloc(p, &bufs, ins);
+        b.fn(bufs.ptr);
+        const float *o = out_ptr(p, &bufs, 0);
+        const int64_t *ai = out_ptr(p, &bufs, 1);
+        int bad = 0;
+        for (int i = 0; i < R; i++) {
+            double m = -INFINITY, sum = 0;
+            int64_t am = 0;
+            int nan = 0;
+            for (int j = 0; j < C; j++) {
+                float v = xd[i * C + j];
+                if (v != v && !nan) nan = 1, am = j;
+                if (!nan && v > m) m = v, am = j;
+            }
+            for (int j = 0; j < C; j++) sum += exp((double)xd[i * C + j] - m);
+            bad += ai[i] != am;
+            for (int j = 0; j < C && !nan; j++)
+                bad += !close_enough(o[i * C + j], exp((double)xd[i * C + j] - m) / sum, 1e-5, 1e-7);
+        }
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(ai[4], 9);
+        CHECK_EQ_INT(ai[2], 5);
+        bufs_free(&bufs);
+        unbuild(&b);
+    }
+    free(xd);
+    wk_program_free(p);
+done:
+    wk_graph_free(g);
+}
+
 static void test_softmax(void) {
     enum { R = 33, C = 257 };
     WkGraph *g = wk_graph_new();
@@ -200,6 +273,7 @@ done:
 }
 
 int main(void) {
+    test_softmax_op_decomposes();
     test_softmax();
     test_dtypes_and_empty();
     test_large();

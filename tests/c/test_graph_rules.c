@@ -68,7 +68,7 @@ static void test_dtypes(void) {
     CHECK(wk_dtype_is_integral(WK_U8) && !wk_dtype_is_integral(WK_BOOL) && !wk_dtype_is_integral(WK_F16));
     CHECK(wk_dtype_supported(WK_BOOL) && wk_dtype_supported(WK_I32) && wk_dtype_supported(WK_I64) &&
           wk_dtype_supported(WK_F32) && wk_dtype_supported(WK_F64));
-    CHECK(!wk_dtype_supported(WK_F16) && !wk_dtype_supported(WK_BF16) && !wk_dtype_supported(WK_U8));
+    CHECK(wk_dtype_supported(WK_F16) && wk_dtype_supported(WK_BF16) && wk_dtype_supported(WK_U8) && !wk_dtype_supported((WkDType)77));
     int bad = 0, n = (int)(sizeof promote_types_rows / sizeof *promote_types_rows);
     for (int i = 0; i < n; i++) {
         const PromoteTypesRow *r = &promote_types_rows[i];
@@ -110,7 +110,10 @@ static void test_promotion_table(void) {
         wk_error_clear();
         int out = op < 0 ? -1 : wk_graph_op(g, (WkOp)op, in, nin, &at);
         const char *got = out < 0 ? "error" : wk_dtype_name(wk_graph_value(g, out)->dtype);
-        if (strcmp(got, r->result) != 0) {
+        /* integer fmod/remainder/floor_divide by a tensor: refused on purpose
+         * (torch raises per element on zero divisors), the op runs in torch */
+        int refused = out < 0 && strstr(wk_error_get(), "integer division by a tensor") != NULL;
+        if (strcmp(got, r->result) != 0 && !refused) {
             fprintf(stderr, "%s(%s, %s, %s; dtype=%s): wick %s (%s), torch %s\n", r->op, r->args[0],
                     r->args[1] ? r->args[1] : "-", r->args[2] ? r->args[2] : "-",
                     r->attr_dtype ? r->attr_dtype : "-", got, wk_error_get(), r->result);
@@ -307,9 +310,8 @@ static void test_reduce(void) {
     CHECK_EQ_INT(op1(g, WK_OP_MEAN, xi, &at), -1);
     CHECK_STR_CONTAINS(wk_error_get(), "Input dtype must be either a floating point or complex dtype. Got: Int");
     at.has_dtype = 1;
-    at.dtype = WK_F16;
-    CHECK_EQ_INT(op1(g, WK_OP_SUM, x, &at), -1);
-    CHECK_STR_CONTAINS(wk_error_get(), "float16 is not supported");
+    at.dtype = WK_F16; /* 16-bit floats are stored as such and computed in float32 */
+    CHECK_EQ_INT(wk_graph_value(g, op1(g, WK_OP_SUM, x, &at))->dtype, WK_F16);
     wk_graph_free(g);
 }
 
@@ -333,16 +335,15 @@ static void test_special_rules(void) {
     CHECK_STR_CONTAINS(wk_error_get(), "Boolean inputs not supported for relu");
     CHECK_EQ_INT(op2(g, WK_OP_SUB, xb, xb), -1);
     CHECK_STR_CONTAINS(wk_error_get(), "with two bool tensors is not supported");
-    /* CONVERT and SCALAR take their dtype from the attrs; unsupported dtypes refuse */
+    /* CONVERT and SCALAR take their dtype from the attrs; invalid dtypes refuse */
     WkAttrs at = {0};
     at.dtype = WK_I32;
     int v = op1(g, WK_OP_CONVERT, xf, &at);
     CHECK(v >= 0 && wk_graph_value(g, v)->dtype == WK_I32 && SHAPE(wk_graph_value(g, v), 3));
     at.dtype = WK_F16;
-    CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
-    CHECK_STR_CONTAINS(wk_error_get(), "CONVERT: dtype float16 is not supported");
+    CHECK_EQ_INT(wk_graph_value(g, op1(g, WK_OP_CONVERT, xf, &at))->dtype, WK_F16);
     at.dtype = WK_BF16;
-    CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
+    CHECK_EQ_INT(wk_graph_value(g, op1(g, WK_OP_CONVERT, xf, &at))->dtype, WK_BF16);
     at.dtype = (WkDType)77;
     CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, &at), -1);
     CHECK_EQ_INT(op1(g, WK_OP_CONVERT, xf, NULL), -1);
@@ -373,9 +374,8 @@ static void test_inputs(void) {
     CHECK_EQ_INT(wk_graph_input(g, WK_F32, CPU, 9, s9, NULL, 0, "L['x']"), -1);
     CHECK_STR_CONTAINS(wk_error_get(), "rank 9");
     CHECK(wk_graph_input(g, WK_F32, CPU, 8, s9, NULL, 0, "L['x']") >= 0);
-    CHECK_EQ_INT(wk_graph_input(g, WK_F16, CPU, 1, s3, NULL, 0, "L['h']"), -1);
-    CHECK_STR_CONTAINS(wk_error_get(), "float16");
-    CHECK_EQ_INT(wk_graph_input(g, WK_U8, CPU, 1, s3, NULL, 0, "L['u']"), -1);
+    CHECK_EQ_INT(wk_graph_input(g, (WkDType)77, CPU, 1, s3, NULL, 0, "L['h']"), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "invalid dtype");
     CHECK_EQ_INT(wk_graph_input(g, WK_F32, CPU, 1, (int64_t[]){-1}, NULL, 0, "L['n']"), -1);
     CHECK_EQ_INT(wk_graph_input(g, WK_F32, CPU, -1, NULL, NULL, 0, "L['n']"), -1);
     CHECK_EQ_INT(wk_graph_ninputs(g), 1);

@@ -27,7 +27,7 @@ static void test_hash_consing(void) {
     CHECK(wk_lower_const_f(L, WK_F32, NAN) == wk_lower_const_f(L, WK_F32, -NAN));
     CHECK(wk_lower_const_f(L, WK_F32, 0.0) != wk_lower_const_f(L, WK_F32, -0.0));
     /* the node's body is NEG(LOAD x[i0, i1]) */
-    const WkLExpr *body = L->bufs[y].body;
+    const WkLExpr *body = L->bufs[L->value_buf[y]].body;
     CHECK(body->op == WK_LX_NEG && body->a[0] == a);
     CHECK(wk_lower_check(L) == 0);
     wk_lower_free(L);
@@ -46,7 +46,7 @@ static void test_broadcast_and_inline(void) {
     CHECK(L != NULL);
     if (!L) goto done;
     CHECK(wk_lower_check(L) == 0);
-    const WkLExpr *body = L->bufs[s].body;
+    const WkLExpr *body = L->bufs[L->value_buf[s]].body;
     CHECK_EQ_INT(body->op, WK_LX_ADD);
     /* e is [5, 1]: its load from the [5, 7] add reads index (i0, 0) */
     const WkLExpr *le = body->a[0]->buf == e ? body->a[0] : body->a[1];

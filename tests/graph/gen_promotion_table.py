@@ -42,13 +42,43 @@ BINARY = {  # ops.def name -> how Python code spells it (operators take scalars 
     "GT": lambda a, b: a > b,
     "GE": lambda a, b: a >= b,
 }
+F = torch.nn.functional
+BINARY.update({
+    "ATAN2": torch.atan2, "FMOD": torch.fmod, "REMAINDER": torch.remainder,
+    "FLOOR_DIVIDE": torch.floor_divide, "BITWISE_AND": torch.bitwise_and, "BITWISE_OR": torch.bitwise_or,
+    "BITWISE_XOR": torch.bitwise_xor, "LOGICAL_AND": torch.logical_and, "LOGICAL_OR": torch.logical_or,
+    "LOGICAL_XOR": torch.logical_xor, "CLAMP_MIN": torch.clamp_min, "CLAMP_MAX": torch.clamp_max,
+    "LEAKY_RELU": F.leaky_relu, "ELU": F.elu,
+})
 UNARY = {
     "NEG": torch.neg, "ABS": torch.abs, "RELU": torch.relu, "EXP": torch.exp, "LOG": torch.log,
     "SQRT": torch.sqrt, "SIGMOID": torch.sigmoid, "TANH": torch.tanh,
 }
-REDUCE = {"SUM": torch.sum, "MEAN": torch.mean, "AMAX": torch.amax}
-TAKES_DTYPE = {"SUM", "MEAN"}
-SKIPPED = {"SCALAR", "CONVERT"}  # no promotion: their dtype is the attribute
+for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf",
+              "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2", "rsqrt", "reciprocal", "square",
+              "floor", "ceil", "round", "trunc", "frac", "sign", "bitwise_not", "logical_not", "isnan",
+              "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num"]:
+    UNARY[_name.upper()] = getattr(torch, _name)
+UNARY.update({"GELU": F.gelu, "GELU_TANH": lambda x: F.gelu(x, approximate="tanh"), "SILU": F.silu,
+              "MISH": F.mish, "RELU6": F.relu6, "HARDSWISH": F.hardswish, "HARDSIGMOID": F.hardsigmoid})
+TERNARY = {  # third-and-later arguments from a smaller set of kinds
+    "CLAMP": torch.clamp, "MASKED_FILL": lambda x, m, v: torch.masked_fill(x, m, v),
+    "SOFTPLUS": F.softplus, "HARDTANH": F.hardtanh, "LERP": torch.lerp, "ADDCMUL": torch.addcmul,
+    "ADDCDIV": torch.addcdiv,
+}
+# the shape rows below draw from this set (a fixed seed: adding ops must not reshuffle them)
+SHAPE_REDUCE = {"SUM": torch.sum, "MEAN": torch.mean, "AMAX": torch.amax}
+REDUCE = dict(SHAPE_REDUCE)
+REDUCE.update({
+    "PROD": torch.prod, "AMIN": torch.amin, "ANY": torch.any, "ALL": torch.all, "ARGMAX": torch.argmax,
+    "ARGMIN": torch.argmin, "VAR": torch.var, "STD": torch.std,
+    "LOGSUMEXP": lambda x: torch.logsumexp(x, 0),
+    "SOFTMAX": lambda x, dtype=None: torch.softmax(x, 0, dtype=dtype),
+    "LOG_SOFTMAX": lambda x, dtype=None: torch.log_softmax(x, 0, dtype=dtype),
+})
+TAKES_DTYPE = {"SUM", "MEAN", "PROD", "SOFTMAX", "LOG_SOFTMAX"}
+SKIPPED = {"SCALAR", "CONVERT",  # no promotion: their dtype is the attribute
+           "LAYER_NORM"}  # needs its normalized dims; tests/lower/test_ops_breadth.py checks it
 
 
 def op_rows():
@@ -93,7 +123,7 @@ def outcome(fn, *args, **kw):
     the graph keeps such nodes for decompositions)."""
     try:
         r = fn(*args, **kw)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: Python-side argument checks (hardtanh)
         return None
     except (RuntimeError, IndexError) as e:
         return "error", str(e).splitlines()[0][:100]
@@ -125,6 +155,14 @@ def generate():
                 for dt in [None] + (DTYPES if name in TAKES_DTYPE else []):
                     kw = {"dtype": getattr(torch, dt)} if dt else {}
                     add(name, [a], dt, outcome(REDUCE[name], make(a), **kw))
+        elif name in TERNARY:
+            second = ["T:bool"] if name == "MASKED_FILL" else ["T:float32", "T:int64", "Z:int32", "S:float", "S:int"]
+            third = ["Z:float64", "Z:int64", "S:float", "S:int", "S:bool"] if name == "MASKED_FILL" else \
+                ["T:float32", "T:int32", "Z:float64", "S:float", "S:int"]
+            for a in kinds(with_scalars=False):
+                for b in second:
+                    for c in third:
+                        add(name, [a, b, c], None, outcome(TERNARY[name], make(a), make(b), make(c)))
         elif name == "WHERE":
             for c in ["T:bool", "Z:bool", "T:float32", "T:int64"]:
                 for a in kinds():
@@ -159,7 +197,7 @@ def shape_rows():
         bcast.append((a, b, run(lambda: torch.zeros(a) + torch.zeros(b))))
     reduce = []
     for _ in range(400):
-        name = rnd.choice(sorted(REDUCE))
+        name = rnd.choice(sorted(SHAPE_REDUCE))
         a = shape()
         r = max(len(a), 1)
         dims = tuple(rnd.randint(-r - 1, r) for _ in range(rnd.randint(0, min(len(a), 3))))

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Kernel benchmark, one process: eager vs inductor vs torch.compile(backend="wick")
+on memory-bound kernels, with this machine's copy bandwidth measured in the
+same run (so "% of bandwidth" compares like with like).
+
+    python bench/kernels.py [--rows R --cols C] [--repeats N] [--out DIR]
+
+Kernels (float32, R x C, default 4096 x 4096):
+  pointwise  ((x * 1.5 + 0.5).relu() - y).sigmoid() * y    reads 2, writes 1 tensor
+  softmax    torch.softmax(x, -1)                          reads 1, writes 1 (+ row stats)
+  layer_norm F.layer_norm(x, (C,), w, b)                   reads 1, writes 1 (+ row stats)
+  sum_rows   x.sum(-1) (reduce the contiguous axis)        reads 1
+  sum_cols   x.sum(0)  (reduce the strided axis)           reads 1
+  copy       out.copy_(x) into a preallocated tensor: the bandwidth reference (eager)
+
+Bandwidth figures count the bytes each kernel must move at least once (its
+inputs read once, its output written once), over the median time.
+Writes results.json and report.md to DIR (default bench/results/<date>-cpu<N>-kernels).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rows", type=int, default=4096)
+    p.add_argument("--cols", type=int, default=4096)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--out")
+    a = p.parse_args()
+    import torch
+    import torch.nn.functional as F
+
+    import wick  # noqa: F401  (registers backend="wick")
+    from wick import backends
+
+    R, C = a.rows, a.cols
+    torch.manual_seed(0)
+    x, y = torch.randn(R, C), torch.randn(R, C)
+    w, b = torch.randn(C), torch.randn(C)
+    nb = R * C * 4
+    kernels = {
+        "pointwise": (lambda x, y: ((x * 1.5 + 0.5).relu() - y).sigmoid() * y, (x, y), 3 * nb),
+        "softmax": (lambda x: torch.softmax(x, -1), (x,), 2 * nb),
+        "layer_norm": (lambda x, w, b: F.layer_norm(x, (C,), w, b), (x, w, b), 2 * nb),
+        "sum_rows": (lambda x: x.sum(-1), (x,), nb),
+        "sum_cols": (lambda x: x.sum(0), (x,), nb),
+    }
+
+    def timeit(fn, args):
+        fn(*args)
+        n = max(1, int(0.05 / max(1e-6, _once(fn, args))))
+        samples = []
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn(*args)
+            samples.append((time.perf_counter() - t0) / n)
+        return statistics.median(samples)
+
+    def _once(fn, args):
+        t0 = time.perf_counter()
+        fn(*args)
+        return time.perf_counter() - t0
+
+    dst = torch.empty_like(x)
+    copy_s = timeit(lambda t, o: o.copy_(t), (x, dst))  # no allocation: the memory system alone
+    copy_gbs = 2 * nb / copy_s / 1e9
+    rows = []
+    with torch.no_grad():
+        for name, (fn, args, nbytes) in kernels.items():
+            want = fn(*args)
+            row = {"kernel": name, "bytes": nbytes, "eager_s": timeit(fn, args)}
+            for comp in ("inductor", "wick"):
+                torch._dynamo.reset()
+                n0 = len(backends.fallback_reasons)
+                g0 = len(backends.compiled_graphs)
+                t0 = time.perf_counter()
+                cf = torch.compile(fn, backend=comp)
+                got = cf(*args)
+                row[f"{comp}_compile_s"] = round(time.perf_counter() - t0, 3)
+                ok = torch.allclose(got, want, rtol=1e-4, atol=1e-4)
+                fell = comp == "wick" and len(backends.fallback_reasons) > n0
+                ext = {k: v for i in backends.compiled_graphs[g0:] for k, v in i["externs"].items()} if comp == "wick" else {}
+                row[f"{comp}_s"] = timeit(cf, args) if ok and not fell else None
+                row[f"{comp}_note"] = "fallback" if fell else "wrong" if not ok else ("externs " + str(ext)) if ext else ""
+            for comp in ("eager", "inductor", "wick"):
+                t = row[f"{comp}_s"]
+                row[f"{comp}_gbs"] = round(nbytes / t / 1e9, 2) if t else None
+                row[f"{comp}_pct_copy_bw"] = round(100 * nbytes / t / 1e9 / copy_gbs, 1) if t else None
+            rows.append(row)
+    doc = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+           "cpus": os.cpu_count(), "threads": torch.get_num_threads(), "rows": R, "cols": C,
+           "copy_gbs": round(copy_gbs, 2), "command": " ".join(["python", "bench/kernels.py"] + sys.argv[1:]),
+           "kernels": rows}
+    out = a.out or os.path.join(ROOT, "bench", "results", time.strftime("%Y-%m-%d") + f"-cpu{os.cpu_count()}-kernels")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    lines = [f"# Kernels, {R} x {C} float32, {doc['threads']} threads, torch {doc['torch']}",
+             "", f"Command: `{doc['command']}`. Copy bandwidth (out.copy_(x), eager) measured in the same run: "
+             f"{doc['copy_gbs']} GB/s. Times are medians; % is of that copy bandwidth.", "",
+             "| kernel | eager ms | inductor ms | wick ms | wick % bw | inductor % bw | wick/inductor | wick compile s | inductor compile s | note |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        def ms(v):
+            return f"{v * 1e3:.2f}" if v else "-"
+        ratio = f"{r['wick_s'] / r['inductor_s']:.2f}" if r["wick_s"] and r["inductor_s"] else "-"
+        lines.append(f"| {r['kernel']} | {ms(r['eager_s'])} | {ms(r['inductor_s'])} | {ms(r['wick_s'])} | "
+                     f"{r['wick_pct_copy_bw']} | {r['inductor_pct_copy_bw']} | {ratio} | {r['wick_compile_s']} | "
+                     f"{r['inductor_compile_s']} | {r['wick_note']} |")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

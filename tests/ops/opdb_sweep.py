@@ -1,0 +1,395 @@
+"""Op sweep: every op of torch's own op database (op_db), every sample input,
+run through torch.compile(fn, backend="wick") and compared with eager.
+
+Per op and dtype, each sample counts as one of:
+  pass      wick compiled every graph natively (no extern call into ATen) and
+            the result matches eager
+  extern    wick compiled it, with some ops as extern calls into PyTorch's own
+            kernels (correct, not native: counted apart, never as pass)
+  wrong     wick compiled it and the result differs from eager (must be 0)
+  fallback  some graph ran eagerly because wick declined it (reason recorded)
+  error     torch.compile itself raised (dynamo, or wick raising where eager did not)
+  nograph   dynamo handed wick no graph (nothing to compile: not counted as compiled)
+Samples where eager raises, or gives different results on two runs (random
+ops), are skipped and not counted.
+
+Dtypes: float32, plus one 16-bit (bfloat16, else float16) and one integer
+(int64, else int32) dtype where the op supports them.
+
+Full sweep (writes the baseline the test compares with):
+    python tests/ops/opdb_sweep.py --jobs 2 --write tests/ops/opdb_baseline.json
+Options: --ops a,b,c  only these ops; --max-samples N per op and dtype (0: all);
+--inductor  also run inductor on the same samples (slow), for "wick passes X%
+of the samples inductor passes".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+DEFAULT_MAX_SAMPLES = 6
+OUTCOMES = ("pass", "extern", "wrong", "fallback", "error", "nograph")
+LETTER = {"pass": "P", "extern": "E", "wrong": "W", "fallback": "F", "error": "X", "nograph": "N"}
+
+# Ops whose results are uninitialised memory: nothing to compare.
+UNINITIALISED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
+
+TOL = {  # (rtol, atol) by dtype name; libmvec is within 4 ulp, reductions add
+    "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7),
+    "bfloat16": (1.6e-2, 1e-2), "float16": (1e-3, 1e-3),
+}
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def sweep_dtypes(op):
+    torch = _torch()
+    supported = op.supported_dtypes("cpu")
+    out = []
+    if torch.float32 in supported:
+        out.append(torch.float32)
+    for dt in (torch.bfloat16, torch.float16):
+        if dt in supported:
+            out.append(dt)
+            break
+    for dt in (torch.int64, torch.int32):
+        if dt in supported:
+            out.append(dt)
+            break
+    return out
+
+
+def _flatten(value, tensors):
+    torch = _torch()
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return ("__tensor__", len(tensors) - 1)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return ("__tuple__", [_flatten(v, tensors) for v in value])
+    if isinstance(value, list):
+        return ("__list__", [_flatten(v, tensors) for v in value])
+    if isinstance(value, dict):
+        return ("__dict__", {k: _flatten(v, tensors) for k, v in value.items()})
+    return ("__const__", value)
+
+
+def _rebuild(spec, ts):
+    kind, v = spec
+    if kind == "__tensor__":
+        return ts[v]
+    if kind == "__tuple__":
+        return tuple(_rebuild(x, ts) for x in v)
+    if kind == "__list__":
+        return [_rebuild(x, ts) for x in v]
+    if kind == "__dict__":
+        return {k: _rebuild(x, ts) for k, x in v.items()}
+    return v
+
+
+def sample_fn(op, sample):
+    """(fn, tensors): fn(*tensors) calls the op on the sample with every
+    tensor of the sample passed as an argument (never a constant of the graph)."""
+    tensors = []
+    spec = _flatten((sample.input, tuple(sample.args), dict(sample.kwargs)), tensors)
+    callee = op.op
+
+    def fn(*ts):
+        inp, args, kwargs = _rebuild(spec, ts)
+        return callee(inp, *args, **kwargs)
+
+    return fn, tensors
+
+
+def _clone(ts):
+    return [t.clone() for t in ts]
+
+
+def _leaves(x, out):
+    torch = _torch()
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _leaves(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _leaves(v, out)
+    else:
+        out.append(x)
+    return out
+
+
+def same(got, want):
+    """None if equal within the dtype's tolerance, else a short reason."""
+    torch = _torch()
+    g, w = _leaves(got, []), _leaves(want, [])
+    if len(g) != len(w):
+        return f"{len(g)} results, eager {len(w)}"
+    for a, b in zip(g, w):
+        if isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return f"{type(a).__name__} where eager gives a tensor"
+            if a.dtype != b.dtype or a.shape != b.shape:
+                return f"{a.dtype}{list(a.shape)} vs eager {b.dtype}{list(b.shape)}"
+            name = str(b.dtype).replace("torch.", "")
+            rtol, atol = TOL.get(name, (0, 0))
+            try:
+                torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=True, check_stride=False)
+            except AssertionError as exc:
+                return str(exc).strip().splitlines()[0][:200]
+        elif a != b and not (a != a and b != b):
+            return f"{a!r} vs eager {b!r}"
+    return None
+
+
+class Counting:
+    """A torch.compile backend around wick's: counts graphs handed to wick,
+    graphs (or parts) that wick ran eagerly, and extern calls in what it
+    compiled (wick.backends.compiled_graphs records native/extern counts)."""
+
+    def __init__(self):
+        from wick import backends
+
+        self.backends = backends
+        self.graphs = self.fallbacks = 0
+        self.reasons = []
+        self.first_info = len(backends.compiled_graphs)
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        n = len(self.backends.fallback_reasons)
+        fn = self.backends.wick_backend(gm, example_inputs)
+        if len(self.backends.fallback_reasons) > n:
+            self.fallbacks += 1
+            self.reasons.extend(self.backends.fallback_reasons[n:])
+        return fn
+
+    def externs(self):
+        """{extern name: count} over the graphs wick compiled since creation."""
+        out = {}
+        for info in self.backends.compiled_graphs[self.first_info:]:
+            for k, v in info.get("externs", {}).items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+
+def closer_to_float64(fn, ts, got, want):
+    """For 16-bit float results (which wick computes in float32 without
+    rounding between ops, as inductor does): whether wick's result is at
+    least as close to a float64 reference as eager's, the rule PyTorch's own
+    compiler benchmarks apply (torch._dynamo.utils.same with fp64_ref)."""
+    torch = _torch()
+    g, w = _leaves(got, []), _leaves(want, [])
+    if not any(isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16) for t in w):
+        return False
+    try:
+        ref = _leaves(fn(*[t.double() if t.is_floating_point() else t.clone() for t in ts]), [])
+    except Exception:
+        return False
+    if len(ref) != len(w):
+        return False
+    for a, b, r in zip(g, w, ref):
+        if not isinstance(b, torch.Tensor) or not isinstance(r, torch.Tensor) or a.shape != b.shape:
+            return False
+        if a.dtype != b.dtype:
+            return False
+        if not b.is_floating_point():
+            if not torch.equal(a, b):
+                return False
+            continue
+        fin = torch.isfinite(r)
+        if not torch.equal(torch.isnan(a), torch.isnan(b)):
+            return False
+        ea = (a.double() - r).abs()[fin].max().item() if fin.any() else 0.0
+        eb = (b.double() - r).abs()[fin].max().item() if fin.any() else 0.0
+        if ea > max(2.0 * eb, 1e-5):
+            return False
+    return True
+
+
+def run_sample(op, sample, inductor=False):
+    """(outcome, detail) for wick, and inductor's outcome (or None)."""
+    torch = _torch()
+    if op.name in UNINITIALISED:
+        return "skip", "uninitialised memory", None
+    fn, ts = sample_fn(op, sample)
+    try:
+        want = fn(*_clone(ts))
+        again = fn(*_clone(ts))
+    except Exception:
+        return "skip", "eager raises", None
+    if same(again, want) is not None:
+        return "skip", "eager is not deterministic", None
+    torch._dynamo.reset()
+    backend = Counting()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = torch.compile(fn, backend=backend)(*_clone(ts))
+    except Exception as exc:
+        outcome, detail = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    else:
+        ext = backend.externs()
+        if backend.fallbacks:
+            outcome, detail = "fallback", backend.reasons[0][:200]
+        elif backend.graphs == 0:
+            outcome, detail = "nograph", ""
+        else:
+            why = same(got, want)
+            if why is not None and closer_to_float64(fn, ts, got, want):
+                why = None
+            if why is not None:
+                outcome, detail = "wrong", why
+            elif ext:
+                outcome, detail = "extern", " ".join(sorted(ext))[:200]
+            else:
+                outcome, detail = "pass", ""
+    ind = None
+    if inductor:
+        torch._dynamo.reset()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = torch.compile(fn, backend="inductor")(*_clone(ts))
+            ind = "pass" if same(got, want) is None or closer_to_float64(fn, ts, got, want) else "wrong"
+        except Exception:
+            ind = "error"
+    return outcome, detail, ind
+
+
+def op_key(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def sweep_op(op, max_samples=DEFAULT_MAX_SAMPLES, inductor=False):
+    """{dtype: {outcome: count, ..., "details": [...]}} for one OpInfo."""
+    torch = _torch()
+    result = {}
+    for dt in sweep_dtypes(op):
+        counts = {k: 0 for k in OUTCOMES}
+        if inductor:
+            counts.update({"inductor_pass": 0, "both_pass": 0})
+        details = []
+        letters = []  # one letter per sample, in order: P E W F X N, or - (skipped)
+        try:
+            samples = list(op.sample_inputs("cpu", dt, requires_grad=False))
+        except Exception as exc:
+            result[str(dt).replace("torch.", "")] = {"sample_error": str(exc)[:200]}
+            continue
+        if max_samples:
+            samples = samples[:max_samples]
+        for k, sample in enumerate(samples):
+            outcome, detail, ind = run_sample(op, sample, inductor)
+            letters.append(LETTER.get(outcome, "-"))
+            if outcome == "skip":
+                continue
+            counts[outcome] += 1
+            if inductor and ind == "pass":
+                counts["inductor_pass"] += 1
+                counts["both_pass"] += outcome == "pass"
+            if outcome in ("wrong", "error") or (outcome in ("fallback", "extern") and len(details) < 3):
+                details.append(f"sample {k}: {outcome}: {detail}")
+        counts["samples"] = "".join(letters)
+        counts["details"] = details[:6]
+        result[str(dt).replace("torch.", "")] = counts
+    return result
+
+
+def all_ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+def select(ops, names):
+    if not names:
+        return ops
+    wanted = set(names)
+    return [op for op in ops if op_key(op) in wanted or op.name in wanted]
+
+
+def _worker(args):
+    names, max_samples, inductor = args
+    import torch
+
+    torch.set_num_threads(1)
+    import wick  # noqa: F401  (registers the backend)
+
+    out = {}
+    for op in select(all_ops(), names):
+        t0 = time.time()
+        try:
+            out[op_key(op)] = sweep_op(op, max_samples, inductor)
+        except Exception as exc:  # the sweep itself must not stop on one op
+            out[op_key(op)] = {"sweep_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        out[op_key(op)]["seconds"] = round(time.time() - t0, 2)
+    return out
+
+
+def totals(results):
+    t = {k: 0 for k in OUTCOMES + ("inductor_pass", "both_pass")}
+    for per_op in results.values():
+        for dt, c in per_op.items():
+            if isinstance(c, dict):
+                for k in t:
+                    t[k] += c.get(k, 0)
+    return t
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", default="", help="comma-separated op names (default: all of op_db)")
+    p.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--shard", default="", help="i/n: run only every n-th op from the i-th")
+    p.add_argument("--inductor", action="store_true")
+    p.add_argument("--write", default="", help="write the results (JSON) here")
+    a = p.parse_args(argv)
+    names = [n for n in a.ops.split(",") if n]
+    ops = select(all_ops(), names)
+    keys = [op_key(op) for op in ops]
+    if a.shard:
+        i, n = (int(x) for x in a.shard.split("/"))
+        keys = keys[i::n]
+    t0 = time.time()
+    if a.jobs > 1:
+        import multiprocessing as mp
+
+        chunks = [(keys[j::a.jobs], a.max_samples, a.inductor) for j in range(a.jobs)]
+        with mp.get_context("spawn").Pool(a.jobs) as pool:
+            parts = pool.map(_worker, chunks)
+        results = {}
+        for part in parts:
+            results.update(part)
+    else:
+        results = _worker((keys, a.max_samples, a.inductor))
+    results = {k: results[k] for k in sorted(results)}
+    import torch
+
+    doc = {
+        "torch": torch.__version__, "max_samples": a.max_samples, "ops": len(results),
+        "seconds": round(time.time() - t0, 1), "totals": totals(results), "results": results,
+    }
+    print(json.dumps(doc["totals"]), f"{doc['ops']} ops in {doc['seconds']}s")
+    if a.write:
+        with open(a.write, "w") as f:
+            json.dump(doc, f, indent=1, sort_keys=False)
+            f.write("\n")
+    return doc
+
+
+if __name__ == "__main__":
+    main()
