@@ -871,11 +871,32 @@ def _aten_compiler(which):
                 return f(*args)
 
             del placeholders
-        boxed._boxed_call = True
-        return boxed
+        return _eager_on_metadata_mismatch(gm, which, boxed)
 
     compiler.__name__ = f"wick_{which}_compiler"
     return compiler
+
+
+def _eager_on_metadata_mismatch(gm, which, boxed):
+    """An extern whose real output differs from its fake-tensor metadata (a
+    PyTorch meta function that disagrees with its kernel, e.g. batch_norm on
+    bfloat16) makes the runtime raise before any kernel reads the wrong data.
+    The graph is functional, so running it eagerly from the start gives
+    eager's result; that graph stays eager from then on, with the reason."""
+    state = {"fn": boxed}
+
+    def guarded(args):
+        try:
+            return state["fn"](args)
+        except RuntimeError as exc:
+            msg = str(exc)
+            if state["fn"] is not boxed or not msg.startswith("wick: extern") or "metadata" not in msg:
+                raise
+            state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}")
+            return state["fn"](args)
+
+    guarded._boxed_call = True
+    return guarded
 
 
 def _boxed_fallback(gm, reason):

@@ -167,6 +167,7 @@ class Counting:
         self.graphs = self.fallbacks = 0
         self.reasons = []
         self.first_info = len(backends.compiled_graphs)
+        self.first_reason = len(backends.fallback_reasons)
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
@@ -176,6 +177,14 @@ class Counting:
             self.fallbacks += 1
             self.reasons.extend(self.backends.fallback_reasons[n:])
         return fn
+
+    def note_runtime_fallbacks(self):
+        """Graphs that switched to eager while running (an extern whose output
+        contradicted its metadata) count as fallbacks too."""
+        later = self.backends.fallback_reasons[self.first_reason:]
+        if len(later) > len(self.reasons):
+            self.fallbacks += 1
+            self.reasons = list(later)
 
     def externs(self):
         """{extern name: count} over the graphs wick compiled since creation."""
@@ -242,6 +251,7 @@ def run_sample(op, sample, inductor=False):
     except Exception as exc:
         outcome, detail = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
     else:
+        backend.note_runtime_fallbacks()
         ext = backend.externs()
         if backend.fallbacks:
             outcome, detail = "fallback", backend.reasons[0][:200]

@@ -279,3 +279,30 @@ def test_permuted_layouts_fuse_and_outputs_keep_eager_strides():
     assert got[1].stride() == want[1].stride()
     assert B.fallback_reasons == []
     assert B.compiled_graphs[-1]["native"] >= 3
+
+
+def test_extern_contradicting_its_metadata_runs_that_graph_eagerly():
+    # batch_norm's meta function on bfloat16 promises float32 statistics that
+    # the CPU kernel returns in bfloat16: wick notices before any kernel reads
+    # them, runs the graph eagerly and records why, instead of failing.
+    import torch._dynamo
+
+    from wick import backends
+
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 5, 3, generator=g).bfloat16()
+    w, b = torch.rand(5, generator=g).bfloat16() + 0.5, torch.randn(5, generator=g).bfloat16()
+
+    def fn(x, rm, rv):
+        return torch.nn.functional.batch_norm(x, rm, rv, w, b, training=True) * 2
+
+    rm_e, rv_e = torch.zeros(5).bfloat16(), torch.ones(5).bfloat16()
+    want = fn(x, rm_e, rv_e)
+    n = len(backends.fallback_reasons)
+    rm_w, rv_w = torch.zeros(5).bfloat16(), torch.ones(5).bfloat16()
+    got = torch.compile(fn, backend="wick")(x, rm_w, rv_w)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(rm_w, rm_e)
+    torch.testing.assert_close(rv_w, rv_e)
+    assert any("metadata" in r for r in backends.fallback_reasons[n:])
