@@ -270,7 +270,7 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
 
 /* vals/torchfn.c */
-Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method);
+Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);
 
 /* vals/builtins.c: NULL without a reason when fn is not a builtin handled here */
 const char *cap_callable_name(PyObject *o, char *buf, size_t n);

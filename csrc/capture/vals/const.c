@@ -177,7 +177,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     Sv *res;
     PyObject *num = cap_fn_to_op ? PyDict_GetItemWithError(cap_fn_to_op, fn) : NULL;
     if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
-    if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0);
+    if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0, fn);
     if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || I->reason) return res;
     if ((res = cap_torch_query_call(I, fn, a)) != NULL || I->reason) return res;
     if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */

@@ -325,7 +325,11 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         Py_DECREF(fn);
         return r;
     }
-    return cap_call_op(I, (WkOp)op, a, fname, 1);
+    PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
+    if (!fn) return cap_py_failed(I, fname), NULL;
+    Sv *r = cap_call_op(I, (WkOp)op, a, fname, 1, fn);
+    Py_DECREF(fn);
+    return r;
 }
 
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {

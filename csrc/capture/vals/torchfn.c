@@ -88,14 +88,16 @@ static int is_one(PyObject *o) {
 }
 
 /* A call of op with bound arguments. `method` is set when called as a
- * tensor method (input is self). */
-Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method) {
+ * tensor method (input is self). `fn` (borrowed) is the torch callable the
+ * call names: arguments this op's capture rule does not model make the call
+ * an extern node of fn instead of a native node. */
+Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
     const WkOpInfo *info = wk_op_info(op);
     Sv *b[CAP_MAX_PARAMS];
     unsigned given = 0;
     if (bind(I, op, a, b, &given, fname) < 0) return NULL;
     const CapSig *sig = &cap_sigs[op];
-    int in[3];
+    int in[CAP_MAX_PARAMS];
     int any_tensor = 0;
     for (int i = 0; i < info->arity; i++) {
         Sv *s = b[i];
@@ -179,8 +181,10 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
         /* parameters past the tensor operands carry attributes this op
          * table row has no capture rule for: refuse rather than drop them */
         for (int i = info->arity; i < sig->n; i++)
-            if (given & (1u << i))
+            if (given & (1u << i)) {
+                if (fn) return cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
                 return cap_unsupported(I, "%s(): argument '%s' is not supported", fname, sig->p[i].name), NULL;
+            }
         return cap_graph_op(I, op, in, info->arity, NULL);
     }
 }
