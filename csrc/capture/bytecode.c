@@ -214,6 +214,8 @@ WkInstr *wk_bc_decode(PyCodeObject *co, int *n) {
     return out;
 }
 
+int wk_bc_ncaches(int opcode) { return opcode >= 0 && opcode < 256 ? op_caches[opcode] : 0; }
+
 int wk_bc_find(const WkInstr *instrs, int n, int offset) {
     int lo = 0, hi = n - 1;
     while (lo <= hi) {

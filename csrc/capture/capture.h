@@ -44,6 +44,8 @@ WkInstr *wk_bc_decode(PyCodeObject *co, int *n);
 const char *wk_bc_opname(int opcode); /* "LOAD_FAST"; "<N>" for unknown */
 /* Index of the WkInstr whose offset is `offset`, or -1. */
 int wk_bc_find(const WkInstr *instrs, int n, int offset);
+/* Inline cache entries that follow `opcode` in the running interpreter. */
+int wk_bc_ncaches(int opcode);
 
 /* Assembler. Emits instructions of the running interpreter's version;
  * version differences are inside the named helpers below. */

@@ -332,7 +332,8 @@ static Ins *normalise(Interp *I, const WkInstr *raw, int n) {
         o->arg = in->oparg;
         o->line = in->line;
         o->target = -1;
-        int next_start = i + 1 < n ? raw[i + 1].start : -1;
+        /* the last instruction (a loop's closing JUMP_BACKWARD) is followed by its caches only */
+        int next_start = i + 1 < n ? raw[i + 1].start : in->offset + 1 + wk_bc_ncaches(in->opcode);
         int fwd = 0, back = 0;
         switch (in->opcode) {
         case JUMP_FORWARD: o->op = N_JUMP; fwd = 1; break;
@@ -370,10 +371,6 @@ static Ins *normalise(Interp *I, const WkInstr *raw, int n) {
         default: break;
         }
         if (fwd || back) {
-            if (next_start < 0) {
-                free(out);
-                return cap_unsupported(I, "jump past the end of the code"), NULL;
-            }
             int t = find_start(raw, n, fwd ? next_start + in->oparg : next_start - in->oparg);
             if (t < 0) {
                 free(out);
@@ -966,6 +963,36 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
         case BINARY_SUBSCR:
             rc = subscript(I);
             break;
+#ifdef BINARY_SLICE
+        case BINARY_SLICE: { /* 3.12: container[start:stop], the slice built from constants */
+            Sv *stop = sv_pop(I), *start = stop ? sv_pop(I) : NULL;
+            if (!start) return NULL;
+            if (start->kind != SV_CONST || stop->kind != SV_CONST) {
+                rc = cap_unsupported(I, "slice of symbolic values");
+                break;
+            }
+            PyObject *sl = PySlice_New(start->obj, stop->obj, NULL);
+            rc = sl ? sv_push(I, sv_const_Steal(I, sl)) : cap_py_failed(I, "slice");
+            if (rc == 0) rc = subscript(I);
+            break;
+        }
+#endif
+#ifdef LOAD_SUPER_ATTR
+        case LOAD_SUPER_ATTR: { /* 3.12: super().name with the stack [super, __class__, self] */
+            Sv *self = sv_pop(I), *cls = self ? sv_pop(I) : NULL, *sup = cls ? sv_pop(I) : NULL;
+            if (!sup) return NULL;
+            if (sup->kind != SV_CONST || sup->obj != (PyObject *)&PySuper_Type || cls->kind != SV_CONST ||
+                !PyType_Check(cls->obj)) {
+                rc = cap_unsupported(I, "super() that is not the builtin or without a class");
+                break;
+            }
+            Sv *sv = sv_new(I, SV_SUPER);
+            sv->obj = Py_NewRef(cls->obj);
+            sv->self = self;
+            if ((rc = sv_push(I, sv)) == 0) rc = load_attr(I, PyTuple_GET_ITEM(names, arg >> 2), arg & 1);
+            break;
+        }
+#endif
         case STORE_SUBSCR:
             rc = store_subscr(I);
             break;
