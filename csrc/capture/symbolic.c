@@ -542,8 +542,8 @@ static int unpack(Interp *I, Sv *s, int before, int after, int star) {
     return rc;
 }
 
-/* FORMAT_VALUE on a constant: str/repr/ascii, then format() with the spec */
-static int format_value(Interp *I, int flags) {
+/* FORMAT_VALUE on a constant: str/repr/ascii, then format() with the spec (unused on 3.13) */
+__attribute__((unused)) static int format_value(Interp *I, int flags) {
     Sv *spec = (flags & 0x04) ? sv_pop(I) : NULL;
     Sv *v = sv_pop(I);
     if (!v || ((flags & 0x04) && !spec)) return -1;
@@ -996,9 +996,11 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
         case STORE_SUBSCR:
             rc = store_subscr(I);
             break;
+#ifdef FORMAT_VALUE /* 3.13 spells f-strings differently; capture supports 3.11 and 3.12 */
         case FORMAT_VALUE:
             rc = format_value(I, arg);
             break;
+#endif
         case BUILD_STRING:
             rc = build_string(I, arg);
             break;
@@ -1018,6 +1020,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
         case STORE_DEREF:
             rc = cap_deref_store(I, arg);
             break;
+#if PY_VERSION_HEX < 0x030D0000 /* 3.13: LOAD_CLOSURE is a pseudo-op assembled as LOAD_FAST */
         case LOAD_CLOSURE:
             if (arg >= F->nlocals || !F->locals[arg] || F->locals[arg]->kind != SV_CELL) {
                 rc = cap_unsupported(I, "LOAD_CLOSURE of a cell not set up");
@@ -1025,6 +1028,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             }
             rc = sv_push(I, F->locals[arg]);
             break;
+#endif
         case IMPORT_NAME:
             rc = import_name(I, PyTuple_GET_ITEM(names, arg));
             break;
