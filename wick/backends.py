@@ -418,24 +418,13 @@ class _AtenImporter:
     def try_var_mean(self, node, val):
         """aten.var_mean -> (VAR, MEAN) native nodes over one input, or None."""
         g = self.g
-        args = [self.lookup(a) for a in node.args]
-        kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
-        if not args or args[0][0] != "v" or len(args) > 2 or set(kw) - {"dim", "correction", "keepdim"}:
+        params = _var_params([self.lookup(a) for a in node.args],
+                             {k: self.lookup(v) for k, v in node.kwargs.items()})
+        if params is None:
             return None
-        if any(k != "c" for k, _ in list(args[1:]) + list(kw.values())):
-            return None
-        kw = {k: v for k, (_, v) in kw.items()}
-        dims = args[1][1] if len(args) > 1 else kw.get("dim")
-        if isinstance(dims, (list, tuple)):
-            dims = tuple(dims) or None
-        correction = kw.get("correction")
-        correction = 1 if correction is None else correction
-        if isinstance(correction, bool) or not isinstance(correction, (int, float)):
-            return None
-        keepdim = bool(kw.get("keepdim", False))
-        x = args[0][1]
+        x, dims, correction, keepdim = params
         try:
-            var = g.op("VAR", [x], dims=dims, keepdim=keepdim, correction=float(correction))
+            var = g.op("VAR", [x], dims=dims, keepdim=keepdim, correction=correction)
             mean = g.op("MEAN", [x], dims=dims, keepdim=keepdim)
         except ValueError:
             return None
@@ -597,18 +586,11 @@ class _AtenImporter:
                     return None
                 vid = g.op("GELU" if approx == "none" else "GELU_TANH", [args[0][1]])
             elif kind == "var":
-                if not args or args[0][0] != "v" or len(args) > 2 or set(kwargs) - {"dim", "correction", "keepdim"}:
+                params = _var_params(args, kwargs)
+                if params is None:
                     return None
-                kw = {k: v for k, (_, v) in kwargs.items()}
-                dims = args[1][1] if len(args) > 1 else kw.get("dim")
-                if isinstance(dims, (list, tuple)):
-                    dims = tuple(dims) or None
-                correction = kw.get("correction")
-                correction = 1 if correction is None else correction
-                if isinstance(correction, bool) or not isinstance(correction, (int, float)):
-                    return None
-                vid = g.op(op, [args[0][1]], dims=dims, keepdim=bool(kw.get("keepdim", False)),
-                           correction=float(correction))
+                x, dims, correction, keepdim = params
+                vid = g.op(op, [x], dims=dims, keepdim=keepdim, correction=correction)
             elif kind == "convert":
                 if len(args) != 2 or args[0][0] != "v" or not isinstance(args[1][1], torch.dtype):
                     return None
@@ -807,6 +789,25 @@ def _is_symbolic(torch, gm):
                 isinstance(s, torch.SymInt) for s in (*val.shape, *val.stride())):
             return True
     return False
+
+
+def _var_params(args, kwargs):
+    """aten.var / var_mean (input, dim, *, correction, keepdim), imported
+    arguments as (kind, value) pairs -> (input value, dims, correction,
+    keepdim) for wick's VAR node, or None when they are not constants it takes."""
+    if not args or args[0][0] != "v" or len(args) > 2 or set(kwargs) - {"dim", "correction", "keepdim"}:
+        return None
+    if any(k != "c" for k, _ in list(args[1:]) + list(kwargs.values())):
+        return None
+    kw = {k: v for k, (_, v) in kwargs.items()}
+    dims = args[1][1] if len(args) > 1 else kw.get("dim")
+    if isinstance(dims, (list, tuple)):
+        dims = tuple(dims) or None
+    correction = kw.get("correction")
+    correction = 1 if correction is None else correction
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        return None
+    return args[0][1], dims, float(correction), bool(kw.get("keepdim", False))
 
 
 def _compile_aten(gm, example_inputs, which, bindings=None):
