@@ -150,6 +150,34 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
         }
     }
+    if (cap_ctxvar_is(o->obj)) {
+        /* var.get / var.set / var.reset: modelled by vals/contextvar.c */
+        const char *n = PyUnicode_AsUTF8(name);
+        if (n && (strcmp(n, "get") == 0 || strcmp(n, "set") == 0 || strcmp(n, "reset") == 0)) {
+            PyObject *v = PyObject_GetAttr(o->obj, name);
+            if (!v) return cap_py_failed(I, n);
+            if (method && sv_push(I, I->null_sv) < 0) {
+                Py_DECREF(v);
+                return -1;
+            }
+            return sv_push(I, sv_const_Steal(I, v));
+        }
+    }
+    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj) &&
+        Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr) {
+        /* an instance attribute of an object pinned by identity (a global
+         * instance) holding None, a number, a string or a ContextVar: read
+         * now, guarded by identity */
+        PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+        PyObject **dp = _PyObject_GetDictPtr(o->obj);
+        PyObject *v = dp && *dp && !(d && Py_TYPE(d)->tp_descr_set) ? PyDict_GetItemWithError(*dp, name) : NULL;
+        PyErr_Clear();
+        if (v && (v == Py_None || PyBool_Check(v) || PyUnicode_CheckExact(v) || cap_ctxvar_is(v))) {
+            wk_guard_attr_is(I->guards, o->obj, name, v);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, v));
+        }
+    }
     if (PyFunction_Check(o->obj)) {
         /* what a function is made of: its code, defaults and names, pinned by
          * the function guard */
@@ -184,6 +212,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
+    if ((res = cap_ctxvar_call(I, fn, a)) != NULL || I->reason) return res;
     if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;
     if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || I->reason)) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
