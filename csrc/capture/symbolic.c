@@ -427,7 +427,8 @@ static int is_op(Interp *I, int invert) {
     if (x == y)
         same = 1;
     else if (x->kind == SV_CONST && y->kind == SV_CONST && (is_singleton(x->obj) || is_singleton(y->obj) ||
-                                                             PyType_Check(x->obj) || PyType_Check(y->obj)))
+                                                             PyType_Check(x->obj) || PyType_Check(y->obj) ||
+                                                             PyFunction_Check(x->obj) || PyFunction_Check(y->obj)))
         same = x->obj == y->obj;
     else if ((x->kind == SV_CONST && is_singleton(x->obj) && y->kind != SV_CONST && y->kind != SV_NULL) ||
              (y->kind == SV_CONST && is_singleton(y->obj) && x->kind != SV_CONST && x->kind != SV_NULL))

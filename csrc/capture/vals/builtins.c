@@ -544,6 +544,17 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         return snapshot_value(I, owner, a->pos[0]->obj, v);
     }
     if (fn == (PyObject *)&PySuper_Type) return call_super(I, a);
+    if (fn == (PyObject *)&PyType_Type && a->npos == 1 && !a->nkw) {
+        /* type(x): fixed for a constant; the guarded exact type of an object
+         * reached from an argument */
+        Sv *x = a->pos[0];
+        if (x->kind == SV_CONST) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        if (x->kind == SV_OPAQUE && x->obj && x->arg >= 0) {
+            wk_guard_type_at(I->guards, x->arg, x->path, Py_TYPE(x->obj));
+            return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        }
+        return cap_unsupported(I, "type() of a %s", sv_desc(x)), NULL;
+    }
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) == (PyObject *)&PyDict_Type) {
         int ok = 1;
         for (int i = 0; i < a->npos; i++) ok &= materializable(a->pos[i]);

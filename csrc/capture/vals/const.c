@@ -172,7 +172,11 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         PyObject **dp = _PyObject_GetDictPtr(o->obj);
         PyObject *v = dp && *dp && !(d && Py_TYPE(d)->tp_descr_set) ? PyDict_GetItemWithError(*dp, name) : NULL;
         PyErr_Clear();
-        if (v && (v == Py_None || PyBool_Check(v) || PyUnicode_CheckExact(v) || cap_ctxvar_is(v))) {
+        if (!v && d && PyDict_CheckExact(d)) v = d; /* a class-level registry dict, not shadowed */
+        if (v && (v == Py_None || PyBool_Check(v) || PyUnicode_CheckExact(v) || cap_ctxvar_is(v) ||
+                  PyDict_CheckExact(v))) {
+            /* a dict is pinned by identity; what capture reads of it is guarded
+             * item by item (cap_contains, const_subscript) */
             wk_guard_attr_is(I->guards, o->obj, name, v);
             if (method && sv_push(I, I->null_sv) < 0) return -1;
             return sv_push(I, sv_const(I, v));
@@ -219,11 +223,37 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
 }
 
 static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
+    if (k->kind == SV_CONST && PyDict_CheckExact(c->obj) && PyUnicode_CheckExact(k->obj)) {
+        /* an item of a pinned dict (a registry): guarded by identity */
+        PyObject *v = PyDict_GetItemWithError(c->obj, k->obj);
+        if (!v) {
+            if (PyErr_Occurred()) return cap_py_failed(I, "subscript"), NULL;
+            return cap_unsupported(I, "missing key of a dict (KeyError)"), NULL;
+        }
+        if (cap_tensor_type && PyObject_TypeCheck(v, cap_tensor_type))
+            return cap_unsupported(I, "a tensor held in a dict constant"), NULL;
+        wk_guard_dict_item_is(I->guards, c->obj, k->obj, v);
+        return sv_const(I, v);
+    }
     if (k->kind == SV_CONST && (PyTuple_Check(c->obj) || PyUnicode_CheckExact(c->obj)) &&
         (PyLong_CheckExact(k->obj) || PySlice_Check(k->obj))) {
         PyObject *r = PyObject_GetItem(c->obj, k->obj);
         if (!r) return cap_py_failed(I, "subscript"), NULL;
         return sv_const_Steal(I, r);
+    }
+    if (!PyType_Check(c->obj) && !PyModule_Check(c->obj) && !cap_is_plain(c->obj)) {
+        /* a pinned instance whose class defines __getitem__ in Python: inlined */
+        PyObject *n = PyUnicode_InternFromString("__getitem__");
+        PyObject *gi = n ? _PyType_Lookup(Py_TYPE(c->obj), n) : NULL;
+        if (gi && PyFunction_Check(gi)) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(c->obj), n, gi);
+            Py_DECREF(n);
+            Sv *args[2] = {c, k};
+            Args a = {args, 2, NULL, NULL, 0};
+            return cap_call(I, sv_const(I, gi), &a);
+        }
+        Py_XDECREF(n);
+        PyErr_Clear();
     }
     return cap_unsupported(I, "subscript of a %s by a %s", sv_desc(c), sv_desc(k)), NULL;
 }
