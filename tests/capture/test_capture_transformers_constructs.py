@@ -107,3 +107,32 @@ def test_is_between_functions_one_graph():
     x = torch.randn(3)
     assert_same(compiled(fn_identity_check)(x), fn_identity_check(x))
     assert len(graphs(fn_identity_check)) == 1 and not fallbacks(fn_identity_check)
+
+
+def _model_output_fn():
+    import pytest
+    T = pytest.importorskip("transformers")
+    MO = T.modeling_outputs.BaseModelOutputWithPooling
+
+    def make_output(x):
+        h = x.relu()
+        out = MO(last_hidden_state=h, pooler_output=h.sum(-1))
+        return MO(last_hidden_state=out.last_hidden_state * 2, pooler_output=out.pooler_output, hidden_states=None)
+
+    def make_output_partial(x):
+        return MO(x.sin())
+
+    return make_output, make_output_partial
+
+
+def test_model_output_rebuilt_one_graph():
+    for fn in _model_output_fn():
+        C.reset()
+        for shape in [(3, 4), (0, 4), (2, 3, 5)]:
+            x = torch.randn(shape)
+            expected, got = fn(x), compiled(fn)(x)
+            assert type(got) is type(expected) and list(got.keys()) == list(expected.keys())
+            for k in expected.keys():
+                assert_same(got[k], expected[k])
+            assert got.hidden_states is None and got.to_tuple()[0].shape == expected.to_tuple()[0].shape
+        assert graphs(fn) and not fallbacks(fn) and graphs(fn)[0]["graph_count"] == 1

@@ -178,6 +178,11 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
                (cap_dtype_type && Py_TYPE(v) == (PyTypeObject *)cap_dtype_type) || (PyTuple_CheckExact(v) && cap_is_plain(v))) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
+    } else if (PyCFunction_Check(v) && cap_is_torch_callable(v)) {
+        /* a torch builtin held as an attribute (an activation's function):
+         * compared by identity, called as a constant */
+        wk_guard_equals_at(I->guards, o->arg, path, v);
+        s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
                ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || renaming_getattribute(Py_TYPE(v))) &&
                 Py_TYPE(v)->tp_dictoffset != 0 &&
