@@ -286,6 +286,7 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
 const char *cap_callable_name(PyObject *o, char *buf, size_t n);
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a);
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a);
+Sv *cap_signature_call(Interp *I, PyObject *fn, const Args *a); /* inspect.signature(f) folded */
 
 /* vals/function.c */
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a);

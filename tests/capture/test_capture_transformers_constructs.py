@@ -136,3 +136,38 @@ def test_model_output_rebuilt_one_graph():
                 assert_same(got[k], expected[k])
             assert got.hidden_states is None and got.to_tuple()[0].shape == expected.to_tuple()[0].shape
         assert graphs(fn) and not fallbacks(fn) and graphs(fn)[0]["graph_count"] == 1
+
+
+import inspect  # noqa: E402
+
+
+class Chunked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("ids", torch.arange(4).expand(1, -1), persistent=False)
+
+    def chunk(self, h, k=1.0):
+        return self.lin(h) * k
+
+    def forward(self, x):
+        n = len(inspect.signature(self.chunk).parameters)
+        names = list(inspect.signature(helper_fn).parameters)
+        ids = self.ids.to(x.device).expand(x.shape[0], -1)
+        return self.chunk(x) * n + len(names) + ids
+
+
+def helper_fn(a, b=2, *, c=3):
+    return a
+
+
+def test_signature_and_to_same_device_one_graph():
+    C.reset()
+    torch.manual_seed(0)
+    m = Chunked().eval()
+    for shape in [(3, 4), (1, 4)]:
+        x = torch.randn(shape)
+        with torch.no_grad():
+            assert_same(compiled(Chunked.forward)(m, x), m(x))
+    assert graphs(Chunked.forward) and not fallbacks(Chunked.forward)
+    assert graphs(Chunked.forward)[0]["graph_count"] == 1

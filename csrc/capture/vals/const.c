@@ -150,6 +150,24 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
         }
     }
+    if (strcmp(Py_TYPE(o->obj)->tp_name, "Signature") == 0 && PyUnicode_CompareWithASCIIString(name, "parameters") == 0) {
+        /* a folded inspect.Signature's parameters: a dict of name -> Parameter
+         * (read-only in eager; capture only reads it) */
+        PyObject *params = PyObject_GetAttr(o->obj, name);
+        PyObject *items = params ? PyMapping_Items(params) : NULL;
+        Py_XDECREF(params);
+        if (!items) return cap_py_failed(I, "Signature.parameters");
+        Sv *d = cap_dict_new(I);
+        for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(items); i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            if (cap_dict_set(I, d, sv_const(I, PyTuple_GET_ITEM(kv, 0)), sv_const(I, PyTuple_GET_ITEM(kv, 1))) < 0)
+                d = NULL;
+        }
+        Py_DECREF(items);
+        if (!d) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, d);
+    }
     if (cap_ctxvar_is(o->obj)) {
         /* var.get / var.set / var.reset: modelled by vals/contextvar.c */
         const char *n = PyUnicode_AsUTF8(name);
@@ -215,6 +233,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
+    if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || I->reason)) return res;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if ((res = cap_ctxvar_call(I, fn, a)) != NULL || I->reason) return res;
     if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;

@@ -336,6 +336,18 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         else if (a->npos == 1 && a->nkw == 1 &&
                  PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dtype") == 0)
             dt = a->kw[0];
+        else if (a->npos == 1 && a->nkw == 1 &&
+                 PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "device") == 0)
+            dt = a->kw[0];
+        if (dt && dt->kind == SV_CONST && cap_device_type && Py_TYPE(dt->obj) == (PyTypeObject *)cap_device_type) {
+            /* x.to(device) on the device x is on: x itself, as eager returns it */
+            WkDevice dev;
+            int ok = 0;
+            if (cap_device_of(dt->obj, &dev, &ok) < 0) return cap_py_failed(I, fname), NULL;
+            if (ok && dev.type == m->device.type && (dev.type == WK_DEV_CPU || dev.index == m->device.index))
+                return self;
+            return cap_unsupported(I, "%s() to another device", fname), NULL;
+        }
         int d = dt && dt->kind == SV_CONST ? cap_dtype_of_obj(dt->obj) : -1;
         if (d < 0) return cap_unsupported(I, "%s() with arguments other than a dtype", fname), NULL;
         return cap_convert(I, self, d);
