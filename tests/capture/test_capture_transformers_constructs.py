@@ -171,3 +171,20 @@ def test_signature_and_to_same_device_one_graph():
             assert_same(compiled(Chunked.forward)(m, x), m(x))
     assert graphs(Chunked.forward) and not fallbacks(Chunked.forward)
     assert graphs(Chunked.forward)[0]["graph_count"] == 1
+
+
+def test_model_output_subscript_one_graph():
+    import pytest
+    T = pytest.importorskip("transformers")
+    MO = T.modeling_outputs.BaseModelOutputWithPooling
+
+    def index_output(x):
+        out = MO(last_hidden_state=x.cos(), pooler_output=None, hidden_states=(x, x * 2))
+        return out[0] + out[-1][1] + out["last_hidden_state"] + out[1][0]
+
+    C.reset()
+    for shape in [(3, 4), (0, 2)]:
+        x = torch.randn(shape)
+        assert_same(compiled(index_output)(x), index_output(x))
+    assert graphs(index_output) and not fallbacks(index_output)
+    assert graphs(index_output)[0]["graph_count"] == 1

@@ -72,7 +72,7 @@ def whisper():
 GPT2 = ("torch.cuda.is_current_stream_capturing() raises on a CPU-only build and transformers catches it "
         "(try/except around a call capture does not model)")
 T5 = "inlining too deep (AttentionInterface lookup through Mapping.get at depth)"
-WHISPER = "subscript of a class (_BCCacheNameMeta) in the decoder's cache set-up"
+WHISPER = "copy.deepcopy (id()) of the config in the decoder set-up"
 BLOCKERS = {
     bert: None, gpt2: GPT2, t5: T5, distilbert: None, roberta: None, vit: None,
     whisper: WHISPER,

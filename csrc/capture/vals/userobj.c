@@ -263,7 +263,34 @@ static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
     return r;
 }
 
+/* out[k] of a ModelOutput made during capture: a str key is a field that
+ * is not None; an int key indexes its non-None fields in order (to_tuple) */
+static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
+    if (o->value != 1 || k->kind != SV_CONST)
+        return cap_unsupported(I, "subscript of a %s", ((PyTypeObject *)o->obj)->tp_name), NULL;
+    Sv *d = o->self;
+    if (PyUnicode_CheckExact(k->obj)) {
+        Sv *v = cap_dict_lookup(d, k->obj);
+        if (!v || (v->kind == SV_CONST && v->obj == Py_None))
+            return cap_unsupported(I, "missing key of a ModelOutput (KeyError)"), NULL;
+        return v;
+    }
+    if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a ModelOutput by a %s", sv_desc(k)), NULL;
+    long at = PyLong_AsLong(k->obj);
+    int n = 0;
+    for (int i = 0; i < d->items.len; i++) n += !(d->items.data[i]->kind == SV_CONST && d->items.data[i]->obj == Py_None);
+    if (at < 0) at += n;
+    if (at < 0 || at >= n) return cap_unsupported(I, "index out of range of a ModelOutput (IndexError)"), NULL;
+    for (int i = 0; i < d->items.len; i++) {
+        Sv *v = d->items.data[i];
+        if (v->kind == SV_CONST && v->obj == Py_None) continue;
+        if (at-- == 0) return v;
+    }
+    return cap_unsupported(I, "ModelOutput index"), NULL;
+}
+
 const SvOps cap_object_kind = {
+    .subscript = object_subscript,
     .name = NULL,
     .truth = object_truth,
     .getattr = object_getattr,
