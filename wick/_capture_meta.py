@@ -64,6 +64,12 @@ def outputs(fn, args, kwargs, inputs):
     raise TypeError(f"returns a {type(out).__name__}, not tensors")
 
 
+def rebuild_model_output(cls, names, *values):
+    """A transformers ModelOutput the captured frame made: the class called
+    with the same fields, as the frame called it."""
+    return cls(**dict(zip(names, values)))
+
+
 def rebuild_object(cls, names, *values):
     """An instance of cls with these attributes, made without running
     __init__ again: how the transformed code returns an object that the

@@ -98,6 +98,8 @@ typedef enum {
     SV_OBJECT,    /* an instance of a user class made during capture: obj = the class,
                    * self = its attributes (SV_DICT) */
     SV_SUPER,     /* super(): obj = the class it starts after, self = the bound self */
+    SV_CTX_TOKEN, /* a ContextVar.set token: obj = the variable, cell = the value before,
+                   * value = 1 if it was set before (| 2 once reset used it) */
     SV_NKINDS
 } SvKind;
 
@@ -153,7 +155,8 @@ typedef struct SvOps {
 } SvOps;
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
-    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind;
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
+    cap_ctx_token_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 
@@ -185,6 +188,12 @@ typedef struct {
     Sv *owner;
 } CapOverlay;
 
+typedef struct {
+    PyObject *var; /* owned: a contextvars.ContextVar the frame set */
+    Sv *value;     /* what it holds in the overlay */
+    int set;       /* 0: back at its entry state */
+} CapCtxVar;
+
 struct Interp {
     Frame *f; /* the innermost frame; on a fallback it stays at the failing frame */
     WkVec(Frame *) frames; /* all frames, owned */
@@ -207,6 +216,7 @@ struct Interp {
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
+    WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
@@ -276,6 +286,7 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
 const char *cap_callable_name(PyObject *o, char *buf, size_t n);
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a);
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a);
+Sv *cap_signature_call(Interp *I, PyObject *fn, const Args *a); /* inspect.signature(f) folded */
 
 /* vals/function.c */
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a);
@@ -302,6 +313,12 @@ int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handl
 /* vals/ctx.c */
 int cap_before_with(Interp *I);
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
+
+/* vals/contextvar.c */
+int cap_ctxvar_is(PyObject *o);
+Sv *cap_ctxvar_call(Interp *I, PyObject *fn, const Args *a); /* NULL without a reason: not a ContextVar method */
+int cap_ctxvar_check(Interp *I);
+void cap_ctxvar_free(Interp *I);
 
 /* vals/extern.c */
 Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,

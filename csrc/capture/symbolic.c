@@ -42,7 +42,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_OPAQUE] = &cap_opaque_kind,     [SV_GRAD_CTX] = &cap_grad_ctx_kind, [SV_GRAD_EXIT] = &cap_grad_exit_kind,
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
-    [SV_SUPER] = &cap_super_kind,
+    [SV_SUPER] = &cap_super_kind,       [SV_CTX_TOKEN] = &cap_ctx_token_kind,
 };
 
 Sv *sv_new(Interp *I, SvKind kind) {
@@ -424,7 +424,8 @@ static int is_op(Interp *I, int invert) {
     if (x == y)
         same = 1;
     else if (x->kind == SV_CONST && y->kind == SV_CONST && (is_singleton(x->obj) || is_singleton(y->obj) ||
-                                                             PyType_Check(x->obj) || PyType_Check(y->obj)))
+                                                             PyType_Check(x->obj) || PyType_Check(y->obj) ||
+                                                             PyFunction_Check(x->obj) || PyFunction_Check(y->obj)))
         same = x->obj == y->obj;
     else if ((x->kind == SV_CONST && is_singleton(x->obj) && y->kind != SV_CONST && y->kind != SV_NULL) ||
              (y->kind == SV_CONST && is_singleton(y->obj) && x->kind != SV_CONST && x->kind != SV_NULL))
@@ -1384,7 +1385,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (setup_args(I) < 0) goto finish;
 
     Sv *ret = cap_run_frame(I, top, &ret_line);
-    if (!ret || cap_overlay_check(I) < 0) goto finish;
+    if (!ret || cap_overlay_check(I) < 0 || cap_ctxvar_check(I) < 0) goto finish;
     WkRet *rp = cap_reconstruct(I, &plan, ret, 0);
     if (!rp) goto finish;
     for (int i = 0; i < plan.outputs.len; i++)
@@ -1524,6 +1525,7 @@ finish:
     for (int i = 0; i < I->keep.len; i++) Py_DECREF(I->keep.data[i]);
     wk_vec_free(&I->keep);
     wk_vec_free(&I->overlay);
+    cap_ctxvar_free(I);
     free(I->reason);
     if (I->g) wk_graph_free(I->g);
     if (I->guards) wk_guards_free(I->guards);

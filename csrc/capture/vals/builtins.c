@@ -523,6 +523,39 @@ static Sv *snapshot_value(Interp *I, PyObject *owner, PyObject *key, PyObject *v
     return sv_const(I, v);
 }
 
+/* inspect.signature(f) of a function, or of a method bound during
+ * capture: folded (the function guard pins its code and defaults); a
+ * bound method's signature drops its first parameter, as eager's does.
+ * NULL without a reason when fn is not inspect.signature. */
+Sv *cap_signature_call(Interp *I, PyObject *fn, const Args *a) {
+    static PyObject *sig_fn; /* inspect.signature, looked up once (owned for the process) */
+    if (!sig_fn) {
+        PyObject *name = PyUnicode_FromString("inspect");
+        PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+        Py_XDECREF(name);
+        sig_fn = mod ? PyObject_GetAttrString(mod, "signature") : NULL;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
+    if (!sig_fn || sig_fn != fn) return NULL;
+    if (a->npos != 1 || a->nkw) return cap_unsupported(I, "inspect.signature() with options"), NULL;
+    Sv *f = a->pos[0];
+    PyObject *target = NULL;
+    if (f->kind == SV_CONST && PyFunction_Check(f->obj)) {
+        wk_guard_function(I->guards, f->obj);
+        target = Py_NewRef(f->obj);
+    } else if (f->kind == SV_PARTIAL && f->cell && f->cell->kind == SV_CONST && PyFunction_Check(f->cell->obj) &&
+               f->items.len == 1 && !f->self) {
+        wk_guard_function(I->guards, f->cell->obj);
+        target = PyMethod_New(f->cell->obj, Py_None);
+    }
+    if (!target) return cap_unsupported(I, "inspect.signature() of a %s", sv_desc(f)), NULL;
+    PyObject *sig = PyObject_CallOneArg(fn, target);
+    Py_DECREF(target);
+    if (!sig) return cap_py_failed(I, "inspect.signature()"), NULL;
+    return sv_const_Steal(I, sig);
+}
+
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     if (fn == (PyObject *)&PyDict_Type) return call_dict(I, a);
     if ((fn == (PyObject *)&PyUnicode_Type) && a->npos == 1 && !a->nkw && a->pos[0]->kind == SV_CONST &&
@@ -544,6 +577,17 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         return snapshot_value(I, owner, a->pos[0]->obj, v);
     }
     if (fn == (PyObject *)&PySuper_Type) return call_super(I, a);
+    if (fn == (PyObject *)&PyType_Type && a->npos == 1 && !a->nkw) {
+        /* type(x): fixed for a constant; the guarded exact type of an object
+         * reached from an argument */
+        Sv *x = a->pos[0];
+        if (x->kind == SV_CONST) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        if (x->kind == SV_OPAQUE && x->obj && x->arg >= 0) {
+            wk_guard_type_at(I->guards, x->arg, x->path, Py_TYPE(x->obj));
+            return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        }
+        return cap_unsupported(I, "type() of a %s", sv_desc(x)), NULL;
+    }
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) == (PyObject *)&PyDict_Type) {
         int ok = 1;
         for (int i = 0; i < a->npos; i++) ok &= materializable(a->pos[i]);

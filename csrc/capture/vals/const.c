@@ -150,6 +150,56 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
         }
     }
+    if (strcmp(Py_TYPE(o->obj)->tp_name, "Signature") == 0 && PyUnicode_CompareWithASCIIString(name, "parameters") == 0) {
+        /* a folded inspect.Signature's parameters: a dict of name -> Parameter
+         * (read-only in eager; capture only reads it) */
+        PyObject *params = PyObject_GetAttr(o->obj, name);
+        PyObject *items = params ? PyMapping_Items(params) : NULL;
+        Py_XDECREF(params);
+        if (!items) return cap_py_failed(I, "Signature.parameters");
+        Sv *d = cap_dict_new(I);
+        for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(items); i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            if (cap_dict_set(I, d, sv_const(I, PyTuple_GET_ITEM(kv, 0)), sv_const(I, PyTuple_GET_ITEM(kv, 1))) < 0)
+                d = NULL;
+        }
+        Py_DECREF(items);
+        if (!d) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, d);
+    }
+    if (cap_ctxvar_is(o->obj)) {
+        /* var.get / var.set / var.reset: modelled by vals/contextvar.c */
+        const char *n = PyUnicode_AsUTF8(name);
+        if (n && (strcmp(n, "get") == 0 || strcmp(n, "set") == 0 || strcmp(n, "reset") == 0)) {
+            PyObject *v = PyObject_GetAttr(o->obj, name);
+            if (!v) return cap_py_failed(I, n);
+            if (method && sv_push(I, I->null_sv) < 0) {
+                Py_DECREF(v);
+                return -1;
+            }
+            return sv_push(I, sv_const_Steal(I, v));
+        }
+    }
+    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj) &&
+        Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr) {
+        /* an instance attribute of an object pinned by identity (a global
+         * instance) holding None, a number, a string or a ContextVar: read
+         * now, guarded by identity */
+        PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+        PyObject **dp = _PyObject_GetDictPtr(o->obj);
+        PyObject *v = dp && *dp && !(d && Py_TYPE(d)->tp_descr_set) ? PyDict_GetItemWithError(*dp, name) : NULL;
+        PyErr_Clear();
+        if (!v && d && PyDict_CheckExact(d)) v = d; /* a class-level registry dict, not shadowed */
+        if (v && (v == Py_None || PyBool_Check(v) || PyUnicode_CheckExact(v) || cap_ctxvar_is(v) ||
+                  PyDict_CheckExact(v))) {
+            /* a dict is pinned by identity; what capture reads of it is guarded
+             * item by item (cap_contains, const_subscript) */
+            wk_guard_attr_is(I->guards, o->obj, name, v);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, v));
+        }
+    }
     if (PyFunction_Check(o->obj)) {
         /* what a function is made of: its code, defaults and names, pinned by
          * the function guard */
@@ -183,18 +233,46 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
+    if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || I->reason)) return res;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
+    if ((res = cap_ctxvar_call(I, fn, a)) != NULL || I->reason) return res;
     if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;
     if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || I->reason)) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
 }
 
 static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
+    if (k->kind == SV_CONST && PyDict_CheckExact(c->obj) && PyUnicode_CheckExact(k->obj)) {
+        /* an item of a pinned dict (a registry): guarded by identity */
+        PyObject *v = PyDict_GetItemWithError(c->obj, k->obj);
+        if (!v) {
+            if (PyErr_Occurred()) return cap_py_failed(I, "subscript"), NULL;
+            return cap_unsupported(I, "missing key of a dict (KeyError)"), NULL;
+        }
+        if (cap_tensor_type && PyObject_TypeCheck(v, cap_tensor_type))
+            return cap_unsupported(I, "a tensor held in a dict constant"), NULL;
+        wk_guard_dict_item_is(I->guards, c->obj, k->obj, v);
+        return sv_const(I, v);
+    }
     if (k->kind == SV_CONST && (PyTuple_Check(c->obj) || PyUnicode_CheckExact(c->obj)) &&
         (PyLong_CheckExact(k->obj) || PySlice_Check(k->obj))) {
         PyObject *r = PyObject_GetItem(c->obj, k->obj);
         if (!r) return cap_py_failed(I, "subscript"), NULL;
         return sv_const_Steal(I, r);
+    }
+    if (!PyType_Check(c->obj) && !PyModule_Check(c->obj) && !cap_is_plain(c->obj)) {
+        /* a pinned instance whose class defines __getitem__ in Python: inlined */
+        PyObject *n = PyUnicode_InternFromString("__getitem__");
+        PyObject *gi = n ? _PyType_Lookup(Py_TYPE(c->obj), n) : NULL;
+        if (gi && PyFunction_Check(gi)) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(c->obj), n, gi);
+            Py_DECREF(n);
+            Sv *args[2] = {c, k};
+            Args a = {args, 2, NULL, NULL, 0};
+            return cap_call(I, sv_const(I, gi), &a);
+        }
+        Py_XDECREF(n);
+        PyErr_Clear();
     }
     return cap_unsupported(I, "subscript of a %s by a %s", sv_desc(c), sv_desc(k)), NULL;
 }

@@ -142,8 +142,42 @@ static int meta_of(Interp *I, PyObject *t, WkTensorMeta *m) {
     return PyErr_Occurred() ? cap_py_failed(I, "extern metadata") : 0;
 }
 
+/* F.dropout / alpha_dropout / feature_alpha_dropout / dropout1d..3d with
+ * training=False (a constant: nn.Dropout in eval mode) return their input
+ * itself: the input value, no node. NULL when fn is not such a call. */
+static Sv *dropout_identity(PyObject *fn, Sv *const *pos, int npos, PyObject *kwnames, Sv *const *kw, int nkw) {
+    static const char *const names[] = {"dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d",
+                                        "dropout2d", "dropout3d"};
+    if (!PyFunction_Check(fn) || npos < 1 || pos[0]->kind != SV_TENSOR) return NULL;
+    PyObject *mod = ((PyFunctionObject *)fn)->func_module, *nm = ((PyFunctionObject *)fn)->func_name;
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    const char *n = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+    if (!m || !n || strcmp(m, "torch.nn.functional") != 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    int known = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) known |= strcmp(n, names[i]) == 0;
+    if (!known) return NULL;
+    /* signature (input, p=0.5, training=True, inplace=False) */
+    Sv *training = npos > 2 ? pos[2] : NULL;
+    for (int i = 0; i < nkw; i++) {
+        const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+        if (!k) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (strcmp(k, "training") == 0) training = kw[i];
+        else if (strcmp(k, "p") != 0 && strcmp(k, "inplace") != 0) return NULL;
+    }
+    if (!training || training->kind != SV_CONST || training->obj != Py_False) return NULL;
+    return pos[0];
+}
+
 Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
                     Sv *const *kw, int nkw) {
+    Sv *same = dropout_identity(fn, pos, npos, kwnames, kw, nkw);
+    if (same) return same;
     if (init_extern(I) < 0) return NULL;
     if (!I->externs && !(I->externs = PyList_New(0))) return cap_py_failed(I, "extern"), NULL;
     Inputs in = {0};

@@ -147,6 +147,18 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         }
         return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
     }
+    if (d && Py_TYPE(d) == &PyStaticMethod_Type && PyFunction_Check(v)) {
+        /* a staticmethod: the function the class holds, while it holds it and
+         * the instance does not shadow it */
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
+        Py_DECREF(path);
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, v));
+    }
     if (cap_is_tensor_obj(v)) {
         PyObject *layout = PyObject_GetAttr(v, cap_s_layout);
         int strided = layout == cap_strided_layout;
@@ -164,6 +176,11 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         }
     } else if (v == Py_None || cap_is_number(v) || PyUnicode_CheckExact(v) ||
                (cap_dtype_type && Py_TYPE(v) == (PyTypeObject *)cap_dtype_type) || (PyTuple_CheckExact(v) && cap_is_plain(v))) {
+        wk_guard_equals_at(I->guards, o->arg, path, v);
+        s = sv_new(I, SV_CONST);
+    } else if (PyCFunction_Check(v) && cap_is_torch_callable(v)) {
+        /* a torch builtin held as an attribute (an activation's function):
+         * compared by identity, called as a constant */
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||

@@ -206,8 +206,32 @@ int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
         x->kind == SV_CONST) {
         int r = PySequence_Contains(seq->obj, x->obj);
         if (r < 0) return cap_py_failed(I, "in");
+        if (PyDict_CheckExact(seq->obj)) { /* a pinned, mutable dict: guard the answer */
+            PyObject *v = PyDict_GetItemWithError(seq->obj, x->obj);
+            if (!v && PyErr_Occurred()) return cap_py_failed(I, "in");
+            wk_guard_dict_item_is(I->guards, seq->obj, x->obj, v);
+        } else if (PySet_CheckExact(seq->obj)) {
+            return cap_unsupported(I, "'in' on a mutable set constant");
+        }
         *out = r;
         return 0;
+    }
+    if (seq->kind == SV_CONST && !PyType_Check(seq->obj) && !PyModule_Check(seq->obj) && !cap_is_plain(seq->obj) &&
+        !PyDict_Check(seq->obj) && !PySet_Check(seq->obj) && !PyList_Check(seq->obj)) {
+        /* a pinned instance whose class defines __contains__ in Python (a
+         * Mapping registry): inlined */
+        PyObject *n = PyUnicode_InternFromString("__contains__");
+        PyObject *c = n ? _PyType_Lookup(Py_TYPE(seq->obj), n) : NULL;
+        if (c && PyFunction_Check(c)) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(seq->obj), n, c);
+            Py_DECREF(n);
+            Sv *args[2] = {seq, x};
+            Args a = {args, 2, NULL, NULL, 0};
+            Sv *r = cap_call(I, sv_const(I, c), &a);
+            return r ? cap_truth(I, r, out) : -1;
+        }
+        Py_XDECREF(n);
+        PyErr_Clear();
     }
     if (cap_iterate(I, seq, &items) < 0) return wk_vec_free(&items), -1;
     int found = 0, unknown = 0;

@@ -289,6 +289,29 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (!r) return cap_py_failed(I, fname), NULL;
         return sv_const_Steal(I, r);
     }
+    if (strcmp(name, "contiguous") == 0 && nargs == 0) {
+        /* already contiguous by its (guarded or computed) strides: the
+         * tensor itself, as eager returns it; otherwise an extern copy */
+        int contiguous = 1;
+        int64_t expect = 1;
+        for (int d = m->ndim - 1; d >= 0 && contiguous; d--) {
+            int64_t size = 0, stride = 0;
+            if (!wk_sym_is_const(m->sizes[d], &size))
+                contiguous = 0;
+            else if (!m->strides[d]) /* a node output without strides: contiguous (graph.h) */
+                stride = expect;
+            else if (!wk_sym_is_const(m->strides[d], &stride))
+                contiguous = 0;
+            if (contiguous && size != 1 && stride != expect)
+                contiguous = 0;
+            expect *= size;
+        }
+        for (int d = 0; d < m->ndim && !contiguous; d++) { /* an empty tensor is contiguous */
+            int64_t size = -1;
+            if (wk_sym_is_const(m->sizes[d], &size) && size == 0) contiguous = 1;
+        }
+        if (contiguous) return self;
+    }
     if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
         if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
         int64_t n = 1;
@@ -313,6 +336,18 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         else if (a->npos == 1 && a->nkw == 1 &&
                  PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dtype") == 0)
             dt = a->kw[0];
+        else if (a->npos == 1 && a->nkw == 1 &&
+                 PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "device") == 0)
+            dt = a->kw[0];
+        if (dt && dt->kind == SV_CONST && cap_device_type && Py_TYPE(dt->obj) == (PyTypeObject *)cap_device_type) {
+            /* x.to(device) on the device x is on: x itself, as eager returns it */
+            WkDevice dev;
+            int ok = 0;
+            if (cap_device_of(dt->obj, &dev, &ok) < 0) return cap_py_failed(I, fname), NULL;
+            if (ok && dev.type == m->device.type && (dev.type == WK_DEV_CPU || dev.index == m->device.index))
+                return self;
+            return cap_unsupported(I, "%s() to another device", fname), NULL;
+        }
         int d = dt && dt->kind == SV_CONST ? cap_dtype_of_obj(dt->obj) : -1;
         if (d < 0) return cap_unsupported(I, "%s() with arguments other than a dtype", fname), NULL;
         return cap_convert(I, self, d);

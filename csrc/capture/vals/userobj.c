@@ -31,6 +31,75 @@ static int modelable_class(PyObject *cls) {
     return 1;
 }
 
+/* 1 when cls derives from transformers' ModelOutput (an OrderedDict
+ * dataclass whose __post_init__ fills the dict from the non-None fields) */
+static int is_model_output(PyObject *cls) {
+    if (!PyType_Check(cls)) return 0;
+    PyObject *mro = ((PyTypeObject *)cls)->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (strcmp(b->tp_name, "ModelOutput") != 0) continue;
+        PyObject *m = PyObject_GetAttrString((PyObject *)b, "__module__");
+        int ok = m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "transformers.utils.generic") == 0;
+        Py_XDECREF(m);
+        PyErr_Clear();
+        if (ok) return 1;
+    }
+    return 0;
+}
+
+/* A ModelOutput made during capture: its fields (every one, None where not
+ * given) kept as an SV_OBJECT with value 1; reading a field is supported,
+ * anything else (subscripts, assignment, truth) is not; returned, it is
+ * rebuilt by calling the class with the fields, as the frame made it. */
+static Sv *model_output_new(Interp *I, PyObject *cls, const Args *a) {
+    const char *cn = ((PyTypeObject *)cls)->tp_name;
+    PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
+    if (!fields || !PyDict_Check(fields)) {
+        Py_XDECREF(fields);
+        PyErr_Clear();
+        return cap_unsupported(I, "%s() without dataclass fields", cn), NULL;
+    }
+    PyObject *init_name = PyUnicode_InternFromString("__init__");
+    if (!init_name) {
+        Py_DECREF(fields);
+        return cap_py_failed(I, cn), NULL;
+    }
+    wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, init_name, _PyType_Lookup((PyTypeObject *)cls, init_name));
+    Py_DECREF(init_name);
+    Sv *o = sv_new(I, SV_OBJECT);
+    o->obj = Py_NewRef(cls);
+    o->value = 1;
+    o->self = cap_dict_new(I);
+    PyObject *key, *field;
+    Py_ssize_t pos = 0;
+    int i = 0, used = 0;
+    while (PyDict_Next(fields, &pos, &key, &field)) {
+        PyObject *dflt = PyObject_GetAttrString(field, "default");
+        int none_default = dflt == Py_None;
+        Py_XDECREF(dflt);
+        PyErr_Clear();
+        Sv *v = NULL;
+        if (i < a->npos) v = a->pos[i];
+        for (int k = 0; k < a->nkw; k++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(a->kwnames, k), key) == 0) v = a->kw[k];
+        if (v) used++;
+        if (!v && !none_default) {
+            Py_DECREF(fields);
+            return cap_unsupported(I, "%s() field %s without a None default", cn, PyUnicode_AsUTF8(key)), NULL;
+        }
+        if (!v) v = sv_const(I, Py_None);
+        if (cap_dict_set(I, o->self, sv_const(I, key), v) < 0) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        i++;
+    }
+    Py_DECREF(fields);
+    if (used != a->npos + a->nkw || a->npos > i) return cap_unsupported(I, "%s() with unknown arguments", cn), NULL;
+    return o;
+}
+
 /* cls(*args): NULL without a reason when cls is not a class handled here */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a) {
     if (is_namedtuple(cls)) {
@@ -59,6 +128,7 @@ Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a) {
         t->obj = Py_NewRef(cls); /* a tuple Sv with obj: the namedtuple class */
         return t;
     }
+    if (is_model_output(cls)) return model_output_new(I, cls, a);
     if (!modelable_class(cls)) return NULL;
     Sv *o = sv_new(I, SV_OBJECT);
     o->obj = Py_NewRef(cls);
@@ -143,6 +213,7 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
 }
 
 int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    if (o->value == 1) return cap_unsupported(I, "assignment to a field of a ModelOutput made during capture");
     if (!v) return cap_unsupported(I, "del of an attribute of a %s", ((PyTypeObject *)o->obj)->tp_name);
     PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
     if (d && Py_TYPE(d)->tp_descr_set)
@@ -159,7 +230,7 @@ static int object_truth(Interp *I, Sv *o, int *out) {
     return 0;
 }
 
-static PyObject *rebuild_fn;
+static PyObject *rebuild_fn, *rebuild_output_fn;
 
 static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
     if (!rebuild_fn) {
@@ -168,10 +239,16 @@ static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
         Py_XDECREF(m);
         if (!rebuild_fn) return cap_py_failed(I, "rebuild_object"), NULL;
     }
-    /* rebuild_object(cls, names, *values) */
+    if (o->value == 1 && !rebuild_output_fn) {
+        PyObject *m = PyImport_ImportModule("wick._capture_meta");
+        rebuild_output_fn = m ? PyObject_GetAttrString(m, "rebuild_model_output") : NULL;
+        Py_XDECREF(m);
+        if (!rebuild_output_fn) return cap_py_failed(I, "rebuild_model_output"), NULL;
+    }
+    /* rebuild_object(cls, names, *values); a ModelOutput: rebuild_model_output */
     Sv *d = o->self;
     WkRet *r = cap_ret_new(p, WK_RET_CALL);
-    r->value = rebuild_fn;
+    r->value = o->value == 1 ? rebuild_output_fn : rebuild_fn;
     r->nitems = d->items.len + 2;
     r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
     r->items[0] = cap_ret_new(p, WK_RET_CONST);
@@ -186,7 +263,34 @@ static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
     return r;
 }
 
+/* out[k] of a ModelOutput made during capture: a str key is a field that
+ * is not None; an int key indexes its non-None fields in order (to_tuple) */
+static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
+    if (o->value != 1 || k->kind != SV_CONST)
+        return cap_unsupported(I, "subscript of a %s", ((PyTypeObject *)o->obj)->tp_name), NULL;
+    Sv *d = o->self;
+    if (PyUnicode_CheckExact(k->obj)) {
+        Sv *v = cap_dict_lookup(d, k->obj);
+        if (!v || (v->kind == SV_CONST && v->obj == Py_None))
+            return cap_unsupported(I, "missing key of a ModelOutput (KeyError)"), NULL;
+        return v;
+    }
+    if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a ModelOutput by a %s", sv_desc(k)), NULL;
+    long at = PyLong_AsLong(k->obj);
+    int n = 0;
+    for (int i = 0; i < d->items.len; i++) n += !(d->items.data[i]->kind == SV_CONST && d->items.data[i]->obj == Py_None);
+    if (at < 0) at += n;
+    if (at < 0 || at >= n) return cap_unsupported(I, "index out of range of a ModelOutput (IndexError)"), NULL;
+    for (int i = 0; i < d->items.len; i++) {
+        Sv *v = d->items.data[i];
+        if (v->kind == SV_CONST && v->obj == Py_None) continue;
+        if (at-- == 0) return v;
+    }
+    return cap_unsupported(I, "ModelOutput index"), NULL;
+}
+
 const SvOps cap_object_kind = {
+    .subscript = object_subscript,
     .name = NULL,
     .truth = object_truth,
     .getattr = object_getattr,
