@@ -188,3 +188,30 @@ def test_model_output_subscript_one_graph():
         assert_same(compiled(index_output)(x), index_output(x))
     assert graphs(index_output) and not fallbacks(index_output)
     assert graphs(index_output)[0]["graph_count"] == 1
+
+
+# transformers 5.17 keeps its output-capture registry in a plain module-level
+# dict read with .get(key) (5.24 wraps it in a class): both are one graph.
+_PLAIN_REGISTRY = {"block": {"scale": 2.0}}
+
+
+def use_plain_registry(x):
+    spec = _PLAIN_REGISTRY.get("block") or {}
+    missing = _PLAIN_REGISTRY.get("absent")
+    y = x * spec.get("scale", 1.0)
+    return y if missing is None else y + missing
+
+
+def test_plain_dict_registry_get_one_graph_and_guarded():
+    C.reset()
+    x = torch.randn(3, 5)
+    assert_same(compiled(use_plain_registry)(x), use_plain_registry(x))
+    assert len(graphs(use_plain_registry)) == 1 and not fallbacks(use_plain_registry)
+    _PLAIN_REGISTRY["block"] = {"scale": -3.0}
+    _PLAIN_REGISTRY["absent"] = 1.5
+    try:  # a changed item and a key that appeared: both guarded, both recompile
+        assert_same(compiled(use_plain_registry)(x), use_plain_registry(x))
+    finally:
+        _PLAIN_REGISTRY["block"] = {"scale": 2.0}
+        del _PLAIN_REGISTRY["absent"]
+    assert_same(compiled(use_plain_registry)(x), use_plain_registry(x))

@@ -168,6 +168,18 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         if (method && sv_push(I, I->null_sv) < 0) return -1;
         return sv_push(I, d);
     }
+    if (PyDict_CheckExact(o->obj) && PyUnicode_CompareWithASCIIString(name, "get") == 0) {
+        /* registry.get on a dict pinned by identity (a module-level registry):
+         * the bound method, whose call vals/builtins.c reads with a guard on
+         * the item */
+        PyObject *bound = PyObject_GetAttr(o->obj, name);
+        if (!bound) return cap_py_failed(I, "dict.get");
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(bound);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, bound));
+    }
     if (cap_ctxvar_is(o->obj)) {
         /* var.get / var.set / var.reset: modelled by vals/contextvar.c */
         const char *n = PyUnicode_AsUTF8(name);
