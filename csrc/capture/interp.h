@@ -251,6 +251,12 @@ Frame *cap_frame_new(Interp *I, PyFunctionObject *fn, PyCodeObject *code);
 int cap_truth(Interp *I, Sv *s, int *out);
 int cap_iterate(Interp *I, Sv *s, SvList *out);
 Sv *cap_call(Interp *I, Sv *callable, const Args *a);
+/* self.name for a method the kind models by name (an SV_METHOD): pushes the
+ * [method, self] pair when `method`, else the bound method. 0 or -1. */
+int cap_push_method(Interp *I, Sv *self, const char *name, int method);
+/* A property read: calls the getter (a function value) on self and pushes
+ * the result (after a NULL when `method`). 0 or -1. */
+int cap_push_property(Interp *I, Sv *self, Sv *getter, int method);
 WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth);
 Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y);
 const char *cap_nb_symbol(int nb);

@@ -211,6 +211,25 @@ Sv *cap_call(Interp *I, Sv *callable, const Args *a) {
     return ops->call(I, callable, a);
 }
 
+int cap_push_method(Interp *I, Sv *self, const char *name, int method) {
+    Sv *m = sv_new(I, SV_METHOD);
+    m->name = wk_xstrdup(name);
+    if (method) {
+        if (sv_push(I, m) < 0) return -1;
+        return sv_push(I, self);
+    }
+    m->self = self;
+    return sv_push(I, m);
+}
+
+int cap_push_property(Interp *I, Sv *self, Sv *getter, int method) {
+    Args a = {&self, 1, NULL, NULL, 0};
+    Sv *r = cap_call(I, getter, &a);
+    if (!r) return -1;
+    if (method && sv_push(I, I->null_sv) < 0) return -1;
+    return sv_push(I, r);
+}
+
 WkRet *cap_ret_new(RetPlan *p, WkRetKind kind) {
     WkRet *r = wk_xcalloc(1, sizeof(WkRet));
     r->kind = kind;

@@ -87,14 +87,7 @@ static int dict_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     int ok = 0;
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) ok |= strcmp(n, methods[i]) == 0;
     if (!ok) return cap_unsupported(I, "attribute .%s of a dict", n);
-    Sv *m = sv_new(I, SV_METHOD);
-    m->name = wk_xstrdup(n);
-    if (method) {
-        if (sv_push(I, m) < 0) return -1;
-        return sv_push(I, s);
-    }
-    m->self = s;
-    return sv_push(I, m);
+    return cap_push_method(I, s, n, method);
 }
 
 Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {

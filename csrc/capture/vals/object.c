@@ -110,12 +110,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         Sv *getter = sv_const_Steal(I, fget);
         if (!ok) return cap_unsupported(I, "property .%s of %s with a builtin getter", nm, tp->tp_name);
         wk_guard_type_attr_is(I->guards, tp, name, d);
-        Sv *self = o;
-        Args a = {&self, 1, NULL, NULL, 0};
-        Sv *r = cap_call(I, getter, &a);
-        if (!r) return -1;
-        if (method && sv_push(I, I->null_sv) < 0) return -1;
-        return sv_push(I, r);
+        return cap_push_property(I, o, getter, method);
     }
     if (d && Py_TYPE(d)->tp_descr_set)
         return cap_unsupported(I, "attribute .%s of %s is a data descriptor", nm, tp->tp_name);

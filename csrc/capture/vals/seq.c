@@ -104,14 +104,7 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     for (size_t i = 0; i < sizeof list_methods / sizeof list_methods[0]; i++)
         ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
     if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
-    Sv *m = sv_new(I, SV_METHOD);
-    m->name = wk_xstrdup(n);
-    if (method) {
-        if (sv_push(I, m) < 0) return -1;
-        return sv_push(I, s);
-    }
-    m->self = s;
-    return sv_push(I, m);
+    return cap_push_method(I, s, n, method);
 }
 
 static int eq_const(Sv *a, Sv *b) {

@@ -413,14 +413,7 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
             return sv_push(I, r);
         }
     }
-    Sv *meth = sv_new(I, SV_METHOD);
-    meth->name = wk_xstrdup(name);
-    if (method) {
-        if (sv_push(I, meth) < 0) return -1;
-        return sv_push(I, t);
-    }
-    meth->self = t;
-    return sv_push(I, meth);
+    return cap_push_method(I, t, name, method);
 }
 
 /* ---- calls -------------------------------------------------------------- */

@@ -178,12 +178,7 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         if (!fget) return cap_py_failed(I, n);
         Sv *getter = sv_const_Steal(I, fget);
         wk_guard_type_attr_is(I->guards, tp, name, d);
-        Sv *self = o;
-        Args a = {&self, 1, NULL, NULL, 0};
-        Sv *r = cap_call(I, getter, &a);
-        if (!r) return -1;
-        if (method && sv_push(I, I->null_sv) < 0) return -1;
-        return sv_push(I, r);
+        return cap_push_property(I, o, getter, method);
     }
     if (strcmp(n, "__class__") == 0) {
         if (method && sv_push(I, I->null_sv) < 0) return -1;
