@@ -143,6 +143,7 @@ def reset():
     """Forget every compiled frame and recorded reason."""
     _require_core()
     _C.reset()
+    _C._reset_breaks()
     _compiled_codes.clear()
     backends = sys.modules.get("wick.backends")
     if backends is not None:
@@ -150,10 +151,17 @@ def reset():
 
 
 def _entries(codes):
-    out = []
-    for code in codes:
+    """Cache entries of codes and of the resume functions their graph breaks made."""
+    out, seen, todo = [], set(), list(codes)
+    while todo:
+        code = todo.pop(0)
+        if code in seen:
+            continue
+        seen.add(code)
         for entry in _C.code_entries(code):
             out.append(dict(entry, code=code))
+            for brk in entry.get("breaks") or ():
+                todo.extend(brk.get("resume") or ())
     return out
 
 
@@ -166,14 +174,15 @@ def stats():
     backends = sys.modules.get("wick.backends")
     if backends is not None:
         fallbacks += list(backends.fallback_reasons)
+    # a graph break compiles the frame in parts; a fallback runs a frame
+    # eagerly (whole): both are reasons a frame is not one graph
+    breaks = [b["reason"] for e in entries for b in e.get("breaks") or ()]
     return {
         "graphs": graphs,
         "entries": len(entries),
         "fallbacks": fallbacks,
-        # today a graph break makes the whole frame run eagerly, so every
-        # break is also a fallback; they are listed separately for reports
-        "breaks": len(fallbacks),
-        "break_reasons": fallbacks,
+        "breaks": len(breaks) + len(fallbacks),
+        "break_reasons": breaks + fallbacks,
         "compile_time_s": sum(float(e.get("compile_time_s", 0) or 0) for e in entries),
         "hook": _C.hook_stats(),
     }
@@ -190,15 +199,21 @@ class ExplainOutput:
         self.sources = [e.get("source", "") for e in compiled]
         self.guards = [list(e.get("guards", [])) for e in compiled]
         self.graph_count = sum(int(e.get("graph_count", 1) or 0) for e in compiled)
-        self.break_reasons = [e["reason"] for e in entries if e.get("reason")]
+        # graph breaks: {"reason", "file", "line", "resume"}; the frame went on in a resume function
+        self.breaks = [b for e in compiled for b in e.get("breaks") or ()]
+        self.fallback_reasons = [e["reason"] for e in entries if e.get("reason")]
+        self.break_reasons = [b["reason"] for b in self.breaks] + self.fallback_reasons
 
     def __repr__(self):
-        lines = [f"wick.explain: {self.graph_count} graph(s), {len(self.break_reasons)} fallback reason(s)"]
+        lines = [f"wick.explain: {self.graph_count} graph(s), {len(self.breaks)} graph break(s), "
+                 f"{len(self.fallback_reasons)} fallback reason(s)"]
         for i, g in enumerate(self.graphs):
             lines.append(f"--- graph {i} ---\n{g}")
             if self.guards[i]:
                 lines.append("guards:\n  " + "\n  ".join(self.guards[i]))
-        for r in self.break_reasons:
+        for b in self.breaks:
+            lines.append(f"graph break at {b['file']}:{b['line']}: {b['reason']}")
+        for r in self.fallback_reasons:
             lines.append(f"fallback: {r}")
         return "\n".join(lines)
 

@@ -216,6 +216,22 @@ WkInstr *wk_bc_decode(PyCodeObject *co, int *n) {
 
 int wk_bc_ncaches(int opcode) { return opcode >= 0 && opcode < 256 ? op_caches[opcode] : 0; }
 
+int wk_bc_jump_target(const WkInstr *ins, int n, int i) {
+    if (load_tables() < 0) {
+        PyErr_Clear();
+        return -2;
+    }
+    int op = ins[i].opcode;
+    if (op < 0 || op >= BC_MAXOP || !op_jrel[op]) return -1;
+    int next_start = i + 1 < n ? ins[i + 1].start : ins[i].offset + 1 + wk_bc_ncaches(op);
+    int t = op_backward[op] ? next_start - ins[i].oparg : next_start + ins[i].oparg;
+    for (int k = 0; k < n; k++)
+        if (ins[k].start == t) return k;
+    return -2;
+}
+
+int wk_bc_falls_through(int opcode) { return !(opcode >= 0 && opcode < 256 && op_noreturn[opcode]); }
+
 int wk_bc_find(const WkInstr *instrs, int n, int offset) {
     int lo = 0, hi = n - 1;
     while (lo <= hi) {
@@ -252,6 +268,7 @@ struct WkAsm {
     WkVec(int) labels;       /* label -> instruction index it is bound before, -1 unbound */
     WkVec(int) pending_null; /* 3.13: PUSH_NULLs still to be moved under their callable */
     WkVec(AsmTry) tries;     /* in the order given: a later region nested in an earlier wins */
+    PyObject *sig_name;      /* wk_asm_set_signature: the new co_name/co_qualname (str), or NULL */
     PyObject *err_type, *err_value, *err_tb; /* first failure, re-raised by finish */
 };
 
@@ -295,6 +312,7 @@ void wk_asm_free(WkAsm *a) {
     Py_XDECREF(a->consts);
     Py_XDECREF(a->names);
     Py_XDECREF(a->varnames);
+    Py_XDECREF(a->sig_name);
     Py_XDECREF(a->err_type);
     Py_XDECREF(a->err_value);
     Py_XDECREF(a->err_tb);
@@ -338,6 +356,17 @@ static int str_index(WkAsm *a, PyObject *list, const char *name) {
 
 int wk_asm_name(WkAsm *a, const char *name) { return str_index(a, a->names, name); }
 int wk_asm_local(WkAsm *a, const char *name) { return str_index(a, a->varnames, name); }
+
+void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name) {
+    PyObject *vn = PySequence_List(argnames);
+    if (!vn) {
+        asm_fail(a);
+        return;
+    }
+    Py_SETREF(a->varnames, vn);
+    a->nargs = (int)PyList_GET_SIZE(vn);
+    Py_XSETREF(a->sig_name, Py_XNewRef(name));
+}
 void wk_asm_set_line(WkAsm *a, int line) { a->line = line; }
 
 void wk_asm_op(WkAsm *a, int opcode, int oparg) {
@@ -360,6 +389,14 @@ void wk_asm_jump(WkAsm *a, int opcode, int label) {
 }
 
 void wk_asm_resume(WkAsm *a) { wk_asm_op(a, RESUME, 0); }
+
+void wk_asm_pop_jump_if(WkAsm *a, int if_true, int label) {
+#if PY_VERSION_HEX >= 0x030C0000
+    wk_asm_jump(a, if_true ? POP_JUMP_IF_TRUE : POP_JUMP_IF_FALSE, label);
+#else
+    wk_asm_jump(a, if_true ? POP_JUMP_FORWARD_IF_TRUE : POP_JUMP_FORWARD_IF_FALSE, label);
+#endif
+}
 
 void wk_asm_push_null(WkAsm *a) {
 #if BC_PY313
@@ -763,12 +800,24 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
     if (!lt || !consts || !names || !varnames || !empty || !args) goto done;
     int flags = a->like->co_flags &
                 ~(CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE);
+    if (a->sig_name) flags &= ~(CO_VARARGS | CO_VARKEYWORDS);
     kw = Py_BuildValue("{sOsOsOsOsnsOsOsisOsOsi}", "co_code", code, "co_consts", consts,
                        "co_names", names, "co_varnames", varnames, "co_nlocals",
                        PyTuple_GET_SIZE(varnames), "co_cellvars", empty, "co_freevars", empty,
                        "co_stacksize", stacksize, "co_linetable", lt, "co_exceptiontable", exctable,
                        "co_flags", flags);
     if (!kw) goto done;
+    if (a->sig_name) { /* a new function: plain positional arguments, its own name */
+        PyObject *nargs = PyLong_FromLong(a->nargs), *zero = PyLong_FromLong(0);
+        int bad = !nargs || !zero || PyDict_SetItemString(kw, "co_argcount", nargs) < 0 ||
+                  PyDict_SetItemString(kw, "co_posonlyargcount", zero) < 0 ||
+                  PyDict_SetItemString(kw, "co_kwonlyargcount", zero) < 0 ||
+                  PyDict_SetItemString(kw, "co_name", a->sig_name) < 0 ||
+                  PyDict_SetItemString(kw, "co_qualname", a->sig_name) < 0;
+        Py_XDECREF(nargs);
+        Py_XDECREF(zero);
+        if (bad) goto done;
+    }
     replace = PyObject_GetAttrString((PyObject *)a->like, "replace");
     if (!replace) goto done;
     res = PyObject_Call(replace, args, kw);

@@ -46,6 +46,13 @@ const char *wk_bc_opname(int opcode); /* "LOAD_FAST"; "<N>" for unknown */
 int wk_bc_find(const WkInstr *instrs, int n, int offset);
 /* Inline cache entries that follow `opcode` in the running interpreter. */
 int wk_bc_ncaches(int opcode);
+/* The index of the instruction that instruction i of ins (n decoded
+ * instructions) jumps to: -1 when it is not a relative jump, -2 when the
+ * target is not an instruction start. The 3.12 FOR_ITER target is its END_FOR. */
+int wk_bc_jump_target(const WkInstr *ins, int n, int i);
+/* 0 for instructions after which control never reaches the next one
+ * (returns, raises, unconditional jumps). */
+int wk_bc_falls_through(int opcode);
 
 /* Assembler. Emits instructions of the running interpreter's version;
  * version differences are inside the named helpers below. */
@@ -58,6 +65,10 @@ void wk_asm_free(WkAsm *a);
 int wk_asm_const(WkAsm *a, PyObject *value); /* co_consts index; borrows value, the code keeps a ref */
 int wk_asm_name(WkAsm *a, const char *name); /* co_names index */
 int wk_asm_local(WkAsm *a, const char *name);/* localsplus index of an argument, or a new local */
+/* The code is a new function's: its arguments are `argnames` (a sequence
+ * of str, plain positional; they become the first locals), its co_name and
+ * co_qualname `name` (str). Both borrowed. Call before any wk_asm_local. */
+void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name);
 void wk_asm_set_line(WkAsm *a, int line);    /* line of the instructions emitted next */
 void wk_asm_op(WkAsm *a, int opcode, int oparg); /* raw emit: prefixes and zeroed caches added */
 /* version-neutral helpers */
@@ -82,6 +93,7 @@ PyObject *wk_asm_finish_Ref(WkAsm *a);
 int wk_asm_new_label(WkAsm *a);
 void wk_asm_bind_label(WkAsm *a, int label);         /* label = next emitted instruction */
 void wk_asm_jump(WkAsm *a, int opcode, int label);   /* any relative jump opcode */
+void wk_asm_pop_jump_if(WkAsm *a, int if_true, int label); /* pops; jumps forward when truth == if_true */
 void wk_asm_compare_op(WkAsm *a, int cmp);           /* 0..5 = < <= == != > >= */
 /* obj -> the call-ready pair [method, self] or [NULL, attr] (3.13: reversed),
  * so that args... + wk_asm_call(n) calls obj.name(args...). */
@@ -159,7 +171,17 @@ enum {
      * code must set this flag and handle exceptions itself (exception
      * tables). */
     WK_ENTRY_IMPURE = 1u << 1,
+    /* With WK_ENTRY_IMPURE: the graph runs first, before anything impure,
+     * and the transformed code turns an exception raised there into
+     * wk_graph_failed_type with the original as its __context__. The hook
+     * then runs the original frame eagerly, as for a pure entry (an
+     * Exception), or raises the original (a BaseException); any other
+     * exception propagates. */
+    WK_ENTRY_GRAPH_FIRST = 1u << 2,
 };
+/* breaks.c: the exception class of WK_ENTRY_GRAPH_FIRST (an Exception), or
+ * NULL before the first graph break. */
+extern PyObject *wk_graph_failed_type;
 
 /* Called by the hook on a cache miss, with the hook disabled on this thread.
  * fn/code are the frame's function and code, args its argument values

@@ -463,6 +463,29 @@ static void log_graph_error(PyCodeObject *co) {
     PyErr_Restore(et, ev, tb);
 }
 
+/* An impure entry that guards its graph (WK_ENTRY_GRAPH_FIRST) raised: 0
+ * when its graph raised an Exception, which is then the current exception
+ * (the frame may run eagerly as for a pure entry); -1 otherwise, with the
+ * exception to propagate set (a BaseException of the graph is restored). */
+static int graph_failed_first(PyCodeObject *co) {
+    if (!PyErr_ExceptionMatches(wk_graph_failed_type)) return -1;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    PyObject *ctx = ev ? PyException_GetContext(ev) : NULL; /* new reference */
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    if (!ctx) {
+        PyErr_SetString(PyExc_SystemError, "wick: a graph failed without an exception");
+        return -1;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(ctx), ctx);
+    Py_DECREF(ctx);
+    (void)co;
+    return PyErr_ExceptionMatches(PyExc_Exception) ? 0 : -1;
+}
+
 static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag) {
     WkEvalFn prev = prev_eval ? prev_eval : (WkEvalFn)_PyEval_EvalFrameDefault;
     ThreadFlags *t = &tls;
@@ -525,8 +548,14 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     state_release(st);
     if (code) {
         int kept = 0;
+        int guarded = (hit_flags & WK_ENTRY_GRAPH_FIRST) && wk_graph_failed_type;
         PyObject *res = wk_frame_run_code(ts, f, (PyCodeObject *)code,
-                                          (hit_flags & WK_ENTRY_IMPURE) ? NULL : &kept);
+                                          (hit_flags & WK_ENTRY_IMPURE) && !guarded ? NULL : &kept);
+        if (!res && kept && guarded && graph_failed_first(co) < 0) {
+            /* raised after the graph (or a BaseException in it): propagate */
+            Py_DECREF(code);
+            return wk_frame_fail(ts, f);
+        }
         if (!res && kept) {
             /* nothing the compiled code did is visible: run the original
              * frame, which handles or raises the exception as Python would */

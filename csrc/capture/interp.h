@@ -220,6 +220,16 @@ struct Interp {
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
     int propagate;                   /* a BaseException must propagate */
+    /* graph breaks (breaks.c): the compiled frame's instructions are counted
+     * so that a second capture can stop right before the one that failed */
+    long top_steps;                  /* instructions of the compiled frame started */
+    long stop_step;                  /* > 0: stop once this many have run (the break) */
+    int top_pc;                      /* index of the compiled frame's current instruction */
+    int stopped;                     /* run() stopped there */
+    int no_break;                    /* a failure no break gets around (internal, step limit) */
+    long effect_step;                /* the top-level instruction that first wrote to an outside */
+    int effect_pc;                   /* object (cap_break_effect_seen), or 0 */
+    struct CapBreakState *brk;       /* owned, NULL when breaks are not considered */
 };
 
 struct RetPlan {
@@ -343,5 +353,21 @@ int cap_dict_set(Interp *I, Sv *d, Sv *key, Sv *value);
 int cap_dict_update(Interp *I, Sv *d, Sv *other);
 Sv *cap_dict_lookup(Sv *d, PyObject *key); /* borrowed; NULL when absent */
 Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a);
+
+/* breaks.c */
+typedef struct CapBreakState CapBreakState;
+void cap_break_setup(Interp *I); /* after the arguments are set up */
+/* After a failed capture of `code`: the number of top-level instructions
+ * to run before stopping for a break, or 0 when no break can help. */
+long cap_break_step(Interp *I, PyCodeObject *code);
+/* At the stop: the break (*out, free with cap_break_free) and the graph
+ * outputs it needs in p. 0, or -1 with a reason. */
+int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyObject *options);
+void cap_break_free(Interp *I, WkBreak *b); /* frees I's break state too; b may be NULL */
+/* 1 once the frame wrote to an outside object (attribute overlay, a dict argument). */
+int cap_break_effect_seen(Interp *I);
+/* -1 with a reason when a dict argument was changed (not replayed), else 0. */
+int cap_break_check_args(Interp *I);
+void cap_breaks_reset(void);                /* forget the resume functions */
 
 #endif /* WICK_CAPTURE_INTERP_H */

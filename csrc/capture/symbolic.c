@@ -661,12 +661,27 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
         next = pc + 1;
         int arg = in->arg;
         if (in->line >= 0) F->line = in->line;
+        if (F->depth == 0) { /* graph breaks count the compiled frame's instructions */
+            if (!I->effect_step && cap_break_effect_seen(I)) {
+                I->effect_step = I->top_steps;
+                I->effect_pc = I->top_pc;
+            }
+            if (I->stop_step && I->top_steps == I->stop_step) {
+                I->stopped = 1;
+                I->top_pc = pc;
+                return NULL;
+            }
+            I->top_steps++;
+            I->top_pc = pc;
+        }
         if (++steps > MAX_STEPS) {
+            I->no_break = 1;
             cap_unsupported(I, "more than %d instructions interpreted (a long unrolled loop)", MAX_STEPS);
             return NULL;
         }
         if (inject_at && steps == inject_at) {
             inject_at = 0;
+            I->no_break = 1;
             PyErr_SetString(PyExc_SystemError, "wick: injected internal capture error");
             cap_py_failed(I, "capture");
             return NULL;
@@ -1354,9 +1369,13 @@ static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph 
     return res;
 }
 
-WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyObject *const *args, int nargs,
-                                   PyObject *options) {
+/* stop_step > 0: the second capture of a graph break (see breaks.c), which
+ * stops before that top-level instruction; it returns NULL (no fallback
+ * entry) when the break cannot be made. break_reason: why the first failed. */
+static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyObject *const *args, int nargs,
+                                   PyObject *options, long stop_step, const char *break_reason) {
     double t0 = now_s();
+    WkBreak *brk = NULL;
     Interp I_ = {0}, *I = &I_;
     RetPlan plan = {0};
     PyObject *compiled = NULL, *newcode = NULL, *info = NULL, *guard_list = NULL;
@@ -1378,6 +1397,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->backend_wick = !backend || backend == Py_None ||
                       (PyUnicode_Check(backend) && PyUnicode_CompareWithASCIIString(backend, "wick") == 0);
     int fullgraph = option_flag(options, "fullgraph");
+    I->stop_step = stop_step;
 
     int tr = cap_init_torch();
     if (tr < 0) {
@@ -1402,11 +1422,17 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         goto finish;
     }
     if (setup_args(I) < 0) goto finish;
+    cap_break_setup(I);
 
     Sv *ret = cap_run_frame(I, top, &ret_line);
-    if (!ret || cap_overlay_check(I) < 0 || cap_ctxvar_check(I) < 0) goto finish;
-    WkRet *rp = cap_reconstruct(I, &plan, ret, 0);
-    if (!rp) goto finish;
+    WkRet *rp = NULL;
+    if (!ret && I->stopped && !I->reason && !I->propagate) {
+        if (cap_break_plan(I, code, &plan, &brk, options) < 0) goto finish;
+        ret_line = brk->line >= 0 ? brk->line : ret_line;
+    } else {
+        if (!ret || cap_overlay_check(I) < 0 || cap_ctxvar_check(I) < 0 || cap_break_check_args(I) < 0) goto finish;
+        if (!(rp = cap_reconstruct(I, &plan, ret, 0))) goto finish;
+    }
     for (int i = 0; i < plan.outputs.len; i++)
         if (wk_graph_output(I->g, plan.outputs.data[i]) < 0) {
             cap_graph_failed(I, "graph output");
@@ -1465,8 +1491,10 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             }
         }
     }
-    newcode = wk_cap_transform_Ref(code, compiled, I->input_args.data, I->input_paths.data, I->input_args.len,
-                                   plan.outputs.len, rp, ret_line);
+    newcode = brk ? wk_cap_transform_break_Ref(code, compiled, I->input_args.data, I->input_paths.data,
+                                               I->input_args.len, plan.outputs.len, brk)
+                  : wk_cap_transform_Ref(code, compiled, I->input_args.data, I->input_paths.data, I->input_args.len,
+                                         plan.outputs.len, rp, ret_line);
     if (!newcode) {
         Py_XDECREF(source);
         cap_py_failed(I, "assembling the transformed code");
@@ -1483,6 +1511,27 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
                          "op_count", op_count,
                          "file", code->co_filename, "line", ret_line);
     Py_XDECREF(source);
+    if (info && brk && break_reason) {
+        /* the break: where, why, and what continues after it */
+        PyObject *resumes = PyList_New(0);
+        for (int k = 0; resumes && k < 2; k++)
+            if (brk->resume[k] && PyList_Append(resumes, PyFunction_GetCode(brk->resume[k])) < 0) Py_CLEAR(resumes);
+        PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O}", "reason", break_reason, "file", code->co_filename,
+                                               "line", brk->line, "resume", resumes)
+                               : NULL;
+        PyObject *bl = bd ? PyList_New(1) : NULL;
+        if (bl) PyList_SET_ITEM(bl, 0, Py_NewRef(bd));
+        if (!bl || PyDict_SetItemString(info, "breaks", bl) < 0) Py_CLEAR(info);
+        Py_XDECREF(bl);
+        Py_XDECREF(bd);
+        Py_XDECREF(resumes);
+        if (info && wk_log_on(WK_LOG_BREAKS)) {
+            const char *q = PyUnicode_AsUTF8(code->co_qualname);
+            if (!q) PyErr_Clear();
+            wk_log(WK_LOG_BREAKS, "graph break in %s at %s:%d: %s (%d op(s) in the graph before it)", q ? q : "?",
+                   cap_code_filename(I), brk->line, break_reason, op_count);
+        }
+    }
     if (!info) {
         cap_py_failed(I, "info");
         goto finish;
@@ -1493,10 +1542,35 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         PyErr_Clear();
     }
     entry = entry_new(I->guards, newcode, info);
+    /* the instruction and the resume run Python; the graph before them is
+     * protected (transform.c) so that its errors still run the frame eagerly */
+    if (brk) entry->flags |= WK_ENTRY_IMPURE | (compiled ? WK_ENTRY_GRAPH_FIRST : 0);
     I->guards = NULL;
     newcode = info = NULL;
 
 finish:
+    if (!entry && stop_step) { /* no break after all: the caller falls back */
+        if (!I->propagate) {
+            PyErr_Clear();
+            if (wk_log_on(WK_LOG_BREAKS)) {
+                const char *q = PyUnicode_AsUTF8(code->co_qualname);
+                if (!q) PyErr_Clear();
+                wk_log(WK_LOG_BREAKS, "no graph break in %s: %s", q ? q : "?", I->reason ? I->reason : "?");
+            }
+        }
+        goto cleanup;
+    }
+    if (!entry && !I->propagate && !fullgraph && I->reason) {
+        /* a graph break instead of running the whole frame eagerly */
+        /* attribute writes that would be fine at a return need no break before them */
+        if (cap_overlay_check(I) == 0 && cap_break_check_args(I) == 0) I->effect_step = 0;
+        long step = cap_break_step(I, code);
+        if (step > 0) {
+            entry = compile_frame(fn, code, args, nargs, options, step, I->reason);
+            if (!entry && PyErr_Occurred()) I->propagate = 1;
+            if (entry || I->propagate) goto cleanup;
+        }
+    }
     if (!entry && !I->propagate) {
         if (!I->reason) cap_unsupported(I, "capture failed");
         if (PyErr_Occurred()) {
@@ -1524,6 +1598,8 @@ finish:
             info = NULL;
         }
     }
+cleanup:
+    cap_break_free(I, brk);
     Py_XDECREF(compiled);
     Py_XDECREF(newcode);
     Py_XDECREF(info);
@@ -1551,6 +1627,17 @@ finish:
     return entry;
 }
 
+WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyObject *const *args, int nargs,
+                                   PyObject *options) {
+    return compile_frame(fn, code, args, nargs, options, 0, NULL);
+}
+
+static PyObject *reset_breaks(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    cap_breaks_reset();
+    Py_RETURN_NONE;
+}
+
 static PyObject *inject_error(PyObject *self, PyObject *arg) {
     (void)self;
     inject_at = PyLong_AsLong(arg);
@@ -1559,6 +1646,7 @@ static PyObject *inject_error(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef cap_methods[] = {
+    {"_reset_breaks", reset_breaks, METH_NOARGS, "_reset_breaks(): forget the cached resume functions."},
     {"_inject_capture_error", inject_error, METH_O,
      "_inject_capture_error(n): the n-th instruction the next capture interprets raises (tests)."},
     {NULL, NULL, 0, NULL},

@@ -68,6 +68,8 @@ typedef enum {
     WK_RET_LIST,   /* items */
     WK_RET_DICT,   /* keys: `value` (a list of constants), values: items */
     WK_RET_CALL,   /* `value`(*items): a namedtuple or a rebuilt object */
+    WK_RET_NULL,   /* a NULL stack slot (below a callable): graph breaks only */
+    WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
 } WkRetKind;
 
 typedef struct WkRet {
@@ -88,5 +90,37 @@ typedef struct WkRet {
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
                                PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
                                int line);
+
+/* ---- graph breaks (breaks.c plans them, transform.c emits them) -------- */
+typedef enum {
+    WK_BREAK_INSTR,  /* run one instruction in Python, then resume[0] */
+    WK_BREAK_BRANCH, /* a conditional jump on a value the graph computed: resume[0] when it
+                      * falls through, resume[1] when it jumps */
+    WK_BREAK_RAISE,  /* RAISE_VARARGS in Python: nothing follows */
+} WkBreakKind;
+
+/* What the transformed code does after the graph of a frame that breaks:
+ *   PUSH_NULL; LOAD_CONST resume; <args>; <operands>; <the instruction>;
+ *   CALL; RETURN_VALUE
+ * `args` are the live locals and the stack items below the operands (no
+ * NULLs), rebuilt before the instruction runs; the instruction's results
+ * are the resume function's last arguments. */
+typedef struct {
+    WkBreakKind kind;
+    int opcode, oparg;   /* raw, of the running interpreter */
+    PyObject *name;      /* borrowed: the name an attribute, global or import instruction uses, or NULL */
+    PyObject *kwnames;   /* borrowed: CALL's keyword names, or NULL */
+    int jump_if_true;    /* BRANCH: the original jumps when the value is true */
+    int line;            /* the instruction's line */
+    int nargs, nin, nout;
+    WkRet **args;        /* nargs values */
+    WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
+    PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
+} WkBreak;
+
+/* Like wk_cap_transform_Ref, but after the graph the code does what `b`
+ * says instead of returning a rebuilt value. */
+PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
+                                     PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b);
 
 #endif /* WICK_CAPTURE_SYMBOLIC_H */

@@ -6,6 +6,14 @@
  *   <rebuild the return value from temps, arguments and constants>
  *   RETURN_VALUE
  *
+ * A frame that breaks (WkBreak, planned by breaks.c) continues after the
+ * graph: it rebuilds the live values, runs the one instruction capture
+ * could not model in Python and returns what a generated resume function
+ * returns (a branch picks one of two):
+ *
+ *   PUSH_NULL; LOAD_CONST <resume>; <live locals, stack below the operands>
+ *   <operands>; <the instruction>; CALL n; RETURN_VALUE
+ *
  * Arguments that the frame returns unchanged (and attributes of arguments,
  * such as a module's parameters) are loaded from their own local, so the
  * caller gets the very same object. Every instruction carries
@@ -42,7 +50,7 @@ static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
 }
 
 static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
-    switch (r->kind) {
+    switch ((int)r->kind) {
     case WK_RET_OUTPUT:
         wk_asm_load_fast(a, out_locals[r->index]);
         return 0;
@@ -69,6 +77,16 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
             if (emit_ret(a, r->items[i], out_locals) < 0) return -1;
         wk_asm_call(a, r->nitems);
         return 0;
+    case WK_RET_NULL:
+        wk_asm_op(a, PUSH_NULL, 0);
+        return 0;
+    case WK_RET_ATTR: {
+        const char *name = r->value && PyUnicode_Check(r->value) ? PyUnicode_AsUTF8(r->value) : NULL;
+        if (!name || r->nitems != 1) break;
+        if (emit_ret(a, r->items[0], out_locals) < 0) return -1;
+        wk_asm_load_attr(a, name);
+        return 0;
+    }
     case WK_RET_DICT: {
         /* values..., keys tuple -> BUILD_CONST_KEY_MAP */
         for (int i = 0; i < r->nitems; i++)
@@ -85,6 +103,60 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     return -1;
 }
 
+/* RESUME, then the graph call: its outputs end in temps (out_locals).
+ * guarded_handler >= 0: the call is protected; the handler (emit_graph_failed)
+ * goes at that label. */
+static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, PyObject *const *input_paths,
+                           int ninputs, int noutputs, int *out_locals, int guarded_handler) {
+    wk_asm_resume(a);
+    if (!compiled) return 0;
+    int start = -1, end = -1;
+    if (guarded_handler >= 0) {
+        start = wk_asm_new_label(a);
+        end = wk_asm_new_label(a);
+        wk_asm_bind_label(a, start);
+        wk_asm_try(a, start, end, guarded_handler, 0, 0);
+    }
+    wk_asm_push_null(a);
+    wk_asm_load_const(a, compiled);
+    for (int i = 0; i < ninputs; i++)
+        if (load_arg_path(a, input_args[i], input_paths ? input_paths[i] : NULL) < 0) return -1;
+    wk_asm_call(a, ninputs);
+    if (noutputs > 0) {
+        char name[64];
+        for (int i = 0; i < noutputs; i++) {
+            snprintf(name, sizeof name, "___wick_out%d", i);
+            out_locals[i] = wk_asm_local(a, name);
+        }
+        wk_asm_unpack_sequence(a, noutputs);
+        /* UNPACK_SEQUENCE leaves item 0 on top */
+        for (int i = 0; i < noutputs; i++) wk_asm_store_fast(a, out_locals[i]);
+    } else {
+        wk_asm_op(a, POP_TOP, 0);
+    }
+    if (end >= 0) wk_asm_bind_label(a, end);
+    return 0;
+}
+
+/* The handler of a protected graph call: raise wk_graph_failed_type while
+ * handling the graph's exception (so that it becomes the __context__), and
+ * restore the handled-exception state on the way out, as CPython's own
+ * cleanup handlers do. */
+static void emit_graph_failed(WkAsm *a, int handler) {
+    int raise_start = wk_asm_new_label(a), raise_end = wk_asm_new_label(a), cleanup = wk_asm_new_label(a);
+    wk_asm_bind_label(a, handler);
+    wk_asm_op(a, PUSH_EXC_INFO, 0); /* [exc] -> [previous, exc] */
+    wk_asm_bind_label(a, raise_start);
+    wk_asm_load_const(a, wk_graph_failed_type);
+    wk_asm_op(a, RAISE_VARARGS, 1);
+    wk_asm_bind_label(a, raise_end);
+    wk_asm_try(a, raise_start, raise_end, cleanup, 1, 1);
+    wk_asm_bind_label(a, cleanup); /* [previous, lasti, raised] */
+    wk_asm_op(a, COPY, 3);
+    wk_asm_op(a, POP_EXCEPT, 0);
+    wk_asm_op(a, RERAISE, 1);
+}
+
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
                                PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
                                int line) {
@@ -94,28 +166,83 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     if (!a) goto done;
     if (line < 0) line = code->co_firstlineno;
     wk_asm_set_line(a, line);
-    wk_asm_resume(a);
-    if (compiled) {
-        wk_asm_push_null(a);
-        wk_asm_load_const(a, compiled);
-        for (int i = 0; i < ninputs; i++)
-            if (load_arg_path(a, input_args[i], input_paths ? input_paths[i] : NULL) < 0) goto done;
-        wk_asm_call(a, ninputs);
-        if (noutputs > 0) {
-            char name[64];
-            for (int i = 0; i < noutputs; i++) {
-                snprintf(name, sizeof name, "___wick_out%d", i);
-                out_locals[i] = wk_asm_local(a, name);
-            }
-            wk_asm_unpack_sequence(a, noutputs);
-            /* UNPACK_SEQUENCE leaves item 0 on top */
-            for (int i = 0; i < noutputs; i++) wk_asm_store_fast(a, out_locals[i]);
-        } else {
-            wk_asm_op(a, POP_TOP, 0);
-        }
-    }
+    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, -1) < 0) goto done;
     if (emit_ret(a, ret, out_locals) < 0) goto done;
     wk_asm_return_value(a);
+    res = wk_asm_finish_Ref(a);
+done:
+    if (a) wk_asm_free(a);
+    free(out_locals);
+    return res;
+}
+
+/* The one instruction a break runs in Python, with its operands on the stack. */
+static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
+    if (b->opcode == CALL) {
+        if (b->kwnames) wk_asm_call_kw(a, b->oparg, b->kwnames);
+        else wk_asm_call(a, b->oparg);
+        return 0;
+    }
+    if (b->name) {
+        const char *name = PyUnicode_AsUTF8(b->name);
+        if (!name) return -1;
+        if (b->opcode == LOAD_ATTR) wk_asm_load_attr(a, name); /* the 3.12 oparg carries a flag */
+        else if (b->opcode == LOAD_GLOBAL) wk_asm_load_global(a, name, 0);
+        else wk_asm_op(a, b->opcode, wk_asm_name(a, name));
+        return 0;
+    }
+    wk_asm_op(a, b->opcode, b->oparg);
+    return 0;
+}
+
+/* PUSH_NULL; LOAD_CONST resume; args...; [then the caller's extra values]; */
+static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals) {
+    wk_asm_op(a, PUSH_NULL, 0);
+    wk_asm_load_const(a, resume);
+    for (int i = 0; i < b->nargs; i++)
+        if (emit_ret(a, b->args[i], out_locals) < 0) return -1;
+    return 0;
+}
+
+PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
+                                     PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b) {
+    PyObject *res = NULL;
+    int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    WkAsm *a = wk_asm_new(code);
+    if (!a) goto done;
+    wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
+    int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
+    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
+    switch (b->kind) {
+    case WK_BREAK_INSTR:
+        if (!b->resume[0]) break;
+        if (emit_resume_head(a, b, b->resume[0], out_locals) < 0) goto done;
+        for (int i = 0; i < b->nin; i++)
+            if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
+        if (emit_break_instruction(a, b) < 0) goto done;
+        wk_asm_call(a, b->nargs + b->nout);
+        wk_asm_return_value(a);
+        break;
+    case WK_BREAK_RAISE:
+        for (int i = 0; i < b->nin; i++)
+            if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
+        wk_asm_op(a, RAISE_VARARGS, b->oparg);
+        break;
+    case WK_BREAK_BRANCH: {
+        if (!b->resume[0] || !b->resume[1] || b->nin != 1) break;
+        int jumped = wk_asm_new_label(a);
+        if (emit_ret(a, b->in[0], out_locals) < 0) goto done;
+        wk_asm_pop_jump_if(a, b->jump_if_true, jumped);
+        for (int k = 0; k < 2; k++) {
+            if (k == 1) wk_asm_bind_label(a, jumped);
+            if (emit_resume_head(a, b, b->resume[k], out_locals) < 0) goto done;
+            wk_asm_call(a, b->nargs);
+            wk_asm_return_value(a);
+        }
+        break;
+    }
+    }
+    if (handler >= 0) emit_graph_failed(a, handler);
     res = wk_asm_finish_Ref(a);
 done:
     if (a) wk_asm_free(a);

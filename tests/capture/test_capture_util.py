@@ -35,6 +35,12 @@ def fallbacks(fn):
     return [e for e in entries(fn) if e.get("eager")]
 
 
+def reasons(fn):
+    """Why fn's frame is not one graph: its fallbacks' reasons, then its graph breaks'."""
+    es = entries(fn)
+    return [e["reason"] for e in es if e.get("eager")] + [b["reason"] for e in es for b in e.get("breaks") or ()]
+
+
 _BINARY = {
     "ADD": lambda a, b: a + b,
     "SUB": lambda a, b: a - b,

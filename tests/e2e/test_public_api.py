@@ -51,10 +51,12 @@ def test_explain_names_the_fallback_reason_and_line():
     x, w = torch.randn(4, 5), torch.randn(5, 3)
     report = wick.explain(uses_item)(x, w)
     torch.testing.assert_close(report.result, uses_item(x, w))
-    assert report.graph_count == 0
-    assert len(report.break_reasons) == 1
+    # a graph break: the tensor work before .item() and the product after it
+    assert report.graph_count == 2
+    assert len(report.break_reasons) == 1 and len(report.breaks) == 1
     reason = report.break_reasons[0]
     assert "test_public_api.py" in reason and "item" in reason
+    assert report.breaks[0]["line"] == uses_item.__code__.co_firstlineno + 2
 
 
 def test_fullgraph_raises_with_reason():

@@ -1,0 +1,757 @@
+/* breaks.c — graph breaks: partial capture of a frame that capture cannot
+ * model whole. Owns the break plan (which instruction runs in Python, which
+ * values are live there and how each is rebuilt), the resume functions
+ * (their code objects and the cache that reuses them), and the registry
+ * that maps a resume code back to the original code it continues.
+ *
+ * How a break is made (symbolic.c drives it, see wk_cap_compile_frame):
+ *   1. a capture fails at instruction k of the compiled frame (or inside a
+ *      call inlined from there): cap_break_step() says whether a break can
+ *      help and before which top-level instruction to stop;
+ *   2. the frame is interpreted again from scratch and stops right before
+ *      that instruction, so nothing of it (nor of a callee inlined by it)
+ *      has touched the symbolic state;
+ *   3. cap_break_plan() turns the stopped state into a WkBreak: the live
+ *      locals (by liveness on the original bytecode) and the stack, rebuilt
+ *      from graph outputs, constants and sources; the instruction; and the
+ *      resume function(s) that continue the frame after it;
+ *   4. transform.c emits: graph, rebuild, the instruction, call resume.
+ *
+ * A resume function is a real Python function: its code is the original
+ * code, whole, after a prologue that pushes the stack items (its
+ * arguments, NULLs re-pushed) and jumps to the instruction after the break;
+ * its locals that were live are its other arguments. It is marked for the
+ * hook, so it is captured in its turn with its own cache entries. Resume
+ * functions are cached by (original code, target, stack layout, live
+ * locals, globals) and always built from the original code, so a loop that
+ * breaks in every iteration reuses one function instead of nesting copies.
+ *
+ * Where a break would not be exact, there is none and the frame runs
+ * eagerly as before: inside a try or with block of the frame, with a grad
+ * mode changed, with attribute writes or ContextVar changes pending, in a
+ * frame with cells or free variables (the resume function cannot share
+ * them), with a mutable value shared by two live values, or with a live
+ * value that cannot be rebuilt. */
+#include <string.h>
+
+#include "interp.h"
+
+#define RESUME_PREFIX "wick_resume_in_"
+
+PyObject *wk_graph_failed_type;
+
+static PyObject *resume_funcs;  /* dict: key tuple -> resume function */
+static PyObject *resume_origin; /* dict: resume code -> (original code, prologue length) */
+
+static int ensure_registry(void) {
+    if (!wk_graph_failed_type &&
+        !(wk_graph_failed_type = PyErr_NewException("wick._C.GraphFailed", PyExc_Exception, NULL)))
+        return -1;
+    if (!resume_funcs && !(resume_funcs = PyDict_New())) return -1;
+    if (!resume_origin && !(resume_origin = PyDict_New())) return -1;
+    return 0;
+}
+
+void cap_breaks_reset(void) {
+    if (resume_funcs) PyDict_Clear(resume_funcs);
+    if (resume_origin) PyDict_Clear(resume_origin);
+}
+
+/* ---- the original code's exception table ------------------------------------ */
+
+typedef struct {
+    int start, end, handler; /* instruction indexes (end exclusive) */
+    int depth, lasti;
+} ExcRange;
+typedef WkVec(ExcRange) ExcRanges;
+
+static int read_exc_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int *out) {
+    if (*pos >= n) return -1;
+    unsigned b = p[(*pos)++], v = b & 63;
+    while (b & 64) {
+        if (*pos >= n) return -1;
+        b = p[(*pos)++];
+        v = (v << 6) | (b & 63);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int unit_index(const WkInstr *raw, int n, int unit, int at_or_after) {
+    for (int k = 0; k < n; k++)
+        if (raw[k].start == unit || (at_or_after && raw[k].start > unit)) return k;
+    return at_or_after ? n : -1;
+}
+
+/* co_exceptiontable as ranges of instruction indexes; -1 on a table we do not understand. */
+static int exc_ranges(PyCodeObject *co, const WkInstr *raw, int n, ExcRanges *out) {
+    PyObject *t = co->co_exceptiontable;
+    if (!t || !PyBytes_Check(t)) return 0;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(t);
+    Py_ssize_t len = PyBytes_GET_SIZE(t), pos = 0;
+    while (pos < len) {
+        int start, length, target, dl;
+        if (read_exc_varint(p, len, &pos, &start) < 0 || read_exc_varint(p, len, &pos, &length) < 0 ||
+            read_exc_varint(p, len, &pos, &target) < 0 || read_exc_varint(p, len, &pos, &dl) < 0)
+            return -1;
+        ExcRange r = {unit_index(raw, n, start, 0), unit_index(raw, n, start + length, 1),
+                      unit_index(raw, n, target, 0), dl >> 1, dl & 1};
+        if (r.start < 0 || r.handler < 0) return -1;
+        wk_vec_push(out, r);
+    }
+    return 0;
+}
+
+/* ---- liveness of locals on the original bytecode ------------------------------ */
+
+static int local_use(const WkInstr *in, int *def) {
+    *def = -1;
+    switch (in->opcode) {
+    case LOAD_FAST:
+#ifdef LOAD_FAST_CHECK
+    case LOAD_FAST_CHECK:
+#endif
+#ifdef LOAD_FAST_AND_CLEAR
+    case LOAD_FAST_AND_CLEAR:
+#endif
+    case DELETE_FAST: /* deleting an unbound local raises: a use */
+        return in->oparg;
+    case STORE_FAST:
+        *def = in->oparg;
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+/* live[i * nloc + j]: local j may be read at or after instruction i before
+ * it is written. Malloc'd. */
+static unsigned char *liveness(const WkInstr *raw, int n, int nloc, const ExcRanges *ex) {
+    unsigned char *live = wk_xcalloc((size_t)(n + 1) * (size_t)(nloc + 1), 1);
+    int *jt = wk_xmalloc(sizeof(int) * (size_t)(n + 1)), *handler = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        jt[i] = wk_bc_jump_target(raw, n, i);
+        handler[i] = -1;
+        for (int e = 0; e < ex->len; e++)
+            if (i >= ex->data[e].start && i < ex->data[e].end) handler[i] = ex->data[e].handler;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            unsigned char *row = &live[(size_t)i * (size_t)nloc];
+            int succ[3] = {wk_bc_falls_through(raw[i].opcode) && i + 1 < n ? i + 1 : -1, jt[i], handler[i]};
+            int def, use = local_use(&raw[i], &def);
+            for (int j = 0; j < nloc; j++) {
+                unsigned char v = 0;
+                for (int s = 0; s < 3; s++)
+                    if (succ[s] >= 0) v |= live[(size_t)succ[s] * (size_t)nloc + (size_t)j];
+                if (j == def) v = 0;
+                if (j == use) v = 1;
+                if (v && !row[j]) {
+                    row[j] = 1;
+                    changed = 1;
+                }
+            }
+        }
+    }
+    free(jt);
+    free(handler);
+    return live;
+}
+
+/* ---- resume functions ------------------------------------------------------- */
+
+/* The original code a frame's code continues, and the number of prologue
+ * instructions in front of it (0 for an original). Borrowed. */
+static PyCodeObject *origin_of(PyCodeObject *code, int *prologue) {
+    *prologue = 0;
+    PyObject *o = resume_origin ? PyDict_GetItemWithError(resume_origin, (PyObject *)code) : NULL;
+    if (!o) {
+        PyErr_Clear();
+        return code;
+    }
+    *prologue = (int)PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
+    return (PyCodeObject *)PyTuple_GET_ITEM(o, 0);
+}
+
+static PyObject *resume_name_Ref(PyCodeObject *orig, int line) {
+    const char *base = PyUnicode_AsUTF8(orig->co_name);
+    if (!base) return NULL;
+    return PyUnicode_FromFormat(RESUME_PREFIX "%s_at_%d", base, line);
+}
+
+/* The code of a resume function of `orig` that continues at instruction
+ * `target` with the stack `layout` ('N': a NULL, 'V': a value, bottom
+ * first) and the locals named in `local_names` as its first arguments. */
+static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, const ExcRanges *ex, int target,
+                                 const char *layout, PyObject *local_names, PyObject *name) {
+    PyObject *res = NULL, *argnames = NULL, *varnames = NULL;
+    int *labels = NULL;
+    int nstack = (int)strlen(layout), nvals = 0;
+    for (int i = 0; i < nstack; i++) nvals += layout[i] == 'V';
+    Py_ssize_t nlocal = PyTuple_GET_SIZE(local_names);
+    WkAsm *a = wk_asm_new(orig);
+    if (!a) return NULL;
+    argnames = PyTuple_New(nlocal + nvals);
+    varnames = PyCode_GetVarnames(orig);
+    if (!argnames || !varnames) goto done;
+    for (Py_ssize_t i = 0; i < nlocal; i++) PyTuple_SET_ITEM(argnames, i, Py_NewRef(PyTuple_GET_ITEM(local_names, i)));
+    for (int i = 0, v = 0; i < nstack; i++) {
+        if (layout[i] != 'V') continue;
+        PyObject *s = PyUnicode_FromFormat("___stack%d", i);
+        if (!s) goto done;
+        PyTuple_SET_ITEM(argnames, nlocal + v++, s);
+    }
+    wk_asm_set_signature(a, argnames, name);
+    /* the copy keeps co_names and co_consts indexes: only locals move */
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
+        const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
+        if (!s || wk_asm_name(a, s) != i) goto layout_changed;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_consts); i++)
+        if (wk_asm_const(a, PyTuple_GET_ITEM(orig->co_consts, i)) != i) goto layout_changed;
+    int nv = (int)PyTuple_GET_SIZE(varnames);
+    int *local_map = wk_xcalloc((size_t)nv + 1, sizeof(int));
+    for (int j = 0; j < nv; j++) {
+        const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, j));
+        local_map[j] = s ? wk_asm_local(a, s) : 0;
+    }
+    labels = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i <= n; i++) labels[i] = wk_asm_new_label(a);
+
+    /* prologue: the stack as it was before the instruction at `target` */
+    wk_asm_set_line(a, raw[target].line >= 0 ? raw[target].line : orig->co_firstlineno);
+    wk_asm_resume(a);
+    for (int i = 0, v = 0; i < nstack; i++) {
+        if (layout[i] == 'N') wk_asm_op(a, PUSH_NULL, 0);
+        else wk_asm_op(a, LOAD_FAST, (int)nlocal + v++);
+    }
+    wk_asm_jump(a, JUMP_FORWARD, labels[target]);
+
+    /* the original, instruction for instruction */
+    for (int i = 0; i < n; i++) {
+        const WkInstr *in = &raw[i];
+        wk_asm_bind_label(a, labels[i]);
+        wk_asm_set_line(a, in->line);
+        int def, use = local_use(in, &def), t = wk_bc_jump_target(raw, n, i);
+        if (t == -2) goto layout_changed_map;
+        if (in->opcode == RESUME) wk_asm_op(a, NOP, 0);
+        else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
+        else if (use >= 0 || def >= 0) wk_asm_op(a, in->opcode, local_map[use >= 0 ? use : def]);
+        else wk_asm_op(a, in->opcode, in->oparg);
+    }
+    wk_asm_bind_label(a, labels[n]);
+    for (int e = 0; e < ex->len; e++) {
+        const ExcRange *r = &ex->data[e];
+        wk_asm_try(a, labels[r->start], labels[r->end], labels[r->handler], r->depth, r->lasti);
+    }
+    free(local_map);
+    res = wk_asm_finish_Ref(a);
+    goto done;
+layout_changed_map:
+    free(local_map);
+layout_changed:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "wick: the resume code cannot keep the original's tables");
+done:
+    free(labels);
+    Py_XDECREF(argnames);
+    Py_XDECREF(varnames);
+    wk_asm_free(a);
+    return res;
+}
+
+/* The resume function (borrowed from the cache), or NULL with an exception. */
+static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, const ExcRanges *ex, int target,
+                                 const char *layout, PyObject *local_names, PyObject *globals, PyObject *options) {
+    if (ensure_registry() < 0) return NULL;
+    PyObject *key = Py_BuildValue("(OiyOn)", (PyObject *)orig, raw[target].offset, layout, local_names,
+                                  (Py_ssize_t)(uintptr_t)globals);
+    if (!key) return NULL;
+    PyObject *fn = PyDict_GetItemWithError(resume_funcs, key);
+    if (!fn && !PyErr_Occurred()) {
+        int line = raw[target].line >= 0 ? raw[target].line : orig->co_firstlineno;
+        PyObject *name = resume_name_Ref(orig, line);
+        PyObject *code = name ? resume_code_Ref(orig, raw, n, ex, target, layout, local_names, name) : NULL;
+        PyObject *f = code ? PyFunction_New(code, globals) : NULL;
+        int nnew = -1;
+        if (code) {
+            WkInstr *dec = wk_bc_decode((PyCodeObject *)code, &nnew);
+            free(dec);
+            if (!dec) nnew = -1;
+        }
+        PyObject *origin = nnew >= n ? Py_BuildValue("(Oi)", (PyObject *)orig, nnew - n) : NULL;
+        if (f && origin && PyDict_SetItem(resume_origin, code, origin) == 0 &&
+            PyDict_SetItem(resume_funcs, key, f) == 0)
+            fn = f;
+        Py_XDECREF(origin);
+        Py_XDECREF(f);
+        Py_XDECREF(code);
+        Py_XDECREF(name);
+    }
+    Py_DECREF(key);
+    if (!fn) return NULL;
+    PyObject *fcode = PyFunction_GetCode(fn);
+    if (wk_hook_mark_code((PyCodeObject *)fcode, options) < 0) return NULL;
+    return fn;
+}
+
+/* A Python function the frame calls at the break runs as its own frame:
+ * mark its code so that the hook captures it (an nn.Module: its forward). */
+static void mark_callee(Sv *callable, PyObject *options) {
+    if (!callable || callable->kind != SV_CONST || !callable->obj || !options) return;
+    PyObject *f = callable->obj;
+    if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
+    PyObject *fwd = NULL;
+    if (!PyFunction_Check(f) && cap_module_type && PyObject_TypeCheck(f, cap_module_type)) {
+        fwd = PyObject_GetAttrString((PyObject *)Py_TYPE(f), "forward");
+        if (!fwd) PyErr_Clear();
+        f = fwd;
+    }
+    if (f && PyFunction_Check(f)) {
+        PyCodeObject *co = (PyCodeObject *)PyFunction_GetCode(f);
+        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
+            wk_hook_mark_code(co, options) < 0)
+            PyErr_Clear();
+    }
+    Py_XDECREF(fwd);
+}
+
+/* ---- what a break needs of the interpreter ----------------------------------- */
+
+typedef struct {
+    Sv *dict;
+    int arg; /* the argument it is, or -1 when nested in one */
+    int nkeys;
+    Sv **items;
+} ArgDict;
+
+struct CapBreakState {
+    WkVec(ArgDict) arg_dicts;
+};
+
+static void note_arg_dicts(CapBreakState *st, Sv *s, int arg, int depth) {
+    if (!s || depth > 8) return;
+    if (s->kind == SV_DICT) {
+        ArgDict d = {s, arg, s->obj ? (int)PyList_GET_SIZE(s->obj) : 0, NULL};
+        d.items = wk_xcalloc((size_t)s->items.len + 1, sizeof(Sv *));
+        memcpy(d.items, s->items.data, sizeof(Sv *) * (size_t)s->items.len);
+        wk_vec_push(&st->arg_dicts, d);
+    }
+    if (s->kind == SV_DICT || s->kind == SV_TUPLE)
+        for (int i = 0; i < s->items.len; i++) note_arg_dicts(st, s->items.data[i], -1, depth + 1);
+}
+
+void cap_break_setup(Interp *I) {
+    CapBreakState *st = wk_xcalloc(1, sizeof(CapBreakState));
+    I->brk = st;
+    for (int i = 0; i < I->nargs && i < I->f->nlocals; i++) note_arg_dicts(st, I->f->locals[i], i, 0);
+}
+
+static int arg_dict_changed(const ArgDict *d) {
+    const Sv *s = d->dict;
+    if (!s->obj || PyList_GET_SIZE(s->obj) != d->nkeys || s->items.len != d->nkeys) return 1;
+    for (int k = 0; k < s->items.len; k++)
+        if (s->items.data[k] != d->items[k]) return 1;
+    return 0;
+}
+
+int cap_break_effect_seen(Interp *I) {
+    if (I->overlay.len > 0) return 1;
+    for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
+        if (arg_dict_changed(&I->brk->arg_dicts.data[i])) return 1;
+    return 0;
+}
+
+int cap_break_check_args(Interp *I) {
+    for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
+        if (arg_dict_changed(&I->brk->arg_dicts.data[i]))
+            return cap_unsupported(I, "the frame changes a dict argument (side effects are not replayed yet)");
+    return 0;
+}
+
+void cap_break_free(Interp *I, WkBreak *b) {
+    if (I->brk) {
+        for (int i = 0; i < I->brk->arg_dicts.len; i++) free(I->brk->arg_dicts.data[i].items);
+        wk_vec_free(&I->brk->arg_dicts);
+        free(I->brk);
+        I->brk = NULL;
+    }
+    if (b) {
+        free(b->args);
+        free(b->in);
+        free(b);
+    }
+}
+
+/* How the instruction at a break behaves: operands it pops (nin), values
+ * it pushes (nout); kind and name. *null_first: the original pushes a NULL
+ * below its one result, which the instruction run in Python does not (a
+ * method load runs as a plain attribute load: [NULL, bound method] calls
+ * alike). -1: a break cannot be made there. */
+static int classify(PyCodeObject *orig, const WkInstr *in, WkBreak *b, int *null_first) {
+    int op = in->opcode, arg = in->oparg;
+    b->opcode = op;
+    b->oparg = arg;
+    b->kind = WK_BREAK_INSTR;
+    *null_first = 0;
+    PyObject *names = orig->co_names;
+    switch (op) {
+    case CALL: b->nin = arg + 2; b->nout = 1; return 0;
+    case CALL_FUNCTION_EX: b->nin = 3 + (arg & 1); b->nout = 1; return 0;
+    case BINARY_OP: case BINARY_SUBSCR: case COMPARE_OP: case CONTAINS_OP: case IS_OP:
+        b->nin = 2; b->nout = 1; return 0;
+    case STORE_SUBSCR: b->nin = 3; b->nout = 0; return 0;
+    case DELETE_SUBSCR: b->nin = 2; b->nout = 0; return 0;
+    case UNARY_NEGATIVE: case UNARY_NOT: case UNARY_INVERT: case GET_ITER:
+#ifdef UNARY_POSITIVE
+    case UNARY_POSITIVE:
+#endif
+        b->nin = 1; b->nout = 1; return 0;
+    case BUILD_STRING: case BUILD_SLICE: b->nin = arg; b->nout = 1; return 0;
+#ifdef FORMAT_VALUE
+    case FORMAT_VALUE: b->nin = (arg & 4) ? 2 : 1; b->nout = 1; return 0;
+#endif
+    case UNPACK_SEQUENCE: b->nin = 1; b->nout = arg; return 0;
+#ifdef BINARY_SLICE
+    case BINARY_SLICE: b->nin = 3; b->nout = 1; return 0;
+    case STORE_SLICE: b->nin = 4; b->nout = 0; return 0;
+#endif
+    case STORE_ATTR: b->nin = 2; b->nout = 0; b->name = PyTuple_GET_ITEM(names, arg); return 0;
+    case DELETE_ATTR: b->nin = 1; b->nout = 0; b->name = PyTuple_GET_ITEM(names, arg); return 0;
+    case STORE_GLOBAL: b->nin = 1; b->nout = 0; b->name = PyTuple_GET_ITEM(names, arg); return 0;
+    case DELETE_GLOBAL: b->nin = 0; b->nout = 0; b->name = PyTuple_GET_ITEM(names, arg); return 0;
+    case IMPORT_NAME: b->nin = 2; b->nout = 1; b->name = PyTuple_GET_ITEM(names, arg); return 0;
+    case LOAD_ATTR:
+#if PY_VERSION_HEX >= 0x030C0000
+        *null_first = arg & 1; /* the method form */
+        b->name = PyTuple_GET_ITEM(names, arg >> 1);
+#else
+        b->name = PyTuple_GET_ITEM(names, arg);
+#endif
+        b->opcode = LOAD_ATTR;
+        b->nin = 1; b->nout = 1; return 0;
+#ifdef LOAD_METHOD
+    case LOAD_METHOD:
+        *null_first = 1;
+        b->name = PyTuple_GET_ITEM(names, arg);
+        b->opcode = LOAD_ATTR;
+        b->nin = 1; b->nout = 1; return 0;
+#endif
+    case LOAD_GLOBAL: /* 3.11 and 3.12 alike: name index << 1 | push NULL */
+        *null_first = arg & 1;
+        b->name = PyTuple_GET_ITEM(names, arg >> 1);
+        b->nin = 0; b->nout = 1; return 0;
+    case RAISE_VARARGS: b->kind = WK_BREAK_RAISE; b->nin = arg; b->nout = 0; return 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    case POP_JUMP_IF_TRUE: case POP_JUMP_IF_FALSE:
+        b->jump_if_true = op == POP_JUMP_IF_TRUE;
+#else
+    case POP_JUMP_FORWARD_IF_TRUE: case POP_JUMP_FORWARD_IF_FALSE:
+    case POP_JUMP_BACKWARD_IF_TRUE: case POP_JUMP_BACKWARD_IF_FALSE:
+        b->jump_if_true = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE;
+#endif
+        b->kind = WK_BREAK_BRANCH; b->nin = 1; b->nout = 0; return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Reasons that are limits of the compiler, not of capture: every op on
+ * such a tensor would break again, so the frame runs eagerly whole. */
+static int backend_limit(const char *reason) {
+    static const char *const limits[] = {"autodiff not implemented", "unsupported dtype", "no GPU",
+                                         "non-strided layout", "with backend", "wick could not compile",
+                                         /* the graph's outputs are laid out contiguously, not as
+                                          * eager's would be: Python must not look at them */
+                                         "of a computed tensor"};
+    for (size_t i = 0; reason && i < sizeof limits / sizeof limits[0]; i++)
+        if (strstr(reason, limits[i])) return 1;
+    return 0;
+}
+
+/* The top-level step to stop before, or 0 when no break can help. */
+long cap_break_step(Interp *I, PyCodeObject *code) {
+    if (backend_limit(I->reason)) return 0;
+    /* a failure inside an inlined call leaves I->f at the callee: the break
+     * is at the call in the compiled frame all the same (top_pc) */
+    if (I->no_break || I->propagate || I->top_steps < 2) return 0;
+    long step = I->top_steps - 1;
+    int pc = I->top_pc;
+    if (I->effect_step > 0 && I->effect_step <= I->top_steps) {
+        /* a write to an outside object capture modelled but cannot replay: break before it */
+        step = I->effect_step - 1;
+        pc = I->effect_pc;
+    }
+    int prologue;
+    PyCodeObject *orig = origin_of(code, &prologue);
+    int n = 0;
+    WkInstr *raw = wk_bc_decode(orig, &n);
+    if (!raw) {
+        PyErr_Clear();
+        return 0;
+    }
+    WkBreak b = {0};
+    int null_first;
+    int ok = pc - prologue >= 0 && pc - prologue < n && classify(orig, &raw[pc - prologue], &b, &null_first) == 0;
+    free(raw);
+    return ok && step >= 1 ? step : 0;
+}
+
+/* ---- rebuilding live values ------------------------------------------------- */
+
+static WkRet *ret_new_items(RetPlan *p, WkRetKind kind, int n) {
+    WkRet *r = cap_ret_new(p, kind);
+    r->nitems = n;
+    r->items = wk_xcalloc((size_t)n + 1, sizeof(WkRet *));
+    return r;
+}
+
+static PyObject *keep(Interp *I, PyObject *o_Steal) {
+    if (o_Steal) wk_vec_push(&I->keep, o_Steal);
+    return o_Steal;
+}
+
+/* One live value as the transformed code rebuilds it. */
+static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
+    if (s->kind == SV_NULL) return cap_ret_new(p, WK_RET_NULL);
+    for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++) {
+        ArgDict *d = &I->brk->arg_dicts.data[i];
+        if (d->dict != s) continue;
+        if (d->arg < 0 || arg_dict_changed(d))
+            return cap_unsupported(I, "a dict argument, changed or nested, live across a graph break"), NULL;
+        WkRet *r = cap_ret_new(p, WK_RET_ARG);
+        r->index = d->arg;
+        return r;
+    }
+    if (s->kind == SV_CONST) {
+        WkRet *r = cap_ret_new(p, WK_RET_CONST);
+        r->value = s->obj;
+        return r;
+    }
+    if (s->kind == SV_METHOD && s->self && s->name) {
+        WkRet *r = ret_new_items(p, WK_RET_ATTR, 1);
+        if (!(r->value = keep(I, PyUnicode_FromString(s->name)))) return cap_py_failed(I, "graph break"), NULL;
+        if (!(r->items[0] = live_value(I, p, s->self))) return NULL;
+        return r;
+    }
+    if (s->kind == SV_ITER && s->arg < 0 && !s->gname) {
+        /* an unrolled iterator: an iterator over the items it has left */
+        int left = s->items.len - s->value;
+        WkRet *t = ret_new_items(p, WK_RET_TUPLE, left < 0 ? 0 : left);
+        for (int i = 0; i < t->nitems; i++)
+            if (!(t->items[i] = live_value(I, p, s->items.data[s->value + i]))) return NULL;
+        WkRet *r = ret_new_items(p, WK_RET_CALL, 1);
+        PyObject *bi = PyImport_ImportModule("builtins");
+        r->value = bi ? keep(I, PyObject_GetAttrString(bi, "iter")) : NULL;
+        Py_XDECREF(bi);
+        if (!r->value) return cap_py_failed(I, "graph break"), NULL;
+        r->items[0] = t;
+        return r;
+    }
+    return cap_reconstruct(I, p, s, 0);
+}
+
+static int is_mutable_kind(const Sv *s) {
+    return s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_OBJECT || s->kind == SV_ITER;
+}
+
+/* Each mutable value made during capture is rebuilt as a new object per
+ * occurrence: two live references to one would become two objects. */
+static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
+    if (!s || depth > 32) return 0;
+    if (is_mutable_kind(s) && s->arg < 0 && !s->gname) {
+        for (int i = 0; i < seen->len; i++)
+            if (seen->data[i] == s)
+                return cap_unsupported(I, "a %s shared by two live values across a graph break", sv_desc(s));
+        wk_vec_push(seen, s);
+    }
+    if (s->kind == SV_TUPLE || s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_ITER)
+        for (int i = 0; i < s->items.len; i++)
+            if (check_sharing(I, s->items.data[i], seen, depth + 1) < 0) return -1;
+    if (s->kind == SV_OBJECT || s->kind == SV_METHOD) return check_sharing(I, s->self, seen, depth + 1);
+    return 0;
+}
+
+/* ---- the plan ------------------------------------------------------------------ */
+
+int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyObject *options) {
+    Frame *F = I->f;
+    int prologue, n = 0, rc = -1;
+    PyCodeObject *orig = origin_of(code, &prologue);
+    WkInstr *raw = NULL;
+    unsigned char *live = NULL;
+    ExcRanges ex = {0};
+    SvList slots = {0}, seen = {0};
+    PyObject *local_names = NULL, *cur_names = NULL;
+    char *layout = NULL;
+    WkBreak *b = wk_xcalloc(1, sizeof(WkBreak));
+    WkVec(WkRet *) args = {0};
+
+    if (F->depth != 0) {
+        cap_unsupported(I, "graph break stopped outside the compiled frame");
+        goto done;
+    }
+    if (code->co_ncellvars || code->co_nfreevars || orig->co_ncellvars || orig->co_nfreevars) {
+        cap_unsupported(I, "graph break in a frame with cells or free variables");
+        goto done;
+    }
+    if (!(raw = wk_bc_decode(orig, &n))) {
+        cap_py_failed(I, "decoding bytecode");
+        goto done;
+    }
+    int pc = I->top_pc - prologue, null_first = 0;
+    if (pc < 0 || pc >= n || classify(orig, &raw[pc], b, &null_first) < 0) {
+        cap_unsupported(I, "graph break at an instruction that cannot run on its own");
+        goto done;
+    }
+    b->line = raw[pc].line;
+    if (exc_ranges(orig, raw, n, &ex) < 0) {
+        cap_unsupported(I, "graph break: exception table not understood");
+        goto done;
+    }
+    for (int e = 0; e < ex.len; e++)
+        if (pc >= ex.data[e].start && pc < ex.data[e].end) {
+            cap_unsupported(I, "graph break inside a try or with block");
+            goto done;
+        }
+    if (I->grad_enabled != I->entry_grad) {
+        cap_unsupported(I, "graph break with the grad mode changed");
+        goto done;
+    }
+    if (cap_overlay_check(I) < 0 || cap_ctxvar_check(I) < 0 || cap_break_check_args(I) < 0) goto done;
+    if (F->sp < b->nin) {
+        cap_unsupported(I, "graph break: symbolic stack underflow");
+        goto done;
+    }
+    if (b->opcode == CALL && F->kwnames) b->kwnames = F->kwnames;
+
+    /* live locals after the instruction (either way of a branch) */
+    int nloc = orig->co_nlocals, targets[2] = {pc + 1, -1};
+    if (b->kind == WK_BREAK_BRANCH) targets[1] = wk_bc_jump_target(raw, n, pc);
+    if ((b->kind != WK_BREAK_RAISE && targets[0] >= n) || (b->kind == WK_BREAK_BRANCH && targets[1] < 0)) {
+        cap_unsupported(I, "graph break at the end of the code");
+        goto done;
+    }
+    live = liveness(raw, n, nloc, &ex);
+    PyObject *orig_names = PyCode_GetVarnames(orig);
+    cur_names = PyCode_GetVarnames(code);
+    local_names = PyList_New(0);
+    if (!orig_names || !cur_names || !local_names) {
+        Py_XDECREF(orig_names);
+        cap_py_failed(I, "graph break");
+        goto done;
+    }
+    for (int j = 0; b->kind != WK_BREAK_RAISE && j < nloc; j++) {
+        int is_live = live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
+                      (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]);
+        if (!is_live) continue;
+        PyObject *nm = PyTuple_GET_ITEM(orig_names, j);
+        int cj = j;
+        if (code != orig) { /* a resume frame: its locals are in another order */
+            cj = -1;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(cur_names); k++)
+                if (PyUnicode_Compare(PyTuple_GET_ITEM(cur_names, k), nm) == 0) cj = (int)k;
+        }
+        Sv *v = cj >= 0 && cj < F->nlocals ? F->locals[cj] : NULL;
+        if (!v || v->kind == SV_NULL) continue; /* unbound: stays unbound in the resume function */
+        if (PyList_Append(local_names, nm) < 0) break;
+        wk_vec_push(&slots, v);
+    }
+    Py_DECREF(orig_names);
+    if (PyErr_Occurred()) {
+        cap_py_failed(I, "graph break");
+        goto done;
+    }
+    int nlive = slots.len;
+    /* the stack: a [method, self] pair made by a modelled LOAD_METHOD becomes
+     * [NULL, bound method], which CALL treats alike */
+    Sv **stack = wk_xcalloc((size_t)F->sp + 1, sizeof(Sv *));
+    memcpy(stack, F->stack, sizeof(Sv *) * (size_t)F->sp);
+    for (int i = 0; i < slots.len; i++)
+        if (check_sharing(I, slots.data[i], &seen, 0) < 0) break;
+    for (int i = 0; !I->reason && i < F->sp; i++)
+        if (check_sharing(I, stack[i], &seen, 0) < 0) break;
+    if (I->reason) {
+        free(stack);
+        goto done;
+    }
+    WkRet **stack_ret = wk_xcalloc((size_t)F->sp + 1, sizeof(WkRet *));
+    for (int i = 0; i < F->sp; i++) {
+        Sv *s = stack[i];
+        if (s->kind == SV_METHOD && !s->self && s->name && i + 1 < F->sp) {
+            Sv *bound = sv_new(I, SV_METHOD);
+            bound->name = wk_xstrdup(s->name);
+            bound->self = stack[i + 1];
+            stack[i] = I->null_sv;
+            stack[i + 1] = bound;
+        }
+    }
+    int ok = 1;
+    for (int i = 0; ok && i < F->sp; i++) ok = (stack_ret[i] = live_value(I, p, stack[i])) != NULL;
+    for (int i = 0; ok && i < nlive; i++) {
+        WkRet *r = live_value(I, p, slots.data[i]);
+        ok = r != NULL;
+        if (ok) wk_vec_push(&args, r);
+    }
+    int ndeep = F->sp - b->nin;
+    /* resume layout: the deep stack, then the instruction's results */
+    layout = wk_xcalloc((size_t)ndeep + (size_t)b->nout + 2, 1);
+    for (int i = 0; ok && i < ndeep; i++) {
+        layout[i] = stack[i]->kind == SV_NULL ? 'N' : 'V';
+        if (layout[i] == 'V') wk_vec_push(&args, stack_ret[i]);
+    }
+    int nl = ndeep;
+    if (null_first) layout[nl++] = 'N';
+    for (int i = 0; i < b->nout; i++) layout[nl + i] = 'V';
+    b->in = wk_xcalloc((size_t)b->nin + 1, sizeof(WkRet *));
+    for (int i = 0; ok && i < b->nin; i++) b->in[i] = stack_ret[ndeep + i];
+    Sv *callable = NULL;
+    if (ok && b->opcode == CALL) {
+        Sv *c0 = stack[ndeep], *c1 = stack[ndeep + 1];
+        callable = c0->kind == SV_NULL ? c1 : c0;
+        if (callable->kind == SV_METHOD && callable->self) callable = NULL;
+    }
+    free(stack);
+    free(stack_ret);
+    if (!ok) goto done;
+    b->nargs = args.len;
+    b->args = args.data;
+    args.data = NULL;
+    PyObject *ln = PyList_AsTuple(local_names);
+    if (!ln) {
+        cap_py_failed(I, "graph break");
+        goto done;
+    }
+    Py_SETREF(local_names, ln);
+    if (b->kind != WK_BREAK_RAISE) {
+        char *lay2 = layout; /* a branch pops its condition: the resume sees the deep stack only */
+        for (int k = 0; k < 2; k++) {
+            if (targets[k] < 0) continue;
+            b->resume[k] = resume_function(orig, raw, n, &ex, targets[k], lay2, local_names, F->globals, options);
+            if (!b->resume[k]) {
+                cap_py_failed(I, "making the resume function");
+                goto done;
+            }
+        }
+    }
+    if (callable) mark_callee(callable, options);
+    *out = b;
+    b = NULL;
+    rc = 0;
+done:
+    if (b) {
+        free(b->args);
+        free(b->in);
+        free(b);
+    }
+    wk_vec_free(&args);
+    free(layout);
+    free(raw);
+    free(live);
+    wk_vec_free(&ex);
+    wk_vec_free(&slots);
+    wk_vec_free(&seen);
+    Py_XDECREF(local_names);
+    Py_XDECREF(cur_names);
+    return rc;
+}
