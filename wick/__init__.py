@@ -162,6 +162,8 @@ def _entries(codes):
             out.append(dict(entry, code=code))
             for brk in entry.get("breaks") or ():
                 todo.extend(brk.get("resume") or ())
+                if brk.get("callee") is not None:  # the called function, captured as its own frame
+                    todo.append(brk["callee"])
     return out
 
 

@@ -295,10 +295,38 @@ static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, 
     return fn;
 }
 
+/* Python's own library (logging, ...) is not worth capturing: like PyTorch's
+ * capture, leave its frames alone. */
+static int in_stdlib(PyCodeObject *co) {
+    static PyObject *stdlib;
+    if (!stdlib) {
+        PyObject *sc = PyImport_ImportModule("sysconfig");
+        PyObject *paths = sc ? PyObject_CallMethod(sc, "get_paths", NULL) : NULL;
+        PyObject *p = paths && PyDict_Check(paths) ? PyDict_GetItemString(paths, "stdlib") : NULL;
+        stdlib = p ? Py_NewRef(p) : PyUnicode_FromString("");
+        Py_XDECREF(paths);
+        Py_XDECREF(sc);
+        PyErr_Clear();
+        if (!stdlib) return 0;
+    }
+    const char *root = PyUnicode_AsUTF8(stdlib), *file = PyUnicode_AsUTF8(co->co_filename);
+    if (!root || !file) {
+        PyErr_Clear();
+        return 0;
+    }
+    size_t n = strlen(root);
+    return n > 0 && strncmp(file, root, n) == 0 && !strstr(file + n, "site-packages");
+}
+
 /* A Python function the frame calls at the break runs as its own frame:
  * mark its code so that the hook captures it (an nn.Module: its forward). */
-static void mark_callee(Sv *callable, PyObject *options) {
-    if (!callable || callable->kind != SV_CONST || !callable->obj || !options) return;
+static PyObject *mark_callee(Sv *callable, PyObject *options) {
+    if (callable && callable->kind == SV_FUNC && callable->obj && PyCode_Check(callable->obj) && options) {
+        if (wk_hook_mark_code((PyCodeObject *)callable->obj, options) < 0) PyErr_Clear();
+        return callable->obj;
+    }
+    if (!callable || callable->kind != SV_CONST || !callable->obj || !options) return NULL;
+    PyObject *marked = NULL;
     PyObject *f = callable->obj;
     if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
     PyObject *fwd = NULL;
@@ -309,11 +337,13 @@ static void mark_callee(Sv *callable, PyObject *options) {
     }
     if (f && PyFunction_Check(f)) {
         PyCodeObject *co = (PyCodeObject *)PyFunction_GetCode(f);
-        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
-            wk_hook_mark_code(co, options) < 0)
-            PyErr_Clear();
+        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !in_stdlib(co)) {
+            if (wk_hook_mark_code(co, options) < 0) PyErr_Clear();
+            else marked = (PyObject *)co; /* kept alive by the function, held by a guard or constant */
+        }
     }
     Py_XDECREF(fwd);
+    return marked;
 }
 
 /* ---- what a break needs of the interpreter ----------------------------------- */
@@ -322,17 +352,31 @@ typedef struct {
     Sv *dict;
     int arg; /* the argument it is, or -1 when nested in one */
     int nkeys;
-    Sv **items;
+    Sv **items;     /* as set up */
+    PyObject *keys; /* owned tuple: the keys as set up */
 } ArgDict;
+
+typedef struct {
+    PyObject *name; /* owned */
+    Sv *value;
+} GlobalWrite;
 
 struct CapBreakState {
     WkVec(ArgDict) arg_dicts;
+    WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
+    WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
+    int effects_failed;         /* a side effect the plan cannot replay */
 };
 
 static void note_arg_dicts(CapBreakState *st, Sv *s, int arg, int depth) {
     if (!s || depth > 8) return;
     if (s->kind == SV_DICT) {
-        ArgDict d = {s, arg, s->obj ? (int)PyList_GET_SIZE(s->obj) : 0, NULL};
+        ArgDict d = {s, arg, s->obj ? (int)PyList_GET_SIZE(s->obj) : 0, NULL,
+                     s->obj ? PyList_AsTuple(s->obj) : PyTuple_New(0)};
+        if (!d.keys) {
+            PyErr_Clear();
+            return;
+        }
         d.items = wk_xcalloc((size_t)s->items.len + 1, sizeof(Sv *));
         memcpy(d.items, s->items.data, sizeof(Sv *) * (size_t)s->items.len);
         wk_vec_push(&st->arg_dicts, d);
@@ -356,10 +400,35 @@ static int arg_dict_changed(const ArgDict *d) {
 }
 
 int cap_break_effect_seen(Interp *I) {
-    if (I->overlay.len > 0) return 1;
+    if (I->overlay.len > 0 || (I->brk && I->brk->globals.len > 0)) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
         if (arg_dict_changed(&I->brk->arg_dicts.data[i])) return 1;
     return 0;
+}
+
+/* ---- global writes ------------------------------------------------------------ */
+
+int cap_store_global(Interp *I, PyObject *name, Sv *v) {
+    if (!I->brk || I->f->globals != I->top_globals)
+        return cap_unsupported(I, "write to a global of another module");
+    if (v->kind == SV_NULL) return cap_unsupported(I, "global write of NULL");
+    for (int i = 0; i < I->brk->globals.len; i++)
+        if (PyUnicode_Compare(I->brk->globals.data[i].name, name) == 0) {
+            I->brk->globals.data[i].value = v;
+            return 0;
+        }
+    PyErr_Clear();
+    GlobalWrite w = {Py_NewRef(name), v};
+    wk_vec_push(&I->brk->globals, w);
+    return 0;
+}
+
+Sv *cap_load_written_global(Interp *I, PyObject *name) {
+    if (!I->brk || I->f->globals != I->top_globals) return NULL;
+    for (int i = 0; i < I->brk->globals.len; i++)
+        if (PyUnicode_Compare(I->brk->globals.data[i].name, name) == 0) return I->brk->globals.data[i].value;
+    PyErr_Clear();
+    return NULL;
 }
 
 int cap_break_check_args(Interp *I) {
@@ -371,8 +440,14 @@ int cap_break_check_args(Interp *I) {
 
 void cap_break_free(Interp *I, WkBreak *b) {
     if (I->brk) {
-        for (int i = 0; i < I->brk->arg_dicts.len; i++) free(I->brk->arg_dicts.data[i].items);
+        for (int i = 0; i < I->brk->arg_dicts.len; i++) {
+            free(I->brk->arg_dicts.data[i].items);
+            Py_XDECREF(I->brk->arg_dicts.data[i].keys);
+        }
         wk_vec_free(&I->brk->arg_dicts);
+        for (int i = 0; i < I->brk->globals.len; i++) Py_DECREF(I->brk->globals.data[i].name);
+        wk_vec_free(&I->brk->globals);
+        wk_vec_free(&I->brk->effects);
         free(I->brk);
         I->brk = NULL;
     }
@@ -548,6 +623,24 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
         r->items[0] = t;
         return r;
     }
+    if (s->kind == SV_FUNC && !s->cell && s->items.len == 0 && s->obj && PyCode_Check(s->obj)) {
+        /* a function the frame made (no closure, no keyword defaults): made
+         * again from its code, globals and defaults */
+        WkRet *r = ret_new_items(p, WK_RET_CALL, 4);
+        r->value = (PyObject *)&PyFunction_Type;
+        PyObject *consts[3] = {s->obj, I->f->globals, ((PyCodeObject *)s->obj)->co_name};
+        for (int i = 0; i < 3; i++) {
+            r->items[i] = cap_ret_new(p, WK_RET_CONST);
+            r->items[i]->value = consts[i];
+        }
+        if (s->self) {
+            if (!(r->items[3] = live_value(I, p, s->self))) return NULL;
+        } else {
+            r->items[3] = cap_ret_new(p, WK_RET_CONST);
+            r->items[3]->value = Py_None;
+        }
+        return r;
+    }
     return cap_reconstruct(I, p, s, 0);
 }
 
@@ -557,8 +650,15 @@ static int is_mutable_kind(const Sv *s) {
 
 /* Each mutable value made during capture is rebuilt as a new object per
  * occurrence: two live references to one would become two objects. */
+static int is_arg_dict(Interp *I, const Sv *s) {
+    for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
+        if (I->brk->arg_dicts.data[i].dict == s) return 1;
+    return 0;
+}
+
 static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
     if (!s || depth > 32) return 0;
+    if (is_arg_dict(I, s)) return 0; /* rebuilt by identity (live_value) */
     if (is_mutable_kind(s) && s->arg < 0 && !s->gname) {
         for (int i = 0; i < seen->len; i++)
             if (seen->data[i] == s)
@@ -571,6 +671,72 @@ static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
     if (s->kind == SV_OBJECT || s->kind == SV_METHOD) return check_sharing(I, s->self, seen, depth + 1);
     return 0;
 }
+
+/* ---- side effects ------------------------------------------------------------- */
+
+static int effect_push(CapBreakState *st, WkEffectKind kind, WkRet *target, WkRet *value, PyObject *name) {
+    WkEffect e = {kind, target, value, name};
+    wk_vec_push(&st->effects, e);
+    return 0;
+}
+
+static int effects_fail(Interp *I, const char *what) {
+    if (I->brk) I->brk->effects_failed = 1;
+    return cap_unsupported(I, "%s (not replayed)", what);
+}
+
+int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
+    CapBreakState *st = I->brk;
+    out->n = 0;
+    out->items = NULL;
+    if (!st) return 0;
+    st->effects.len = 0;
+    /* attribute writes to argument objects: the last value of each */
+    for (int i = 0; i < I->overlay.len; i++) {
+        CapOverlay *e = &I->overlay.data[i];
+        PyObject **dp = _PyObject_GetDictPtr(e->obj);
+        PyObject *cur = dp && *dp ? PyDict_GetItemWithError(*dp, e->name) : NULL;
+        PyErr_Clear();
+        int same = e->value ? (cur && e->value->obj == cur && (e->value->kind == SV_CONST || e->value->arg >= 0))
+                            : cur == NULL;
+        if (same) continue;
+        WkRet *target = live_value(I, p, e->owner);
+        WkRet *value = e->value ? live_value(I, p, e->value) : NULL;
+        if (!target || (e->value && !value)) return effects_fail(I, "an attribute write");
+        effect_push(st, e->value ? WK_EFFECT_SETATTR : WK_EFFECT_DELATTR, target, value, e->name);
+    }
+    /* dict arguments: their items as the frame left them */
+    for (int i = 0; i < st->arg_dicts.len; i++) {
+        ArgDict *d = &st->arg_dicts.data[i];
+        if (!arg_dict_changed(d)) continue;
+        if (d->arg < 0) return effects_fail(I, "a change to a dict nested in an argument");
+        Sv *s = d->dict;
+        WkRet *target = cap_ret_new(p, WK_RET_ARG);
+        target->index = d->arg;
+        /* kept keys stay in place: assignments; a removed key: clear, then all items */
+        int removed = PyList_GET_SIZE(s->obj) < d->nkeys;
+        for (int k = 0; !removed && k < d->nkeys; k++)
+            removed = PyList_GET_ITEM(s->obj, k) != PyTuple_GET_ITEM(d->keys, k);
+        if (removed) effect_push(st, WK_EFFECT_CLEAR, target, NULL, NULL);
+        for (int k = 0; k < s->items.len; k++) {
+            if (!removed && k < d->nkeys && s->items.data[k] == d->items[k]) continue;
+            WkRet *value = live_value(I, p, s->items.data[k]);
+            if (!value) return effects_fail(I, "a dict argument item");
+            effect_push(st, WK_EFFECT_SETITEM, target, value, PyList_GET_ITEM(s->obj, k));
+        }
+    }
+    /* module globals */
+    for (int i = 0; i < st->globals.len; i++) {
+        WkRet *value = live_value(I, p, st->globals.data[i].value);
+        if (!value) return effects_fail(I, "a global write");
+        effect_push(st, WK_EFFECT_GLOBAL, NULL, value, st->globals.data[i].name);
+    }
+    out->n = st->effects.len;
+    out->items = st->effects.data;
+    return 0;
+}
+
+int cap_effects_failed(Interp *I) { return I->brk && I->brk->effects_failed; }
 
 /* ---- the plan ------------------------------------------------------------------ */
 
@@ -618,7 +784,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break with the grad mode changed");
         goto done;
     }
-    if (cap_overlay_check(I) < 0 || cap_ctxvar_check(I) < 0 || cap_break_check_args(I) < 0) goto done;
+    if (cap_ctxvar_check(I) < 0) goto done;
     if (F->sp < b->nin) {
         cap_unsupported(I, "graph break: symbolic stack underflow");
         goto done;
@@ -734,7 +900,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
             }
         }
     }
-    if (callable) mark_callee(callable, options);
+    if (callable) b->callee = mark_callee(callable, options);
     *out = b;
     b = NULL;
     rc = 0;

@@ -368,6 +368,13 @@ void cap_break_free(Interp *I, WkBreak *b); /* frees I's break state too; b may 
 int cap_break_effect_seen(Interp *I);
 /* -1 with a reason when a dict argument was changed (not replayed), else 0. */
 int cap_break_check_args(Interp *I);
+/* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */
+int cap_store_global(Interp *I, PyObject *name, Sv *v);
+Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote there, or NULL */
+/* The side effects to replay after the graph (attribute writes, dict
+ * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
+int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);
+int cap_effects_failed(Interp *I); /* the last plan failed on a side effect */
 void cap_breaks_reset(void);                /* forget the resume functions */
 
 #endif /* WICK_CAPTURE_INTERP_H */

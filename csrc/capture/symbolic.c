@@ -766,7 +766,8 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             break;
         }
         case N_LOAD_GLOBAL: {
-            Sv *g = global_sv(I, PyTuple_GET_ITEM(names, arg));
+            Sv *g = cap_load_written_global(I, PyTuple_GET_ITEM(names, arg));
+            if (!g) g = global_sv(I, PyTuple_GET_ITEM(names, arg));
             if (!g) return NULL;
             if (in->flag) rc = sv_push(I, I->null_sv);
             if (!rc) rc = sv_push(I, g);
@@ -1031,6 +1032,11 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
         case STORE_SUBSCR:
             rc = store_subscr(I);
             break;
+        case STORE_GLOBAL: { /* replayed after the graph (breaks.c) */
+            Sv *v = sv_pop(I);
+            rc = v ? cap_store_global(I, PyTuple_GET_ITEM(names, arg), v) : -1;
+            break;
+        }
 #ifdef FORMAT_VALUE /* 3.13 spells f-strings differently; capture supports 3.11 and 3.12 */
         case FORMAT_VALUE:
             rc = format_value(I, arg);
@@ -1426,12 +1432,15 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
 
     Sv *ret = cap_run_frame(I, top, &ret_line);
     WkRet *rp = NULL;
+    WkEffects effects = {0};
     if (!ret && I->stopped && !I->reason && !I->propagate) {
-        if (cap_break_plan(I, code, &plan, &brk, options) < 0) goto finish;
+        if (cap_break_plan(I, code, &plan, &brk, options) < 0 || cap_effects_plan(I, &plan, &effects) < 0)
+            goto finish;
         ret_line = brk->line >= 0 ? brk->line : ret_line;
     } else {
-        if (!ret || cap_overlay_check(I) < 0 || cap_ctxvar_check(I) < 0 || cap_break_check_args(I) < 0) goto finish;
+        if (!ret || cap_ctxvar_check(I) < 0) goto finish;
         if (!(rp = cap_reconstruct(I, &plan, ret, 0))) goto finish;
+        if (cap_effects_plan(I, &plan, &effects) < 0) goto finish;
     }
     for (int i = 0; i < plan.outputs.len; i++)
         if (wk_graph_output(I->g, plan.outputs.data[i]) < 0) {
@@ -1492,9 +1501,9 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         }
     }
     newcode = brk ? wk_cap_transform_break_Ref(code, compiled, I->input_args.data, I->input_paths.data,
-                                               I->input_args.len, plan.outputs.len, brk)
-                  : wk_cap_transform_Ref(code, compiled, I->input_args.data, I->input_paths.data, I->input_args.len,
-                                         plan.outputs.len, rp, ret_line);
+                                               I->input_args.len, plan.outputs.len, brk, &effects)
+                  : wk_cap_transform_Ref(code, compiled, I->input_args.data, I->input_paths.data,
+                                         I->input_args.len, plan.outputs.len, rp, ret_line, &effects);
     if (!newcode) {
         Py_XDECREF(source);
         cap_py_failed(I, "assembling the transformed code");
@@ -1516,8 +1525,9 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         PyObject *resumes = PyList_New(0);
         for (int k = 0; resumes && k < 2; k++)
             if (brk->resume[k] && PyList_Append(resumes, PyFunction_GetCode(brk->resume[k])) < 0) Py_CLEAR(resumes);
-        PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O}", "reason", break_reason, "file", code->co_filename,
-                                               "line", brk->line, "resume", resumes)
+        PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O,s:O}", "reason", break_reason, "file",
+                                               code->co_filename, "line", brk->line, "resume", resumes, "callee",
+                                               brk->callee ? brk->callee : Py_None)
                                : NULL;
         PyObject *bl = bd ? PyList_New(1) : NULL;
         if (bl) PyList_SET_ITEM(bl, 0, Py_NewRef(bd));
@@ -1544,7 +1554,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     entry = entry_new(I->guards, newcode, info);
     /* the instruction and the resume run Python; the graph before them is
      * protected (transform.c) so that its errors still run the frame eagerly */
-    if (brk) entry->flags |= WK_ENTRY_IMPURE | (compiled ? WK_ENTRY_GRAPH_FIRST : 0);
+    if (brk || effects.n) entry->flags |= WK_ENTRY_IMPURE | (compiled ? WK_ENTRY_GRAPH_FIRST : 0);
     I->guards = NULL;
     newcode = info = NULL;
 
@@ -1563,7 +1573,7 @@ finish:
     if (!entry && !I->propagate && !fullgraph && I->reason) {
         /* a graph break instead of running the whole frame eagerly */
         /* attribute writes that would be fine at a return need no break before them */
-        if (cap_overlay_check(I) == 0 && cap_break_check_args(I) == 0) I->effect_step = 0;
+        if (!cap_effects_failed(I)) I->effect_step = 0;
         long step = cap_break_step(I, code);
         if (step > 0) {
             entry = compile_frame(fn, code, args, nargs, options, step, I->reason);

@@ -81,6 +81,28 @@ typedef struct WkRet {
     struct WkRet **items;
 } WkRet;
 
+/* Side effects on objects from outside the frame, replayed by the
+ * transformed code after its graph, in program order (breaks.c plans them). */
+typedef enum {
+    WK_EFFECT_SETATTR, /* target.name = value */
+    WK_EFFECT_DELATTR, /* del target.name */
+    WK_EFFECT_SETITEM, /* target[key] = value */
+    WK_EFFECT_CLEAR,   /* target.clear() */
+    WK_EFFECT_GLOBAL,  /* global name = value */
+} WkEffectKind;
+
+typedef struct {
+    WkEffectKind kind;
+    WkRet *target, *value;
+    PyObject *name; /* borrowed: attribute or global name (str), or the item key */
+} WkEffect;
+
+typedef struct {
+    int n;
+    WkEffect *items; /* owned by the plan's maker */
+} WkEffects;
+
+
 /* The code object that replaces `code`: calls `compiled` (may be NULL when
  * there is no graph) with graph input i = getattr(frame argument
  * input_args[i], *input_paths[i]) (paths may be NULL), or the global named
@@ -89,7 +111,7 @@ typedef struct WkRet {
  * New reference, or NULL with a Python exception. */
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
                                PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
-                               int line);
+                               int line, const WkEffects *effects);
 
 /* ---- graph breaks (breaks.c plans them, transform.c emits them) -------- */
 typedef enum {
@@ -116,11 +138,13 @@ typedef struct {
     WkRet **args;        /* nargs values */
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
     PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
+    PyObject *callee;    /* borrowed: the code of the Python function the CALL runs as its own frame, or NULL */
 } WkBreak;
 
 /* Like wk_cap_transform_Ref, but after the graph the code does what `b`
  * says instead of returning a rebuilt value. */
 PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
-                                     PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b);
+                                     PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b,
+                                     const WkEffects *effects);
 
 #endif /* WICK_CAPTURE_SYMBOLIC_H */

@@ -138,6 +138,32 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
     return 0;
 }
 
+/* Side effects after the graph: statements, the stack as before. */
+static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
+    for (int i = 0; fx && i < fx->n; i++) {
+        const WkEffect *e = &fx->items[i];
+        const char *name = e->kind != WK_EFFECT_SETITEM && e->name ? PyUnicode_AsUTF8(e->name) : NULL;
+        if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) return -1;
+        if (e->value && emit_ret(a, e->value, out_locals) < 0) return -1;
+        if (e->target && emit_ret(a, e->target, out_locals) < 0) return -1;
+        switch (e->kind) {
+        case WK_EFFECT_SETATTR: wk_asm_op(a, STORE_ATTR, wk_asm_name(a, name)); break;
+        case WK_EFFECT_DELATTR: wk_asm_op(a, DELETE_ATTR, wk_asm_name(a, name)); break;
+        case WK_EFFECT_SETITEM:
+            wk_asm_load_const(a, e->name);
+            wk_asm_op(a, STORE_SUBSCR, 0);
+            break;
+        case WK_EFFECT_CLEAR:
+            wk_asm_load_method(a, "clear");
+            wk_asm_call(a, 0);
+            wk_asm_op(a, POP_TOP, 0);
+            break;
+        case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
+        }
+    }
+    return 0;
+}
+
 /* The handler of a protected graph call: raise wk_graph_failed_type while
  * handling the graph's exception (so that it becomes the __context__), and
  * restore the handled-exception state on the way out, as CPython's own
@@ -159,16 +185,20 @@ static void emit_graph_failed(WkAsm *a, int handler) {
 
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
                                PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
-                               int line) {
+                               int line, const WkEffects *effects) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
     if (line < 0) line = code->co_firstlineno;
     wk_asm_set_line(a, line);
-    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, -1) < 0) goto done;
-    if (emit_ret(a, ret, out_locals) < 0) goto done;
+    int impure = effects && effects->n > 0;
+    int handler = impure && compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
+    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
+    if (emit_ret(a, ret, out_locals) < 0) goto done; /* read before the effects change its sources */
+    if (emit_effects(a, effects, out_locals) < 0) goto done;
     wk_asm_return_value(a);
+    if (handler >= 0) emit_graph_failed(a, handler);
     res = wk_asm_finish_Ref(a);
 done:
     if (a) wk_asm_free(a);
@@ -205,7 +235,8 @@ static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const 
 }
 
 PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
-                                     PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b) {
+                                     PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b,
+                                     const WkEffects *effects) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
     WkAsm *a = wk_asm_new(code);
@@ -219,6 +250,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         if (emit_resume_head(a, b, b->resume[0], out_locals) < 0) goto done;
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
+        if (emit_effects(a, effects, out_locals) < 0) goto done;
         if (emit_break_instruction(a, b) < 0) goto done;
         wk_asm_call(a, b->nargs + b->nout);
         wk_asm_return_value(a);
@@ -226,6 +258,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     case WK_BREAK_RAISE:
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
+        if (emit_effects(a, effects, out_locals) < 0) goto done;
         wk_asm_op(a, RAISE_VARARGS, b->oparg);
         break;
     case WK_BREAK_BRANCH: {
@@ -236,6 +269,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         for (int k = 0; k < 2; k++) {
             if (k == 1) wk_asm_bind_label(a, jumped);
             if (emit_resume_head(a, b, b->resume[k], out_locals) < 0) goto done;
+            if (emit_effects(a, effects, out_locals) < 0) goto done;
             wk_asm_call(a, b->nargs);
             wk_asm_return_value(a);
         }
