@@ -31,6 +31,15 @@ def one_break(x, w):
     return out * 2.0 - w
 
 
+def no_break(x, w):
+    """The same work with the break's value fixed: one graph, for the cost of the break itself."""
+    y = torch.tanh(x * w + 1.0) * 0.5
+    z = y.exp() - y
+    s = 0.25
+    out = torch.relu(z * s - y) + x
+    return out * 2.0 - w
+
+
 def bench(fn, args, repeat, number):
     for _ in range(3):
         fn(*args)
@@ -84,17 +93,23 @@ def main():
         t_wick = bench(fw, args, a.repeat, number)
         t_ind = bench(fi, args, a.repeat, number)
         t_dyn_eager = bench(fe, args, a.repeat, number)
+        fnb = wick.compile(no_break)
+        fnb(*args)
+        t_wick_nobreak = bench(fnb, args, a.repeat, number)
         rows.append({"n": n, "eager_us": t_eager * 1e6, "wick_us": t_wick * 1e6, "inductor_us": t_ind * 1e6,
-                     "dynamo_eager_us": t_dyn_eager * 1e6, "wick_graphs": wg, "wick_breaks": wb,
+                     "dynamo_eager_us": t_dyn_eager * 1e6, "wick_no_break_us": t_wick_nobreak * 1e6, "wick_graphs": wg, "wick_breaks": wb,
                      "torch_graphs": dg, "torch_breaks": db})
         r = rows[-1]
         print(f"n={n:5d}  eager {r['eager_us']:9.1f} us  wick {r['wick_us']:9.1f} us  inductor {r['inductor_us']:9.1f} us"
-              f"  torch.compile(eager) {r['dynamo_eager_us']:9.1f} us  graphs/breaks wick {wg}/{wb} torch {dg}/{db}",
+              f"  torch.compile(eager) {r['dynamo_eager_us']:9.1f} us  wick without the break {r['wick_no_break_us']:9.1f} us"
+              f"  graphs/breaks wick {wg}/{wb} torch {dg}/{db}",
               flush=True)
     small = rows[0]
     print(f"per-call overhead at n={small['n']}: wick {small['wick_us'] - small['eager_us']:.1f} us, "
           f"inductor {small['inductor_us'] - small['eager_us']:.1f} us, "
-          f"torch.compile(eager) {small['dynamo_eager_us'] - small['eager_us']:.1f} us")
+          f"torch.compile(eager) {small['dynamo_eager_us'] - small['eager_us']:.1f} us; "
+          f"the break itself costs wick {small['wick_us'] - small['wick_no_break_us']:.1f} us "
+          f"(the same function with the value fixed: {small['wick_no_break_us']:.1f} us)")
     meta = {"python": sys.version.split()[0], "torch": torch.__version__, "machine": platform.machine(),
             "threads": torch.get_num_threads(), "command": " ".join(sys.argv)}
     if a.json:

@@ -325,7 +325,8 @@ static PyObject *mark_callee(Sv *callable, PyObject *options) {
         if (wk_hook_mark_code((PyCodeObject *)callable->obj, options) < 0) PyErr_Clear();
         return callable->obj;
     }
-    if (!callable || callable->kind != SV_CONST || !callable->obj || !options) return NULL;
+    if (!callable || (callable->kind != SV_CONST && callable->kind != SV_OPAQUE) || !callable->obj || !options)
+        return NULL;
     PyObject *marked = NULL;
     PyObject *f = callable->obj;
     if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);

@@ -1,0 +1,277 @@
+"""Graph breaks, the parts around the corpus (test_breaks.py): side effects
+when the function raises midway, graph errors of a frame that breaks,
+fullgraph=True, WICK_LOG=breaks, wick.explain, reuse of resume functions,
+tracebacks, both sides of a data-dependent branch, open blocks, and a
+module whose forward calls a submodule that breaks."""
+import traceback
+
+import pytest
+import torch
+
+import wick
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_capture_util import RefGraph, assert_same, compiled, entries
+
+THIS = __file__
+
+
+class Box:
+    pass
+
+
+G = 0
+
+
+def line_of(fn, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    for i, l in enumerate(lines):
+        if text in l:
+            return start + i
+    raise AssertionError(text)
+
+
+def effects_then_raise(x, box, d):
+    global G
+    box.count = box.count + 1
+    d["seen"] = x.sum()
+    G = G + 1
+    y = x * 2
+    if x.shape[0] > 2:
+        raise ValueError("too long")
+    return y
+
+
+def test_side_effects_kept_when_the_call_raises_midway():
+    for fn in (effects_then_raise, compiled(effects_then_raise)):
+        global G
+        G = 0
+        box, d = Box(), {"a": 1}
+        box.count = 5
+        with pytest.raises(ValueError, match="too long"):
+            fn(torch.randn(3), box, d)
+        assert box.count == 6 and set(d) == {"a", "seen"} and G == 1
+    box, d = Box(), {}
+    box.count = 0
+    G = 0
+    assert_same(compiled(effects_then_raise)(torch.ones(2), box, d), torch.ones(2) * 2)
+    assert box.count == 1 and torch.equal(d["seen"], torch.tensor(2.0)) and G == 1
+
+
+def prints_between(x, y):
+    z = x * y
+    print("wick-break-once")
+    return z + 1
+
+
+def test_graph_error_in_a_frame_that_breaks_reruns_it_eagerly_once(monkeypatch, capsys):
+    def boom(self, *args):
+        raise ValueError("boom from graph")
+
+    monkeypatch.setattr(RefGraph, "__call__", boom)
+    x, y = torch.randn(3), torch.randn(3)
+    errors = C.hook_stats()["graph_errors"]
+    assert_same(compiled(prints_between, "ref")(x, y), x * y + 1)
+    # the graph failed before anything impure: the frame ran eagerly, once
+    assert capsys.readouterr().out.count("wick-break-once") == 1
+    assert C.hook_stats()["graph_errors"] == errors + 1
+    (e,) = entries(prints_between)
+    assert not e["eager"] and e["breaks"]
+
+
+def test_base_exception_from_a_graph_before_a_break_propagates(monkeypatch, capsys):
+    def interrupt(self, *args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RefGraph, "__call__", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        compiled(prints_between, "ref")(torch.randn(3), torch.randn(3))
+    assert "wick-break-once" not in capsys.readouterr().out
+
+
+def test_fullgraph_names_reason_and_line():
+    with pytest.raises(C.UnsupportedError) as info:
+        compiled(prints_between, fullgraph=True)(torch.randn(3), torch.randn(3))
+    assert "print" in str(info.value)
+    assert str(info.value).endswith(f"{THIS}:{line_of(prints_between, 'print(')}")
+
+
+def test_wick_log_breaks(monkeypatch, capfd):
+    monkeypatch.setenv("WICK_LOG", "breaks")
+    C.env_reload()
+    try:
+        compiled(prints_between)(torch.randn(3), torch.randn(3))
+    finally:
+        monkeypatch.delenv("WICK_LOG")
+        C.env_reload()
+    err = capfd.readouterr().err
+    assert f"graph break in prints_between at {THIS}:{line_of(prints_between, 'print(')}" in err, err
+
+
+def test_explain_lists_graphs_and_breaks(capsys):
+    x, y = torch.randn(3), torch.randn(3)
+    report = wick.explain(prints_between)(x, y)
+    assert_same(report.result, x * y + 1)
+    assert report.graph_count == 2  # before the break, and in the resume function
+    (brk,) = report.breaks
+    assert brk["file"] == THIS and brk["line"] == line_of(prints_between, "print(")
+    assert "print" in brk["reason"] and report.fallback_reasons == []
+    text = repr(report)
+    assert "2 graph(s), 1 graph break(s)" in text and f"graph break at {THIS}:" in text
+
+
+def test_resume_functions_are_reused_across_calls(capsys):
+    cf = compiled(prints_between)
+    x, y = torch.randn(3), torch.randn(3)
+    cf(x, y)
+    (e,) = entries(prints_between)
+    (resume,) = e["breaks"][0]["resume"]
+    compiles = C.hook_stats()["compiles"]
+    for _ in range(5):
+        cf(torch.randn(3), torch.randn(3))
+    assert C.hook_stats()["compiles"] == compiles  # same signature: no new compiles
+    (e,) = entries(prints_between)
+    assert e["breaks"][0]["resume"] == [resume]
+    assert len(C.code_entries(resume)) == 1 and C.code_entries(resume)[0]["graph_count"] == 1
+    assert resume.co_name == "wick_resume_in_prints_between_at_%d" % line_of(prints_between, "print(")
+
+
+def fails_after_break(x, y):
+    z = x + 1
+    print("wick-tb")
+    return z @ y  # raises for mismatched shapes
+
+
+def test_exception_after_a_break_carries_the_user_lines(capsys):
+    with pytest.raises(RuntimeError) as info:
+        compiled(fails_after_break)(torch.randn(3, 4), torch.randn(5, 2))
+    frames = [(f.filename, f.lineno) for f in traceback.extract_tb(info.value.__traceback__)]
+    assert (THIS, line_of(fails_after_break, "return z @ y")) in frames, frames
+
+
+def sign_branch(x):
+    y = x * 3
+    if y.sum() > 0:
+        z = y + 1
+    else:
+        z = y - 1
+    return z * 2
+
+
+def test_branch_on_a_tensor_takes_both_sides():
+    cf = compiled(sign_branch)
+    for x in (torch.ones(4), -torch.ones(4), torch.randn(5), torch.zeros(0)):
+        assert_same(cf(x), sign_branch(x))
+    (e,) = [e for e in entries(sign_branch) if e["breaks"]][:1]
+    assert "data-dependent branch" in e["breaks"][0]["reason"]
+    assert len(e["breaks"][0]["resume"]) == 2
+    used = [r for r in e["breaks"][0]["resume"] if C.code_entries(r)]
+    assert len(used) == 2  # each side compiled on its own
+
+
+def while_on_tensor(x):
+    while x.abs().sum() > 10:
+        x = x * 0.5
+    return x + 1
+
+
+def test_while_on_a_tensor():
+    cf = compiled(while_on_tensor)
+    for x in (torch.full((4,), 100.0), torch.ones(4), torch.randn(3) * 50):
+        assert_same(cf(x), while_on_tensor(x))
+
+
+def no_grad_block(x):
+    with torch.no_grad():
+        y = x * 2
+        print("wick-in-block")
+    return y + 1
+
+
+def try_block(x):
+    try:
+        y = x * 2
+        print("wick-in-try")
+    except RuntimeError:
+        y = x
+    return y + 1
+
+
+def test_no_break_inside_open_blocks(capsys):
+    x = torch.randn(3, requires_grad=True)
+    assert_same(compiled(no_grad_block)(x), no_grad_block(x))
+    (e,) = entries(no_grad_block)
+    assert e["eager"] and "print" in e["reason"]
+    assert_same(compiled(try_block)(x.detach()), try_block(x.detach()))
+    (e,) = entries(try_block)
+    assert e["eager"]
+
+
+def after_block(x):
+    with torch.no_grad():
+        y = x * 2
+    print("wick-after-block")
+    return y + 1
+
+
+def test_break_after_a_closed_block(capsys):
+    x = torch.randn(3)
+    assert_same(compiled(after_block)(x), after_block(x))
+    (e,) = entries(after_block)
+    assert not e["eager"] and e["breaks"]
+
+
+class Noisy(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) * 2
+        print("wick-noisy")
+        return y - 1
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Noisy()
+
+    def forward(self, x):
+        return self.inner(x * 3) + x
+
+
+def test_submodule_that_breaks_is_captured_as_its_own_frame(capsys):
+    m = Outer()
+    x = torch.randn(4)
+    fast = wick.compile(m)
+    assert_same(fast(x), m(x))
+    report = wick.explain(fast)(x)
+    # Outer: graph before the call and after it; Noisy.forward: before and after its print
+    assert report.graph_count == 4, report
+    assert len(report.breaks) == 2
+    assert C.code_entries(Noisy.forward.__code__), "the submodule's forward was not captured"
+
+
+def shared_list(x):
+    a = [x * 2]
+    b = a
+    print("wick-shared")
+    b.append(x)
+    return a[0] + a[1]
+
+
+def test_a_list_shared_by_two_locals_never_breaks_into_two_lists(capsys):
+    x = torch.randn(3)
+    assert_same(compiled(shared_list)(x), shared_list(x))
+    (e,) = entries(shared_list)
+    assert e["eager"] and "print" in e["reason"]
+
+
+def many_stack_items(x, y):
+    return torch.stack([x, y, x * y, x + 1, torch.relu(x + float(print("wick-mid") is None)), y * 2]).sum(0)
+
+
+def test_break_with_many_stack_items(capsys):
+    x, y = torch.randn(3), torch.randn(3)
+    assert_same(compiled(many_stack_items)(x, y), many_stack_items(x, y))
+    (e,) = entries(many_stack_items)
+    assert not e["eager"] and e["breaks"]
