@@ -14,8 +14,12 @@
  *                reasons for falling back.
  *   guards.c     the flat list of C checks that decides whether a cache
  *                entry fits a call.
+ *   breaks.c     graph breaks: the plan at a break (live values, the
+ *                instruction run in Python), resume functions and their
+ *                cache, side effects replayed after a graph.
  *   transform.c  the code object that replaces the frame: load the graph's
- *                inputs, call the compiled graph, rebuild the return value.
+ *                inputs, call the compiled graph, rebuild the return value
+ *                (or the live values at a break and call a resume function).
  *
  * All functions run with the GIL held. Ownership is in names (_Ref, _Borrow,
  * _Steal) or in the comment above a declaration.

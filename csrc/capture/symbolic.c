@@ -13,9 +13,12 @@
  * branches and unroll loops.
  *
  * What capture cannot model (a data-dependent branch, an unknown callable,
- * an unsupported op or dtype) is a whole-frame fallback: an entry with code
- * == NULL and the reason "<what> at <file>:<line>", guarded like a compiled
- * entry so other input signatures can still compile. Python exceptions met
+ * .item(), print) is a graph break where one can be made (breaks.c: the
+ * frame is captured again up to that instruction, which then runs in Python
+ * before a resume function continues the frame); otherwise, and for limits
+ * of the compiler (dtype, autodiff), a whole-frame fallback: an entry with
+ * code == NULL and the reason "<what> at <file>:<line>", guarded like a
+ * compiled entry so other input signatures can still compile. Python exceptions met
  * while interpreting become the reason, except BaseExceptions that are not
  * Exceptions (KeyboardInterrupt, SystemExit), which propagate.
  *
