@@ -295,10 +295,10 @@ static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, 
     return fn;
 }
 
-/* Python's own library (logging, ...) is not worth capturing: like PyTorch's
- * capture, leave its frames alone. */
-static int in_stdlib(PyCodeObject *co) {
-    static PyObject *stdlib;
+/* Python's own library (logging, ...) and torch's own Python code are not
+ * worth capturing: like PyTorch's capture, leave their frames alone. */
+static int library_code(PyCodeObject *co) {
+    static PyObject *stdlib, *torch_dir;
     if (!stdlib) {
         PyObject *sc = PyImport_ImportModule("sysconfig");
         PyObject *paths = sc ? PyObject_CallMethod(sc, "get_paths", NULL) : NULL;
@@ -309,13 +309,23 @@ static int in_stdlib(PyCodeObject *co) {
         PyErr_Clear();
         if (!stdlib) return 0;
     }
+    if (!torch_dir && cap_torch_mod) {
+        PyObject *f = PyObject_GetAttrString(cap_torch_mod, "__file__");
+        PyObject *os = PyImport_ImportModule("os.path");
+        torch_dir = f && os ? PyObject_CallMethod(os, "dirname", "O", f) : NULL;
+        Py_XDECREF(f);
+        Py_XDECREF(os);
+        PyErr_Clear();
+    }
     const char *root = PyUnicode_AsUTF8(stdlib), *file = PyUnicode_AsUTF8(co->co_filename);
+    const char *tdir = torch_dir ? PyUnicode_AsUTF8(torch_dir) : NULL;
     if (!root || !file) {
         PyErr_Clear();
         return 0;
     }
     size_t n = strlen(root);
-    return n > 0 && strncmp(file, root, n) == 0 && !strstr(file + n, "site-packages");
+    if (n > 0 && strncmp(file, root, n) == 0 && !strstr(file + n, "site-packages")) return 1;
+    return tdir && *tdir && strncmp(file, tdir, strlen(tdir)) == 0 && file[strlen(tdir)] == '/';
 }
 
 /* A Python function the frame calls at the break runs as its own frame:
@@ -338,7 +348,7 @@ static PyObject *mark_callee(Sv *callable, PyObject *options) {
     }
     if (f && PyFunction_Check(f)) {
         PyCodeObject *co = (PyCodeObject *)PyFunction_GetCode(f);
-        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !in_stdlib(co)) {
+        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !library_code(co)) {
             if (wk_hook_mark_code(co, options) < 0) PyErr_Clear();
             else marked = (PyObject *)co; /* kept alive by the function, held by a guard or constant */
         }
@@ -776,14 +786,18 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break: exception table not understood");
         goto done;
     }
-    for (int e = 0; e < ex.len; e++)
-        if (pc >= ex.data[e].start && pc < ex.data[e].end) {
-            cap_unsupported(I, "graph break inside a try or with block");
+    int open_withs = 0;
+    for (int e = 0; e < ex.len; e++) {
+        int h = ex.data[e].handler;
+        if (pc < ex.data[e].start || pc >= ex.data[e].end) continue;
+        open_withs++;
+        /* a grad-mode with block is re-entered in the resume function (its
+         * __exit__ is on the stack); any other handler is a try block */
+        int with_handler = h + 1 < n && raw[h].opcode == PUSH_EXC_INFO && raw[h + 1].opcode == WITH_EXCEPT_START;
+        if (!with_handler) {
+            cap_unsupported(I, "graph break inside a try block");
             goto done;
         }
-    if (I->grad_enabled != I->entry_grad) {
-        cap_unsupported(I, "graph break with the grad mode changed");
-        goto done;
     }
     if (cap_ctxvar_check(I) < 0) goto done;
     if (F->sp < b->nin) {
@@ -853,8 +867,53 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
             stack[i + 1] = bound;
         }
     }
-    int ok = 1;
-    for (int i = 0; ok && i < F->sp; i++) ok = (stack_ret[i] = live_value(I, p, stack[i])) != NULL;
+    /* open grad-mode blocks, outermost first: each is entered again with
+     * the mode it set (the next one's restore mode, or the mode now) */
+    int ok = 1, mode = I->entry_grad;
+    b->restore_grad = -1;
+    for (int i = 0; ok && i < F->sp; i++) {
+        if (stack[i]->kind != SV_GRAD_EXIT) continue;
+        int inner = I->grad_enabled;
+        for (int j = i + 1; j < F->sp; j++)
+            if (stack[j]->kind == SV_GRAD_EXIT) {
+                inner = stack[j]->value;
+                break;
+            }
+        if (stack[i]->value != mode || !cap_torch_mod) {
+            ok = 0;
+            cap_unsupported(I, "graph break in grad-mode blocks that do not nest");
+            break;
+        }
+        if (!b->set_grad) {
+            PyObject *c = PyObject_GetAttrString(cap_torch_mod, "_C");
+            PyObject *fn = c ? PyObject_GetAttrString(c, "_set_grad_enabled") : NULL;
+            Py_XDECREF(c);
+            b->set_grad = keep(I, fn);
+            b->restore_grad = I->entry_grad;
+        }
+        WkRet *r = cap_ret_new(p, WK_RET_ENTER);
+        r->value = keep(I, PyObject_GetAttrString(cap_torch_mod, "set_grad_enabled"));
+        r->index = inner;
+        if (!r->value || !b->set_grad) {
+            ok = 0;
+            cap_py_failed(I, "graph break");
+            break;
+        }
+        stack_ret[i] = r;
+        mode = inner;
+    }
+    int grad_exits = 0;
+    for (int i = 0; i < F->sp; i++) grad_exits += stack[i]->kind == SV_GRAD_EXIT;
+    if (ok && open_withs && !grad_exits) { /* the open block must be one capture modelled */
+        ok = 0;
+        cap_unsupported(I, "graph break inside a with block of another context manager");
+    }
+    if (ok && mode != I->grad_enabled) {
+        ok = 0;
+        cap_unsupported(I, "graph break with the grad mode changed outside a with block");
+    }
+    for (int i = 0; ok && i < F->sp; i++)
+        if (!stack_ret[i]) ok = (stack_ret[i] = live_value(I, p, stack[i])) != NULL;
     for (int i = 0; ok && i < nlive; i++) {
         WkRet *r = live_value(I, p, slots.data[i]);
         ok = r != NULL;

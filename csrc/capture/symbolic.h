@@ -70,6 +70,8 @@ typedef enum {
     WK_RET_CALL,   /* `value`(*items): a namedtuple or a rebuilt object */
     WK_RET_NULL,   /* a NULL stack slot (below a callable): graph breaks only */
     WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
+    WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
+                    * open across a graph break, re-entered (value: torch.set_grad_enabled) */
 } WkRetKind;
 
 typedef struct WkRet {
@@ -139,6 +141,11 @@ typedef struct {
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
     PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
     PyObject *callee;    /* borrowed: the code of the Python function the CALL runs as its own frame, or NULL */
+    /* grad-mode blocks re-entered (WK_RET_ENTER): until the resume function
+     * returns, an exception restores grad mode `restore_grad` by calling
+     * set_grad (borrowed); restore_grad -1: none re-entered */
+    int restore_grad;
+    PyObject *set_grad;
 } WkBreak;
 
 /* Like wk_cap_transform_Ref, but after the graph the code does what `b`

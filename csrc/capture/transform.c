@@ -80,6 +80,14 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     case WK_RET_NULL:
         wk_asm_op(a, PUSH_NULL, 0);
         return 0;
+    case WK_RET_ENTER: /* set_grad_enabled(mode) sets the mode now; its __exit__ restores it */
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, r->value);
+        wk_asm_load_const(a, r->index ? Py_True : Py_False);
+        wk_asm_call(a, 1);
+        wk_asm_op(a, BEFORE_WITH, 0);
+        wk_asm_op(a, POP_TOP, 0); /* __enter__'s result; __exit__ stays */
+        return 0;
     case WK_RET_ATTR: {
         const char *name = r->value && PyUnicode_Check(r->value) ? PyUnicode_AsUTF8(r->value) : NULL;
         if (!name || r->nitems != 1) break;
@@ -244,6 +252,14 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
     int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
+    int grad_start = -1, grad_end = -1, grad_handler = -1;
+    if (b->restore_grad >= 0 && b->set_grad) { /* blocks re-entered below: restore the mode on errors */
+        grad_start = wk_asm_new_label(a);
+        grad_end = wk_asm_new_label(a);
+        grad_handler = wk_asm_new_label(a);
+        wk_asm_bind_label(a, grad_start);
+        wk_asm_try(a, grad_start, grad_end, grad_handler, 0, 0);
+    }
     switch (b->kind) {
     case WK_BREAK_INSTR:
         if (!b->resume[0]) break;
@@ -275,6 +291,16 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         }
         break;
     }
+    }
+    if (grad_start >= 0) {
+        wk_asm_bind_label(a, grad_end);
+        wk_asm_bind_label(a, grad_handler); /* [exc] */
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, b->set_grad);
+        wk_asm_load_const(a, b->restore_grad ? Py_True : Py_False);
+        wk_asm_call(a, 1);
+        wk_asm_op(a, POP_TOP, 0);
+        wk_asm_op(a, RERAISE, 0);
     }
     if (handler >= 0) emit_graph_failed(a, handler);
     res = wk_asm_finish_Ref(a);

@@ -199,14 +199,36 @@ def try_block(x):
     return y + 1
 
 
-def test_no_break_inside_open_blocks(capsys):
-    x = torch.randn(3, requires_grad=True)
+def no_grad_block_raises(x):
+    with torch.no_grad():
+        y = x * 2
+        print("wick-in-block")
+        if y.shape[0] > 1:
+            raise ValueError("inside the block")
+    return y
+
+
+def test_grad_blocks_are_entered_again_across_a_break(capsys):
+    x = torch.randn(3)
     assert_same(compiled(no_grad_block)(x), no_grad_block(x))
-    (e,) = entries(no_grad_block)
-    assert e["eager"] and "print" in e["reason"]
-    assert_same(compiled(try_block)(x.detach()), try_block(x.detach()))
+    assert torch.is_grad_enabled()
+    e = [e for e in entries(no_grad_block) if not e["eager"]][0]
+    assert "print" in e["breaks"][0]["reason"]
+    (resume,) = e["breaks"][0]["resume"]
+    assert C.code_entries(resume)  # the rest of the block, captured
+    with pytest.raises(ValueError, match="inside the block"):
+        compiled(no_grad_block_raises)(x)
+    assert torch.is_grad_enabled()  # the block's __exit__ ran on the way out
+    with torch.no_grad():  # an outer mode other than the default
+        assert_same(compiled(no_grad_block)(x), no_grad_block(x))
+        assert not torch.is_grad_enabled()
+
+
+def test_no_break_inside_a_try_block(capsys):
+    x = torch.randn(3)
+    assert_same(compiled(try_block)(x), try_block(x))
     (e,) = entries(try_block)
-    assert e["eager"]
+    assert e["eager"] and "print" in e["reason"]
 
 
 def after_block(x):
