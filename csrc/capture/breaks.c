@@ -291,7 +291,7 @@ static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, 
     Py_DECREF(key);
     if (!fn) return NULL;
     PyObject *fcode = PyFunction_GetCode(fn);
-    if (wk_hook_mark_code((PyCodeObject *)fcode, options) < 0) return NULL;
+    if (wk_hook_mark_code((PyCodeObject *)fcode, options ? options : Py_None) < 0) return NULL;
     return fn;
 }
 
@@ -782,6 +782,17 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     b->line = raw[pc].line;
+    /* Inside a loop, the resume function would reach the break again and
+     * call the next resume function from within itself, one Python frame
+     * deeper per iteration: as PyTorch's capture does, run such a frame
+     * eagerly (the code before the loop is not worth the recursion). */
+    for (int j = 0; j < n; j++) {
+        int t = wk_bc_jump_target(raw, n, j);
+        if (t >= 0 && t <= j && t <= pc && pc <= j) {
+            cap_unsupported(I, "graph break inside a loop");
+            goto done;
+        }
+    }
     if (exc_ranges(orig, raw, n, &ex) < 0) {
         cap_unsupported(I, "graph break: exception table not understood");
         goto done;

@@ -183,15 +183,18 @@ CONTEXTS = {
 }
 
 # contexts whose frame runs eagerly whole (a break is never made inside an
-# open try block, nor in a frame whose locals are cells; a torch.no_grad()
-# block open across a break is entered again in the resume function)
-EAGER_CONTEXTS = {"try_block", "closure"}
+# open try block, inside a loop (each iteration would nest one more resume
+# call; PyTorch's capture also runs such frames eagerly), nor in a frame whose
+# locals are cells; a torch.no_grad() block open across a break is entered
+# again in the resume function)
+EAGER_CONTEXTS = {"try_block", "closure", "loop"}
 # causes that are side effects capture replays after the graph: no break
 REPLAYED = {"global_write", "attr_write", "dict_write"}
 # Where wick makes more graphs than PyTorch's capture (not done yet, each a
 # break where PyTorch's capture replays or models the construct):
 #  - list_append, inplace_input: mutations of a list argument and in-place ops
 #    on input tensors are breaks, PyTorch's capture replays them (1 graph);
+#    (in a loop wick runs such a frame eagerly, with no graph);
 #  - many_live: a list made before the break reaches the resume function as a
 #    list argument, and capture treats list arguments as opaque objects, so
 #    each subscript of it breaks again.
@@ -377,11 +380,7 @@ def test_break_corpus(cause, context, capsys):
         return
     x, y = _inputs(SHAPES[0])
     dyn = dynamo_graphs(fn, x, y)
-    if dyn == 0 and context == "loop":
-        # PyTorch's capture gives up on a frame that breaks inside a loop;
-        # wick compiles what comes before the break and runs the rest eagerly
-        assert graphs == 1 and eager == 1, (first, fn.__wick_src__)
-    elif (cause in MORE_THAN_DYNAMO_CAUSES or context in MORE_THAN_DYNAMO_CONTEXTS) and not (
+    if (cause in MORE_THAN_DYNAMO_CAUSES or context in MORE_THAN_DYNAMO_CONTEXTS) and not (
             cause in REPLAYED or context in EAGER_CONTEXTS):
         pass  # a known gap (above): its counts are pinned by EXPECTED
     else:
@@ -404,9 +403,9 @@ EXPECTED = {  # (cause, context): (graphs, breaks) of the first call; reviewed, 
     ("print", "middle"): (2, 1), ("logging", "middle"): (2, 1), ("item", "middle"): (2, 1), ("tolist", "middle"): (2, 2), ("numpy", "middle"): (2, 4), ("c_function", "middle"): (2, 1), ("global_write", "middle"): (1, 0), ("attr_write", "middle"): (1, 0), ("list_append", "middle"): (2, 2), ("dict_write", "middle"): (1, 0), ("branch", "middle"): (2, 1), ("while_tensor", "middle"): (2, 1), ("inplace_input", "middle"): (2, 1),
     ("print", "start"): (1, 1), ("logging", "start"): (1, 1), ("item", "start"): (2, 1), ("tolist", "start"): (1, 2), ("numpy", "start"): (1, 4), ("c_function", "start"): (1, 1), ("global_write", "start"): (1, 0), ("attr_write", "start"): (1, 0), ("list_append", "start"): (1, 2), ("dict_write", "start"): (1, 0), ("branch", "start"): (2, 1), ("while_tensor", "start"): (2, 1), ("inplace_input", "start"): (1, 1),
     ("print", "end"): (1, 1), ("logging", "end"): (1, 1), ("item", "end"): (2, 1), ("tolist", "end"): (2, 2), ("numpy", "end"): (2, 4), ("c_function", "end"): (2, 1), ("global_write", "end"): (1, 0), ("attr_write", "end"): (1, 0), ("list_append", "end"): (1, 2), ("dict_write", "end"): (1, 0), ("branch", "end"): (2, 1), ("while_tensor", "end"): (1, 1), ("inplace_input", "end"): (1, 1),
-    ("print", "inlined"): (4, 2), ("logging", "inlined"): (4, 2), ("item", "inlined"): (4, 2), ("tolist", "inlined"): (4, 3), ("numpy", "inlined"): (4, 5), ("c_function", "inlined"): (4, 2), ("global_write", "inlined"): (1, 0), ("attr_write", "inlined"): (1, 0), ("list_append", "inlined"): (4, 3), ("dict_write", "inlined"): (1, 0), ("branch", "inlined"): (4, 2), ("while_tensor", "inlined"): (5, 3), ("inplace_input", "inlined"): (4, 2),
+    ("print", "inlined"): (4, 2), ("logging", "inlined"): (4, 2), ("item", "inlined"): (4, 2), ("tolist", "inlined"): (4, 3), ("numpy", "inlined"): (4, 5), ("c_function", "inlined"): (4, 2), ("global_write", "inlined"): (1, 0), ("attr_write", "inlined"): (1, 0), ("list_append", "inlined"): (4, 3), ("dict_write", "inlined"): (1, 0), ("branch", "inlined"): (4, 2), ("while_tensor", "inlined"): (3, 2), ("inplace_input", "inlined"): (4, 2),
     ("print", "nested_inlined"): (5, 3), ("logging", "nested_inlined"): (5, 3), ("item", "nested_inlined"): (6, 3), ("tolist", "nested_inlined"): (5, 4), ("numpy", "nested_inlined"): (5, 6), ("c_function", "nested_inlined"): (5, 3), ("global_write", "nested_inlined"): (1, 0), ("attr_write", "nested_inlined"): (1, 0), ("list_append", "nested_inlined"): (5, 4), ("dict_write", "nested_inlined"): (1, 0), ("branch", "nested_inlined"): (6, 3), ("while_tensor", "nested_inlined"): (6, 3), ("inplace_input", "nested_inlined"): (5, 3),
-    ("print", "local_def"): (4, 2), ("logging", "local_def"): (4, 2), ("item", "local_def"): (4, 2), ("tolist", "local_def"): (4, 3), ("numpy", "local_def"): (4, 5), ("c_function", "local_def"): (4, 2), ("global_write", "local_def"): (1, 0), ("attr_write", "local_def"): (1, 0), ("list_append", "local_def"): (4, 3), ("dict_write", "local_def"): (1, 0), ("branch", "local_def"): (4, 2), ("while_tensor", "local_def"): (5, 3), ("inplace_input", "local_def"): (4, 2),
+    ("print", "local_def"): (4, 2), ("logging", "local_def"): (4, 2), ("item", "local_def"): (4, 2), ("tolist", "local_def"): (4, 3), ("numpy", "local_def"): (4, 5), ("c_function", "local_def"): (4, 2), ("global_write", "local_def"): (1, 0), ("attr_write", "local_def"): (1, 0), ("list_append", "local_def"): (4, 3), ("dict_write", "local_def"): (1, 0), ("branch", "local_def"): (4, 2), ("while_tensor", "local_def"): (3, 2), ("inplace_input", "local_def"): (4, 2),
     ("print", "loop"): (1, 1), ("logging", "loop"): (1, 1), ("item", "loop"): (1, 1), ("tolist", "loop"): (1, 2), ("numpy", "loop"): (1, 4), ("c_function", "loop"): (1, 1), ("global_write", "loop"): (1, 0), ("attr_write", "loop"): (1, 0), ("list_append", "loop"): (1, 2), ("dict_write", "loop"): (1, 0), ("branch", "loop"): (1, 1), ("while_tensor", "loop"): (1, 1), ("inplace_input", "loop"): (1, 1),
     ("print", "many_live"): (4, 3), ("logging", "many_live"): (4, 3), ("item", "many_live"): (4, 3), ("tolist", "many_live"): (4, 4), ("numpy", "many_live"): (4, 6), ("c_function", "many_live"): (4, 3), ("global_write", "many_live"): (1, 0), ("attr_write", "many_live"): (1, 0), ("list_append", "many_live"): (4, 4), ("dict_write", "many_live"): (1, 0), ("branch", "many_live"): (4, 3), ("while_tensor", "many_live"): (4, 3), ("inplace_input", "many_live"): (4, 3),
     ("print", "in_expression"): (2, 3), ("logging", "in_expression"): (2, 3), ("item", "in_expression"): (4, 3), ("tolist", "in_expression"): (3, 4), ("numpy", "in_expression"): (3, 6), ("c_function", "in_expression"): (3, 3), ("global_write", "in_expression"): (1, 0), ("attr_write", "in_expression"): (1, 0), ("list_append", "in_expression"): (2, 4), ("dict_write", "in_expression"): (1, 0), ("branch", "in_expression"): (4, 3), ("while_tensor", "in_expression"): (3, 3), ("inplace_input", "in_expression"): (2, 3),

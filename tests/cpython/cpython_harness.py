@@ -117,6 +117,9 @@ def main(mode, module_name):
             "entries": st["entries"],
             "compiled_entries": sum(1 for e in entries if not e.get("eager")),
             "eager_entries": sum(1 for e in entries if e.get("eager")),
+            # frames compiled in parts: entries that made a graph break
+            "break_entries": sum(1 for e in entries if e.get("breaks")),
+            "breaks": sum(len(e.get("breaks") or ()) for e in entries),
             "hook": st["hook"],
         }
     sys.stdout.flush()

@@ -93,5 +93,6 @@ def test_module_still_passes_with_every_test_method_compiled(module):
     # one line per module for the report (pytest -s shows it)
     print(f"\n[cpython] {module}: {len(plain['outcomes'])} tests, {n_pass} pass plainly and compiled; "
           f"{compiled['wrapped']} methods wrapped, entries {st['entries']} "
-          f"({st['compiled_entries']} compiled, {st['eager_entries']} eager), graphs {st['graphs']}; "
+          f"({st['compiled_entries']} compiled, {st['eager_entries']} eager, {st.get('break_entries', 0)} "
+          f"in parts with {st.get('breaks', 0)} graph breaks), graphs {st['graphs']}; "
           f"{plain['seconds']:.1f}s plain, {compiled['seconds']:.1f}s compiled")
