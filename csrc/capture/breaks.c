@@ -372,8 +372,15 @@ typedef struct {
     Sv *value;
 } GlobalWrite;
 
+typedef struct {
+    PyObject *cell; /* borrowed: pinned by the guards of the function it belongs to */
+    Sv *sv;         /* its one SV_CELL in this capture */
+    Sv *initial;    /* its contents when capture first read it */
+} RealCell;
+
 struct CapBreakState {
     WkVec(ArgDict) arg_dicts;
+    WkVec(RealCell) cells;      /* closure cells of real functions (vals/function.c) */
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
     WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
     int effects_failed;         /* a side effect the plan cannot replay */
@@ -410,8 +417,22 @@ static int arg_dict_changed(const ArgDict *d) {
     return 0;
 }
 
+Sv *cap_cell_lookup(Interp *I, PyObject *cell) {
+    for (int i = 0; I->brk && i < I->brk->cells.len; i++)
+        if (I->brk->cells.data[i].cell == cell) return I->brk->cells.data[i].sv;
+    return NULL;
+}
+
+void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
+    if (!I->brk) return;
+    RealCell rc = {cell, c, c->cell};
+    wk_vec_push(&I->brk->cells, rc);
+}
+
 int cap_break_effect_seen(Interp *I) {
     if (I->overlay.len > 0 || (I->brk && I->brk->globals.len > 0)) return 1;
+    for (int i = 0; I->brk && i < I->brk->cells.len; i++)
+        if (I->brk->cells.data[i].sv->cell != I->brk->cells.data[i].initial) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
         if (arg_dict_changed(&I->brk->arg_dicts.data[i])) return 1;
     return 0;
@@ -459,6 +480,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         for (int i = 0; i < I->brk->globals.len; i++) Py_DECREF(I->brk->globals.data[i].name);
         wk_vec_free(&I->brk->globals);
         wk_vec_free(&I->brk->effects);
+        wk_vec_free(&I->brk->cells);
         free(I->brk);
         I->brk = NULL;
     }
@@ -735,6 +757,18 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
             if (!value) return effects_fail(I, "a dict argument item");
             effect_push(st, WK_EFFECT_SETITEM, target, value, PyList_GET_ITEM(s->obj, k));
         }
+    }
+    /* closure cells of real functions (nonlocal writes in inlined closures) */
+    static PyObject *s_contents;
+    if (!s_contents && !(s_contents = PyUnicode_InternFromString("cell_contents"))) return cap_py_failed(I, "cells");
+    for (int i = 0; i < st->cells.len; i++) {
+        RealCell *c = &st->cells.data[i];
+        if (c->sv->cell == c->initial) continue;
+        WkRet *target = cap_ret_new(p, WK_RET_CONST);
+        target->value = c->cell;
+        WkRet *value = c->sv->cell ? live_value(I, p, c->sv->cell) : NULL;
+        if (c->sv->cell && !value) return effects_fail(I, "a closure cell write");
+        effect_push(st, value ? WK_EFFECT_SETATTR : WK_EFFECT_DELATTR, target, value, s_contents);
     }
     /* module globals */
     for (int i = 0; i < st->globals.len; i++) {

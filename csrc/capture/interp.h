@@ -375,6 +375,10 @@ Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote 
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);
 int cap_effects_failed(Interp *I); /* the last plan failed on a side effect */
+/* Closure cells of real functions: one SV_CELL per cell object in a capture
+ * (so writes are seen by every inlined call), its writes replayed as effects. */
+Sv *cap_cell_lookup(Interp *I, PyObject *cell); /* NULL: not seen yet */
+void cap_cell_register(Interp *I, PyObject *cell, Sv *c);
 void cap_breaks_reset(void);                /* forget the resume functions */
 
 #endif /* WICK_CAPTURE_INTERP_H */

@@ -297,3 +297,42 @@ def test_break_with_many_stack_items(capsys):
     assert_same(compiled(many_stack_items)(x, y), many_stack_items(x, y))
     (e,) = entries(many_stack_items)
     assert not e["eager"] and e["breaks"]
+
+
+def make_counter(start):
+    class Counter:
+        def inc(self):
+            nonlocal start
+            start += 1
+            return start
+
+    return Counter()
+
+
+def bumps_twice(c, t):
+    a = c.inc()
+    b = c.inc()
+    return t * a + b
+
+
+def test_nonlocal_writes_of_an_outside_closure_are_shared_and_replayed():
+    # one cell seen by both inlined calls; its final value written back
+    for fn in (bumps_twice, compiled(bumps_twice)):
+        c = make_counter(0)
+        assert_same(fn(c, torch.ones(2)), torch.full((2,), 3.0))
+        assert c.inc() == 3
+
+
+def sets_attr_in_try(o, x):
+    y = x + 1
+    try:
+        o.foo = 12
+    except AttributeError:
+        return y * 2
+    print("wick-set")
+    return y
+
+
+def test_attribute_write_python_refuses_is_not_modelled_as_done(capsys):
+    x = torch.randn(3)
+    assert_same(compiled(sets_attr_in_try)(object(), x), (x + 1) * 2)

@@ -219,6 +219,11 @@ int cap_copy_free_vars(Interp *I, int n) {
         return cap_unsupported(I, "closure of the wrong size");
     for (int i = 0; i < n; i++) {
         PyObject *cell = PyTuple_GET_ITEM(closure, i);
+        Sv *known = cap_cell_lookup(I, cell); /* one Sv per cell: writes are shared and replayed */
+        if (known) {
+            f->locals[first + i] = known;
+            continue;
+        }
         PyObject *v = PyCell_GET(cell);
         Sv *c = sv_new(I, SV_CELL);
         if (v) {
@@ -230,6 +235,7 @@ int cap_copy_free_vars(Interp *I, int n) {
          * pinned, and so are its cells */
         if (f->depth == 0) wk_guard_freevar_is(I->guards, i, v);
         else wk_guard_cell_is(I->guards, cell, v);
+        cap_cell_register(I, cell, c);
         f->locals[first + i] = c;
     }
     return 0;

@@ -54,6 +54,9 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
         return cap_unsupported(I, "attribute assignment on an nn.Module");
     if (tp->tp_setattro != PyObject_GenericSetAttr && !renaming_getattribute(tp))
         return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (!_PyObject_GetDictPtr(o->obj) || (descr && Py_TYPE(descr)->tp_descr_set)) /* Python raises, or runs code */
+        return cap_unsupported(I, "attribute assignment on a %s without an instance dict entry", tp->tp_name);
     int i = overlay_find(I, o->obj, name);
     if (i < 0) {
         CapOverlay e = {o->obj, Py_NewRef(name), v, o};

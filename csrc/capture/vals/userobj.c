@@ -213,6 +213,8 @@ int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
     if (d && Py_TYPE(d)->tp_descr_set)
         return cap_unsupported(I, "assignment to descriptor .%s", PyUnicode_AsUTF8(name));
+    if (((PyTypeObject *)o->obj)->tp_dictoffset == 0) /* object(), __slots__: Python raises */
+        return cap_unsupported(I, "attribute assignment on a %s without __dict__", ((PyTypeObject *)o->obj)->tp_name);
     return cap_dict_set(I, o->self, sv_const(I, name), v);
 }
 
