@@ -632,6 +632,20 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
         return r;
     }
     if (s->kind == SV_CONST) {
+        if (PyUnicode_CheckExact(s->obj) && !PyUnicode_CHECK_INTERNED(s->obj)) {
+            /* a code object interns its str constants, which would make a
+             * string computed during capture `is` an equal literal: load it
+             * from a list instead, identity kept */
+            PyObject *holder = keep(I, PyList_New(1));
+            PyObject *get = holder ? keep(I, PyObject_GetAttrString(holder, "__getitem__")) : NULL;
+            if (!get) return cap_py_failed(I, "graph break"), NULL;
+            PyList_SET_ITEM(holder, 0, Py_NewRef(s->obj));
+            WkRet *r = ret_new_items(p, WK_RET_CALL, 1);
+            r->value = get;
+            r->items[0] = cap_ret_new(p, WK_RET_CONST);
+            if (!(r->items[0]->value = keep(I, PyLong_FromLong(0)))) return cap_py_failed(I, "graph break"), NULL;
+            return r;
+        }
         WkRet *r = cap_ret_new(p, WK_RET_CONST);
         r->value = s->obj;
         return r;
@@ -642,38 +656,10 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
         if (!(r->items[0] = live_value(I, p, s->self))) return NULL;
         return r;
     }
-    if (s->kind == SV_ITER && s->arg < 0 && !s->gname) {
-        /* an unrolled iterator: an iterator over the items it has left */
-        int left = s->items.len - s->value;
-        WkRet *t = ret_new_items(p, WK_RET_TUPLE, left < 0 ? 0 : left);
-        for (int i = 0; i < t->nitems; i++)
-            if (!(t->items[i] = live_value(I, p, s->items.data[s->value + i]))) return NULL;
-        WkRet *r = ret_new_items(p, WK_RET_CALL, 1);
-        PyObject *bi = PyImport_ImportModule("builtins");
-        r->value = bi ? keep(I, PyObject_GetAttrString(bi, "iter")) : NULL;
-        Py_XDECREF(bi);
-        if (!r->value) return cap_py_failed(I, "graph break"), NULL;
-        r->items[0] = t;
-        return r;
-    }
-    if (s->kind == SV_FUNC && !s->cell && s->items.len == 0 && s->obj && PyCode_Check(s->obj)) {
-        /* a function the frame made (no closure, no keyword defaults): made
-         * again from its code, globals and defaults */
-        WkRet *r = ret_new_items(p, WK_RET_CALL, 4);
-        r->value = (PyObject *)&PyFunction_Type;
-        PyObject *consts[3] = {s->obj, I->f->globals, ((PyCodeObject *)s->obj)->co_name};
-        for (int i = 0; i < 3; i++) {
-            r->items[i] = cap_ret_new(p, WK_RET_CONST);
-            r->items[i]->value = consts[i];
-        }
-        if (s->self) {
-            if (!(r->items[3] = live_value(I, p, s->self))) return NULL;
-        } else {
-            r->items[3] = cap_ret_new(p, WK_RET_CONST);
-            r->items[3]->value = Py_None;
-        }
-        return r;
-    }
+    /* an unrolled iterator (SV_ITER) is not rebuilt: it may stand for a
+     * generator or another iterator whose type and identity Python sees */
+    /* a function the frame made (SV_FUNC) is not rebuilt: a second function
+     * object would differ in identity, attributes and annotations */
     return cap_reconstruct(I, p, s, 0);
 }
 

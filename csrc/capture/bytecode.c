@@ -268,7 +268,7 @@ struct WkAsm {
     WkVec(int) labels;       /* label -> instruction index it is bound before, -1 unbound */
     WkVec(int) pending_null; /* 3.13: PUSH_NULLs still to be moved under their callable */
     WkVec(AsmTry) tries;     /* in the order given: a later region nested in an earlier wins */
-    PyObject *sig_name;      /* wk_asm_set_signature: the new co_name/co_qualname (str), or NULL */
+    PyObject *sig_name;      /* wk_asm_set_signature: the new co_qualname (str), or NULL */
     PyObject *err_type, *err_value, *err_tb; /* first failure, re-raised by finish */
 };
 
@@ -812,7 +812,6 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
         int bad = !nargs || !zero || PyDict_SetItemString(kw, "co_argcount", nargs) < 0 ||
                   PyDict_SetItemString(kw, "co_posonlyargcount", zero) < 0 ||
                   PyDict_SetItemString(kw, "co_kwonlyargcount", zero) < 0 ||
-                  PyDict_SetItemString(kw, "co_name", a->sig_name) < 0 ||
                   PyDict_SetItemString(kw, "co_qualname", a->sig_name) < 0;
         Py_XDECREF(nargs);
         Py_XDECREF(zero);

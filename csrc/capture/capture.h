@@ -70,8 +70,9 @@ int wk_asm_const(WkAsm *a, PyObject *value); /* co_consts index; borrows value, 
 int wk_asm_name(WkAsm *a, const char *name); /* co_names index */
 int wk_asm_local(WkAsm *a, const char *name);/* localsplus index of an argument, or a new local */
 /* The code is a new function's: its arguments are `argnames` (a sequence
- * of str, plain positional; they become the first locals), its co_name and
- * co_qualname `name` (str). Both borrowed. Call before any wk_asm_local. */
+ * of str, plain positional; they become the first locals), its co_qualname
+ * `name` (str; co_name stays the original's, which tracebacks show). Both
+ * borrowed. Call before any wk_asm_local. */
 void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name);
 void wk_asm_set_line(WkAsm *a, int line);    /* line of the instructions emitted next */
 void wk_asm_op(WkAsm *a, int opcode, int oparg); /* raw emit: prefixes and zeroed caches added */

@@ -187,7 +187,9 @@ CONTEXTS = {
 # call; PyTorch's capture also runs such frames eagerly), nor in a frame whose
 # locals are cells; a torch.no_grad() block open across a break is entered
 # again in the resume function)
-EAGER_CONTEXTS = {"try_block", "closure", "loop"}
+# (and a function the frame defines is live across the break: a rebuilt
+# function object would differ in identity and attributes)
+EAGER_CONTEXTS = {"try_block", "closure", "loop", "local_def"}
 # causes that are side effects capture replays after the graph: no break
 REPLAYED = {"global_write", "attr_write", "dict_write"}
 # Where wick makes more graphs than PyTorch's capture (not done yet, each a
