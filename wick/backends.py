@@ -1004,9 +1004,50 @@ def _torch_function(torch, row):
     return None
 
 
-def to_fx(graph):
+def _fill_template(t, tensors):
+    """An extern's call template with each ExternInput(k) replaced by tensors[k]."""
+    from wick._C import ExternInput
+
+    if isinstance(t, ExternInput):
+        return tensors[t.index]
+    if type(t) is tuple:
+        return tuple(_fill_template(x, tensors) for x in t)
+    if type(t) is list:
+        return [_fill_template(x, tensors) for x in t]
+    if type(t) is dict:
+        return {k: _fill_template(v, tensors) for k, v in t.items()}
+    return t
+
+
+def _extern_callable(index, entry, name):
+    """A function calling extern `entry` (fn, args, kwargs) on its tensor
+    inputs: an FX call_function target that tracing (AOTAutograd, make_fx)
+    runs through, so the torch call itself is what gets traced."""
+    fn, args, kwargs = entry[0], entry[1], entry[2] if len(entry) > 2 and entry[2] is not None else {}
+
+    def call(*tensors):
+        return fn(*_fill_template(args, tensors), **_fill_template(kwargs, tensors))
+
+    call.__name__ = call.__qualname__ = f"wick_extern_{index}_{''.join(c if c.isalnum() else '_' for c in name)}"
+    call.__module__ = __name__
+    return call
+
+
+def _extern_output(result, k):
+    """Output k of an extern node, as wick's runtime reads it: item k of a
+    tuple/list result, else the result itself (output 0)."""
+    return result[k] if isinstance(result, (tuple, list)) else result
+
+
+def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     """Exports a wick Graph to a torch.fx.GraphModule of torch calls whose
-    forward takes the graph inputs positionally and returns a tuple of outputs."""
+    forward takes the graph inputs positionally and returns a tuple of outputs.
+    externs: the extern table capture built (entry i for EXTERN index i).
+    no_grad: value ids the captured frame computed with grad mode off (inside
+    a no_grad block, or all of a frame entered under no_grad but for its
+    enable_grad blocks); the module sets each node's grad mode
+    (torch._C._set_grad_enabled nodes, which AOTAutograd traces) and
+    returns in `entry_grad` mode."""
     import operator
 
     import torch
@@ -1017,6 +1058,15 @@ def to_fx(graph):
     env = {}  # wick value id -> fx node, or a Python scalar for SCALAR values
     for i, inp in enumerate(graph.inputs()):
         env[inp["id"]] = fx.placeholder(f"in{i}")
+    no_grad = set(no_grad)
+    grad_now = [bool(entry_grad)]
+
+    def grad_mode(on):
+        if grad_now[0] != on:
+            fx.call_function(torch._C._set_grad_enabled, (on,))
+            grad_now[0] = on
+
+    extern_fns = {}
     binary_ops = {"ADD": operator.add, "SUB": operator.sub, "MUL": operator.mul, "DIV": operator.truediv,
                   "POW": operator.pow, "EQ": operator.eq, "NE": operator.ne, "LT": operator.lt,
                   "LE": operator.le, "GT": operator.gt, "GE": operator.ge}
@@ -1031,10 +1081,21 @@ def to_fx(graph):
     for nd in graph.nodes():
         op, out = nd["op"], nd["output"]
         ins = [env[i] for i in nd["inputs"]]
-        row = by_name[op]
         if op == "SCALAR":
             env[out] = nd["value"]
             continue
+        grad_mode(out not in no_grad)
+        if op == "EXTERN":
+            index = nd["extern_index"]
+            if externs is None or index >= len(externs) or callable(externs[index]):
+                raise NotImplementedError(f"wick: extern {index} has no call template")
+            if index not in extern_fns:
+                extern_fns[index] = _extern_callable(index, externs[index], nd["name"] or "extern")
+            result = fx.call_function(extern_fns[index], tuple(ins))
+            for k, vid in enumerate(nd["outputs"]):
+                env[vid] = fx.call_function(_extern_output, (result, k))
+            continue
+        row = by_name[op]
         if op == "CONVERT":
             env[out] = fx.call_method("to", (as_tensor(ins[0]), getattr(torch, nd["dtype"])))
             continue
@@ -1066,25 +1127,45 @@ def to_fx(graph):
     outs = []
     for vid in graph.outputs():
         outs.append(as_tensor(env[vid]))
+    switches = any(n.target is torch._C._set_grad_enabled for n in fx.nodes)
+    grad_mode(bool(entry_grad))
     fx.output(tuple(outs))
-    return torch.fx.GraphModule(torch.nn.Module(), fx)
+    gm = torch.fx.GraphModule(torch.nn.Module(), fx)
+    gm.wick_switches_grad = switches
+    return gm
 
 
-def compile_graph_with(backend, graph, example_inputs):
-    """Compiles a wick Graph with another torch.compile backend (a name such as
-    "inductor" or "eager", or a callable taking (GraphModule, example_inputs)).
-    Returns a callable taking the graph inputs and returning a tuple of outputs."""
+def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None):
+    """Compiles a wick Graph with a torch.compile backend (a name such as
+    "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
+    None or "wick": wick's own, through AOTAutograd, which is how a captured
+    graph that needs autograd is compiled: forward and backward graphs both
+    by wick). Returns a callable taking the graph inputs and returning a
+    tuple of outputs."""
     import torch
 
-    gm = to_fx(graph)
-    if isinstance(backend, str):
+    if entry_grad is None:
+        entry_grad = torch.is_grad_enabled()
+    gm = to_fx(graph, externs, no_grad, entry_grad)
+    if backend is None or backend == "wick":
+        backend = wick_backend
+    elif isinstance(backend, str):
         import torch._dynamo
 
         backend = torch._dynamo.lookup_backend(backend)
     compiled = backend(gm, list(example_inputs))
+    set_grad = torch._C._set_grad_enabled
+    switches_grad = gm.wick_switches_grad
 
     def run(*args):
-        out = compiled(*args)
+        if switches_grad:
+            # an exception inside a no_grad stretch must not leave grad mode off
+            try:
+                out = compiled(*args)
+            finally:
+                set_grad(entry_grad)
+        else:
+            out = compiled(*args)
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
     run.graph_module = gm
