@@ -8,7 +8,9 @@
  * in C: a KERNELS step allocates its outputs with torch.empty_strided and its
  * temporaries with aligned malloc and runs its entry with the GIL released;
  * an EXTERN step calls PyTorch (the only Python that runs between steps) and
- * checks what came back against the slot's metadata. Slots are dropped after
+ * checks what came back against the slot's metadata; a VIEW step makes a
+ * view of its base slot with one as_strided call (sizes, strides and offset
+ * known at compile time). Slots are dropped after
  * their last reader. Returns a tuple of outputs in graph output order.
  *
  * The torch objects used on the hot path (torch.Tensor, the dtypes,
@@ -53,6 +55,7 @@ typedef struct {
     size_t temps_bytes;
     int temps_busy;
     PyObject **out_args;  /* KERNELS: per program buffer, (sizes, strides) for OUTPUT buffers */
+    PyObject *view_sizes, *view_strides; /* VIEW: the view slot's, as tuples */
     int nrelease;
     int *release;         /* slots dropped after this step */
 } StepRt;
@@ -93,7 +96,7 @@ static struct {
     PyObject *tensor_type;     /* torch.Tensor */
     PyObject *empty_strided;   /* torch.empty_strided */
     PyObject *dtypes[WK_NDTYPES];
-    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_;
+    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_, *s_as_strided, *s_storage_offset;
     PyObject *alloc_kwnames;   /* ("dtype", "device") */
     PyObject *cpu;             /* "cpu" */
 } T;
@@ -113,6 +116,8 @@ static int torch_ready(void) {
     if (!(T.s_shape = PyUnicode_InternFromString("shape"))) goto done;
     if (!(T.s_is_cpu = PyUnicode_InternFromString("is_cpu"))) goto done;
     if (!(T.s_copy_ = PyUnicode_InternFromString("copy_"))) goto done;
+    if (!(T.s_as_strided = PyUnicode_InternFromString("as_strided"))) goto done;
+    if (!(T.s_storage_offset = PyUnicode_InternFromString("storage_offset"))) goto done;
     if (!(T.alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device"))) goto done;
     if (!(T.cpu = PyUnicode_InternFromString("cpu"))) goto done;
     T.ready = 1;
@@ -502,6 +507,27 @@ done:
     return rc;
 }
 
+/* base.as_strided(sizes, strides, base.storage_offset() + view_offset):
+ * the base slot's layout is the plan's (checked when an extern made it), so
+ * the view is the one eager makes. */
+static int run_view(CompiledObject *self, int step, PyObject **slots) {
+    const WkStep *st = &self->plan->steps[step];
+    const StepRt *rt = &self->steps[step];
+    PyObject *base = slots[st->in_slots[0]];
+    PyObject *off = PyObject_CallMethodNoArgs(base, T.s_storage_offset);
+    if (!off) return -1;
+    long long base_off = PyLong_AsLongLong(off);
+    Py_DECREF(off);
+    if (base_off == -1 && PyErr_Occurred()) return -1;
+    if (!(off = PyLong_FromLongLong(base_off + st->view_offset))) return -1;
+    PyObject *call_args[4] = {base, rt->view_sizes, rt->view_strides, off};
+    PyObject *view = PyObject_VectorcallMethod(T.s_as_strided, call_args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(off);
+    if (!view) return -1;
+    Py_XSETREF(slots[st->out_slots[0]], view);
+    return 0;
+}
+
 static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     CompiledObject *self = (CompiledObject *)callable;
@@ -529,7 +555,10 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
     PyObject *result = NULL;
     for (int i = 0; i < self->ninputs; i++) Py_XSETREF(slots[self->input_slot[i]], Py_NewRef(args[i]));
     for (int s = 0; s < plan->nsteps; s++) {
-        int rc = plan->steps[s].kind == WK_STEP_KERNELS ? run_kernels(self, s, slots) : run_extern(self, s, slots);
+        WkStepKind kind = plan->steps[s].kind;
+        int rc = kind == WK_STEP_KERNELS ? run_kernels(self, s, slots)
+                 : kind == WK_STEP_VIEW  ? run_view(self, s, slots)
+                                         : run_extern(self, s, slots);
         if (rc < 0) goto done;
         for (int r = 0; r < self->steps[s].nrelease; r++) Py_CLEAR(slots[self->steps[s].release[r]]);
     }
@@ -571,6 +600,8 @@ static void Compiled_dealloc(CompiledObject *self) {
             StepRt *rt = &self->steps[s];
             const WkProgram *p = self->plan->steps[s].program;
             for (int b = 0; rt->out_args && p && b < p->nbufs; b++) Py_XDECREF(rt->out_args[b]);
+            Py_XDECREF(rt->view_sizes);
+            Py_XDECREF(rt->view_strides);
             free(rt->out_args);
             free(rt->release);
             free(rt->temps);
@@ -775,6 +806,11 @@ static int prepare_steps(CompiledObject *self) {
     for (int s = 0; s < plan->nsteps; s++) {
         const WkStep *st = &plan->steps[s];
         StepRt *rt = &self->steps[s];
+        if (st->kind == WK_STEP_VIEW) {
+            const WkSlot *vs = &plan->slots[st->out_slots[0]];
+            if (!(rt->view_sizes = int_tuple_Ref(vs->sizes, vs->ndim))) return -1;
+            if (!(rt->view_strides = int_tuple_Ref(vs->strides, vs->ndim))) return -1;
+        }
         if (st->kind != WK_STEP_KERNELS) continue;
         const WkProgram *p = st->program;
         *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
@@ -997,6 +1033,9 @@ static PyObject *Compiled_get_steps(CompiledObject *self, void *c) {
             if (st->kind == WK_STEP_KERNELS)
                 d = Py_BuildValue("{s:s,s:O,s:O,s:s,s:i}", "kind", "kernels", "inputs", ins, "outputs", outs,
                                   "entry", st->program->entry, "nkernels", st->program->nkernels);
+            else if (st->kind == WK_STEP_VIEW)
+                d = Py_BuildValue("{s:s,s:O,s:O,s:L}", "kind", "view", "inputs", ins, "outputs", outs,
+                                  "offset", (long long)st->view_offset);
             else
                 d = Py_BuildValue("{s:s,s:O,s:O,s:i,s:s}", "kind", "extern", "inputs", ins, "outputs", outs,
                                   "extern_index", st->extern_index, "name", st->extern_name);
