@@ -193,6 +193,7 @@ def _aten_native():
     add([aten.clamp.default, aten.clamp.Tensor], "CLAMP", "clamp")
     add([prims.rsqrt.default, aten.rsqrt.default], "RSQRT", "unary")
     add([aten.scalar_tensor.default], "CONVERT", "scalar_tensor")
+    add([aten.clone.default], "CONVERT", "clone")
     add([aten.addcmul.default], "ADDCMUL", "ternary")
     add([aten.addcdiv.default], "ADDCDIV", "ternary")
     add([aten.leaky_relu.default], "LEAKY_RELU", "params")
@@ -258,6 +259,9 @@ def _wick_decompositions():
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
         aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+        # training: the backward ops of layer norm, gelu and log_softmax become
+        # pointwise work and row sums that fuse with their neighbours
+        aten.native_layer_norm_backward, aten.gelu_backward, aten._log_softmax_backward_data,
     ])
 
 
@@ -657,6 +661,13 @@ class _AtenImporter:
                 if len(args) != 2 or args[0][0] != "v" or not isinstance(args[1][1], torch.dtype):
                     return None
                 vid = self.convert(args[0][1], args[1][1])
+            elif kind == "clone":  # a copy: CONVERT to its own dtype is a new buffer
+                if len(args) != 1 or args[0][0] != "v" or set(kwargs) - {"memory_format"}:
+                    return None
+                if kwargs.get("memory_format", ("c", None))[1] not in (None, torch.preserve_format,
+                                                                      torch.contiguous_format):
+                    return None
+                vid = self.convert(args[0][1], val.dtype)
             elif kind == "to_copy":
                 kw = {k: v for k, (_, v) in kwargs.items()}
                 dtype = kw.pop("dtype", None)

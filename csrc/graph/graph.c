@@ -799,15 +799,16 @@ int wk_view_map(int bnd, const int64_t *bsizes, const int64_t *bstrides, int vnd
         if (hi >= bsizes[k] && !(bsizes[k] <= 1 && hi == 0)) ok = 0;
     }
     if (ok) return 0;
-    /* linear: the base must be contiguous (size-1 dims' strides never matter) */
+    /* linear: the base must be dense, its dims in some order a contiguous
+     * tensor's (a transposed result qualifies); size-1 dims never matter */
     memset(m, 0, sizeof *m);
     int64_t expect = 1;
-    for (int k = bnd - 1; k >= 0; k--) {
-        if (bsizes[k] != 1 && bstrides[k] != expect) {
-            wk_error_set("VIEW: no index map over a non-contiguous base");
+    for (int j = n - 1; j >= 0; j--) {
+        if (bstrides[order[j]] != expect) {
+            wk_error_set("VIEW: no index map over a base with gaps or overlaps");
             return -1;
         }
-        expect *= bsizes[k];
+        expect *= bsizes[order[j]];
     }
     for (int d = 0; d < vnd; d++) m->dim_of[d] = -1;
     return 0;

@@ -704,15 +704,16 @@ static const WkLExpr *lower_VIEW(Lower *c) {
         for (int d = 0; d < nd; d++)
             if (vsizes[d] > 1)
                 lin = wk_sym_add(L->syms, lin, wk_sym_mul(L->syms, c->canon[d], wk_sym_const(L->syms, vstrides[d])));
-        int outer = 1;
+        int outer = -1; /* the dim of the largest stride needs no modulo */
+        for (int k = 0; k < b->ndim; k++)
+            if (b->sizes[k] > 1 && (outer < 0 || b->strides[k] > b->strides[outer])) outer = k;
         for (int k = 0; k < b->ndim; k++) {
             if (b->sizes[k] == 1) {
                 idx[k] = zero;
                 continue;
             }
             const WkSym *q = wk_sym_floordiv(L->syms, lin, wk_sym_const(L->syms, b->strides[k]));
-            idx[k] = outer ? q : wk_sym_mod(L->syms, q, wk_sym_const(L->syms, b->sizes[k]));
-            outer = 0;
+            idx[k] = k == outer ? q : wk_sym_mod(L->syms, q, wk_sym_const(L->syms, b->sizes[k]));
         }
     }
     return wk_lower_load(L, bid, b->ndim, idx);

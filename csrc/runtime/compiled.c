@@ -19,8 +19,10 @@
 #include <Python.h>
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -255,6 +257,26 @@ static int data_ptr(PyObject *t, void **out) {
 
 /* ---- the call ----------------------------------------------------------- */
 
+/* A large output is fresh memory from the allocator (glibc maps blocks
+ * above its mmap threshold anew on every call), and a kernel's first write
+ * to each 4 KiB page faults: for a 64 MiB output that costs more than the
+ * kernel's own memory traffic. Asking for transparent huge pages before the
+ * first touch (the kernel's stores) makes it 512 times fewer faults. Advice
+ * only: where THP is off or the range is not ours to advise, nothing
+ * changes. */
+enum { HUGE_PAGE = 1 << 21, ADVISE_MIN_BYTES = 4 << 20 };
+static void advise_huge_pages(void *ptr, int64_t nbytes) {
+#ifdef MADV_HUGEPAGE
+    if (nbytes < ADVISE_MIN_BYTES) return;
+    uintptr_t lo = ((uintptr_t)ptr + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (uintptr_t)nbytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)ptr;
+    (void)nbytes;
+#endif
+}
+
 enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
 
 static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
@@ -285,7 +307,8 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     int own_block = 0;
     if (rt->temps_bytes) {
         if (!rt->temps_busy) {
-            if (!rt->temps) rt->temps = aligned_alloc(64, rt->temps_bytes);
+            if (!rt->temps && (rt->temps = aligned_alloc(64, rt->temps_bytes)))
+                advise_huge_pages(rt->temps, (int64_t)rt->temps_bytes);
             temps = rt->temps;
             rt->temps_busy = 1;
             own_block = 1;
@@ -307,6 +330,7 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
                                       T.dtypes[bp->dtype], T.cpu};
             objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
             if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+            advise_huge_pages(ptrs[b], bp->nbytes);
         } else {
             ptrs[b] = temps + rt->temp_offset[b];
         }
