@@ -5,7 +5,8 @@
  * slots and steps, and the extern table (one preprocessed call per entry).
  * A call validates the input tensors (unless capture or torch.compile turned
  * that off because their guards already did), then runs the steps in order
- * in C: a KERNELS step allocates its outputs with torch.empty_strided and its
+ * in C: a KERNELS step allocates its outputs through PyTorch's C shim
+ * (shim.c; torch.empty_strided where the shim is missing) and its
  * temporaries with aligned malloc and runs its entry with the GIL released;
  * an EXTERN step calls PyTorch (the only Python that runs between steps) and
  * checks what came back against the slot's metadata; a VIEW step makes a
@@ -326,10 +327,15 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         if (bp->kind == WK_BUF_INPUT) {
             if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
         } else if (bp->kind == WK_BUF_OUTPUT) {
-            PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
-                                      T.dtypes[bp->dtype], T.cpu};
-            objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
-            if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+            if (wk_shim_available()) {
+                objs[b] = wk_shim_empty_strided_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, &ptrs[b]);
+                if (!objs[b]) goto done;
+            } else {
+                PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
+                                          T.dtypes[bp->dtype], T.cpu};
+                objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+                if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+            }
             advise_huge_pages(ptrs[b], bp->nbytes);
         } else {
             ptrs[b] = temps + rt->temp_offset[b];
