@@ -193,6 +193,7 @@ def _aten_native():
     add([aten.clamp.default, aten.clamp.Tensor], "CLAMP", "clamp")
     add([prims.rsqrt.default, aten.rsqrt.default], "RSQRT", "unary")
     add([aten.scalar_tensor.default], "CONVERT", "scalar_tensor")
+    add([aten.clone.default], "CONVERT", "clone")
     add([aten.addcmul.default], "ADDCMUL", "ternary")
     add([aten.addcdiv.default], "ADDCDIV", "ternary")
     add([aten.leaky_relu.default], "LEAKY_RELU", "params")
@@ -221,6 +222,30 @@ _PARAM_DEFAULTS = {
 
 
 _native_table = None
+_view_table = None
+
+
+def _view_ops():
+    """ATen ops whose result is a view of input 0 (aliases its memory): each
+    becomes a VIEW node, read by kernels through an index remap."""
+    global _view_table
+    if _view_table is None:
+        import torch
+
+        aten = torch.ops.aten
+        names = ["view.default", "_unsafe_view.default", "_reshape_alias.default", "t.default", "transpose.int",
+                 "permute.default", "expand.default", "unsqueeze.default", "squeeze.default", "squeeze.dim",
+                 "squeeze.dims", "slice.Tensor", "select.int", "narrow.default", "detach.default", "alias.default",
+                 "as_strided.default", "unfold.default", "diagonal.default", "numpy_T.default", "view_as.default",
+                 "expand_as.default", "movedim.int", "swapaxes.default", "unflatten.int", "flatten.using_ints"]
+        table = set()
+        for name in names:
+            packet, _, overload = name.partition(".")
+            ov = getattr(getattr(aten, packet, None), overload, None)
+            if ov is not None:
+                table.add(ov)
+        _view_table = table
+    return _view_table
 
 
 def _wick_decompositions():
@@ -234,6 +259,9 @@ def _wick_decompositions():
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
         aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+        # training: the backward ops of layer norm, gelu and log_softmax become
+        # pointwise work and row sums that fuse with their neighbours
+        aten.native_layer_norm_backward, aten.gelu_backward, aten._log_softmax_backward_data,
     ])
 
 
@@ -251,6 +279,7 @@ class _AtenImporter:
         self.tensor_inputs = []  # placeholder positions that are graph inputs
         self.nnative = 0
         self.nextern = 0
+        self.nview = 0
         self.extern_names = {}
 
     # -- values ---------------------------------------------------------------
@@ -413,7 +442,44 @@ class _AtenImporter:
             if multi is not None:
                 self.nnative += 1
                 return multi
+        if isinstance(val, torch.Tensor) and target in _view_ops():
+            vid = self.try_view(node, val)
+            if vid is not None:
+                self.nview += 1
+                return vid
         return self.extern(node, val)
+
+    def try_view(self, node, val):
+        """A view op -> a VIEW node (sizes, strides and offset of its fake
+        output over its input's memory), or None (then an extern). The base's
+        layout in the wick graph must be the one the fake input has, so the
+        offsets mean the same memory."""
+        torch, g = self.torch, self.g
+        if not node.args or val.device.type != "cpu" or val.layout != torch.strided:
+            return None
+        kind, vid = self.lookup(node.args[0])
+        base = node.args[0].meta.get("val") if kind == "v" else None
+        if not isinstance(base, torch.Tensor) or base.dtype != val.dtype:
+            return None
+        have = g.value(vid)
+        want = self.meta_of(base)
+        if tuple(have["sizes"]) != want["sizes"] or any(
+                n != 1 and a != b for n, a, b in zip(want["sizes"], have["strides"], want["strides"])):
+            return None
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        try:  # reshape/flatten copy where no view exists: only aliases are views
+            if StorageWeakRef(val.untyped_storage()) != StorageWeakRef(base.untyped_storage()):
+                return None
+        except (RuntimeError, NotImplementedError):
+            return None
+        m = self.meta_of(val)
+        offset = self.concrete(val.storage_offset()) - self.concrete(base.storage_offset())
+        nd = len(m["sizes"])
+        try:
+            return g.op("VIEW", [vid], ints=[nd, *m["sizes"], *m["strides"], offset])
+        except ValueError:
+            return None
 
     def try_var_mean(self, node, val):
         """aten.var_mean -> (VAR, MEAN) native nodes over one input, or None."""
@@ -595,6 +661,13 @@ class _AtenImporter:
                 if len(args) != 2 or args[0][0] != "v" or not isinstance(args[1][1], torch.dtype):
                     return None
                 vid = self.convert(args[0][1], args[1][1])
+            elif kind == "clone":  # a copy: CONVERT to its own dtype is a new buffer
+                if len(args) != 1 or args[0][0] != "v" or set(kwargs) - {"memory_format"}:
+                    return None
+                if kwargs.get("memory_format", ("c", None))[1] not in (None, torch.preserve_format,
+                                                                      torch.contiguous_format):
+                    return None
+                vid = self.convert(args[0][1], val.dtype)
             elif kind == "to_copy":
                 kw = {k: v for k, (_, v) in kwargs.items()}
                 dtype = kw.pop("dtype", None)
@@ -818,7 +891,8 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     spec, out_type = imp.run(list(example_inputs))
     compiled = imp.g.compile(externs=imp.externs)
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
-    info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "externs": dict(imp.extern_names),
+    info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
+            "externs": dict(imp.extern_names),
             "kernels": compiled.nkernels}
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])

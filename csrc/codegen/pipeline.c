@@ -137,10 +137,13 @@ void wk_plan_free(WkPlan *p) {
     free(p);
 }
 
+typedef WkVec(int) IntVec;
+
 typedef struct {
     const WkGraph *g;
     WkPlan *P;
-    int *stage;       /* by node: KERNELS stage or extern group; -1 for SCALAR */
+    int *stage;       /* by node: KERNELS stage or extern group; -1 for SCALAR; VIEW: the
+                         extern group after which its VIEW step may run */
     int *slot;        /* by value: slot id or -1 */
     int *needs_slot;  /* by value */
     WkVec(WkStep) steps;
@@ -152,6 +155,11 @@ typedef struct {
 
 static int value_is_scalar(const WkGraph *g, const WkValue *v) {
     return v->node >= 0 && wk_graph_node(g, v->node)->op == WK_OP_SCALAR;
+}
+
+static int is_view_value(const WkGraph *g, int value) {
+    const WkValue *v = wk_graph_value(g, value);
+    return v->node >= 0 && wk_graph_node(g, v->node)->op == WK_OP_VIEW;
 }
 
 static int new_slot(PlanBuilder *B, int value) {
@@ -217,38 +225,54 @@ static int build_whole(PlanBuilder *B) {
     return 0;
 }
 
+/* Value u inside stage subgraph `sub` (map[u] afterwards): a copy of a
+ * SCALAR, a stage input read from u's slot, or, for a VIEW that this stage
+ * reads, the view again over its base (kernels remap indices, no tensor). */
+static int map_value(PlanBuilder *B, WkGraph *sub, int u, int *map, IntVec *ins) {
+    const WkGraph *g = B->g;
+    if (map[u] >= 0) return 0;
+    const WkValue *uv = wk_graph_value(g, u);
+    if (value_is_scalar(g, uv)) {
+        const WkAttrs *a = &wk_graph_node(g, uv->node)->attrs;
+        map[u] = wk_graph_scalar(sub, uv->dtype, a->fvalue, a->ivalue);
+    } else if (is_view_value(g, u)) {
+        const WkNode *vn = wk_graph_node(g, uv->node);
+        if (map_value(B, sub, vn->inputs[0], map, ins) < 0) return -1;
+        map[u] = wk_graph_op(sub, WK_OP_VIEW, &map[vn->inputs[0]], 1, &vn->attrs);
+    } else {
+        int sl = B->slot[u];
+        if (sl < 0) {
+            wk_error_set("plan: value %%%d crosses a stage without a slot", u);
+            return -1;
+        }
+        const WkSlot *s = &B->slots.data[sl];
+        map[u] = wk_graph_input_any(sub, s->dtype, uv->device, s->ndim, s->sizes, s->strides,
+                                    uv->requires_grad, uv->source);
+        if (map[u] >= 0) wk_vec_push(ins, sl);
+    }
+    return map[u] < 0 ? -1 : 0;
+}
+
 /* Builds and compiles KERNELS stage `k`; appends its step unless empty. */
 static int build_stage(PlanBuilder *B, int k, int *map) {
     const WkGraph *g = B->g;
     int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g);
     WkGraph *sub = wk_graph_new();
-    WkVec(int) ins = {0};
+    IntVec ins = {0};
     WkVec(int) outs = {0};
     int rc = -1, nops = 0;
     for (int v = 0; v < nvalues; v++) map[v] = -1;
     for (int n = 0; n < nnodes; n++) {
         const WkNode *node = wk_graph_node(g, n);
         int scalar_output = node->op == WK_OP_SCALAR && k == 0 && B->slot[node->output] >= 0;
-        if (node->op == WK_OP_EXTERN || (B->stage[n] != k && !scalar_output)) continue;
+        /* VIEWs come in through map_value, where a node of this stage reads one */
+        if (node->op == WK_OP_EXTERN || node->op == WK_OP_VIEW || (B->stage[n] != k && !scalar_output)) continue;
         int small[8], *mapped = node->ninputs > 8 ? wk_xcalloc((size_t)node->ninputs, sizeof(int)) : small;
         for (int i = 0; i < node->ninputs; i++) {
             int u = node->inputs[i];
-            if (map[u] < 0) {
-                const WkValue *uv = wk_graph_value(g, u);
-                if (value_is_scalar(g, uv)) {
-                    const WkAttrs *a = &wk_graph_node(g, uv->node)->attrs;
-                    map[u] = wk_graph_scalar(sub, uv->dtype, a->fvalue, a->ivalue);
-                } else {
-                    int sl = B->slot[u];
-                    const WkSlot *s = &B->slots.data[sl];
-                    map[u] = wk_graph_input_any(sub, s->dtype, uv->device, s->ndim, s->sizes, s->strides,
-                                                uv->requires_grad, uv->source);
-                    if (map[u] >= 0) wk_vec_push(&ins, sl);
-                }
-                if (map[u] < 0) {
-                    if (mapped != small) free(mapped);
-                    goto done;
-                }
+            if (map_value(B, sub, u, map, &ins) < 0) {
+                if (mapped != small) free(mapped);
+                goto done;
             }
             mapped[i] = map[u];
         }
@@ -265,7 +289,7 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
         const WkValue *vv = wk_graph_value(g, v);
         if (map[v] < 0 || B->slot[v] < 0 || vv->node < 0) continue;
         if (value_is_scalar(g, vv) ? k != 0 : B->stage[vv->node] != k) continue;
-        if (wk_graph_node(g, vv->node)->op == WK_OP_EXTERN) continue;
+        if (wk_graph_node(g, vv->node)->op == WK_OP_EXTERN || is_view_value(g, v)) continue;
         if (wk_graph_output(sub, map[v]) < 0) goto done;
         wk_vec_push(&outs, B->slot[v]);
     }
@@ -336,6 +360,28 @@ static void add_extern_step(PlanBuilder *B, const WkNode *node) {
     wk_vec_push(&B->steps, st);
 }
 
+static void add_view_step(PlanBuilder *B, const WkNode *node) {
+    WkStep st = {0};
+    int step = B->steps.len;
+    int nd;
+    const int64_t *sizes, *strides;
+    st.kind = WK_STEP_VIEW;
+    st.extern_index = -1;
+    if (wk_view_attrs(&node->attrs, &nd, &sizes, &strides, &st.view_offset) < 0) st.view_offset = 0;
+    st.nin = 1;
+    st.in_slots = wk_xcalloc(2, sizeof(int));
+    st.in_slots[0] = B->slot[node->inputs[0]];
+    /* as_strided trusts the base's layout: checked like a slot kernels read */
+    note_read(B, st.in_slots[0], step, 1);
+    st.nout = 1;
+    st.out_slots = wk_xcalloc(2, sizeof(int));
+    st.out_slots[0] = B->slot[node->output];
+    B->slots.data[st.out_slots[0]].producer = step;
+    wk_str_printf(&B->summary, "step %d: view $%d -> $%d (offset %lld)\n", step, st.in_slots[0], st.out_slots[0],
+                  (long long)st.view_offset);
+    wk_vec_push(&B->steps, st);
+}
+
 WkPlan *wk_compile_plan(const WkGraph *g) {
     int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g), ninputs = wk_graph_ninputs(g);
     int noutputs = wk_graph_noutputs(g);
@@ -362,6 +408,14 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
             B.stage[n] = -1;
             continue;
         }
+        if (node->op == WK_OP_VIEW) { /* readable wherever its base is */
+            int base = node->inputs[0];
+            B.stage[n] = avail_j[base];
+            avail_j[node->output] = avail_j[base];
+            avail_k[node->output] = avail_k[base];
+            B.P->nviews++;
+            continue;
+        }
         for (int i = 0; i < node->ninputs; i++) {
             int a = node->op == WK_OP_EXTERN ? avail_j[node->inputs[i]] : avail_k[node->inputs[i]];
             if (a > s) s = a;
@@ -382,12 +436,30 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
         const WkNode *node = wk_graph_node(g, n);
         if (node->op == WK_OP_EXTERN)
             for (int k = 0; k < node->noutputs; k++) B.needs_slot[node->outputs[k]] = 1;
+        if (node->op == WK_OP_VIEW) continue; /* its base: below */
         for (int i = 0; i < node->ninputs; i++) {
             const WkValue *u = wk_graph_value(g, node->inputs[i]);
             if (u->node < 0 || value_is_scalar(g, u)) continue;
             const WkNode *p = wk_graph_node(g, u->node);
+            if (p->op == WK_OP_VIEW && node->op != WK_OP_EXTERN) {
+                /* a kernel reads the view: the stage lowers it again over
+                 * its base, which must reach that stage */
+                const WkValue *b = wk_graph_value(g, p->inputs[0]);
+                if (b->node >= 0 && (wk_graph_node(g, b->node)->op == WK_OP_EXTERN ||
+                                     B.stage[b->node] != B.stage[n]))
+                    B.needs_slot[b->id] = 1;
+                continue;
+            }
             if (node->op == WK_OP_EXTERN || p->op == WK_OP_EXTERN || B.stage[u->node] != B.stage[n])
                 B.needs_slot[u->id] = 1;
+        }
+    }
+    int view_steps = 0; /* a VIEW made into a tensor reads its base's slot */
+    for (int n = 0; n < nnodes; n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        if (node->op == WK_OP_VIEW && B.needs_slot[node->output]) {
+            B.needs_slot[node->inputs[0]] = 1;
+            view_steps++;
         }
     }
     for (int v = 0; v < nvalues; v++)
@@ -395,15 +467,16 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
     for (int i = 0; i < noutputs; i++) B.slots.data[B.slot[wk_graph_output_value(g, i)]].is_output = 1;
 
     /* steps: KERNELS 0, externs of group 0, KERNELS 1, ... */
-    if (wk_graph_nexterns(g) == 0) {
+    if (wk_graph_nexterns(g) == 0 && view_steps == 0) {
         if (nnodes > 0 && build_whole(&B) < 0) goto done;
         maxstage = -1;
     }
     for (int k = 0; k <= maxstage; k++) {
         if (build_stage(&B, k, map) < 0) goto done;
-        for (int n = 0; n < nnodes; n++) {
+        for (int n = 0; n < nnodes; n++) { /* graph order: a view may read an extern's output */
             const WkNode *node = wk_graph_node(g, n);
             if (node->op == WK_OP_EXTERN && B.stage[n] == k) add_extern_step(&B, node);
+            if (node->op == WK_OP_VIEW && B.stage[n] == k && B.slot[node->output] >= 0) add_view_step(&B, node);
         }
     }
     for (int sl = 0; sl < B.slots.len; sl++) {

@@ -80,9 +80,18 @@ void wk_program_free(WkProgram *p);
  * node's metadata): the runtime checks the tensor it got against the slot
  * and copies it into that layout when the strides differ.
  *
+ * VIEW nodes (ops.def note 8) are no step of their own where only kernels
+ * read them: each KERNELS stage that reads one lowers it again over its
+ * base (an index remap inside the kernels). Where a tensor is needed (an
+ * extern reads the view, or it is a graph output), a VIEW step after the
+ * base's producer makes it: in_slots[0] is the base, out_slots[0] the view,
+ * and the runtime calls base.as_strided(slot sizes, slot strides,
+ * base.storage_offset() + view_offset). The base slot is then checked
+ * against its layout like a slot kernels read (read_by_kernels).
+ *
  * Ownership: a WkPlan owns its steps, their programs and arrays; it does not
  * point into the graph. */
-typedef enum { WK_STEP_KERNELS, WK_STEP_EXTERN } WkStepKind;
+typedef enum { WK_STEP_KERNELS, WK_STEP_EXTERN, WK_STEP_VIEW } WkStepKind;
 
 typedef struct {
     WkStepKind kind;
@@ -93,6 +102,7 @@ typedef struct {
     WkProgram *program;  /* KERNELS: the stage (its source is part of WkPlan.source) */
     int extern_index;    /* EXTERN */
     char *extern_name;   /* EXTERN */
+    int64_t view_offset; /* VIEW: elements past the base's first element */
 } WkStep;
 
 typedef struct {
@@ -106,7 +116,7 @@ typedef struct {
     int producer;        /* step that writes it; -1 for graph inputs */
     int last_step;       /* last step that reads it (-1: none) */
     int is_output;       /* a graph output: kept to the end */
-    int read_by_kernels; /* a KERNELS step reads it: an extern producing it must honour strides */
+    int read_by_kernels; /* a KERNELS or VIEW step reads it: an extern producing it must honour strides */
 } WkSlot;
 
 typedef struct {
@@ -120,6 +130,7 @@ typedef struct {
     int nkernels;        /* loop nests over all stages */
     int nnative;         /* graph nodes compiled to kernels (SCALARs not counted) */
     int nextern;         /* EXTERN nodes */
+    int nviews;          /* VIEW nodes (index remaps; VIEW steps where a tensor is needed) */
     char *summary;       /* one line per step (and per kernel) */
 } WkPlan;
 

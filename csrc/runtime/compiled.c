@@ -5,10 +5,13 @@
  * slots and steps, and the extern table (one preprocessed call per entry).
  * A call validates the input tensors (unless capture or torch.compile turned
  * that off because their guards already did), then runs the steps in order
- * in C: a KERNELS step allocates its outputs with torch.empty_strided and its
+ * in C: a KERNELS step allocates its outputs through PyTorch's C shim
+ * (shim.c; torch.empty_strided where the shim is missing) and its
  * temporaries with aligned malloc and runs its entry with the GIL released;
  * an EXTERN step calls PyTorch (the only Python that runs between steps) and
- * checks what came back against the slot's metadata. Slots are dropped after
+ * checks what came back against the slot's metadata; a VIEW step makes a
+ * view of its base slot with one as_strided call (sizes, strides and offset
+ * known at compile time). Slots are dropped after
  * their last reader. Returns a tuple of outputs in graph output order.
  *
  * The torch objects used on the hot path (torch.Tensor, the dtypes,
@@ -17,8 +20,10 @@
 #include <Python.h>
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -53,6 +58,7 @@ typedef struct {
     size_t temps_bytes;
     int temps_busy;
     PyObject **out_args;  /* KERNELS: per program buffer, (sizes, strides) for OUTPUT buffers */
+    PyObject *view_sizes, *view_strides; /* VIEW: the view slot's, as tuples */
     int nrelease;
     int *release;         /* slots dropped after this step */
 } StepRt;
@@ -93,7 +99,7 @@ static struct {
     PyObject *tensor_type;     /* torch.Tensor */
     PyObject *empty_strided;   /* torch.empty_strided */
     PyObject *dtypes[WK_NDTYPES];
-    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_;
+    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_, *s_as_strided, *s_storage_offset;
     PyObject *alloc_kwnames;   /* ("dtype", "device") */
     PyObject *cpu;             /* "cpu" */
 } T;
@@ -113,6 +119,8 @@ static int torch_ready(void) {
     if (!(T.s_shape = PyUnicode_InternFromString("shape"))) goto done;
     if (!(T.s_is_cpu = PyUnicode_InternFromString("is_cpu"))) goto done;
     if (!(T.s_copy_ = PyUnicode_InternFromString("copy_"))) goto done;
+    if (!(T.s_as_strided = PyUnicode_InternFromString("as_strided"))) goto done;
+    if (!(T.s_storage_offset = PyUnicode_InternFromString("storage_offset"))) goto done;
     if (!(T.alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device"))) goto done;
     if (!(T.cpu = PyUnicode_InternFromString("cpu"))) goto done;
     T.ready = 1;
@@ -250,6 +258,26 @@ static int data_ptr(PyObject *t, void **out) {
 
 /* ---- the call ----------------------------------------------------------- */
 
+/* A large output is fresh memory from the allocator (glibc maps blocks
+ * above its mmap threshold anew on every call), and a kernel's first write
+ * to each 4 KiB page faults: for a 64 MiB output that costs more than the
+ * kernel's own memory traffic. Asking for transparent huge pages before the
+ * first touch (the kernel's stores) makes it 512 times fewer faults. Advice
+ * only: where THP is off or the range is not ours to advise, nothing
+ * changes. */
+enum { HUGE_PAGE = 1 << 21, ADVISE_MIN_BYTES = 4 << 20 };
+static void advise_huge_pages(void *ptr, int64_t nbytes) {
+#ifdef MADV_HUGEPAGE
+    if (nbytes < ADVISE_MIN_BYTES) return;
+    uintptr_t lo = ((uintptr_t)ptr + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (uintptr_t)nbytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)ptr;
+    (void)nbytes;
+#endif
+}
+
 enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
 
 static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
@@ -280,7 +308,8 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     int own_block = 0;
     if (rt->temps_bytes) {
         if (!rt->temps_busy) {
-            if (!rt->temps) rt->temps = aligned_alloc(64, rt->temps_bytes);
+            if (!rt->temps && (rt->temps = aligned_alloc(64, rt->temps_bytes)))
+                advise_huge_pages(rt->temps, (int64_t)rt->temps_bytes);
             temps = rt->temps;
             rt->temps_busy = 1;
             own_block = 1;
@@ -298,10 +327,16 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         if (bp->kind == WK_BUF_INPUT) {
             if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
         } else if (bp->kind == WK_BUF_OUTPUT) {
-            PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
-                                      T.dtypes[bp->dtype], T.cpu};
-            objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
-            if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+            if (wk_shim_available()) {
+                objs[b] = wk_shim_empty_strided_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, &ptrs[b]);
+                if (!objs[b]) goto done;
+            } else {
+                PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
+                                          T.dtypes[bp->dtype], T.cpu};
+                objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+                if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+            }
+            advise_huge_pages(ptrs[b], bp->nbytes);
         } else {
             ptrs[b] = temps + rt->temp_offset[b];
         }
@@ -502,6 +537,27 @@ done:
     return rc;
 }
 
+/* base.as_strided(sizes, strides, base.storage_offset() + view_offset):
+ * the base slot's layout is the plan's (checked when an extern made it), so
+ * the view is the one eager makes. */
+static int run_view(CompiledObject *self, int step, PyObject **slots) {
+    const WkStep *st = &self->plan->steps[step];
+    const StepRt *rt = &self->steps[step];
+    PyObject *base = slots[st->in_slots[0]];
+    PyObject *off = PyObject_CallMethodNoArgs(base, T.s_storage_offset);
+    if (!off) return -1;
+    long long base_off = PyLong_AsLongLong(off);
+    Py_DECREF(off);
+    if (base_off == -1 && PyErr_Occurred()) return -1;
+    if (!(off = PyLong_FromLongLong(base_off + st->view_offset))) return -1;
+    PyObject *call_args[4] = {base, rt->view_sizes, rt->view_strides, off};
+    PyObject *view = PyObject_VectorcallMethod(T.s_as_strided, call_args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(off);
+    if (!view) return -1;
+    Py_XSETREF(slots[st->out_slots[0]], view);
+    return 0;
+}
+
 static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     CompiledObject *self = (CompiledObject *)callable;
@@ -529,7 +585,10 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
     PyObject *result = NULL;
     for (int i = 0; i < self->ninputs; i++) Py_XSETREF(slots[self->input_slot[i]], Py_NewRef(args[i]));
     for (int s = 0; s < plan->nsteps; s++) {
-        int rc = plan->steps[s].kind == WK_STEP_KERNELS ? run_kernels(self, s, slots) : run_extern(self, s, slots);
+        WkStepKind kind = plan->steps[s].kind;
+        int rc = kind == WK_STEP_KERNELS ? run_kernels(self, s, slots)
+                 : kind == WK_STEP_VIEW  ? run_view(self, s, slots)
+                                         : run_extern(self, s, slots);
         if (rc < 0) goto done;
         for (int r = 0; r < self->steps[s].nrelease; r++) Py_CLEAR(slots[self->steps[s].release[r]]);
     }
@@ -571,6 +630,8 @@ static void Compiled_dealloc(CompiledObject *self) {
             StepRt *rt = &self->steps[s];
             const WkProgram *p = self->plan->steps[s].program;
             for (int b = 0; rt->out_args && p && b < p->nbufs; b++) Py_XDECREF(rt->out_args[b]);
+            Py_XDECREF(rt->view_sizes);
+            Py_XDECREF(rt->view_strides);
             free(rt->out_args);
             free(rt->release);
             free(rt->temps);
@@ -775,6 +836,11 @@ static int prepare_steps(CompiledObject *self) {
     for (int s = 0; s < plan->nsteps; s++) {
         const WkStep *st = &plan->steps[s];
         StepRt *rt = &self->steps[s];
+        if (st->kind == WK_STEP_VIEW) {
+            const WkSlot *vs = &plan->slots[st->out_slots[0]];
+            if (!(rt->view_sizes = int_tuple_Ref(vs->sizes, vs->ndim))) return -1;
+            if (!(rt->view_strides = int_tuple_Ref(vs->strides, vs->ndim))) return -1;
+        }
         if (st->kind != WK_STEP_KERNELS) continue;
         const WkProgram *p = st->program;
         *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
@@ -997,6 +1063,9 @@ static PyObject *Compiled_get_steps(CompiledObject *self, void *c) {
             if (st->kind == WK_STEP_KERNELS)
                 d = Py_BuildValue("{s:s,s:O,s:O,s:s,s:i}", "kind", "kernels", "inputs", ins, "outputs", outs,
                                   "entry", st->program->entry, "nkernels", st->program->nkernels);
+            else if (st->kind == WK_STEP_VIEW)
+                d = Py_BuildValue("{s:s,s:O,s:O,s:L}", "kind", "view", "inputs", ins, "outputs", outs,
+                                  "offset", (long long)st->view_offset);
             else
                 d = Py_BuildValue("{s:s,s:O,s:O,s:i,s:s}", "kind", "extern", "inputs", ins, "outputs", outs,
                                   "extern_index", st->extern_index, "name", st->extern_name);

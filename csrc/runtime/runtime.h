@@ -14,6 +14,9 @@
  *               input tensors runs the steps in order and returns the
  *               outputs as a tuple, in graph-output order (always a tuple).
  *               No Python code runs between steps except the extern calls.
+ *   shim.c      output tensors allocated from C through PyTorch's stable C
+ *               shim (aoti_torch_empty_strided), wrapped for Python by
+ *               libtorch_python; torch.empty_strided where it is missing.
  *   pygraph.c   the C type wick._C.Graph: a Python handle on a WkGraph under
  *               construction, used by the torch.compile adapter (FX import),
  *               by tests of the compiler alone, and by capture to hand a
@@ -37,6 +40,16 @@ void wk_cc_close(WkLib *lib);
 const char *wk_cc_cache_dir(void);
 
 #ifdef PY_SSIZE_T_CLEAN /* the Python-facing half; include Python.h first */
+/* ---- shim.c -------------------------------------------------------------- */
+/* 1 if outputs can be allocated through PyTorch's C shim (symbols found in
+ * the loaded libtorch, WICK_SHIM not 0), else 0: use torch.empty_strided. */
+int wk_shim_available(void);
+/* A new CPU tensor (new reference) and its data pointer in *data; NULL with
+ * a Python exception on failure. Call only when wk_shim_available(). */
+PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt,
+                                    void **data);
+uint64_t wk_shim_abi_version(void); /* 0 when unavailable */
+
 /* ---- compiled.c -------------------------------------------------------- */
 /* Compiles g with the wick pipeline and returns a new CompiledGraph
  * (new reference), or NULL with wk_error set and no Python exception when
