@@ -57,16 +57,22 @@ def write_module(cache_dir, source):
     return path
 
 
+def _interpreting():
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def load_module(path):
-    """Imports the module at `path` (once per process)."""
-    mod = _modules.get(path)
+    """Imports the module at `path` (once per process and mode: interpreted
+    kernels and compiled ones see different ``libdevice``)."""
+    key = (path, _interpreting())
+    mod = _modules.get(key)
     if mod is None:
-        name = "wick_triton_" + os.path.basename(path)[:-3]
+        name = "wick_triton_" + os.path.basename(path)[:-3] + ("_interp" if key[1] else "")
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod  # triton.jit reads the source through the module
         spec.loader.exec_module(mod)
-        _modules[path] = mod
+        _modules[key] = mod
     return mod
 
 
@@ -199,11 +205,10 @@ def _erfinv_scalar(erf):
 
 
 def __getattr__(name):
-    if name == "libdevice":
-        if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-            value = _InterpretedLibdevice()
-        else:
-            from triton.language.extra import libdevice as value
-        globals()["libdevice"] = value
+    if name == "libdevice":  # not cached: the mode may change within a process
+        if _interpreting():
+            return _InterpretedLibdevice()
+        from triton.language.extra import libdevice as value
+
         return value
     raise AttributeError(name)

@@ -1092,6 +1092,33 @@ static PyObject *Compiled_get_nextern(CompiledObject *self, void *c) {
     return PyLong_FromLong(self->plan->nextern);
 }
 
+/* The Triton launches of every KERNELS step (empty for the C target). */
+static PyObject *Compiled_get_triton_kernels(CompiledObject *self, void *c) {
+    (void)c;
+    PyObject *list = PyList_New(0);
+    for (int s = 0; list && s < self->plan->nsteps; s++) {
+        const WkProgram *p = self->plan->steps[s].program;
+        for (int k = 0; p && k < p->ntriton; k++) {
+            const WkTritonKernel *tk = &p->triton[k];
+            PyObject *params = PyList_New(tk->nparams), *configs = PyList_New(tk->nconfigs), *d = NULL;
+            for (int i = 0; params && i < tk->nparams; i++)
+                PyList_SET_ITEM(params, i, PyUnicode_FromString(wk_dtype_name(p->bufs[tk->params[i]].dtype)));
+            for (int i = 0; configs && i < tk->nconfigs; i++)
+                PyList_SET_ITEM(configs, i, Py_BuildValue("(iii)", tk->configs[i].xblock, tk->configs[i].rblock,
+                                                          tk->configs[i].num_warps));
+            if (params && configs)
+                d = Py_BuildValue("{s:i,s:s,s:O,s:O,s:L,s:O}", "step", s, "name", tk->name, "params", params,
+                                  "configs", configs, "xnumel", (long long)tk->xnumel, "has_r",
+                                  tk->has_r ? Py_True : Py_False);
+            Py_XDECREF(params);
+            Py_XDECREF(configs);
+            if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
+            Py_XDECREF(d);
+        }
+    }
+    return list;
+}
+
 static PyGetSetDef Compiled_getset[] = {
     {"source", (getter)Compiled_get_source, NULL, "The generated C source.", NULL},
     {"summary", (getter)Compiled_get_summary, NULL, "One line per kernel.", NULL},
@@ -1107,6 +1134,8 @@ static PyGetSetDef Compiled_getset[] = {
     {"steps", (getter)Compiled_get_steps, NULL, "The steps a call runs, in order, as dicts.", NULL},
     {"check_inputs", (getter)Compiled_get_check_inputs, (setter)Compiled_set_check_inputs,
      "Whether calls validate their input tensors.", NULL},
+    {"triton_kernels", (getter)Compiled_get_triton_kernels, NULL,
+     "Triton launches: step, name, param dtypes, configs (XBLOCK, RBLOCK, warps), xnumel, has_r.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
