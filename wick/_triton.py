@@ -103,15 +103,15 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
     from triton.compiler import ASTSource
 
     fn = getattr(load_module(path), name)
-    names = [f"p{i}" for i in range(len(param_types))]
     arg_names = list(fn.arg_names)
     signature = {arg_names[i]: t for i, t in enumerate(param_types)}
-    constexprs = {"XBLOCK": xblock}
+    # constexprs keyed by argument position: accepted by every Triton 3.x
+    constexprs = {(arg_names.index("XBLOCK"),): xblock}
     signature["XBLOCK"] = "constexpr"
     if has_r:
         signature["RBLOCK"] = "constexpr"
-        constexprs["RBLOCK"] = rblock
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(names))} if aligned else {}
+        constexprs[(arg_names.index("RBLOCK"),)] = rblock
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(param_types))} if aligned else {}
     src = ASTSource(fn, signature, constexprs, attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps})
     md = compiled.metadata
