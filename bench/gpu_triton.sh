@@ -26,7 +26,7 @@ START=$(date +%s)
 tail -3 "$OUT/build.log"
 if [ "$WHAT" != bench ]; then
   timeout ${TEST_S:-240} "$PY" -m pytest tests/gpu tests/codegen/test_triton_interpret.py -p no:warnings -p no:cacheprovider \
-      -x -q ${PYTEST_ARGS:-} > "$OUT/tests.log" 2>&1
+      -q ${PYTEST_ARGS:--x} > "$OUT/tests.log" 2>&1
   echo "tests exit code $? ($(( $(date +%s) - START )) s)"; tail -25 "$OUT/tests.log"
 fi
 if [ "$WHAT" != tests ]; then
