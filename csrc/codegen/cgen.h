@@ -30,7 +30,9 @@ int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out);
  * returns their launch descriptions (new array of *nkernels, owned by the
  * caller: free each name and params, then the array). The module prelude
  * (imports and helper functions) is wk_cgen_triton_prelude(), emitted once
- * per module. Returns 0, or -1 with wk_error set. */
+ * per module. When no graph value is float64, the loop IR's internal float64
+ * (decompositions' accumulators) is computed in float32 and S's float64
+ * TEMP buffers are retyped float32. Returns 0, or -1 with wk_error set. */
 int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTritonKernel **kernels,
                    int *nkernels);
 const char *wk_cgen_triton_prelude(void);

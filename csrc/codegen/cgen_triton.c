@@ -87,6 +87,12 @@ static void emit(TGen *g, const char *fmt, ...) {
     free(line);
 }
 
+/* float64 that only the loop IR's CPU-minded decompositions introduced
+ * (layer_norm's and var's statistics, float32 sums) is computed in float32
+ * on the GPU, as PyTorch's CUDA kernels do: set per graph when no graph value
+ * is float64 (a program that asks for float64 gets it). */
+static __thread int demote_f64;
+
 /* The Triton type values of dt are computed in (16-bit floats: float32). */
 static const char *tl_compute(WkDType dt) {
     switch (dt) {
@@ -97,7 +103,7 @@ static const char *tl_compute(WkDType dt) {
     case WK_I32: return "tl.int32";
     case WK_I64: return "tl.int64";
     case WK_F16: case WK_BF16: case WK_F32: return "tl.float32";
-    case WK_F64: return "tl.float64";
+    case WK_F64: return demote_f64 ? "tl.float32" : "tl.float64";
     default: return NULL;
     }
 }
@@ -245,7 +251,7 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
     const char *c = e->nargs > 2 ? ref(g, e->a[2]) : NULL;
     if ((e->nargs > 0 && !a) || (e->nargs > 1 && !b) || (e->nargs > 2 && !c)) return -1;
     int fl = wk_dtype_is_float(e->dtype);
-    int f32 = e->dtype != WK_F64;
+    int f32 = e->dtype != WK_F64 || demote_f64;
     const char *T = tl_compute(e->dtype);
     switch (e->op) {
     case WK_LX_READ: {
@@ -357,7 +363,7 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
 static void const_text(const WkLExpr *e, WkStr *s) {
     const char *T = tl_compute(e->dtype);
     if (wk_dtype_is_float(e->dtype)) {
-        double v = e->dtype == WK_F64 ? e->f : (double)(float)e->f;
+        double v = e->dtype == WK_F64 && !demote_f64 ? e->f : (double)(float)e->f;
         if (isnan(v)) wk_str_printf(s, "tl.full([], float(\"nan\"), %s)", T);
         else if (isinf(v)) wk_str_printf(s, "tl.full([], float(\"%sinf\"), %s)", v < 0 ? "-" : "", T);
         else wk_str_printf(s, "tl.full([], %.17g, %s)", v, T);
@@ -723,7 +729,10 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         int64_t e = K->kind == WK_SCHED_REDUCTION ? K->red_numel : grouped && K->sizes[0] ? K->numel / K->sizes[0] : 1;
         if (e > rext) rext = e;
     }
-    int persistent = two_d && rext <= PERSIST_MAX;
+    /* a lone column reduction (reads contiguous along x) always loops: its
+     * blocks are wide in x and short in r whatever the reduced extent */
+    int column = !grouped && K0->kind == WK_SCHED_REDUCTION && K0->reduce_outer;
+    int persistent = two_d && rext <= PERSIST_MAX && !column;
 
     unsigned char *used = wk_xcalloc((size_t)S->nbufs + 1, 1);
     memset(g->stored_here, 0, (size_t)S->nbufs + 1);
@@ -829,7 +838,18 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
             add_config(tk, 1, 2048, 8);
             add_config(tk, (int)x1, 512, 8);
             add_config(tk, 1, 4096, 16);
-            if (K0->reduce_outer && cap_x >= 64) add_config(tk, 64, 64, 8);
+            if (column) {
+                /* reads are contiguous along x: x blocks of 8..128 keep loads
+                 * coalesced; narrower ones make more programs when there are
+                 * few outputs */
+                tk->nconfigs = 0;
+                int64_t xc = cap_x < 64 ? cap_x : 64;
+                add_config(tk, (int)xc, 64, 8);
+                add_config(tk, (int)(xc / 2 > 0 ? xc / 2 : 1), 128, 8);
+                add_config(tk, (int)(xc / 4 > 0 ? xc / 4 : 1), 256, 8);
+                if (cap_x >= 128) add_config(tk, 128, 16, 4);
+                add_config(tk, (int)(xc / 8 > 0 ? xc / 8 : 1), 512, 8);
+            }
         }
     }
     g->indent--;
@@ -934,6 +954,14 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
     TGen g;
     memset(&g, 0, sizeof g);
     g.S = S;
+    demote_f64 = 1;
+    for (int b = 0; b < S->L->nbufs; b++)
+        if (S->L->bufs[b].value >= 0 && S->L->bufs[b].dtype == WK_F64 && S->L->bufs[b].op != WK_OP_SCALAR)
+            demote_f64 = 0; /* (wrapped Python numbers are float64 scalars) */
+    /* the plan's float64 temporaries then hold float32 (the runtime types
+     * its pointers from the plan) */
+    for (int b = 0; demote_f64 && b < S->nbufs; b++)
+        if (S->bufs[b].kind == WK_BUF_TEMP && S->bufs[b].dtype == WK_F64) S->bufs[b].dtype = WK_F32;
     g.o = out;
     g.nexprs = S->L->nexprs + 1;
     g.xname = wk_xcalloc((size_t)g.nexprs, sizeof(char *));

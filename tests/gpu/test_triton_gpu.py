@@ -52,7 +52,7 @@ def test_pointwise(shape, dtype):
     x, y = rand(shape, dtype), rand(shape[-1:] if shape else (), dtype, seed=1)
     cg, got = run(lambda g, a, b: [g.op("sin", [g.op("relu", [g.op("add", [g.op("mul", [a, g.scalar(2.0)]), b])])]),
                                    g.op("gt", [a, b])], x, y)
-    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    tol = 1e-5 if dtype == torch.float32 else 3e-2  # one 16-bit rounding of the inputs to sin
     close(got[0], torch.relu(x * 2.0 + y).sin(), tol, tol)
     close(got[1], x > y)
     assert "@triton.jit" in cg.describe()["source"]
