@@ -304,6 +304,12 @@ class _AtenImporter:
             return type(x)(self.concrete(v) for v in x)
         return x
 
+    def on_graph_device(self, dev):
+        dev = self.torch.device(dev)
+        if dev.type == "cuda" and dev.index is None:
+            dev = self.torch.device("cuda", self.torch.cuda.current_device())
+        return dev == self.device
+
     def meta_of(self, t):
         return {"dtype": t.dtype, "sizes": tuple(self.concrete(s) for s in t.shape),
                 "strides": tuple(self.concrete(s) for s in t.stride()),
@@ -318,16 +324,22 @@ class _AtenImporter:
         if len(placeholders) != len(example_inputs):
             raise _Unsupported("example inputs do not match the graph's placeholders")
         self.layout_free = self.layout_free_nodes()
+        # the graph's device: CPU (C kernels) or one CUDA device (Triton kernels)
+        devices = {placeholders[i].meta.get("val", t).device for i, t in enumerate(example_inputs)
+                   if isinstance(placeholders[i].meta.get("val", t), torch.Tensor)}
+        if len(devices) > 1:
+            raise _Unsupported(f"inputs on several devices ({', '.join(sorted(map(str, devices)))})")
+        self.device = devices.pop() if devices else torch.device("cpu")
+        if self.device.type not in ("cpu", "cuda"):
+            raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")
         for i, node in enumerate(placeholders):
             val = node.meta.get("val", example_inputs[i])
             if isinstance(val, torch.Tensor):
-                if val.device.type != "cpu":
-                    raise _Unsupported(f"input {node.name} is on {val.device}: wick has no GPU backend yet")
                 if val.layout != torch.strided:
                     raise _Unsupported(f"input {node.name} has layout {val.layout}")
                 m = self.meta_of(val)
                 self.env[node] = self.g.input(m["dtype"], m["sizes"], m["strides"], requires_grad=m["requires_grad"],
-                                              source=node.name, any_dtype=True)
+                                              source=node.name, any_dtype=True, device=m["device"])
                 self.tensor_inputs.append(i)
             else:
                 self.env[node] = _Const(self.concrete(val))
@@ -511,7 +523,7 @@ class _AtenImporter:
         x, shape, eps = args[0][1], args[1][1], args[4][1]
         if not isinstance(eps, (int, float)) or not isinstance(shape, (list, tuple)) or not shape:
             return None
-        if any(isinstance(t, torch.Tensor) and (t.device.type != "cpu" or t.layout != torch.strided) for t in val):
+        if any(isinstance(t, torch.Tensor) and (t.device != self.device or t.layout != torch.strided) for t in val):
             return None
         nd = len(g.value(x)["sizes"])
         dims = tuple(range(nd - len(shape), nd))
@@ -549,7 +561,7 @@ class _AtenImporter:
         kwargs = {k: self.lookup(v) for k, v in node.kwargs.items()}
         if any(k == "m" for k, _ in args) or any(k == "m" for k, _ in kwargs.values()):
             return None
-        if val.device.type != "cpu" or val.layout != torch.strided:
+        if val.device != self.device or val.layout != torch.strided:
             return None
         g = self.g
 
@@ -637,7 +649,7 @@ class _AtenImporter:
                 if kw.pop("layout", None) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and not self.on_graph_device(dev):
                     return None
                 dtype = kw.pop("dtype", None) or torch.get_default_dtype()
                 kw.pop("pin_memory", None)
@@ -676,7 +688,7 @@ class _AtenImporter:
                 if kw.pop("layout", torch.strided) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and not self.on_graph_device(dev):
                     return None
                 kw.pop("non_blocking", None)
                 if kw.pop("memory_format", None) not in (None, torch.preserve_format, torch.contiguous_format):
@@ -753,8 +765,8 @@ class _AtenImporter:
                     raise _Unsupported(f"{name} returns a {type(t).__name__} item")
             metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
         for m in metas:
-            if m["device"] != "cpu":
-                raise _Unsupported(f"{name} returns a tensor on {m['device']}")
+            if m["device"] != str(self.device):
+                raise _Unsupported(f"{name} returns a tensor on {m['device']}, the graph is on {self.device}")
         idx = len(self.externs)
         # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
         # it directly saves a Python frame per extern call
@@ -910,8 +922,9 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     return run, info
 
 
-def _aten_compiler(which):
-    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list)."""
+def _aten_compiler(which, cudagraphs=False):
+    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list).
+    cudagraphs: mode="reduce-overhead", CUDA graphs replay CUDA graphs."""
 
     def compiler(gm, example_inputs):
         import torch
@@ -946,7 +959,12 @@ def _aten_compiler(which):
                 return f(*args)
 
             del placeholders
-        return _eager_on_metadata_mismatch(gm, which, boxed)
+        guarded = _eager_on_metadata_mismatch(gm, which, boxed)
+        if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+            from . import _cudagraphs
+
+            return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph")
+        return guarded
 
     compiler.__name__ = f"wick_{which}_compiler"
     return compiler
@@ -993,23 +1011,24 @@ def _log_graphs():
     return "graphs" in names or "all" in names
 
 
-_aot_backend = None
+_aot_backends = {}
 
 
-def wick_backend(gm, example_inputs):
+def wick_backend(gm, example_inputs, mode=None, options=None):
     """torch.compile(model, backend="wick"): AOTAutograd traces dynamo's graph
     to ATen (forward, and backward when something requires grad), and wick
-    compiles each graph: native kernels plus extern calls into PyTorch."""
-    global _aot_backend
-    if _aot_backend is None:
+    compiles each graph: native kernels plus extern calls into PyTorch.
+    mode="reduce-overhead" replays graphs on CUDA tensors as CUDA graphs."""
+    cudagraphs = mode == "reduce-overhead"
+    aot = _aot_backends.get(cudagraphs)
+    if aot is None:
         from torch._dynamo.backends.common import aot_autograd
 
-        _aot_backend = aot_autograd(fw_compiler=_aten_compiler("forward"),
-                                    bw_compiler=_aten_compiler("backward"),
-                                    inference_compiler=_aten_compiler("inference"),
-                                    decompositions=_wick_decompositions)
+        aot = _aot_backends[cudagraphs] = aot_autograd(
+            fw_compiler=_aten_compiler("forward", cudagraphs), bw_compiler=_aten_compiler("backward", cudagraphs),
+            inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_wick_decompositions)
     try:
-        return _aot_backend(gm, example_inputs)
+        return aot(gm, example_inputs)
     except Exception as exc:  # noqa: BLE001 - a program never fails because of wick
         if type(exc).__name__ in ("Unsupported", "RestartAnalysis", "TensorifyScalarRestartAnalysis"):
             raise  # dynamo's own control flow: it handles these itself
