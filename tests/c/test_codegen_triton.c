@@ -41,7 +41,8 @@ static void check_launches(const WkPlan *P) {
                 CHECK(cf->rblock >= 1 && (cf->rblock & (cf->rblock - 1)) == 0);
                 CHECK(cf->num_warps >= 1 && cf->num_warps <= 16);
             }
-            for (int i = 0; i < tk->nparams; i++) CHECK(tk->params[i] >= 0 && tk->params[i] < p->nbufs);
+            for (int i = 0; i < tk->nparams; i++)
+                CHECK((tk->params[i] >= 0 && tk->params[i] < p->nbufs) || (tk->params[i] == -1 && tk->scratch));
         }
     }
 }
@@ -100,7 +101,7 @@ static void test_softmax_is_one_row_group_kernel(void) {
 
 static void test_long_reduction_loops(void) {
     WkGraph *g = wk_graph_new();
-    int64_t sz[2] = {3, 100000};
+    int64_t sz[2] = {200, 10000};
     int x = input_contig(g, WK_F32, 2, sz);
     int dims[1] = {1};
     int r = reduce_node(g, WK_OP_SUM, x, 1, dims, 0);
@@ -109,8 +110,35 @@ static void test_long_reduction_loops(void) {
     CHECK(P != NULL);
     if (P) {
         check_launches(P);
-        CHECK(strstr(P->source, "for roff_p0 in range(0, 100000, RBLOCK):") != NULL);
+        CHECK(strstr(P->source, "for roff_p0 in range(0, 10000, RBLOCK):") != NULL);
         CHECK(P->steps[0].program->triton[0].nconfigs > 1); /* the autotuner's candidates */
+        wk_plan_free(P);
+    }
+    wk_graph_free(g);
+}
+
+static void test_split_reduction(void) {
+    /* two outputs of 200000 elements each: partials across programs, then
+     * a second launch reducing them */
+    WkGraph *g = wk_graph_new();
+    int64_t sz[2] = {2, 200000};
+    int x = input_contig(g, WK_F32, 2, sz);
+    int dims[1] = {1};
+    int r = reduce_node(g, WK_OP_AMAX, x, 1, dims, 0);
+    wk_graph_output(g, r);
+    WkPlan *P = plan_of(g);
+    CHECK(P != NULL);
+    if (P) {
+        check_launches(P);
+        const WkProgram *p = P->steps[0].program;
+        CHECK_EQ_INT(p->ntriton, 2);
+        if (p->ntriton == 2) {
+            CHECK_EQ_INT(p->triton[0].scratch, 1);
+            CHECK_EQ_INT(p->triton[1].scratch, 2);
+            CHECK(p->triton[0].xnumel == 2 * p->triton[0].scratch_elems / 2);
+            CHECK(p->triton[1].xnumel == 2);
+            CHECK_EQ_INT(p->triton[0].scratch_dtype, WK_F32);
+        }
         wk_plan_free(P);
     }
     wk_graph_free(g);
@@ -185,6 +213,7 @@ int main(void) {
     test_pointwise_module();
     test_softmax_is_one_row_group_kernel();
     test_long_reduction_loops();
+    test_split_reduction();
     test_float64_temporaries();
     test_extern_cuts_stages();
     return CHECK_DONE();

@@ -248,14 +248,18 @@ def test_fused_epilogue_and_prologue():
 
 
 @child_only
-@pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,))])
+@pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,)),
+                                        ((2, 70000), (1,)), ((70000,), (0,))])  # the last two: split
 def test_large_reductions(shape, dims):
     x = rand(shape)
+    x.view(-1)[7] = math.nan if x.numel() > 60000 else x.view(-1)[7]  # NaN through the partials
     got = run(lambda g, a: [g.op("sum", [a], dims=dims), g.op("amax", [a], dims=dims),
-                            g.op("mean", [a], dims=dims)], x)
+                            g.op("mean", [a], dims=dims),
+                            g.op("add", [g.op("sum", [g.op("abs", [a])], dims=dims), g.scalar(1.0)])], x)
     close(got[0], x.sum(dims), rtol=1e-4, atol=1e-3)
     close(got[1], x.amax(dims))
     close(got[2], x.mean(dims), rtol=1e-4, atol=1e-5)
+    close(got[3], x.abs().sum(dims) + 1.0, rtol=1e-4, atol=1e-3)
 
 
 @child_only
@@ -306,6 +310,8 @@ COMPILE_CASES = {
                    lambda: (rand((6, 768), torch.float16), rand((768,), torch.float16), rand((768,), torch.float16))),
     "looped_rows": (lambda g, a: [g.op("log_softmax", [a], dims=1), g.op("sum", [a], dims=(0,))],
                     lambda: (rand((4, 9000)),)),
+    "split": (lambda g, a: [g.op("amax", [a], dims=(1,)), g.op("mean", [a]), g.op("any", [g.op("gt", [a, g.scalar(3.0)])])],
+              lambda: (rand((3, 50000)),)),
 }
 
 
