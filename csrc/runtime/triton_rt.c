@@ -164,6 +164,7 @@ struct WkTriton {
     PyObject *empty;      /* torch.empty, for split reductions' scratch buffers */
     PyObject *dtypes[WK_NDTYPES];
     PyObject *device_obj; /* "cpu" (interpreter) or torch.device("cuda", i) */
+    int prepared;         /* every kernel's configs compiled in one parallel batch */
     int nsteps;
     KernelRt **steps;     /* per plan step: its kernels (NULL for extern steps) */
     PyObject *stream_fn;  /* torch.cuda.current_stream when the shim is absent */
@@ -452,6 +453,47 @@ done:
     return rc;
 }
 
+/* Before the first launch: every kernel of the plan, in the configs it may
+ * run (the cached tuning choice, else every candidate), compiled in one
+ * parallel batch into the disk cache, so that the loads that follow are
+ * cache hits. Failures here are not errors: the loads redo and report. */
+static void prepare_all(WkTriton *t) {
+    t->prepared = 1;
+    PyObject *jobs = PyList_New(0);
+    for (int s = 0; jobs && s < t->nsteps; s++) {
+        if (!t->steps[s]) continue;
+        const WkProgram *p = t->plan->steps[s].program;
+        for (int ki = 0; jobs && ki < p->ntriton; ki++) {
+            KernelRt *kr = &t->steps[s][ki];
+            const WkTritonKernel *k = kr->k;
+            if (k->xnumel == 0) continue;
+            if (kr->chosen < 0) {
+                int c = tune_read(t, k);
+                if (c >= 0) kr->chosen = c;
+            }
+            PyObject *types = PyList_New(k->nparams);
+            for (int i = 0; types && i < k->nparams; i++)
+                PyList_SET_ITEM(types, i, PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype
+                                                                                          : k->scratch_dtype)));
+            for (int c = 0; types && c < k->nconfigs; c++) {
+                if (kr->chosen >= 0 && c != kr->chosen) continue;
+                PyObject *job = Py_BuildValue("(sOiiii)", k->name, types, k->has_r, k->configs[c].xblock,
+                                              k->configs[c].rblock, k->configs[c].num_warps);
+                if (!job || PyList_Append(jobs, job) < 0) Py_CLEAR(jobs);
+                Py_XDECREF(job);
+            }
+            Py_XDECREF(types);
+        }
+    }
+    PyObject *r = jobs && PyList_GET_SIZE(jobs) > 1
+                      ? PyObject_CallMethod(t->helper, "compile_batch", "sOsOi", wk_cc_cache_dir(), t->path,
+                                            t->src_hash, jobs, t->arch)
+                      : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(jobs);
+    PyErr_Clear();
+}
+
 /* ---- running a step ------------------------------------------------------ */
 
 static int current_stream(WkTriton *t, CUstream *out) {
@@ -535,6 +577,7 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
         rc = 0;
         goto done;
     }
+    if (!t->prepared) prepare_all(t);
     CUstream stream;
     if (current_stream(t, &stream) < 0) goto done;
     for (int ki = 0; ki < p->ntriton; ki++) {
