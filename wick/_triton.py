@@ -143,7 +143,8 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch):
         except Exception:  # noqa: BLE001 - reported by the sequential retry
             return False
 
-    workers = max(1, min(len(jobs), os.cpu_count() or 1, 32))
+    limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time
+    workers = max(1, min(len(jobs), limit if limit > 0 else (os.cpu_count() or 1), 32))
     if workers == 1:
         return [one(j) for j in jobs]
     with ThreadPoolExecutor(workers) as ex:
