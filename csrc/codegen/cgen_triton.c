@@ -71,6 +71,7 @@ typedef struct {
     unsigned char *stored_here; /* [nbufs] buffer stored by this function */
     int64_t split_chunk;        /* split reduction, partials kernel: r elements per program */
     int split_n;                /* programs per output (partials per output) */
+    char maskbuf[160];
 } TGen;
 
 static void emit(TGen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -202,12 +203,11 @@ static const char *intern(TGen *g, const char *text) {
 
 static const char *load_mask(TGen *g, int axes) {
     if (!g->two_d) return axes ? "xmask" : NULL;
-    static char buf[160];
     if (axes == 1) return "xmask";
     if (axes == 2) return g->rmask;
     if (axes == 3) {
-        snprintf(buf, sizeof buf, "xmask & %s", g->rmask);
-        return buf;
+        snprintf(g->maskbuf, sizeof g->maskbuf, "xmask & %s", g->rmask);
+        return g->maskbuf;
     }
     return NULL;
 }
@@ -426,9 +426,6 @@ static void clear_names(TGen *g, char **names) {
  * `index`, row-major, on axis `axis`. */
 static void bind_vars(TGen *g, const int *vars, const int64_t *sizes, int n, const char *index, int axis) {
     int64_t stride = 1;
-    int last_big = -1;
-    for (int d = 0; d < n; d++)
-        if (sizes[d] > 1) last_big = d;
     for (int d = n - 1; d >= 0; d--) {
         int v = vars[d];
         if (v >= g->nvars) continue;
@@ -447,7 +444,6 @@ static void bind_vars(TGen *g, const int *vars, const int64_t *sizes, int n, con
         g->vaxis[v] = (signed char)axis;
         stride *= sizes[d];
     }
-    (void)last_big;
 }
 
 static void unbind_all(TGen *g) {
@@ -514,7 +510,6 @@ static Red red_of(const WkLExpr *red) {
     r.fl = wk_dtype_is_float(r.acc);
     r.boolacc = r.acc == WK_BOOL;
     r.acc_t = r.boolacc ? "tl.int32" : tl_compute(r.acc);
-    const char *T = r.acc_t;
     int is_max = r.rop == WK_RED_MAX, is_min = r.rop == WK_RED_MIN;
     if (r.rop == WK_RED_PROD) snprintf(r.init, sizeof r.init, "1");
     else if (!is_max && !is_min) snprintf(r.init, sizeof r.init, "0");
@@ -527,7 +522,6 @@ static Red red_of(const WkLExpr *red) {
         for (size_t k = 0; k < sizeof lim / sizeof *lim; k++)
             if (lim[k].dt == r.acc) snprintf(r.init, sizeof r.init, "%s", is_max ? lim[k].lo : lim[k].hi);
     }
-    (void)T;
     return r;
 }
 
