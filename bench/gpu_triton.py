@@ -94,6 +94,10 @@ def sum_cols(x):
     return x.sum(dim=0)
 
 
+def full_sum(x):
+    return x.sum()
+
+
 def mm_epilogue(x, w, b):
     return F.gelu(x @ w + b)
 
@@ -117,6 +121,8 @@ def cases(quick):
     out.append(("sum dim=0 float32 [8192, 8192]", sum_cols, (x,), x.numel() * 4, None))
     x = torch.randn(512, 100000, device=d)
     out.append(("sum dim=-1 float32 [512, 100000] (looped)", sum_rows, (x,), x.numel() * 4, None))
+    x = torch.randn(64 * M, device=d)
+    out.append((f"sum float32 [64M] (one output: split)", full_sum, (x,), x.numel() * 4, None))
     k = 4096
     a, w, b = (torch.randn(k, k, device=d, dtype=torch.bfloat16), torch.randn(k, k, device=d, dtype=torch.bfloat16) / 64,
                torch.randn(k, device=d, dtype=torch.bfloat16))

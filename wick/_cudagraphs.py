@@ -5,8 +5,14 @@ plus wick's per-call work.
 Semantics follow PyTorch's own reduce-overhead mode where it matters to a
 program: inputs whose storage stays put between calls (parameters, buffers)
 are used in place; every other input is copied into a static buffer before
-each replay; outputs are returned as fresh tensors (copies of the graph's
-static outputs), so a caller may keep them across calls. The first call runs
+each replay. Outputs live in the graph's static memory, handed out as new
+tensor objects aliasing it; unlike PyTorch's (which makes reading an output
+of an earlier replay an error), a caller may keep them across calls: before
+the next replay overwrites that memory, an output the caller still holds is
+moved to a copy of its own (copy-on-replay: no copy when outputs are dropped,
+as in a loop that consumes them), and a call during which the caller holds a
+view into it runs without the graph, so no value a program can see ever
+changes under it. The first call runs
 the compiled graph normally (Triton compiles and autotunes then); the second
 records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
 as an extern that synchronises) runs the compiled graph as it is, with the
@@ -29,6 +35,7 @@ class CudaGraphRunner:
         self.warm_ptrs = None
         self.slots = None          # per input: ("static", ptr) / ("copy", buffer) / ("const", value)
         self.static_outputs = None
+        self.handed = []           # per output: (alias handed out, the static tensor, baseline use count)
         self.replays = 0
 
     def _run(self, args):
@@ -70,14 +77,57 @@ class CudaGraphRunner:
                 self.graph = None
                 self._fail(f"capture failed: {type(exc).__name__}: {exc}")
                 return self._run(args)
-        if not self._bind(args):
+        if not self._bind(args) or not self._release_outputs():
             return self._run(args)
         self.graph.replay()
         self.replays += 1
+        return self._hand_out()
+
+    @staticmethod
+    def _uses(t):
+        import torch
+
+        return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+    def _hand_out(self):
+        import torch
+
         out = self.static_outputs
-        if isinstance(out, (list, tuple)):
-            return type(out)(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
-        return out.clone() if isinstance(out, torch.Tensor) else out
+        if not hasattr(torch._C, "_storage_Use_Count"):  # no way to tell what the caller holds: copy
+            if isinstance(out, (list, tuple)):
+                return type(out)(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+            return out.clone() if isinstance(out, torch.Tensor) else out
+        items = list(out) if isinstance(out, (list, tuple)) else [out]
+        handed, result = [], []
+        for o in items:
+            if isinstance(o, torch.Tensor):
+                alias = o.detach()
+                handed.append((alias, o))
+                result.append(alias)
+            else:
+                result.append(o)
+        self.handed = [(a, o, self._uses(o)) for a, o in handed]
+        return type(out)(result) if isinstance(out, (list, tuple)) else result[0]
+
+    def _release_outputs(self):
+        """Before a replay: outputs the caller still holds get storage of
+        their own; False when some output memory is shared in a way that
+        cannot be moved (a view the caller made), so this call must not
+        replay."""
+        import sys
+
+        moves = []
+        for alias, static, base in self.handed:
+            held = sys.getrefcount(alias) > 3  # this list, the loop variable, getrefcount's argument
+            extra = self._uses(static) - base  # tensors sharing the storage beyond those at hand-out
+            if extra > 0:
+                return False
+            if held:
+                moves.append(alias)
+        for alias in moves:
+            alias.data = alias.clone()
+        self.handed = []
+        return True
 
     def _record(self, args):
         import torch

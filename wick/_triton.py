@@ -128,6 +128,29 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
     return cubin, md.name, md.shared, md.num_warps, nparams
 
 
+def compile_batch(cache_dir, path, src_hash, jobs, arch):
+    """Compiles many (name, param_types, has_r, xblock, rblock, num_warps)
+    jobs at once into the cache, on threads (Triton's passes and ptxas run
+    without the GIL): a graph's kernels and their autotuning candidates
+    compile in parallel instead of one by one. A job that fails is left for
+    compile_kernel to redo (and report) when its kernel is loaded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job):
+        try:
+            compile_kernel(cache_dir, path, src_hash, *job, arch, 1)
+            return True
+        except Exception:  # noqa: BLE001 - reported by the sequential retry
+            return False
+
+    limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time
+    workers = max(1, min(len(jobs), limit if limit > 0 else (os.cpu_count() or 1), 32))
+    if workers == 1:
+        return [one(j) for j in jobs]
+    with ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(one, jobs))
+
+
 def launch_interpret(fn, args, xnumel, has_r, xblock, rblock):
     """Runs a kernel with Triton's interpreter (TRITON_INTERPRET=1, CPU tensors)."""
     grid = ((xnumel + xblock - 1) // xblock,)

@@ -538,8 +538,14 @@ class _AtenImporter:
             return None
         try:
             out = g.op("LAYER_NORM", [x, w, b], dims=dims, eps=float(eps))
-            mean = g.op("MEAN", [x], dims=dims, keepdim=True)
-            var = g.op("VAR", [x], dims=dims, keepdim=True, correction=0.0)
+            # the statistics come in the dtype the kernel reports (CUDA's for
+            # 16-bit inputs: float32)
+            stats_dtype = val[1].dtype if isinstance(val[1], torch.Tensor) else None
+            xs = x
+            if stats_dtype is not None and str(stats_dtype).replace("torch.", "") != g.value(x)["dtype"]:
+                xs = g.op("CONVERT", [x], dtype=stats_dtype)
+            mean = g.op("MEAN", [xs], dims=dims, keepdim=True)
+            var = g.op("VAR", [xs], dims=dims, keepdim=True, correction=0.0)
             rstd = g.op("RSQRT", [g.op("ADD", [var, g.scalar(float(eps))])])
         except ValueError:
             return None

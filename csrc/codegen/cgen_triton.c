@@ -69,6 +69,9 @@ typedef struct {
     WkVec(char *) load_names;
     WkVec(char *) interned;
     unsigned char *stored_here; /* [nbufs] buffer stored by this function */
+    int64_t split_chunk;        /* split reduction, partials kernel: r elements per program */
+    int split_n;                /* programs per output (partials per output) */
+    char maskbuf[160];
 } TGen;
 
 static void emit(TGen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -200,12 +203,11 @@ static const char *intern(TGen *g, const char *text) {
 
 static const char *load_mask(TGen *g, int axes) {
     if (!g->two_d) return axes ? "xmask" : NULL;
-    static char buf[160];
     if (axes == 1) return "xmask";
     if (axes == 2) return g->rmask;
     if (axes == 3) {
-        snprintf(buf, sizeof buf, "xmask & %s", g->rmask);
-        return buf;
+        snprintf(g->maskbuf, sizeof g->maskbuf, "xmask & %s", g->rmask);
+        return g->maskbuf;
     }
     return NULL;
 }
@@ -424,9 +426,6 @@ static void clear_names(TGen *g, char **names) {
  * `index`, row-major, on axis `axis`. */
 static void bind_vars(TGen *g, const int *vars, const int64_t *sizes, int n, const char *index, int axis) {
     int64_t stride = 1;
-    int last_big = -1;
-    for (int d = 0; d < n; d++)
-        if (sizes[d] > 1) last_big = d;
     for (int d = n - 1; d >= 0; d--) {
         int v = vars[d];
         if (v >= g->nvars) continue;
@@ -445,7 +444,6 @@ static void bind_vars(TGen *g, const int *vars, const int64_t *sizes, int n, con
         g->vaxis[v] = (signed char)axis;
         stride *= sizes[d];
     }
-    (void)last_big;
 }
 
 static void unbind_all(TGen *g) {
@@ -512,7 +510,6 @@ static Red red_of(const WkLExpr *red) {
     r.fl = wk_dtype_is_float(r.acc);
     r.boolacc = r.acc == WK_BOOL;
     r.acc_t = r.boolacc ? "tl.int32" : tl_compute(r.acc);
-    const char *T = r.acc_t;
     int is_max = r.rop == WK_RED_MAX, is_min = r.rop == WK_RED_MIN;
     if (r.rop == WK_RED_PROD) snprintf(r.init, sizeof r.init, "1");
     else if (!is_max && !is_min) snprintf(r.init, sizeof r.init, "0");
@@ -525,7 +522,6 @@ static Red red_of(const WkLExpr *red) {
         for (size_t k = 0; k < sizeof lim / sizeof *lim; k++)
             if (lim[k].dt == r.acc) snprintf(r.init, sizeof r.init, "%s", is_max ? lim[k].lo : lim[k].hi);
     }
-    (void)T;
     return r;
 }
 
@@ -580,6 +576,8 @@ static int reads_stored_elsewhere(TGen *g, const WkLExpr *e, WkLowerMap *seen) {
     return 0;
 }
 
+static int finish_reduction(TGen *g, const WkSchedKernel *K, const Red *rp, const char *v, int64_t ext);
+
 /* One reduction phase ([XBLOCK, 1] outputs) of a two-dimensional function. */
 static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) {
     Red r = red_of(K->stores[0].expr);
@@ -603,7 +601,16 @@ static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) 
     if (rc < 0) return -1;
     char acc[32];
     snprintf(acc, sizeof acc, "acc_p%d", g->phase);
-    if (!persistent) {
+    if (!persistent && g->split_chunk) {
+        /* this program's chunk of the reduced extent */
+        emit(g, "%s = tl.full([XBLOCK, RBLOCK], %s, %s)", acc, r.init, r.acc_t);
+        emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)g->split_chunk);
+        g->indent++;
+        g->in_loop = 1;
+        emit(g, "%s = rstart + roff_p%d + rbase", rindex, g->phase);
+        emit(g, "%s = (roff_p%d + rbase < %lld) & (%s < %lld)", rmask, g->phase, (long long)g->split_chunk, rindex,
+             (long long)ext);
+    } else if (!persistent) {
         emit(g, "%s = tl.full([XBLOCK, RBLOCK], %s, %s)", acc, r.init, r.acc_t);
         emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)ext);
         g->indent++;
@@ -632,6 +639,17 @@ static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) 
         reduce_text(&r, acc, buf, sizeof buf);
         emit(g, "%s = %s", v, buf);
     }
+    if (g->split_chunk) { /* a partial result; the final kernel reduces the partials */
+        emit(g, "tl.store(ws + tl.program_id(0) + xzero, %s)", v);
+        return 0;
+    }
+    return finish_reduction(g, K, &r, v, ext);
+}
+
+/* After a reduction: its final value (value v, [XBLOCK, 1]), its store and
+ * the epilogue's stores. */
+static int finish_reduction(TGen *g, const WkSchedKernel *K, const Red *rp, const char *v, int64_t ext) {
+    Red r = *rp;
     /* the final value, in the REDUCE's dtype */
     char fin[256];
     if (r.rop == WK_RED_MEAN) snprintf(fin, sizeof fin, "(%s / %lld)", v, (long long)(ext ? ext : 0));
@@ -716,7 +734,56 @@ static void add_config(WkTritonKernel *tk, int x, int r, int w) {
 
 /* Kernels first..last as one @triton.jit function: a lone pointwise kernel
  * (1-d), or a reduction / row group (2-d). */
-static int gen_function(TGen *g, int first, int last, const char *name, WkTritonKernel *tk) {
+static void reset_function(TGen *g) {
+    unbind_all(g);
+    clear_names(g, g->xname);
+    clear_names(g, g->rname);
+    g->stores.len = 0;
+    for (int k = 0; k < g->load_keys.len; k++) {
+        free(g->load_keys.data[k]);
+        free(g->load_names.data[k]);
+    }
+    g->load_keys.len = g->load_names.len = 0;
+    g->split_chunk = 0;
+    g->split_n = 0;
+    memset(g->raxis, -1, (size_t)g->nexprs);
+}
+
+/* The split reduction's second launch: reduces each output's n partials
+ * (persistent) and finishes as a one-phase reduction would. */
+static int gen_split_final(TGen *g, const WkSchedKernel *K, const char *name, const char *sig, int n,
+                           WkTritonKernel *tk) {
+    Red r = red_of(K->stores[0].expr);
+    int64_t xnumel = K->numel;
+    emit(g, "@triton.jit");
+    emit(g, "def %s(%sws, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):", name, sig);
+    g->indent++;
+    emit(g, "xoffset = tl.program_id(0)%s * XBLOCK", g->wide ? ".to(tl.int64)" : "");
+    emit(g, "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]");
+    emit(g, "xmask = xindex < %lld", (long long)xnumel);
+    emit(g, "xzero = tl.zeros([XBLOCK, 1], tl.int32)");
+    emit(g, "rbase = tl.arange(0, RBLOCK)[None, :]");
+    emit(g, "part = tl.load(ws + xindex * %d + rbase, mask=xmask & (rbase < %d), other=%s)", n, n, r.init);
+    char buf[512];
+    reduce_text(&r, "part", buf, sizeof buf);
+    emit(g, "red_p0 = %s", buf);
+    g->phase = 0;
+    g->two_d = 1;
+    bind_vars(g, g->S->L->ivar_id, K->sizes, K->nloops, "xindex", 1);
+    int rc = finish_reduction(g, K, &r, "red_p0", K->red_numel);
+    g->indent--;
+    emit(g, "%s", "");
+    int64_t cap_x = pow2_at_least(xnumel > 0 ? xnumel : 1);
+    int rb = (int)pow2_at_least(n);
+    add_config(tk, (int)(cap_x < 8 ? cap_x : 8), rb, 4);
+    tk->xnumel = xnumel;
+    tk->has_r = 1;
+    tk->scratch = 2;
+    return rc;
+}
+
+static int gen_function(TGen *g, int first, int last, const char *name, WkTritonKernel *tk,
+                        WkTritonKernel *tk2, int *used2) {
     const WkSchedule *S = g->S;
     const WkSchedKernel *K0 = &S->kernels[first];
     int two_d = first < last || K0->kind == WK_SCHED_REDUCTION;
@@ -733,6 +800,20 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
      * blocks are wide in x and short in r whatever the reduced extent */
     int column = !grouped && K0->kind == WK_SCHED_REDUCTION && K0->reduce_outer;
     int persistent = two_d && rext <= PERSIST_MAX && !column;
+    /* few outputs and a long reduction cannot fill the GPU one program per
+     * output: each output's reduction is split across programs */
+    int split_n = 0;
+    int64_t chunk = 0;
+    if (two_d && !grouped && K0->kind == WK_SCHED_REDUCTION && !column && !persistent && xnumel < 128 &&
+        rext >= 32768) {
+        int64_t n = pow2_at_least((1024 + xnumel - 1) / (xnumel > 0 ? xnumel : 1));
+        if (n > 1024) n = 1024;
+        while (n > 2 && rext / n < 4096) n /= 2;
+        chunk = (rext + n - 1) / n;
+        chunk = (chunk + 1023) / 1024 * 1024;
+        split_n = (int)((rext + chunk - 1) / chunk);
+    }
+    *used2 = 0;
 
     unsigned char *used = wk_xcalloc((size_t)S->nbufs + 1, 1);
     memset(g->stored_here, 0, (size_t)S->nbufs + 1);
@@ -757,6 +838,53 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
     }
     free(used);
     g->wide = maxspan >= ((int64_t)1 << 31) - 4096;
+    if (split_n) {
+        Red r = red_of(K0->stores[0].expr);
+        tk->params[tk->nparams++] = -1;
+        tk->scratch = 1;
+        tk->scratch_elems = xnumel * split_n;
+        tk->scratch_dtype = r.boolacc ? WK_I32 : r.acc == WK_F64 && demote_f64 ? WK_F32 : r.acc;
+        tk->xnumel = xnumel * split_n;
+        tk->has_r = 1;
+        emit(g, "# kernel %d: reduction {%s}, %lld x %lld iterations, split in %d: partials", first, K0->desc,
+             (long long)K0->numel, (long long)K0->red_numel, split_n);
+        emit(g, "@triton.jit");
+        emit(g, "def %s(%sws, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):", name, sig.data);
+        g->indent++;
+        emit(g, "pid = tl.program_id(0)%s", g->wide ? ".to(tl.int64)" : "");
+        emit(g, "xindex = pid // %d + tl.zeros([XBLOCK, 1], tl.int32)  # XBLOCK is 1", split_n);
+        emit(g, "xmask = xindex < %lld", (long long)xnumel);
+        emit(g, "xzero = tl.zeros([XBLOCK, 1], tl.int32)");
+        emit(g, "rbase = tl.arange(0, RBLOCK)[None, :]%s", g->wide ? ".to(tl.int64)" : "");
+        emit(g, "rstart = (pid %% %d) * %lld", split_n, (long long)chunk);
+        g->two_d = 1;
+        g->phase = 0;
+        g->split_chunk = chunk;
+        g->split_n = split_n;
+        bind_vars(g, S->L->ivar_id, K0->sizes, K0->nloops, "xindex", 1);
+        int rc = gen_reduction_phase(g, K0, 0);
+        g->indent--;
+        emit(g, "%s", "");
+        add_config(tk, 1, 1024, 4);
+        add_config(tk, 1, 2048, 8);
+        add_config(tk, 1, 512, 4);
+        reset_function(g);
+        if (rc == 0) {
+            char name2[160];
+            snprintf(name2, sizeof name2, "%s_final", name);
+            tk2->name = wk_xstrdup(name2);
+            tk2->params = wk_xcalloc((size_t)tk->nparams + 1, sizeof(int));
+            memcpy(tk2->params, tk->params, sizeof(int) * (size_t)tk->nparams);
+            tk2->nparams = tk->nparams;
+            tk2->scratch_elems = tk->scratch_elems;
+            tk2->scratch_dtype = tk->scratch_dtype;
+            *used2 = 1;
+            rc = gen_split_final(g, K0, name2, sig.data, split_n, tk2);
+            reset_function(g);
+        }
+        wk_str_free(&sig);
+        return rc;
+    }
     g->two_d = two_d;
     tk->xnumel = xnumel;
     tk->has_r = two_d;
@@ -854,15 +982,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
     }
     g->indent--;
     emit(g, "%s", "");
-    unbind_all(g);
-    clear_names(g, g->xname);
-    clear_names(g, g->rname);
-    g->stores.len = 0;
-    for (int k = 0; k < g->load_keys.len; k++) {
-        free(g->load_keys.data[k]);
-        free(g->load_names.data[k]);
-    }
-    g->load_keys.len = g->load_names.len = 0;
+    reset_function(g);
     return rc;
 }
 
@@ -885,14 +1005,15 @@ static const char prelude[] =
     "from wick._triton import libdevice\n"
     "\n"
     "\n"
+    "# NaN-propagating max/min, as torch.maximum and amax (one max.NaN instruction)\n"
     "@triton.jit\n"
     "def wk_max_nan(a, b):\n"
-    "    return tl.where((a > b) | (a != a), a, b)\n"
+    "    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
     "\n"
     "\n"
     "@triton.jit\n"
     "def wk_min_nan(a, b):\n"
-    "    return tl.where((a < b) | (a != a), a, b)\n"
+    "    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
     "\n"
     "\n"
     "@triton.jit\n"
@@ -977,7 +1098,7 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
     g.vtext = wk_xcalloc((size_t)g.nvars, sizeof(char *));
     g.vaxis = wk_xcalloc((size_t)g.nvars, 1);
     g.stored_here = wk_xcalloc((size_t)S->nbufs + 1, 1);
-    WkTritonKernel *tks = wk_xcalloc((size_t)S->nkernels + 1, sizeof *tks);
+    WkTritonKernel *tks = wk_xcalloc((size_t)S->nkernels * 2 + 1, sizeof *tks); /* a split is two */
     int ntk = 0, rc = 0;
     for (int k = 0; k < S->nkernels && rc == 0;) {
         int last = k;
@@ -987,8 +1108,9 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
             char name[128];
             snprintf(name, sizeof name, "%s_k%d", prefix, f);
             memset(g.raxis, -1, (size_t)g.nexprs);
-            rc = gen_function(&g, f, fits ? last : f, name, &tks[ntk]);
-            ntk++;
+            int two = 0;
+            rc = gen_function(&g, f, fits ? last : f, name, &tks[ntk], &tks[ntk + 1], &two);
+            ntk += 1 + two;
         }
         k = last + 1;
     }

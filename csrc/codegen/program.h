@@ -34,17 +34,23 @@ typedef enum { WK_TARGET_C, WK_TARGET_TRITON } WkTarget;
  * programs whose pointer arguments are the plan buffers params[0..nparams),
  * in order. XBLOCK (and RBLOCK when has_r) are constexpr parameters chosen
  * from configs: configs[0] is the default, the others are what the
- * autotuner times. */
+ * autotuner times. A split reduction (few outputs, a long reduced extent) is
+ * two launches: partials into a scratch buffer the runtime allocates, then
+ * their reduction with the epilogue. */
 enum { WK_TRITON_MAX_CONFIGS = 6 };
 typedef struct { int xblock, rblock, num_warps; } WkTritonConfig;
 typedef struct {
     char *name;
     int nparams;
-    int *params;
+    int *params;          /* -1: the scratch buffer (split reductions' partials) */
     int64_t xnumel;
     int has_r;
     int nconfigs;
     WkTritonConfig configs[WK_TRITON_MAX_CONFIGS];
+    int scratch;          /* 0 none; 1 this launch gets a new scratch buffer of scratch_elems
+                             elements of scratch_dtype; 2 it reads the previous launch's */
+    int64_t scratch_elems;
+    WkDType scratch_dtype;
 } WkTritonKernel;
 
 typedef struct {

@@ -1176,7 +1176,8 @@ static PyObject *Compiled_get_triton_kernels(CompiledObject *self, void *c) {
             const WkTritonKernel *tk = &p->triton[k];
             PyObject *params = PyList_New(tk->nparams), *configs = PyList_New(tk->nconfigs), *d = NULL;
             for (int i = 0; params && i < tk->nparams; i++)
-                PyList_SET_ITEM(params, i, PyUnicode_FromString(wk_dtype_name(p->bufs[tk->params[i]].dtype)));
+                PyList_SET_ITEM(params, i, PyUnicode_FromString(wk_dtype_name(
+                                               tk->params[i] >= 0 ? p->bufs[tk->params[i]].dtype : tk->scratch_dtype)));
             for (int i = 0; configs && i < tk->nconfigs; i++)
                 PyList_SET_ITEM(configs, i, Py_BuildValue("(iii)", tk->configs[i].xblock, tk->configs[i].rblock,
                                                           tk->configs[i].num_warps));

@@ -161,6 +161,10 @@ struct WkTriton {
     char devname[128];
     int arch;             /* compute capability, e.g. 90 */
     CUcontext ctx;
+    PyObject *empty;      /* torch.empty, for split reductions' scratch buffers */
+    PyObject *dtypes[WK_NDTYPES];
+    PyObject *device_obj; /* "cpu" (interpreter) or torch.device("cuda", i) */
+    int prepared;         /* every kernel's configs compiled in one parallel batch */
     int nsteps;
     KernelRt **steps;     /* per plan step: its kernels (NULL for extern steps) */
     PyObject *stream_fn;  /* torch.cuda.current_stream when the shim is absent */
@@ -199,6 +203,15 @@ WkTriton *wk_triton_new(const WkPlan *plan, int device) {
     }
     wk_sha256_hex(plan->source, strlen(plan->source), t->src_hash);
     if (!(t->helper = PyImport_ImportModule("wick._triton"))) goto error;
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (!torch) goto error;
+    t->empty = PyObject_GetAttrString(torch, "empty");
+    for (int d = 0; t->empty && d < WK_NDTYPES; d++)
+        if (!(t->dtypes[d] = PyObject_GetAttrString(torch, wk_dtype_name((WkDType)d)))) Py_CLEAR(t->empty);
+    t->device_obj = device >= 0 ? PyObject_CallMethod(torch, "device", "si", "cuda", device)
+                                : PyUnicode_FromString("cpu");
+    Py_DECREF(torch);
+    if (!t->empty || !t->device_obj) goto error;
     t->path = PyObject_CallMethod(t->helper, "write_module", "ss", wk_cc_cache_dir(), plan->source);
     if (!t->path) goto error;
     if (device >= 0) {
@@ -244,6 +257,9 @@ void wk_triton_free(WkTriton *t) {
     Py_XDECREF(t->path);
     Py_XDECREF(t->module);
     Py_XDECREF(t->stream_fn);
+    Py_XDECREF(t->empty);
+    for (int d = 0; d < WK_NDTYPES; d++) Py_XDECREF(t->dtypes[d]);
+    Py_XDECREF(t->device_obj);
     free(t);
 }
 
@@ -272,7 +288,7 @@ static int load_kernel(WkTriton *t, const WkProgram *p, KernelRt *kr, int c, int
     PyObject *types = PyList_New(k->nparams);
     if (!types) return -1;
     for (int i = 0; i < k->nparams; i++) {
-        PyObject *s = PyUnicode_FromString(ptr_type(p->bufs[k->params[i]].dtype));
+        PyObject *s = PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype : k->scratch_dtype));
         if (!s) {
             Py_DECREF(types);
             return -1;
@@ -323,7 +339,7 @@ done:
 }
 
 static int launch(const KernelRt *kr, const Loaded *l, const WkTritonConfig *cfg, void *const *ptrs,
-                  const WkProgram *p, CUstream stream) {
+                  void *scratch, CUstream stream) {
     const WkTritonKernel *k = kr->k;
     void *argv_store[64];
     void *params[72];
@@ -333,12 +349,11 @@ static int launch(const KernelRt *kr, const Loaded *l, const WkTritonConfig *cfg
         return -1;
     }
     for (int i = 0; i < k->nparams; i++) {
-        argv_store[i] = ptrs[k->params[i]];
+        argv_store[i] = k->params[i] >= 0 ? ptrs[k->params[i]] : scratch;
         params[i] = &argv_store[i];
     }
     for (int i = 0; i < l->nextra; i++) params[k->nparams + i] = &null_ptr;
     int64_t grid = (k->xnumel + cfg->xblock - 1) / cfg->xblock;
-    (void)p;
     return cu_check(cu.LaunchKernel(l->fn, (unsigned)grid, 1, 1, 32u * (unsigned)l->num_warps, 1, 1, l->shared,
                                     stream, params, NULL),
                     "cuLaunchKernel");
@@ -379,7 +394,8 @@ static void tune_write(const WkTriton *t, const WkTritonKernel *k, int c) {
 }
 
 /* Times each config on the real buffers; keeps the fastest. */
-static int autotune(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *ptrs, CUstream stream) {
+static int autotune(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *ptrs, void *scratch,
+                    CUstream stream) {
     const WkTritonKernel *k = kr->k;
     int cached = tune_read(t, k);
     if (cached >= 0) {
@@ -406,11 +422,11 @@ static int autotune(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *
     for (int c = 0; c < k->nconfigs; c++) {
         if (kr->aligned[c].ready <= 0) continue;
         const WkTritonConfig *cfg = &k->configs[c];
-        if (launch(kr, &kr->aligned[c], cfg, ptrs, p, stream) < 0) goto done; /* warm */
+        if (launch(kr, &kr->aligned[c], cfg, ptrs, scratch, stream) < 0) goto done; /* warm */
         int reps = 10;
         if (cu_check(cu.EventRecord(e0, stream), "cuEventRecord") < 0) goto done;
         for (int i = 0; i < reps; i++)
-            if (launch(kr, &kr->aligned[c], cfg, ptrs, p, stream) < 0) goto done;
+            if (launch(kr, &kr->aligned[c], cfg, ptrs, scratch, stream) < 0) goto done;
         float ms = 0;
         if (cu_check(cu.EventRecord(e1, stream), "cuEventRecord") < 0 ||
             cu_check(cu.EventSynchronize(e1), "cuEventSynchronize") < 0 ||
@@ -435,6 +451,47 @@ done:
     if (e1) cu.EventDestroy(e1);
     leave_ctx(t, prev);
     return rc;
+}
+
+/* Before the first launch: every kernel of the plan, in the configs it may
+ * run (the cached tuning choice, else every candidate), compiled in one
+ * parallel batch into the disk cache, so that the loads that follow are
+ * cache hits. Failures here are not errors: the loads redo and report. */
+static void prepare_all(WkTriton *t) {
+    t->prepared = 1;
+    PyObject *jobs = PyList_New(0);
+    for (int s = 0; jobs && s < t->nsteps; s++) {
+        if (!t->steps[s]) continue;
+        const WkProgram *p = t->plan->steps[s].program;
+        for (int ki = 0; jobs && ki < p->ntriton; ki++) {
+            KernelRt *kr = &t->steps[s][ki];
+            const WkTritonKernel *k = kr->k;
+            if (k->xnumel == 0) continue;
+            if (kr->chosen < 0) {
+                int c = tune_read(t, k);
+                if (c >= 0) kr->chosen = c;
+            }
+            PyObject *types = PyList_New(k->nparams);
+            for (int i = 0; types && i < k->nparams; i++)
+                PyList_SET_ITEM(types, i, PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype
+                                                                                          : k->scratch_dtype)));
+            for (int c = 0; types && c < k->nconfigs; c++) {
+                if (kr->chosen >= 0 && c != kr->chosen) continue;
+                PyObject *job = Py_BuildValue("(sOiiii)", k->name, types, k->has_r, k->configs[c].xblock,
+                                              k->configs[c].rblock, k->configs[c].num_warps);
+                if (!job || PyList_Append(jobs, job) < 0) Py_CLEAR(jobs);
+                Py_XDECREF(job);
+            }
+            Py_XDECREF(types);
+        }
+    }
+    PyObject *r = jobs && PyList_GET_SIZE(jobs) > 1
+                      ? PyObject_CallMethod(t->helper, "compile_batch", "sOsOi", wk_cc_cache_dir(), t->path,
+                                            t->src_hash, jobs, t->arch)
+                      : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(jobs);
+    PyErr_Clear();
 }
 
 /* ---- running a step ------------------------------------------------------ */
@@ -467,7 +524,7 @@ static int current_stream(WkTriton *t, CUstream *out) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
-static int run_interpret(WkTriton *t, KernelRt *kr, PyObject *const *bufs) {
+static int run_interpret(WkTriton *t, KernelRt *kr, PyObject *const *bufs, PyObject *scratch) {
     const WkTritonKernel *k = kr->k;
     if (!kr->jit_fn) {
         if (ensure_module(t) < 0) return -1;
@@ -475,7 +532,8 @@ static int run_interpret(WkTriton *t, KernelRt *kr, PyObject *const *bufs) {
     }
     PyObject *args = PyTuple_New(k->nparams);
     if (!args) return -1;
-    for (int i = 0; i < k->nparams; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(bufs[k->params[i]]));
+    for (int i = 0; i < k->nparams; i++)
+        PyTuple_SET_ITEM(args, i, Py_NewRef(k->params[i] >= 0 ? bufs[k->params[i]] : scratch ? scratch : Py_None));
     const WkTritonConfig *cfg = &k->configs[0];
     PyObject *r = PyObject_CallMethod(t->helper, "launch_interpret", "OOLiii", kr->jit_fn, args,
                                       (long long)k->xnumel, k->has_r, cfg->xblock, cfg->rblock);
@@ -485,36 +543,67 @@ static int run_interpret(WkTriton *t, KernelRt *kr, PyObject *const *bufs) {
     return 0;
 }
 
+/* A new scratch tensor for kernel k (split reductions' partials). */
+static int new_scratch(WkTriton *t, const WkTritonKernel *k, PyObject **scratch, void **ptr) {
+    Py_CLEAR(*scratch);
+    PyObject *n = PyLong_FromLongLong(k->scratch_elems > 0 ? k->scratch_elems : 1);
+    PyObject *kw = n ? Py_BuildValue("{s:O,s:O}", "dtype", t->dtypes[k->scratch_dtype], "device", t->device_obj)
+                     : NULL;
+    PyObject *args = kw ? PyTuple_Pack(1, n) : NULL;
+    *scratch = args ? PyObject_Call(t->empty, args, kw) : NULL;
+    Py_XDECREF(n);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    if (!*scratch) return -1;
+    PyObject *p = PyObject_CallMethod(*scratch, "data_ptr", NULL);
+    if (!p) return -1;
+    *ptr = PyLong_AsVoidPtr(p);
+    Py_DECREF(p);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bufs, void *const *ptrs) {
     KernelRt *krs = t->steps[step];
     if (!krs) return 0;
+    PyObject *scratch = NULL;
+    void *scratch_ptr = NULL;
+    int rc = -1;
     if (t->device < 0) {
         for (int k = 0; k < p->ntriton; k++) {
             if (p->triton[k].xnumel == 0) continue;
-            if (run_interpret(t, &krs[k], bufs) < 0) return -1;
+            if (p->triton[k].scratch == 1 && new_scratch(t, &p->triton[k], &scratch, &scratch_ptr) < 0) goto done;
+            if (run_interpret(t, &krs[k], bufs, scratch) < 0) goto done;
         }
-        return 0;
+        rc = 0;
+        goto done;
     }
+    if (!t->prepared) prepare_all(t);
     CUstream stream;
-    if (current_stream(t, &stream) < 0) return -1;
+    if (current_stream(t, &stream) < 0) goto done;
     for (int ki = 0; ki < p->ntriton; ki++) {
         KernelRt *kr = &krs[ki];
         const WkTritonKernel *k = kr->k;
         if (k->xnumel == 0) continue;
+        if (k->scratch == 1 && new_scratch(t, k, &scratch, &scratch_ptr) < 0) goto done;
         int aligned = 1;
-        for (int i = 0; i < k->nparams; i++) aligned &= ((uintptr_t)ptrs[k->params[i]] & 15) == 0;
-        if (kr->chosen < 0 && autotune(t, p, kr, ptrs, stream) < 0) return -1;
+        for (int i = 0; i < k->nparams; i++) aligned &= k->params[i] < 0 || ((uintptr_t)ptrs[k->params[i]] & 15) == 0;
+        if (kr->chosen < 0 && autotune(t, p, kr, ptrs, scratch_ptr, stream) < 0) goto done;
         Loaded *l = aligned ? &kr->aligned[kr->chosen] : &kr->unaligned;
-        if (!l->ready && load_kernel(t, p, kr, kr->chosen, aligned, l) < 0) return -1;
+        if (!l->ready && load_kernel(t, p, kr, kr->chosen, aligned, l) < 0) goto done;
         if (l->ready < 0) {
             PyErr_Format(PyExc_RuntimeError, "wick: Triton kernel %s failed to compile earlier", k->name);
-            return -1;
+            goto done;
         }
         CUcontext prev;
-        if (enter_ctx(t, &prev) < 0) return -1;
-        int rc = launch(kr, l, &k->configs[kr->chosen], ptrs, p, stream);
+        if (enter_ctx(t, &prev) < 0) goto done;
+        int lrc = launch(kr, l, &k->configs[kr->chosen], ptrs, scratch_ptr, stream);
         leave_ctx(t, prev);
-        if (rc < 0) return -1;
+        if (lrc < 0) goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    /* the caching allocator orders the scratch's reuse after the kernels
+     * queued on this stream */
+    Py_XDECREF(scratch);
+    return rc;
 }

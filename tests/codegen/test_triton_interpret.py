@@ -248,14 +248,18 @@ def test_fused_epilogue_and_prologue():
 
 
 @child_only
-@pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,))])
+@pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,)),
+                                        ((2, 40000), (1,)), ((40000,), (0,))])  # the last two: split
 def test_large_reductions(shape, dims):
     x = rand(shape)
+    x.view(-1)[7] = math.nan if x.numel() > 30000 else x.view(-1)[7]  # NaN through the partials
     got = run(lambda g, a: [g.op("sum", [a], dims=dims), g.op("amax", [a], dims=dims),
-                            g.op("mean", [a], dims=dims)], x)
+                            g.op("mean", [a], dims=dims),
+                            g.op("add", [g.op("sum", [g.op("abs", [a])], dims=dims), g.scalar(1.0)])], x)
     close(got[0], x.sum(dims), rtol=1e-4, atol=1e-3)
     close(got[1], x.amax(dims))
     close(got[2], x.mean(dims), rtol=1e-4, atol=1e-5)
+    close(got[3], x.abs().sum(dims) + 1.0, rtol=1e-4, atol=1e-3)
 
 
 @child_only
@@ -306,13 +310,15 @@ COMPILE_CASES = {
                    lambda: (rand((6, 768), torch.float16), rand((768,), torch.float16), rand((768,), torch.float16))),
     "looped_rows": (lambda g, a: [g.op("log_softmax", [a], dims=1), g.op("sum", [a], dims=(0,))],
                     lambda: (rand((4, 9000)),)),
+    "split": (lambda g, a: [g.op("amax", [a], dims=(1,)), g.op("mean", [a]), g.op("any", [g.op("gt", [a, g.scalar(3.0)])])],
+              lambda: (rand((3, 50000)),)),
 }
 
 
 @pytest.mark.skipif(CHILD, reason="compiles in the parent process")
 @pytest.mark.parametrize("case", sorted(COMPILE_CASES))
 def test_kernels_compile_for_sm90(case, monkeypatch):
-    """Every generated kernel, in its first and last candidate configs, goes through Triton's
+    """Every generated kernel goes through Triton's
     compiler down to a cubin for sm_90 (the interpreter accepts things the
     compiler does not: shapes of constants, loop-carried types)."""
     from wick import _triton
@@ -337,8 +343,14 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
     assert kernels
     types = {"bool": "*i1", "uint8": "*u8", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
              "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
-    for k in kernels:  # the default config and the last candidate (the widest or looped one)
-        for x, r, w in {k["configs"][0], k["configs"][-1]}:
-            cubin, name, shared, warps, nparams = _triton.compile_kernel(
-                C.cache_dir(), path, "test", k["name"], [types[t] for t in k["params"]], k["has_r"], x, r, w, 90, 1)
-            assert cubin and name == k["name"] and warps == w and nparams >= len(k["params"])
+    # the default config (and for the looped cases the last candidate too),
+    # compiled in one parallel batch as the runtime does, then loaded from the cache
+    every = case in ("looped_rows", "split")
+    jobs = [(k["name"], [types[t] for t in k["params"]], int(k["has_r"]), x, r, w)
+            for k in kernels
+            for x, r, w in sorted({tuple(k["configs"][0]), tuple(k["configs"][-1] if every else k["configs"][0])})]
+    assert all(_triton.compile_batch(C.cache_dir(), path, "test", jobs, 90))
+    for name, ptypes, has_r, x, r, w in jobs:
+        cubin, sym, shared, warps, nparams = _triton.compile_kernel(C.cache_dir(), path, "test", name, ptypes, has_r,
+                                                                   x, r, w, 90, 1)
+        assert cubin and sym == name and warps == w and nparams >= len(ptypes)

@@ -206,3 +206,14 @@ def _cache_dir(tmp_path_factory):
     yield
     mp.undo()
     C.env_reload()
+
+
+def test_bf16_layer_norm_module_is_native():
+    torch._dynamo.reset()
+    backends.compiled_graphs.clear()
+    m = torch.nn.LayerNorm(1024).to(DEV, torch.bfloat16)
+    x = rand((512, 1024), torch.bfloat16)
+    c = torch.compile(m, backend="wick")
+    with torch.no_grad():
+        close(c(x), m(x), 2e-2, 5e-2)
+    assert backends.compiled_graphs and backends.compiled_graphs[-1]["extern"] == 0, backends.compiled_graphs
