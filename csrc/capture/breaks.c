@@ -677,6 +677,8 @@ static int is_arg_dict(Interp *I, const Sv *s) {
 
 static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
     if (!s || depth > 32) return 0;
+    if (s->kind == SV_LIST && s->name) /* a dict view modelled as a list (vals/dict.c) */
+        return cap_unsupported(I, "a %s live across a graph break", s->name);
     if (is_arg_dict(I, s)) return 0; /* rebuilt by identity (live_value) */
     if (is_mutable_kind(s) && s->arg < 0 && !s->gname) {
         for (int i = 0; i < seen->len; i++)

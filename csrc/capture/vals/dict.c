@@ -98,12 +98,18 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {
         SvList items = {0};
         dict_iterate(I, d, &items);
         Sv *r = sv_seq(I, SV_LIST, items.data, items.len);
+        r->name = wk_xstrdup("dict view"); /* not a list for Python: never rebuilt as one (breaks.c) */
         wk_vec_free(&items);
         return r;
     }
-    if (strcmp(name, "values") == 0 && !nargs) return sv_seq(I, SV_LIST, d->items.data, d->items.len);
+    if (strcmp(name, "values") == 0 && !nargs) {
+        Sv *r = sv_seq(I, SV_LIST, d->items.data, d->items.len);
+        r->name = wk_xstrdup("dict view");
+        return r;
+    }
     if (strcmp(name, "items") == 0 && !nargs) {
         Sv *r = sv_new(I, SV_LIST);
+        r->name = wk_xstrdup("dict view");
         for (int i = 0; i < d->items.len; i++) {
             Sv *pair[2] = {sv_const(I, PyList_GET_ITEM(d->obj, i)), d->items.data[i]};
             wk_vec_push(&r->items, sv_seq(I, SV_TUPLE, pair, 2));
