@@ -804,6 +804,18 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     b->line = raw[pc].line;
+    /* A frame that may read its own locals (locals(), vars(), dir(), eval,
+     * exec) would see the resume function's, which hold only the live ones */
+    static const char *const introspect[] = {"locals", "vars", "dir", "eval", "exec"};
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
+        const char *nm = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
+        for (size_t k = 0; nm && k < sizeof introspect / sizeof introspect[0]; k++)
+            if (strcmp(nm, introspect[k]) == 0) {
+                cap_unsupported(I, "graph break in a frame that may read its locals (%s)", nm);
+                goto done;
+            }
+    }
+    PyErr_Clear();
     /* Inside a loop, the resume function would reach the break again and
      * call the next resume function from within itself, one Python frame
      * deeper per iteration: as PyTorch's capture does, run such a frame
