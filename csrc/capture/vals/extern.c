@@ -216,7 +216,9 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     }
     const char *structure;
     PyObject *metas;
-    if (!PyArg_ParseTuple(out, "sO", &structure, &metas) || !PyList_Check(metas)) {
+    PyObject *aliased_inputs = NULL, *aliased_outputs = NULL;
+    if (!PyArg_ParseTuple(out, "sOOO", &structure, &metas, &aliased_inputs, &aliased_outputs) ||
+        !PyList_Check(metas) || !PyList_Check(aliased_inputs) || !PyList_Check(aliased_outputs)) {
         cap_py_failed(I, "extern metadata");
         goto done;
     }
@@ -241,6 +243,20 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
         goto done;
     }
     for (int i = 0; i < nout; i++) cap_set_node_output_rg(I, v + i, out_rg[i]);
+    /* views: the outputs and the inputs whose storage they share */
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(aliased_outputs); k++) {
+        long o = PyLong_AsLong(PyList_GET_ITEM(aliased_outputs, k));
+        if (o >= 0 && o < nout) cap_mark_aliased(I, v + (int)o);
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(aliased_inputs); k++) {
+        long i = PyLong_AsLong(PyList_GET_ITEM(aliased_inputs, k));
+        if (i >= 0 && i < in.values.len) cap_mark_aliased(I, in.values.data[i]);
+    }
+    if (PyErr_Occurred()) {
+        cap_py_failed(I, "extern aliasing");
+        res = NULL;
+        goto done;
+    }
     if (strcmp(structure, "tensor") == 0) {
         res = sv_tensor(I, v);
     } else {
