@@ -657,6 +657,9 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     } else if (fn == (PyObject *)&PyReversed_Type) {
         n = "reversed";
     }
+    /* plain constants too: hasattr(None, "is_sliding") (transformers' masks) */
+    if (n && strcmp(n, "getattr") == 0) return call_getattr(I, a, 0);
+    if (n && strcmp(n, "hasattr") == 0) return call_getattr(I, a, 1);
     if (n && !all_plain) {
         Sv *r;
         if (strcmp(n, "len") == 0 && a->npos == 1 && !a->nkw) return call_len(I, a->pos[0]);
@@ -666,8 +669,6 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
             int c = v->kind == SV_FUNC || v->kind == SV_METHOD || (v->obj && v->kind != SV_TENSOR && PyCallable_Check(v->obj));
             return sv_const(I, c ? Py_True : Py_False);
         }
-        if (strcmp(n, "getattr") == 0) return call_getattr(I, a, 0);
-        if (strcmp(n, "hasattr") == 0) return call_getattr(I, a, 1);
         if ((r = call_iterating(I, n, a)) != NULL || I->reason) return r;
         if ((r = call_reducing(I, fn, n, a)) != NULL || I->reason) return r;
         if (strcmp(n, "abs") == 0 && a->npos == 1 && a->pos[0]->kind == SV_TENSOR) {
