@@ -31,10 +31,11 @@ typedef enum {
     CK_SHAPE,      /* exact tuple of len value (an int), or exact dict with keys value (a tuple), in order */
     CK_DICT_ITEM_IS, /* dict `owner` (pinned) maps name (any key) to value (identity; NULL: absent) */
     CK_PINNED_EQUALS, /* object `owner` (pinned) == value (a snapshot) */
+    CK_CALL_IS,    /* owner() (a pinned torch query, no arguments) returns value (identity: a bool or None) */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4};
 
 typedef struct {
     CheckKind kind;
@@ -455,6 +456,15 @@ void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot) {
     Check c = {.kind = CK_PINNED_EQUALS, .arg = -1};
     c.owner = Py_NewRef(obj);
     c.value = Py_NewRef(snapshot);
+    add_check(g, c);
+}
+
+void wk_guard_call_is(WkGuards *g, PyObject *fn, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++)
+        if (g->checks.data[i].kind == CK_CALL_IS && g->checks.data[i].owner == fn) return;
+    Check c = {.kind = CK_CALL_IS, .arg = -1};
+    c.owner = Py_NewRef(fn);
+    c.value = Py_NewRef(value);
     add_check(g, c);
 }
 
@@ -883,6 +893,16 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_CALL_IS: {
+        PyObject *v = PyObject_CallNoArgs(c->owner);
+        if (!v) return read_failed("a torch query's", "result");
+        Py_DECREF(v);
+        if (v != c->value) {
+            snprintf(why_buf, sizeof why_buf, "a torch query read at capture time changed its answer");
+            return 0;
+        }
+        break;
+    }
     case CK_NO_HOOKS:
         if (wk_guards_module_has_no_hooks(x) != 1) {
             PyErr_Clear();
@@ -1307,6 +1327,9 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
             line = PyUnicode_FromFormat("DICT_ITEM_MATCH <%s at %p>[%R] is <%s at %p>", Py_TYPE(c->owner)->tp_name,
                                         (void *)c->owner, c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
                                         (void *)c->value);
+            break;
+        case CK_CALL_IS:
+            line = PyUnicode_FromFormat("CALL_MATCH %R() is %R", c->owner, c->value);
             break;
         case CK_PINNED_EQUALS:
             line = PyUnicode_FromFormat("PINNED_EQUALS <%s at %p> == %R", Py_TYPE(c->owner)->tp_name,

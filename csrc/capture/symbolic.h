@@ -52,6 +52,8 @@ int wk_guards_no_global_hooks(void);             /* 1 none, 0 some, -1 error */
 void wk_guards_finalize(WkGuards *g);
 /* dict (pinned) maps key to value (identity; NULL: absent). */
 void wk_guard_dict_item_is(WkGuards *g, PyObject *dict, PyObject *key, PyObject *value);
+/* fn() (a no-argument torch query, pinned) returns value (a bool or None: identity). */
+void wk_guard_call_is(WkGuards *g, PyObject *fn, PyObject *value);
 /* obj (pinned) == snapshot on every call. */
 void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */

@@ -235,3 +235,28 @@ def test_relu_inplace_on_an_input_runs_eagerly():
     assert_same(got, relu_inplace_on_input(xe))
     assert_same(x, xe)  # the argument was changed as eager changes it
     assert not graphs(relu_inplace_on_input)
+
+
+def autocast_branch(x):
+    if torch.is_autocast_enabled():
+        return x + 1
+    return x * 2
+
+
+def test_torch_state_queries_are_guarded():
+    # torch.is_autocast_enabled() (and torch.cuda.is_current_stream_capturing(),
+    # which transformers calls) are answered at capture time: guarded
+    import warnings
+
+    x = torch.randn(3)
+    f = compiled(autocast_branch)
+    assert_same(f(x), x * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.set_autocast_enabled(True)
+        try:
+            assert_same(f(x), x + 1)
+        finally:
+            torch.set_autocast_enabled(False)
+    assert_same(f(x), x * 2)
+    assert len(graphs(autocast_branch)) == 2
