@@ -13,9 +13,11 @@ never mix):
               captures today (hand-written LayerNorm, gated residual; 48
               parameter tensors); no matmul, which wick's capture lacks.
   linear12    12 blocks of nn.LayerNorm + nn.Linear + ReLU + residual in a
-              ModuleList: ordinary module code. wick's capture does not follow
-              submodule calls or for-loops yet, so wick runs it eagerly:
-              reported as such.
+              ModuleList: ordinary module code.
+  models      the transformers models of tests/capture/test_models.py
+              (BERT, GPT-2, T5, LLaMA, DistilBERT, RoBERTa, ViT, Whisper):
+              capture time, graphs and per-call time, inference and
+              forward+backward (--models to pick).
 
 Timing: every variant of a case (plain eager, wick, wick's capture with the
 "eager" backend, Dynamo with the "eager" backend, and each captured graph
@@ -276,6 +278,68 @@ def bench_module(case, make, x, number, repeat):
     return {"case": case, "timings": t, "info": info}
 
 
+def model_builders():
+    """The transformers models of the capture tests (tiny configs, random
+    weights): name -> () -> (model, kwargs)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "capture"))
+    import test_models as tm
+
+    return {f.__name__: f for f in tm.MODELS}
+
+
+def bench_models(number, repeat, names=None):
+    """Per transformers model: capture time of the first call (median of 3
+    fresh captures, minus one plain call), graphs, and per-call time, for
+    wick (its compiler), wick with the "eager" backend and Dynamo with the
+    "eager" backend; inference (no_grad) and a forward+backward call."""
+    out = {}
+    for name, make in model_builders().items():
+        if names and name not in names:
+            continue
+        torch.manual_seed(0)
+        model, kwargs = make()
+        model.eval()
+        row = {}
+        for variant in ("wick", "wick_eagerbackend", "dynamo_eager"):
+            info = {}
+            for mode in ("inference", "training"):
+                grad = mode == "training"
+                caps, graphs, reasons = [], 0, []
+                for _ in range(3):
+                    wick.reset()
+                    torch._dynamo.reset()
+                    rec = DynamoRecorder()
+                    with torch.set_grad_enabled(grad):
+                        t0 = time.perf_counter()
+                        model(**kwargs)
+                        once = time.perf_counter() - t0
+                        t0 = time.perf_counter()
+                        if variant == "dynamo_eager":
+                            cm = torch.compile(model, backend=rec, dynamic=False)
+                        else:
+                            cm = wick.compile(model, backend="wick" if variant == "wick" else "eager")
+                        res = cm(**kwargs)
+                        caps.append(time.perf_counter() - t0 - once)
+                    if variant == "dynamo_eager":
+                        graphs = len(rec.graphs)
+                    else:
+                        s = wick_summary(type(model).forward.__code__)
+                        graphs, reasons = s["graphs"], s["fallback_reasons"]
+                if grad:
+                    loss = sum(v.float().sum() for v in res.values() if isinstance(v, torch.Tensor))
+                    loss.backward()
+                    model.zero_grad(set_to_none=True)
+                with torch.set_grad_enabled(grad):
+                    t = time_interleaved({"plain eager": lambda: model(**kwargs), variant: lambda: cm(**kwargs)},
+                                         number, repeat)
+                info[mode] = {"capture_s": statistics.median(caps), "graphs": graphs,
+                              "fallback_reasons": reasons, "per_call_us": t[variant]["median"],
+                              "eager_us": t["plain eager"]["median"]}
+            row[variant] = info
+        out[name] = row
+    return out
+
+
 # ---- report ----------------------------------------------------------------------------------------
 
 def versions():
@@ -350,6 +414,21 @@ def report(results, meta):
                 notes = f"{i['graph_breaks']} graph breaks"
             L.append(f"| {k} | {us(t, k)} | {us(t, k + ' graph')} | {'-' if o is None else f'{o:.1f}'} | "
                      f"{i['capture_s'] * 1e3:.1f} | {i['graphs']} | {notes} |")
+    if "models" in results:
+        L += ["", "## transformers models (tiny configs of tests/capture/test_models.py; first call = capture)", "",
+              "Capture: first call minus one plain call, ms (median of 3 fresh captures). Graphs: compiled "
+              "graphs (0 = the frame ran eagerly). Per call: median, us, next to plain eager.", "",
+              "| model | mode | wick capture ms | wick_eagerbackend capture ms | dynamo capture ms | "
+              "capture ratio wick/dynamo | graphs wick / dynamo | per call wick / wick_eagerbackend / dynamo / eager, us | notes |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for name, row in results["models"].items():
+            for mode in ("inference", "training"):
+                w, we, d = row["wick"][mode], row["wick_eagerbackend"][mode], row["dynamo_eager"][mode]
+                notes = "; ".join(w["fallback_reasons"])[:160] if not w["graphs"] else ""
+                L.append(f"| {name} | {mode} | {w['capture_s'] * 1e3:.1f} | {we['capture_s'] * 1e3:.1f} | "
+                         f"{d['capture_s'] * 1e3:.1f} | {w['capture_s'] / d['capture_s']:.3f} | "
+                         f"{w['graphs']} / {d['graphs']} | {w['per_call_us']:.0f} / {we['per_call_us']:.0f} / "
+                         f"{d['per_call_us']:.0f} / {w['eager_us']:.0f} | {notes} |")
     L += ["", "wick = wick's capture and compiler; wick_eagerbackend = wick's capture, graph run by "
           "torch ops (FX, Dynamo's \"eager\" backend); dynamo_eager = torch.compile(backend=\"eager\"). "
           "Capture time for the wick backend includes generating and compiling C (the compiled "
@@ -363,6 +442,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=21)
     ap.add_argument("--number", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="few calls (smoke test)")
+    ap.add_argument("--models", default="all", help="comma list of transformers models, 'all' or 'none'")
     a = ap.parse_args()
     number, repeat = (20, 3) if a.quick else (a.number, a.repeat)
     meta = {"command": " ".join(["python"] + sys.argv), "versions": versions(), "number": number,
@@ -370,6 +450,9 @@ def main():
     results = {"inputs100": bench_inputs100(number, repeat),
                "flat12": bench_module("flat12", make_flat12, torch.randn(8, 64), number, repeat),
                "linear12": bench_module("linear12", make_linear12, torch.randn(8, 64), number, repeat)}
+    if a.models != "none":
+        results["models"] = bench_models(max(number // 20, 3), repeat,
+                                         None if a.models == "all" else a.models.split(","))
     text = report(results, meta)
     print(text)
     if a.out:
