@@ -361,13 +361,19 @@ def us(t, k):
     return f"{t[k]['median']:.1f} ({t[k]['min']:.1f})" if k in t else "-"
 
 
-def overhead(t, k, fallback_base=None):
+def overhead(t, k, fallback_base=None, stat="median"):
     base = k + " graph"
     if base in t:
-        return t[k]["median"] - t[base]["median"]
+        return t[k][stat] - t[base][stat]
     if fallback_base in t:
-        return t[k]["median"] - t[fallback_base]["median"]
+        return t[k][stat] - t[fallback_base][stat]
     return None
+
+
+def fmt_overhead(t, k, fallback_base=None):
+    """median-based (min-based): on a loaded machine the mins are the steadier"""
+    o, m = overhead(t, k, fallback_base), overhead(t, k, fallback_base, "min")
+    return "-" if o is None else f"{o:.1f} ({m:.1f})"
 
 
 def report(results, meta):
@@ -376,7 +382,7 @@ def report(results, meta):
          "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
          f"Per call: median over {meta['repeat']} interleaved rounds of {meta['number']} calls "
          "(min in parentheses), microseconds. Overhead: per call minus the captured graph called "
-         "directly (median), or minus plain eager where wick falls back.", ""]
+         "directly, medians (mins in parentheses), or minus plain eager where wick falls back.", ""]
     r = results["inputs100"]
     t, info = r["timings"], r["info"]
     L += ["## 100 tensor inputs, 10 cache entries (sum of 100 tensors of 1..10 elements)", "",
@@ -385,7 +391,6 @@ def report(results, meta):
           f"| plain eager | {us(t, 'plain eager')} | | | | | |"]
     for k in ("wick", "wick_eagerbackend", "dynamo_eager"):
         i = info[k]
-        o = overhead(t, k)
         if k.startswith("wick"):
             notes = f"{i['entries']} entries, {i['guards_per_entry']} guards each"
             if i["eager_entries"]:
@@ -393,7 +398,7 @@ def report(results, meta):
         else:
             notes = f"{i['graph_breaks']} graph breaks"
         L.append(f"| {k} | {us(t, k)} | {us(t, k + ' rr')} | {us(t, k + ' graph')} | "
-                 f"{'-' if o is None else f'{o:.1f}'} | {i['graphs']} | {notes} |")
+                 f"{fmt_overhead(t, k)} | {i['graphs']} | {notes} |")
     titles = {"flat12": "12-layer transformer-like stack in ops wick captures (48 parameters; x: 8x64)",
               "linear12": "12 x (LayerNorm, Linear, ReLU, residual) nn.Modules in a ModuleList (x: 8x64)"}
     for case in ("flat12", "linear12"):
@@ -405,28 +410,31 @@ def report(results, meta):
               f"| plain eager | {us(t, 'plain eager')} | | | | | |"]
         for k in ("wick", "wick_eagerbackend", "dynamo_eager"):
             i = info[k]
-            o = overhead(t, k, "plain eager")
             if k.startswith("wick"):
                 notes = f"{i['guards_per_entry']} guards"
                 if i["graphs"] == 0:
                     notes = "RUNS EAGERLY (wick fell back): " + "; ".join(i["fallback_reasons"])
             else:
                 notes = f"{i['graph_breaks']} graph breaks"
-            L.append(f"| {k} | {us(t, k)} | {us(t, k + ' graph')} | {'-' if o is None else f'{o:.1f}'} | "
+            L.append(f"| {k} | {us(t, k)} | {us(t, k + ' graph')} | {fmt_overhead(t, k, 'plain eager')} | "
                      f"{i['capture_s'] * 1e3:.1f} | {i['graphs']} | {notes} |")
     if "models" in results:
         L += ["", "## transformers models (tiny configs of tests/capture/test_models.py; first call = capture)", "",
               "Capture: first call minus one plain call, ms (median of 3 fresh captures). Graphs: compiled "
-              "graphs (0 = the frame ran eagerly). Per call: median, us, next to plain eager.", "",
+              "graphs (0 = the frame ran eagerly). Per call: median, us, next to plain eager. The capture "
+              "ratio compares like with like: wick's capture with the eager backend against Dynamo with "
+              "the eager backend (wick's own backend adds C compilation, and for training AOTAutograd "
+              "and the compilation of forward and backward graphs).", "",
               "| model | mode | wick capture ms | wick_eagerbackend capture ms | dynamo capture ms | "
-              "capture ratio wick/dynamo | graphs wick / dynamo | per call wick / wick_eagerbackend / dynamo / eager, us | notes |",
+              "capture ratio wick_eagerbackend / dynamo | graphs wick / dynamo | per call wick / wick_eagerbackend / dynamo / eager, us | notes |",
               "|---|---|---|---|---|---|---|---|---|"]
         for name, row in results["models"].items():
             for mode in ("inference", "training"):
                 w, we, d = row["wick"][mode], row["wick_eagerbackend"][mode], row["dynamo_eager"][mode]
-                notes = "; ".join(w["fallback_reasons"])[:160] if not w["graphs"] else ""
+                notes = ("wick RUNS EAGERLY (its capture time is the time to give up): " +
+                         "; ".join(w["fallback_reasons"])[:160]) if not w["graphs"] else ""
                 L.append(f"| {name} | {mode} | {w['capture_s'] * 1e3:.1f} | {we['capture_s'] * 1e3:.1f} | "
-                         f"{d['capture_s'] * 1e3:.1f} | {w['capture_s'] / d['capture_s']:.3f} | "
+                         f"{d['capture_s'] * 1e3:.1f} | {we['capture_s'] / d['capture_s']:.3f} | "
                          f"{w['graphs']} / {d['graphs']} | {w['per_call_us']:.0f} / {we['per_call_us']:.0f} / "
                          f"{d['per_call_us']:.0f} / {w['eager_us']:.0f} | {notes} |")
     L += ["", "wick = wick's capture and compiler; wick_eagerbackend = wick's capture, graph run by "
