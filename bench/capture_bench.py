@@ -3,6 +3,7 @@ and capture, side by side with PyTorch's capture (torch.compile with
 backend="eager": Dynamo's overhead alone, no compiler) and plain eager.
 
     python bench/capture_bench.py [--out DIR] [--repeat N] [--number N] [--quick]
+                                  [--models all|none|bert,...] [--clock wall|cpu]
 
 Cases (each variant gets code objects of its own, made with exec, so caches
 never mix):
@@ -62,18 +63,22 @@ torch.set_num_threads(1)
 
 # ---- timing ----------------------------------------------------------------------------
 
+CLOCK = time.perf_counter  # --clock cpu: time.thread_time (CPU time of this thread)
+
+
 def time_interleaved(fns, number, repeat):
     """{name: fn} -> {name: {"median": us, "min": us}} over interleaved rounds."""
     for f in fns.values():
         for _ in range(3):
             f()
     samples = {k: [] for k in fns}
+    clock = CLOCK
     for _ in range(repeat):
         for k, f in fns.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(number):
                 f()
-            samples[k].append((time.perf_counter() - t0) / number * 1e6)
+            samples[k].append((clock() - t0) / number * 1e6)
     return {k: {"median": statistics.median(v), "min": min(v)} for k, v in samples.items()}
 
 
@@ -380,6 +385,8 @@ def report(results, meta):
     L = ["# Capture benchmark: wick vs Dynamo (backend=\"eager\") vs plain eager", "",
          f"Command: `{meta['command']}`", "",
          "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+         f"Per-call clock: {meta.get('clock', 'wall')} ({'CPU time of the benchmark thread' if meta.get('clock') == 'cpu' else 'wall clock'}); "
+         "capture times are wall clock.", "",
          f"Per call: median over {meta['repeat']} interleaved rounds of {meta['number']} calls "
          "(min in parentheses), microseconds. Overhead: per call minus the captured graph called "
          "directly, medians (mins in parentheses), or minus plain eager where wick falls back.", ""]
@@ -451,10 +458,15 @@ def main():
     ap.add_argument("--number", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="few calls (smoke test)")
     ap.add_argument("--models", default="all", help="comma list of transformers models, 'all' or 'none'")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="per-call clock: wall (perf_counter) or cpu (this thread's CPU time: steadier when "
+                         "other processes share the cores; capture times stay wall-clock)")
     a = ap.parse_args()
+    global CLOCK
+    CLOCK = time.thread_time if a.clock == "cpu" else time.perf_counter
     number, repeat = (20, 3) if a.quick else (a.number, a.repeat)
     meta = {"command": " ".join(["python"] + sys.argv), "versions": versions(), "number": number,
-            "repeat": repeat}
+            "repeat": repeat, "clock": a.clock}
     results = {"inputs100": bench_inputs100(number, repeat),
                "flat12": bench_module("flat12", make_flat12, torch.randn(8, 64), number, repeat),
                "linear12": bench_module("linear12", make_linear12, torch.randn(8, 64), number, repeat)}
