@@ -193,6 +193,7 @@ def _aten_native():
     add([aten.clamp.default, aten.clamp.Tensor], "CLAMP", "clamp")
     add([prims.rsqrt.default, aten.rsqrt.default], "RSQRT", "unary")
     add([aten.scalar_tensor.default], "CONVERT", "scalar_tensor")
+    add([aten.clone.default], "CONVERT", "clone")
     add([aten.addcmul.default], "ADDCMUL", "ternary")
     add([aten.addcdiv.default], "ADDCDIV", "ternary")
     add([aten.leaky_relu.default], "LEAKY_RELU", "params")
@@ -221,6 +222,30 @@ _PARAM_DEFAULTS = {
 
 
 _native_table = None
+_view_table = None
+
+
+def _view_ops():
+    """ATen ops whose result is a view of input 0 (aliases its memory): each
+    becomes a VIEW node, read by kernels through an index remap."""
+    global _view_table
+    if _view_table is None:
+        import torch
+
+        aten = torch.ops.aten
+        names = ["view.default", "_unsafe_view.default", "_reshape_alias.default", "t.default", "transpose.int",
+                 "permute.default", "expand.default", "unsqueeze.default", "squeeze.default", "squeeze.dim",
+                 "squeeze.dims", "slice.Tensor", "select.int", "narrow.default", "detach.default", "alias.default",
+                 "as_strided.default", "unfold.default", "diagonal.default", "numpy_T.default", "view_as.default",
+                 "expand_as.default", "movedim.int", "swapaxes.default", "unflatten.int", "flatten.using_ints"]
+        table = set()
+        for name in names:
+            packet, _, overload = name.partition(".")
+            ov = getattr(getattr(aten, packet, None), overload, None)
+            if ov is not None:
+                table.add(ov)
+        _view_table = table
+    return _view_table
 
 
 def _wick_decompositions():
@@ -234,6 +259,9 @@ def _wick_decompositions():
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
         aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+        # training: the backward ops of layer norm, gelu and log_softmax become
+        # pointwise work and row sums that fuse with their neighbours
+        aten.native_layer_norm_backward, aten.gelu_backward, aten._log_softmax_backward_data,
     ])
 
 
@@ -251,6 +279,7 @@ class _AtenImporter:
         self.tensor_inputs = []  # placeholder positions that are graph inputs
         self.nnative = 0
         self.nextern = 0
+        self.nview = 0
         self.extern_names = {}
 
     # -- values ---------------------------------------------------------------
@@ -275,6 +304,12 @@ class _AtenImporter:
             return type(x)(self.concrete(v) for v in x)
         return x
 
+    def on_graph_device(self, dev):
+        dev = self.torch.device(dev)
+        if dev.type == "cuda" and dev.index is None:
+            dev = self.torch.device("cuda", self.torch.cuda.current_device())
+        return dev == self.device
+
     def meta_of(self, t):
         return {"dtype": t.dtype, "sizes": tuple(self.concrete(s) for s in t.shape),
                 "strides": tuple(self.concrete(s) for s in t.stride()),
@@ -289,16 +324,22 @@ class _AtenImporter:
         if len(placeholders) != len(example_inputs):
             raise _Unsupported("example inputs do not match the graph's placeholders")
         self.layout_free = self.layout_free_nodes()
+        # the graph's device: CPU (C kernels) or one CUDA device (Triton kernels)
+        devices = {placeholders[i].meta.get("val", t).device for i, t in enumerate(example_inputs)
+                   if isinstance(placeholders[i].meta.get("val", t), torch.Tensor)}
+        if len(devices) > 1:
+            raise _Unsupported(f"inputs on several devices ({', '.join(sorted(map(str, devices)))})")
+        self.device = devices.pop() if devices else torch.device("cpu")
+        if self.device.type not in ("cpu", "cuda"):
+            raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")
         for i, node in enumerate(placeholders):
             val = node.meta.get("val", example_inputs[i])
             if isinstance(val, torch.Tensor):
-                if val.device.type != "cpu":
-                    raise _Unsupported(f"input {node.name} is on {val.device}: wick has no GPU backend yet")
                 if val.layout != torch.strided:
                     raise _Unsupported(f"input {node.name} has layout {val.layout}")
                 m = self.meta_of(val)
                 self.env[node] = self.g.input(m["dtype"], m["sizes"], m["strides"], requires_grad=m["requires_grad"],
-                                              source=node.name, any_dtype=True)
+                                              source=node.name, any_dtype=True, device=m["device"])
                 self.tensor_inputs.append(i)
             else:
                 self.env[node] = _Const(self.concrete(val))
@@ -413,7 +454,44 @@ class _AtenImporter:
             if multi is not None:
                 self.nnative += 1
                 return multi
+        if isinstance(val, torch.Tensor) and target in _view_ops():
+            vid = self.try_view(node, val)
+            if vid is not None:
+                self.nview += 1
+                return vid
         return self.extern(node, val)
+
+    def try_view(self, node, val):
+        """A view op -> a VIEW node (sizes, strides and offset of its fake
+        output over its input's memory), or None (then an extern). The base's
+        layout in the wick graph must be the one the fake input has, so the
+        offsets mean the same memory."""
+        torch, g = self.torch, self.g
+        if not node.args or val.device.type != "cpu" or val.layout != torch.strided:
+            return None
+        kind, vid = self.lookup(node.args[0])
+        base = node.args[0].meta.get("val") if kind == "v" else None
+        if not isinstance(base, torch.Tensor) or base.dtype != val.dtype:
+            return None
+        have = g.value(vid)
+        want = self.meta_of(base)
+        if tuple(have["sizes"]) != want["sizes"] or any(
+                n != 1 and a != b for n, a, b in zip(want["sizes"], have["strides"], want["strides"])):
+            return None
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        try:  # reshape/flatten copy where no view exists: only aliases are views
+            if StorageWeakRef(val.untyped_storage()) != StorageWeakRef(base.untyped_storage()):
+                return None
+        except (RuntimeError, NotImplementedError):
+            return None
+        m = self.meta_of(val)
+        offset = self.concrete(val.storage_offset()) - self.concrete(base.storage_offset())
+        nd = len(m["sizes"])
+        try:
+            return g.op("VIEW", [vid], ints=[nd, *m["sizes"], *m["strides"], offset])
+        except ValueError:
+            return None
 
     def try_var_mean(self, node, val):
         """aten.var_mean -> (VAR, MEAN) native nodes over one input, or None."""
@@ -445,7 +523,7 @@ class _AtenImporter:
         x, shape, eps = args[0][1], args[1][1], args[4][1]
         if not isinstance(eps, (int, float)) or not isinstance(shape, (list, tuple)) or not shape:
             return None
-        if any(isinstance(t, torch.Tensor) and (t.device.type != "cpu" or t.layout != torch.strided) for t in val):
+        if any(isinstance(t, torch.Tensor) and (t.device != self.device or t.layout != torch.strided) for t in val):
             return None
         nd = len(g.value(x)["sizes"])
         dims = tuple(range(nd - len(shape), nd))
@@ -460,8 +538,14 @@ class _AtenImporter:
             return None
         try:
             out = g.op("LAYER_NORM", [x, w, b], dims=dims, eps=float(eps))
-            mean = g.op("MEAN", [x], dims=dims, keepdim=True)
-            var = g.op("VAR", [x], dims=dims, keepdim=True, correction=0.0)
+            # the statistics come in the dtype the kernel reports (CUDA's for
+            # 16-bit inputs: float32)
+            stats_dtype = val[1].dtype if isinstance(val[1], torch.Tensor) else None
+            xs = x
+            if stats_dtype is not None and str(stats_dtype).replace("torch.", "") != g.value(x)["dtype"]:
+                xs = g.op("CONVERT", [x], dtype=stats_dtype)
+            mean = g.op("MEAN", [xs], dims=dims, keepdim=True)
+            var = g.op("VAR", [xs], dims=dims, keepdim=True, correction=0.0)
             rstd = g.op("RSQRT", [g.op("ADD", [var, g.scalar(float(eps))])])
         except ValueError:
             return None
@@ -483,7 +567,7 @@ class _AtenImporter:
         kwargs = {k: self.lookup(v) for k, v in node.kwargs.items()}
         if any(k == "m" for k, _ in args) or any(k == "m" for k, _ in kwargs.values()):
             return None
-        if val.device.type != "cpu" or val.layout != torch.strided:
+        if val.device != self.device or val.layout != torch.strided:
             return None
         g = self.g
 
@@ -571,7 +655,7 @@ class _AtenImporter:
                 if kw.pop("layout", None) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and not self.on_graph_device(dev):
                     return None
                 dtype = kw.pop("dtype", None) or torch.get_default_dtype()
                 kw.pop("pin_memory", None)
@@ -595,6 +679,13 @@ class _AtenImporter:
                 if len(args) != 2 or args[0][0] != "v" or not isinstance(args[1][1], torch.dtype):
                     return None
                 vid = self.convert(args[0][1], args[1][1])
+            elif kind == "clone":  # a copy: CONVERT to its own dtype is a new buffer
+                if len(args) != 1 or args[0][0] != "v" or set(kwargs) - {"memory_format"}:
+                    return None
+                if kwargs.get("memory_format", ("c", None))[1] not in (None, torch.preserve_format,
+                                                                      torch.contiguous_format):
+                    return None
+                vid = self.convert(args[0][1], val.dtype)
             elif kind == "to_copy":
                 kw = {k: v for k, (_, v) in kwargs.items()}
                 dtype = kw.pop("dtype", None)
@@ -603,7 +694,7 @@ class _AtenImporter:
                 if kw.pop("layout", torch.strided) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and not self.on_graph_device(dev):
                     return None
                 kw.pop("non_blocking", None)
                 if kw.pop("memory_format", None) not in (None, torch.preserve_format, torch.contiguous_format):
@@ -680,8 +771,8 @@ class _AtenImporter:
                     raise _Unsupported(f"{name} returns a {type(t).__name__} item")
             metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
         for m in metas:
-            if m["device"] != "cpu":
-                raise _Unsupported(f"{name} returns a tensor on {m['device']}")
+            if m["device"] != str(self.device):
+                raise _Unsupported(f"{name} returns a tensor on {m['device']}, the graph is on {self.device}")
         idx = len(self.externs)
         # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
         # it directly saves a Python frame per extern call
@@ -818,7 +909,8 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     spec, out_type = imp.run(list(example_inputs))
     compiled = imp.g.compile(externs=imp.externs)
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
-    info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "externs": dict(imp.extern_names),
+    info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
+            "externs": dict(imp.extern_names),
             "kernels": compiled.nkernels}
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
@@ -836,8 +928,9 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     return run, info
 
 
-def _aten_compiler(which):
-    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list)."""
+def _aten_compiler(which, cudagraphs=False):
+    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list).
+    cudagraphs: mode="reduce-overhead", CUDA graphs replay CUDA graphs."""
 
     def compiler(gm, example_inputs):
         import torch
@@ -872,7 +965,12 @@ def _aten_compiler(which):
                 return f(*args)
 
             del placeholders
-        return _eager_on_metadata_mismatch(gm, which, boxed)
+        guarded = _eager_on_metadata_mismatch(gm, which, boxed)
+        if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+            from . import _cudagraphs
+
+            return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph")
+        return guarded
 
     compiler.__name__ = f"wick_{which}_compiler"
     return compiler
@@ -919,23 +1017,24 @@ def _log_graphs():
     return "graphs" in names or "all" in names
 
 
-_aot_backend = None
+_aot_backends = {}
 
 
-def wick_backend(gm, example_inputs):
+def wick_backend(gm, example_inputs, mode=None, options=None):
     """torch.compile(model, backend="wick"): AOTAutograd traces dynamo's graph
     to ATen (forward, and backward when something requires grad), and wick
-    compiles each graph: native kernels plus extern calls into PyTorch."""
-    global _aot_backend
-    if _aot_backend is None:
+    compiles each graph: native kernels plus extern calls into PyTorch.
+    mode="reduce-overhead" replays graphs on CUDA tensors as CUDA graphs."""
+    cudagraphs = mode == "reduce-overhead"
+    aot = _aot_backends.get(cudagraphs)
+    if aot is None:
         from torch._dynamo.backends.common import aot_autograd
 
-        _aot_backend = aot_autograd(fw_compiler=_aten_compiler("forward"),
-                                    bw_compiler=_aten_compiler("backward"),
-                                    inference_compiler=_aten_compiler("inference"),
-                                    decompositions=_wick_decompositions)
+        aot = _aot_backends[cudagraphs] = aot_autograd(
+            fw_compiler=_aten_compiler("forward", cudagraphs), bw_compiler=_aten_compiler("backward", cudagraphs),
+            inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_wick_decompositions)
     try:
-        return _aot_backend(gm, example_inputs)
+        return aot(gm, example_inputs)
     except Exception as exc:  # noqa: BLE001 - a program never fails because of wick
         if type(exc).__name__ in ("Unsupported", "RestartAnalysis", "TensorifyScalarRestartAnalysis"):
             raise  # dynamo's own control flow: it handles these itself

@@ -1457,6 +1457,18 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             }
             Py_XDECREF(desc);
             PyErr_Clear();
+            /* mode="reduce-overhead": replayed as a CUDA graph (wick/_cudagraphs.py) */
+            PyObject *mode = options && PyDict_Check(options) ? PyDict_GetItemString(options, "mode") : NULL;
+            if (mode && PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "reduce-overhead") == 0) {
+                PyObject *cg = PyImport_ImportModule("wick._cudagraphs");
+                PyObject *wrapped = cg ? PyObject_CallMethod(cg, "wrap", "O", compiled) : NULL;
+                Py_XDECREF(cg);
+                if (!wrapped) {
+                    cap_py_failed(I, "wrapping the graph for reduce-overhead");
+                    goto finish;
+                }
+                Py_SETREF(compiled, wrapped);
+            }
         } else {
             /* a torch backend, or wick's through AOTAutograd (forward and
              * backward compiled by wick) when node outputs require grad */

@@ -37,7 +37,7 @@ static char *summarise(const WkSchedule *S) {
     return s.data;
 }
 
-static WkProgram *make_program(const WkSchedule *S, char *source, const char *entry) {
+static WkProgram *make_program(const WkSchedule *S, char *source, const char *entry, WkTarget target) {
     WkProgram *P = wk_xcalloc(1, sizeof *P);
     P->source = source;
     P->entry = wk_xstrdup(entry);
@@ -49,11 +49,12 @@ static WkProgram *make_program(const WkSchedule *S, char *source, const char *en
     memcpy(P->output_buf, S->output_buf, sizeof(int) * (size_t)S->noutputs);
     P->nkernels = S->nkernels;
     P->summary = summarise(S);
+    P->target = target;
     return P;
 }
 
 /* lower -> check -> schedule (materialise, fuse) -> check -> C codegen */
-static WkProgram *compile_graph_named(const WkGraph *g, const char *entry) {
+static WkProgram *compile_graph_named(const WkGraph *g, const char *entry, WkTarget target) {
     WkLoopIR *L = NULL;
     WkSchedule *S = NULL;
     WkProgram *P = NULL;
@@ -89,11 +90,16 @@ static WkProgram *compile_graph_named(const WkGraph *g, const char *entry) {
     }
 
     wk_str_append(&src, "");
-    if (wk_cgen_c(S, entry, &src) < 0) goto error;
-    dump("kernel", h, "c", src.data);
+    WkTritonKernel *tks = NULL;
+    int ntk = 0;
+    if (target == WK_TARGET_TRITON ? wk_cgen_triton(S, entry, &src, &tks, &ntk) < 0 : wk_cgen_c(S, entry, &src) < 0)
+        goto error;
+    dump("kernel", h, target == WK_TARGET_TRITON ? "py" : "c", src.data);
     wk_log(WK_LOG_CODE, "graph %016llx: %d kernels\n%s", (unsigned long long)h, S->nkernels, src.data);
 
-    P = make_program(S, src.data, entry);
+    P = make_program(S, src.data, entry, target);
+    P->triton = tks;
+    P->ntriton = ntk;
     src.data = NULL;
 error:
     wk_str_free(&src);
@@ -105,7 +111,7 @@ error:
 WkProgram *wk_compile_graph(const WkGraph *g) {
     char entry[64];
     snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)wk_graph_hash(g));
-    return compile_graph_named(g, entry);
+    return compile_graph_named(g, entry, WK_TARGET_C);
 }
 
 void wk_program_free(WkProgram *p) {
@@ -115,6 +121,11 @@ void wk_program_free(WkProgram *p) {
     free(p->bufs);
     free(p->output_buf);
     free(p->summary);
+    for (int k = 0; k < p->ntriton; k++) {
+        free(p->triton[k].name);
+        free(p->triton[k].params);
+    }
+    free(p->triton);
     free(p);
 }
 
@@ -137,10 +148,13 @@ void wk_plan_free(WkPlan *p) {
     free(p);
 }
 
+typedef WkVec(int) IntVec;
+
 typedef struct {
     const WkGraph *g;
     WkPlan *P;
-    int *stage;       /* by node: KERNELS stage or extern group; -1 for SCALAR */
+    int *stage;       /* by node: KERNELS stage or extern group; -1 for SCALAR; VIEW: the
+                         extern group after which its VIEW step may run */
     int *slot;        /* by value: slot id or -1 */
     int *needs_slot;  /* by value */
     WkVec(WkStep) steps;
@@ -148,10 +162,16 @@ typedef struct {
     WkStr src;
     WkStr summary;
     uint64_t hash;
+    WkTarget target;
 } PlanBuilder;
 
 static int value_is_scalar(const WkGraph *g, const WkValue *v) {
     return v->node >= 0 && wk_graph_node(g, v->node)->op == WK_OP_SCALAR;
+}
+
+static int is_view_value(const WkGraph *g, int value) {
+    const WkValue *v = wk_graph_value(g, value);
+    return v->node >= 0 && wk_graph_node(g, v->node)->op == WK_OP_VIEW;
 }
 
 static int new_slot(PlanBuilder *B, int value) {
@@ -189,7 +209,7 @@ static int build_whole(PlanBuilder *B) {
     int ninputs = wk_graph_ninputs(g), noutputs = wk_graph_noutputs(g);
     char entry[64];
     snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)B->hash);
-    WkProgram *prog = compile_graph_named(g, entry);
+    WkProgram *prog = compile_graph_named(g, entry, B->target);
     if (!prog) return -1;
     wk_str_append(&B->src, prog->source);
     B->P->nkernels = prog->nkernels;
@@ -217,38 +237,54 @@ static int build_whole(PlanBuilder *B) {
     return 0;
 }
 
+/* Value u inside stage subgraph `sub` (map[u] afterwards): a copy of a
+ * SCALAR, a stage input read from u's slot, or, for a VIEW that this stage
+ * reads, the view again over its base (kernels remap indices, no tensor). */
+static int map_value(PlanBuilder *B, WkGraph *sub, int u, int *map, IntVec *ins) {
+    const WkGraph *g = B->g;
+    if (map[u] >= 0) return 0;
+    const WkValue *uv = wk_graph_value(g, u);
+    if (value_is_scalar(g, uv)) {
+        const WkAttrs *a = &wk_graph_node(g, uv->node)->attrs;
+        map[u] = wk_graph_scalar(sub, uv->dtype, a->fvalue, a->ivalue);
+    } else if (is_view_value(g, u)) {
+        const WkNode *vn = wk_graph_node(g, uv->node);
+        if (map_value(B, sub, vn->inputs[0], map, ins) < 0) return -1;
+        map[u] = wk_graph_op(sub, WK_OP_VIEW, &map[vn->inputs[0]], 1, &vn->attrs);
+    } else {
+        int sl = B->slot[u];
+        if (sl < 0) {
+            wk_error_set("plan: value %%%d crosses a stage without a slot", u);
+            return -1;
+        }
+        const WkSlot *s = &B->slots.data[sl];
+        map[u] = wk_graph_input_any(sub, s->dtype, uv->device, s->ndim, s->sizes, s->strides,
+                                    uv->requires_grad, uv->source);
+        if (map[u] >= 0) wk_vec_push(ins, sl);
+    }
+    return map[u] < 0 ? -1 : 0;
+}
+
 /* Builds and compiles KERNELS stage `k`; appends its step unless empty. */
 static int build_stage(PlanBuilder *B, int k, int *map) {
     const WkGraph *g = B->g;
     int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g);
     WkGraph *sub = wk_graph_new();
-    WkVec(int) ins = {0};
+    IntVec ins = {0};
     WkVec(int) outs = {0};
     int rc = -1, nops = 0;
     for (int v = 0; v < nvalues; v++) map[v] = -1;
     for (int n = 0; n < nnodes; n++) {
         const WkNode *node = wk_graph_node(g, n);
         int scalar_output = node->op == WK_OP_SCALAR && k == 0 && B->slot[node->output] >= 0;
-        if (node->op == WK_OP_EXTERN || (B->stage[n] != k && !scalar_output)) continue;
+        /* VIEWs come in through map_value, where a node of this stage reads one */
+        if (node->op == WK_OP_EXTERN || node->op == WK_OP_VIEW || (B->stage[n] != k && !scalar_output)) continue;
         int small[8], *mapped = node->ninputs > 8 ? wk_xcalloc((size_t)node->ninputs, sizeof(int)) : small;
         for (int i = 0; i < node->ninputs; i++) {
             int u = node->inputs[i];
-            if (map[u] < 0) {
-                const WkValue *uv = wk_graph_value(g, u);
-                if (value_is_scalar(g, uv)) {
-                    const WkAttrs *a = &wk_graph_node(g, uv->node)->attrs;
-                    map[u] = wk_graph_scalar(sub, uv->dtype, a->fvalue, a->ivalue);
-                } else {
-                    int sl = B->slot[u];
-                    const WkSlot *s = &B->slots.data[sl];
-                    map[u] = wk_graph_input_any(sub, s->dtype, uv->device, s->ndim, s->sizes, s->strides,
-                                                uv->requires_grad, uv->source);
-                    if (map[u] >= 0) wk_vec_push(&ins, sl);
-                }
-                if (map[u] < 0) {
-                    if (mapped != small) free(mapped);
-                    goto done;
-                }
+            if (map_value(B, sub, u, map, &ins) < 0) {
+                if (mapped != small) free(mapped);
+                goto done;
             }
             mapped[i] = map[u];
         }
@@ -265,7 +301,7 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
         const WkValue *vv = wk_graph_value(g, v);
         if (map[v] < 0 || B->slot[v] < 0 || vv->node < 0) continue;
         if (value_is_scalar(g, vv) ? k != 0 : B->stage[vv->node] != k) continue;
-        if (wk_graph_node(g, vv->node)->op == WK_OP_EXTERN) continue;
+        if (wk_graph_node(g, vv->node)->op == WK_OP_EXTERN || is_view_value(g, v)) continue;
         if (wk_graph_output(sub, map[v]) < 0) goto done;
         wk_vec_push(&outs, B->slot[v]);
     }
@@ -275,12 +311,14 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
     }
     char entry[80];
     snprintf(entry, sizeof entry, "wick_plan_%016llx_s%d", (unsigned long long)B->hash, k);
-    WkProgram *prog = compile_graph_named(sub, entry);
+    WkProgram *prog = compile_graph_named(sub, entry, B->target);
     if (!prog) goto done;
-    /* each stage's static kernel<i> functions get a stage prefix */
-    for (int i = 0; i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
+    /* each stage's static kernel<i> functions get a stage prefix (Triton
+     * kernels are named after the entry already) */
+    int c = B->target == WK_TARGET_C;
+    for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
     wk_str_append(&B->src, prog->source);
-    for (int i = 0; i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
+    for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
     B->P->nkernels += prog->nkernels;
     B->P->nnative += nops;
 
@@ -336,13 +374,39 @@ static void add_extern_step(PlanBuilder *B, const WkNode *node) {
     wk_vec_push(&B->steps, st);
 }
 
-WkPlan *wk_compile_plan(const WkGraph *g) {
+static void add_view_step(PlanBuilder *B, const WkNode *node) {
+    WkStep st = {0};
+    int step = B->steps.len;
+    int nd;
+    const int64_t *sizes, *strides;
+    st.kind = WK_STEP_VIEW;
+    st.extern_index = -1;
+    if (wk_view_attrs(&node->attrs, &nd, &sizes, &strides, &st.view_offset) < 0) st.view_offset = 0;
+    st.nin = 1;
+    st.in_slots = wk_xcalloc(2, sizeof(int));
+    st.in_slots[0] = B->slot[node->inputs[0]];
+    /* as_strided trusts the base's layout: checked like a slot kernels read */
+    note_read(B, st.in_slots[0], step, 1);
+    st.nout = 1;
+    st.out_slots = wk_xcalloc(2, sizeof(int));
+    st.out_slots[0] = B->slot[node->output];
+    B->slots.data[st.out_slots[0]].producer = step;
+    wk_str_printf(&B->summary, "step %d: view $%d -> $%d (offset %lld)\n", step, st.in_slots[0], st.out_slots[0],
+                  (long long)st.view_offset);
+    wk_vec_push(&B->steps, st);
+}
+
+WkPlan *wk_compile_plan(const WkGraph *g) { return wk_compile_plan_for(g, WK_TARGET_C); }
+
+WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target) {
     int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g), ninputs = wk_graph_ninputs(g);
     int noutputs = wk_graph_noutputs(g);
     PlanBuilder B = {0};
     B.g = g;
     B.hash = wk_graph_hash(g);
+    B.target = target;
     B.P = wk_xcalloc(1, sizeof *B.P);
+    B.P->target = target;
     B.stage = wk_xcalloc((size_t)nnodes + 1, sizeof(int));
     B.slot = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
     B.needs_slot = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
@@ -350,7 +414,7 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
     int *avail_j = wk_xcalloc((size_t)nvalues + 1, sizeof(int)); /* first extern group that may read v */
     int *map = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
     int ok = 0, maxstage = 0;
-    wk_str_append(&B.src, "");
+    wk_str_append(&B.src, target == WK_TARGET_TRITON ? wk_cgen_triton_prelude() : "");
     wk_str_append(&B.summary, "");
     for (int v = 0; v < nvalues; v++) B.slot[v] = -1;
 
@@ -360,6 +424,14 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
         int s = 0;
         if (node->op == WK_OP_SCALAR) {
             B.stage[n] = -1;
+            continue;
+        }
+        if (node->op == WK_OP_VIEW) { /* readable wherever its base is */
+            int base = node->inputs[0];
+            B.stage[n] = avail_j[base];
+            avail_j[node->output] = avail_j[base];
+            avail_k[node->output] = avail_k[base];
+            B.P->nviews++;
             continue;
         }
         for (int i = 0; i < node->ninputs; i++) {
@@ -382,12 +454,30 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
         const WkNode *node = wk_graph_node(g, n);
         if (node->op == WK_OP_EXTERN)
             for (int k = 0; k < node->noutputs; k++) B.needs_slot[node->outputs[k]] = 1;
+        if (node->op == WK_OP_VIEW) continue; /* its base: below */
         for (int i = 0; i < node->ninputs; i++) {
             const WkValue *u = wk_graph_value(g, node->inputs[i]);
             if (u->node < 0 || value_is_scalar(g, u)) continue;
             const WkNode *p = wk_graph_node(g, u->node);
+            if (p->op == WK_OP_VIEW && node->op != WK_OP_EXTERN) {
+                /* a kernel reads the view: the stage lowers it again over
+                 * its base, which must reach that stage */
+                const WkValue *b = wk_graph_value(g, p->inputs[0]);
+                if (b->node >= 0 && (wk_graph_node(g, b->node)->op == WK_OP_EXTERN ||
+                                     B.stage[b->node] != B.stage[n]))
+                    B.needs_slot[b->id] = 1;
+                continue;
+            }
             if (node->op == WK_OP_EXTERN || p->op == WK_OP_EXTERN || B.stage[u->node] != B.stage[n])
                 B.needs_slot[u->id] = 1;
+        }
+    }
+    int view_steps = 0; /* a VIEW made into a tensor reads its base's slot */
+    for (int n = 0; n < nnodes; n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        if (node->op == WK_OP_VIEW && B.needs_slot[node->output]) {
+            B.needs_slot[node->inputs[0]] = 1;
+            view_steps++;
         }
     }
     for (int v = 0; v < nvalues; v++)
@@ -395,15 +485,16 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
     for (int i = 0; i < noutputs; i++) B.slots.data[B.slot[wk_graph_output_value(g, i)]].is_output = 1;
 
     /* steps: KERNELS 0, externs of group 0, KERNELS 1, ... */
-    if (wk_graph_nexterns(g) == 0) {
+    if (wk_graph_nexterns(g) == 0 && view_steps == 0) {
         if (nnodes > 0 && build_whole(&B) < 0) goto done;
         maxstage = -1;
     }
     for (int k = 0; k <= maxstage; k++) {
         if (build_stage(&B, k, map) < 0) goto done;
-        for (int n = 0; n < nnodes; n++) {
+        for (int n = 0; n < nnodes; n++) { /* graph order: a view may read an extern's output */
             const WkNode *node = wk_graph_node(g, n);
             if (node->op == WK_OP_EXTERN && B.stage[n] == k) add_extern_step(&B, node);
+            if (node->op == WK_OP_VIEW && B.stage[n] == k && B.slot[node->output] >= 0) add_view_step(&B, node);
         }
     }
     for (int sl = 0; sl < B.slots.len; sl++) {

@@ -22,6 +22,37 @@
 
 typedef enum { WK_BUF_INPUT, WK_BUF_OUTPUT, WK_BUF_TEMP } WkBufKind;
 
+/* Code generation targets, both fed by the same loop IR and schedule:
+ *   C       one C translation unit (OpenMP + SIMD) for CPU tensors;
+ *   TRITON  one Python module of @triton.jit kernels for CUDA tensors (or,
+ *           under TRITON_INTERPRET=1, CPU tensors run by Triton's
+ *           interpreter); the runtime compiles each kernel with Triton and
+ *           launches it through the CUDA driver API. */
+typedef enum { WK_TARGET_C, WK_TARGET_TRITON } WkTarget;
+
+/* One Triton kernel of a TRITON program: a launch of ceil(xnumel / XBLOCK)
+ * programs whose pointer arguments are the plan buffers params[0..nparams),
+ * in order. XBLOCK (and RBLOCK when has_r) are constexpr parameters chosen
+ * from configs: configs[0] is the default, the others are what the
+ * autotuner times. A split reduction (few outputs, a long reduced extent) is
+ * two launches: partials into a scratch buffer the runtime allocates, then
+ * their reduction with the epilogue. */
+enum { WK_TRITON_MAX_CONFIGS = 6 };
+typedef struct { int xblock, rblock, num_warps; } WkTritonConfig;
+typedef struct {
+    char *name;
+    int nparams;
+    int *params;          /* -1: the scratch buffer (split reductions' partials) */
+    int64_t xnumel;
+    int has_r;
+    int nconfigs;
+    WkTritonConfig configs[WK_TRITON_MAX_CONFIGS];
+    int scratch;          /* 0 none; 1 this launch gets a new scratch buffer of scratch_elems
+                             elements of scratch_dtype; 2 it reads the previous launch's */
+    int64_t scratch_elems;
+    WkDType scratch_dtype;
+} WkTritonKernel;
+
 typedef struct {
     WkBufKind kind;
     int index;        /* INPUT: graph input position; OUTPUT: first graph output position it serves; TEMP: -1 */
@@ -42,6 +73,9 @@ typedef struct {
                          buffer (the graph returns an input unchanged) or repeat */
     int nkernels;     /* loop nests in the source, for logs and explain() */
     char *summary;    /* one line per kernel: kind, fused nodes, iteration space */
+    WkTarget target;
+    int ntriton;      /* TRITON: the launches `entry` stands for, in order */
+    WkTritonKernel *triton;
 } WkProgram;
 
 /* Lowers, schedules and generates code for g, a graph without EXTERN nodes.
@@ -80,9 +114,18 @@ void wk_program_free(WkProgram *p);
  * node's metadata): the runtime checks the tensor it got against the slot
  * and copies it into that layout when the strides differ.
  *
+ * VIEW nodes (ops.def note 8) are no step of their own where only kernels
+ * read them: each KERNELS stage that reads one lowers it again over its
+ * base (an index remap inside the kernels). Where a tensor is needed (an
+ * extern reads the view, or it is a graph output), a VIEW step after the
+ * base's producer makes it: in_slots[0] is the base, out_slots[0] the view,
+ * and the runtime calls base.as_strided(slot sizes, slot strides,
+ * base.storage_offset() + view_offset). The base slot is then checked
+ * against its layout like a slot kernels read (read_by_kernels).
+ *
  * Ownership: a WkPlan owns its steps, their programs and arrays; it does not
  * point into the graph. */
-typedef enum { WK_STEP_KERNELS, WK_STEP_EXTERN } WkStepKind;
+typedef enum { WK_STEP_KERNELS, WK_STEP_EXTERN, WK_STEP_VIEW } WkStepKind;
 
 typedef struct {
     WkStepKind kind;
@@ -93,6 +136,7 @@ typedef struct {
     WkProgram *program;  /* KERNELS: the stage (its source is part of WkPlan.source) */
     int extern_index;    /* EXTERN */
     char *extern_name;   /* EXTERN */
+    int64_t view_offset; /* VIEW: elements past the base's first element */
 } WkStep;
 
 typedef struct {
@@ -106,7 +150,7 @@ typedef struct {
     int producer;        /* step that writes it; -1 for graph inputs */
     int last_step;       /* last step that reads it (-1: none) */
     int is_output;       /* a graph output: kept to the end */
-    int read_by_kernels; /* a KERNELS step reads it: an extern producing it must honour strides */
+    int read_by_kernels; /* a KERNELS or VIEW step reads it: an extern producing it must honour strides */
 } WkSlot;
 
 typedef struct {
@@ -120,12 +164,16 @@ typedef struct {
     int nkernels;        /* loop nests over all stages */
     int nnative;         /* graph nodes compiled to kernels (SCALARs not counted) */
     int nextern;         /* EXTERN nodes */
+    int nviews;          /* VIEW nodes (index remaps; VIEW steps where a tensor is needed) */
     char *summary;       /* one line per step (and per kernel) */
+    WkTarget target;     /* TRITON: source is a Python module, steps' programs list their kernels */
 } WkPlan;
 
 /* NULL with wk_error set when a stage cannot be compiled, or a slot has
  * symbolic sizes. */
 WkPlan *wk_compile_plan(const WkGraph *g);
+/* wk_compile_plan for a target (wk_compile_plan is the C target). */
+WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target);
 void wk_plan_free(WkPlan *p);
 
 #endif /* WICK_PROGRAM_H */

@@ -713,6 +713,159 @@ static int common_device(const WkValue *const *in, int n, WkDevice *out) {
     return 0;
 }
 
+/* ---- views ------------------------------------------------------------------ */
+
+int wk_view_attrs(const WkAttrs *at, int *ndim, const int64_t **sizes, const int64_t **strides, int64_t *offset) {
+    if (!at->ints || at->nints < 2 || at->ints[0] < 0 || at->ints[0] > WK_MAX_DIMS ||
+        at->nints != 2 * at->ints[0] + 2) {
+        wk_error_set("VIEW: attrs.ints must be [ndim, sizes..., strides..., offset]");
+        return -1;
+    }
+    *ndim = (int)at->ints[0];
+    *sizes = at->ints + 1;
+    *strides = at->ints + 1 + *ndim;
+    *offset = at->ints[1 + 2 * *ndim];
+    return 0;
+}
+
+static int64_t span_of(int nd, const int64_t *sizes, const int64_t *strides) {
+    int64_t hi = 0;
+    for (int d = 0; d < nd; d++)
+        if (sizes[d] > 1) hi += (sizes[d] - 1) * strides[d];
+    return hi;
+}
+
+int wk_view_map(int bnd, const int64_t *bsizes, const int64_t *bstrides, int vnd, const int64_t *vsizes,
+                const int64_t *vstrides, int64_t offset, WkViewMap *m) {
+    memset(m, 0, sizeof *m);
+    int64_t vnumel = 1, bnumel = 1;
+    for (int d = 0; d < vnd; d++) {
+        if (vsizes[d] < 0 || vstrides[d] < 0) {
+            wk_error_set("VIEW: negative size or stride");
+            return -1;
+        }
+        vnumel *= vsizes[d];
+        m->dim_of[d] = -1;
+    }
+    for (int k = 0; k < bnd; k++) {
+        if (bstrides[k] < 0) {
+            wk_error_set("VIEW: a base with negative strides");
+            return -1;
+        }
+        bnumel *= bsizes[k];
+    }
+    m->affine = 1;
+    if (vnumel == 0) return 0; /* nothing is read */
+    /* memory safety first: every element the view reads is one the base spans */
+    if (bnumel == 0 || offset < 0 || offset + span_of(vnd, vsizes, vstrides) > span_of(bnd, bsizes, bstrides)) {
+        wk_error_set("VIEW: reads outside its base's memory");
+        return -1;
+    }
+    /* affine: each moving view dim walks one base dim, the one with the
+     * largest stride dividing its own; the offset splits greedily over the
+     * base dims from the largest stride down */
+    int order[WK_MAX_DIMS], n = 0;
+    for (int k = 0; k < bnd; k++)
+        if (bsizes[k] > 1 && bstrides[k] > 0) order[n++] = k;
+    for (int a = 1; a < n; a++) /* insertion sort, largest stride first */
+        for (int b = a; b > 0 && bstrides[order[b]] > bstrides[order[b - 1]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    int ok = 1;
+    int64_t rem = offset;
+    for (int j = 0; j < n; j++) {
+        int k = order[j];
+        m->base_off[k] = rem / bstrides[k];
+        rem -= m->base_off[k] * bstrides[k];
+    }
+    if (rem != 0) ok = 0;
+    for (int d = 0; d < vnd && ok; d++) {
+        if (vsizes[d] <= 1 || vstrides[d] == 0) continue;
+        int pick = -1;
+        for (int j = 0; j < n && pick < 0; j++)
+            if (bstrides[order[j]] <= vstrides[d] && vstrides[d] % bstrides[order[j]] == 0) pick = order[j];
+        if (pick < 0) ok = 0;
+        else {
+            m->dim_of[d] = pick;
+            m->mult[d] = vstrides[d] / bstrides[pick];
+        }
+    }
+    for (int k = 0; k < bnd && ok; k++) { /* no carries: each base index stays in range */
+        int64_t hi = m->base_off[k];
+        for (int d = 0; d < vnd; d++)
+            if (m->dim_of[d] == k) hi += m->mult[d] * (vsizes[d] - 1);
+        if (hi >= bsizes[k] && !(bsizes[k] <= 1 && hi == 0)) ok = 0;
+    }
+    if (ok) return 0;
+    /* linear: the base must be dense, its dims in some order a contiguous
+     * tensor's (a transposed result qualifies); size-1 dims never matter */
+    memset(m, 0, sizeof *m);
+    int64_t expect = 1;
+    for (int j = n - 1; j >= 0; j--) {
+        if (bstrides[order[j]] != expect) {
+            wk_error_set("VIEW: no index map over a base with gaps or overlaps");
+            return -1;
+        }
+        expect *= bsizes[order[j]];
+    }
+    for (int d = 0; d < vnd; d++) m->dim_of[d] = -1;
+    return 0;
+}
+
+/* A VIEW node over in (value id `input`): output metadata from attrs; a
+ * view of a VIEW becomes a view of the first base. */
+static int add_view(WkGraph *g, int input, const WkAttrs *attrs) {
+    int nd;
+    const int64_t *vsizes, *vstrides;
+    int64_t offset;
+    if (wk_view_attrs(attrs, &nd, &vsizes, &vstrides, &offset) < 0) return -1;
+    const WkValue *base = wk_graph_value(g, input);
+    if (base->is_wrapped_number) {
+        wk_error_set("VIEW: the base is a Python scalar");
+        return -1;
+    }
+    if (base->node >= 0 && wk_graph_node(g, base->node)->op == WK_OP_VIEW) {
+        const WkNode *inner = wk_graph_node(g, base->node);
+        int ind;
+        const int64_t *isz, *ist;
+        int64_t ioff;
+        if (wk_view_attrs(&inner->attrs, &ind, &isz, &ist, &ioff) < 0) return -1;
+        input = inner->inputs[0];
+        offset += ioff;
+        base = wk_graph_value(g, input);
+    }
+    int64_t bsizes[WK_MAX_DIMS], bstrides[WK_MAX_DIMS];
+    for (int k = 0; k < base->ndim; k++)
+        if (!wk_sym_is_const(base->sizes[k], &bsizes[k]) || !wk_sym_is_const(base->strides[k], &bstrides[k])) {
+            wk_error_set("VIEW: the base has symbolic sizes");
+            return -1;
+        }
+    WkViewMap map;
+    if (wk_view_map(base->ndim, bsizes, bstrides, nd, vsizes, vstrides, offset, &map) < 0) return -1;
+    int64_t ints[2 * WK_MAX_DIMS + 2];
+    ints[0] = nd;
+    for (int d = 0; d < nd; d++) {
+        ints[1 + d] = vsizes[d];
+        ints[1 + nd + d] = vstrides[d];
+    }
+    ints[1 + 2 * nd] = offset;
+    WkAttrs at = {0};
+    at.nints = 2 * nd + 2;
+    at.ints = ints;
+    WkValue out = {0};
+    out.dtype = base->dtype;
+    out.device = base->device;
+    out.ndim = nd;
+    out.requires_grad = base->requires_grad;
+    for (int d = 0; d < nd; d++) {
+        out.sizes[d] = wk_sym_const(g->syms, vsizes[d]);
+        out.strides[d] = wk_sym_const(g->syms, vstrides[d]);
+    }
+    return add_node(g, WK_OP_VIEW, &input, 1, &at, &out, 1);
+}
+
 enum { SMALL_INPUTS = 8 };
 
 int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAttrs *attrs) {
@@ -750,9 +903,14 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
         goto done;
     }
     if (common_device(in, ninputs, &out.device) < 0) goto done;
+    if (op == WK_OP_VIEW) {
+        rc = add_view(g, inputs[0], &at);
+        goto done;
+    }
 
     switch (info->shape) {
     case WK_SHAPE_SCALAR: out.ndim = 0; break;
+    case WK_SHAPE_VIEW: break; /* add_view above */
     case WK_SHAPE_BROADCAST:
         if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;
         if (op == WK_OP_LAYER_NORM && layer_norm_dims(in[0], &at, &out) < 0) goto done;

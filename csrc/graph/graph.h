@@ -117,7 +117,7 @@ typedef enum {
 #pragma pop_macro("WK_OP")
 
 typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT, WK_KIND_EXTERN } WkOpKind;
-typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SAME_DIM, WK_SHAPE_SCALAR } WkShapeRule;
+typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SAME_DIM, WK_SHAPE_SCALAR, WK_SHAPE_VIEW } WkShapeRule;
 typedef enum {
     WK_DTR_PROMOTE, WK_DTR_PROMOTE_FLOAT, WK_DTR_COMPARE, WK_DTR_WHERE, WK_DTR_SUM,
     WK_DTR_SAME, WK_DTR_SAME_NOBOOL, WK_DTR_FLOAT_ONLY, WK_DTR_FLOAT_FIRST, WK_DTR_INTEGRAL,
@@ -253,6 +253,31 @@ int wk_graph_input_any(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int
 /* Number of EXTERN nodes, and one more than the largest extern index (0 if none). */
 int wk_graph_nexterns(const WkGraph *g);
 int wk_graph_extern_table_size(const WkGraph *g);
+
+/* ---- views ----
+ * How a VIEW (ops.def note 8) reads its base: for each base dim k, the base
+ * index as a function of the view index i0..i{n-1}.
+ *   affine: base index k = base_off[k] + sum over view dims d with
+ *           dim_of[d] == k of mult[d] * i_d (dim_of[d] == -1: dim d moves
+ *           nothing: size 1 or stride 0). Permute, expand, slice, select,
+ *           squeeze/unsqueeze and reshapes that split dims are affine.
+ *   linear: (a contiguous base) the element number s = offset + sum i_d *
+ *           strides[d], base index k = (s / stride_k) % size_k. Reshapes
+ *           that merge dims need it.
+ * Both are exact for every in-range view index (wk_view_map verifies it).
+ * Base sizes/strides are those of the VIEW node's input value. */
+typedef struct {
+    int affine;
+    int64_t base_off[WK_MAX_DIMS];
+    int dim_of[WK_MAX_DIMS];
+    int64_t mult[WK_MAX_DIMS];
+} WkViewMap;
+/* 0 and *m filled, or -1 with wk_error set when the view leaves the base's
+ * memory or neither form expresses it. */
+int wk_view_map(int bnd, const int64_t *bsizes, const int64_t *bstrides, int vnd, const int64_t *vsizes,
+                const int64_t *vstrides, int64_t offset, WkViewMap *m);
+/* attrs.ints of a VIEW node, unpacked; -1 (wk_error set) if malformed. */
+int wk_view_attrs(const WkAttrs *at, int *ndim, const int64_t **sizes, const int64_t **strides, int64_t *offset);
 
 /* Marks a value as the next graph output (a value may be output twice). */
 int wk_graph_output(WkGraph *g, int value);

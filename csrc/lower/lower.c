@@ -676,6 +676,49 @@ static const WkLExpr *lower_LAYER_NORM(Lower *c) {
     return bin(c, WK_LX_ADD, bin(c, WK_LX_MUL, y, arg_as(c, 1, dt)), arg_as(c, 2, dt));
 }
 
+/* VIEW: a load of the base at the remapped index (graph.h, WkViewMap): no
+ * copy; the schedule inlines it into its readers like any pointwise body. */
+static const WkLExpr *lower_VIEW(Lower *c) {
+    WkLoopIR *L = c->L;
+    int bid = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *b = &L->bufs[bid];
+    int nd;
+    const int64_t *vsizes, *vstrides;
+    int64_t offset;
+    if (wk_view_attrs(&c->node->attrs, &nd, &vsizes, &vstrides, &offset) < 0) return NULL;
+    int64_t numel = 1;
+    for (int d = 0; d < nd; d++) numel *= vsizes[d];
+    if (numel == 0) return wk_lower_const_i(L, c->out->dtype, 0); /* never read */
+    WkViewMap m;
+    if (wk_view_map(b->ndim, b->sizes, b->strides, nd, vsizes, vstrides, offset, &m) < 0) return NULL;
+    const WkSym *idx[WK_MAX_DIMS], *zero = wk_sym_const(L->syms, 0);
+    if (m.affine) {
+        for (int k = 0; k < b->ndim; k++) idx[k] = wk_sym_const(L->syms, b->sizes[k] == 1 ? 0 : m.base_off[k]);
+        for (int d = 0; d < nd; d++)
+            if (m.dim_of[d] >= 0) {
+                int k = m.dim_of[d];
+                idx[k] = wk_sym_add(L->syms, idx[k], wk_sym_mul(L->syms, c->canon[d], wk_sym_const(L->syms, m.mult[d])));
+            }
+    } else {
+        const WkSym *lin = wk_sym_const(L->syms, offset);
+        for (int d = 0; d < nd; d++)
+            if (vsizes[d] > 1)
+                lin = wk_sym_add(L->syms, lin, wk_sym_mul(L->syms, c->canon[d], wk_sym_const(L->syms, vstrides[d])));
+        int outer = -1; /* the dim of the largest stride needs no modulo */
+        for (int k = 0; k < b->ndim; k++)
+            if (b->sizes[k] > 1 && (outer < 0 || b->strides[k] > b->strides[outer])) outer = k;
+        for (int k = 0; k < b->ndim; k++) {
+            if (b->sizes[k] == 1) {
+                idx[k] = zero;
+                continue;
+            }
+            const WkSym *q = wk_sym_floordiv(L->syms, lin, wk_sym_const(L->syms, b->strides[k]));
+            idx[k] = k == outer ? q : wk_sym_mod(L->syms, q, wk_sym_const(L->syms, b->sizes[k]));
+        }
+    }
+    return wk_lower_load(L, bid, b->ndim, idx);
+}
+
 static const LowerFn lowerings[WK_NOPS] = {
 #undef WK_OP
 #define WK_OP(name, kind, arity, shape, dtype, sig, torch) [WK_OP_##name] = lower_##name,

@@ -5,10 +5,15 @@
  * slots and steps, and the extern table (one preprocessed call per entry).
  * A call validates the input tensors (unless capture or torch.compile turned
  * that off because their guards already did), then runs the steps in order
- * in C: a KERNELS step allocates its outputs with torch.empty_strided and its
+ * in C: a KERNELS step allocates its outputs through PyTorch's C shim
+ * (shim.c; torch.empty_strided where the shim is missing) and its
  * temporaries with aligned malloc and runs its entry with the GIL released;
+ * on a CUDA device (the TRITON target) outputs and temporaries come from
+ * PyTorch's caching allocator and triton_rt.c launches the kernels;
  * an EXTERN step calls PyTorch (the only Python that runs between steps) and
- * checks what came back against the slot's metadata. Slots are dropped after
+ * checks what came back against the slot's metadata; a VIEW step makes a
+ * view of its base slot with one as_strided call (sizes, strides and offset
+ * known at compile time). Slots are dropped after
  * their last reader. Returns a tuple of outputs in graph output order.
  *
  * The torch objects used on the hot path (torch.Tensor, the dtypes,
@@ -17,8 +22,10 @@
 #include <Python.h>
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -53,6 +60,7 @@ typedef struct {
     size_t temps_bytes;
     int temps_busy;
     PyObject **out_args;  /* KERNELS: per program buffer, (sizes, strides) for OUTPUT buffers */
+    PyObject *view_sizes, *view_strides; /* VIEW: the view slot's, as tuples */
     int nrelease;
     int *release;         /* slots dropped after this step */
 } StepRt;
@@ -74,6 +82,9 @@ typedef struct {
     double compile_time_s;
     int ninputs;
     InputSpec *inputs;
+    WkTriton *triton;      /* TRITON target: the kernels' runtime */
+    PyObject *device_obj;  /* where outputs are allocated: "cpu" or torch.device("cuda", i) */
+    int cuda_device;       /* -1: CPU */
 } CompiledObject;
 
 /* wick._C.ExternInput(i): in an extern's call template, stands for the
@@ -93,7 +104,7 @@ static struct {
     PyObject *tensor_type;     /* torch.Tensor */
     PyObject *empty_strided;   /* torch.empty_strided */
     PyObject *dtypes[WK_NDTYPES];
-    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_;
+    PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_, *s_as_strided, *s_storage_offset;
     PyObject *alloc_kwnames;   /* ("dtype", "device") */
     PyObject *cpu;             /* "cpu" */
 } T;
@@ -113,6 +124,8 @@ static int torch_ready(void) {
     if (!(T.s_shape = PyUnicode_InternFromString("shape"))) goto done;
     if (!(T.s_is_cpu = PyUnicode_InternFromString("is_cpu"))) goto done;
     if (!(T.s_copy_ = PyUnicode_InternFromString("copy_"))) goto done;
+    if (!(T.s_as_strided = PyUnicode_InternFromString("as_strided"))) goto done;
+    if (!(T.s_storage_offset = PyUnicode_InternFromString("storage_offset"))) goto done;
     if (!(T.alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device"))) goto done;
     if (!(T.cpu = PyUnicode_InternFromString("cpu"))) goto done;
     T.ready = 1;
@@ -200,7 +213,16 @@ static int check_input(const CompiledObject *self, int i, PyObject *t) {
     int cpu = PyObject_IsTrue(v);
     Py_DECREF(v);
     if (cpu < 0) return -1;
-    if (!cpu) {
+    if (self->cuda_device >= 0) {
+        PyObject *dev = cpu ? NULL : PyObject_GetAttrString(t, "device");
+        int same = dev ? PyObject_RichCompareBool(dev, self->device_obj, Py_EQ) : 0;
+        Py_XDECREF(dev);
+        if (same < 0) return -1;
+        if (!same) {
+            PyErr_Format(PyExc_ValueError, "wick: compiled graph input %d must be on %S", i, self->device_obj);
+            return -1;
+        }
+    } else if (!cpu) {
         PyErr_Format(PyExc_ValueError, "wick: compiled graph input %d must be a CPU tensor", i);
         return -1;
     }
@@ -250,6 +272,26 @@ static int data_ptr(PyObject *t, void **out) {
 
 /* ---- the call ----------------------------------------------------------- */
 
+/* A large output is fresh memory from the allocator (glibc maps blocks
+ * above its mmap threshold anew on every call), and a kernel's first write
+ * to each 4 KiB page faults: for a 64 MiB output that costs more than the
+ * kernel's own memory traffic. Asking for transparent huge pages before the
+ * first touch (the kernel's stores) makes it 512 times fewer faults. Advice
+ * only: where THP is off or the range is not ours to advise, nothing
+ * changes. */
+enum { HUGE_PAGE = 1 << 21, ADVISE_MIN_BYTES = 4 << 20 };
+static void advise_huge_pages(void *ptr, int64_t nbytes) {
+#ifdef MADV_HUGEPAGE
+    if (nbytes < ADVISE_MIN_BYTES) return;
+    uintptr_t lo = ((uintptr_t)ptr + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (uintptr_t)nbytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)ptr;
+    (void)nbytes;
+#endif
+}
+
 enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
 
 static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
@@ -275,12 +317,14 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     }
     int rc = -1, b;
     /* temporaries: the step's reusable block, or a private one if another
-     * call of this graph is running it right now (GIL released in kernels) */
+     * call of this graph is running it right now (GIL released in kernels);
+     * Triton kernels get tensors from PyTorch's allocator instead */
     char *temps = NULL;
     int own_block = 0;
-    if (rt->temps_bytes) {
+    if (rt->temps_bytes && !self->triton) {
         if (!rt->temps_busy) {
-            if (!rt->temps) rt->temps = aligned_alloc(64, rt->temps_bytes);
+            if (!rt->temps && (rt->temps = aligned_alloc(64, rt->temps_bytes)))
+                advise_huge_pages(rt->temps, (int64_t)rt->temps_bytes);
             temps = rt->temps;
             rt->temps_busy = 1;
             own_block = 1;
@@ -297,14 +341,39 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         const WkBufferPlan *bp = &p->bufs[b];
         if (bp->kind == WK_BUF_INPUT) {
             if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
-        } else if (bp->kind == WK_BUF_OUTPUT) {
+        } else if (self->triton) {
             PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
-                                      T.dtypes[bp->dtype], T.cpu};
+                                      T.dtypes[bp->dtype], self->device_obj};
             objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
             if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+        } else if (bp->kind == WK_BUF_OUTPUT) {
+            if (wk_shim_available()) {
+                objs[b] = wk_shim_empty_strided_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, &ptrs[b]);
+                if (!objs[b]) goto done;
+            } else {
+                PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
+                                          T.dtypes[bp->dtype], T.cpu};
+                objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+                if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
+            }
+            advise_huge_pages(ptrs[b], bp->nbytes);
         } else {
             ptrs[b] = temps + rt->temp_offset[b];
         }
+    }
+
+    if (self->triton) {
+        PyObject *stack_views[STACK_BUFS], **views = stack_views;
+        if (p->nbufs > STACK_BUFS && !(views = PyMem_Calloc((size_t)p->nbufs, sizeof *views))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int k = 0; k < p->nbufs; k++)
+            views[k] = p->bufs[k].kind == WK_BUF_INPUT ? slots[st->in_slots[p->bufs[k].index]] : objs[k];
+        int trc = wk_triton_run(self->triton, step, p, views, ptrs);
+        if (views != stack_views) PyMem_Free(views);
+        if (trc < 0) goto done;
+        goto outputs;
     }
 
     /* The thread count is per calling thread in OpenMP: set it where we run. */
@@ -321,6 +390,7 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     entry(ptrs);
     Py_END_ALLOW_THREADS
 
+outputs:
     for (int j = 0; j < st->nout; j++) {
         const WkBufferPlan *bp = &p->bufs[p->output_buf[j]];
         PyObject *o = bp->kind == WK_BUF_INPUT ? slots[st->in_slots[bp->index]] : objs[p->output_buf[j]];
@@ -437,7 +507,7 @@ static int store_extern_output(CompiledObject *self, const WkStep *st, int k, Py
         return 0;
     }
     PyObject *call_args[4] = {PyTuple_GET_ITEM(self->slot_args[sl], 0), PyTuple_GET_ITEM(self->slot_args[sl], 1),
-                              T.dtypes[s->dtype], T.cpu};
+                              T.dtypes[s->dtype], self->device_obj};
     PyObject *copy = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
     if (!copy) return -1;
     PyObject *r = PyObject_CallMethodOneArg(copy, T.s_copy_, o);
@@ -502,6 +572,27 @@ done:
     return rc;
 }
 
+/* base.as_strided(sizes, strides, base.storage_offset() + view_offset):
+ * the base slot's layout is the plan's (checked when an extern made it), so
+ * the view is the one eager makes. */
+static int run_view(CompiledObject *self, int step, PyObject **slots) {
+    const WkStep *st = &self->plan->steps[step];
+    const StepRt *rt = &self->steps[step];
+    PyObject *base = slots[st->in_slots[0]];
+    PyObject *off = PyObject_CallMethodNoArgs(base, T.s_storage_offset);
+    if (!off) return -1;
+    long long base_off = PyLong_AsLongLong(off);
+    Py_DECREF(off);
+    if (base_off == -1 && PyErr_Occurred()) return -1;
+    if (!(off = PyLong_FromLongLong(base_off + st->view_offset))) return -1;
+    PyObject *call_args[4] = {base, rt->view_sizes, rt->view_strides, off};
+    PyObject *view = PyObject_VectorcallMethod(T.s_as_strided, call_args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(off);
+    if (!view) return -1;
+    Py_XSETREF(slots[st->out_slots[0]], view);
+    return 0;
+}
+
 static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     CompiledObject *self = (CompiledObject *)callable;
@@ -529,7 +620,10 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
     PyObject *result = NULL;
     for (int i = 0; i < self->ninputs; i++) Py_XSETREF(slots[self->input_slot[i]], Py_NewRef(args[i]));
     for (int s = 0; s < plan->nsteps; s++) {
-        int rc = plan->steps[s].kind == WK_STEP_KERNELS ? run_kernels(self, s, slots) : run_extern(self, s, slots);
+        WkStepKind kind = plan->steps[s].kind;
+        int rc = kind == WK_STEP_KERNELS ? run_kernels(self, s, slots)
+                 : kind == WK_STEP_VIEW  ? run_view(self, s, slots)
+                                         : run_extern(self, s, slots);
         if (rc < 0) goto done;
         for (int r = 0; r < self->steps[s].nrelease; r++) Py_CLEAR(slots[self->steps[s].release[r]]);
     }
@@ -571,6 +665,8 @@ static void Compiled_dealloc(CompiledObject *self) {
             StepRt *rt = &self->steps[s];
             const WkProgram *p = self->plan->steps[s].program;
             for (int b = 0; rt->out_args && p && b < p->nbufs; b++) Py_XDECREF(rt->out_args[b]);
+            Py_XDECREF(rt->view_sizes);
+            Py_XDECREF(rt->view_strides);
             free(rt->out_args);
             free(rt->release);
             free(rt->temps);
@@ -583,6 +679,8 @@ static void Compiled_dealloc(CompiledObject *self) {
     free(self->input_slot);
     clear_externs(self);
     free(self->inputs);
+    wk_triton_free(self->triton);
+    Py_XDECREF(self->device_obj);
     wk_plan_free(self->plan);
     wk_cc_close(self->lib);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -775,10 +873,15 @@ static int prepare_steps(CompiledObject *self) {
     for (int s = 0; s < plan->nsteps; s++) {
         const WkStep *st = &plan->steps[s];
         StepRt *rt = &self->steps[s];
+        if (st->kind == WK_STEP_VIEW) {
+            const WkSlot *vs = &plan->slots[st->out_slots[0]];
+            if (!(rt->view_sizes = int_tuple_Ref(vs->sizes, vs->ndim))) return -1;
+            if (!(rt->view_strides = int_tuple_Ref(vs->strides, vs->ndim))) return -1;
+        }
         if (st->kind != WK_STEP_KERNELS) continue;
         const WkProgram *p = st->program;
-        *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
-        if (!rt->entry) {
+        if (!self->triton) *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
+        if (!self->triton && !rt->entry) {
             PyErr_Format(PyExc_RuntimeError, "wick: %s", wk_error_get());
             return -1;
         }
@@ -790,9 +893,12 @@ static int prepare_steps(CompiledObject *self) {
                 rt->temp_offset[b] = (int64_t)rt->temps_bytes;
                 rt->temps_bytes += ((size_t)(bp->nbytes > 0 ? bp->nbytes : 1) + 63) & ~(size_t)63;
             }
-            if (bp->kind != WK_BUF_OUTPUT) continue;
-            PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
-            PyObject *stt = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
+            if (bp->kind == WK_BUF_INPUT || (bp->kind == WK_BUF_TEMP && !self->triton)) continue;
+            /* a Triton temporary is a flat tensor of its span */
+            int64_t flat = bp->nbytes / (wk_dtype_size(bp->dtype) > 0 ? wk_dtype_size(bp->dtype) : 1), one = 1;
+            int temp = bp->kind == WK_BUF_TEMP;
+            PyObject *sz = temp ? int_tuple_Ref(&flat, 1) : int_tuple_Ref(bp->sizes, bp->ndim);
+            PyObject *stt = sz ? (temp ? int_tuple_Ref(&one, 1) : int_tuple_Ref(bp->strides, bp->ndim)) : NULL;
             rt->out_args[b] = stt ? PyTuple_Pack(2, sz, stt) : NULL;
             Py_XDECREF(sz);
             Py_XDECREF(stt);
@@ -810,13 +916,34 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     WkPlan *plan = NULL;
     WkLib *lib = NULL;
     CompiledObject *self = NULL;
+    /* the device: CPU graphs get C kernels (or Triton's interpreter with
+     * WICK_TRITON=interpret), graphs on one CUDA device Triton kernels */
+    int cuda = -1, cpu_values = 0, several = 0;
+    for (int n = -1; n < wk_graph_nnodes(g); n++) {
+        int count = n < 0 ? ninputs : wk_graph_node(g, n)->noutputs;
+        for (int k = 0; k < count; k++) {
+            const WkValue *v = n < 0 ? wk_graph_value(g, wk_graph_input_value(g, k))
+                                     : wk_graph_value(g, wk_graph_node(g, n)->outputs[k]);
+            if (n >= 0 && wk_graph_node(g, n)->op == WK_OP_SCALAR) continue;
+            if (v->device.type == WK_DEV_CPU) cpu_values = 1;
+            else if (cuda >= 0 && v->device.index != cuda) several = 1;
+            else cuda = v->device.index;
+        }
+    }
+    if (several || (cuda >= 0 && cpu_values)) {
+        wk_error_set("wick: the graph has values on several devices");
+        goto fail;
+    }
+    int interpret = cuda < 0 && !strcmp(wk_env_str(WK_ENV_TRITON), "interpret");
+    WkTarget target = cuda >= 0 || interpret ? WK_TARGET_TRITON : WK_TARGET_C;
+    char why[300];
+    if (cuda >= 0 && !wk_triton_gpu_available(why, sizeof why)) {
+        wk_error_set("wick: CUDA tensors need the CUDA driver: %s", why);
+        goto fail;
+    }
     for (int i = 0; i < ninputs; i++) {
         const WkValue *v = wk_graph_value(g, wk_graph_input_value(g, i));
         InputSpec *s = &inputs[i];
-        if (v->device.type != WK_DEV_CPU) {
-            wk_error_set("wick: input %d is on a CUDA device; wick has no GPU backend yet", i);
-            goto fail;
-        }
         s->dtype = v->dtype;
         s->ndim = v->ndim;
         s->numel = 1;
@@ -829,22 +956,14 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
             s->numel *= s->sizes[d];
         }
     }
-    for (int n = 0; n < wk_graph_nnodes(g); n++) {
-        const WkNode *node = wk_graph_node(g, n);
-        for (int k = 0; k < node->noutputs; k++)
-            if (wk_graph_value(g, node->outputs[k])->device.type != WK_DEV_CPU) {
-                wk_error_set("wick: a value is on a CUDA device; wick has no GPU backend yet");
-                goto fail;
-            }
-    }
-    plan = wk_compile_plan(g);
+    plan = wk_compile_plan_for(g, target);
     if (!plan) goto fail;
     for (int s = 0; s < plan->nsteps; s++)
         if (plan->steps[s].kind == WK_STEP_KERNELS && check_program(plan->steps[s].program, &plan->steps[s], plan) < 0)
             goto fail;
 
     int hit = 0;
-    if (plan->source && *plan->source) {
+    if (target == WK_TARGET_C && plan->source && *plan->source) {
         Py_BEGIN_ALLOW_THREADS
         lib = wk_cc_load(plan->source, &hit);
         Py_END_ALLOW_THREADS
@@ -859,7 +978,31 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     self->lib = lib;
     self->inputs = inputs;
     self->ninputs = ninputs;
+    self->cuda_device = cuda;
     plan = NULL, lib = NULL, inputs = NULL; /* owned by self now */
+    if (cuda >= 0) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        self->device_obj = torch ? PyObject_CallMethod(torch, "device", "si", "cuda", cuda) : NULL;
+        Py_XDECREF(torch);
+    } else {
+        self->device_obj = Py_NewRef(T.cpu);
+    }
+    if (self->device_obj && target == WK_TARGET_TRITON) self->triton = wk_triton_new(self->plan, cuda);
+    if (!self->device_obj || (target == WK_TARGET_TRITON && !self->triton)) {
+        /* Triton missing or failing to import is a reason to run eagerly */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *msg = value ? PyObject_Str(value) : NULL;
+        const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        wk_error_set("wick: the Triton backend is unavailable: %s", text ? text : "?");
+        PyErr_Clear();
+        Py_XDECREF(msg);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        Py_DECREF(self);
+        return NULL;
+    }
     for (int s = 0; s < self->plan->nsteps && !self->prog; s++)
         if (self->plan->steps[s].kind == WK_STEP_KERNELS) self->prog = self->plan->steps[s].program;
     if (self->lib) {
@@ -997,6 +1140,9 @@ static PyObject *Compiled_get_steps(CompiledObject *self, void *c) {
             if (st->kind == WK_STEP_KERNELS)
                 d = Py_BuildValue("{s:s,s:O,s:O,s:s,s:i}", "kind", "kernels", "inputs", ins, "outputs", outs,
                                   "entry", st->program->entry, "nkernels", st->program->nkernels);
+            else if (st->kind == WK_STEP_VIEW)
+                d = Py_BuildValue("{s:s,s:O,s:O,s:L}", "kind", "view", "inputs", ins, "outputs", outs,
+                                  "offset", (long long)st->view_offset);
             else
                 d = Py_BuildValue("{s:s,s:O,s:O,s:i,s:s}", "kind", "extern", "inputs", ins, "outputs", outs,
                                   "extern_index", st->extern_index, "name", st->extern_name);
@@ -1020,6 +1166,34 @@ static PyObject *Compiled_get_nextern(CompiledObject *self, void *c) {
     return PyLong_FromLong(self->plan->nextern);
 }
 
+/* The Triton launches of every KERNELS step (empty for the C target). */
+static PyObject *Compiled_get_triton_kernels(CompiledObject *self, void *c) {
+    (void)c;
+    PyObject *list = PyList_New(0);
+    for (int s = 0; list && s < self->plan->nsteps; s++) {
+        const WkProgram *p = self->plan->steps[s].program;
+        for (int k = 0; p && k < p->ntriton; k++) {
+            const WkTritonKernel *tk = &p->triton[k];
+            PyObject *params = PyList_New(tk->nparams), *configs = PyList_New(tk->nconfigs), *d = NULL;
+            for (int i = 0; params && i < tk->nparams; i++)
+                PyList_SET_ITEM(params, i, PyUnicode_FromString(wk_dtype_name(
+                                               tk->params[i] >= 0 ? p->bufs[tk->params[i]].dtype : tk->scratch_dtype)));
+            for (int i = 0; configs && i < tk->nconfigs; i++)
+                PyList_SET_ITEM(configs, i, Py_BuildValue("(iii)", tk->configs[i].xblock, tk->configs[i].rblock,
+                                                          tk->configs[i].num_warps));
+            if (params && configs)
+                d = Py_BuildValue("{s:i,s:s,s:O,s:O,s:L,s:O}", "step", s, "name", tk->name, "params", params,
+                                  "configs", configs, "xnumel", (long long)tk->xnumel, "has_r",
+                                  tk->has_r ? Py_True : Py_False);
+            Py_XDECREF(params);
+            Py_XDECREF(configs);
+            if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
+            Py_XDECREF(d);
+        }
+    }
+    return list;
+}
+
 static PyGetSetDef Compiled_getset[] = {
     {"source", (getter)Compiled_get_source, NULL, "The generated C source.", NULL},
     {"summary", (getter)Compiled_get_summary, NULL, "One line per kernel.", NULL},
@@ -1035,6 +1209,8 @@ static PyGetSetDef Compiled_getset[] = {
     {"steps", (getter)Compiled_get_steps, NULL, "The steps a call runs, in order, as dicts.", NULL},
     {"check_inputs", (getter)Compiled_get_check_inputs, (setter)Compiled_set_check_inputs,
      "Whether calls validate their input tensors.", NULL},
+    {"triton_kernels", (getter)Compiled_get_triton_kernels, NULL,
+     "Triton launches: step, name, param dtypes, configs (XBLOCK, RBLOCK, warps), xnumel, has_r.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

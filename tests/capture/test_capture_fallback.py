@@ -176,12 +176,13 @@ def test_unsupported_dtype_falls_back():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
-def test_cuda_tensor_with_wick_backend_falls_back():
+def test_cuda_tensor_with_wick_backend_compiles():
+    # CUDA tensors go to the Triton backend (tests/gpu covers it in depth)
     x = torch.randn(3, device="cuda")
     r = compiled(rg_fn)(x, x)
-    assert torch.equal(r, x * x)
+    torch.testing.assert_close(r, x * x)
     (e,) = entries(rg_fn)
-    assert e["eager"] and "no GPU (Triton) backend yet" in e["reason"]
+    assert not e.get("eager"), e
 
 
 def bad_add(x, y):

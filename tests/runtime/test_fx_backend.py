@@ -100,7 +100,7 @@ def test_unknown_ops_become_externs_not_fallbacks():
     assert_same(got, f(x))
     assert B.fallback_reasons == []
     info = B.compiled_graphs[-1]
-    assert info["native"] >= 2 and info["extern"] >= 3
+    assert info["native"] >= 2 and info["extern"] >= 2 and info["views"] >= 1  # .t() is an index remap
     assert any("mm" in name for name in info["externs"]) and any("cumsum" in n for n in info["externs"])
 
 

@@ -127,10 +127,6 @@ int cap_tensor_value(Interp *I, Sv *s) {
         cap_unsupported(I, "%s: unsupported device", src);
         goto done;
     }
-    if (dev.type != WK_DEV_CPU && I->backend_wick) {
-        cap_unsupported(I, "%s is on a GPU: no GPU (Triton) backend yet", src);
-        goto done;
-    }
     if (!(rg = PyObject_GetAttr(t, cap_s_requires_grad))) goto pyerr;
     int requires_grad = rg == Py_True;
     if (!(shape = PyObject_GetAttr(t, cap_s_shape))) goto pyerr;

@@ -1,0 +1,109 @@
+/* shim.c — output tensors allocated from C through PyTorch's stable C shim
+ * (torch/csrc/inductor/aoti_torch/c/shim.h, the ABI AOTInductor's compiled
+ * models use), found with dlsym in the libtorch this process already loaded.
+ * The tensor handle it returns is handed to Python through libtorch_python's
+ * THPVariable_Wrap, so a compiled call allocates without building Python
+ * argument tuples or parsing keyword arguments.
+ *
+ * Owns: the resolved symbols (process-wide, resolved once). Every function
+ * here returns the Python path's answer when a symbol is missing: callers
+ * fall back to torch.empty_strided. Set WICK_SHIM=0 to force that path.
+ *
+ * Why THPVariable_Wrap is safe to call from C: an AtenTensorHandle is an
+ * at::Tensor* (the shim's own definition), and at::Tensor derives from
+ * at::TensorBase without adding members, so the handle is a valid
+ * `const at::TensorBase&` (a reference is passed as a pointer). The wrap
+ * takes its own reference; ours is dropped right after.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+typedef void *AtenTensorHandle;
+typedef int32_t AOTITorchError;
+
+static struct {
+    int state; /* 0 unresolved, 1 usable, -1 unusable */
+    uint64_t abi_version;
+    AOTITorchError (*empty_strided)(int64_t, const int64_t *, const int64_t *, int32_t, int32_t, int32_t,
+                                    AtenTensorHandle *);
+    AOTITorchError (*get_data_ptr)(AtenTensorHandle, void **);
+    AOTITorchError (*delete_tensor)(AtenTensorHandle);
+    PyObject *(*wrap)(const void *tensor_base);
+    int32_t cpu;
+    int32_t dtype[WK_NDTYPES];
+} S;
+
+static void *sym(void *lib, const char *name) { return lib ? dlsym(lib, name) : NULL; }
+
+static int resolve(void) {
+    if (S.state) return S.state == 1 && wk_env_int(WK_ENV_SHIM) != 0 ? 1 : S.state == 1 ? -1 : S.state;
+    S.state = -1;
+    if (wk_env_int(WK_ENV_SHIM) == 0) {
+        wk_log(WK_LOG_PERF, "C shim allocation: off (WICK_SHIM=0), Python path");
+        return S.state;
+    }
+    /* RTLD_NOLOAD: only the copies torch already loaded, never another one */
+    void *cpu = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
+    void *py = dlopen("libtorch_python.so", RTLD_NOW | RTLD_NOLOAD);
+    uint64_t (*abi)(void);
+    int32_t (*device_cpu)(void);
+    *(void **)&abi = sym(cpu, "aoti_torch_abi_version");
+    *(void **)&device_cpu = sym(cpu, "aoti_torch_device_type_cpu");
+    *(void **)&S.empty_strided = sym(cpu, "aoti_torch_empty_strided");
+    *(void **)&S.get_data_ptr = sym(cpu, "aoti_torch_get_data_ptr");
+    *(void **)&S.delete_tensor = sym(cpu, "aoti_torch_delete_tensor_object");
+    /* PyObject* THPVariable_Wrap(const at::TensorBase&) */
+    *(void **)&S.wrap = sym(py, "_Z16THPVariable_WrapRKN2at10TensorBaseE");
+    int ok = abi && device_cpu && S.empty_strided && S.get_data_ptr && S.delete_tensor && S.wrap;
+    for (int dt = 0; ok && dt < WK_NDTYPES; dt++) {
+        char name[64];
+        snprintf(name, sizeof name, "aoti_torch_dtype_%s", wk_dtype_name((WkDType)dt));
+        int32_t (*code)(void);
+        *(void **)&code = sym(cpu, name);
+        if (!code) ok = 0;
+        else S.dtype[dt] = code();
+    }
+    if (ok) {
+        S.abi_version = abi();
+        S.cpu = device_cpu();
+        S.state = 1;
+    }
+    /* the libraries stay loaded (torch holds them); drop our extra references */
+    if (cpu) dlclose(cpu);
+    if (py) dlclose(py);
+    wk_log(WK_LOG_PERF, "C shim allocation: %s (abi version %llx)", S.state == 1 ? "on" : "off, Python path",
+           (unsigned long long)S.abi_version);
+    return S.state;
+}
+
+int wk_shim_available(void) { return resolve() == 1; }
+
+PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt,
+                                    void **data) {
+    if (resolve() != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "wick: the C shim is not available");
+        return NULL;
+    }
+    AtenTensorHandle h = NULL;
+    if (S.empty_strided(ndim, sizes, strides, S.dtype[dt], S.cpu, 0, &h) != 0 || !h) {
+        PyErr_Format(PyExc_MemoryError, "wick: aoti_torch_empty_strided failed for a %s tensor of %d dims",
+                     wk_dtype_name(dt), ndim);
+        return NULL;
+    }
+    PyObject *t = NULL;
+    if (S.get_data_ptr(h, data) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "wick: aoti_torch_get_data_ptr failed");
+    } else {
+        t = S.wrap(h);
+    }
+    S.delete_tensor(h);
+    return t;
+}
+
+uint64_t wk_shim_abi_version(void) { return resolve() == 1 ? S.abi_version : 0; }
