@@ -571,7 +571,10 @@ static int backend_limit(const char *reason) {
                                          "non-strided layout", "with backend", "wick could not compile",
                                          /* the graph's outputs are laid out contiguously, not as
                                           * eager's would be: Python must not look at them */
-                                         "of a computed tensor"};
+                                         "of a computed tensor",
+                                         /* aliasing capture does not model: Python must not see
+                                          * the graph's outputs as separate tensors */
+                                         "is a view or has views"};
     for (size_t i = 0; reason && i < sizeof limits / sizeof limits[0]; i++)
         if (strstr(reason, limits[i])) return 1;
     return 0;
