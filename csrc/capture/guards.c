@@ -48,6 +48,7 @@ typedef struct {
     PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
     PyObject *example;  /* TENSOR: the example tensor until wk_guards_finalize (owned) */
     int batched;        /* TENSOR: checked by the batched TensorGuards call */
+    int repeated;       /* TENSOR: its example tensor was seen by an earlier check (finalize) */
     int slot;           /* checks with a path: index of its distinct (arg, path), -1 before finalize */
     int enabled;        /* GRAD_MODE */
     /* TENSOR */
@@ -341,8 +342,19 @@ void wk_guards_finalize(WkGuards *g) {
                                                                         : -1;
     }
     g->nslots = g->sources.nodes.len;
+    /* TensorGuards refuses one tensor passed twice (f(e, e)) on every call:
+     * a repeated example is checked on its own, outside the batch */
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *c = &g->checks.data[i];
+        c->repeated = 0;
+        for (int j = 0; c->kind == CK_TENSOR && c->example && j < i; j++)
+            if (g->checks.data[j].kind == CK_TENSOR && g->checks.data[j].example == c->example) c->repeated = 1;
+    }
     int n = 0;
-    for (int i = 0; i < g->checks.len; i++) n += g->checks.data[i].kind == CK_TENSOR && g->checks.data[i].example;
+    for (int i = 0; i < g->checks.len; i++) {
+        const Check *c = &g->checks.data[i];
+        n += c->kind == CK_TENSOR && c->example && !c->repeated;
+    }
     PyObject *cls = NULL, *mod = n ? PyImport_ImportModule("torch._C._dynamo.guards") : NULL;
     if (mod) cls = PyObject_GetAttrString(mod, "TensorGuards");
     Py_XDECREF(mod);
@@ -352,7 +364,7 @@ void wk_guards_finalize(WkGuards *g) {
         int k = 0;
         for (int i = 0; i < g->checks.len; i++) {
             Check *c = &g->checks.data[i];
-            if (c->kind != CK_TENSOR || !c->example) continue;
+            if (c->kind != CK_TENSOR || !c->example || c->repeated) continue;
             PyObject *sz = PyList_New(c->ndim), *st = PyList_New(c->ndim);
             for (int d = 0; sz && st && d < c->ndim; d++) {
                 PyList_SET_ITEM(sz, d, PyLong_FromLongLong(c->sizes[d]));
@@ -370,7 +382,7 @@ void wk_guards_finalize(WkGuards *g) {
             g->tensor_guards = tg;
             for (int i = 0; i < g->checks.len; i++) {
                 Check *c = &g->checks.data[i];
-                if (c->kind != CK_TENSOR || !c->example) continue;
+                if (c->kind != CK_TENSOR || !c->example || c->repeated) continue;
                 c->batched = 1;
                 wk_vec_push(&g->batched, i);
             }

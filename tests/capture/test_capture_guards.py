@@ -235,3 +235,18 @@ def test_no_grad_blocks():
         assert r.requires_grad == fn(x, w).requires_grad
         (en,) = entries(fn)
         assert not en["eager"] and torch.is_grad_enabled()
+
+
+def mul_add(a, b):
+    return a * b + 1
+
+
+def test_one_tensor_passed_twice_hits_the_cache():
+    # torch's batched TensorGuards refuses a repeated tensor: such a check
+    # runs on its own, so f(e, e) is not recompiled on every call
+    e, other = torch.randn(4), torch.randn(4)
+    f = compiled(mul_add)
+    for _ in range(3):
+        assert_same(f(e, e), e * e + 1)
+    assert_same(f(e, other), e * other + 1)
+    assert len(entries(mul_add)) <= 2, entries(mul_add)
