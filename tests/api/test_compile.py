@@ -39,7 +39,10 @@ def supported(x, y):
 
 
 def unsupported(x):
-    return x * x.sum().item()  # a Python number from tensor data: a break, and graph breaks are not built yet
+    try:  # a graph break inside a try block: the whole frame runs eagerly
+        return x * x.sum().item()
+    except ZeroDivisionError:
+        return x
 
 
 def inputs(shape=(3, 4), dtype=torch.float32):
