@@ -237,7 +237,10 @@ def _view_ops():
                  "permute.default", "expand.default", "unsqueeze.default", "squeeze.default", "squeeze.dim",
                  "squeeze.dims", "slice.Tensor", "select.int", "narrow.default", "detach.default", "alias.default",
                  "as_strided.default", "unfold.default", "diagonal.default", "numpy_T.default", "view_as.default",
-                 "expand_as.default", "movedim.int", "swapaxes.default", "unflatten.int", "flatten.using_ints"]
+                 "expand_as.default", "movedim.int", "swapaxes.default", "unflatten.int", "flatten.using_ints",
+                 # several outputs, each a view of input 0
+                 "split.Tensor", "split_with_sizes.default", "unbind.int", "chunk.default",
+                 "tensor_split.sections", "tensor_split.indices", "unsafe_split.Tensor"]
         table = set()
         for name in names:
             packet, _, overload = name.partition(".")
@@ -447,6 +450,12 @@ class _AtenImporter:
             if vid is not None:
                 self.nview += 1
                 return vid
+        if isinstance(val, (list, tuple)) and target in _view_ops() and val and \
+                all(isinstance(t, torch.Tensor) for t in val):
+            ids = [self.try_view(node, t) for t in val]  # split/unbind: one view per item
+            if all(i is not None for i in ids):
+                self.nview += len(ids)
+                return _Multi(ids, type(val))
         return self.extern(node, val)
 
     def try_view(self, node, val):
