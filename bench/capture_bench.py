@@ -143,26 +143,23 @@ def make_linear12():
 # ---- what each capture produced ------------------------------------------------------------
 
 def wick_graph_and_inputs(code, args_by_name):
-    """The object the newest transformed code of `code` calls, and its inputs
-    rebuilt from the loads before the call (locals and attributes)."""
+    """The compiled graph the newest transformed code of `code` calls (through
+    its GraphLoader), and the graph inputs the loader resolves from the roots
+    the code loads before the call."""
     for nc in _C._entry_codes(code):
         if nc is None:
             continue
-        graph = next((c for c in nc.co_consts if callable(c) and not isinstance(c, type(code))), None)
-        if graph is None:
+        loader = next((c for c in nc.co_consts if type(c).__name__ == "GraphLoader"), None)
+        if loader is None:
             continue
-        vals, cur = [], None
+        roots = []
         for ins in dis.get_instructions(nc):
             if ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK"):
-                if cur is not None:
-                    vals.append(cur)
-                cur = args_by_name[ins.argval]
-            elif ins.opname == "LOAD_ATTR" and cur is not None:
-                cur = getattr(cur, ins.argval)
+                roots.append(args_by_name[ins.argval])
+            elif ins.opname == "LOAD_GLOBAL":
+                roots.append(nc.co_consts and globals().get(ins.argval))
             elif ins.opname == "CALL":
-                if cur is not None:
-                    vals.append(cur)
-                return graph, vals
+                return loader.compiled, loader.inputs(*roots)
     return None, None
 
 

@@ -2,12 +2,13 @@
 tensors (torch's FakeTensorMode: no data is allocated, devices are kept).
 
 capture (csrc/capture/vals/extern.c) calls `outputs(fn, args, kwargs,
-inputs)` once per torch call it puts in a graph as an EXTERN node: `args`
+inputs, grad_enabled)` once per torch call it puts in a graph as an EXTERN node: `args`
 and `kwargs` are the call's templates, holding wick._C.ExternInput(i) where
 tensor input i goes, and `inputs` describes each input as (dtype, device,
 sizes, strides, requires_grad). It returns (structure, metas): structure is
 "tensor", or "tuple"/"list" with one meta per item, and each meta is
-(dtype, device, sizes, strides). Anything else (a Python number, None, a
+(dtype, device, sizes, strides, requires_grad), computed in the grad mode
+the captured frame has at the call. Anything else (a Python number, None, a
 data-dependent shape) raises, and capture records the reason."""
 import torch
 
@@ -42,12 +43,12 @@ def _meta(t):
         raise TypeError(f"returns a {type(t).__name__}, not a tensor")
     if t.layout != torch.strided:
         raise TypeError(f"returns a tensor with layout {t.layout}")
-    return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()))
+    return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
 
 
-def outputs(fn, args, kwargs, inputs):
+def outputs(fn, args, kwargs, inputs, grad_enabled=False):
     mode = _fake_mode()
-    with mode:
+    with mode, torch.set_grad_enabled(grad_enabled):
         fakes = [
             torch.empty_strided(sizes, strides, dtype=dtype, device=device).requires_grad_(rg)
             for dtype, device, sizes, strides, rg in inputs

@@ -331,6 +331,12 @@ class _AtenImporter:
             return type(x)(self.concrete(v) for v in x)
         return x
 
+    def on_graph_device(self, dev):
+        dev = self.torch.device(dev)
+        if dev.type == "cuda" and dev.index is None:
+            dev = self.torch.device("cuda", self.torch.cuda.current_device())
+        return dev == self.device
+
     def meta_of(self, t):
         return {"dtype": t.dtype, "sizes": tuple(self.concrete(s) for s in t.shape),
                 "strides": tuple(self.concrete(s) for s in t.stride()),
@@ -345,16 +351,22 @@ class _AtenImporter:
         if len(placeholders) != len(example_inputs):
             raise _Unsupported("example inputs do not match the graph's placeholders")
         self.layout_free = self.layout_free_nodes()
+        # the graph's device: CPU (C kernels) or one CUDA device (Triton kernels)
+        devices = {placeholders[i].meta.get("val", t).device for i, t in enumerate(example_inputs)
+                   if isinstance(placeholders[i].meta.get("val", t), torch.Tensor)}
+        if len(devices) > 1:
+            raise _Unsupported(f"inputs on several devices ({', '.join(sorted(map(str, devices)))})")
+        self.device = devices.pop() if devices else torch.device("cpu")
+        if self.device.type not in ("cpu", "cuda"):
+            raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")
         for i, node in enumerate(placeholders):
             val = node.meta.get("val", example_inputs[i])
             if isinstance(val, torch.Tensor):
-                if val.device.type != "cpu":
-                    raise _Unsupported(f"input {node.name} is on {val.device}: wick has no GPU backend yet")
                 if val.layout != torch.strided:
                     raise _Unsupported(f"input {node.name} has layout {val.layout}")
                 m = self.meta_of(val)
                 self.env[node] = self.g.input(m["dtype"], m["sizes"], m["strides"], requires_grad=m["requires_grad"],
-                                              source=node.name, any_dtype=True)
+                                              source=node.name, any_dtype=True, device=m["device"])
                 self.tensor_inputs.append(i)
             else:
                 self.env[node] = _Const(self.concrete(val))
@@ -607,7 +619,7 @@ class _AtenImporter:
         x, shape, eps = args[0][1], args[1][1], args[4][1]
         if not isinstance(eps, (int, float)) or not isinstance(shape, (list, tuple)) or not shape:
             return None
-        if any(isinstance(t, torch.Tensor) and (t.device.type != "cpu" or t.layout != torch.strided) for t in val):
+        if any(isinstance(t, torch.Tensor) and (t.device != self.device or t.layout != torch.strided) for t in val):
             return None
         nd = len(g.value(x)["sizes"])
         dims = tuple(range(nd - len(shape), nd))
@@ -645,7 +657,7 @@ class _AtenImporter:
         kwargs = {k: self.lookup(v) for k, v in node.kwargs.items()}
         if any(k == "m" for k, _ in args) or any(k == "m" for k, _ in kwargs.values()):
             return None
-        if val.device.type != "cpu" or val.layout != torch.strided:
+        if val.device != self.device or val.layout != torch.strided:
             return None
         g = self.g
 
@@ -733,7 +745,7 @@ class _AtenImporter:
                 if kw.pop("layout", None) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and not self.on_graph_device(dev):
                     return None
                 dtype = kw.pop("dtype", None) or torch.get_default_dtype()
                 kw.pop("pin_memory", None)
@@ -772,7 +784,7 @@ class _AtenImporter:
                 if kw.pop("layout", torch.strided) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and not self.on_graph_device(dev):
                     return None
                 kw.pop("non_blocking", None)
                 if kw.pop("memory_format", None) not in (None, torch.preserve_format, torch.contiguous_format):
@@ -847,8 +859,8 @@ class _AtenImporter:
                     raise _Unsupported(f"{name} returns a {type(t).__name__} item")
             metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
         for m in metas:
-            if m["device"] != "cpu":
-                raise _Unsupported(f"{name} returns a tensor on {m['device']}")
+            if m["device"] != str(self.device):
+                raise _Unsupported(f"{name} returns a tensor on {m['device']}, the graph is on {self.device}")
         idx = len(self.externs)
         # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
         # it directly saves a Python frame per extern call
@@ -1004,8 +1016,9 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     return run, info
 
 
-def _aten_compiler(which):
-    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list)."""
+def _aten_compiler(which, cudagraphs=False):
+    """fw/bw compiler for AOTAutograd: boxed callables (args come as a list).
+    cudagraphs: mode="reduce-overhead", CUDA graphs replay CUDA graphs."""
 
     def compiler(gm, example_inputs):
         import torch
@@ -1040,7 +1053,12 @@ def _aten_compiler(which):
                 return f(*args)
 
             del placeholders
-        return _eager_on_metadata_mismatch(gm, which, boxed)
+        guarded = _eager_on_metadata_mismatch(gm, which, boxed)
+        if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+            from . import _cudagraphs
+
+            return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph")
+        return guarded
 
     compiler.__name__ = f"wick_{which}_compiler"
     return compiler
@@ -1087,23 +1105,24 @@ def _log_graphs():
     return "graphs" in names or "all" in names
 
 
-_aot_backend = None
+_aot_backends = {}
 
 
-def wick_backend(gm, example_inputs):
+def wick_backend(gm, example_inputs, mode=None, options=None):
     """torch.compile(model, backend="wick"): AOTAutograd traces dynamo's graph
     to ATen (forward, and backward when something requires grad), and wick
-    compiles each graph: native kernels plus extern calls into PyTorch."""
-    global _aot_backend
-    if _aot_backend is None:
+    compiles each graph: native kernels plus extern calls into PyTorch.
+    mode="reduce-overhead" replays graphs on CUDA tensors as CUDA graphs."""
+    cudagraphs = mode == "reduce-overhead"
+    aot = _aot_backends.get(cudagraphs)
+    if aot is None:
         from torch._dynamo.backends.common import aot_autograd
 
-        _aot_backend = aot_autograd(fw_compiler=_aten_compiler("forward"),
-                                    bw_compiler=_aten_compiler("backward"),
-                                    inference_compiler=_aten_compiler("inference"),
-                                    decompositions=_wick_decompositions)
+        aot = _aot_backends[cudagraphs] = aot_autograd(
+            fw_compiler=_aten_compiler("forward", cudagraphs), bw_compiler=_aten_compiler("backward", cudagraphs),
+            inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_wick_decompositions)
     try:
-        return _aot_backend(gm, example_inputs)
+        return aot(gm, example_inputs)
     except Exception as exc:  # noqa: BLE001 - a program never fails because of wick
         if type(exc).__name__ in ("Unsupported", "RestartAnalysis", "TensorifyScalarRestartAnalysis"):
             raise  # dynamo's own control flow: it handles these itself
@@ -1172,9 +1191,50 @@ def _torch_function(torch, row):
     return None
 
 
-def to_fx(graph):
+def _fill_template(t, tensors):
+    """An extern's call template with each ExternInput(k) replaced by tensors[k]."""
+    from wick._C import ExternInput
+
+    if isinstance(t, ExternInput):
+        return tensors[t.index]
+    if type(t) is tuple:
+        return tuple(_fill_template(x, tensors) for x in t)
+    if type(t) is list:
+        return [_fill_template(x, tensors) for x in t]
+    if type(t) is dict:
+        return {k: _fill_template(v, tensors) for k, v in t.items()}
+    return t
+
+
+def _extern_callable(index, entry, name):
+    """A function calling extern `entry` (fn, args, kwargs) on its tensor
+    inputs: an FX call_function target that tracing (AOTAutograd, make_fx)
+    runs through, so the torch call itself is what gets traced."""
+    fn, args, kwargs = entry[0], entry[1], entry[2] if len(entry) > 2 and entry[2] is not None else {}
+
+    def call(*tensors):
+        return fn(*_fill_template(args, tensors), **_fill_template(kwargs, tensors))
+
+    call.__name__ = call.__qualname__ = f"wick_extern_{index}_{''.join(c if c.isalnum() else '_' for c in name)}"
+    call.__module__ = __name__
+    return call
+
+
+def _extern_output(result, k):
+    """Output k of an extern node, as wick's runtime reads it: item k of a
+    tuple/list result, else the result itself (output 0)."""
+    return result[k] if isinstance(result, (tuple, list)) else result
+
+
+def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     """Exports a wick Graph to a torch.fx.GraphModule of torch calls whose
-    forward takes the graph inputs positionally and returns a tuple of outputs."""
+    forward takes the graph inputs positionally and returns a tuple of outputs.
+    externs: the extern table capture built (entry i for EXTERN index i).
+    no_grad: value ids the captured frame computed with grad mode off (inside
+    a no_grad block, or all of a frame entered under no_grad but for its
+    enable_grad blocks); the module sets each node's grad mode
+    (torch._C._set_grad_enabled nodes, which AOTAutograd traces) and
+    returns in `entry_grad` mode."""
     import operator
 
     import torch
@@ -1185,6 +1245,15 @@ def to_fx(graph):
     env = {}  # wick value id -> fx node, or a Python scalar for SCALAR values
     for i, inp in enumerate(graph.inputs()):
         env[inp["id"]] = fx.placeholder(f"in{i}")
+    no_grad = set(no_grad)
+    grad_now = [bool(entry_grad)]
+
+    def grad_mode(on):
+        if grad_now[0] != on:
+            fx.call_function(torch._C._set_grad_enabled, (on,))
+            grad_now[0] = on
+
+    extern_fns = {}
     binary_ops = {"ADD": operator.add, "SUB": operator.sub, "MUL": operator.mul, "DIV": operator.truediv,
                   "POW": operator.pow, "EQ": operator.eq, "NE": operator.ne, "LT": operator.lt,
                   "LE": operator.le, "GT": operator.gt, "GE": operator.ge}
@@ -1199,10 +1268,21 @@ def to_fx(graph):
     for nd in graph.nodes():
         op, out = nd["op"], nd["output"]
         ins = [env[i] for i in nd["inputs"]]
-        row = by_name[op]
         if op == "SCALAR":
             env[out] = nd["value"]
             continue
+        grad_mode(out not in no_grad)
+        if op == "EXTERN":
+            index = nd["extern_index"]
+            if externs is None or index >= len(externs) or callable(externs[index]):
+                raise NotImplementedError(f"wick: extern {index} has no call template")
+            if index not in extern_fns:
+                extern_fns[index] = _extern_callable(index, externs[index], nd["name"] or "extern")
+            result = fx.call_function(extern_fns[index], tuple(ins))
+            for k, vid in enumerate(nd["outputs"]):
+                env[vid] = fx.call_function(_extern_output, (result, k))
+            continue
+        row = by_name[op]
         if op == "CONVERT":
             env[out] = fx.call_method("to", (as_tensor(ins[0]), getattr(torch, nd["dtype"])))
             continue
@@ -1234,25 +1314,45 @@ def to_fx(graph):
     outs = []
     for vid in graph.outputs():
         outs.append(as_tensor(env[vid]))
+    switches = any(n.target is torch._C._set_grad_enabled for n in fx.nodes)
+    grad_mode(bool(entry_grad))
     fx.output(tuple(outs))
-    return torch.fx.GraphModule(torch.nn.Module(), fx)
+    gm = torch.fx.GraphModule(torch.nn.Module(), fx)
+    gm.wick_switches_grad = switches
+    return gm
 
 
-def compile_graph_with(backend, graph, example_inputs):
-    """Compiles a wick Graph with another torch.compile backend (a name such as
-    "inductor" or "eager", or a callable taking (GraphModule, example_inputs)).
-    Returns a callable taking the graph inputs and returning a tuple of outputs."""
+def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None):
+    """Compiles a wick Graph with a torch.compile backend (a name such as
+    "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
+    None or "wick": wick's own, through AOTAutograd, which is how a captured
+    graph that needs autograd is compiled: forward and backward graphs both
+    by wick). Returns a callable taking the graph inputs and returning a
+    tuple of outputs."""
     import torch
 
-    gm = to_fx(graph)
-    if isinstance(backend, str):
+    if entry_grad is None:
+        entry_grad = torch.is_grad_enabled()
+    gm = to_fx(graph, externs, no_grad, entry_grad)
+    if backend is None or backend == "wick":
+        backend = wick_backend
+    elif isinstance(backend, str):
         import torch._dynamo
 
         backend = torch._dynamo.lookup_backend(backend)
     compiled = backend(gm, list(example_inputs))
+    set_grad = torch._C._set_grad_enabled
+    switches_grad = gm.wick_switches_grad
 
     def run(*args):
-        out = compiled(*args)
+        if switches_grad:
+            # an exception inside a no_grad stretch must not leave grad mode off
+            try:
+                out = compiled(*args)
+            finally:
+                set_grad(entry_grad)
+        else:
+            out = compiled(*args)
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
     run.graph_module = gm

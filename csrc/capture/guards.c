@@ -47,6 +47,7 @@ typedef struct {
     PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
     PyObject *example;  /* TENSOR: the example tensor until wk_guards_finalize (owned) */
     int batched;        /* TENSOR: checked by the batched TensorGuards call */
+    int slot;           /* checks with a path: index of its distinct (arg, path), -1 before finalize */
     int enabled;        /* GRAD_MODE */
     /* TENSOR */
     PyObject *dtype;  /* owned */
@@ -65,6 +66,8 @@ struct WkGuards {
      * unavailable (then CK_TENSOR checks run one by one). */
     PyObject *tensor_guards;
     WkVec(int) batched; /* indices of the CK_TENSOR checks it covers, in its order */
+    WkSrcTree sources;  /* the paths of argument-sourced checks, as a tree (finalize) */
+    int nslots;         /* its nodes: each resolved at most once per check call */
 };
 
 static PyObject *s_dtype, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_builtins;
@@ -113,6 +116,7 @@ void wk_guards_free(WkGuards *g) {
     Py_XDECREF(g->names);
     Py_XDECREF(g->tensor_guards);
     wk_vec_free(&g->batched);
+    wk_srctree_clear(&g->sources);
     free(g);
 }
 
@@ -131,6 +135,7 @@ static int same_path(PyObject *a, PyObject *b);
 /* Inserts after every check of cost <= c's cost (stable). Equal paths
  * share one tuple, so a check resolves each source once per call. */
 static void add_check(WkGuards *g, Check c) {
+    c.slot = -1;
     for (int i = 0; c.path && i < g->checks.len; i++) {
         Check *o = &g->checks.data[i];
         if (o->path && o->path != c.path && o->arg == c.arg && same_path(o->path, c.path)) {
@@ -281,6 +286,15 @@ void wk_guard_global_tensor(WkGuards *g, PyObject *name, PyObject *tensor) {
  * never pin a tensor). Without torch's TensorGuards the checks stay one by
  * one. */
 void wk_guards_finalize(WkGuards *g) {
+    /* every path of an argument becomes a node of the source tree: each
+     * prefix (self.layers, self.layers.0, ...) is resolved once per check */
+    wk_srctree_clear(&g->sources);
+    for (int i = 0; i < g->checks.len; i++) {
+        Check *c = &g->checks.data[i];
+        c->slot = c->path && c->arg >= 0 && PyTuple_GET_SIZE(c->path) ? wk_srctree_node(&g->sources, c->arg, c->path)
+                                                                        : -1;
+    }
+    g->nslots = g->sources.nodes.len;
     int n = 0;
     for (int i = 0; i < g->checks.len; i++) n += g->checks.data[i].kind == CK_TENSOR && g->checks.data[i].example;
     PyObject *cls = NULL, *mod = n ? PyImport_ImportModule("torch._C._dynamo.guards") : NULL;
@@ -490,10 +504,14 @@ void wk_guard_no_global_hooks(WkGuards *g) {
 int wk_guards_module_has_no_hooks(PyObject *m) {
     static const char *const names[] = {"_backward_hooks", "_backward_pre_hooks", "_forward_hooks",
                                         "_forward_pre_hooks"};
+    static PyObject *interned[4]; /* looked up by interned str: no string made per check */
+    if (!interned[3])
+        for (int i = 0; i < 4; i++)
+            if (!interned[i] && !(interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
     PyObject **dp = _PyObject_GetDictPtr(m);
     if (!dp || !*dp) return 0;
     for (int i = 0; i < 4; i++) {
-        PyObject *d = PyDict_GetItemString(*dp, names[i]);
+        PyObject *d = PyDict_GetItemWithError(*dp, interned[i]);
         if (!d || !PyDict_Check(d)) return 0;
         if (PyDict_GET_SIZE(d)) return 0;
     }
@@ -891,32 +909,66 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
     return 1;
 }
 
-static PyTypeObject *module_type_cache;
-static PyObject *s_parameters, *s_buffers, *s_modules;
+/* ---- sources: one step of an attribute path, fast for nn.Modules -------- */
+
+static PyTypeObject *module_type_cache, *module_list_type;
+static PyObject *s_parameters, *s_buffers, *s_modules, *s_getattr, *s_getattribute, *s_getitem;
+static PyObject *module_getattr_fn, *object_getattribute, *module_list_getitem_fn;
+
+static int init_module_fast(void) {
+    if (module_type_cache) return 0;
+    PyObject *mod = PyImport_ImportModule("torch.nn");
+    PyObject *mt = mod ? PyObject_GetAttrString(mod, "Module") : NULL;
+    PyObject *ml = mod ? PyObject_GetAttrString(mod, "ModuleList") : NULL;
+    Py_XDECREF(mod);
+    if (!mt || !ml || !PyType_Check(mt) || !PyType_Check(ml)) {
+        Py_XDECREF(mt);
+        Py_XDECREF(ml);
+        PyErr_Clear();
+        return -1;
+    }
+    s_parameters = PyUnicode_InternFromString("_parameters");
+    s_buffers = PyUnicode_InternFromString("_buffers");
+    s_modules = PyUnicode_InternFromString("_modules");
+    s_getattr = PyUnicode_InternFromString("__getattr__");
+    s_getattribute = PyUnicode_InternFromString("__getattribute__");
+    s_getitem = PyUnicode_InternFromString("__getitem__");
+    if (!s_parameters || !s_buffers || !s_modules || !s_getattr || !s_getattribute || !s_getitem) {
+        PyErr_Clear();
+        Py_DECREF(mt);
+        Py_DECREF(ml);
+        return -1;
+    }
+    /* what an unchanged class resolves: the fast paths below stand for these */
+    module_getattr_fn = _PyType_Lookup((PyTypeObject *)mt, s_getattr);
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, s_getattribute);
+    module_list_getitem_fn = _PyType_Lookup((PyTypeObject *)ml, s_getitem);
+    if (!module_getattr_fn || !object_getattribute || !module_list_getitem_fn) {
+        Py_DECREF(mt);
+        Py_DECREF(ml);
+        return -1;
+    }
+    Py_INCREF(module_getattr_fn);
+    Py_INCREF(object_getattribute);
+    Py_INCREF(module_list_getitem_fn);
+    module_list_type = (PyTypeObject *)ml;
+    module_type_cache = (PyTypeObject *)mt;
+    return 0;
+}
 
 /* getattr(m, name) for an nn.Module without running nn.Module.__getattr__
  * in Python: the instance __dict__, then _parameters, _buffers, _modules,
- * exactly where __getattr__ would look; only when the class defines no
+ * exactly where __getattr__ would look; only when the class keeps
+ * object.__getattribute__ and nn.Module.__getattr__ and defines no
  * attribute of that name (which would take precedence). New reference, or
  * NULL without an exception to take the general path. */
 static PyObject *module_attr_fast(PyObject *m, PyObject *name) {
-    if (!module_type_cache) {
-        PyObject *mod = PyImport_ImportModule("torch.nn");
-        PyObject *mt = mod ? PyObject_GetAttrString(mod, "Module") : NULL;
-        Py_XDECREF(mod);
-        if (!mt || !PyType_Check(mt)) {
-            Py_XDECREF(mt);
-            PyErr_Clear();
-            return NULL;
-        }
-        module_type_cache = (PyTypeObject *)mt;
-        s_parameters = PyUnicode_InternFromString("_parameters");
-        s_buffers = PyUnicode_InternFromString("_buffers");
-        s_modules = PyUnicode_InternFromString("_modules");
-    }
+    if (init_module_fast() < 0) return NULL;
     PyTypeObject *tp = Py_TYPE(m);
     if (!PyType_IsSubtype(tp, module_type_cache) || tp->tp_getattro != module_type_cache->tp_getattro) return NULL;
-    if (_PyType_Lookup(tp, name)) return NULL;
+    if (_PyType_Lookup(tp, s_getattr) != module_getattr_fn ||
+        _PyType_Lookup(tp, s_getattribute) != object_getattribute || _PyType_Lookup(tp, name))
+        return NULL;
     PyObject **dp = _PyObject_GetDictPtr(m);
     if (!dp || !*dp) return NULL;
     PyObject *v = PyDict_GetItemWithError(*dp, name);
@@ -930,45 +982,122 @@ static PyObject *module_attr_fast(PyObject *m, PyObject *name) {
     return NULL;
 }
 
-/* Sources resolved during one wk_guards_check call, by path object. */
-typedef struct {
-    int arg;
-    PyObject *path;
-    PyObject *value; /* owned */
-} Memo;
-#define MEMO_MAX 64
-static _Thread_local Memo memo[MEMO_MAX];
-static _Thread_local int memo_len;
-
-static void memo_clear(void) {
-    for (int i = 0; i < memo_len; i++) Py_CLEAR(memo[i].value);
-    memo_len = 0;
+/* ml[k] for an exact nn.ModuleList whose class keeps its __getitem__ and
+ * an int 0 <= k < len: _modules[str(k)], which is what that __getitem__
+ * returns. New reference, or NULL without an exception: general path. */
+static PyObject *module_list_item_fast(PyObject *ml, PyObject *key) {
+    if (init_module_fast() < 0 || Py_TYPE(ml) != module_list_type || !PyLong_CheckExact(key)) return NULL;
+    if (_PyType_Lookup(module_list_type, s_getitem) != module_list_getitem_fn) return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(ml);
+    PyObject *mods = dp && *dp ? PyDict_GetItemWithError(*dp, s_modules) : NULL;
+    int overflow = 0;
+    long k = PyLong_AsLongAndOverflow(key, &overflow);
+    if (!mods || !PyDict_Check(mods) || overflow || k < 0 || k >= PyDict_GET_SIZE(mods)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *ks = PyUnicode_FromFormat("%ld", k);
+    PyObject *v = ks ? PyDict_GetItemWithError(mods, ks) : NULL;
+    Py_XDECREF(ks);
+    if (v) return Py_NewRef(v);
+    PyErr_Clear();
+    return NULL;
 }
+
+PyObject *wk_source_step_Ref(PyObject *x, PyObject *elem) {
+    PyObject *next;
+    if (PyTuple_Check(elem)) {
+        PyObject *key = PyTuple_GET_ITEM(elem, 0);
+        if ((next = module_list_item_fast(x, key)) != NULL) return next;
+        return PyObject_GetItem(x, key);
+    }
+    if ((next = module_attr_fast(x, elem)) != NULL) return next;
+    return PyObject_GetAttr(x, elem);
+}
+
+/* ---- the source tree: each distinct prefix of each path is one node -------- */
+
+void wk_srctree_clear(WkSrcTree *t) {
+    for (int i = 0; i < t->nodes.len; i++) Py_DECREF(t->nodes.data[i].elem);
+    wk_vec_free(&t->nodes);
+}
+
+static int same_elem(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (PyTuple_Check(a) != PyTuple_Check(b)) return 0;
+    if (PyTuple_Check(a)) {
+        PyObject *x = PyTuple_GET_ITEM(a, 0), *y = PyTuple_GET_ITEM(b, 0);
+        if (Py_TYPE(x) != Py_TYPE(y)) return 0; /* 1 and True are different keys here */
+        int eq = PyObject_RichCompareBool(x, y, Py_EQ);
+        if (eq < 0) PyErr_Clear();
+        return eq > 0;
+    }
+    return PyUnicode_Check(a) && PyUnicode_Check(b) && PyUnicode_Compare(a, b) == 0;
+}
+
+int wk_srctree_node(WkSrcTree *t, int root, PyObject *path) {
+    int node = -1;
+    for (Py_ssize_t i = 0; path && i < PyTuple_GET_SIZE(path); i++) {
+        PyObject *elem = PyTuple_GET_ITEM(path, i);
+        int found = -1;
+        for (int k = 0; k < t->nodes.len && found < 0; k++) {
+            const WkSrcNode *n = &t->nodes.data[k];
+            if (n->parent == node && n->root == root && same_elem(n->elem, elem)) found = k;
+        }
+        if (found < 0) {
+            WkSrcNode n = {node, root, Py_NewRef(elem)};
+            wk_vec_push(&t->nodes, n);
+            found = t->nodes.len - 1;
+        }
+        node = found;
+    }
+    return node;
+}
+
+PyObject *wk_srctree_get(const WkSrcTree *t, int node, PyObject *const *roots, int nroots, PyObject **cache) {
+    if (cache[node]) return cache[node];
+    const WkSrcNode *n = &t->nodes.data[node];
+    PyObject *base;
+    if (n->parent >= 0) {
+        base = wk_srctree_get(t, n->parent, roots, nroots, cache);
+    } else if (n->root >= 0 && n->root < nroots && roots[n->root]) {
+        base = roots[n->root];
+    } else {
+        PyErr_SetString(PyExc_SystemError, "wick: a source's root is missing");
+        return NULL;
+    }
+    if (!base) return NULL;
+    cache[node] = wk_source_step_Ref(base, n->elem);
+    return cache[node];
+}
+
+/* Sources resolved during one wk_guards_check call: slot k holds the
+ * object at node k of the guards' source tree (wk_guards_finalize). */
+#define SLOTS_ON_STACK 128
+static _Thread_local PyObject **slot_values;
+static _Thread_local int slot_count;
 
 /* getattr(x, path...) (new reference); NULL with why_buf set when some
  * attribute is missing (then 0 is the answer), or NULL and *err for a
  * BaseException that must propagate. */
-static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *x, int *err) {
+static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *const *args, int nargs,
+                                  PyObject *x, int *err) {
     char nb[160];
-    for (int i = 0; i < memo_len; i++)
-        if (memo[i].path == c->path && memo[i].arg == c->arg) return Py_NewRef(memo[i].value);
+    if (c->slot >= 0 && c->slot < slot_count) {
+        PyObject *v = wk_srctree_get(&g->sources, c->slot, args, nargs, slot_values);
+        if (v) return Py_NewRef(v);
+        *err = read_failed(who_of(g, c, nb, sizeof nb), "attribute") < 0;
+        return NULL;
+    }
     Py_INCREF(x);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->path); i++) {
-        PyObject *elem = PyTuple_GET_ITEM(c->path, i);
-        PyObject *next = PyTuple_Check(elem) ? PyObject_GetItem(x, PyTuple_GET_ITEM(elem, 0)) : module_attr_fast(x, elem);
-        if (!next && !PyTuple_Check(elem) && !PyErr_Occurred()) next = PyObject_GetAttr(x, elem);
+        PyObject *next = wk_source_step_Ref(x, PyTuple_GET_ITEM(c->path, i));
         Py_DECREF(x);
         if (!next) {
             *err = read_failed(who_of(g, c, nb, sizeof nb), "attribute") < 0;
             return NULL;
         }
         x = next;
-    }
-    if (memo_len < MEMO_MAX) {
-        memo[memo_len].arg = c->arg;
-        memo[memo_len].path = c->path;
-        memo[memo_len].value = Py_NewRef(x);
-        memo_len++;
     }
     return x;
 }
@@ -993,7 +1122,7 @@ static PyObject *subject_Ref(const WkGuards *g, const Check *c, PyObject *const 
             return NULL;
         }
     }
-    if (c->path && x) return resolve_path_Ref(g, c, x, err);
+    if (c->path && x) return resolve_path_Ref(g, c, args, nargs, x, err);
     return Py_NewRef(x);
 }
 
@@ -1049,8 +1178,19 @@ static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int na
 
 int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
                     const char **why) {
+    /* a check may run Python code that checks another entry (re-entrancy):
+     * each call keeps its own slots and restores the caller's */
+    PyObject *stack[SLOTS_ON_STACK];
+    PyObject **saved = slot_values;
+    int saved_count = slot_count;
+    slot_count = g->nslots;
+    slot_values = g->nslots <= SLOTS_ON_STACK ? stack : wk_xcalloc((size_t)g->nslots, sizeof(PyObject *));
+    for (int i = 0; i < g->nslots && slot_values == stack; i++) stack[i] = NULL;
     int rc = wk_guards_check_memo(g, args, nargs, globals, why);
-    memo_clear();
+    for (int i = 0; i < g->nslots; i++) Py_XDECREF(slot_values[i]);
+    if (slot_values != stack) free(slot_values);
+    slot_values = saved;
+    slot_count = saved_count;
     return rc;
 }
 
@@ -1080,7 +1220,7 @@ static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int na
         }
         if (c->path && x) {
             int err = 0;
-            PyObject *v = resolve_path_Ref(g, c, x, &err);
+            PyObject *v = resolve_path_Ref(g, c, args, nargs, x, &err);
             if (!v) {
                 if (err) return -1;
                 goto fail;

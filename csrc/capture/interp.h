@@ -207,7 +207,7 @@ struct Interp {
     int backend_wick;
     int entry_grad;                  /* grad mode when the frame starts: what guards check */
     int grad_enabled;                /* grad mode now: changed by no_grad blocks */
-    WkVec(char) value_rg;            /* per graph value: requires grad */
+    WkVec(char) value_rg;            /* per graph value: requires grad, computed under no_grad (vals/tensor.c) */
     WkVec(int) input_args;           /* frame argument of each graph input */
     WkVec(PyObject *) input_paths;   /* and the attribute path from it (borrowed from its Sv) */
     WkVec(PyObject *) input_tensors; /* borrowed example tensors */
@@ -280,6 +280,10 @@ PyObject *cap_torch_size_Ref(const WkValue *m);
 int64_t cap_const_size(const WkValue *m, int d);
 void cap_set_rg(Interp *I, int value, int rg);
 int cap_get_rg(const Interp *I, int value);
+/* A node output: requires grad or not, computed in the grad mode now. */
+void cap_set_node_output_rg(Interp *I, int value, int rg);
+int cap_get_no_grad(const Interp *I, int value); /* computed with grad mode off */
+int cap_graph_needs_autograd(const Interp *I);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */

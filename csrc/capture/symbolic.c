@@ -1331,23 +1331,32 @@ static PyObject *fallback_info_Ref(Interp *I) {
     return r;
 }
 
-static void unsupported_extern_backend(Interp *I, PyObject *backend) {
-    cap_unsupported(I, "torch calls outside the op table with backend %s: only the wick backend runs extern nodes yet",
-                    PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : "(callable)");
-}
-
+/* The graph as an FX GraphModule compiled by `backend` (a torch.compile
+ * backend; None: wick's own through AOTAutograd, for graphs that need
+ * autograd). Extern nodes and the grad mode of nodes inside no_grad blocks
+ * travel with it. */
 static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g) {
     PyObject *mod = PyImport_ImportModule("wick.backends");
     if (!mod) return NULL;
-    PyObject *graph_obj = wk_rt_graph_wrap_Steal(*g);
-    *g = NULL;
+    PyObject *no_grad = PyList_New(0);
+    for (int v = 0; no_grad && v < wk_graph_nvalues(*g); v++) {
+        if (!cap_get_no_grad(I, v)) continue;
+        PyObject *x = PyLong_FromLong(v);
+        if (!x || PyList_Append(no_grad, x) < 0) Py_CLEAR(no_grad);
+        Py_XDECREF(x);
+    }
+    PyObject *graph_obj = no_grad ? wk_rt_graph_wrap_Steal(*g) : NULL;
+    if (graph_obj) *g = NULL;
     PyObject *examples = graph_obj ? PyList_New(I->input_tensors.len) : NULL;
     PyObject *res = NULL;
     if (examples) {
         for (int i = 0; i < I->input_tensors.len; i++)
             PyList_SET_ITEM(examples, i, Py_NewRef(I->input_tensors.data[i]));
-        res = PyObject_CallMethod(mod, "compile_graph_with", "OOO", backend, graph_obj, examples);
+        res = PyObject_CallMethod(mod, "compile_graph_with", "OOOOOO", backend ? backend : Py_None, graph_obj,
+                                  examples, I->externs ? I->externs : Py_None, no_grad,
+                                  I->entry_grad ? Py_True : Py_False);
     }
+    Py_XDECREF(no_grad);
     Py_XDECREF(examples);
     Py_XDECREF(graph_obj);
     Py_DECREF(mod);
@@ -1361,6 +1370,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     RetPlan plan = {0};
     PyObject *compiled = NULL, *newcode = NULL, *info = NULL, *guard_list = NULL;
     char *graph_text = NULL;
+    int via_fx = 0; /* compiled as an FX GraphModule (a torch backend, or wick with autograd) */
     WkCacheEntry *entry = NULL;
     int ret_line = code->co_firstlineno;
 
@@ -1428,7 +1438,9 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
                    code->co_firstlineno, graph_text);
             PyErr_Clear();
         }
-        if (I->backend_wick) {
+        int autograd = cap_graph_needs_autograd(I);
+        via_fx = !I->backend_wick || autograd;
+        if (!via_fx) {
             compiled = I->externs && wk_graph_nexterns(I->g) ? wk_rt_compile_externs_Ref(I->g, I->externs)
                                                               : wk_rt_compile_Ref(I->g);
             if (!compiled) {
@@ -1445,20 +1457,22 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             }
             Py_XDECREF(desc);
             PyErr_Clear();
-        } else {
-            /* a torch backend runs the graph with autograd on: inputs that
-             * require grad, used only under no_grad, would get a grad_fn */
-            for (int i = 0; I->entry_grad && i < wk_graph_ninputs(I->g); i++)
-                if (cap_get_rg(I, wk_graph_input_value(I->g, i))) {
-                    cap_unsupported(I, "a no_grad block over tensors that require grad with backend %s",
-                                PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : "(callable)");
+            /* mode="reduce-overhead": replayed as a CUDA graph (wick/_cudagraphs.py) */
+            PyObject *mode = options && PyDict_Check(options) ? PyDict_GetItemString(options, "mode") : NULL;
+            if (mode && PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "reduce-overhead") == 0) {
+                PyObject *cg = PyImport_ImportModule("wick._cudagraphs");
+                PyObject *wrapped = cg ? PyObject_CallMethod(cg, "wrap", "O", compiled) : NULL;
+                Py_XDECREF(cg);
+                if (!wrapped) {
+                    cap_py_failed(I, "wrapping the graph for reduce-overhead");
                     goto finish;
                 }
-            if (wk_graph_nexterns(I->g)) {
-                unsupported_extern_backend(I, backend);
-                goto finish;
+                Py_SETREF(compiled, wrapped);
             }
-            compiled = compile_with_backend_Ref(I, backend, &I->g);
+        } else {
+            /* a torch backend, or wick's through AOTAutograd (forward and
+             * backward compiled by wick) when node outputs require grad */
+            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g);
             if (!compiled) {
                 cap_py_failed(I, "backend");
                 goto finish;
@@ -1477,10 +1491,10 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     wk_guards_finalize(I->guards);
     guard_list = wk_guards_describe_Ref(I->guards);
     if (!guard_list) PyErr_Clear();
-    info = Py_BuildValue("{s:s,s:O,s:O,s:O,s:i,s:d,s:i,s:O,s:i}", "graph", graph_text ? graph_text : "",
+    info = Py_BuildValue("{s:s,s:O,s:O,s:O,s:i,s:d,s:i,s:O,s:O,s:i}", "graph", graph_text ? graph_text : "",
                          "source", source ? source : Py_None, "guards", guard_list ? guard_list : Py_None,
                          "reason", Py_None, "graph_count", graph_count, "compile_time_s", now_s() - t0,
-                         "op_count", op_count,
+                         "op_count", op_count, "via_fx", via_fx ? Py_True : Py_False,
                          "file", code->co_filename, "line", ret_line);
     Py_XDECREF(source);
     if (!info) {

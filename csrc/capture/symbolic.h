@@ -56,6 +56,43 @@ void wk_guard_dict_item_is(WkGuards *g, PyObject *dict, PyObject *key, PyObject 
 void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
 int wk_guards_grad_enabled(void);
+/* One step of a source path from x: elem a str is getattr(x, elem), elem a
+ * 1-tuple (key,) is x[key]; what LOAD_ATTR/BINARY_SUBSCR give, found without
+ * running nn.Module.__getattr__ or nn.ModuleList.__getitem__ in Python when
+ * the classes keep them. New reference, or NULL with the exception eager
+ * code would raise. */
+PyObject *wk_source_step_Ref(PyObject *x, PyObject *elem);
+
+/* Sources as a tree: node k is one step (elem: attribute name or (key,))
+ * from its parent node, or from root argument `root` when parent is -1;
+ * equal prefixes share a node. Used by the guards and the GraphLoader so
+ * that self.layers is read once per call however many parameters hang
+ * below it. */
+typedef struct {
+    int parent;
+    int root;
+    PyObject *elem; /* owned */
+} WkSrcNode;
+typedef struct {
+    WkVec(WkSrcNode) nodes;
+} WkSrcTree;
+/* The node of getattr(roots[root], *path), adding missing prefixes; -1 for
+ * an empty path. */
+int wk_srctree_node(WkSrcTree *t, int root, PyObject *path);
+/* The object at `node` (borrowed from cache, which holds one owned
+ * reference per resolved node, NULL where not resolved yet: the caller
+ * zeroes it before and releases it after), or NULL with the exception. */
+PyObject *wk_srctree_get(const WkSrcTree *t, int node, PyObject *const *roots, int nroots, PyObject **cache);
+void wk_srctree_clear(WkSrcTree *t);
+
+/* ---- loader.c ----------------------------------------------------------- */
+/* A callable that the transformed code calls with its roots (the frame
+ * arguments and globals that graph inputs come from): resolves graph input
+ * i = getattr(roots[input_roots[i]], *input_paths[i]) in C and calls
+ * `compiled` with the inputs. input_paths[i] may be NULL (the root itself).
+ * Borrows nothing after it returns. New reference, or NULL with a Python
+ * exception. */
+PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs);
 
 /* ---- transform.c -------------------------------------------------------- */
 /* How the transformed code rebuilds the frame's return value. */

@@ -1,7 +1,9 @@
 /* transform.c — the code object that replaces a captured frame.
  *
  *   RESUME
- *   PUSH_NULL; LOAD_CONST <compiled graph>; LOAD_FAST <input args...>; CALL n
+ *   PUSH_NULL; LOAD_CONST <GraphLoader>; LOAD_FAST/LOAD_GLOBAL <roots...>; CALL n
+ *     (the loader resolves each graph input's path from its root in C,
+ *     loader.c, and calls the compiled graph)
  *   UNPACK_SEQUENCE k; STORE_FAST ___wick_out<k-1> ... ___wick_out0
  *   <rebuild the return value from temps, arguments and constants>
  *   RETURN_VALUE
@@ -85,6 +87,50 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     return -1;
 }
 
+/* PUSH_NULL; LOAD_CONST <GraphLoader>; <each distinct root>; CALL nroots:
+ * the loader (loader.c) resolves the inputs' attribute paths in C. */
+static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, PyObject *const *input_paths,
+                           int ninputs) {
+    int *roots = wk_xcalloc((size_t)ninputs + 1, sizeof(int));
+    int *root_arg = wk_xcalloc((size_t)ninputs + 1, sizeof(int)); /* per root: frame argument, or -1 */
+    PyObject **root_global = wk_xcalloc((size_t)ninputs + 1, sizeof(PyObject *)); /* its name when a global */
+    PyObject **paths = wk_xcalloc((size_t)ninputs + 1, sizeof(PyObject *));
+    int nroots = 0, rc = -1;
+    for (int i = 0; i < ninputs; i++) {
+        int arg = input_args[i];
+        PyObject *p = input_paths ? input_paths[i] : NULL;
+        PyObject *gname = arg < 0 ? p : NULL;
+        int r = -1;
+        for (int k = 0; k < nroots && r < 0; k++) {
+            if (arg >= 0 && root_arg[k] == arg) r = k;
+            if (arg < 0 && root_arg[k] < 0 && PyUnicode_Compare(root_global[k], gname) == 0) r = k;
+        }
+        if (PyErr_Occurred()) goto done;
+        if (r < 0) {
+            r = nroots++;
+            root_arg[r] = arg;
+            root_global[r] = gname;
+        }
+        roots[i] = r;
+        paths[i] = arg >= 0 ? p : NULL;
+    }
+    PyObject *loader = wk_loader_new_Ref(compiled, roots, paths, ninputs);
+    if (!loader) goto done;
+    wk_asm_push_null(a);
+    wk_asm_load_const(a, loader);
+    Py_DECREF(loader); /* the code's constants keep it */
+    for (int k = 0; k < nroots; k++)
+        if (load_arg_path(a, root_arg[k], root_arg[k] < 0 ? root_global[k] : NULL) < 0) goto done;
+    wk_asm_call(a, nroots);
+    rc = 0;
+done:
+    free(roots);
+    free(root_arg);
+    free(root_global);
+    free(paths);
+    return rc;
+}
+
 PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int *input_args,
                                PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
                                int line) {
@@ -96,11 +142,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     wk_asm_set_line(a, line);
     wk_asm_resume(a);
     if (compiled) {
-        wk_asm_push_null(a);
-        wk_asm_load_const(a, compiled);
-        for (int i = 0; i < ninputs; i++)
-            if (load_arg_path(a, input_args[i], input_paths ? input_paths[i] : NULL) < 0) goto done;
-        wk_asm_call(a, ninputs);
+        if (emit_graph_call(a, compiled, input_args, input_paths, ninputs) < 0) goto done;
         if (noutputs > 0) {
             char name[64];
             for (int i = 0; i < noutputs; i++) {

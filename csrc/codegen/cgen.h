@@ -2,6 +2,7 @@
  * layer's header; program.h is the contract with the runtime).
  *
  *   cgen_c.c    C + OpenMP + SIMD for CPUs
+ *   cgen_triton.c  Triton (Python source of @triton.jit kernels) for GPUs
  *   pipeline.c  wk_compile_graph: lower -> schedule -> codegen, the flat driver
  *
  * The generated C needs (and says so in its first comment):
@@ -24,5 +25,16 @@
 /* Appends the translation unit for S to out; its entry point is `entry`.
  * Returns 0, or -1 with wk_error set. */
 int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out);
+
+/* Appends @triton.jit kernels for S, named <prefix>_k<i>, to out, and
+ * returns their launch descriptions (new array of *nkernels, owned by the
+ * caller: free each name and params, then the array). The module prelude
+ * (imports and helper functions) is wk_cgen_triton_prelude(), emitted once
+ * per module. When no graph value is float64, the loop IR's internal float64
+ * (decompositions' accumulators) is computed in float32 and S's float64
+ * TEMP buffers are retyped float32. Returns 0, or -1 with wk_error set. */
+int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTritonKernel **kernels,
+                   int *nkernels);
+const char *wk_cgen_triton_prelude(void);
 
 #endif /* WICK_CGEN_H */

@@ -37,7 +37,7 @@ static char *summarise(const WkSchedule *S) {
     return s.data;
 }
 
-static WkProgram *make_program(const WkSchedule *S, char *source, const char *entry) {
+static WkProgram *make_program(const WkSchedule *S, char *source, const char *entry, WkTarget target) {
     WkProgram *P = wk_xcalloc(1, sizeof *P);
     P->source = source;
     P->entry = wk_xstrdup(entry);
@@ -50,11 +50,12 @@ static WkProgram *make_program(const WkSchedule *S, char *source, const char *en
     P->nkernels = S->nkernels;
     P->temps_bytes = S->temps_bytes;
     P->summary = summarise(S);
+    P->target = target;
     return P;
 }
 
 /* lower -> check -> schedule (materialise, fuse) -> check -> C codegen */
-static WkProgram *compile_graph_named(const WkGraph *g, const char *entry) {
+static WkProgram *compile_graph_named(const WkGraph *g, const char *entry, WkTarget target) {
     WkLoopIR *L = NULL;
     WkSchedule *S = NULL;
     WkProgram *P = NULL;
@@ -90,11 +91,16 @@ static WkProgram *compile_graph_named(const WkGraph *g, const char *entry) {
     }
 
     wk_str_append(&src, "");
-    if (wk_cgen_c(S, entry, &src) < 0) goto error;
-    dump("kernel", h, "c", src.data);
+    WkTritonKernel *tks = NULL;
+    int ntk = 0;
+    if (target == WK_TARGET_TRITON ? wk_cgen_triton(S, entry, &src, &tks, &ntk) < 0 : wk_cgen_c(S, entry, &src) < 0)
+        goto error;
+    dump("kernel", h, target == WK_TARGET_TRITON ? "py" : "c", src.data);
     wk_log(WK_LOG_CODE, "graph %016llx: %d kernels\n%s", (unsigned long long)h, S->nkernels, src.data);
 
-    P = make_program(S, src.data, entry);
+    P = make_program(S, src.data, entry, target);
+    P->triton = tks;
+    P->ntriton = ntk;
     src.data = NULL;
 error:
     wk_str_free(&src);
@@ -106,7 +112,7 @@ error:
 WkProgram *wk_compile_graph(const WkGraph *g) {
     char entry[64];
     snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)wk_graph_hash(g));
-    return compile_graph_named(g, entry);
+    return compile_graph_named(g, entry, WK_TARGET_C);
 }
 
 void wk_program_free(WkProgram *p) {
@@ -116,6 +122,11 @@ void wk_program_free(WkProgram *p) {
     free(p->bufs);
     free(p->output_buf);
     free(p->summary);
+    for (int k = 0; k < p->ntriton; k++) {
+        free(p->triton[k].name);
+        free(p->triton[k].params);
+    }
+    free(p->triton);
     free(p);
 }
 
@@ -152,6 +163,7 @@ typedef struct {
     WkStr src;
     WkStr summary;
     uint64_t hash;
+    WkTarget target;
 } PlanBuilder;
 
 static int value_is_scalar(const WkGraph *g, const WkValue *v) {
@@ -198,7 +210,7 @@ static int build_whole(PlanBuilder *B) {
     int ninputs = wk_graph_ninputs(g), noutputs = wk_graph_noutputs(g);
     char entry[64];
     snprintf(entry, sizeof entry, "wick_graph_%016llx", (unsigned long long)B->hash);
-    WkProgram *prog = compile_graph_named(g, entry);
+    WkProgram *prog = compile_graph_named(g, entry, B->target);
     if (!prog) return -1;
     wk_str_append(&B->src, prog->source);
     B->P->nkernels = prog->nkernels;
@@ -300,12 +312,14 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
     }
     char entry[80];
     snprintf(entry, sizeof entry, "wick_plan_%016llx_s%d", (unsigned long long)B->hash, k);
-    WkProgram *prog = compile_graph_named(sub, entry);
+    WkProgram *prog = compile_graph_named(sub, entry, B->target);
     if (!prog) goto done;
-    /* each stage's static kernel<i> functions get a stage prefix */
-    for (int i = 0; i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
+    /* each stage's static kernel<i> functions get a stage prefix (Triton
+     * kernels are named after the entry already) */
+    int c = B->target == WK_TARGET_C;
+    for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
     wk_str_append(&B->src, prog->source);
-    for (int i = 0; i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
+    for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
     B->P->nkernels += prog->nkernels;
     B->P->nnative += nops;
 
@@ -383,13 +397,17 @@ static void add_view_step(PlanBuilder *B, const WkNode *node) {
     wk_vec_push(&B->steps, st);
 }
 
-WkPlan *wk_compile_plan(const WkGraph *g) {
+WkPlan *wk_compile_plan(const WkGraph *g) { return wk_compile_plan_for(g, WK_TARGET_C); }
+
+WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target) {
     int nvalues = wk_graph_nvalues(g), nnodes = wk_graph_nnodes(g), ninputs = wk_graph_ninputs(g);
     int noutputs = wk_graph_noutputs(g);
     PlanBuilder B = {0};
     B.g = g;
     B.hash = wk_graph_hash(g);
+    B.target = target;
     B.P = wk_xcalloc(1, sizeof *B.P);
+    B.P->target = target;
     B.stage = wk_xcalloc((size_t)nnodes + 1, sizeof(int));
     B.slot = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
     B.needs_slot = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
@@ -397,7 +415,7 @@ WkPlan *wk_compile_plan(const WkGraph *g) {
     int *avail_j = wk_xcalloc((size_t)nvalues + 1, sizeof(int)); /* first extern group that may read v */
     int *map = wk_xcalloc((size_t)nvalues + 1, sizeof(int));
     int ok = 0, maxstage = 0;
-    wk_str_append(&B.src, "");
+    wk_str_append(&B.src, target == WK_TARGET_TRITON ? wk_cgen_triton_prelude() : "");
     wk_str_append(&B.summary, "");
     for (int v = 0; v < nvalues; v++) B.slot[v] = -1;
 

@@ -23,6 +23,31 @@
 
 typedef enum { WK_BUF_INPUT, WK_BUF_OUTPUT, WK_BUF_TEMP } WkBufKind;
 
+/* Code generation targets, both fed by the same loop IR and schedule:
+ *   C       one C translation unit (OpenMP + SIMD) for CPU tensors;
+ *   TRITON  one Python module of @triton.jit kernels for CUDA tensors (or,
+ *           under TRITON_INTERPRET=1, CPU tensors run by Triton's
+ *           interpreter); the runtime compiles each kernel with Triton and
+ *           launches it through the CUDA driver API. */
+typedef enum { WK_TARGET_C, WK_TARGET_TRITON } WkTarget;
+
+/* One Triton kernel of a TRITON program: a launch of ceil(xnumel / XBLOCK)
+ * programs whose pointer arguments are the plan buffers params[0..nparams),
+ * in order. XBLOCK (and RBLOCK when has_r) are constexpr parameters chosen
+ * from configs: configs[0] is the default, the others are what the
+ * autotuner times. */
+enum { WK_TRITON_MAX_CONFIGS = 6 };
+typedef struct { int xblock, rblock, num_warps; } WkTritonConfig;
+typedef struct {
+    char *name;
+    int nparams;
+    int *params;
+    int64_t xnumel;
+    int has_r;
+    int nconfigs;
+    WkTritonConfig configs[WK_TRITON_MAX_CONFIGS];
+} WkTritonKernel;
+
 typedef struct {
     WkBufKind kind;
     int index;        /* INPUT: graph input position; OUTPUT: first graph output position it serves; TEMP: -1 */
@@ -46,7 +71,10 @@ typedef struct {
                          buffer (the graph returns an input unchanged) or repeat */
     int nkernels;     /* loop nests in the source, for logs and explain() */
     char *summary;    /* one line per kernel: kind, fused nodes, iteration space */
-    int64_t temps_bytes; /* the block all TEMP buffers live in (offsets 64-byte aligned) */
+    int64_t temps_bytes; /* the block all TEMP buffers live in (offsets 64-byte aligned; C target) */
+    WkTarget target;
+    int ntriton;      /* TRITON: the launches `entry` stands for, in order */
+    WkTritonKernel *triton;
 } WkProgram;
 
 /* Lowers, schedules and generates code for g, a graph without EXTERN nodes.
@@ -137,11 +165,14 @@ typedef struct {
     int nextern;         /* EXTERN nodes */
     int nviews;          /* VIEW nodes (index remaps; VIEW steps where a tensor is needed) */
     char *summary;       /* one line per step (and per kernel) */
+    WkTarget target;     /* TRITON: source is a Python module, steps' programs list their kernels */
 } WkPlan;
 
 /* NULL with wk_error set when a stage cannot be compiled, or a slot has
  * symbolic sizes. */
 WkPlan *wk_compile_plan(const WkGraph *g);
+/* wk_compile_plan for a target (wk_compile_plan is the C target). */
+WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target);
 void wk_plan_free(WkPlan *p);
 
 #endif /* WICK_PROGRAM_H */

@@ -8,6 +8,8 @@
  * in C: a KERNELS step allocates its outputs through PyTorch's C shim
  * (shim.c; torch.empty_strided where the shim is missing) and its
  * temporaries with aligned malloc and runs its entry with the GIL released;
+ * on a CUDA device (the TRITON target) outputs and temporaries come from
+ * PyTorch's caching allocator and triton_rt.c launches the kernels;
  * an EXTERN step calls PyTorch (the only Python that runs between steps) and
  * checks what came back against the slot's metadata; a VIEW step makes a
  * view of its base slot with one as_strided call (sizes, strides and offset
@@ -80,6 +82,9 @@ typedef struct {
     double compile_time_s;
     int ninputs;
     InputSpec *inputs;
+    WkTriton *triton;      /* TRITON target: the kernels' runtime */
+    PyObject *device_obj;  /* where outputs are allocated: "cpu" or torch.device("cuda", i) */
+    int cuda_device;       /* -1: CPU */
 } CompiledObject;
 
 /* wick._C.ExternInput(i): in an extern's call template, stands for the
@@ -208,7 +213,16 @@ static int check_input(const CompiledObject *self, int i, PyObject *t) {
     int cpu = PyObject_IsTrue(v);
     Py_DECREF(v);
     if (cpu < 0) return -1;
-    if (!cpu) {
+    if (self->cuda_device >= 0) {
+        PyObject *dev = cpu ? NULL : PyObject_GetAttrString(t, "device");
+        int same = dev ? PyObject_RichCompareBool(dev, self->device_obj, Py_EQ) : 0;
+        Py_XDECREF(dev);
+        if (same < 0) return -1;
+        if (!same) {
+            PyErr_Format(PyExc_ValueError, "wick: compiled graph input %d must be on %S", i, self->device_obj);
+            return -1;
+        }
+    } else if (!cpu) {
         PyErr_Format(PyExc_ValueError, "wick: compiled graph input %d must be a CPU tensor", i);
         return -1;
     }
@@ -303,10 +317,11 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     }
     int rc = -1, b;
     /* temporaries: the step's reusable block, or a private one if another
-     * call of this graph is running it right now (GIL released in kernels) */
+     * call of this graph is running it right now (GIL released in kernels);
+     * Triton kernels get tensors from PyTorch's allocator instead */
     char *temps = NULL;
     int own_block = 0;
-    if (rt->temps_bytes) {
+    if (rt->temps_bytes && !self->triton) {
         if (!rt->temps_busy) {
             if (!rt->temps && (rt->temps = aligned_alloc(64, rt->temps_bytes)))
                 advise_huge_pages(rt->temps, (int64_t)rt->temps_bytes);
@@ -326,6 +341,11 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         const WkBufferPlan *bp = &p->bufs[b];
         if (bp->kind == WK_BUF_INPUT) {
             if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
+        } else if (self->triton) {
+            PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
+                                      T.dtypes[bp->dtype], self->device_obj};
+            objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+            if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
         } else if (bp->kind == WK_BUF_OUTPUT) {
             if (wk_shim_available()) {
                 objs[b] = wk_shim_empty_strided_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, &ptrs[b]);
@@ -342,6 +362,20 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         }
     }
 
+    if (self->triton) {
+        PyObject *stack_views[STACK_BUFS], **views = stack_views;
+        if (p->nbufs > STACK_BUFS && !(views = PyMem_Calloc((size_t)p->nbufs, sizeof *views))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int k = 0; k < p->nbufs; k++)
+            views[k] = p->bufs[k].kind == WK_BUF_INPUT ? slots[st->in_slots[p->bufs[k].index]] : objs[k];
+        int trc = wk_triton_run(self->triton, step, p, views, ptrs);
+        if (views != stack_views) PyMem_Free(views);
+        if (trc < 0) goto done;
+        goto outputs;
+    }
+
     /* The thread count is per calling thread in OpenMP: set it where we run. */
     long nthreads = 0;
     if (self->set_num_threads) {
@@ -356,6 +390,7 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     entry(ptrs);
     Py_END_ALLOW_THREADS
 
+outputs:
     for (int j = 0; j < st->nout; j++) {
         const WkBufferPlan *bp = &p->bufs[p->output_buf[j]];
         PyObject *o = bp->kind == WK_BUF_INPUT ? slots[st->in_slots[bp->index]] : objs[p->output_buf[j]];
@@ -472,7 +507,7 @@ static int store_extern_output(CompiledObject *self, const WkStep *st, int k, Py
         return 0;
     }
     PyObject *call_args[4] = {PyTuple_GET_ITEM(self->slot_args[sl], 0), PyTuple_GET_ITEM(self->slot_args[sl], 1),
-                              T.dtypes[s->dtype], T.cpu};
+                              T.dtypes[s->dtype], self->device_obj};
     PyObject *copy = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
     if (!copy) return -1;
     PyObject *r = PyObject_CallMethodOneArg(copy, T.s_copy_, o);
@@ -644,6 +679,8 @@ static void Compiled_dealloc(CompiledObject *self) {
     free(self->input_slot);
     clear_externs(self);
     free(self->inputs);
+    wk_triton_free(self->triton);
+    Py_XDECREF(self->device_obj);
     wk_plan_free(self->plan);
     wk_cc_close(self->lib);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -844,8 +881,8 @@ static int prepare_steps(CompiledObject *self) {
         }
         if (st->kind != WK_STEP_KERNELS) continue;
         const WkProgram *p = st->program;
-        *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
-        if (!rt->entry) {
+        if (!self->triton) *(void **)&rt->entry = wk_cc_symbol(self->lib, p->entry);
+        if (!self->triton && !rt->entry) {
             PyErr_Format(PyExc_RuntimeError, "wick: %s", wk_error_get());
             return -1;
         }
@@ -854,10 +891,13 @@ static int prepare_steps(CompiledObject *self) {
         rt->temps_bytes = (size_t)p->temps_bytes;
         for (int b = 0; b < p->nbufs; b++) {
             const WkBufferPlan *bp = &p->bufs[b];
-            if (bp->kind == WK_BUF_TEMP) rt->temp_offset[b] = bp->offset; /* the schedule's placement */
-            if (bp->kind != WK_BUF_OUTPUT) continue;
-            PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
-            PyObject *stt = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
+            if (bp->kind == WK_BUF_TEMP) rt->temp_offset[b] = bp->offset; /* the schedule's placement (C) */
+            if (bp->kind == WK_BUF_INPUT || (bp->kind == WK_BUF_TEMP && !self->triton)) continue;
+            /* a Triton temporary is a flat tensor of its span */
+            int64_t flat = bp->nbytes / (wk_dtype_size(bp->dtype) > 0 ? wk_dtype_size(bp->dtype) : 1), one = 1;
+            int temp = bp->kind == WK_BUF_TEMP;
+            PyObject *sz = temp ? int_tuple_Ref(&flat, 1) : int_tuple_Ref(bp->sizes, bp->ndim);
+            PyObject *stt = sz ? (temp ? int_tuple_Ref(&one, 1) : int_tuple_Ref(bp->strides, bp->ndim)) : NULL;
             rt->out_args[b] = stt ? PyTuple_Pack(2, sz, stt) : NULL;
             Py_XDECREF(sz);
             Py_XDECREF(stt);
@@ -875,13 +915,34 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     WkPlan *plan = NULL;
     WkLib *lib = NULL;
     CompiledObject *self = NULL;
+    /* the device: CPU graphs get C kernels (or Triton's interpreter with
+     * WICK_TRITON=interpret), graphs on one CUDA device Triton kernels */
+    int cuda = -1, cpu_values = 0, several = 0;
+    for (int n = -1; n < wk_graph_nnodes(g); n++) {
+        int count = n < 0 ? ninputs : wk_graph_node(g, n)->noutputs;
+        for (int k = 0; k < count; k++) {
+            const WkValue *v = n < 0 ? wk_graph_value(g, wk_graph_input_value(g, k))
+                                     : wk_graph_value(g, wk_graph_node(g, n)->outputs[k]);
+            if (n >= 0 && wk_graph_node(g, n)->op == WK_OP_SCALAR) continue;
+            if (v->device.type == WK_DEV_CPU) cpu_values = 1;
+            else if (cuda >= 0 && v->device.index != cuda) several = 1;
+            else cuda = v->device.index;
+        }
+    }
+    if (several || (cuda >= 0 && cpu_values)) {
+        wk_error_set("wick: the graph has values on several devices");
+        goto fail;
+    }
+    int interpret = cuda < 0 && !strcmp(wk_env_str(WK_ENV_TRITON), "interpret");
+    WkTarget target = cuda >= 0 || interpret ? WK_TARGET_TRITON : WK_TARGET_C;
+    char why[300];
+    if (cuda >= 0 && !wk_triton_gpu_available(why, sizeof why)) {
+        wk_error_set("wick: CUDA tensors need the CUDA driver: %s", why);
+        goto fail;
+    }
     for (int i = 0; i < ninputs; i++) {
         const WkValue *v = wk_graph_value(g, wk_graph_input_value(g, i));
         InputSpec *s = &inputs[i];
-        if (v->device.type != WK_DEV_CPU) {
-            wk_error_set("wick: input %d is on a CUDA device; wick has no GPU backend yet", i);
-            goto fail;
-        }
         s->dtype = v->dtype;
         s->ndim = v->ndim;
         s->numel = 1;
@@ -894,22 +955,14 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
             s->numel *= s->sizes[d];
         }
     }
-    for (int n = 0; n < wk_graph_nnodes(g); n++) {
-        const WkNode *node = wk_graph_node(g, n);
-        for (int k = 0; k < node->noutputs; k++)
-            if (wk_graph_value(g, node->outputs[k])->device.type != WK_DEV_CPU) {
-                wk_error_set("wick: a value is on a CUDA device; wick has no GPU backend yet");
-                goto fail;
-            }
-    }
-    plan = wk_compile_plan(g);
+    plan = wk_compile_plan_for(g, target);
     if (!plan) goto fail;
     for (int s = 0; s < plan->nsteps; s++)
         if (plan->steps[s].kind == WK_STEP_KERNELS && check_program(plan->steps[s].program, &plan->steps[s], plan) < 0)
             goto fail;
 
     int hit = 0;
-    if (plan->source && *plan->source) {
+    if (target == WK_TARGET_C && plan->source && *plan->source) {
         Py_BEGIN_ALLOW_THREADS
         lib = wk_cc_load(plan->source, &hit);
         Py_END_ALLOW_THREADS
@@ -924,7 +977,31 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     self->lib = lib;
     self->inputs = inputs;
     self->ninputs = ninputs;
+    self->cuda_device = cuda;
     plan = NULL, lib = NULL, inputs = NULL; /* owned by self now */
+    if (cuda >= 0) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        self->device_obj = torch ? PyObject_CallMethod(torch, "device", "si", "cuda", cuda) : NULL;
+        Py_XDECREF(torch);
+    } else {
+        self->device_obj = Py_NewRef(T.cpu);
+    }
+    if (self->device_obj && target == WK_TARGET_TRITON) self->triton = wk_triton_new(self->plan, cuda);
+    if (!self->device_obj || (target == WK_TARGET_TRITON && !self->triton)) {
+        /* Triton missing or failing to import is a reason to run eagerly */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *msg = value ? PyObject_Str(value) : NULL;
+        const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        wk_error_set("wick: the Triton backend is unavailable: %s", text ? text : "?");
+        PyErr_Clear();
+        Py_XDECREF(msg);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        Py_DECREF(self);
+        return NULL;
+    }
     for (int s = 0; s < self->plan->nsteps && !self->prog; s++)
         if (self->plan->steps[s].kind == WK_STEP_KERNELS) self->prog = self->plan->steps[s].program;
     if (self->lib) {
@@ -1089,6 +1166,33 @@ static PyObject *Compiled_get_nextern(CompiledObject *self, void *c) {
     return PyLong_FromLong(self->plan->nextern);
 }
 
+/* The Triton launches of every KERNELS step (empty for the C target). */
+static PyObject *Compiled_get_triton_kernels(CompiledObject *self, void *c) {
+    (void)c;
+    PyObject *list = PyList_New(0);
+    for (int s = 0; list && s < self->plan->nsteps; s++) {
+        const WkProgram *p = self->plan->steps[s].program;
+        for (int k = 0; p && k < p->ntriton; k++) {
+            const WkTritonKernel *tk = &p->triton[k];
+            PyObject *params = PyList_New(tk->nparams), *configs = PyList_New(tk->nconfigs), *d = NULL;
+            for (int i = 0; params && i < tk->nparams; i++)
+                PyList_SET_ITEM(params, i, PyUnicode_FromString(wk_dtype_name(p->bufs[tk->params[i]].dtype)));
+            for (int i = 0; configs && i < tk->nconfigs; i++)
+                PyList_SET_ITEM(configs, i, Py_BuildValue("(iii)", tk->configs[i].xblock, tk->configs[i].rblock,
+                                                          tk->configs[i].num_warps));
+            if (params && configs)
+                d = Py_BuildValue("{s:i,s:s,s:O,s:O,s:L,s:O}", "step", s, "name", tk->name, "params", params,
+                                  "configs", configs, "xnumel", (long long)tk->xnumel, "has_r",
+                                  tk->has_r ? Py_True : Py_False);
+            Py_XDECREF(params);
+            Py_XDECREF(configs);
+            if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
+            Py_XDECREF(d);
+        }
+    }
+    return list;
+}
+
 static PyGetSetDef Compiled_getset[] = {
     {"source", (getter)Compiled_get_source, NULL, "The generated C source.", NULL},
     {"summary", (getter)Compiled_get_summary, NULL, "One line per kernel.", NULL},
@@ -1104,6 +1208,8 @@ static PyGetSetDef Compiled_getset[] = {
     {"steps", (getter)Compiled_get_steps, NULL, "The steps a call runs, in order, as dicts.", NULL},
     {"check_inputs", (getter)Compiled_get_check_inputs, (setter)Compiled_set_check_inputs,
      "Whether calls validate their input tensors.", NULL},
+    {"triton_kernels", (getter)Compiled_get_triton_kernels, NULL,
+     "Triton launches: step, name, param dtypes, configs (XBLOCK, RBLOCK, warps), xnumel, has_r.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

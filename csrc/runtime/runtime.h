@@ -17,6 +17,11 @@
  *   shim.c      output tensors allocated from C through PyTorch's stable C
  *               shim (aoti_torch_empty_strided), wrapped for Python by
  *               libtorch_python; torch.empty_strided where it is missing.
+ *   triton_rt.c the kernels of a TRITON plan: compiled through wick/_triton.py
+ *               (Triton's compiler, cached on disk), loaded and launched
+ *               with the CUDA driver API (dlopen'd libcuda.so.1) on the
+ *               current stream, autotuned over block sizes; or run by
+ *               Triton's interpreter for CPU tensors (tests).
  *   pygraph.c   the C type wick._C.Graph: a Python handle on a WkGraph under
  *               construction, used by the torch.compile adapter (FX import),
  *               by tests of the compiler alone, and by capture to hand a
@@ -90,6 +95,21 @@ PyObject *wk_rt_describe_Ref(PyObject *compiled);
  * on or off. Capture turns it off: its guards already checked dtype, device,
  * sizes and strides. The argument count is always checked. */
 void wk_rt_set_check_inputs(PyObject *compiled, int on);
+
+/* ---- triton_rt.c ------------------------------------------------------- */
+typedef struct WkTriton WkTriton;
+/* 1 if the CUDA driver API can be loaded; else 0 and the reason in why. */
+int wk_triton_gpu_available(char *why, size_t n);
+/* Prepares the kernels of `plan` (TRITON target; borrowed, must outlive the
+ * result) for CUDA device `device`, or for Triton's interpreter when device
+ * is -1. Writes the module into the cache; compiles kernels at their first
+ * launch. NULL with a Python exception. */
+WkTriton *wk_triton_new(const WkPlan *plan, int device);
+/* Launches the kernels of KERNELS step `step` (program p): bufs[b] is the
+ * tensor of program buffer b (borrowed), ptrs[b] its data pointer. -1 with
+ * a Python exception. */
+int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bufs, void *const *ptrs);
+void wk_triton_free(WkTriton *t);
 
 /* ---- pygraph.c --------------------------------------------------------- */
 /* Wraps g in a wick._C.Graph (new reference); the wrapper owns g from then on. */

@@ -154,15 +154,17 @@ def rg_fn(x, w):
     return x * w
 
 
-def test_autodiff_reason_and_fullgraph():
+def test_autodiff_is_compiled_through_fx_also_fullgraph():
     x, w = torch.randn(3), torch.randn(3, requires_grad=True)
-    r = compiled(rg_fn)(x, w)
-    assert r.requires_grad
-    (e,) = entries(rg_fn)
-    assert e["eager"] and "autodiff not implemented yet" in e["reason"]
-    C.reset()
-    with pytest.raises(C.UnsupportedError, match="autodiff"):
-        compiled(rg_fn, fullgraph=True)(x, w)
+    for fullgraph in (False, True):
+        C.reset()
+        w.grad = None
+        r = compiled(rg_fn, fullgraph=fullgraph)(x, w)
+        assert r.requires_grad and r.grad_fn is not None
+        r.sum().backward()
+        assert torch.equal(w.grad, x)
+        (e,) = entries(rg_fn)
+        assert not e["eager"] and e["graph_count"] == 1 and e["via_fx"]
 
 
 def test_unsupported_dtype_falls_back():

@@ -51,15 +51,16 @@ def test_recompile_on_requires_grad_and_grad_mode():
     (e,) = entries(f_add)
     assert not e["eager"] and e["graph_count"] == 1
     assert any(g.startswith("GRAD_MODE disabled") for g in e["guards"])
-    r = cf(w, y)  # grad mode on: autodiff is not implemented, runs eagerly
+    r = cf(w, y)  # grad mode on: a second entry, whose graph runs with autograd
     assert r.requires_grad and r.grad_fn is not None
     r.sum().backward()
     assert torch.equal(w.grad, torch.full((3,), 2.0))
     es = entries(f_add)
-    assert len(es) == 2 and es[0]["eager"]
-    assert "autodiff not implemented yet" in es[0]["reason"]
-    with torch.no_grad():  # the compiled entry is still found
-        cf(w, y)
+    assert len(es) == 2 and not es[0]["eager"] and es[0]["graph_count"] == 1
+    assert any(g.startswith("GRAD_MODE enabled") for g in es[0]["guards"])
+    with torch.no_grad():  # the first entry is still found
+        assert not cf(w, y).requires_grad
+    assert len(entries(f_add)) == 2
     assert len(entries(f_add)) == 2
 
 
@@ -218,13 +219,19 @@ def test_no_grad_blocks():
         (en,) = entries(fn)
         assert not en["eager"] and en["graph_count"] == 1
         assert not any(t.requires_grad for t in (r if isinstance(r, tuple) else (r,)))
-    r = compiled(grad_after_block)(x, w)  # w used with grad on: autodiff, eager
+    r = compiled(grad_after_block)(x, w)  # w used with grad on: autograd through FX
+    assert_same(r, grad_after_block(x, w))
     assert r.requires_grad
+    r.sum().backward()
+    assert torch.equal(w.grad, x * 2)
     (en,) = entries(grad_after_block)
-    assert en["eager"] and "L['w'] requires grad" in en["reason"]
-    # the ref backend runs torch ops with autograd on: refused, not wrong
+    assert not en["eager"] and en["via_fx"]
+    # the ref backend runs torch ops with autograd on: the graph switches
+    # grad mode off around the block's nodes, as the frame did
     C.reset()
-    r = compiled(no_grad_return, "ref")(x, w)
-    assert not r.requires_grad
-    (en,) = entries(no_grad_return)
-    assert en["eager"] and "no_grad block" in en["reason"]
+    for fn in (no_grad_return, grad_after_block):
+        r = compiled(fn, "ref")(x, w)
+        assert_same(r, fn(x, w))
+        assert r.requires_grad == fn(x, w).requires_grad
+        (en,) = entries(fn)
+        assert not en["eager"] and torch.is_grad_enabled()

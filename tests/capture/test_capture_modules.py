@@ -61,11 +61,17 @@ def test_module_parameters_buffers_and_numbers(backend):
         m2.weight = torch.nn.Parameter(torch.randn(3, 1))
         assert_same(f(m2, x), Affine.forward(m2, x))
         assert len(entries(Affine.forward)) == 3
-    # grad mode with a parameter that requires grad: runs eagerly, with autograd
+    # grad mode with a parameter that requires grad: compiled with autograd,
+    # gradients equal eager's
     r = f(m, x)
+    e = Affine.forward(m, x)
+    assert_same(r, e)
     assert r[0].requires_grad
+    got = torch.autograd.grad(sum(t.sum() for t in r), [m.weight])
+    want = torch.autograd.grad(sum(t.sum() for t in e), [m.weight])
+    assert_same(got, want)
     es = entries(Affine.forward)
-    assert es[0]["eager"] and "L['self'].weight requires grad" in es[0]["reason"]
+    assert not es[0]["eager"] and es[0]["graph_count"] == 1 and es[0]["via_fx"]
 
 
 def test_submodule_call_and_property_are_inlined():

@@ -67,20 +67,36 @@ class RefGraph:
 
     calls = 0
 
-    def __init__(self, graph):
+    def __init__(self, graph, externs=None, no_grad=(), entry_grad=True):
         self.text = graph.print()
         self.inputs = [d["id"] for d in graph.inputs()]
         self.nodes = graph.nodes()
         self.outputs = graph.outputs()
+        self.externs, self.no_grad, self.entry_grad = externs, set(no_grad), entry_grad
 
     def __call__(self, *args):
         RefGraph.calls += 1
         assert len(args) == len(self.inputs)
+        try:
+            return self._run(args)
+        finally:
+            torch.set_grad_enabled(self.entry_grad)
+
+    def _run(self, args):
+        import wick.backends as B
+
         env = dict(zip(self.inputs, args))
         for n in self.nodes:
             op, x = n["op"], [env[i] for i in n["inputs"]]
+            torch.set_grad_enabled(n["output"] not in self.no_grad)
             if op == "SCALAR":
                 r = n["value"]  # a Python number keeps torch's wrapped-number promotion
+            elif op == "EXTERN":
+                k = n["extern_index"]
+                res = B._extern_callable(k, self.externs[k], "ref")(*x)
+                for j, vid in enumerate(n["outputs"]):
+                    env[vid] = B._extern_output(res, j)
+                continue
             elif op == "CONVERT":
                 r = x[0].to(getattr(torch, n["dtype"]))
             elif op in _BINARY:
@@ -111,10 +127,10 @@ def install_ref_backend(monkeypatch):
 
     orig = getattr(B, "compile_graph_with", None)
 
-    def compile_graph_with(backend, graph, example_inputs):
+    def compile_graph_with(backend, graph, example_inputs, *rest):
         if backend == "ref":
-            return RefGraph(graph)
-        return orig(backend, graph, example_inputs)
+            return RefGraph(graph, *rest)
+        return orig(backend, graph, example_inputs, *rest)
 
     monkeypatch.setattr(B, "compile_graph_with", compile_graph_with, raising=False)
 

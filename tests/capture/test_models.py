@@ -2,6 +2,10 @@
 downloaded), inference through wick: results must equal eager always, and
 each model should be one graph, as PyTorch's capture gets.
 
+Forward+backward: in grad mode with parameters that require grad, the
+captured graph is compiled through AOTAutograd (forward and backward graphs
+both by wick's compiler); gradients are compared with eager's.
+
 Honest status: BERT, DistilBERT, RoBERTa and ViT capture as one graph
 (through transformers' decorators, the output collector's ContextVar
 set/reset, the attention and mask registries, ModelOutput rebuilt). GPT-2,
@@ -133,3 +137,41 @@ def test_model_is_one_graph(make):
     _, _, es = _run(make)
     assert es and not es[0]["eager"], es[0].get("reason")
     assert es[0]["graph_count"] == 1
+
+
+def _loss(out):
+    return sum(t.float().sum() for t in _flatten(out) if t.requires_grad)
+
+
+def _train_step(make):
+    torch.manual_seed(0)
+    model, kwargs = make()
+    model.eval()  # no dropout: eager and compiled see the same function
+    params = [p for p in model.parameters() if p.requires_grad]
+    expected = model(**kwargs)
+    want = torch.autograd.grad(_loss(expected), params, allow_unused=True)
+    got_out = compiled(type(model).forward)(model, **kwargs)
+    got = torch.autograd.grad(_loss(got_out), params, allow_unused=True)
+    return expected, got_out, want, got, entries(type(model).forward)
+
+
+@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
+def test_model_forward_backward_equals_eager(make):
+    expected, got_out, want, got, _ = _train_step(make)
+    assert type(got_out) is type(expected)
+    for a, b in zip(_flatten(got_out), _flatten(expected)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        assert a.requires_grad == b.requires_grad
+    assert sum(g is not None for g in want) > 10
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [_one_graph_param(m) for m in MODELS], ids=lambda f: f.__name__)
+def test_model_forward_backward_is_one_graph(make):
+    C.reset()
+    *_, es = _train_step(make)
+    assert es and not es[0]["eager"], es[0].get("reason")
+    assert es[0]["graph_count"] == 1 and es[0]["via_fx"]

@@ -300,6 +300,16 @@ static Sv *call_len(Interp *I, Sv *v) {
         SvList items = {0};
         if (v->kind == SV_OPAQUE && v->obj) { /* ModuleList, Sequential, ModuleDict */
             if (cap_iterate(I, v, &items) < 0) return wk_vec_free(&items), NULL;
+            /* the count stands for the class's __len__: torch's own, guarded */
+            PyObject *n = PyUnicode_InternFromString("__len__");
+            if (!n) return wk_vec_free(&items), cap_py_failed(I, "len"), NULL;
+            PyObject *f = _PyType_Lookup(Py_TYPE(v->obj), n);
+            PyObject *mod = f && PyFunction_Check(f) ? ((PyFunctionObject *)f)->func_module : NULL;
+            int torchs = mod && PyUnicode_Check(mod) &&
+                         PyUnicode_CompareWithASCIIString(mod, "torch.nn.modules.container") == 0;
+            if (torchs) wk_guard_type_attr_is(I->guards, Py_TYPE(v->obj), n, f);
+            Py_DECREF(n);
+            if (!torchs) return wk_vec_free(&items), cap_unsupported(I, "len() of a container whose __len__ is not torch's"), NULL;
             Sv *r = sv_const_Steal(I, PyLong_FromLong(items.len));
             wk_vec_free(&items);
             return r;

@@ -123,9 +123,10 @@ static PyObject *template_Ref(Interp *I, Inputs *in, Sv *s, int depth) {
     }
 }
 
-static int meta_of(Interp *I, PyObject *t, WkTensorMeta *m) {
-    PyObject *dt, *dev, *sizes, *strides;
-    if (!PyArg_ParseTuple(t, "OOOO", &dt, &dev, &sizes, &strides)) return cap_py_failed(I, "extern metadata");
+static int meta_of(Interp *I, PyObject *t, WkTensorMeta *m, char *requires_grad) {
+    PyObject *dt, *dev, *sizes, *strides, *rg;
+    if (!PyArg_ParseTuple(t, "OOOOO", &dt, &dev, &sizes, &strides, &rg)) return cap_py_failed(I, "extern metadata");
+    *requires_grad = rg == Py_True;
     int d = cap_dtype_of_obj(dt);
     if (d < 0) return cap_unsupported(I, "a torch call returns an unsupported dtype");
     memset(m, 0, sizeof *m);
@@ -203,13 +204,10 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
             goto done;
         }
     }
-    for (int i = 0; I->grad_enabled && i < in.values.len; i++)
-        if (cap_get_rg(I, in.values.data[i])) {
-            const WkValue *m = wk_graph_value(I->g, in.values.data[i]);
-            cap_unsupported(I, "%s requires grad: autodiff not implemented yet", m && m->source ? m->source : "a tensor");
-            goto done;
-        }
-    out = PyObject_CallFunctionObjArgs(meta_outputs, fn, args, kwargs, in.metas, NULL);
+    /* run on fake tensors in the grad mode the frame has here, so that the
+     * outputs' requires_grad is eager's */
+    out = PyObject_CallFunctionObjArgs(meta_outputs, fn, args, kwargs, in.metas,
+                                       I->grad_enabled ? Py_True : Py_False, NULL);
     if (!out) {
         char what[160];
         snprintf(what, sizeof what, "%s() on fake tensors", name);
@@ -228,8 +226,9 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
         goto done;
     }
     WkTensorMeta tm[64];
+    char out_rg[64];
     for (int i = 0; i < nout; i++)
-        if (meta_of(I, PyList_GET_ITEM(metas, i), &tm[i]) < 0) goto done;
+        if (meta_of(I, PyList_GET_ITEM(metas, i), &tm[i], &out_rg[i]) < 0) goto done;
     int index = (int)PyList_GET_SIZE(I->externs);
     entry = PyTuple_Pack(3, fn, args, kwargs);
     if (!entry || PyList_Append(I->externs, entry) < 0) {
@@ -241,6 +240,7 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
         cap_graph_failed(I, name);
         goto done;
     }
+    for (int i = 0; i < nout; i++) cap_set_node_output_rg(I, v + i, out_rg[i]);
     if (strcmp(structure, "tensor") == 0) {
         res = sv_tensor(I, v);
     } else {

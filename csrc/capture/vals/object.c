@@ -204,6 +204,11 @@ static int module_children(PyObject *o, PyObject **mods_Borrow) {
     if (!is_module(o)) return 0;
     const char *tn = Py_TYPE(o)->tp_name;
     if (strcmp(tn, "ModuleList") != 0 && strcmp(tn, "Sequential") != 0 && strcmp(tn, "ModuleDict") != 0) return 0;
+    PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__"); /* torch's, not a namesake */
+    int torchs = m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "torch.nn.modules.container") == 0;
+    Py_XDECREF(m);
+    PyErr_Clear();
+    if (!torchs) return 0;
     PyObject *d = PyObject_GenericGetDict(o, NULL);
     if (!d) {
         PyErr_Clear();
@@ -229,6 +234,23 @@ int cap_object_hasattr(Interp *I, Sv *o, PyObject *name) {
     return r;
 }
 
+/* What capture models for a container (items from _modules, in order)
+ * stands for the class's own `dunder`: guarded unchanged on the class. */
+static int guard_protocol(Interp *I, Sv *o, const char *dunder) {
+    PyObject *n = PyUnicode_InternFromString(dunder);
+    if (!n) return cap_py_failed(I, dunder);
+    PyObject *f = _PyType_Lookup(Py_TYPE(o->obj), n);
+    /* only torch's own method is what the modelling stands for (a class
+     * patched after import would compute something else) */
+    PyObject *mod = f && PyFunction_Check(f) ? ((PyFunctionObject *)f)->func_module : NULL;
+    int torchs = !f || (mod && PyUnicode_Check(mod) &&
+                        PyUnicode_CompareWithASCIIString(mod, "torch.nn.modules.container") == 0);
+    if (torchs) wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), n, f);
+    Py_DECREF(n);
+    if (!torchs) return cap_unsupported(I, "%s.%s replaced", Py_TYPE(o->obj)->tp_name, dunder);
+    return 0;
+}
+
 static Sv *child(Interp *I, Sv *o, PyObject *key) {
     int sp = I->f->sp;
     if (cap_object_attr(I, o, key, 0) < 0) return NULL;
@@ -240,6 +262,7 @@ static Sv *child(Interp *I, Sv *o, PyObject *key) {
 static int object_iterate(Interp *I, Sv *o, SvList *out) {
     PyObject *mods;
     if (!module_children(o->obj, &mods)) return cap_unsupported(I, "iterating a %s", cap_type_name(o->obj));
+    if (guard_protocol(I, o, "__iter__") < 0) return -1;
     int dict = strcmp(Py_TYPE(o->obj)->tp_name, "ModuleDict") == 0;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -256,6 +279,7 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
     PyObject *mods;
     if (!module_children(o->obj, &mods) || k->kind != SV_CONST)
         return cap_unsupported(I, "subscript of a %s by a %s", cap_type_name(o->obj), sv_desc(k)), NULL;
+    if (guard_protocol(I, o, "__getitem__") < 0) return NULL;
     if (PyUnicode_CheckExact(k->obj)) return child(I, o, k->obj);
     if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a module container by a %s", sv_desc(k)), NULL;
     SvList items = {0};
@@ -272,6 +296,7 @@ static int object_truth(Interp *I, Sv *o, int *out) {
     PyTypeObject *tp = Py_TYPE(o->obj);
     PyObject *mods;
     if (module_children(o->obj, &mods)) {
+        if (guard_protocol(I, o, "__len__") < 0 || guard_protocol(I, o, "__bool__") < 0) return -1;
         SvList items = {0};
         if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), -1;
         *out = items.len > 0;

@@ -33,12 +33,42 @@ int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
-void cap_set_rg(Interp *I, int value, int rg) {
+/* value_rg holds two bits per graph value: RG_REQUIRES (the value requires
+ * grad, as eager would say) and RG_NO_GRAD (a node output computed with grad
+ * mode off, inside a no_grad block): the FX path replays those grad modes. */
+enum { RG_REQUIRES = 1, RG_NO_GRAD = 2 };
+
+static void set_rg_bits(Interp *I, int value, char bits) {
     while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
-    I->value_rg.data[value] = (char)rg;
+    I->value_rg.data[value] = bits;
 }
 
-int cap_get_rg(const Interp *I, int value) { return value < I->value_rg.len && I->value_rg.data[value]; }
+void cap_set_rg(Interp *I, int value, int rg) { set_rg_bits(I, value, rg ? RG_REQUIRES : 0); }
+
+int cap_get_rg(const Interp *I, int value) {
+    return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_REQUIRES);
+}
+
+void cap_set_node_output_rg(Interp *I, int value, int rg) {
+    set_rg_bits(I, value, (char)((rg ? RG_REQUIRES : 0) | (I->grad_enabled ? 0 : RG_NO_GRAD)));
+}
+
+int cap_get_no_grad(const Interp *I, int value) {
+    return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_NO_GRAD);
+}
+
+/* Some node output requires grad: running the graph needs autograd (the
+ * FX path through AOTAutograd), not wick's own runtime. */
+int cap_graph_needs_autograd(const Interp *I) {
+    int ninputs = wk_graph_ninputs(I->g);
+    for (int v = 0; v < I->value_rg.len; v++) {
+        if (!(I->value_rg.data[v] & RG_REQUIRES)) continue;
+        int is_input = 0;
+        for (int i = 0; i < ninputs && !is_input; i++) is_input = wk_graph_input_value(I->g, i) == v;
+        if (!is_input) return 1;
+    }
+    return 0;
+}
 
 /* "L['self'].weight": where an argument-derived value comes from. */
 static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
@@ -95,10 +125,6 @@ int cap_tensor_value(Interp *I, Sv *s) {
     if (device_of(t, &dev, &dev_ok) < 0) goto pyerr;
     if (!dev_ok) {
         cap_unsupported(I, "%s: unsupported device", src);
-        goto done;
-    }
-    if (dev.type != WK_DEV_CPU && I->backend_wick) {
-        cap_unsupported(I, "%s is on a GPU: no GPU (Triton) backend yet", src);
         goto done;
     }
     if (!(rg = PyObject_GetAttr(t, cap_s_requires_grad))) goto pyerr;
@@ -173,20 +199,19 @@ const WkValue *cap_sv_meta(Interp *I, Sv *s) {
     return v < 0 ? NULL : wk_graph_value(I->g, v);
 }
 
-/* Result Sv of a graph op, or NULL (reason set). An op on a tensor that
- * requires grad, in grad mode, would need autodiff. */
+/* Result Sv of a graph op, or NULL (reason set). In grad mode, a floating
+ * output of an input that requires grad requires grad too (eager's rule for
+ * these differentiable ops); such a graph is compiled through AOTAutograd. */
 Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs) {
-    for (int i = 0; I->grad_enabled && i < n; i++)
-        if (cap_get_rg(I, in[i])) {
-            const WkValue *m = wk_graph_value(I->g, in[i]);
-            cap_unsupported(I, "%s requires grad: autodiff not implemented yet", m && m->source ? m->source : "a tensor");
-            return NULL;
-        }
+    int rg = 0;
+    for (int i = 0; I->grad_enabled && i < n; i++) rg |= cap_get_rg(I, in[i]);
     int v = wk_graph_op(I->g, op, in, n, attrs);
     if (v < 0) {
         cap_graph_failed(I, wk_op_info(op)->name);
         return NULL;
     }
+    WkDType dt = wk_graph_value(I->g, v)->dtype;
+    cap_set_node_output_rg(I, v, rg && wk_dtype_is_float(dt));
     return sv_tensor(I, v);
 }
 
@@ -385,9 +410,8 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
     } else if (strcmp(name, "is_cuda") == 0) {
         c = PyBool_FromLong(m->device.type == WK_DEV_CUDA);
     } else if (strcmp(name, "requires_grad") == 0) {
-        /* node outputs never require grad: inputs that do, with grad mode
-         * on, fell back already */
-        c = (t->arg >= 0 || t->gname) && t->obj ? PyObject_GetAttr(t->obj, cap_s_requires_grad) : Py_NewRef(Py_False);
+        /* inputs: read (and guarded) when loaded; node outputs: tracked */
+        c = PyBool_FromLong(cap_get_rg(I, m->id));
     }
     if (c || PyErr_Occurred()) {
         if (!c) return cap_py_failed(I, name);

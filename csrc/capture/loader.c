@@ -1,0 +1,159 @@
+/* loader.c — the call from a transformed frame into its compiled graph.
+ *
+ * Graph inputs are mostly attributes of the frame's arguments (a module's
+ * parameters: self.layers[3].lin.weight). Loading each with LOAD_ATTR and
+ * BINARY_SUBSCR would run nn.Module.__getattr__ and ModuleList.__getitem__
+ * in Python for every step of every path on every call. Instead the
+ * transformed code loads only the roots (arguments and globals) and calls
+ * a GraphLoader, which resolves every path in C with the same fast steps
+ * the guards use (wk_source_step_Ref: plain dict reads where the classes
+ * keep nn.Module's lookup), then vectorcalls the compiled graph.
+ *
+ * Owns: the GraphLoader type; each loader owns its compiled graph, its
+ * paths and its input-to-root map. */
+#include <string.h>
+
+#include "symbolic.h"
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *compiled;  /* owned callable: inputs -> tuple of outputs */
+    int ninputs;
+    int *roots;          /* malloc'd: the root (positional argument) of each input */
+    int *nodes;          /* malloc'd: each input's node in `sources`, -1: the root itself */
+    WkSrcTree sources;   /* the inputs' paths; shared prefixes resolved once per call */
+} LoaderObject;
+
+#define NODES_ON_STACK 256
+
+/* Every input into inputs[0..n) (new references); 0, or -1 with the
+ * exception (what eager attribute reads would raise) and nothing held. */
+static int resolve_inputs(LoaderObject *self, PyObject *const *roots, Py_ssize_t nroots, PyObject **inputs) {
+    int nn = self->sources.nodes.len, rc = -1, got = 0;
+    PyObject *stack[NODES_ON_STACK];
+    PyObject **cache = nn <= NODES_ON_STACK ? stack : wk_xcalloc((size_t)nn + 1, sizeof(PyObject *));
+    for (int i = 0; cache == stack && i < nn; i++) stack[i] = NULL;
+    for (; got < self->ninputs; got++) {
+        int r = self->roots[got];
+        if (r < 0 || r >= nroots) {
+            PyErr_SetString(PyExc_SystemError, "wick: GraphLoader called with too few roots");
+            goto finish;
+        }
+        PyObject *x = self->nodes[got] < 0 ? roots[r]
+                                           : wk_srctree_get(&self->sources, self->nodes[got], roots, (int)nroots, cache);
+        if (!x) goto finish;
+        inputs[got] = Py_NewRef(x);
+    }
+    rc = 0;
+finish:
+    if (rc < 0)
+        for (int i = 0; i < got; i++) Py_DECREF(inputs[i]);
+    for (int i = 0; i < nn; i++) Py_XDECREF(cache[i]);
+    if (cache != stack) free(cache);
+    return rc;
+}
+
+#define INPUTS_ON_STACK 64
+
+static PyObject *loader_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    LoaderObject *self = (LoaderObject *)self_obj;
+    Py_ssize_t nroots = PyVectorcall_NARGS(nargsf);
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+        PyErr_SetString(PyExc_TypeError, "wick: GraphLoader takes positional roots only");
+        return NULL;
+    }
+    PyObject *stack[INPUTS_ON_STACK + 1];
+    PyObject **inputs = self->ninputs + 1 <= INPUTS_ON_STACK + 1 ? stack
+                                                                 : wk_xcalloc((size_t)self->ninputs + 1, sizeof(PyObject *));
+    PyObject *res = NULL;
+    int got = 0;
+    if (resolve_inputs(self, args, nroots, inputs + 1) < 0) goto finish;
+    got = self->ninputs;
+    res = PyObject_Vectorcall(self->compiled, inputs + 1, (size_t)self->ninputs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                              NULL);
+finish:
+    for (int i = 0; i < got; i++) Py_DECREF(inputs[1 + i]);
+    if (inputs != stack) free(inputs);
+    return res;
+}
+
+static void loader_dealloc(PyObject *self_obj) {
+    LoaderObject *self = (LoaderObject *)self_obj;
+    PyObject_GC_UnTrack(self_obj);
+    Py_CLEAR(self->compiled);
+    wk_srctree_clear(&self->sources);
+    free(self->nodes);
+    free(self->roots);
+    Py_TYPE(self_obj)->tp_free(self_obj);
+}
+
+static int loader_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    Py_VISIT(((LoaderObject *)self_obj)->compiled);
+    return 0;
+}
+
+/* loader.compiled: the graph it calls (benchmarks time it directly) */
+static PyObject *loader_get_compiled(PyObject *self_obj, void *closure) {
+    (void)closure;
+    return Py_NewRef(((LoaderObject *)self_obj)->compiled);
+}
+
+/* loader.inputs(*roots): the graph inputs it would pass, as a list */
+static PyObject *loader_inputs(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    LoaderObject *self = (LoaderObject *)self_obj;
+    PyObject **inputs = wk_xcalloc((size_t)self->ninputs + 1, sizeof(PyObject *));
+    PyObject *list = NULL;
+    if (resolve_inputs(self, args, nargs, inputs) == 0) {
+        list = PyList_New(self->ninputs);
+        for (int i = 0; i < self->ninputs; i++) {
+            if (list) PyList_SET_ITEM(list, i, inputs[i]);
+            else Py_DECREF(inputs[i]);
+        }
+    }
+    free(inputs);
+    return list;
+}
+
+static PyGetSetDef loader_getset[] = {
+    {"compiled", loader_get_compiled, NULL, "the compiled graph this loader calls", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef loader_methods[] = {
+    {"inputs", (PyCFunction)(void (*)(void))loader_inputs, METH_FASTCALL,
+     "inputs(*roots) -> the list of graph inputs resolved from the roots"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject Loader_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wick._C.GraphLoader",
+    .tp_basicsize = sizeof(LoaderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Resolves a captured frame's graph inputs from its roots in C and calls the compiled graph.",
+    .tp_dealloc = loader_dealloc,
+    .tp_traverse = loader_traverse,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(LoaderObject, vectorcall),
+    .tp_getset = loader_getset,
+    .tp_methods = loader_methods,
+};
+
+PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs) {
+    if (!(Loader_Type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&Loader_Type) < 0) return NULL;
+    LoaderObject *self = PyObject_GC_New(LoaderObject, &Loader_Type);
+    if (!self) return NULL;
+    self->vectorcall = loader_vectorcall;
+    self->compiled = Py_NewRef(compiled);
+    self->ninputs = ninputs;
+    self->roots = wk_xcalloc((size_t)ninputs + 1, sizeof(int));
+    self->nodes = wk_xcalloc((size_t)ninputs + 1, sizeof(int));
+    memset(&self->sources, 0, sizeof self->sources);
+    for (int i = 0; i < ninputs; i++) {
+        PyObject *path = input_paths && input_paths[i] && PyTuple_Check(input_paths[i]) ? input_paths[i] : NULL;
+        self->roots[i] = input_roots[i];
+        self->nodes[i] = wk_srctree_node(&self->sources, input_roots[i], path);
+    }
+    PyObject_GC_Track((PyObject *)self);
+    return (PyObject *)self;
+}

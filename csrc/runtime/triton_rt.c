@@ -1,0 +1,520 @@
+/* triton_rt.c — running the kernels of a TRITON plan (program.h): compile
+ * each kernel once through wick/_triton.py (Triton's compiler, the only
+ * Python in the path, cached on disk), load the cubin with the CUDA driver
+ * API, and launch it from C on PyTorch's current stream of the tensors'
+ * device. libcuda.so.1 is opened with dlopen at first use, so wick has no
+ * link-time CUDA dependency and imports on machines without a GPU.
+ *
+ * Owns: the driver-API function table (process-wide, never unloaded), and
+ * per WkTriton the loaded modules, the chosen configs and the Python module
+ * / functions it compiled from (strong references).
+ *
+ * Autotuning: a kernel with several candidate configs (block sizes, warps)
+ * is compiled in each at its first launch, timed on the real buffers with
+ * CUDA events (kernels write only their outputs and temporaries, so
+ * re-running one is harmless), and the fastest is kept; the choice is cached
+ * on disk per kernel source and device name, so a later process compiles
+ * only the chosen config.
+ *
+ * Interpreter mode (device -1, TRITON_INTERPRET=1, CPU tensors): kernels are
+ * launched through Triton's Python launcher, which runs them in numpy; this
+ * is how the generated code is tested on machines without a GPU. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+/* ---- the driver API, loaded at run time ---------------------------------- */
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+
+enum {
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    CU_EVENT_DEFAULT = 0,
+};
+
+static struct {
+    int tried, ok;
+    char why[256];
+    CUresult (*Init)(unsigned);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, int, int);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    /* PyTorch's current stream without a Python call (the AOTInductor shim) */
+    int (*current_stream)(int32_t, void **);
+} cu;
+
+static void *sym_any(void *lib, const char *a, const char *b) {
+    void *p = dlsym(lib, a);
+    return p || !b ? p : dlsym(lib, b);
+}
+
+static int cu_load(void) {
+    if (cu.tried) return cu.ok ? 0 : -1;
+    cu.tried = 1;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(cu.why, sizeof cu.why, "libcuda.so.1 not found (%s)", dlerror());
+        return -1;
+    }
+#define L(field, a, b)                                                                   \
+    do {                                                                                 \
+        *(void **)&cu.field = sym_any(lib, a, b);                                        \
+        if (!cu.field) {                                                                 \
+            snprintf(cu.why, sizeof cu.why, "libcuda.so.1 lacks %s", a);                 \
+            return -1;                                                                   \
+        }                                                                                \
+    } while (0)
+    L(Init, "cuInit", NULL);
+    L(DeviceGet, "cuDeviceGet", NULL);
+    L(DeviceGetAttribute, "cuDeviceGetAttribute", NULL);
+    L(DeviceGetName, "cuDeviceGetName", NULL);
+    L(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL);
+    L(CtxGetCurrent, "cuCtxGetCurrent", NULL);
+    L(CtxSetCurrent, "cuCtxSetCurrent", NULL);
+    L(ModuleLoadData, "cuModuleLoadData", NULL);
+    L(ModuleGetFunction, "cuModuleGetFunction", NULL);
+    L(FuncSetAttribute, "cuFuncSetAttribute", NULL);
+    L(LaunchKernel, "cuLaunchKernel", NULL);
+    L(EventCreate, "cuEventCreate", NULL);
+    L(EventRecord, "cuEventRecord", NULL);
+    L(EventSynchronize, "cuEventSynchronize", NULL);
+    L(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+    L(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
+    L(GetErrorString, "cuGetErrorString", NULL);
+#undef L
+    if (cu.Init(0) != 0) {
+        snprintf(cu.why, sizeof cu.why, "cuInit failed");
+        return -1;
+    }
+    void *tc = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (tc) *(void **)&cu.current_stream = dlsym(tc, "aoti_torch_get_current_cuda_stream");
+    cu.ok = 1;
+    return 0;
+}
+
+static int cu_check(CUresult r, const char *what) {
+    if (r == 0) return 0;
+    const char *s = NULL;
+    if (cu.GetErrorString) cu.GetErrorString(r, &s);
+    PyErr_Format(PyExc_RuntimeError, "wick: %s failed: CUDA error %d (%s)", what, r, s ? s : "?");
+    return -1;
+}
+
+int wk_triton_gpu_available(char *why, size_t n) {
+    if (cu_load() == 0) return 1;
+    if (why) snprintf(why, n, "%s", cu.why);
+    return 0;
+}
+
+/* ---- per-plan state ---------------------------------------------------- */
+
+typedef struct {
+    int ready;            /* 1 loaded, -1 failed */
+    CUmodule mod;
+    CUfunction fn;
+    unsigned shared;
+    int num_warps;
+    int nextra;           /* trailing parameters Triton adds (scratch pointers), passed NULL */
+} Loaded;
+
+typedef struct {
+    const WkTritonKernel *k;
+    int chosen;           /* config index; -1 until chosen */
+    Loaded aligned[WK_TRITON_MAX_CONFIGS];
+    Loaded unaligned;     /* chosen config, no 16-byte alignment assumed */
+    PyObject *jit_fn;     /* interpreter mode */
+} KernelRt;
+
+struct WkTriton {
+    int device;           /* CUDA index, or -1: interpreter */
+    const WkPlan *plan;   /* borrowed: the CompiledGraph owns both */
+    PyObject *helper;     /* wick._triton */
+    PyObject *path;       /* the module file */
+    PyObject *module;     /* imported on first need */
+    char src_hash[65];
+    char devname[128];
+    int arch;             /* compute capability, e.g. 90 */
+    CUcontext ctx;
+    int nsteps;
+    KernelRt **steps;     /* per plan step: its kernels (NULL for extern steps) */
+    PyObject *stream_fn;  /* torch.cuda.current_stream when the shim is absent */
+};
+
+static const char *ptr_type(WkDType dt) {
+    switch (dt) {
+    case WK_BOOL: return "*i1";
+    case WK_U8: return "*u8";
+    case WK_I8: return "*i8";
+    case WK_I16: return "*i16";
+    case WK_I32: return "*i32";
+    case WK_I64: return "*i64";
+    case WK_F16: return "*fp16";
+    case WK_BF16: return "*bf16";
+    case WK_F32: return "*fp32";
+    case WK_F64: return "*fp64";
+    default: return "*i8";
+    }
+}
+
+WkTriton *wk_triton_new(const WkPlan *plan, int device) {
+    WkTriton *t = wk_xcalloc(1, sizeof *t);
+    t->device = device;
+    t->plan = plan;
+    t->nsteps = plan->nsteps;
+    t->steps = wk_xcalloc((size_t)plan->nsteps + 1, sizeof *t->steps);
+    for (int s = 0; s < plan->nsteps; s++) {
+        const WkProgram *p = plan->steps[s].program;
+        if (plan->steps[s].kind != WK_STEP_KERNELS || !p) continue;
+        t->steps[s] = wk_xcalloc((size_t)p->ntriton + 1, sizeof(KernelRt));
+        for (int k = 0; k < p->ntriton; k++) {
+            t->steps[s][k].k = &p->triton[k];
+            t->steps[s][k].chosen = p->triton[k].nconfigs > 1 ? -1 : 0;
+        }
+    }
+    wk_sha256_hex(plan->source, strlen(plan->source), t->src_hash);
+    if (!(t->helper = PyImport_ImportModule("wick._triton"))) goto error;
+    t->path = PyObject_CallMethod(t->helper, "write_module", "ss", wk_cc_cache_dir(), plan->source);
+    if (!t->path) goto error;
+    if (device >= 0) {
+        if (cu_load() < 0) {
+            PyErr_Format(PyExc_RuntimeError, "wick: the CUDA driver is unavailable: %s", cu.why);
+            goto error;
+        }
+        CUdevice dev;
+        int major = 0, minor = 0;
+        if (cu_check(cu.DeviceGet(&dev, device), "cuDeviceGet") < 0 ||
+            cu_check(cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute") < 0 ||
+            cu_check(cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute") < 0 ||
+            cu_check(cu.DeviceGetName(t->devname, sizeof t->devname - 1, dev), "cuDeviceGetName") < 0 ||
+            cu_check(cu.DevicePrimaryCtxRetain(&t->ctx, dev), "cuDevicePrimaryCtxRetain") < 0)
+            goto error;
+        t->arch = major * 10 + minor;
+        if (!cu.current_stream) {
+            PyObject *cuda = PyImport_ImportModule("torch.cuda");
+            if (!cuda) goto error;
+            t->stream_fn = PyObject_GetAttrString(cuda, "current_stream");
+            Py_DECREF(cuda);
+            if (!t->stream_fn) goto error;
+        }
+    }
+    return t;
+error:
+    wk_triton_free(t);
+    return NULL;
+}
+
+void wk_triton_free(WkTriton *t) {
+    if (!t) return;
+    for (int s = 0; s < t->nsteps; s++) {
+        if (!t->steps[s]) continue;
+        const WkProgram *p = t->plan->steps[s].program;
+        for (int k = 0; k < p->ntriton; k++) Py_XDECREF(t->steps[s][k].jit_fn);
+        free(t->steps[s]);
+    }
+    /* loaded modules live as long as the process: unloading needs the
+     * device's context current, which a finaliser cannot assume */
+    free(t->steps);
+    Py_XDECREF(t->helper);
+    Py_XDECREF(t->path);
+    Py_XDECREF(t->module);
+    Py_XDECREF(t->stream_fn);
+    free(t);
+}
+
+static int ensure_module(WkTriton *t) {
+    if (t->module) return 0;
+    t->module = PyObject_CallMethod(t->helper, "load_module", "O", t->path);
+    return t->module ? 0 : -1;
+}
+
+/* Makes the device's primary context current; *prev gets what was. */
+static int enter_ctx(WkTriton *t, CUcontext *prev) {
+    if (cu_check(cu.CtxGetCurrent(prev), "cuCtxGetCurrent") < 0) return -1;
+    if (*prev != t->ctx && cu_check(cu.CtxSetCurrent(t->ctx), "cuCtxSetCurrent") < 0) return -1;
+    return 0;
+}
+
+static void leave_ctx(WkTriton *t, CUcontext prev) {
+    if (prev != t->ctx && prev) cu.CtxSetCurrent(prev);
+}
+
+/* Compiles kernel k in config c (aligned or not) and loads it. */
+static int load_kernel(WkTriton *t, const WkProgram *p, KernelRt *kr, int c, int aligned, Loaded *out) {
+    if (out->ready) return out->ready > 0 ? 0 : -1;
+    const WkTritonKernel *k = kr->k;
+    const WkTritonConfig *cfg = &k->configs[c];
+    PyObject *types = PyList_New(k->nparams);
+    if (!types) return -1;
+    for (int i = 0; i < k->nparams; i++) {
+        PyObject *s = PyUnicode_FromString(ptr_type(p->bufs[k->params[i]].dtype));
+        if (!s) {
+            Py_DECREF(types);
+            return -1;
+        }
+        PyList_SET_ITEM(types, i, s);
+    }
+    PyObject *r = PyObject_CallMethod(t->helper, "compile_kernel", "sOssOiiiiii", wk_cc_cache_dir(), t->path,
+                                      t->src_hash, k->name, types, k->has_r, cfg->xblock, cfg->rblock,
+                                      cfg->num_warps, t->arch, aligned);
+    Py_DECREF(types);
+    if (!r) return -1;
+    const char *cubin, *name;
+    Py_ssize_t ncubin;
+    int shared, warps, nparams;
+    if (!PyArg_ParseTuple(r, "y#siii", &cubin, &ncubin, &name, &shared, &warps, &nparams)) {
+        Py_DECREF(r);
+        return -1;
+    }
+    CUcontext prev;
+    int rc = -1;
+    if (enter_ctx(t, &prev) < 0) goto done;
+    if (cu_check(cu.ModuleLoadData(&out->mod, cubin), "cuModuleLoadData") < 0 ||
+        cu_check(cu.ModuleGetFunction(&out->fn, out->mod, name), "cuModuleGetFunction") < 0) {
+        leave_ctx(t, prev);
+        goto done;
+    }
+    if (shared > 49152 &&
+        cu_check(cu.FuncSetAttribute(out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared),
+                 "cuFuncSetAttribute") < 0) {
+        leave_ctx(t, prev);
+        goto done;
+    }
+    leave_ctx(t, prev);
+    out->shared = (unsigned)shared;
+    out->num_warps = warps;
+    out->nextra = nparams - k->nparams;
+    if (out->nextra < 0 || out->nextra > 4) {
+        PyErr_Format(PyExc_RuntimeError, "wick: Triton kernel %s has %d parameters, expected %d and scratch",
+                     name, nparams, k->nparams);
+        goto done;
+    }
+    out->ready = 1;
+    rc = 0;
+done:
+    if (rc < 0) out->ready = -1;
+    Py_DECREF(r);
+    return rc;
+}
+
+static int launch(const KernelRt *kr, const Loaded *l, const WkTritonConfig *cfg, void *const *ptrs,
+                  const WkProgram *p, CUstream stream) {
+    const WkTritonKernel *k = kr->k;
+    void *argv_store[64];
+    void *params[72];
+    void *null_ptr = NULL;
+    if (k->nparams > 64) {
+        PyErr_SetString(PyExc_RuntimeError, "wick: a Triton kernel with more than 64 buffers");
+        return -1;
+    }
+    for (int i = 0; i < k->nparams; i++) {
+        argv_store[i] = ptrs[k->params[i]];
+        params[i] = &argv_store[i];
+    }
+    for (int i = 0; i < l->nextra; i++) params[k->nparams + i] = &null_ptr;
+    int64_t grid = (k->xnumel + cfg->xblock - 1) / cfg->xblock;
+    (void)p;
+    return cu_check(cu.LaunchKernel(l->fn, (unsigned)grid, 1, 1, 32u * (unsigned)l->num_warps, 1, 1, l->shared,
+                                    stream, params, NULL),
+                    "cuLaunchKernel");
+}
+
+/* ---- autotuning ---------------------------------------------------------- */
+
+static void tune_path(const WkTriton *t, const WkTritonKernel *k, char *out, size_t n) {
+    char key[512], h[65];
+    snprintf(key, sizeof key, "%s/%s/%s", t->src_hash, k->name, t->devname);
+    wk_sha256_hex(key, strlen(key), h);
+    snprintf(out, n, "%s/triton/tune-%s.txt", wk_cc_cache_dir(), h);
+}
+
+/* The cached choice: "x r w" of a config that is still a candidate. */
+static int tune_read(const WkTriton *t, const WkTritonKernel *k) {
+    char path[1024];
+    tune_path(t, k, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int x, r, w, found = -1;
+    if (fscanf(f, "%d %d %d", &x, &r, &w) == 3)
+        for (int c = 0; c < k->nconfigs; c++)
+            if (k->configs[c].xblock == x && k->configs[c].rblock == r && k->configs[c].num_warps == w) found = c;
+    fclose(f);
+    return found;
+}
+
+static void tune_write(const WkTriton *t, const WkTritonKernel *k, int c) {
+    char path[1024], tmp[1100];
+    tune_path(t, k, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "%d %d %d\n", k->configs[c].xblock, k->configs[c].rblock, k->configs[c].num_warps);
+    if (fclose(f) == 0) rename(tmp, path);
+    else unlink(tmp);
+}
+
+/* Times each config on the real buffers; keeps the fastest. */
+static int autotune(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *ptrs, CUstream stream) {
+    const WkTritonKernel *k = kr->k;
+    int cached = tune_read(t, k);
+    if (cached >= 0) {
+        kr->chosen = cached;
+        return 0;
+    }
+    int best = -1;
+    float best_ms = 0;
+    CUevent e0 = NULL, e1 = NULL;
+    CUcontext prev;
+    for (int c = 0; c < k->nconfigs; c++) {
+        if (load_kernel(t, p, kr, c, 1, &kr->aligned[c]) < 0) {
+            /* a config Triton cannot compile (too many registers, shared
+             * memory) is skipped */
+            PyErr_Clear();
+            continue;
+        }
+    }
+    if (enter_ctx(t, &prev) < 0) return -1;
+    int rc = -1;
+    if (cu_check(cu.EventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate") < 0 ||
+        cu_check(cu.EventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate") < 0)
+        goto done;
+    for (int c = 0; c < k->nconfigs; c++) {
+        if (kr->aligned[c].ready <= 0) continue;
+        const WkTritonConfig *cfg = &k->configs[c];
+        if (launch(kr, &kr->aligned[c], cfg, ptrs, p, stream) < 0) goto done; /* warm */
+        int reps = 10;
+        if (cu_check(cu.EventRecord(e0, stream), "cuEventRecord") < 0) goto done;
+        for (int i = 0; i < reps; i++)
+            if (launch(kr, &kr->aligned[c], cfg, ptrs, p, stream) < 0) goto done;
+        float ms = 0;
+        if (cu_check(cu.EventRecord(e1, stream), "cuEventRecord") < 0 ||
+            cu_check(cu.EventSynchronize(e1), "cuEventSynchronize") < 0 ||
+            cu_check(cu.EventElapsedTime(&ms, e0, e1), "cuEventElapsedTime") < 0)
+            goto done;
+        wk_log(WK_LOG_PERF, "autotune %s: XBLOCK=%d RBLOCK=%d warps=%d: %.2f us", k->name, cfg->xblock,
+               cfg->rblock, cfg->num_warps, 1000.0 * ms / reps);
+        if (best < 0 || ms < best_ms) {
+            best = c;
+            best_ms = ms;
+        }
+    }
+    if (best < 0) {
+        PyErr_Format(PyExc_RuntimeError, "wick: no config of Triton kernel %s compiled", k->name);
+        goto done;
+    }
+    kr->chosen = best;
+    tune_write(t, k, best);
+    rc = 0;
+done:
+    if (e0) cu.EventDestroy(e0);
+    if (e1) cu.EventDestroy(e1);
+    leave_ctx(t, prev);
+    return rc;
+}
+
+/* ---- running a step ------------------------------------------------------ */
+
+static int current_stream(WkTriton *t, CUstream *out) {
+    if (cu.current_stream) {
+        void *s = NULL;
+        if (cu.current_stream(t->device, &s) == 0) {
+            *out = s;
+            return 0;
+        }
+    }
+    if (!t->stream_fn) {
+        PyObject *cuda = PyImport_ImportModule("torch.cuda");
+        if (!cuda) return -1;
+        t->stream_fn = PyObject_GetAttrString(cuda, "current_stream");
+        Py_DECREF(cuda);
+        if (!t->stream_fn) return -1;
+    }
+    PyObject *dev = PyLong_FromLong(t->device);
+    if (!dev) return -1;
+    PyObject *st = PyObject_CallOneArg(t->stream_fn, dev);
+    Py_DECREF(dev);
+    if (!st) return -1;
+    PyObject *h = PyObject_GetAttrString(st, "cuda_stream");
+    Py_DECREF(st);
+    if (!h) return -1;
+    *out = PyLong_AsVoidPtr(h);
+    Py_DECREF(h);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int run_interpret(WkTriton *t, KernelRt *kr, PyObject *const *bufs) {
+    const WkTritonKernel *k = kr->k;
+    if (!kr->jit_fn) {
+        if (ensure_module(t) < 0) return -1;
+        if (!(kr->jit_fn = PyObject_GetAttrString(t->module, k->name))) return -1;
+    }
+    PyObject *args = PyTuple_New(k->nparams);
+    if (!args) return -1;
+    for (int i = 0; i < k->nparams; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(bufs[k->params[i]]));
+    const WkTritonConfig *cfg = &k->configs[0];
+    PyObject *r = PyObject_CallMethod(t->helper, "launch_interpret", "OOLiii", kr->jit_fn, args,
+                                      (long long)k->xnumel, k->has_r, cfg->xblock, cfg->rblock);
+    Py_DECREF(args);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bufs, void *const *ptrs) {
+    KernelRt *krs = t->steps[step];
+    if (!krs) return 0;
+    if (t->device < 0) {
+        for (int k = 0; k < p->ntriton; k++) {
+            if (p->triton[k].xnumel == 0) continue;
+            if (run_interpret(t, &krs[k], bufs) < 0) return -1;
+        }
+        return 0;
+    }
+    CUstream stream;
+    if (current_stream(t, &stream) < 0) return -1;
+    for (int ki = 0; ki < p->ntriton; ki++) {
+        KernelRt *kr = &krs[ki];
+        const WkTritonKernel *k = kr->k;
+        if (k->xnumel == 0) continue;
+        int aligned = 1;
+        for (int i = 0; i < k->nparams; i++) aligned &= ((uintptr_t)ptrs[k->params[i]] & 15) == 0;
+        if (kr->chosen < 0 && autotune(t, p, kr, ptrs, stream) < 0) return -1;
+        Loaded *l = aligned ? &kr->aligned[kr->chosen] : &kr->unaligned;
+        if (!l->ready && load_kernel(t, p, kr, kr->chosen, aligned, l) < 0) return -1;
+        if (l->ready < 0) {
+            PyErr_Format(PyExc_RuntimeError, "wick: Triton kernel %s failed to compile earlier", k->name);
+            return -1;
+        }
+        CUcontext prev;
+        if (enter_ctx(t, &prev) < 0) return -1;
+        int rc = launch(kr, l, &k->configs[kr->chosen], ptrs, p, stream);
+        leave_ctx(t, prev);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,198 @@
+"""Forward+backward through wick's own capture: in grad mode, a captured graph
+whose node outputs require grad is compiled through AOTAutograd (wick's
+forward and backward compilers); with another backend the same FX module
+goes to that backend. Outputs, requires_grad and every gradient are
+compared with eager, on several shapes and dtypes, views, empty and 0-d
+tensors, no_grad/enable_grad blocks inside the frame."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from test_capture_util import *  # noqa: F401,F403
+from test_capture_util import assert_same, compiled, entries
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=8, h=13):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.up = torch.nn.Linear(d, h)
+        self.down = torch.nn.Linear(h, d)
+
+    def forward(self, x):
+        y = self.up(self.norm(x))
+        return x + self.down(F.gelu(y) * torch.sigmoid(y))
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, d=8, heads=2):
+        super().__init__()
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.out = torch.nn.Linear(d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
+        return self.out((a @ v).transpose(1, 2).reshape(b, t, d))
+
+
+def _grads(out, tensors):
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+    loss = sum((o.float() * torch.linspace(-1, 1, o.numel()).view(o.shape)).sum() for o in outs)
+    return torch.autograd.grad(loss, tensors, allow_unused=True)
+
+
+def _check(fn, args, wrt, backend="wick", rtol=None, atol=None):
+    expected = fn(*args)
+    want = _grads(expected, wrt)
+    got_out = compiled(fn, backend)(*args)
+    assert_same(got_out, expected, rtol, atol)
+    for g, e in zip(got_out if isinstance(got_out, tuple) else (got_out,),
+                    expected if isinstance(expected, tuple) else (expected,)):
+        assert g.requires_grad == e.requires_grad
+    got = _grads(got_out, wrt)
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            assert_same(g, w, rtol, atol)
+    es = entries(fn)
+    assert es and not es[0]["eager"], es[0].get("reason")
+    assert es[0]["graph_count"] == 1
+    return es[0]
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 8), (1, 1, 8), (3, 8)])
+@pytest.mark.parametrize("backend", ["wick", "eager"])
+def test_mlp_forward_backward(shape, backend):
+    torch.manual_seed(0)
+    m = MLP()
+    x = torch.randn(*shape)
+    e = _check(MLP.forward, (m, x), list(m.parameters()), backend)
+    assert e["via_fx"]
+
+
+def test_attention_forward_backward_input_grad_too():
+    torch.manual_seed(1)
+    m = Attention()
+    x = torch.randn(2, 4, 8, requires_grad=True)
+    _check(Attention.forward, (m, x), [x] + list(m.parameters()))
+
+
+def test_float64_and_non_contiguous_input():
+    torch.manual_seed(2)
+    m = MLP().double()
+    x = torch.randn(8, 3, dtype=torch.float64).t()  # (3, 8), strides (1, 3)
+    _check(MLP.forward, (m, x), list(m.parameters()))
+
+
+def views_and_many_outputs(x, w):
+    y = x * w
+    return y, y[1:], y.t(), (y.exp() - 1).sum(0), x.sum()
+
+
+def test_views_several_outputs_and_a_constant_output():
+    x, w = torch.randn(4, 3), torch.randn(4, 3, requires_grad=True)
+    _check(views_and_many_outputs, (x, w), [w])
+
+
+def zero_dim(x, w):
+    return torch.tanh(x * w) + w.sum()
+
+
+@pytest.mark.parametrize("shape", [(), (0, 3), (5,)])
+def test_zero_dim_and_empty(shape):
+    x, w = torch.randn(shape), torch.randn(shape, requires_grad=True)
+    _check(zero_dim, (x, w), [w])
+
+
+def mixed_grad_modes(x, w):
+    with torch.no_grad():
+        scale = (w * 2).sum()
+    y = x * w * scale
+    with torch.no_grad():
+        z = y * 3
+    return y, z, w.detach() + 1
+
+
+def test_no_grad_blocks_inside_a_training_graph():
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    for backend in ("wick", "ref", "eager"):
+        e = _check(mixed_grad_modes, (x, w), [w], backend)
+        assert e["via_fx"]
+        assert torch.is_grad_enabled()
+        from wick import _C as C
+
+        C.reset()
+
+
+def enable_grad_inside(x, w):
+    with torch.enable_grad():
+        y = (x * w).sin()
+    return y, x * w
+
+
+def test_enable_grad_block_under_no_grad():
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        expected = enable_grad_inside(x, w)
+        got = compiled(enable_grad_inside)(x, w)
+    assert_same(got, expected)
+    assert [t.requires_grad for t in got] == [True, False]
+    assert_same(torch.autograd.grad(got[0].sum(), w), torch.autograd.grad(expected[0].sum(), w))
+    (e,) = entries(enable_grad_inside)
+    assert not e["eager"] and e["via_fx"]
+
+
+def raises_inside(x, w):
+    with torch.no_grad():
+        y = x.view(7, -1)  # raises for 3 elements
+    return y * w
+
+
+def test_exception_inside_no_grad_leaves_grad_mode_on():
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        compiled(raises_inside)(x, w)
+    assert torch.is_grad_enabled()
+
+
+def test_inference_and_training_entries_side_by_side():
+    torch.manual_seed(3)
+    m = MLP()
+    x = torch.randn(2, 8)
+    f = compiled(MLP.forward)
+    with torch.no_grad():
+        r = f(m, x)
+    assert not r.requires_grad
+    r2 = f(m, x)
+    assert r2.requires_grad
+    assert_same(r2.detach(), r)
+    es = entries(MLP.forward)
+    assert len(es) == 2 and all(not e["eager"] for e in es)
+    assert es[0]["via_fx"] and not es[1]["via_fx"]  # newest first: training, then native inference
+    with torch.no_grad():
+        f(m, x)
+    assert len(entries(MLP.forward)) == 2
+
+
+def test_training_loop_updates_parameters_like_eager():
+    torch.manual_seed(4)
+    m1 = MLP()
+    m2 = MLP()
+    m2.load_state_dict(m1.state_dict())
+    f = compiled(MLP.forward)
+    o1 = torch.optim.SGD(m1.parameters(), lr=0.1)
+    o2 = torch.optim.SGD(m2.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(4, 8)
+        for m, o, run in ((m1, o1, m1.forward), (m2, o2, lambda x: f(m2, x))):
+            o.zero_grad()
+            run(x).pow(2).mean().backward()
+            o.step()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert_same(p2, p1)
+    es = entries(MLP.forward)
+    assert len(es) == 1 and not es[0]["eager"]

@@ -1,0 +1,344 @@
+"""The Triton backend's generated kernels, run by Triton's interpreter on CPU
+tensors (TRITON_INTERPRET=1, WICK_TRITON=interpret) and compared with eager
+PyTorch: pointwise chains over views (transposed, sliced, expanded inputs),
+each reduction kind over every axis, persistent and looped reductions,
+row groups (softmax, log_softmax, layer_norm: several phases in one kernel),
+fused epilogues, 16-bit loads/stores with float32 math, integer and bool
+arithmetic, empty and 0-d tensors. The same source is what the GPU compiles
+(tests/gpu run it there)."""
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+import wick._C as C  # noqa: E402
+
+# Triton decides at import whether its own library functions are interpreted,
+# and that is for the whole process: so these tests run in a child process
+# with the interpreter on, leaving this one able to compile real kernels.
+CHILD = os.environ.get("WICK_TRITON_INTERPRET_CHILD") == "1"
+
+
+@pytest.mark.skipif(CHILD, reason="inside the child")
+def test_interpreter_suite_in_a_child_process():
+    env = dict(os.environ, TRITON_INTERPRET="1", WICK_TRITON="interpret", WICK_TRITON_INTERPRET_CHILD="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", os.path.abspath(__file__), "-p", "no:warnings",
+                        "-p", "no:cacheprovider"], env=env, capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
+
+
+child_only = pytest.mark.skipif(not CHILD, reason="runs in the interpreter child process")
+
+
+def run(build, *tensors):
+    g = C.Graph()
+    ids = [g.input_like(t) for t in tensors]
+    for o in build(g, *ids):
+        g.output(o)
+    cg = g.compile()
+    if cg.nkernels:
+        assert "@triton.jit" in cg.describe()["source"], "the Triton target was not used"
+    return cg(*tensors)
+
+
+def close(got, want, rtol=1e-5, atol=1e-5):
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.is_floating_point():
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        assert torch.equal(got, want), (got, want)
+
+
+def rand(shape, dtype=torch.float32, seed=0, layout="contig"):
+    gen = torch.Generator().manual_seed(seed)
+    shape = tuple(shape)
+    if layout == "transposed" and len(shape) >= 2:
+        return rand(shape[::-1], dtype, seed).permute(*range(len(shape) - 1, -1, -1))
+    if layout == "sliced" and len(shape) >= 1:
+        return rand(shape[:-1] + (shape[-1] * 2,), dtype, seed)[..., ::2]
+    if layout == "expanded" and len(shape) >= 2:
+        return rand((1,) + shape[1:], dtype, seed).expand(shape)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=gen) < 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(-50, 50, shape, generator=gen, dtype=dtype)
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) * 2).to(dtype)
+
+
+@child_only
+@pytest.mark.parametrize("layout", ["contig", "transposed", "sliced", "expanded"])
+@pytest.mark.parametrize("shape", [(33, 70), (4, 5, 6), (0, 7), ()])
+def test_pointwise_chain_over_views(layout, shape):
+    x, y = rand(shape, layout=layout), rand(shape[-1:] if shape else (), seed=1)
+
+    def build(g, a, b):
+        s = g.op("add", [g.op("mul", [a, g.scalar(2.0)]), b])
+        return [g.op("sin", [g.op("relu", [s])]), g.op("gt", [a, b]), g.op("where", [g.op("gt", [a, b]), a, b])]
+
+    got = run(build, x, y)
+    s = x * 2.0 + y
+    close(got[0], torch.relu(s).sin())
+    close(got[1], x > y)
+    close(got[2], torch.where(x > y, x, y))
+
+
+@child_only
+def test_math_functions():
+    x = rand((257,)) * 0.4
+    ops = ["exp", "log", "sqrt", "tanh", "sigmoid", "erf", "erfc", "log1p", "expm1", "atan", "floor", "ceil",
+           "round", "trunc", "sign", "rsqrt", "gelu", "silu", "asinh", "sinh", "cos", "erfinv",
+           "exp2", "log2", "log10"]
+    eager = {"gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu}
+
+    def build(g, a):
+        pos = g.op("add", [g.op("abs", [a]), g.scalar(0.01)])
+        outs = []
+        for op in ops:
+            arg = pos if op in ("log", "sqrt", "rsqrt", "log2", "log10") else a
+            outs.append(g.op(op, [arg]))
+        outs.append(g.op("atan2", [a, pos]))
+        outs.append(g.op("pow", [pos, a]))
+        outs.append(g.op("fmod", [a, g.scalar(0.3)]))
+        outs.append(g.op("remainder", [a, g.scalar(-0.3)]))
+        outs.append(g.op("floor_divide", [a, g.scalar(0.3)]))
+        return outs
+
+    got = run(build, x)
+    pos = x.abs() + 0.01
+    for op, r in zip(ops, got):
+        arg = pos if op in ("log", "sqrt", "rsqrt", "log2", "log10") else x
+        fn = eager.get(op) or getattr(torch, op)
+        close(r, fn(arg), rtol=1e-4, atol=1e-5)
+    k = len(ops)
+    close(got[k], torch.atan2(x, pos), rtol=1e-4, atol=1e-5)
+    close(got[k + 1], torch.pow(pos, x), rtol=1e-4, atol=1e-5)
+    close(got[k + 2], torch.fmod(x, 0.3), rtol=1e-4, atol=1e-5)
+    close(got[k + 3], torch.remainder(x, -0.3), rtol=1e-4, atol=1e-5)
+    close(got[k + 4], torch.floor_divide(x, 0.3))
+
+
+@child_only
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8])
+def test_integer_arithmetic(dtype):
+    a, b = rand((6, 9), dtype), rand((9,), dtype, seed=2)
+    b = torch.where(b == 0, torch.ones_like(b), b)
+
+    def build(g, x, y):  # integer division: by constants (graphs refuse tensor divisors)
+        return [g.op("floor_divide", [x, g.scalar(7)]), g.op("remainder", [x, g.scalar(-3)]),
+                g.op("fmod", [x, g.scalar(-7)]),
+                g.op("bitwise_xor", [x, y]), g.op("mul", [g.op("add", [x, y]), x]), g.op("abs", [x]),
+                g.op("maximum", [x, y]), g.op("pow", [x, g.scalar(3)])]
+
+    got = run(build, a, b)
+    want = [torch.floor_divide(a, 7), torch.remainder(a, -3), torch.fmod(a, -7), a ^ b, (a + b) * a, a.abs(),
+            torch.maximum(a, b), a.pow(3)]
+    for r, w in zip(got, want):
+        close(r, w)
+
+
+@child_only
+def test_bool_logic():
+    a, b = rand((5, 8), torch.bool), rand((5, 8), torch.bool, seed=3)
+    got = run(lambda g, x, y: [g.op("logical_and", [x, y]), g.op("logical_not", [x]), g.op("bitwise_or", [x, y]),
+                               g.op("logical_xor", [x, y])], a, b)
+    close(got[0], a & b)
+    close(got[1], ~a)
+    close(got[2], a | b)
+    close(got[3], a ^ b)
+
+
+@child_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16bit_loads_stores_float32_math(dtype):
+    x, y = rand((17, 40), dtype), rand((40,), dtype, seed=4)
+    got = run(lambda g, a, b: [g.op("mul", [g.op("tanh", [a]), b]), g.op("sum", [a], dims=1),
+                               g.op("convert", [g.op("add", [a, b])], dtype="float32"),
+                               g.op("softmax", [a], dims=1)], x, y)
+    close(got[0], torch.tanh(x) * y, rtol=1e-2, atol=1e-2)
+    close(got[1], x.sum(1), rtol=1e-2, atol=1e-2)
+    close(got[2], (x + y).float(), rtol=1e-2, atol=1e-2)
+    close(got[3], torch.softmax(x, 1), rtol=1e-2, atol=1e-3)
+
+
+@child_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+@pytest.mark.parametrize("dims", [(0,), (1,), (2,), (0, 2), (0, 1, 2)])
+def test_reduction_kinds_over_each_axis(dtype, dims):
+    x = rand((6, 5, 7), dtype, layout="transposed")
+    if dtype == torch.bool:
+        ops = ["any", "all", "amax"]
+    elif dtype.is_floating_point:
+        ops = ["sum", "mean", "amax", "amin", "prod", "var", "std", "logsumexp"]
+    else:
+        ops = ["sum", "amax", "amin", "prod"]
+    got = run(lambda g, a: [g.op(op, [a], dims=dims, keepdim=(k % 2 == 0)) for k, op in enumerate(ops)], x)
+    for k, (op, r) in enumerate(zip(ops, got)):
+        keep = k % 2 == 0
+        if op in ("any", "all"):
+            w = getattr(torch, op)(x, dim=dims, keepdim=keep) if len(dims) > 1 or True else None
+        elif op in ("var", "std"):
+            w = getattr(torch, op)(x, dim=dims, keepdim=keep)
+        else:
+            w = getattr(torch, op)(x, dims, keepdim=keep) if op != "prod" else _prod(x, dims, keep)
+        close(r, w, rtol=1e-4, atol=1e-4)
+
+
+def _prod(x, dims, keep):
+    for d in sorted(dims, reverse=True):
+        x = x.prod(d, keepdim=True)
+    return x if keep else x.squeeze(dims) if dims else x
+
+
+@child_only
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions(op):
+    x = rand((9, 13))
+    x[2, 5] = x[2, 7] = x[2].max() + 1  # ties: the first index wins
+    got = run(lambda g, a: [g.op(op, [a], dims=1), g.op(op, [a], dims=0)], x)
+    close(got[0], getattr(torch, op)(x, 1))
+    close(got[1], getattr(torch, op)(x, 0))
+
+
+@child_only
+def test_nan_propagates_through_max_and_min():
+    x = rand((4, 50))
+    x[1, 7] = math.nan
+    got = run(lambda g, a: [g.op("amax", [a], dims=1), g.op("amin", [a], dims=1),
+                            g.op("maximum", [a, g.scalar(0.0)])], x)
+    close(got[0], x.amax(1))
+    close(got[1], x.amin(1))
+    close(got[2], torch.maximum(x, torch.tensor(0.0)))
+
+
+@child_only
+@pytest.mark.parametrize("cols", [70, 5000])  # persistent, looped (> 4096)
+def test_row_groups_softmax_log_softmax_layer_norm(cols):
+    x, w, b = rand((6, cols)), rand((cols,), seed=5), rand((cols,), seed=6)
+    got = run(lambda g, a, ww, bb: [g.op("softmax", [a], dims=1), g.op("log_softmax", [a], dims=1),
+                                    g.op("layer_norm", [a, ww, bb], dims=(1,), eps=1e-5)], x, w, b)
+    close(got[0], torch.softmax(x, 1), rtol=1e-4, atol=1e-6)
+    close(got[1], torch.log_softmax(x, 1), rtol=1e-4, atol=1e-4)
+    close(got[2], torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
+
+
+@child_only
+def test_fused_epilogue_and_prologue():
+    x, y = rand((12, 300)), rand((12, 300), seed=7)
+
+    def build(g, a, b):
+        s = g.op("mul", [a, b])
+        m = g.op("amax", [s], dims=1, keepdim=True)
+        c = g.op("exp", [g.op("sub", [s, m])])
+        return [g.op("div", [c, g.op("sum", [c], dims=1, keepdim=True)]),
+                g.op("add", [g.op("sum", [s], dims=0), g.scalar(1.0)])]
+
+    got = run(build, x, y)
+    s = x * y
+    c = (s - s.amax(1, keepdim=True)).exp()
+    close(got[0], c / c.sum(1, keepdim=True))
+    close(got[1], s.sum(0) + 1.0, rtol=1e-4, atol=1e-4)
+
+
+@child_only
+@pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,))])
+def test_large_reductions(shape, dims):
+    x = rand(shape)
+    got = run(lambda g, a: [g.op("sum", [a], dims=dims), g.op("amax", [a], dims=dims),
+                            g.op("mean", [a], dims=dims)], x)
+    close(got[0], x.sum(dims), rtol=1e-4, atol=1e-3)
+    close(got[1], x.amax(dims))
+    close(got[2], x.mean(dims), rtol=1e-4, atol=1e-5)
+
+
+@child_only
+def test_empty_reductions_and_scalars():
+    e = rand((0, 4))
+    got = run(lambda g, a: [g.op("sum", [a], dims=0), g.op("sum", [a], dims=1), g.op("mean", [a], dims=0)], e)
+    close(got[0], e.sum(0))
+    close(got[1], e.sum(1))
+    close(got[2], e.mean(0))
+    z = rand(())
+    got = run(lambda g, a: [g.op("sum", [a]), g.op("exp", [a])], z)
+    close(got[0], z.sum())
+    close(got[1], z.exp())
+
+
+@child_only
+def test_compiled_kernels_are_cached_on_disk(tmp_path):
+    # the interpreter path writes the module into the cache; a second compile
+    # of the same graph reuses the file (content-addressed)
+    x = rand((8, 8))
+    run(lambda g, a: [g.op("neg", [a])], x)
+    import os
+
+    d = os.path.join(C.cache_dir(), "triton")
+    mods = [f for f in os.listdir(d) if f.endswith(".py")]
+    assert mods
+    run(lambda g, a: [g.op("neg", [a])], x)
+    assert sorted(f for f in os.listdir(d) if f.endswith(".py")) == sorted(mods)
+
+
+# ---- the same kernels through Triton's real compiler (no GPU needed) --------
+
+COMPILE_CASES = {
+    "pointwise_views": (lambda g, a, b: [g.op("sin", [g.op("relu", [g.op("add", [a, b])])]), g.op("gt", [a, b])],
+                        lambda: (rand((33, 70), layout="transposed"), rand((70,)))),
+    "bf16_math": (lambda g, a, b: [g.op("mul", [g.op("tanh", [a]), b]), g.op("erfinv", [g.op("mul", [a, g.scalar(0.1)])])],
+                  lambda: (rand((17, 40), torch.bfloat16), rand((40,), torch.bfloat16))),
+    "int_ops": (lambda g, a, b: [g.op("floor_divide", [a, g.scalar(7)]), g.op("remainder", [a, g.scalar(-3)]),
+                                 g.op("pow", [a, g.scalar(3)]), g.op("bitwise_xor", [a, b])],
+                lambda: (rand((6, 9), torch.int64), rand((9,), torch.int64))),
+    "reductions": (lambda g, a: [g.op("sum", [a], dims=(0,)), g.op("amax", [a], dims=(1,)), g.op("prod", [a], dims=(2,)),
+                                 g.op("argmax", [a], dims=1), g.op("var", [a], dims=(0, 2)), g.op("mean", [a])],
+                   lambda: (rand((6, 5, 7)),)),
+    "bool_int_reductions": (lambda g, a, b: [g.op("any", [a], dims=(1,)), g.op("all", [a], dims=(0,)),
+                                             g.op("sum", [b], dims=(1,))],
+                            lambda: (rand((6, 9), torch.bool), rand((6, 9), torch.int64))),
+    "row_groups": (lambda g, a, w, b: [g.op("softmax", [a], dims=1), g.op("layer_norm", [a, w, b], dims=(1,), eps=1e-5)],
+                   lambda: (rand((6, 768), torch.float16), rand((768,), torch.float16), rand((768,), torch.float16))),
+    "looped_rows": (lambda g, a: [g.op("log_softmax", [a], dims=1), g.op("sum", [a], dims=(0,))],
+                    lambda: (rand((4, 9000)),)),
+}
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+@pytest.mark.parametrize("case", sorted(COMPILE_CASES))
+def test_kernels_compile_for_sm90(case, monkeypatch):
+    """Every generated kernel, in its first and last candidate configs, goes through Triton's
+    compiler down to a cubin for sm_90 (the interpreter accepts things the
+    compiler does not: shapes of constants, loop-carried types)."""
+    from wick import _triton
+
+    monkeypatch.setenv("WICK_TRITON", "interpret")  # Triton target for CPU tensors; nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    C.env_reload()
+    try:
+        build, make_inputs = COMPILE_CASES[case]
+        g = C.Graph()
+        tensors = make_inputs()
+        ids = [g.input_like(t) for t in tensors]
+        for o in build(g, *ids):
+            g.output(o)
+        cg = g.compile()
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    src = cg.describe()["source"]
+    path = _triton.write_module(C.cache_dir(), src)
+    kernels = cg.triton_kernels
+    assert kernels
+    types = {"bool": "*i1", "uint8": "*u8", "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
+             "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
+    for k in kernels:  # the default config and the last candidate (the widest or looped one)
+        for x, r, w in {k["configs"][0], k["configs"][-1]}:
+            cubin, name, shared, warps, nparams = _triton.compile_kernel(
+                C.cache_dir(), path, "test", k["name"], [types[t] for t in k["params"]], k["has_r"], x, r, w, 90, 1)
+            assert cubin and name == k["name"] and warps == w and nparams >= len(k["params"])

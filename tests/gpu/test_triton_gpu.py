@@ -1,0 +1,208 @@
+"""The Triton backend on a CUDA device (skipped without one): kernels
+compiled by Triton and launched from wick's C runtime through the driver API,
+compared with eager PyTorch; both front ends; autotuning; reduce-overhead
+(CUDA graphs); streams. On this project's CPU machine the same generated code
+is covered by tests/codegen/test_triton_interpret.py."""
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+pytest.importorskip("triton")
+
+import wick  # noqa: E402
+import wick._C as C  # noqa: E402
+from wick import backends  # noqa: E402
+
+DEV = "cuda"
+
+
+def rand(shape, dtype=torch.float32, seed=0):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=gen, device=DEV) < 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(-50, 50, shape, generator=gen, device=DEV, dtype=dtype)
+    return torch.randn(shape, generator=gen, device=DEV, dtype=torch.float32).to(dtype)
+
+
+def run(build, *tensors):
+    g = C.Graph()
+    ids = [g.input_like(t) for t in tensors]
+    for o in build(g, *ids):
+        g.output(o)
+    cg = g.compile()
+    return cg, cg(*tensors)
+
+
+def close(got, want, rtol=1e-5, atol=1e-5):
+    assert got.device == want.device, (got.device, want.device)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    if want.is_floating_point():
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(1000, 300), (7,), (), (0, 5), (3, 4, 5, 6)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_pointwise(shape, dtype):
+    x, y = rand(shape, dtype), rand(shape[-1:] if shape else (), dtype, seed=1)
+    cg, got = run(lambda g, a, b: [g.op("sin", [g.op("relu", [g.op("add", [g.op("mul", [a, g.scalar(2.0)]), b])])]),
+                                   g.op("gt", [a, b])], x, y)
+    tol = 1e-5 if dtype == torch.float32 else 3e-2  # one 16-bit rounding of the inputs to sin
+    close(got[0], torch.relu(x * 2.0 + y).sin(), tol, tol)
+    close(got[1], x > y)
+    assert "@triton.jit" in cg.describe()["source"]
+
+
+def test_views_and_unaligned_inputs():
+    base = rand((65, 130))
+    x = base.t()[1:, 3:]           # transposed, offset by 3 elements: not 16-byte aligned
+    y = rand((129,), seed=2)
+    _, got = run(lambda g, a, b: [g.op("mul", [a, g.op("exp", [b])])], x, y[:, None].expand(129, 62).contiguous())
+    close(got[0], x * y[:, None].expand(129, 62).exp(), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("dims", [(0,), (1,), (2,), (0, 2), (0, 1, 2)])
+def test_reductions(dtype, dims):
+    x = rand((37, 19, 45), dtype)
+    if dtype == torch.bool:
+        ops = ["any", "all"]
+    elif dtype.is_floating_point:
+        ops = ["sum", "mean", "amax", "amin", "var"]
+    else:
+        ops = ["sum", "amax", "amin"]
+    _, got = run(lambda g, a: [g.op(op, [a], dims=dims) for op in ops], x)
+    tol = 1e-4 if dtype != torch.bfloat16 else 2e-2
+    for op, r in zip(ops, got):
+        close(r, getattr(torch, op)(x, dim=dims), tol, tol)
+
+
+@pytest.mark.parametrize("shape,dim", [((8, 100000), 1), ((100000, 8), 0), ((3000000,), 0), ((64, 64, 64), 1)])
+def test_large_and_column_reductions(shape, dim):
+    x = rand(shape)
+    _, got = run(lambda g, a: [g.op("sum", [a], dims=(dim,)), g.op("amax", [a], dims=(dim,)),
+                               g.op("argmax", [a], dims=dim)], x)
+    close(got[0], x.sum(dim), 1e-4, 1e-2)
+    close(got[1], x.amax(dim))
+    close(got[2], x.argmax(dim))
+
+
+@pytest.mark.parametrize("cols", [64, 1000, 4096, 30000])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_log_softmax_layer_norm(cols, dtype):
+    x, w, b = rand((300, cols), dtype), rand((cols,), dtype, seed=3), rand((cols,), dtype, seed=4)
+    _, got = run(lambda g, a, ww, bb: [g.op("softmax", [a], dims=1), g.op("log_softmax", [a], dims=1),
+                                       g.op("layer_norm", [a, ww, bb], dims=(1,), eps=1e-5)], x, w, b)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    close(got[0], torch.softmax(x, 1), tol, 1e-5 if dtype == torch.float32 else 1e-2)
+    close(got[1], torch.log_softmax(x, 1), tol, tol)
+    close(got[2], torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5), tol, 5e-2 if dtype != torch.float32 else 1e-4)
+
+
+def test_side_stream_and_autotune_cache():
+    x = rand((4096, 1024))
+    cg, _ = run(lambda g, a: [g.op("softmax", [a], dims=1)], x)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 1.0
+        (out,) = cg(y)
+    torch.cuda.current_stream().wait_stream(s)
+    close(out, torch.softmax(x, 1), 1e-5, 1e-6)
+    tunes = [f for f in os.listdir(os.path.join(C.cache_dir(), "triton")) if f.startswith("tune-")]
+    assert tunes
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one GPU")
+def test_second_device():
+    x = torch.randn(1000, device="cuda:1")
+    _, got = run(lambda g, a: [g.op("exp", [a]), g.op("sum", [a], dims=0)], x)
+    close(got[0], x.exp())
+    close(got[1], x.sum(0), 1e-4, 1e-4)
+
+
+def mlp(x, w1, b1, w2):
+    h = torch.nn.functional.gelu(x @ w1 + b1)
+    return torch.softmax(h @ w2, dim=-1)
+
+
+def test_capture_front_end_on_cuda():
+    wick.reset()
+    x, w1, b1, w2 = rand((64, 256)), rand((256, 512), seed=5) * 0.05, rand((512,), seed=6), rand((512, 128), seed=7)
+    f = wick.compile(mlp)
+    for _ in range(2):
+        close(f(x, w1, b1, w2), mlp(x, w1, b1, w2), 1e-4, 1e-4)
+    st = wick.stats()
+    assert st["graphs"] >= 1 and not st["fallbacks"], st
+
+
+def test_torch_compile_inference_and_training_on_cuda():
+    torch._dynamo.reset()
+    backends.compiled_graphs.clear()
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.LayerNorm(256),
+                                torch.nn.Linear(256, 10)).to(DEV)
+    x = rand((32, 128))
+    c = torch.compile(model, backend="wick")
+    with torch.no_grad():
+        close(c(x), model(x), 1e-4, 1e-4)
+    ref = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+    loss = c(x).square().mean()
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().mean().backward()
+    for g1, p in zip(grads, model.parameters()):
+        close(g1, p.grad, 1e-3, 1e-4)
+    del ref
+    assert backends.compiled_graphs, "nothing was compiled by wick"
+    assert not [r for r in backends.fallback_reasons if "cuda" in r.lower()]
+
+
+def test_reduce_overhead_capture_front_end():
+    wick.reset()
+    w1, b1, w2 = rand((256, 512), seed=5) * 0.05, rand((512,), seed=6), rand((512, 128), seed=7)
+    f = wick.compile(mlp, mode="reduce-overhead")
+    outs = []
+    for i in range(4):
+        x = rand((64, 256), seed=10 + i)
+        outs.append((f(x, w1, b1, w2), mlp(x, w1, b1, w2)))
+    for got, want in outs:  # outputs kept across replays stay correct
+        close(got, want, 1e-4, 1e-4)
+    from wick import _cudagraphs
+
+    assert not [r for r in _cudagraphs.reasons if "capture failed" in r], _cudagraphs.reasons
+
+
+def test_reduce_overhead_torch_compile():
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).to(DEV)
+    c = torch.compile(model, backend="wick", mode="reduce-overhead")
+    with torch.no_grad():
+        res = [(c(x), model(x)) for x in (rand((16, 128), seed=s) for s in range(4))]
+    for got, want in res:
+        close(got, want, 1e-4, 1e-4)
+
+
+def test_autocast_bf16_matches_eager():
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256)).to(DEV)
+    x = rand((64, 256))
+    c = torch.compile(model, backend="wick")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        got, want = c(x), model(x)
+    close(got, want, 2e-2, 2e-2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cache_dir(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WICK_CACHE_DIR", str(tmp_path_factory.mktemp("wick-cache")))
+    C.env_reload()
+    yield
+    mp.undo()
+    C.env_reload()

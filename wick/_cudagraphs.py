@@ -1,0 +1,148 @@
+"""mode="reduce-overhead": a compiled graph recorded once as a CUDA graph and
+replayed, so a call costs one graph launch instead of one launch per kernel
+plus wick's per-call work.
+
+Semantics follow PyTorch's own reduce-overhead mode where it matters to a
+program: inputs whose storage stays put between calls (parameters, buffers)
+are used in place; every other input is copied into a static buffer before
+each replay; outputs are returned as fresh tensors (copies of the graph's
+static outputs), so a caller may keep them across calls. The first call runs
+the compiled graph normally (Triton compiles and autotunes then); the second
+records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
+as an extern that synchronises) runs the compiled graph as it is, with the
+reason recorded in wick's fallback reasons; a call whose in-place inputs moved
+runs without the graph for that call.
+"""
+import sys
+
+reasons = []
+
+
+class CudaGraphRunner:
+    def __init__(self, fn, boxed=False, name="graph"):
+        self.fn = fn
+        self.boxed = boxed
+        self.name = name
+        self.calls = 0
+        self.graph = None
+        self.failed = None
+        self.warm_ptrs = None
+        self.slots = None          # per input: ("static", ptr) / ("copy", buffer) / ("const", value)
+        self.static_outputs = None
+        self.replays = 0
+
+    def _run(self, args):
+        return self.fn(list(args)) if self.boxed else self.fn(*args)
+
+    def _fail(self, why):
+        self.failed = why
+        reason = f"reduce-overhead ({self.name}): {why}; running without a CUDA graph"
+        reasons.append(reason)
+        try:
+            from . import backends
+
+            backends.fallback_reasons.append(reason)
+        except Exception:  # noqa: BLE001 - bookkeeping only
+            pass
+
+    def __call__(self, *args):
+        if self.boxed:
+            (args,) = args
+        import torch
+
+        if self.failed is not None:
+            return self._run(args)
+        if self.graph is None:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if not any(t.device.type == "cuda" for t in tensors):
+                self.failed = "CPU"  # CUDA graphs do not apply: nothing to record
+                return self._run(args)
+            if any(t.device.type != "cuda" for t in tensors):
+                self._fail("inputs are not all CUDA tensors")
+                return self._run(args)
+            self.calls += 1
+            if self.calls == 1:
+                self.warm_ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+                return self._run(args)
+            try:
+                self._record(args)
+            except Exception as exc:  # noqa: BLE001 - an unrecordable graph still runs
+                self.graph = None
+                self._fail(f"capture failed: {type(exc).__name__}: {exc}")
+                return self._run(args)
+        if not self._bind(args):
+            return self._run(args)
+        self.graph.replay()
+        self.replays += 1
+        out = self.static_outputs
+        if isinstance(out, (list, tuple)):
+            return type(out)(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+        return out.clone() if isinstance(out, torch.Tensor) else out
+
+    def _record(self, args):
+        import torch
+
+        slots, inputs = [], []
+        for a, p in zip(args, self.warm_ptrs):
+            if not isinstance(a, torch.Tensor):
+                slots.append(("const", a))
+                inputs.append(a)
+            elif a.data_ptr() == p:
+                slots.append(("static", a.data_ptr(), a))
+                inputs.append(a)
+            else:
+                buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                buf.copy_(a)
+                slots.append(("copy", buf))
+                inputs.append(buf)
+        side = torch.cuda.Stream(device=inputs[0].device if isinstance(inputs[0], torch.Tensor) else None)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self._run(inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = self._run(inputs)
+        self.graph, self.slots, self.static_outputs = graph, slots, out
+
+    def _bind(self, args):
+        import torch
+
+        if len(args) != len(self.slots):
+            return False
+        for a, s in zip(args, self.slots):
+            if s[0] == "const":
+                if isinstance(a, torch.Tensor) or a != s[1]:
+                    return False
+            elif not isinstance(a, torch.Tensor):
+                return False
+            elif s[0] == "static":
+                if a.data_ptr() != s[1] or a.shape != s[2].shape or a.stride() != s[2].stride():
+                    return False
+            elif a.shape != s[1].shape or a.stride() != s[1].stride() or a.dtype != s[1].dtype:
+                return False
+        for a, s in zip(args, self.slots):
+            if s[0] == "copy":
+                s[1].copy_(a)
+        return True
+
+
+def wrap(compiled, name="graph"):
+    """A callable that replays `compiled` (a wick CompiledGraph) as a CUDA graph."""
+    return CudaGraphRunner(compiled, boxed=False, name=name)
+
+
+def wrap_boxed(fn, name="graph"):
+    """The same for AOTAutograd's boxed calling convention (fn(list_of_args))."""
+    runner = CudaGraphRunner(fn, boxed=True, name=name)
+
+    def boxed(args):
+        return runner(args)
+
+    boxed._boxed_call = True
+    boxed.runner = runner
+    return boxed
+
+
+def _log(msg):
+    print(f"[wick:perf] {msg}", file=sys.stderr)

@@ -1,0 +1,214 @@
+"""The Triton backend's one piece of Python: Triton's compiler is Python.
+
+wick's C runtime (csrc/runtime/triton_rt.c) calls these functions to
+  * write a generated module into the cache (``write_module``),
+  * compile one kernel of it in one config to a cubin (``compile_kernel``),
+    cached on disk with the same integrity rules as the CPU kernels' shared
+    objects: content-addressed names, written to a temporary file and renamed
+    into place, each artifact checked against a SHA-256 recorded beside it
+    (a mismatch is recompiled, never loaded);
+  * launch a kernel through Triton's own Python launcher under
+    TRITON_INTERPRET=1 (``launch_interpret``: CPU tensors, tests).
+The C runtime loads cubins and launches them itself through the CUDA driver
+API; no Python runs per kernel launch on a GPU.
+
+``libdevice`` is what generated kernels call for libm-like functions: Triton's
+own libdevice when compiling, and numpy implementations under the
+interpreter (which cannot call external device functions).
+"""
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+
+_modules = {}
+
+
+def _atomic_write(path, data):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _dir(cache_dir):
+    d = os.path.join(cache_dir, "triton")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def write_module(cache_dir, source):
+    """The path of the module file holding `source` (written if absent or corrupt)."""
+    data = source.encode()
+    h = _sha(data)
+    path = os.path.join(_dir(cache_dir), f"wick_{h[:32]}.py")
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return path
+    except OSError:
+        pass
+    _atomic_write(path, data)
+    return path
+
+
+def _interpreting():
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def load_module(path):
+    """Imports the module at `path` (once per process and mode: interpreted
+    kernels and compiled ones see different ``libdevice``)."""
+    key = (path, _interpreting())
+    mod = _modules.get(key)
+    if mod is None:
+        name = "wick_triton_" + os.path.basename(path)[:-3] + ("_interp" if key[1] else "")
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # triton.jit reads the source through the module
+        spec.loader.exec_module(mod)
+        _modules[key] = mod
+    return mod
+
+
+def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):
+    """Compiles kernel `name` of the module at `path` for sm_<arch>.
+
+    Returns (cubin bytes, kernel symbol, shared memory bytes, warps, number of
+    kernel parameters in the cubin: the buffers plus Triton's scratch
+    pointers)."""
+    import triton
+
+    key = json.dumps([src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned,
+                      triton.__version__])
+    h = _sha(key.encode())
+    d = _dir(cache_dir)
+    bin_path, meta_path = os.path.join(d, f"{h}.cubin"), os.path.join(d, f"{h}.json")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        with open(bin_path, "rb") as f:
+            cubin = f.read()
+        if meta.get("key") == key and _sha(cubin) == meta.get("sha256"):
+            return cubin, meta["name"], meta["shared"], meta["num_warps"], meta["nparams"]
+    except (OSError, ValueError, KeyError):
+        pass
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(load_module(path), name)
+    arg_names = list(fn.arg_names)
+    signature = {arg_names[i]: t for i, t in enumerate(param_types)}
+    # constexprs keyed by argument position: accepted by every Triton 3.x
+    constexprs = {(arg_names.index("XBLOCK"),): xblock}
+    signature["XBLOCK"] = "constexpr"
+    if has_r:
+        signature["RBLOCK"] = "constexpr"
+        constexprs[(arg_names.index("RBLOCK"),)] = rblock
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(param_types))} if aligned else {}
+    src = ASTSource(fn, signature, constexprs, attrs)
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps})
+    md = compiled.metadata
+    if getattr(md, "global_scratch_size", 0) or getattr(md, "profile_scratch_size", 0):
+        raise RuntimeError(f"wick: Triton kernel {name} needs scratch memory, which wick does not provide")
+    ptx = compiled.asm["ptx"]
+    entry = ptx[ptx.index(".entry"):]
+    nparams = entry[:entry.index(")")].count(".param")
+    cubin = compiled.asm["cubin"]
+    meta = {"key": key, "sha256": _sha(cubin), "name": md.name, "shared": md.shared, "num_warps": md.num_warps,
+            "nparams": nparams}
+    _atomic_write(bin_path, cubin)
+    _atomic_write(meta_path, json.dumps(meta).encode())
+    return cubin, md.name, md.shared, md.num_warps, nparams
+
+
+def launch_interpret(fn, args, xnumel, has_r, xblock, rblock):
+    """Runs a kernel with Triton's interpreter (TRITON_INTERPRET=1, CPU tensors)."""
+    grid = ((xnumel + xblock - 1) // xblock,)
+    if has_r:
+        fn[grid](*args, XBLOCK=xblock, RBLOCK=rblock)
+    else:
+        fn[grid](*args, XBLOCK=xblock)
+
+
+# ---- libdevice ----------------------------------------------------------------
+
+class _InterpretedLibdevice:
+    """libdevice's functions for Triton's interpreter, in numpy."""
+
+    def __getattr__(self, name):
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        def erfinv(y):
+            from math import erf as _erf
+
+            return np.vectorize(_erfinv_scalar(_erf))(y)
+
+        unary = {
+            "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+            "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+            "acosh": np.arccosh, "atanh": np.arctanh, "log1p": np.log1p, "expm1": np.expm1,
+            "log2": np.log2, "log10": np.log10, "exp2": np.exp2, "trunc": np.trunc, "nearbyint": np.rint,
+            "erf": np.vectorize(_math("erf")), "erfc": np.vectorize(_math("erfc")), "erfinv": erfinv,
+        }
+        binary = {"pow": np.power, "atan2": np.arctan2, "fmod": np.fmod}
+        if name in unary:
+            f = unary[name]
+
+            def call1(x, _builder=None, _semantic=None):
+                d = x.handle.data
+                with np.errstate(all="ignore"):
+                    r = np.asarray(f(d)).astype(d.dtype)
+                return tl.core.tensor(TensorHandle(r, x.handle.dtype.scalar), x.type)
+
+            return call1
+        if name in binary:
+            f = binary[name]
+
+            def call2(a, b, _builder=None, _semantic=None):
+                da, db = np.broadcast_arrays(a.handle.data, b.handle.data)
+                with np.errstate(all="ignore"):
+                    r = np.asarray(f(da, db)).astype(da.dtype)
+                ty = tl.block_type(a.type.scalar, list(r.shape)) if r.shape else a.type.scalar
+                return tl.core.tensor(TensorHandle(r, a.handle.dtype.scalar), ty)
+
+            return call2
+        raise AttributeError(name)
+
+
+def _math(name):
+    import math
+
+    return getattr(math, name)
+
+
+def _erfinv_scalar(erf):
+    import math
+
+    def inv(y):
+        if not (-1 < y < 1):
+            return math.inf if y == 1 else -math.inf if y == -1 else math.nan
+        x = math.copysign(math.sqrt(-math.log((1 - abs(y)) / 2)), y) if abs(y) > 0.7 else y * math.sqrt(math.pi) / 2
+        for _ in range(60):
+            x -= (erf(x) - y) / (2 / math.sqrt(math.pi) * math.exp(-x * x))
+        return x
+
+    return inv
+
+
+def __getattr__(name):
+    if name == "libdevice":  # not cached: the mode may change within a process
+        if _interpreting():
+            return _InterpretedLibdevice()
+        from triton.language.extra import libdevice as value
+
+        return value
+    raise AttributeError(name)
