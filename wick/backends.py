@@ -244,7 +244,10 @@ def _view_ops():
                  "permute.default", "expand.default", "unsqueeze.default", "squeeze.default", "squeeze.dim",
                  "squeeze.dims", "slice.Tensor", "select.int", "narrow.default", "detach.default", "alias.default",
                  "as_strided.default", "unfold.default", "diagonal.default", "numpy_T.default", "view_as.default",
-                 "expand_as.default", "movedim.int", "swapaxes.default", "unflatten.int", "flatten.using_ints"]
+                 "expand_as.default", "movedim.int", "swapaxes.default", "unflatten.int", "flatten.using_ints",
+                 # several outputs, each a view of input 0
+                 "split.Tensor", "split_with_sizes.default", "unbind.int", "chunk.default",
+                 "tensor_split.sections", "tensor_split.indices", "unsafe_split.Tensor"]
         table = set()
         for name in names:
             packet, _, overload = name.partition(".")
@@ -262,14 +265,38 @@ def _wick_decompositions():
     from torch._decomp import get_decompositions
 
     aten = torch.ops.aten
-    return get_decompositions([
+    table = get_decompositions([
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
         aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+    ])
+    # Normalisations and backward ops whose eager kernels keep float32
+    # intermediates for 16-bit inputs in their own order: decomposed for
+    # float32/float64 only, so 16-bit results stay bit-identical to eager's
+    # (the decomposition returns NotImplemented and the op is traced as is).
+    wide = get_decompositions([
         # training: the backward ops of layer norm, gelu and log_softmax become
         # pointwise work and row sums that fuse with their neighbours
         aten.native_layer_norm_backward, aten.gelu_backward, aten._log_softmax_backward_data,
+        # batch norm (inference and training) and group norm: statistics and
+        # the normalisation as native reductions and pointwise work
+        aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
+        aten._native_batch_norm_legit_functional,
+        aten.native_group_norm, aten.native_batch_norm_backward, aten.native_group_norm_backward,
     ])
+    for op, fn in wide.items():
+        table[op] = _wide_floats_only(torch, fn)
+    return table
+
+
+def _wide_floats_only(torch, fn):
+    def decompose(*args, **kwargs):
+        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+        if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
+            return NotImplemented
+        return fn(*args, **kwargs)
+
+    return decompose
 
 
 class _AtenImporter:
@@ -390,7 +417,8 @@ class _AtenImporter:
             if node.op != "call_function" or node in outputs or node.target not in _native_table:
                 continue
             users = list(node.users)
-            if users and all(u.op == "call_function" and u.target in _native_table and
+            agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default)
+            if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
                              (u in free or _meta_contiguous(self, u)) for u in users):
                 free.add(node)
         return free
@@ -476,12 +504,80 @@ class _AtenImporter:
             if multi is not None:
                 self.nnative += 1
                 return multi
+        if isinstance(val, torch.Tensor) and target in (torch.ops.aten.cat.default, torch.ops.aten.stack.default,
+                                                        torch.ops.aten.constant_pad_nd.default):
+            vid = self.try_cat_pad(node, val)
+            if vid is not None:
+                self.nnative += 1
+                return vid
         if isinstance(val, torch.Tensor) and target in _view_ops():
             vid = self.try_view(node, val)
             if vid is not None:
                 self.nview += 1
                 return vid
+        if isinstance(val, (list, tuple)) and target in _view_ops() and val and \
+                all(isinstance(t, torch.Tensor) for t in val):
+            ids = [self.try_view(node, t) for t in val]  # split/unbind: one view per item
+            if all(i is not None for i in ids):
+                self.nview += len(ids)
+                return _Multi(ids, type(val))
         return self.extern(node, val)
+
+    def try_cat_pad(self, node, val):
+        """aten.cat / aten.constant_pad_nd -> a CAT or PAD node (clamped loads
+        selected by index comparisons), or None."""
+        import torch.fx
+
+        torch, g = self.torch, self.g
+        if val.device.type != "cpu" or val.layout != torch.strided:
+            return None
+        try:
+            if node.target in (torch.ops.aten.cat.default, torch.ops.aten.stack.default):
+                tensors = node.args[0]
+                dim = self.concrete(node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0))
+                if not isinstance(tensors, (list, tuple)) or not tensors or \
+                        not all(isinstance(t, torch.fx.Node) for t in tensors):
+                    return None
+                ins = [self.lookup(t) for t in tensors]
+                if any(k != "v" for k, _ in ins) or not isinstance(dim, int):
+                    return None
+                ins = [v for _, v in ins]
+                if node.target is torch.ops.aten.stack.default:  # cat of views with a new size-1 dim
+                    nd = len(g.value(ins[0])["sizes"]) + 1
+                    dim = dim + nd if dim < 0 else dim
+                    if not 0 <= dim < nd:
+                        return None
+                    views = []
+                    for v in ins:
+                        sz, st = list(g.value(v)["sizes"]), list(g.value(v)["strides"])
+                        sz.insert(dim, 1)
+                        st.insert(dim, st[dim] * max(sz[dim + 1], 1) if dim < len(st) else 1)
+                        views.append(g.op("VIEW", [v], ints=[nd, *sz, *st, 0]))
+                    ins = views
+                vid = g.op("CAT", ins, ints=[dim])
+            else:
+                x = self.lookup(node.args[0])
+                pads = self.concrete(node.args[1])
+                value = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
+                value = self.concrete(value)
+                if x[0] != "v" or not isinstance(value, (bool, int, float)) or len(pads) % 2:
+                    return None
+                nd = len(g.value(x[1])["sizes"])
+                if len(pads) > 2 * nd:
+                    return None
+                per = []
+                for d in range(nd):  # torch lists (lo, hi) from the last dim backwards
+                    k = nd - 1 - d
+                    per += [pads[2 * k], pads[2 * k + 1]] if 2 * k + 1 < len(pads) else [0, 0]
+                vid = g.op("PAD", [x[1], g.scalar(value)], ints=per)
+        except (ValueError, TypeError):
+            return None
+        got, m = g.value(vid), self.meta_of(val)
+        if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"]:
+            return None
+        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
+            return None
+        return vid
 
     def try_view(self, node, val):
         """A view op -> a VIEW node (sizes, strides and offset of its fake
@@ -723,11 +819,9 @@ class _AtenImporter:
                     return None
                 if kw:
                     return None
-                # _to_copy always copies: CONVERT to the same dtype would alias
-                dtype = dtype or val.dtype
-                if dtype == getattr(torch, g.value(args[0][1])["dtype"]):
-                    return None
-                vid = self.convert(args[0][1], dtype)
+                # _to_copy always copies, and so does a CONVERT node, also to
+                # its own dtype (a new buffer, as for clone)
+                vid = self.convert(args[0][1], dtype or val.dtype)
             else:
                 return None
         except (_NotNative, ValueError, TypeError):

@@ -48,6 +48,7 @@ static WkProgram *make_program(const WkSchedule *S, char *source, const char *en
     P->output_buf = wk_xcalloc((size_t)S->noutputs + 1, sizeof(int));
     memcpy(P->output_buf, S->output_buf, sizeof(int) * (size_t)S->noutputs);
     P->nkernels = S->nkernels;
+    P->temps_bytes = S->temps_bytes;
     P->summary = summarise(S);
     P->target = target;
     return P;

@@ -9,7 +9,8 @@
  * Python-free. The generated source exports one function
  *     void <entry>(void **buffers);
  * where buffers[i] is the data pointer (already offset by the storage
- * offset) of plan buffer i. The runtime allocates OUTPUT and TEMP buffers,
+ * offset) of plan buffer i. The runtime allocates OUTPUT buffers and one
+ * block of temps_bytes for the TEMP buffers (each at its plan offset),
  * passes INPUT data pointers, and returns outputs.
  *
  * Ownership: a WkProgram owns its strings and arrays; free with
@@ -61,6 +62,9 @@ typedef struct {
     int64_t sizes[WK_MAX_DIMS];
     int64_t strides[WK_MAX_DIMS]; /* in elements */
     int64_t nbytes;   /* storage the buffer spans (TEMP: what to allocate) */
+    int64_t offset;   /* TEMP: byte offset in the program's block of temporaries; TEMPs
+                         whose lifetimes (first store .. last read, in kernel order)
+                         do not overlap share bytes */
 } WkBufferPlan;
 
 typedef struct {
@@ -73,6 +77,7 @@ typedef struct {
                          buffer (the graph returns an input unchanged) or repeat */
     int nkernels;     /* loop nests in the source, for logs and explain() */
     char *summary;    /* one line per kernel: kind, fused nodes, iteration space */
+    int64_t temps_bytes; /* the block all TEMP buffers live in (offsets 64-byte aligned; C target) */
     WkTarget target;
     int ntriton;      /* TRITON: the launches `entry` stands for, in order */
     WkTritonKernel *triton;

@@ -814,6 +814,65 @@ int wk_view_map(int bnd, const int64_t *bsizes, const int64_t *bstrides, int vnd
     return 0;
 }
 
+/* CAT: same rank, equal sizes but along the dim; PAD: sizes grown by the
+ * pads (the result may not be negative). Static sizes only. */
+static int cat_shape(WkGraph *g, const WkValue *const *in, int n, WkAttrs *at, WkValue *out) {
+    if (n < 1 || at->nints != 1 || !at->ints) {
+        wk_error_set("cat: needs at least one tensor and attrs.ints = [dim]");
+        return -1;
+    }
+    int nd = in[0]->ndim;
+    int64_t dim = at->ints[0] < 0 ? at->ints[0] + nd : at->ints[0], total = 0;
+    if (nd == 0 || dim < 0 || dim >= nd) {
+        wk_error_set("cat: dim %lld out of range for %d-d tensors", (long long)at->ints[0], nd);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (in[i]->ndim != nd || in[i]->is_wrapped_number) {
+            wk_error_set("cat: tensors must have the same number of dimensions");
+            return -1;
+        }
+        for (int d = 0; d < nd; d++) {
+            int64_t a, b;
+            if (!wk_sym_is_const(in[i]->sizes[d], &a) || !wk_sym_is_const(in[0]->sizes[d], &b)) {
+                wk_error_set("cat: symbolic sizes");
+                return -1;
+            }
+            if (d == dim) total += a;
+            else if (a != b) {
+                wk_error_set("cat: sizes of tensors must match except in dimension %lld", (long long)dim);
+                return -1;
+            }
+        }
+    }
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) out->sizes[d] = d == dim ? wk_sym_const(g->syms, total) : in[0]->sizes[d];
+    return 0; /* a negative dim stays as given: lowerings normalise it */
+}
+
+static int pad_shape(WkGraph *g, const WkValue *const *in, WkAttrs *at, WkValue *out) {
+    int nd = in[0]->ndim;
+    if (at->nints != 2 * nd || (nd && !at->ints) || !in[1]->is_wrapped_number || in[0]->is_wrapped_number) {
+        wk_error_set("pad: attrs.ints must hold a (lo, hi) pair per dim, and the value a Python scalar");
+        return -1;
+    }
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        int64_t s;
+        if (!wk_sym_is_const(in[0]->sizes[d], &s)) {
+            wk_error_set("pad: symbolic sizes");
+            return -1;
+        }
+        s += at->ints[2 * d] + at->ints[2 * d + 1];
+        if (s < 0) {
+            wk_error_set("pad: the padded size of dim %d would be negative", d);
+            return -1;
+        }
+        out->sizes[d] = wk_sym_const(g->syms, s);
+    }
+    return 0;
+}
+
 /* A VIEW node over in (value id `input`): output metadata from attrs; a
  * view of a VIEW becomes a view of the first base. */
 static int add_view(WkGraph *g, int input, const WkAttrs *attrs) {
@@ -911,6 +970,12 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
     switch (info->shape) {
     case WK_SHAPE_SCALAR: out.ndim = 0; break;
     case WK_SHAPE_VIEW: break; /* add_view above */
+    case WK_SHAPE_CAT:
+        if (cat_shape(g, in, ninputs, &at, &out) < 0) goto done;
+        break;
+    case WK_SHAPE_PAD:
+        if (pad_shape(g, in, &at, &out) < 0) goto done;
+        break;
     case WK_SHAPE_BROADCAST:
         if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;
         if (op == WK_OP_LAYER_NORM && layer_norm_dims(in[0], &at, &out) < 0) goto done;

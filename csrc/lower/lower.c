@@ -676,6 +676,70 @@ static const WkLExpr *lower_LAYER_NORM(Lower *c) {
     return bin(c, WK_LX_ADD, bin(c, WK_LX_MUL, y, arg_as(c, 1, dt)), arg_as(c, 2, dt));
 }
 
+/* The index expression of dim d clamped into [0, size - 1]: loads that
+ * WHERE discards still read inside their buffer. */
+static const WkSym *clamped(WkLoopIR *L, const WkSym *i, int64_t shift, int64_t size) {
+    const WkSym *j = wk_sym_add(L->syms, i, wk_sym_const(L->syms, -shift));
+    return wk_sym_max(L->syms, wk_sym_const(L->syms, 0), wk_sym_min(L->syms, j, wk_sym_const(L->syms, size - 1)));
+}
+
+static const WkLExpr *index_lt(WkLoopIR *L, const WkSym *i, int64_t bound) {
+    return wk_lower_binary(L, WK_LX_LT, wk_lower_index(L, i), wk_lower_const_i(L, WK_I64, bound));
+}
+
+/* CAT along dim: WHERE(i_dim < end of input 0, input 0, WHERE(... input 1 ...)) */
+static const WkLExpr *lower_CAT(Lower *c) {
+    WkLoopIR *L = c->L;
+    int nd = c->out->ndim;
+    int dim = (int)(c->node->attrs.ints[0] < 0 ? c->node->attrs.ints[0] + nd : c->node->attrs.ints[0]);
+    WkDType dt = c->out->dtype;
+    const WkLExpr *e = NULL;
+    int64_t start[64], *starts = c->node->ninputs <= 64 ? start : wk_xcalloc((size_t)c->node->ninputs, sizeof *starts);
+    int64_t at = 0;
+    for (int k = 0; k < c->node->ninputs; k++) {
+        starts[k] = at;
+        at += L->bufs[L->value_buf[c->node->inputs[k]]].sizes[dim];
+    }
+    for (int k = c->node->ninputs - 1; k >= 0; k--) {
+        int bid = L->value_buf[c->node->inputs[k]];
+        const WkLBuf *b = &L->bufs[bid];
+        if (b->sizes[dim] == 0) continue; /* contributes nothing */
+        const WkSym *idx[WK_MAX_DIMS];
+        for (int d = 0; d < nd; d++)
+            idx[d] = b->sizes[d] == 1 ? wk_sym_const(L->syms, 0)
+                     : d == dim       ? clamped(L, c->canon[d], starts[k], b->sizes[d])
+                                      : c->canon[d];
+        const WkLExpr *v = wk_lower_cast(L, dt, wk_lower_load(L, bid, b->ndim, idx));
+        e = e ? wk_lower_where(L, index_lt(L, c->canon[dim], starts[k] + b->sizes[dim]), v, e) : v;
+    }
+    if (starts != start) free(starts);
+    return e ? e : wk_lower_const_i(L, dt, 0); /* every input empty: nothing is read */
+}
+
+/* PAD: input 0 where every dim's index falls inside it, else the value */
+static const WkLExpr *lower_PAD(Lower *c) {
+    WkLoopIR *L = c->L;
+    int bid = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *b = &L->bufs[bid];
+    WkDType dt = c->out->dtype;
+    const WkLExpr *value = arg_as(c, 1, dt);
+    if (b->numel == 0) return value;
+    const WkSym *idx[WK_MAX_DIMS];
+    const WkLExpr *inside = NULL;
+    for (int d = 0; d < b->ndim; d++) {
+        int64_t lo = c->node->attrs.ints[2 * d], hi = c->node->attrs.ints[2 * d + 1];
+        idx[d] = b->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : clamped(L, c->canon[d], lo, b->sizes[d]);
+        if (lo == 0 && hi == 0) continue; /* this dim is never outside */
+        /* lo <= i < lo + size, as two comparisons of the output index */
+        const WkLExpr *ge = wk_lower_unary(L, WK_LX_NOT, index_lt(L, c->canon[d], lo));
+        const WkLExpr *lt = index_lt(L, c->canon[d], lo + b->sizes[d]);
+        const WkLExpr *in_d = wk_lower_binary(L, WK_LX_AND, ge, lt);
+        inside = inside ? wk_lower_binary(L, WK_LX_AND, inside, in_d) : in_d;
+    }
+    const WkLExpr *v = wk_lower_cast(L, dt, wk_lower_load(L, bid, b->ndim, idx));
+    return inside ? wk_lower_where(L, inside, v, value) : v;
+}
+
 /* VIEW: a load of the base at the remapped index (graph.h, WkViewMap): no
  * copy; the schedule inlines it into its readers like any pointwise body. */
 static const WkLExpr *lower_VIEW(Lower *c) {

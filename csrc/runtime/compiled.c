@@ -723,8 +723,9 @@ static int check_program(const WkProgram *p, const WkStep *st, const WkPlan *pla
                     wk_error_set("wick: buffer %d has a negative size", b);
                     return -1;
                 }
-        } else if (bp->kind != WK_BUF_TEMP || bp->nbytes < 0) {
-            wk_error_set("wick: buffer %d has a bad kind or size", b);
+        } else if (bp->kind != WK_BUF_TEMP || bp->nbytes < 0 || bp->offset < 0 || bp->offset % 64 ||
+                   bp->offset + bp->nbytes > p->temps_bytes) {
+            wk_error_set("wick: buffer %d has a bad kind, size or place in the temporaries", b);
             return -1;
         }
     }
@@ -887,12 +888,10 @@ static int prepare_steps(CompiledObject *self) {
         }
         rt->out_args = wk_xcalloc((size_t)p->nbufs + 1, sizeof(PyObject *));
         rt->temp_offset = wk_xcalloc((size_t)p->nbufs + 1, sizeof(int64_t));
+        rt->temps_bytes = (size_t)p->temps_bytes;
         for (int b = 0; b < p->nbufs; b++) {
             const WkBufferPlan *bp = &p->bufs[b];
-            if (bp->kind == WK_BUF_TEMP) {
-                rt->temp_offset[b] = (int64_t)rt->temps_bytes;
-                rt->temps_bytes += ((size_t)(bp->nbytes > 0 ? bp->nbytes : 1) + 63) & ~(size_t)63;
-            }
+            if (bp->kind == WK_BUF_TEMP) rt->temp_offset[b] = bp->offset; /* the schedule's placement (C) */
             if (bp->kind == WK_BUF_INPUT || (bp->kind == WK_BUF_TEMP && !self->triton)) continue;
             /* a Triton temporary is a flat tensor of its span */
             int64_t flat = bp->nbytes / (wk_dtype_size(bp->dtype) > 0 ? wk_dtype_size(bp->dtype) : 1), one = 1;
@@ -1101,9 +1100,10 @@ static PyObject *Compiled_get_buffers(CompiledObject *self, void *c) {
         const WkBufferPlan *bp = &p->bufs[b];
         PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
         PyObject *st = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
-        PyObject *d = st ? Py_BuildValue("{s:s,s:i,s:s,s:O,s:O,s:L}", "kind", buf_kinds[bp->kind],
+        PyObject *d = st ? Py_BuildValue("{s:s,s:i,s:s,s:O,s:O,s:L,s:L}", "kind", buf_kinds[bp->kind],
                                          "index", bp->index, "dtype", wk_dtype_name(bp->dtype),
-                                         "sizes", sz, "strides", st, "nbytes", (long long)bp->nbytes)
+                                         "sizes", sz, "strides", st, "nbytes", (long long)bp->nbytes,
+                                         "offset", (long long)bp->offset)
                          : NULL;
         Py_XDECREF(sz);
         Py_XDECREF(st);

@@ -12,6 +12,7 @@ WkSchedule *wk_sched_build(WkLoopIR *L) {
     if (wk_sched_materialise(S) < 0) goto error;
     if (wk_sched_fuse(S) < 0) goto error;
     if (wk_sched_fuse_rows(S) < 0) goto error;
+    wk_sched_place_temps(S);
     return S;
 error:
     wk_sched_free(S);

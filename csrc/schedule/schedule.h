@@ -8,6 +8,7 @@
  *   materialise.c  fill_materialised: which values get memory, the buffer plan
  *   fuse.c         kernels: grouping, inlining, loads -> READs, dim collapsing
  *   rows.c         row groups: consecutive kernels sharing their outer loop
+ *   temps.c        TEMP buffers placed in one block, sharing bytes by liveness
  *
  * Kernel loop variables. A kernel iterates the loop IR's i0..i{nloops-1}
  * (outer to inner) and, for a reduction, r0..r{nred-1} inside them. After
@@ -73,6 +74,7 @@ typedef struct WkSchedule {
     int *output_buf;                 /* [noutputs] */
     int nkernels;
     WkSchedKernel *kernels;
+    int64_t temps_bytes;             /* temps.c: the TEMP block (bufs[].offset place each TEMP) */
 } WkSchedule;
 
 /* schedule.c */
@@ -93,5 +95,10 @@ int wk_sched_fuse(WkSchedule *S);
 
 /* rows.c */
 int wk_sched_fuse_rows(WkSchedule *S);
+
+/* temps.c: after fuse_rows (a row group's kernels run interleaved, so a
+ * TEMP touched in a group is live for all of it). Sets bufs[].offset of
+ * every TEMP and temps_bytes. */
+void wk_sched_place_temps(WkSchedule *S);
 
 #endif /* WICK_SCHEDULE_H */

@@ -542,6 +542,100 @@ static void test_ops(void) {
     for (int op = 0; op < WK_NOPS; op++) CHECK_EQ_INT(wk_op_from_name(wk_op_info((WkOp)op)->name), op);
 }
 
+/* wk_view_map: the index maps of VIEW (graph.h), checked element by element
+ * against the storage offsets they must reproduce. */
+static int map_reproduces(int bnd, const int64_t *bs, const int64_t *bst, int vnd, const int64_t *vs,
+                          const int64_t *vst, int64_t off, const WkViewMap *m) {
+    int64_t numel = 1, idx[WK_MAX_DIMS] = {0};
+    for (int d = 0; d < vnd; d++) numel *= vs[d];
+    for (int64_t e = 0; e < numel; e++) {
+        int64_t rem = e, want = off, got = 0, lin = off;
+        for (int d = vnd - 1; d >= 0; d--) {
+            idx[d] = rem % vs[d];
+            rem /= vs[d];
+            want += idx[d] * vst[d];
+        }
+        for (int d = 0; d < vnd; d++) lin += idx[d] * vst[d];
+        for (int k = 0; k < bnd; k++) {
+            int64_t bi;
+            if (m->affine) {
+                bi = bs[k] == 1 ? 0 : m->base_off[k];
+                for (int d = 0; d < vnd; d++)
+                    if (m->dim_of[d] == k) bi += m->mult[d] * idx[d];
+            } else {
+                bi = bs[k] == 1 ? 0 : (lin / bst[k]) % bs[k];
+            }
+            if (bi < 0 || bi >= bs[k]) return 0;
+            got += bi * bst[k];
+        }
+        if (got != want) return 0;
+    }
+    return 1;
+}
+
+static void test_view_maps(void) {
+    WkViewMap m;
+    int64_t b46[2] = {4, 6}, c46[2] = {6, 1}, t46[2] = {1, 4};
+    /* transpose of a contiguous base: affine */
+    int64_t v64[2] = {6, 4}, vt[2] = {1, 6};
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 2, v64, vt, 0, &m), 0);
+    CHECK(m.affine && map_reproduces(2, b46, c46, 2, v64, vt, 0, &m));
+    /* split of a dim and a slice with a step and an offset: affine */
+    int64_t b24[1] = {24}, c1[1] = {1}, v234[3] = {2, 3, 2}, s234[3] = {12, 4, 2};
+    CHECK_EQ_INT(wk_view_map(1, b24, c1, 3, v234, s234, 1, &m), 0);
+    CHECK(m.affine && map_reproduces(1, b24, c1, 3, v234, s234, 1, &m));
+    /* merge of a contiguous base: linear */
+    int64_t v24[1] = {24};
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 1, v24, c1, 0, &m), 0);
+    CHECK(!m.affine && map_reproduces(2, b46, c46, 1, v24, c1, 0, &m));
+    /* merge of a transposed (dense) base in memory order: linear over sorted strides */
+    int64_t b64[2] = {6, 4}, c64[2] = {1, 6}, v83[2] = {8, 3}, s83[2] = {3, 1};
+    CHECK_EQ_INT(wk_view_map(2, b64, c64, 2, v83, s83, 0, &m), 0);
+    CHECK(map_reproduces(2, b64, c64, 2, v83, s83, 0, &m));
+    /* expand (stride 0), select (offset only), 0-d */
+    int64_t v346[3] = {3, 4, 6}, s346[3] = {0, 6, 1}, none[1] = {0};
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 3, v346, s346, 0, &m), 0);
+    CHECK(m.affine && map_reproduces(2, b46, c46, 3, v346, s346, 0, &m));
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 0, none, none, 17, &m), 0);
+    CHECK(m.affine && map_reproduces(2, b46, c46, 0, none, none, 17, &m));
+    /* a base with gaps (a slice of a wider tensor) and a merge across the gap: refused */
+    int64_t gap[2] = {8, 1};
+    CHECK_EQ_INT(wk_view_map(2, b46, gap, 1, v24, c1, 0, &m), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "gaps");
+    /* outside the base's memory: refused, also by one element */
+    int64_t v47[2] = {4, 7};
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 2, v47, c46, 0, &m), -1);
+    CHECK_STR_CONTAINS(wk_error_get(), "outside");
+    int64_t v3[1] = {3};
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 1, v3, c1, 22, &m), -1);
+    CHECK_EQ_INT(wk_view_map(2, b46, t46, 1, v3, c1, -1, &m), -1);
+    /* an empty view reads nothing: always fine */
+    int64_t v40[2] = {4, 0};
+    CHECK_EQ_INT(wk_view_map(2, b46, c46, 2, v40, c46, 100, &m), 0);
+
+    /* the builder: a view of a view folds into one view of the first base */
+    WkGraph *g = wk_graph_new();
+    WkDevice cpu = {WK_DEV_CPU, 0};
+    int x = wk_graph_input(g, WK_F32, cpu, 2, b46, c46, 0, "x");
+    int64_t a1[] = {2, 6, 4, 1, 6, 0}, a2[] = {1, 4, 6, 2};
+    WkAttrs at = {0};
+    at.nints = 6;
+    at.ints = a1;
+    int v1 = wk_graph_op(g, WK_OP_VIEW, &x, 1, &at);
+    at.nints = 4;
+    at.ints = a2;
+    int v2 = wk_graph_op(g, WK_OP_VIEW, &v1, 1, &at);
+    CHECK(v1 >= 0 && v2 >= 0);
+    const WkNode *n2 = wk_graph_node(g, wk_graph_value(g, v2)->node);
+    CHECK_EQ_INT(n2->inputs[0], x);
+    CHECK_EQ_INT(n2->attrs.ints[3], 2); /* offsets add */
+    int64_t bad[] = {1, 4, 6};
+    at.nints = 3;
+    at.ints = bad;
+    CHECK_EQ_INT(wk_graph_op(g, WK_OP_VIEW, &x, 1, &at), -1);
+    wk_graph_free(g);
+}
+
 int main(void) {
     test_dtypes();
     test_promotion_table();
@@ -554,5 +648,6 @@ int main(void) {
     test_symbolic();
     test_print_hash();
     test_ops();
+    test_view_maps();
     return CHECK_DONE();
 }

@@ -79,7 +79,8 @@ REDUCE.update({
 TAKES_DTYPE = {"SUM", "MEAN", "PROD", "SOFTMAX", "LOG_SOFTMAX"}
 SKIPPED = {"SCALAR", "CONVERT",  # no promotion: their dtype is the attribute
            "LAYER_NORM",  # needs its normalized dims; tests/lower/test_ops_breadth.py checks it
-           "VIEW"}  # the input's dtype by construction; tests/lower/test_views.py checks views
+           "VIEW",  # the input's dtype by construction; tests/lower/test_views.py checks views
+           "CAT", "PAD"}  # need their int attributes; tests/lower/test_cat_pad.py checks them
 
 
 def op_rows():

@@ -218,3 +218,30 @@ def test_views_in_training():
     torch.testing.assert_close(got[0], want[0])
     for a, b in zip(got[1], want[1]):
         torch.testing.assert_close(a, b)
+
+
+SPLIT_CASES = {
+    "split": lambda x: [t * 2 for t in x.split(3, dim=1)],
+    "split_sizes": lambda x: list(x.split([2, 5], 1)),
+    "unbind_chunk": lambda x: [x.unbind(0)[1] + x.chunk(2, 1)[1].sum(1)[0]],
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_CASES))
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_multi_output_views_through_torch_compile(name, noncontig):
+    """split/unbind/chunk: one VIEW per item, no extern call."""
+    fn = SPLIT_CASES[name]
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 4, generator=g).t() if noncontig else torch.randn(4, 7, generator=g)
+    want = fn(x)
+    n0, v0 = len(B.fallback_reasons), _compiled_views()
+    with torch.no_grad():
+        got = torch.compile(fn, backend="wick")(x)
+    assert len(B.fallback_reasons) == n0 and _compiled_views() > v0
+    assert not any("split" in k or "unbind" in k for k in B.compiled_graphs[-1]["externs"])
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        assert all(s == t for n, s, t in zip(a.shape, a.stride(), b.stride()) if n != 1)
+        torch.testing.assert_close(a, b)

@@ -468,3 +468,29 @@ def test_outputs_allocated_through_the_c_shim_or_python(shim, tmp_path):
     assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
     want = "C shim allocation: on" if shim == "1" else "C shim allocation: off"
     assert want in r.stderr
+
+
+# ---- temporaries share bytes by liveness (csrc/schedule/temps.c) -------------
+
+@pytest.mark.parametrize("shape", [(64, 48), (3, 5), (0, 4)])
+def test_temporaries_share_memory_when_lifetimes_do_not_overlap(shape):
+    g = C.Graph()
+    x = g.input(torch.float32, shape, (shape[1], 1))
+    y = x
+    for _ in range(6):  # column normalisations: each step's exp is a large TEMP read by the next step only
+        e = g.op("EXP", [g.op("MUL", [y, g.scalar(0.5)])])
+        y = g.op("DIV", [e, g.op("SUM", [e], dims=[0], keepdim=True)])
+    g.output(y)
+    c = g.compile()
+    t = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    want = t
+    for _ in range(6):
+        e = (want * 0.5).exp()
+        want = e / e.sum(0, keepdim=True)
+    torch.testing.assert_close(c(t)[0], want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(c(t)[0], want, rtol=1e-5, atol=1e-6)  # the block is reused across calls
+    temps = [b for b in c.describe()["buffers"] if b["kind"] == "temp"]
+    assert all(b["offset"] % 64 == 0 for b in temps)
+    big = [b for b in temps if b["nbytes"] >= 4 * shape[0] * shape[1] > 0]
+    if len(big) >= 3:
+        assert len({b["offset"] for b in big}) < len(big)  # some share bytes

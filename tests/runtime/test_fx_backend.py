@@ -306,3 +306,43 @@ def test_extern_contradicting_its_metadata_runs_that_graph_eagerly():
     torch.testing.assert_close(rm_w, rm_e)
     torch.testing.assert_close(rv_w, rv_e)
     assert any("metadata" in r for r in backends.fallback_reasons[n:])
+
+
+class _Norms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(6)
+        self.gn = torch.nn.GroupNorm(2, 6)
+        self.bn2 = torch.nn.BatchNorm2d(6)
+
+    def forward(self, x):
+        y = self.gn(self.bn(x).relu())
+        return self.bn2(y.unsqueeze(-1)).squeeze(-1).sum(-1)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_batch_norm_and_group_norm_are_native(train):
+    """Decomposed (torch._decomp) into reductions and pointwise work that wick
+    compiles: no extern call, results, gradients and running statistics as eager."""
+    torch.manual_seed(0)
+    m, m2 = _Norms(), _Norms()
+    m2.load_state_dict(m.state_dict())
+    m.train(train)
+    m2.train(train)
+    x = rand(4, 6, 5, seed=9)
+    g0 = len(B.compiled_graphs)
+    cm = torch.compile(m2, backend="wick")
+    if train:
+        want, got = m(x), cm(x)
+        want.sum().backward()
+        got.sum().backward()
+        for p, p2 in zip(m.parameters(), m2.parameters()):
+            torch.testing.assert_close(p2.grad, p.grad, rtol=1e-4, atol=1e-4)
+        for b, b2 in zip(m.buffers(), m2.buffers()):
+            torch.testing.assert_close(b2, b)
+    else:
+        with torch.no_grad():
+            want, got = m(x), cm(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[g0:] and all(i["externs"] == {} for i in B.compiled_graphs[g0:])
