@@ -1138,6 +1138,11 @@ def _extern_output(result, k):
     return result[k] if isinstance(result, (tuple, list)) else result
 
 
+def _view_of(base, sizes, strides, offset):
+    """A VIEW node in an FX graph: `offset` elements past base's first one."""
+    return base.as_strided(sizes, strides, base.storage_offset() + offset)
+
+
 def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     """Exports a wick Graph to a torch.fx.GraphModule of torch calls whose
     forward takes the graph inputs positionally and returns a tuple of outputs.
@@ -1195,6 +1200,23 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
                 env[vid] = fx.call_function(_extern_output, (result, k))
             continue
         row = by_name[op]
+        if op == "VIEW":  # the base's memory with the node's sizes and strides
+            nd_ = nd["ints"][0]
+            sizes, strides = list(nd["ints"][1:1 + nd_]), list(nd["ints"][1 + nd_:1 + 2 * nd_])
+            env[out] = fx.call_function(_view_of, (ins[0], sizes, strides, nd["ints"][-1]))
+            continue
+        if op == "LAYER_NORM":
+            shape = [graph.value(nd["inputs"][0])["sizes"][d] for d in nd["dims"]]
+            wb = [x if isinstance(x, torch.fx.Node) else None for x in ins[1:]]
+            env[out] = fx.call_function(torch.nn.functional.layer_norm, (ins[0], shape, wb[0], wb[1], nd["fvalue"]))
+            continue
+        if op in ("SOFTMAX", "LOG_SOFTMAX"):
+            fn = torch.softmax if op == "SOFTMAX" else torch.log_softmax
+            env[out] = fx.call_function(fn, (ins[0], nd["dims"][0]))
+            continue
+        if op == "GELU_TANH":
+            env[out] = fx.call_function(torch.nn.functional.gelu, (ins[0],), {"approximate": "tanh"})
+            continue
         if op == "CONVERT":
             env[out] = fx.call_method("to", (as_tensor(ins[0]), getattr(torch, nd["dtype"])))
             continue

@@ -545,6 +545,9 @@ static PyObject *node_dict_Ref(const WkGraph *g, const WkNode *nd) {
         PyObject *outs = PyList_New(nd->noutputs), *ints = outs ? PyTuple_New(nd->attrs.nints) : NULL;
         PyObject *xi = ints ? (nd->op == WK_OP_EXTERN ? PyLong_FromLong(nd->extern_index) : Py_NewRef(Py_None)) : NULL;
         PyObject *xn = xi ? (nd->op == WK_OP_EXTERN ? PyUnicode_FromString(nd->extern_name) : Py_NewRef(Py_None)) : NULL;
+        PyObject *fv = xn ? PyFloat_FromDouble(nd->attrs.fvalue) : NULL; /* layer_norm's eps, var's correction */
+        if (!fv || PyDict_SetItemString(d, "fvalue", fv) < 0) Py_CLEAR(xn);
+        Py_XDECREF(fv);
         if (xn) {
             for (int k = 0; k < nd->noutputs; k++) PyList_SET_ITEM(outs, k, PyLong_FromLong(nd->outputs[k]));
             for (int k = 0; k < nd->attrs.nints; k++) PyTuple_SET_ITEM(ints, k, PyLong_FromLongLong(nd->attrs.ints[k]));

@@ -336,6 +336,8 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
             if (wk_sym_is_const(m->sizes[d], &size) && size == 0) contiguous = 1;
         }
         if (contiguous) return self;
+        Sv *copy = cap_tensor_contiguous(I, self); /* a contiguous copy, as eager makes */
+        if (copy || I->reason) return copy;
     }
     if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
         if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
@@ -425,7 +427,11 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
         PyObject *d = _PyType_Lookup(cap_tensor_type, name_obj);
         if (!d) return cap_unsupported(I, "unknown tensor attribute .%s", name);
         if (!PyObject_TypeCheck(d, &PyMethodDescr_Type) && !PyFunction_Check(d)) {
-            /* a computed attribute (.T, .mT, .real): getattr through PyTorch */
+            /* .T and .mT are views; other computed attributes (.real, .H):
+             * getattr through PyTorch */
+            Sv *view = cap_tensor_transpose_attr(I, t, name);
+            if (view) return method && sv_push(I, I->null_sv) < 0 ? -1 : sv_push(I, view);
+            if (I->reason) return -1;
             PyObject *getter = PyObject_CallMethod(cap_operator_mod, "attrgetter", "O", name_obj);
             if (!getter) return cap_py_failed(I, name);
             char fname[80];
@@ -476,6 +482,18 @@ Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y) {
     return r;
 }
 
+/* Does writing into value `v` reach memory another value sees (v is a VIEW,
+ * or some VIEW reads v)? Then an in-place update cannot be a new value. */
+static int value_is_aliased(const WkGraph *g, int v) {
+    const WkValue *m = wk_graph_value(g, v);
+    if (m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW) return 1;
+    for (int i = 0; i < wk_graph_nnodes(g); i++) {
+        const WkNode *n = wk_graph_node(g, i);
+        if (n->op == WK_OP_VIEW && n->inputs[0] == v) return 1;
+    }
+    return 0;
+}
+
 static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
     int inplace = nb >= NB_INPLACE_ADD;
@@ -498,6 +516,8 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
         /* x op= y writes into x: only intermediates, with x's dtype and shape */
         if (x->arg >= 0 || x->gname)
             return cap_unsupported(I, "in-place operator %s on an input tensor", cap_nb_symbol(nb)), NULL;
+        if (value_is_aliased(I->g, in[0]))
+            return cap_unsupported(I, "in-place operator %s on a view (or the base of one)", cap_nb_symbol(nb)), NULL;
         const WkValue *xm = wk_graph_value(I->g, in[0]), *rm = wk_graph_value(I->g, r->value);
         int same_shape = xm->ndim == rm->ndim;
         for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
@@ -533,7 +553,8 @@ static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
     return cap_graph_op(I, WK_OP_NEG, &in, 1, NULL);
 }
 
-static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_operator(I, "getitem", s, key); }
+static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_getitem(I, s, key); }
+
 
 static int tensor_iterate(Interp *I, Sv *s, SvList *out) {
     /* for row in t: t[0], t[1], ... (the length is guarded metadata) */
