@@ -1160,8 +1160,10 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     _, _, by_name = _op_tables()
     fx = torch.fx.Graph()
     env = {}  # wick value id -> fx node, or a Python scalar for SCALAR values
+    strided = set()  # values whose strides in the graph are eager's: inputs and extern outputs
     for i, inp in enumerate(graph.inputs()):
         env[inp["id"]] = fx.placeholder(f"in{i}")
+        strided.add(inp["id"])
     no_grad = set(no_grad)
     grad_now = [bool(entry_grad)]
 
@@ -1198,12 +1200,16 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
             result = fx.call_function(extern_fns[index], tuple(ins))
             for k, vid in enumerate(nd["outputs"]):
                 env[vid] = fx.call_function(_extern_output, (result, k))
+                strided.add(vid)
             continue
         row = by_name[op]
         if op == "VIEW":  # the base's memory with the node's sizes and strides
             nd_ = nd["ints"][0]
             sizes, strides = list(nd["ints"][1:1 + nd_]), list(nd["ints"][1 + nd_:1 + 2 * nd_])
-            env[out] = fx.call_function(_view_of, (ins[0], sizes, strides, nd["ints"][-1]))
+            base = ins[0]
+            if nd["inputs"][0] not in strided:  # wick made this base contiguous; the torch op may not have
+                base = fx.call_method("contiguous", (base,))
+            env[out] = fx.call_function(_view_of, (base, sizes, strides, nd["ints"][-1]))
             continue
         if op == "LAYER_NORM":
             shape = [graph.value(nd["inputs"][0])["sizes"][d] for d in nd["dims"]]
