@@ -1138,8 +1138,14 @@ def _extern_output(result, k):
     return result[k] if isinstance(result, (tuple, list)) else result
 
 
-def _view_of(base, sizes, strides, offset):
-    """A VIEW node in an FX graph: `offset` elements past base's first one."""
+def _view_of(base, base_strides, sizes, strides, offset):
+    """A VIEW node in an FX graph: `offset` elements past base's first one,
+    base laid out with the strides the wick graph gives it."""
+    import torch
+
+    if any(n > 1 and a != b for n, a, b in zip(base.shape, base.stride(), base_strides)):
+        laid = torch.empty_strided(base.shape, base_strides, dtype=base.dtype, device=base.device)
+        base = laid.copy_(base)
     return base.as_strided(sizes, strides, base.storage_offset() + offset)
 
 
@@ -1160,10 +1166,8 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     _, _, by_name = _op_tables()
     fx = torch.fx.Graph()
     env = {}  # wick value id -> fx node, or a Python scalar for SCALAR values
-    strided = set()  # values whose strides in the graph are eager's: inputs and extern outputs
     for i, inp in enumerate(graph.inputs()):
         env[inp["id"]] = fx.placeholder(f"in{i}")
-        strided.add(inp["id"])
     no_grad = set(no_grad)
     grad_now = [bool(entry_grad)]
 
@@ -1200,16 +1204,16 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
             result = fx.call_function(extern_fns[index], tuple(ins))
             for k, vid in enumerate(nd["outputs"]):
                 env[vid] = fx.call_function(_extern_output, (result, k))
-                strided.add(vid)
             continue
         row = by_name[op]
         if op == "VIEW":  # the base's memory with the node's sizes and strides
             nd_ = nd["ints"][0]
             sizes, strides = list(nd["ints"][1:1 + nd_]), list(nd["ints"][1 + nd_:1 + 2 * nd_])
-            base = ins[0]
-            if nd["inputs"][0] not in strided:  # wick made this base contiguous; the torch op may not have
-                base = fx.call_method("contiguous", (base,))
-            env[out] = fx.call_function(_view_of, (base, sizes, strides, nd["ints"][-1]))
+            # the torch ops replayed here may lay the base out otherwise than
+            # the graph says (eager keeps a transposed input's layout): the
+            # view's strides mean the graph's layout, so the base gets it first
+            base_strides = list(graph.value(nd["inputs"][0])["strides"])
+            env[out] = fx.call_function(_view_of, (ins[0], base_strides, sizes, strides, nd["ints"][-1]))
             continue
         if op == "LAYER_NORM":
             shape = [graph.value(nd["inputs"][0])["sizes"][d] for d in nd["dims"]]
@@ -1230,6 +1234,8 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
             fn = _torch_function(torch, row)
             kwargs = {"keepdim": nd["keepdim"]}
             dims = nd["dims"]
+            if op in ("VAR", "STD"):
+                kwargs["correction"] = nd["fvalue"] if nd["correction_given"] else 1
             if op == "AMAX":
                 kwargs["dim"] = tuple(dims or ())
             else:

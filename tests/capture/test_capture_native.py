@@ -438,3 +438,36 @@ def test_native_nodes_under_autograd():
     want.backward(g)
     for a, r in zip(args, ref_args):
         assert_same(a.grad, r.grad)
+
+
+# ---- var / std / var_mean -----------------------------------------------------------
+
+VAR_CASES = {
+    "var_dim": lambda x: torch.var(x, dim=-1),
+    "var_correction": lambda x: x.var(0, correction=0, keepdim=True),
+    "std_dims": lambda x: torch.std(x, (0, 1), correction=2),
+    "var_all": lambda x: x.var(),
+    "var_mean": lambda x: torch.var_mean(x, -1, keepdim=True),
+    "var_mean_all": lambda x: torch.var_mean(x, correction=0),
+}
+
+
+@pytest.mark.parametrize("name", list(VAR_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_var_native(name, dtype, layout):
+    check_native(VAR_CASES[name], inputs((4, 5, 6), dtype, layout), dtype=dtype)
+
+
+def test_var_mean_under_autograd():
+    def fn(x):
+        v, m = torch.var_mean(x, dim=1, correction=0)
+        return v * m + torch.std(x, 0)
+
+    x = torch.randn(5, 6, requires_grad=True)
+    r = x.detach().clone().requires_grad_()
+    got, want = compiled(fn)(x), fn(r)
+    assert_same(got, want)
+    got.sum().backward()
+    want.sum().backward()
+    assert_same(x.grad, r.grad)

@@ -255,6 +255,31 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
         }
         return cap_graph_op(I, op, in, 1, &at);
     }
+    case WK_OP_VAR:
+    case WK_OP_STD: {
+        /* dim, correction (a number), keepdim; torch.var_mean adds the MEAN
+         * over the same dims and returns (var, mean) */
+        PyObject *corr = b[2]->kind == SV_CONST ? b[2]->obj : NULL;
+        if (b[0]->kind != SV_TENSOR || !corr || !(PyLong_CheckExact(corr) || PyFloat_CheckExact(corr)) ||
+            b[3]->kind != SV_CONST || !PyBool_Check(b[3]->obj))
+            return extern_of(I, fn, fname, a, "correction or keepdim");
+        if (read_dims(I, b[1], &at, fname) < 0) return NULL;
+        at.keepdim = b[3]->obj == Py_True;
+        at.fvalue = PyFloat_Check(corr) ? PyFloat_AS_DOUBLE(corr) : (double)PyLong_AsLongLong(corr);
+        at.ivalue = 1; /* the correction is given (graph.h) */
+        if (PyErr_Occurred()) return cap_py_failed(I, "correction"), NULL;
+        Sv *var = cap_graph_op(I, op, in, 1, &at);
+        const char *tail = strrchr(fname, '.');
+        if (!var || !tail || strcmp(tail, ".var_mean") != 0) return var;
+        WkAttrs mat = {0};
+        mat.ndims = at.ndims;
+        memcpy(mat.dims, at.dims, sizeof mat.dims);
+        mat.keepdim = at.keepdim;
+        Sv *mean = cap_graph_op(I, WK_OP_MEAN, in, 1, &mat);
+        if (!mean) return NULL;
+        Sv *pair[2] = {var, mean};
+        return sv_seq(I, SV_TUPLE, pair, 2);
+    }
     case WK_OP_GELU: {
         const char *approx = b[1]->kind == SV_CONST && PyUnicode_Check(b[1]->obj) ? PyUnicode_AsUTF8(b[1]->obj) : NULL;
         if (approx && strcmp(approx, "none") == 0) return cap_graph_op(I, WK_OP_GELU, in, 1, NULL);
