@@ -432,7 +432,8 @@ def test_native_nodes_under_autograd():
             torch.randn(8, requires_grad=True)]
     ref_args = [a.detach().clone().requires_grad_() for a in args]
     got, want = compiled(fn)(*args), fn(*ref_args)
-    assert_same(got, want)
+    # float64 out of float32 kernels: float32 rounding
+    assert_same(got, want, rtol=1e-5, atol=1e-6)
     g = torch.randn_like(want)
     got.backward(g)
     want.backward(g)
@@ -462,7 +463,7 @@ def test_var_native(name, dtype, layout):
 def test_var_mean_under_autograd():
     def fn(x):
         v, m = torch.var_mean(x, dim=1, correction=0)
-        return v * m + torch.std(x, 0)
+        return v * m + torch.std(x, 1)
 
     x = torch.randn(5, 6, requires_grad=True)
     r = x.detach().clone().requires_grad_()
