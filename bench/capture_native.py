@@ -99,7 +99,7 @@ def main():
         es = C.code_entries(fn.__code__)
         graph = "".join(e.get("graph") or "" for e in es if not e.get("eager"))
         row["wick.compile externs"] = graph.count("EXTERN")
-        row["wick.compile fell back"] = any(e.get("eager") for e in es)
+        row["wick.compile fell back"] = [e.get("reason") for e in es if e.get("eager")]
         results[name] = row
         print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
 
