@@ -1228,6 +1228,11 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
             env[out] = fx.call_function(torch.nn.functional.gelu, (ins[0],), {"approximate": "tanh"})
             continue
         if op == "CONVERT":
+            src = nd["inputs"][0]
+            if isinstance(ins[0], torch.fx.Node) and graph.value(src)["dtype"] == nd["dtype"]:
+                # capture's copy (clone, contiguous, reshape's copy): .to() would return its input
+                env[out] = fx.call_function(torch.clone, (ins[0],), {"memory_format": torch.contiguous_format})
+                continue
             env[out] = fx.call_method("to", (as_tensor(ins[0]), getattr(torch, nd["dtype"])))
             continue
         if row["kind"] == "reduction":

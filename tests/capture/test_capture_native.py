@@ -472,3 +472,16 @@ def test_var_mean_under_autograd():
     got.sum().backward()
     want.sum().backward()
     assert_same(x.grad, r.grad)
+
+
+def test_clone_under_autograd_is_a_copy():
+    def fn(x):
+        return x.clone(), x.t().contiguous(), x.t().reshape(-1)
+
+    x = torch.randn(3, 4, requires_grad=True)
+    outs = compiled(fn)(x)
+    assert_same(outs, fn(x))
+    for o in outs:
+        assert o.data_ptr() != x.data_ptr()
+    sum(o.sum() for o in outs).backward()
+    assert_same(x.grad, torch.full((3, 4), 3.0))
