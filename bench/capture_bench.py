@@ -3,6 +3,7 @@ and capture, side by side with PyTorch's capture (torch.compile with
 backend="eager": Dynamo's overhead alone, no compiler) and plain eager.
 
     python bench/capture_bench.py [--out DIR] [--repeat N] [--number N] [--quick]
+                                  [--models all|none|bert,...] [--clock wall|cpu]
 
 Cases (each variant gets code objects of its own, made with exec, so caches
 never mix):
@@ -13,9 +14,11 @@ never mix):
               captures today (hand-written LayerNorm, gated residual; 48
               parameter tensors); no matmul, which wick's capture lacks.
   linear12    12 blocks of nn.LayerNorm + nn.Linear + ReLU + residual in a
-              ModuleList: ordinary module code. wick's capture does not follow
-              submodule calls or for-loops yet, so wick runs it eagerly:
-              reported as such.
+              ModuleList: ordinary module code.
+  models      the transformers models of tests/capture/test_models.py
+              (BERT, GPT-2, T5, LLaMA, DistilBERT, RoBERTa, ViT, Whisper):
+              capture time, graphs and per-call time, inference and
+              forward+backward (--models to pick).
 
 Timing: every variant of a case (plain eager, wick, wick's capture with the
 "eager" backend, Dynamo with the "eager" backend, and each captured graph
@@ -60,18 +63,22 @@ torch.set_num_threads(1)
 
 # ---- timing ----------------------------------------------------------------------------
 
+CLOCK = time.perf_counter  # --clock cpu: time.thread_time (CPU time of this thread)
+
+
 def time_interleaved(fns, number, repeat):
     """{name: fn} -> {name: {"median": us, "min": us}} over interleaved rounds."""
     for f in fns.values():
         for _ in range(3):
             f()
     samples = {k: [] for k in fns}
+    clock = CLOCK
     for _ in range(repeat):
         for k, f in fns.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(number):
                 f()
-            samples[k].append((time.perf_counter() - t0) / number * 1e6)
+            samples[k].append((clock() - t0) / number * 1e6)
     return {k: {"median": statistics.median(v), "min": min(v)} for k, v in samples.items()}
 
 
@@ -276,6 +283,68 @@ def bench_module(case, make, x, number, repeat):
     return {"case": case, "timings": t, "info": info}
 
 
+def model_builders():
+    """The transformers models of the capture tests (tiny configs, random
+    weights): name -> () -> (model, kwargs)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "capture"))
+    import test_models as tm
+
+    return {f.__name__: f for f in tm.MODELS}
+
+
+def bench_models(number, repeat, names=None):
+    """Per transformers model: capture time of the first call (median of 3
+    fresh captures, minus one plain call), graphs, and per-call time, for
+    wick (its compiler), wick with the "eager" backend and Dynamo with the
+    "eager" backend; inference (no_grad) and a forward+backward call."""
+    out = {}
+    for name, make in model_builders().items():
+        if names and name not in names:
+            continue
+        torch.manual_seed(0)
+        model, kwargs = make()
+        model.eval()
+        row = {}
+        for variant in ("wick", "wick_eagerbackend", "dynamo_eager"):
+            info = {}
+            for mode in ("inference", "training"):
+                grad = mode == "training"
+                caps, graphs, reasons = [], 0, []
+                for _ in range(3):
+                    wick.reset()
+                    torch._dynamo.reset()
+                    rec = DynamoRecorder()
+                    with torch.set_grad_enabled(grad):
+                        t0 = time.perf_counter()
+                        model(**kwargs)
+                        once = time.perf_counter() - t0
+                        t0 = time.perf_counter()
+                        if variant == "dynamo_eager":
+                            cm = torch.compile(model, backend=rec, dynamic=False)
+                        else:
+                            cm = wick.compile(model, backend="wick" if variant == "wick" else "eager")
+                        res = cm(**kwargs)
+                        caps.append(time.perf_counter() - t0 - once)
+                    if variant == "dynamo_eager":
+                        graphs = len(rec.graphs)
+                    else:
+                        s = wick_summary(type(model).forward.__code__)
+                        graphs, reasons = s["graphs"], s["fallback_reasons"]
+                if grad:
+                    loss = sum(v.float().sum() for v in res.values() if isinstance(v, torch.Tensor))
+                    loss.backward()
+                    model.zero_grad(set_to_none=True)
+                with torch.set_grad_enabled(grad):
+                    t = time_interleaved({"plain eager": lambda: model(**kwargs), variant: lambda: cm(**kwargs)},
+                                         number, repeat)
+                info[mode] = {"capture_s": statistics.median(caps), "graphs": graphs,
+                              "fallback_reasons": reasons, "per_call_us": t[variant]["median"],
+                              "eager_us": t["plain eager"]["median"]}
+            row[variant] = info
+        out[name] = row
+    return out
+
+
 # ---- report ----------------------------------------------------------------------------------------
 
 def versions():
@@ -297,22 +366,30 @@ def us(t, k):
     return f"{t[k]['median']:.1f} ({t[k]['min']:.1f})" if k in t else "-"
 
 
-def overhead(t, k, fallback_base=None):
+def overhead(t, k, fallback_base=None, stat="median"):
     base = k + " graph"
     if base in t:
-        return t[k]["median"] - t[base]["median"]
+        return t[k][stat] - t[base][stat]
     if fallback_base in t:
-        return t[k]["median"] - t[fallback_base]["median"]
+        return t[k][stat] - t[fallback_base][stat]
     return None
+
+
+def fmt_overhead(t, k, fallback_base=None):
+    """median-based (min-based): on a loaded machine the mins are the steadier"""
+    o, m = overhead(t, k, fallback_base), overhead(t, k, fallback_base, "min")
+    return "-" if o is None else f"{o:.1f} ({m:.1f})"
 
 
 def report(results, meta):
     L = ["# Capture benchmark: wick vs Dynamo (backend=\"eager\") vs plain eager", "",
          f"Command: `{meta['command']}`", "",
          "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+         f"Per-call clock: {meta.get('clock', 'wall')} ({'CPU time of the benchmark thread' if meta.get('clock') == 'cpu' else 'wall clock'}); "
+         "capture times are wall clock.", "",
          f"Per call: median over {meta['repeat']} interleaved rounds of {meta['number']} calls "
          "(min in parentheses), microseconds. Overhead: per call minus the captured graph called "
-         "directly (median), or minus plain eager where wick falls back.", ""]
+         "directly, medians (mins in parentheses), or minus plain eager where wick falls back.", ""]
     r = results["inputs100"]
     t, info = r["timings"], r["info"]
     L += ["## 100 tensor inputs, 10 cache entries (sum of 100 tensors of 1..10 elements)", "",
@@ -321,7 +398,6 @@ def report(results, meta):
           f"| plain eager | {us(t, 'plain eager')} | | | | | |"]
     for k in ("wick", "wick_eagerbackend", "dynamo_eager"):
         i = info[k]
-        o = overhead(t, k)
         if k.startswith("wick"):
             notes = f"{i['entries']} entries, {i['guards_per_entry']} guards each"
             if i["eager_entries"]:
@@ -329,7 +405,7 @@ def report(results, meta):
         else:
             notes = f"{i['graph_breaks']} graph breaks"
         L.append(f"| {k} | {us(t, k)} | {us(t, k + ' rr')} | {us(t, k + ' graph')} | "
-                 f"{'-' if o is None else f'{o:.1f}'} | {i['graphs']} | {notes} |")
+                 f"{fmt_overhead(t, k)} | {i['graphs']} | {notes} |")
     titles = {"flat12": "12-layer transformer-like stack in ops wick captures (48 parameters; x: 8x64)",
               "linear12": "12 x (LayerNorm, Linear, ReLU, residual) nn.Modules in a ModuleList (x: 8x64)"}
     for case in ("flat12", "linear12"):
@@ -341,15 +417,33 @@ def report(results, meta):
               f"| plain eager | {us(t, 'plain eager')} | | | | | |"]
         for k in ("wick", "wick_eagerbackend", "dynamo_eager"):
             i = info[k]
-            o = overhead(t, k, "plain eager")
             if k.startswith("wick"):
                 notes = f"{i['guards_per_entry']} guards"
                 if i["graphs"] == 0:
                     notes = "RUNS EAGERLY (wick fell back): " + "; ".join(i["fallback_reasons"])
             else:
                 notes = f"{i['graph_breaks']} graph breaks"
-            L.append(f"| {k} | {us(t, k)} | {us(t, k + ' graph')} | {'-' if o is None else f'{o:.1f}'} | "
+            L.append(f"| {k} | {us(t, k)} | {us(t, k + ' graph')} | {fmt_overhead(t, k, 'plain eager')} | "
                      f"{i['capture_s'] * 1e3:.1f} | {i['graphs']} | {notes} |")
+    if "models" in results:
+        L += ["", "## transformers models (tiny configs of tests/capture/test_models.py; first call = capture)", "",
+              "Capture: first call minus one plain call, ms (median of 3 fresh captures). Graphs: compiled "
+              "graphs (0 = the frame ran eagerly). Per call: median, us, next to plain eager. The capture "
+              "ratio compares like with like: wick's capture with the eager backend against Dynamo with "
+              "the eager backend (wick's own backend adds C compilation, and for training AOTAutograd "
+              "and the compilation of forward and backward graphs).", "",
+              "| model | mode | wick capture ms | wick_eagerbackend capture ms | dynamo capture ms | "
+              "capture ratio wick_eagerbackend / dynamo | graphs wick / dynamo | per call wick / wick_eagerbackend / dynamo / eager, us | notes |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for name, row in results["models"].items():
+            for mode in ("inference", "training"):
+                w, we, d = row["wick"][mode], row["wick_eagerbackend"][mode], row["dynamo_eager"][mode]
+                notes = ("wick RUNS EAGERLY (its capture time is the time to give up): " +
+                         "; ".join(w["fallback_reasons"])[:160]) if not w["graphs"] else ""
+                L.append(f"| {name} | {mode} | {w['capture_s'] * 1e3:.1f} | {we['capture_s'] * 1e3:.1f} | "
+                         f"{d['capture_s'] * 1e3:.1f} | {we['capture_s'] / d['capture_s']:.3f} | "
+                         f"{w['graphs']} / {d['graphs']} | {w['per_call_us']:.0f} / {we['per_call_us']:.0f} / "
+                         f"{d['per_call_us']:.0f} / {w['eager_us']:.0f} | {notes} |")
     L += ["", "wick = wick's capture and compiler; wick_eagerbackend = wick's capture, graph run by "
           "torch ops (FX, Dynamo's \"eager\" backend); dynamo_eager = torch.compile(backend=\"eager\"). "
           "Capture time for the wick backend includes generating and compiling C (the compiled "
@@ -363,13 +457,22 @@ def main():
     ap.add_argument("--repeat", type=int, default=21)
     ap.add_argument("--number", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="few calls (smoke test)")
+    ap.add_argument("--models", default="all", help="comma list of transformers models, 'all' or 'none'")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="per-call clock: wall (perf_counter) or cpu (this thread's CPU time: steadier when "
+                         "other processes share the cores; capture times stay wall-clock)")
     a = ap.parse_args()
+    global CLOCK
+    CLOCK = time.thread_time if a.clock == "cpu" else time.perf_counter
     number, repeat = (20, 3) if a.quick else (a.number, a.repeat)
     meta = {"command": " ".join(["python"] + sys.argv), "versions": versions(), "number": number,
-            "repeat": repeat}
+            "repeat": repeat, "clock": a.clock}
     results = {"inputs100": bench_inputs100(number, repeat),
                "flat12": bench_module("flat12", make_flat12, torch.randn(8, 64), number, repeat),
                "linear12": bench_module("linear12", make_linear12, torch.randn(8, 64), number, repeat)}
+    if a.models != "none":
+        results["models"] = bench_models(max(number // 20, 3), repeat,
+                                         None if a.models == "all" else a.models.split(","))
     text = report(results, meta)
     print(text)
     if a.out:

@@ -101,9 +101,12 @@ def _compile_module(module, opts):
             self._compiled_forward = _compile_function(forward, opts)  # marks forward's code
             # operator.call has no Python code: wrapping it marks nothing
             self._compiled_call = _C.CompiledFunction(operator.call, opts)
+            # the same module again, as a plain attribute: read without
+            # nn.Module.__getattr__ on every call (_orig_mod registers it)
+            self.__dict__["_wick_orig"] = mod
 
         def forward(self, *args, **kwargs):
-            return self._compiled_call(self._orig_mod, *args, **kwargs)
+            return self._compiled_call(self._wick_orig, *args, **kwargs)
 
         def __getattr__(self, name):
             try:

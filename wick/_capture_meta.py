@@ -5,10 +5,11 @@ capture (csrc/capture/vals/extern.c) calls `outputs(fn, args, kwargs,
 inputs, grad_enabled)` once per torch call it puts in a graph as an EXTERN node: `args`
 and `kwargs` are the call's templates, holding wick._C.ExternInput(i) where
 tensor input i goes, and `inputs` describes each input as (dtype, device,
-sizes, strides, requires_grad). It returns (structure, metas): structure is
-"tensor", or "tuple"/"list" with one meta per item, and each meta is
-(dtype, device, sizes, strides, requires_grad), computed in the grad mode
-the captured frame has at the call. Anything else (a Python number, None, a
+sizes, strides, requires_grad). It returns (structure, metas, aliased_inputs,
+aliased_outputs): structure is "tensor", or "tuple"/"list" with one meta per
+item, each meta is (dtype, device, sizes, strides, requires_grad), computed
+in the grad mode the captured frame has at the call, and the two lists give
+the inputs and outputs that share storage (views). Anything else (a Python number, None, a
 data-dependent shape) raises, and capture records the reason."""
 import torch
 
@@ -57,12 +58,25 @@ def outputs(fn, args, kwargs, inputs, grad_enabled=False):
     if isinstance(out, torch.Tensor):
         if any(out is f for f in fakes):
             raise TypeError("returns its input itself (an in-place or identity op)")
-        return "tensor", [_meta(out)]
+        return ("tensor", [_meta(out)]) + _aliasing([out], fakes)
     if isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
         if any(o is f for o in out for f in fakes):
             raise TypeError("returns one of its inputs itself")
-        return ("list" if isinstance(out, list) else "tuple"), [_meta(o) for o in out]
+        return ("list" if isinstance(out, list) else "tuple", [_meta(o) for o in out]) + _aliasing(out, fakes)
     raise TypeError(f"returns a {type(out).__name__}, not tensors")
+
+
+def _aliasing(outs, fakes):
+    """([input indices], [output indices]) of the tensors that share storage
+    with one on the other side (views): capture refuses in-place updates of
+    those, which it models by rebinding a single value."""
+    def storage(t):
+        return t.untyped_storage()._cdata
+
+    ins = [storage(f) for f in fakes]
+    outs_s = [storage(o) for o in outs]
+    shared = set(ins) & set(outs_s)
+    return [i for i, s in enumerate(ins) if s in shared], [k for k, s in enumerate(outs_s) if s in shared]
 
 
 def rebuild_model_output(cls, names, *values):

@@ -131,6 +131,13 @@ def _op_tables():
 # sizes it gets, and a call with other sizes compiles again (guarded by a
 # key of the sizes), never refused.
 
+class _Opaque:
+    """A non-tensor item of an extern's result that the graph may not read."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
 class _Multi:
     """A node whose value is a tuple/list: items are value ids, constants or None."""
 
@@ -396,10 +403,23 @@ class _AtenImporter:
         if not isinstance(obj, torch.Tensor):
             return _Const(obj)
         const = obj  # no torch call here: the compiler may run under a fake mode
+        meta = self.meta_of(const)
+        fetch = lambda: const  # noqa: E731  an extern with no inputs: fetch the constant
+        if const.dim() == 0 and const.device.type == "cpu" and self.device.type == "cuda":
+            # a 0-d CPU constant in a CUDA graph (eager mixes them freely):
+            # copied to the graph's device once, at its first call
+            moved, device = [], self.device
+
+            def fetch():
+                if not moved:
+                    moved.append(const.to(device))
+                return moved[0]
+
+            meta["device"] = str(device)
         idx = len(self.externs)
-        self.externs.append(lambda: const)  # an extern with no inputs: fetch the constant
+        self.externs.append(fetch)
         self.nextern += 1
-        return self.g.extern(idx, [], [self.meta_of(const)], name=f"constant {node.target}")[0]
+        return self.g.extern(idx, [], [meta], name=f"constant {node.target}")[0]
 
     def lookup(self, arg):
         """FX argument -> ('v', value id) | ('c', Python value) | ('m', _Multi)."""
@@ -426,6 +446,8 @@ class _AtenImporter:
             kind, src = self.lookup(node.args[0])
             if kind == "m":
                 item = src.items[node.args[1]]
+                if isinstance(item, _Opaque):
+                    raise _Unsupported(item.reason)
                 return item if isinstance(item, int) else _Const(item)
         if not isinstance(val, (torch.Tensor, list, tuple)):
             schema = getattr(target, "_schema", None)
@@ -766,9 +788,10 @@ class _AtenImporter:
         else:
             kind = type(val)
             positions = [i for i, t in enumerate(val) if isinstance(t, torch.Tensor)]
-            for i, t in enumerate(val):
-                if t is not None and not isinstance(t, torch.Tensor):
-                    raise _Unsupported(f"{name} returns a {type(t).__name__} item")
+            # non-tensor items (the int sizes cudnn attention returns): fine
+            # while nothing reads them; a getitem of one refuses the graph
+            opaque = {i: f"{name} returns a {type(t).__name__} item" for i, t in enumerate(val)
+                      if t is not None and not isinstance(t, torch.Tensor)}
             metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
         for m in metas:
             if m["device"] != str(self.device):
@@ -780,12 +803,12 @@ class _AtenImporter:
         self.externs.append((fn or node.target, args, kwargs or None, picks))
         self.nextern += 1
         self.extern_names[name] = self.extern_names.get(name, 0) + 1
-        if not metas:
-            return _Multi([None] * len(val), kind)
-        ids = self.g.extern(idx, inputs, metas, name=name)
         if picks is None:
-            return ids[0]
-        items = [None] * len(val)
+            return self.g.extern(idx, inputs, metas, name=name)[0]
+        items = [_Opaque(opaque[i]) if i in opaque else None for i in range(len(val))]
+        if not metas:
+            return _Multi(items, kind)
+        ids = self.g.extern(idx, inputs, metas, name=name)
         for p, vid in zip(picks, ids):
             items[p] = vid
         return _Multi(items, kind)

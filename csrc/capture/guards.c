@@ -31,10 +31,11 @@ typedef enum {
     CK_SHAPE,      /* exact tuple of len value (an int), or exact dict with keys value (a tuple), in order */
     CK_DICT_ITEM_IS, /* dict `owner` (pinned) maps name (any key) to value (identity; NULL: absent) */
     CK_PINNED_EQUALS, /* object `owner` (pinned) == value (a snapshot) */
+    CK_CALL_IS,    /* owner() (a pinned torch query, no arguments) returns value (identity: a bool or None) */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4};
 
 typedef struct {
     CheckKind kind;
@@ -68,7 +69,52 @@ struct WkGuards {
     WkVec(int) batched; /* indices of the CK_TENSOR checks it covers, in its order */
     WkSrcTree sources;  /* the paths of argument-sourced checks, as a tree (finalize) */
     int nslots;         /* its nodes: each resolved at most once per check call */
+    uint64_t token;     /* names these guards in the hand-over to a GraphLoader (0: none) */
 };
+
+/* The hand-over: a passing check leaves the objects it resolved for the
+ * GraphLoader that the transformed code calls next, so graph inputs are
+ * not looked up twice. Per thread; owned values; cleared by every check. */
+static _Thread_local struct {
+    uint64_t token;
+    int nargs;
+    PyObject *args[WK_HANDOVER_MAX_ARGS]; /* borrowed: compared by identity only */
+    PyObject **values;                    /* owned, nvalues slots (NULL where not resolved) */
+    int nvalues;
+} handover;
+
+static void handover_clear(void) {
+    for (int i = 0; i < handover.nvalues; i++) Py_XDECREF(handover.values[i]);
+    free(handover.values);
+    handover.values = NULL;
+    handover.nvalues = 0;
+    handover.token = 0;
+}
+
+uint64_t wk_guards_token(const WkGuards *g) { return g->token; }
+
+int wk_guards_input_node(WkGuards *g, int arg, PyObject *path) {
+    static uint64_t next_token;
+    if (!g->token) g->token = ++next_token;
+    int node = wk_srctree_node(&g->sources, arg, path);
+    g->nslots = g->sources.nodes.len;
+    return node;
+}
+
+PyObject **wk_guards_take_handover(uint64_t token, PyObject *const *frame_args, const int *arg_of_root, int nroots,
+                                   int *nvalues) {
+    if (!token || handover.token != token || !handover.values) return NULL;
+    for (int r = 0; r < nroots; r++) {
+        int a = arg_of_root[r];
+        if (a >= 0 && (a >= handover.nargs || handover.args[a] != frame_args[r])) return NULL;
+    }
+    PyObject **v = handover.values;
+    *nvalues = handover.nvalues;
+    handover.values = NULL;
+    handover.nvalues = 0;
+    handover.token = 0;
+    return v;
+}
 
 static PyObject *s_dtype, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_builtins;
 static PyObject *grad_fn; /* torch.is_grad_enabled, cached */
@@ -455,6 +501,15 @@ void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot) {
     Check c = {.kind = CK_PINNED_EQUALS, .arg = -1};
     c.owner = Py_NewRef(obj);
     c.value = Py_NewRef(snapshot);
+    add_check(g, c);
+}
+
+void wk_guard_call_is(WkGuards *g, PyObject *fn, PyObject *value) {
+    for (int i = 0; i < g->checks.len; i++)
+        if (g->checks.data[i].kind == CK_CALL_IS && g->checks.data[i].owner == fn) return;
+    Check c = {.kind = CK_CALL_IS, .arg = -1};
+    c.owner = Py_NewRef(fn);
+    c.value = Py_NewRef(value);
     add_check(g, c);
 }
 
@@ -883,6 +938,16 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_CALL_IS: {
+        PyObject *v = PyObject_CallNoArgs(c->owner);
+        if (!v) return read_failed("a torch query's", "result");
+        Py_DECREF(v);
+        if (v != c->value) {
+            snprintf(why_buf, sizeof why_buf, "a torch query read at capture time changed its answer");
+            return 0;
+        }
+        break;
+    }
     case CK_NO_HOOKS:
         if (wk_guards_module_has_no_hooks(x) != 1) {
             PyErr_Clear();
@@ -1183,12 +1248,25 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
     PyObject *stack[SLOTS_ON_STACK];
     PyObject **saved = slot_values;
     int saved_count = slot_count;
+    handover_clear();
     slot_count = g->nslots;
-    slot_values = g->nslots <= SLOTS_ON_STACK ? stack : wk_xcalloc((size_t)g->nslots, sizeof(PyObject *));
+    /* with a hand-over the slots outlive this call: on the heap */
+    int hand = g->token && nargs <= WK_HANDOVER_MAX_ARGS && g->nslots;
+    slot_values = g->nslots <= SLOTS_ON_STACK && !hand ? stack : wk_xcalloc((size_t)g->nslots + 1, sizeof(PyObject *));
     for (int i = 0; i < g->nslots && slot_values == stack; i++) stack[i] = NULL;
     int rc = wk_guards_check_memo(g, args, nargs, globals, why);
-    for (int i = 0; i < g->nslots; i++) Py_XDECREF(slot_values[i]);
-    if (slot_values != stack) free(slot_values);
+    if (rc == 1 && hand) {
+        handover_clear(); /* a nested check may have left one */
+        handover.token = g->token;
+        handover.nargs = nargs;
+        for (int i = 0; i < nargs; i++) handover.args[i] = args[i];
+        handover.values = slot_values;
+        handover.nvalues = g->nslots;
+        slot_values = NULL;
+    } else {
+        for (int i = 0; i < g->nslots; i++) Py_XDECREF(slot_values[i]);
+        if (slot_values != stack) free(slot_values);
+    }
     slot_values = saved;
     slot_count = saved_count;
     return rc;
@@ -1307,6 +1385,9 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
             line = PyUnicode_FromFormat("DICT_ITEM_MATCH <%s at %p>[%R] is <%s at %p>", Py_TYPE(c->owner)->tp_name,
                                         (void *)c->owner, c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
                                         (void *)c->value);
+            break;
+        case CK_CALL_IS:
+            line = PyUnicode_FromFormat("CALL_MATCH %R() is %R", c->owner, c->value);
             break;
         case CK_PINNED_EQUALS:
             line = PyUnicode_FromFormat("PINNED_EQUALS <%s at %p> == %R", Py_TYPE(c->owner)->tp_name,

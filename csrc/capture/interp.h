@@ -284,6 +284,10 @@ int cap_get_rg(const Interp *I, int value);
 void cap_set_node_output_rg(Interp *I, int value, int rg);
 int cap_get_no_grad(const Interp *I, int value); /* computed with grad mode off */
 int cap_graph_needs_autograd(const Interp *I);
+void cap_mark_aliased(Interp *I, int value); /* shares storage with another graph value */
+int cap_is_aliased(const Interp *I, int value);
+/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded */
+Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */

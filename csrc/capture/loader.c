@@ -23,6 +23,10 @@ typedef struct {
     int *roots;          /* malloc'd: the root (positional argument) of each input */
     int *nodes;          /* malloc'd: each input's node in `sources`, -1: the root itself */
     WkSrcTree sources;   /* the inputs' paths; shared prefixes resolved once per call */
+    int nroots;
+    int *arg_of_root;    /* malloc'd: the frame argument each root is, -1: a global */
+    uint64_t token;      /* the guards that hand resolved inputs over (0: none) */
+    int *guard_nodes;    /* malloc'd after wk_loader_share: each input's node in the guards' tree */
 } LoaderObject;
 
 #define NODES_ON_STACK 256
@@ -30,7 +34,10 @@ typedef struct {
 /* Every input into inputs[0..n) (new references); 0, or -1 with the
  * exception (what eager attribute reads would raise) and nothing held. */
 static int resolve_inputs(LoaderObject *self, PyObject *const *roots, Py_ssize_t nroots, PyObject **inputs) {
-    int nn = self->sources.nodes.len, rc = -1, got = 0;
+    int nn = self->sources.nodes.len, rc = -1, got = 0, nhand = 0;
+    PyObject **hand = NULL;
+    if (self->guard_nodes && nroots == self->nroots)
+        hand = wk_guards_take_handover(self->token, roots, self->arg_of_root, self->nroots, &nhand);
     PyObject *stack[NODES_ON_STACK];
     PyObject **cache = nn <= NODES_ON_STACK ? stack : wk_xcalloc((size_t)nn + 1, sizeof(PyObject *));
     for (int i = 0; cache == stack && i < nn; i++) stack[i] = NULL;
@@ -40,8 +47,10 @@ static int resolve_inputs(LoaderObject *self, PyObject *const *roots, Py_ssize_t
             PyErr_SetString(PyExc_SystemError, "wick: GraphLoader called with too few roots");
             goto finish;
         }
-        PyObject *x = self->nodes[got] < 0 ? roots[r]
-                                           : wk_srctree_get(&self->sources, self->nodes[got], roots, (int)nroots, cache);
+        int gn = hand ? self->guard_nodes[got] : -1;
+        PyObject *x = self->nodes[got] < 0        ? roots[r]
+                      : gn >= 0 && gn < nhand && hand[gn] ? hand[gn]
+                      : wk_srctree_get(&self->sources, self->nodes[got], roots, (int)nroots, cache);
         if (!x) goto finish;
         inputs[got] = Py_NewRef(x);
     }
@@ -51,6 +60,8 @@ finish:
         for (int i = 0; i < got; i++) Py_DECREF(inputs[i]);
     for (int i = 0; i < nn; i++) Py_XDECREF(cache[i]);
     if (cache != stack) free(cache);
+    for (int i = 0; i < nhand; i++) Py_XDECREF(hand[i]);
+    free(hand);
     return rc;
 }
 
@@ -85,6 +96,8 @@ static void loader_dealloc(PyObject *self_obj) {
     wk_srctree_clear(&self->sources);
     free(self->nodes);
     free(self->roots);
+    free(self->arg_of_root);
+    free(self->guard_nodes);
     Py_TYPE(self_obj)->tp_free(self_obj);
 }
 
@@ -139,7 +152,8 @@ static PyTypeObject Loader_Type = {
     .tp_methods = loader_methods,
 };
 
-PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs) {
+PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs,
+                            const int *arg_of_root, int nroots) {
     if (!(Loader_Type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&Loader_Type) < 0) return NULL;
     LoaderObject *self = PyObject_GC_New(LoaderObject, &Loader_Type);
     if (!self) return NULL;
@@ -154,6 +168,43 @@ PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject
         self->roots[i] = input_roots[i];
         self->nodes[i] = wk_srctree_node(&self->sources, input_roots[i], path);
     }
+    self->nroots = nroots;
+    self->arg_of_root = wk_xcalloc((size_t)nroots + 1, sizeof(int));
+    for (int r = 0; r < nroots; r++) self->arg_of_root[r] = arg_of_root[r];
+    self->token = 0;
+    self->guard_nodes = NULL;
     PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
+}
+
+int wk_loader_share(PyObject *code, WkGuards *g) {
+    PyObject *consts = code && PyCode_Check(code) ? ((PyCodeObject *)code)->co_consts : NULL;
+    for (Py_ssize_t i = 0; consts && i < PyTuple_GET_SIZE(consts); i++) {
+        PyObject *c = PyTuple_GET_ITEM(consts, i);
+        if (Py_TYPE(c) != &Loader_Type) continue;
+        LoaderObject *self = (LoaderObject *)c;
+        int *nodes = wk_xcalloc((size_t)self->ninputs + 1, sizeof(int));
+        for (int k = 0; k < self->ninputs; k++) {
+            int arg = self->arg_of_root[self->roots[k]];
+            /* the path, rebuilt from the loader's own tree: root to node */
+            PyObject *path = NULL;
+            int depth = 0;
+            for (int n = self->nodes[k]; n >= 0; n = self->sources.nodes.data[n].parent) depth++;
+            if (arg >= 0 && depth > 0 && (path = PyTuple_New(depth)) != NULL) {
+                int at = depth;
+                for (int n = self->nodes[k]; n >= 0; n = self->sources.nodes.data[n].parent)
+                    PyTuple_SET_ITEM(path, --at, Py_NewRef(self->sources.nodes.data[n].elem));
+            }
+            if (arg >= 0 && depth > 0 && !path) {
+                free(nodes);
+                return -1;
+            }
+            nodes[k] = path ? wk_guards_input_node(g, arg, path) : -1;
+            Py_XDECREF(path);
+        }
+        free(self->guard_nodes);
+        self->guard_nodes = nodes;
+        self->token = wk_guards_token(g);
+    }
+    return 0;
 }

@@ -1489,6 +1489,7 @@ WkCacheEntry *wk_cap_compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     dump_code(stem, code, newcode);
     finish_arg_guards(I);
     wk_guards_finalize(I->guards);
+    if (wk_loader_share(newcode, I->guards) < 0) PyErr_Clear(); /* then the loader resolves on its own */
     guard_list = wk_guards_describe_Ref(I->guards);
     if (!guard_list) PyErr_Clear();
     info = Py_BuildValue("{s:s,s:O,s:O,s:O,s:i,s:d,s:i,s:O,s:O,s:i}", "graph", graph_text ? graph_text : "",

@@ -52,6 +52,8 @@ int wk_guards_no_global_hooks(void);             /* 1 none, 0 some, -1 error */
 void wk_guards_finalize(WkGuards *g);
 /* dict (pinned) maps key to value (identity; NULL: absent). */
 void wk_guard_dict_item_is(WkGuards *g, PyObject *dict, PyObject *key, PyObject *value);
+/* fn() (a no-argument torch query, pinned) returns value (a bool or None: identity). */
+void wk_guard_call_is(WkGuards *g, PyObject *fn, PyObject *value);
 /* obj (pinned) == snapshot on every call. */
 void wk_guard_pinned_equals(WkGuards *g, PyObject *obj, PyObject *snapshot);
 /* torch.is_grad_enabled() now: 1/0, or -1 with a Python exception. */
@@ -85,6 +87,20 @@ int wk_srctree_node(WkSrcTree *t, int root, PyObject *path);
 PyObject *wk_srctree_get(const WkSrcTree *t, int node, PyObject *const *roots, int nroots, PyObject **cache);
 void wk_srctree_clear(WkSrcTree *t);
 
+/* The hand-over from guards to the GraphLoader. wk_guards_input_node
+ * (after wk_guards_finalize) adds getattr(arg, *path) to the guards' source
+ * tree and returns its node (-1: the argument itself). After a passing
+ * check, the objects it resolved wait for the loader whose token matches:
+ * wk_guards_take_handover returns them (owned array of nvalues slots, NULL
+ * where not resolved; the caller releases them) when frame_args[r] is the
+ * very argument arg_of_root[r] the check saw, for every root with an
+ * argument (-1: a global); otherwise NULL and the loader resolves. */
+#define WK_HANDOVER_MAX_ARGS 32
+int wk_guards_input_node(WkGuards *g, int arg, PyObject *path);
+uint64_t wk_guards_token(const WkGuards *g);
+PyObject **wk_guards_take_handover(uint64_t token, PyObject *const *frame_args, const int *arg_of_root, int nroots,
+                                   int *nvalues);
+
 /* ---- loader.c ----------------------------------------------------------- */
 /* A callable that the transformed code calls with its roots (the frame
  * arguments and globals that graph inputs come from): resolves graph input
@@ -92,7 +108,12 @@ void wk_srctree_clear(WkSrcTree *t);
  * `compiled` with the inputs. input_paths[i] may be NULL (the root itself).
  * Borrows nothing after it returns. New reference, or NULL with a Python
  * exception. */
-PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs);
+PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs,
+                            const int *arg_of_root, int nroots);
+/* Links the GraphLoader among code's constants to the entry's guards (after
+ * wk_guards_finalize): its inputs become nodes of their source tree, so a
+ * passing check hands the resolved inputs over. 0, or -1 with an exception. */
+int wk_loader_share(PyObject *code, WkGuards *g);
 
 /* ---- transform.c -------------------------------------------------------- */
 /* How the transformed code rebuilds the frame's return value. */

@@ -114,7 +114,7 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
         roots[i] = r;
         paths[i] = arg >= 0 ? p : NULL;
     }
-    PyObject *loader = wk_loader_new_Ref(compiled, roots, paths, ninputs);
+    PyObject *loader = wk_loader_new_Ref(compiled, roots, paths, ninputs, root_arg, nroots);
     if (!loader) goto done;
     wk_asm_push_null(a);
     wk_asm_load_const(a, loader);

@@ -157,3 +157,34 @@ def test_attribute_removed_after_compile_recompiles_or_raises_like_eager():
             assert type(e) is want
         else:
             raise AssertionError("wick did not raise")
+
+
+def test_instances_alternating_on_one_entry_get_their_own_parameters():
+    """A passing guard check hands the objects it resolved to the graph
+    call; alternating instances must never see each other's."""
+    torch.manual_seed(5)
+    ms = [Stack() for _ in range(3)]
+    x = torch.randn(2, 6)
+    f = compiled(Stack.forward)
+    with torch.no_grad():
+        for _ in range(3):
+            for m in ms:
+                assert_same(f(m, x), Stack.forward(m, x))
+    assert len(entries(Stack.forward)) == 1
+
+
+def test_graph_called_from_inside_another_compiled_frame():
+    torch.manual_seed(6)
+    inner, outer_m = Stack(), Block()
+    fi = compiled(Stack.forward)
+
+    class Outer(torch.nn.Module):
+        def forward(self, x):
+            return fi(inner, outer_m(x)) * 2
+
+    o, x = Outer(), torch.randn(2, 6)
+    with torch.no_grad():
+        want = Stack.forward(inner, Block.forward(outer_m, x)) * 2
+        for _ in range(3):
+            assert_same(compiled(Outer.forward)(o, x), want)
+            assert_same(fi(inner, x), Stack.forward(inner, x))

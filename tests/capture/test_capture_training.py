@@ -196,3 +196,34 @@ def test_training_loop_updates_parameters_like_eager():
         assert_same(p2, p1)
     es = entries(MLP.forward)
     assert len(es) == 1 and not es[0]["eager"]
+
+
+class Dropping(torch.nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.drop = torch.nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(torch.tanh(self.lin(x))) + 1
+
+
+def test_train_mode_dropout_p0_is_the_identity_and_equals_eager():
+    torch.manual_seed(7)
+    m = Dropping(0.0).train()
+    x = torch.randn(4, 8)
+    e = _check(Dropping.forward, (m, x), list(m.parameters()))
+    assert "dropout" not in e["graph"].lower()
+
+
+def test_train_mode_dropout_is_compiled_and_drops():
+    torch.manual_seed(8)
+    m = Dropping(0.5).train()
+    x = torch.randn(64, 8)
+    r = compiled(Dropping.forward)(m, x)
+    (e,) = entries(Dropping.forward)
+    assert not e["eager"] and e["graph_count"] == 1 and e["via_fx"]
+    dropped = (r == 1).float().mean().item()  # dropped elements are exactly 0 + 1
+    assert 0.3 < dropped < 0.7
+    g = torch.autograd.grad(r.sum(), m.lin.weight)[0]
+    assert torch.isfinite(g).all() and g.abs().sum() > 0

@@ -215,3 +215,19 @@ def test_plain_dict_registry_get_one_graph_and_guarded():
         _PLAIN_REGISTRY["block"] = {"scale": 2.0}
         del _PLAIN_REGISTRY["absent"]
     assert_same(compiled(use_plain_registry)(x), use_plain_registry(x))
+
+
+def mask_layer_index(x, past_key_values=None):
+    # transformers 5.17's masking_utils: hasattr of a plain constant (None)
+    if hasattr(past_key_values, "is_sliding") and False in past_key_values.is_sliding:
+        layer = past_key_values.is_sliding.index(False)
+    else:
+        layer = 0
+    return x * (layer + 2) + getattr(None, "missing", 1)
+
+
+def test_hasattr_getattr_of_plain_constants_one_graph():
+    x = torch.randn(4, 3)
+    f = compiled(mask_layer_index)
+    assert_same(f(x), mask_layer_index(x))
+    assert graphs(mask_layer_index) and not fallbacks(mask_layer_index)

@@ -217,3 +217,55 @@ def test_bf16_layer_norm_module_is_native():
     with torch.no_grad():
         close(c(x), m(x), 2e-2, 5e-2)
     assert backends.compiled_graphs and backends.compiled_graphs[-1]["extern"] == 0, backends.compiled_graphs
+
+
+def test_cpu_scalar_constant_in_a_cuda_graph():
+    # torch.tensor(...) inside the function becomes a 0-d CPU constant of
+    # the ATen graph; eager mixes it with CUDA tensors, so must wick
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+
+    def f(x):
+        return torch.where(x > 0, x, torch.tensor(-3.0)) * 2
+
+    x = rand((64, 33))
+    close(torch.compile(f, backend="wick")(x), f(x))
+    assert not backends.fallback_reasons, backends.fallback_reasons
+
+
+def test_attention_returning_int_items():
+    # cudnn/flash attention return (out, logsumexp, ..., int, int, ...):
+    # the int items are unused, the graph still compiles
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+
+    def f(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sin()
+
+    q, k, v = (rand((2, 4, 128, 64), torch.bfloat16, seed=s) for s in range(3))
+    with torch.no_grad():
+        close(torch.compile(f, backend="wick")(q, k, v), f(q, k, v), 2e-2, 2e-2)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_transformers_bf16_through_torch_compile(name):
+    transformers = pytest.importorskip("transformers")
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+    if name == "bert":
+        cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=256, vocab_size=1000)
+        model = transformers.BertForMaskedLM(cfg)
+    else:
+        cfg = transformers.GPT2Config(n_embd=128, n_layer=2, n_head=4, vocab_size=1000, n_positions=128)
+        model = transformers.GPT2LMHeadModel(cfg)
+    model = model.to(DEV).eval()
+    ids = torch.randint(0, 1000, (4, 64), device=DEV)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        want = model(input_ids=ids).logits
+        got = torch.compile(model, backend="wick")(input_ids=ids).logits
+    close(got.float(), want.float(), 5e-2, 5e-2)
+    assert backends.compiled_graphs and not backends.fallback_reasons, backends.fallback_reasons

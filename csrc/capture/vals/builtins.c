@@ -657,6 +657,9 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     } else if (fn == (PyObject *)&PyReversed_Type) {
         n = "reversed";
     }
+    /* plain constants too: hasattr(None, "is_sliding") (transformers' masks) */
+    if (n && strcmp(n, "getattr") == 0) return call_getattr(I, a, 0);
+    if (n && strcmp(n, "hasattr") == 0) return call_getattr(I, a, 1);
     if (n && !all_plain) {
         Sv *r;
         if (strcmp(n, "len") == 0 && a->npos == 1 && !a->nkw) return call_len(I, a->pos[0]);
@@ -666,8 +669,6 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
             int c = v->kind == SV_FUNC || v->kind == SV_METHOD || (v->obj && v->kind != SV_TENSOR && PyCallable_Check(v->obj));
             return sv_const(I, c ? Py_True : Py_False);
         }
-        if (strcmp(n, "getattr") == 0) return call_getattr(I, a, 0);
-        if (strcmp(n, "hasattr") == 0) return call_getattr(I, a, 1);
         if ((r = call_iterating(I, n, a)) != NULL || I->reason) return r;
         if ((r = call_reducing(I, fn, n, a)) != NULL || I->reason) return r;
         if (strcmp(n, "abs") == 0 && a->npos == 1 && a->pos[0]->kind == SV_TENSOR) {
@@ -693,7 +694,8 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
  * are in eager Python. NULL without a reason when fn is none of them. */
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     static const char *const queries[] = {"is_tracing", "is_scripting", "is_compiling", "_get_tracing_state",
-                                          "is_autocast_enabled", "is_dynamo_compiling", "is_exporting"};
+                                          "is_autocast_enabled", "is_dynamo_compiling", "is_exporting",
+                                          "is_current_stream_capturing"};
     if (!PyCallable_Check(fn) || !cap_is_torch_callable(fn)) {
         if (!(cap_finfo_type && fn == cap_finfo_type) && !(cap_iinfo_type && fn == cap_iinfo_type)) return NULL;
     }
@@ -721,8 +723,14 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
                     cap_py_failed(I, n);
                     break;
                 }
-                if (v == Py_None || PyBool_Check(v)) r = sv_const_Steal(I, v);
-                else Py_DECREF(v);
+                /* the answer is state that can change between calls (a CUDA
+                 * graph capture, autocast): guarded */
+                if (v == Py_None || PyBool_Check(v)) {
+                    wk_guard_call_is(I->guards, fn, v);
+                    r = sv_const_Steal(I, v);
+                } else {
+                    Py_DECREF(v);
+                }
                 break;
             }
     } else if ((strcmp(n, "is_tensor") == 0 || strcmp(n, "is_floating_point") == 0 || strcmp(n, "numel") == 0 ||

@@ -144,8 +144,9 @@ static int meta_of(Interp *I, PyObject *t, WkTensorMeta *m, char *requires_grad)
 }
 
 /* F.dropout / alpha_dropout / feature_alpha_dropout / dropout1d..3d with
- * training=False (a constant: nn.Dropout in eval mode) return their input
- * itself: the input value, no node. NULL when fn is not such a call. */
+ * training=False (a constant: nn.Dropout in eval mode), and the first three
+ * with p=0 (a constant), return their input itself: the input value, no
+ * node. NULL when fn is not such a call. */
 static Sv *dropout_identity(PyObject *fn, Sv *const *pos, int npos, PyObject *kwnames, Sv *const *kw, int nkw) {
     static const char *const names[] = {"dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d",
                                         "dropout2d", "dropout3d"};
@@ -161,7 +162,7 @@ static Sv *dropout_identity(PyObject *fn, Sv *const *pos, int npos, PyObject *kw
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) known |= strcmp(n, names[i]) == 0;
     if (!known) return NULL;
     /* signature (input, p=0.5, training=True, inplace=False) */
-    Sv *training = npos > 2 ? pos[2] : NULL;
+    Sv *training = npos > 2 ? pos[2] : NULL, *p = npos > 1 ? pos[1] : NULL;
     for (int i = 0; i < nkw; i++) {
         const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
         if (!k) {
@@ -169,10 +170,19 @@ static Sv *dropout_identity(PyObject *fn, Sv *const *pos, int npos, PyObject *kw
             return NULL;
         }
         if (strcmp(k, "training") == 0) training = kw[i];
-        else if (strcmp(k, "p") != 0 && strcmp(k, "inplace") != 0) return NULL;
+        else if (strcmp(k, "p") == 0) p = kw[i];
+        else if (strcmp(k, "inplace") != 0) return NULL;
     }
-    if (!training || training->kind != SV_CONST || training->obj != Py_False) return NULL;
-    return pos[0];
+    if (training && training->kind == SV_CONST && training->obj == Py_False) return pos[0];
+    /* p == 0 in training: ATen's dropout, alpha_dropout and feature_alpha_dropout
+     * return the input itself too (dropout1d..3d reshape unbatched inputs: not these) */
+    int p_zero = p && p->kind == SV_CONST && (PyFloat_CheckExact(p->obj) || PyLong_CheckExact(p->obj)) &&
+                 PyFloat_AsDouble(p->obj) == 0.0;
+    PyErr_Clear();
+    if (p_zero && (strcmp(n, "dropout") == 0 || strcmp(n, "alpha_dropout") == 0 ||
+                   strcmp(n, "feature_alpha_dropout") == 0))
+        return pos[0];
+    return NULL;
 }
 
 Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
@@ -216,7 +226,9 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     }
     const char *structure;
     PyObject *metas;
-    if (!PyArg_ParseTuple(out, "sO", &structure, &metas) || !PyList_Check(metas)) {
+    PyObject *aliased_inputs = NULL, *aliased_outputs = NULL;
+    if (!PyArg_ParseTuple(out, "sOOO", &structure, &metas, &aliased_inputs, &aliased_outputs) ||
+        !PyList_Check(metas) || !PyList_Check(aliased_inputs) || !PyList_Check(aliased_outputs)) {
         cap_py_failed(I, "extern metadata");
         goto done;
     }
@@ -241,6 +253,20 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
         goto done;
     }
     for (int i = 0; i < nout; i++) cap_set_node_output_rg(I, v + i, out_rg[i]);
+    /* views: the outputs and the inputs whose storage they share */
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(aliased_outputs); k++) {
+        long o = PyLong_AsLong(PyList_GET_ITEM(aliased_outputs, k));
+        if (o >= 0 && o < nout) cap_mark_aliased(I, v + (int)o);
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(aliased_inputs); k++) {
+        long i = PyLong_AsLong(PyList_GET_ITEM(aliased_inputs, k));
+        if (i >= 0 && i < in.values.len) cap_mark_aliased(I, in.values.data[i]);
+    }
+    if (PyErr_Occurred()) {
+        cap_py_failed(I, "extern aliasing");
+        res = NULL;
+        goto done;
+    }
     if (strcmp(structure, "tensor") == 0) {
         res = sv_tensor(I, v);
     } else {

@@ -36,11 +36,59 @@ int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
 /* value_rg holds two bits per graph value: RG_REQUIRES (the value requires
  * grad, as eager would say) and RG_NO_GRAD (a node output computed with grad
  * mode off, inside a no_grad block): the FX path replays those grad modes. */
-enum { RG_REQUIRES = 1, RG_NO_GRAD = 2 };
+enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4 };
 
 static void set_rg_bits(Interp *I, int value, char bits) {
     while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
-    I->value_rg.data[value] = bits;
+    I->value_rg.data[value] = (char)((I->value_rg.data[value] & RG_ALIASED) | bits);
+}
+
+/* A third bit, RG_ALIASED: the value shares storage with another graph
+ * value (an extern view of it, or the base it views). An in-place update is
+ * modelled by rebinding one Sv to a new value, which the aliases would not
+ * see, so it is refused for these. */
+void cap_mark_aliased(Interp *I, int value) {
+    while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
+    I->value_rg.data[value] |= RG_ALIASED;
+}
+
+int cap_is_aliased(const Interp *I, int value) {
+    return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_ALIASED);
+}
+
+/* Does writing into value `v` reach memory another value sees (v is a VIEW,
+ * or some VIEW reads v)? Then an in-place update cannot be a new value. */
+static int value_is_aliased(const WkGraph *g, int v) {
+    const WkValue *m = wk_graph_value(g, v);
+    if (m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW) return 1;
+    for (int i = 0; i < wk_graph_nnodes(g); i++) {
+        const WkNode *n = wk_graph_node(g, i);
+        if (n->op == WK_OP_VIEW && n->inputs[0] == v) return 1;
+    }
+    return 0;
+}
+
+/* x's tensor becomes r's value, as `x op= y` or F.relu(x, inplace=True) do:
+ * only for intermediates that nothing else views, keeping x's shape and
+ * dtype. Returns x. */
+Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
+    if (x->kind != SV_TENSOR) return r;
+    if (x->arg >= 0 || x->gname) return cap_unsupported(I, "in-place %s on an input tensor", what), NULL;
+    if (cap_is_aliased(I, x->value) || value_is_aliased(I->g, x->value))
+        return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
+    const WkValue *xm = wk_graph_value(I->g, x->value), *rm = wk_graph_value(I->g, r->value);
+    int same_shape = xm->ndim == rm->ndim;
+    for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
+    if (!same_shape) return cap_unsupported(I, "in-place %s would change the shape", what), NULL;
+    if (rm->dtype != xm->dtype) {
+        if (!(wk_dtype_is_float(rm->dtype) && wk_dtype_is_float(xm->dtype)))
+            return cap_unsupported(I, "in-place %s would change the dtype", what), NULL;
+        Sv *c = cap_convert(I, r, xm->dtype);
+        if (!c) return NULL;
+        r = c;
+    }
+    x->value = r->value;
+    return x;
 }
 
 void cap_set_rg(Interp *I, int value, int rg) { set_rg_bits(I, value, rg ? RG_REQUIRES : 0); }
@@ -482,17 +530,6 @@ Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y) {
     return r;
 }
 
-/* Does writing into value `v` reach memory another value sees (v is a VIEW,
- * or some VIEW reads v)? Then an in-place update cannot be a new value. */
-static int value_is_aliased(const WkGraph *g, int v) {
-    const WkValue *m = wk_graph_value(g, v);
-    if (m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW) return 1;
-    for (int i = 0; i < wk_graph_nnodes(g); i++) {
-        const WkNode *n = wk_graph_node(g, i);
-        if (n->op == WK_OP_VIEW && n->inputs[0] == v) return 1;
-    }
-    return 0;
-}
 
 static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
@@ -513,25 +550,9 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     Sv *r = cap_graph_op(I, op, in, 2, NULL);
     if (!r) return NULL;
     if (inplace && x->kind == SV_TENSOR) {
-        /* x op= y writes into x: only intermediates, with x's dtype and shape */
-        if (x->arg >= 0 || x->gname)
-            return cap_unsupported(I, "in-place operator %s on an input tensor", cap_nb_symbol(nb)), NULL;
-        if (value_is_aliased(I->g, in[0]))
-            return cap_unsupported(I, "in-place operator %s on a view (or the base of one)", cap_nb_symbol(nb)), NULL;
-        const WkValue *xm = wk_graph_value(I->g, in[0]), *rm = wk_graph_value(I->g, r->value);
-        int same_shape = xm->ndim == rm->ndim;
-        for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
-        if (!same_shape)
-            return cap_unsupported(I, "in-place operator %s would change the shape", cap_nb_symbol(nb)), NULL;
-        if (rm->dtype != xm->dtype) {
-            if (!(wk_dtype_is_float(rm->dtype) && wk_dtype_is_float(xm->dtype)))
-                return cap_unsupported(I, "in-place operator %s would change the dtype", cap_nb_symbol(nb)), NULL;
-            Sv *c = cap_convert(I, r, xm->dtype);
-            if (!c) return NULL;
-            r = c;
-        }
-        x->value = r->value;
-        return x;
+        char what[48];
+        snprintf(what, sizeof what, "operator %s", cap_nb_symbol(nb));
+        return cap_inplace_update(I, x, r, what);
     }
     return r;
 }

@@ -152,7 +152,39 @@ static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, 
  * tensor method (input is self). `fn` (borrowed) is the torch callable the
  * call names: arguments this op's capture rule does not model make the call
  * an extern node of fn instead of a native node. */
+static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);
+
+/* F.relu(x, inplace=True) and the like: the op without the keyword, then x
+ * takes the result in place (cap_inplace_update's rules). */
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
+    int at = -1;
+    for (int k = 0; k < a->nkw && at < 0; k++) {
+        const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
+        if (!kn) return cap_py_failed(I, "keyword name"), NULL;
+        if (strcmp(kn, "inplace") == 0 && a->kw[k]->kind == SV_CONST && a->kw[k]->obj == Py_True) at = k;
+    }
+    if (at < 0 || method || a->npos < 1) return call_op(I, op, a, fname, method, fn);
+    Sv *kw[CAP_MAX_PARAMS];
+    PyObject *names = PyTuple_New(a->nkw - 1);
+    if (!names || a->nkw > CAP_MAX_PARAMS) {
+        Py_XDECREF(names);
+        return cap_unsupported(I, "%s(): too many keyword arguments", fname), NULL;
+    }
+    for (int k = 0, j = 0; k < a->nkw; k++)
+        if (k != at) {
+            kw[j] = a->kw[k];
+            PyTuple_SET_ITEM(names, j++, Py_NewRef(PyTuple_GET_ITEM(a->kwnames, k)));
+        }
+    Args plain = {a->pos, a->npos, names, kw, a->nkw - 1};
+    Sv *r = call_op(I, op, &plain, fname, method, NULL); /* no extern: the in-place form would be lost */
+    Py_DECREF(names);
+    if (!r) return NULL;
+    char what[80];
+    snprintf(what, sizeof what, "%s(inplace=True)", fname);
+    return cap_inplace_update(I, a->pos[0], r, what);
+}
+
+static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
     const WkOpInfo *info = wk_op_info(op);
     Sv *b[CAP_MAX_PARAMS];
     unsigned given = 0;
