@@ -1255,6 +1255,17 @@ def _extern_output(result, k):
     return result[k] if isinstance(result, (tuple, list)) else result
 
 
+def _view_of(base, base_strides, sizes, strides, offset):
+    """A VIEW node in an FX graph: `offset` elements past base's first one,
+    base laid out with the strides the wick graph gives it."""
+    import torch
+
+    if any(n > 1 and a != b for n, a, b in zip(base.shape, base.stride(), base_strides)):
+        laid = torch.empty_strided(base.shape, base_strides, dtype=base.dtype, device=base.device)
+        base = laid.copy_(base)
+    return base.as_strided(sizes, strides, base.storage_offset() + offset)
+
+
 def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     """Exports a wick Graph to a torch.fx.GraphModule of torch calls whose
     forward takes the graph inputs positionally and returns a tuple of outputs.
@@ -1312,13 +1323,41 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
                 env[vid] = fx.call_function(_extern_output, (result, k))
             continue
         row = by_name[op]
+        if op == "VIEW":  # the base's memory with the node's sizes and strides
+            nd_ = nd["ints"][0]
+            sizes, strides = list(nd["ints"][1:1 + nd_]), list(nd["ints"][1 + nd_:1 + 2 * nd_])
+            # the torch ops replayed here may lay the base out otherwise than
+            # the graph says (eager keeps a transposed input's layout): the
+            # view's strides mean the graph's layout, so the base gets it first
+            base_strides = list(graph.value(nd["inputs"][0])["strides"])
+            env[out] = fx.call_function(_view_of, (ins[0], base_strides, sizes, strides, nd["ints"][-1]))
+            continue
+        if op == "LAYER_NORM":
+            shape = [graph.value(nd["inputs"][0])["sizes"][d] for d in nd["dims"]]
+            wb = [x if isinstance(x, torch.fx.Node) else None for x in ins[1:]]
+            env[out] = fx.call_function(torch.nn.functional.layer_norm, (ins[0], shape, wb[0], wb[1], nd["fvalue"]))
+            continue
+        if op in ("SOFTMAX", "LOG_SOFTMAX"):
+            fn = torch.softmax if op == "SOFTMAX" else torch.log_softmax
+            env[out] = fx.call_function(fn, (ins[0], nd["dims"][0]))
+            continue
+        if op == "GELU_TANH":
+            env[out] = fx.call_function(torch.nn.functional.gelu, (ins[0],), {"approximate": "tanh"})
+            continue
         if op == "CONVERT":
+            src = nd["inputs"][0]
+            if isinstance(ins[0], torch.fx.Node) and graph.value(src)["dtype"] == nd["dtype"]:
+                # capture's copy (clone, contiguous, reshape's copy): .to() would return its input
+                env[out] = fx.call_function(torch.clone, (ins[0],), {"memory_format": torch.contiguous_format})
+                continue
             env[out] = fx.call_method("to", (as_tensor(ins[0]), getattr(torch, nd["dtype"])))
             continue
         if row["kind"] == "reduction":
             fn = _torch_function(torch, row)
             kwargs = {"keepdim": nd["keepdim"]}
             dims = nd["dims"]
+            if op in ("VAR", "STD"):
+                kwargs["correction"] = nd["fvalue"] if nd["correction_given"] else 1
             if op == "AMAX":
                 kwargs["dim"] = tuple(dims or ())
             else:

@@ -303,6 +303,12 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */
 Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
 
+/* vals/views.c: view calls as VIEW nodes (extern calls where not modelled) */
+Sv *cap_view_call(Interp *I, const Args *a, const char *fname, PyObject *fn);
+Sv *cap_tensor_getitem(Interp *I, Sv *self, Sv *key);
+Sv *cap_tensor_transpose_attr(Interp *I, Sv *self, const char *name); /* .T/.mT; NULL without a reason: not modelled */
+Sv *cap_tensor_contiguous(Interp *I, Sv *self);                        /* NULL without a reason: not modelled */
+
 /* vals/torchfn.c */
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);
 

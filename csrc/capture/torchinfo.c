@@ -64,6 +64,8 @@ PyObject *cap_default_value_Ref(const char *d) {
     if (strcmp(d, "False") == 0) Py_RETURN_FALSE;
     if (strcmp(d, "True") == 0) Py_RETURN_TRUE;
     if (strcmp(d, "()") == 0) return PyTuple_New(0);
+    size_t len = strlen(d);
+    if (len >= 2 && d[0] == '\'' && d[len - 1] == '\'') return PyUnicode_FromStringAndSize(d + 1, (Py_ssize_t)len - 2);
     if (strchr(d, '.') || strchr(d, 'e')) return PyFloat_FromDouble(atof(d));
     return PyLong_FromLongLong(atoll(d));
 }
@@ -137,7 +139,7 @@ int cap_init_torch(void) {
     for (int op = 0; op < WK_NOPS; op++) {
         const WkOpInfo *info = wk_op_info((WkOp)op);
         parse_sig(info->signature, &cap_sigs[op]);
-        char buf[256];
+        char buf[1024];
         snprintf(buf, sizeof buf, "%s", info->torch);
         char *save = NULL;
         for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {

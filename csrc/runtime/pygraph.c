@@ -511,7 +511,8 @@ static PyObject *node_dict_Ref(const WkGraph *g, const WkNode *nd) {
     PyObject *dims = Py_None, *dtype = Py_None, *value = Py_None;
     Py_INCREF(Py_None), Py_INCREF(Py_None), Py_INCREF(Py_None);
     PyObject *d = NULL;
-    if (info->kind == WK_KIND_REDUCTION) {
+    /* reductions, softmax's one dim, layer_norm's normalised dims */
+    if (info->kind == WK_KIND_REDUCTION || info->shape == WK_SHAPE_SAME_DIM || nd->op == WK_OP_LAYER_NORM) {
         Py_DECREF(dims);
         if (nd->attrs.ndims == 0) {
             dims = Py_NewRef(Py_None);
@@ -545,6 +546,11 @@ static PyObject *node_dict_Ref(const WkGraph *g, const WkNode *nd) {
         PyObject *outs = PyList_New(nd->noutputs), *ints = outs ? PyTuple_New(nd->attrs.nints) : NULL;
         PyObject *xi = ints ? (nd->op == WK_OP_EXTERN ? PyLong_FromLong(nd->extern_index) : Py_NewRef(Py_None)) : NULL;
         PyObject *xn = xi ? (nd->op == WK_OP_EXTERN ? PyUnicode_FromString(nd->extern_name) : Py_NewRef(Py_None)) : NULL;
+        PyObject *fv = xn ? PyFloat_FromDouble(nd->attrs.fvalue) : NULL; /* layer_norm's eps, var's correction */
+        if (!fv || PyDict_SetItemString(d, "fvalue", fv) < 0 ||
+            PyDict_SetItemString(d, "correction_given", nd->attrs.ivalue ? Py_True : Py_False) < 0)
+            Py_CLEAR(xn);
+        Py_XDECREF(fv);
         if (xn) {
             for (int k = 0; k < nd->noutputs; k++) PyList_SET_ITEM(outs, k, PyLong_FromLong(nd->outputs[k]));
             for (int k = 0; k < nd->attrs.nints; k++) PyTuple_SET_ITEM(ints, k, PyLong_FromLongLong(nd->attrs.ints[k]));

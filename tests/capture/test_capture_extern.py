@@ -68,6 +68,7 @@ def iterate_fn(x, w):
     return acc
 
 
+NATIVE_NOW = {softmax_method_fn, functional_fn, index_fn, views_fn, iterate_fn}
 CASES = [matmul_fn, matmul_op_fn, softmax_method_fn, functional_fn, index_fn, floordiv_fn, views_fn,
          cat_stack_fn, factory_fn, masked_fn, tuple_out_fn, attribute_fn, iterate_fn]
 
@@ -80,7 +81,10 @@ def test_extern_ops_stay_in_one_graph(fn, shape):
     assert_same(compiled(fn)(x, w), fn(x, w), rtol=1e-5, atol=1e-5)
     es = entries(fn)
     assert es and all(not e["eager"] and e["graph_count"] == 1 for e in es), [e.get("reason") for e in es]
-    assert "EXTERN" in es[0]["graph"]
+    if fn in NATIVE_NOW:  # every call maps to a native node (views, softmax, layer_norm: test_capture_native.py)
+        assert "EXTERN" not in es[0]["graph"]
+    else:
+        assert "EXTERN" in es[0]["graph"]
 
 
 def test_extern_on_noncontiguous_inputs():

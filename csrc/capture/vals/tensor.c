@@ -56,13 +56,25 @@ int cap_is_aliased(const Interp *I, int value) {
     return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_ALIASED);
 }
 
+/* Does writing into value `v` reach memory another value sees (v is a VIEW,
+ * or some VIEW reads v)? Then an in-place update cannot be a new value. */
+static int value_is_aliased(const WkGraph *g, int v) {
+    const WkValue *m = wk_graph_value(g, v);
+    if (m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW) return 1;
+    for (int i = 0; i < wk_graph_nnodes(g); i++) {
+        const WkNode *n = wk_graph_node(g, i);
+        if (n->op == WK_OP_VIEW && n->inputs[0] == v) return 1;
+    }
+    return 0;
+}
+
 /* x's tensor becomes r's value, as `x op= y` or F.relu(x, inplace=True) do:
  * only for intermediates that nothing else views, keeping x's shape and
  * dtype. Returns x. */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     if (x->kind != SV_TENSOR) return r;
     if (x->arg >= 0 || x->gname) return cap_unsupported(I, "in-place %s on an input tensor", what), NULL;
-    if (cap_is_aliased(I, x->value))
+    if (cap_is_aliased(I, x->value) || value_is_aliased(I->g, x->value))
         return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
     const WkValue *xm = wk_graph_value(I->g, x->value), *rm = wk_graph_value(I->g, r->value);
     int same_shape = xm->ndim == rm->ndim;
@@ -372,6 +384,8 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
             if (wk_sym_is_const(m->sizes[d], &size) && size == 0) contiguous = 1;
         }
         if (contiguous) return self;
+        Sv *copy = cap_tensor_contiguous(I, self); /* a contiguous copy, as eager makes */
+        if (copy || I->reason) return copy;
     }
     if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
         if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
@@ -461,7 +475,11 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
         PyObject *d = _PyType_Lookup(cap_tensor_type, name_obj);
         if (!d) return cap_unsupported(I, "unknown tensor attribute .%s", name);
         if (!PyObject_TypeCheck(d, &PyMethodDescr_Type) && !PyFunction_Check(d)) {
-            /* a computed attribute (.T, .mT, .real): getattr through PyTorch */
+            /* .T and .mT are views; other computed attributes (.real, .H):
+             * getattr through PyTorch */
+            Sv *view = cap_tensor_transpose_attr(I, t, name);
+            if (view) return method && sv_push(I, I->null_sv) < 0 ? -1 : sv_push(I, view);
+            if (I->reason) return -1;
             PyObject *getter = PyObject_CallMethod(cap_operator_mod, "attrgetter", "O", name_obj);
             if (!getter) return cap_py_failed(I, name);
             char fname[80];
@@ -512,6 +530,7 @@ Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y) {
     return r;
 }
 
+
 static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
     int inplace = nb >= NB_INPLACE_ADD;
@@ -555,7 +574,8 @@ static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
     return cap_graph_op(I, WK_OP_NEG, &in, 1, NULL);
 }
 
-static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_operator(I, "getitem", s, key); }
+static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_getitem(I, s, key); }
+
 
 static int tensor_iterate(Interp *I, Sv *s, SvList *out) {
     /* for row in t: t[0], t[1], ... (the length is guarded metadata) */

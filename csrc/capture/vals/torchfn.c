@@ -87,6 +87,67 @@ static int is_one(PyObject *o) {
     return 0;
 }
 
+static Sv *extern_of(Interp *I, PyObject *fn, const char *fname, const Args *a, const char *what) {
+    if (fn) return cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+    return cap_unsupported(I, "%s(): %s is not supported", fname, what), NULL;
+}
+
+/* F.layer_norm(input, normalized_shape, weight, bias, eps): a LAYER_NORM
+ * node when the shapes are the ones eager accepts and weight/bias (when
+ * given) are tensors of input's dtype and device; else an extern. */
+static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, PyObject *fn) {
+    if (b[0]->kind != SV_TENSOR) return extern_of(I, fn, fname, a, "a non-tensor input");
+    const WkValue *x = cap_sv_meta(I, b[0]);
+    if (!x) return NULL;
+    WkAttrs at = {0};
+    /* normalized_shape: an int or a constant sequence of ints (held in at.dims for now) */
+    PyObject *shape = b[1]->kind == SV_CONST ? b[1]->obj : NULL;
+    int ok = 1;
+    if (shape && PyLong_CheckExact(shape)) {
+        at.dims[at.ndims++] = (int)PyLong_AsLong(shape);
+    } else if (shape && (PyTuple_Check(shape) || PyList_Check(shape)) && PySequence_Fast_GET_SIZE(shape) <= WK_MAX_DIMS) {
+        for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(shape); i++) {
+            PyObject *o = PySequence_Fast_GET_ITEM(shape, i);
+            ok = PyLong_CheckExact(o);
+            if (ok) at.dims[at.ndims++] = (int)PyLong_AsLong(o);
+        }
+    } else if ((b[1]->kind == SV_TUPLE || b[1]->kind == SV_LIST) && b[1]->items.len <= WK_MAX_DIMS) {
+        for (int i = 0; ok && i < b[1]->items.len; i++) {
+            Sv *o = b[1]->items.data[i];
+            ok = o->kind == SV_CONST && PyLong_CheckExact(o->obj);
+            if (ok) at.dims[at.ndims++] = (int)PyLong_AsLong(o->obj);
+        }
+    } else {
+        ok = 0;
+    }
+    if (PyErr_Occurred()) return cap_py_failed(I, "normalized_shape"), NULL;
+    int k = at.ndims;
+    ok = ok && k >= 1 && k <= x->ndim && b[4]->kind == SV_CONST &&
+             (PyFloat_CheckExact(b[4]->obj) || PyLong_CheckExact(b[4]->obj));
+    for (int i = 0; ok && i < k; i++) ok = at.dims[i] == cap_const_size(x, x->ndim - k + i) &&
+                                           wk_sym_is_const(x->sizes[x->ndim - k + i], NULL);
+    int in[3];
+    in[0] = x->id;
+    for (int p = 0; ok && p < 2; p++) {
+        Sv *s = b[2 + p];
+        if (s->kind == SV_CONST && s->obj == Py_None) {
+            /* absent: a Python 1 (weight) or 0 (bias), as ops.def note 7 says */
+            in[1 + p] = wk_graph_scalar(I->g, WK_F64, p ? 0.0 : 1.0, 0);
+            if (in[1 + p] < 0) return cap_graph_failed(I, "scalar"), NULL;
+            continue;
+        }
+        const WkValue *w = s->kind == SV_TENSOR ? cap_sv_meta(I, s) : NULL;
+        ok = w && w->ndim == k && w->dtype == x->dtype && w->device.type == x->device.type &&
+             w->device.index == x->device.index;
+        for (int i = 0; ok && i < k; i++) ok = wk_sym_is_const(w->sizes[i], NULL) && cap_const_size(w, i) == at.dims[i];
+        if (ok) in[1 + p] = w->id;
+    }
+    if (!ok) return extern_of(I, fn, fname, a, "these arguments");
+    for (int i = 0; i < k; i++) at.dims[i] = x->ndim - k + i;
+    at.fvalue = PyFloat_Check(b[4]->obj) ? PyFloat_AS_DOUBLE(b[4]->obj) : (double)PyLong_AsLongLong(b[4]->obj);
+    return cap_graph_op(I, WK_OP_LAYER_NORM, in, 3, &at);
+}
+
 /* A call of op with bound arguments. `method` is set when called as a
  * tensor method (input is self). `fn` (borrowed) is the torch callable the
  * call names: arguments this op's capture rule does not model make the call
@@ -127,7 +188,9 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
     const WkOpInfo *info = wk_op_info(op);
     Sv *b[CAP_MAX_PARAMS];
     unsigned given = 0;
+    if (op == WK_OP_VIEW) return cap_view_call(I, a, fname, fn); /* each view op binds its own arguments */
     if (bind(I, op, a, b, &given, fname) < 0) return NULL;
+    if (op == WK_OP_LAYER_NORM) return layer_norm_call(I, b, fname, a, fn);
     const CapSig *sig = &cap_sigs[op];
     int in[CAP_MAX_PARAMS];
     int any_tensor = 0;
@@ -208,6 +271,53 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
             in[0] = c->value;
         }
         return cap_graph_op(I, op, in, 1, &at);
+    }
+    case WK_OP_SOFTMAX:
+    case WK_OP_LOG_SOFTMAX: {
+        /* dim: one int; dtype=: the input is cast first, as eager does */
+        int dt = -1;
+        if (b[0]->kind != SV_TENSOR || b[1]->kind != SV_CONST || !PyLong_CheckExact(b[1]->obj) ||
+            b[2]->kind != SV_CONST || (b[2]->obj != Py_None && cap_dtype_of_obj(b[2]->obj) < 0))
+            return extern_of(I, fn, fname, a, "dim or dtype");
+        if (read_dims(I, b[1], &at, fname) < 0 || read_dtype(I, b[2], &dt, fname) < 0) return NULL;
+        if (dt >= 0) {
+            Sv *c = cap_convert(I, b[0], dt);
+            if (!c) return NULL;
+            in[0] = c->value;
+        }
+        return cap_graph_op(I, op, in, 1, &at);
+    }
+    case WK_OP_VAR:
+    case WK_OP_STD: {
+        /* dim, correction (a number), keepdim; torch.var_mean adds the MEAN
+         * over the same dims and returns (var, mean) */
+        PyObject *corr = b[2]->kind == SV_CONST ? b[2]->obj : NULL;
+        if (b[0]->kind != SV_TENSOR || !corr || !(PyLong_CheckExact(corr) || PyFloat_CheckExact(corr)) ||
+            b[3]->kind != SV_CONST || !PyBool_Check(b[3]->obj))
+            return extern_of(I, fn, fname, a, "correction or keepdim");
+        if (read_dims(I, b[1], &at, fname) < 0) return NULL;
+        at.keepdim = b[3]->obj == Py_True;
+        at.fvalue = PyFloat_Check(corr) ? PyFloat_AS_DOUBLE(corr) : (double)PyLong_AsLongLong(corr);
+        at.ivalue = 1; /* the correction is given (graph.h) */
+        if (PyErr_Occurred()) return cap_py_failed(I, "correction"), NULL;
+        Sv *var = cap_graph_op(I, op, in, 1, &at);
+        const char *tail = strrchr(fname, '.');
+        if (!var || !tail || strcmp(tail, ".var_mean") != 0) return var;
+        WkAttrs mat = {0};
+        mat.ndims = at.ndims;
+        memcpy(mat.dims, at.dims, sizeof mat.dims);
+        mat.keepdim = at.keepdim;
+        Sv *mean = cap_graph_op(I, WK_OP_MEAN, in, 1, &mat);
+        if (!mean) return NULL;
+        Sv *pair[2] = {var, mean};
+        return sv_seq(I, SV_TUPLE, pair, 2);
+    }
+    case WK_OP_GELU: {
+        const char *approx = b[1]->kind == SV_CONST && PyUnicode_Check(b[1]->obj) ? PyUnicode_AsUTF8(b[1]->obj) : NULL;
+        if (approx && strcmp(approx, "none") == 0) return cap_graph_op(I, WK_OP_GELU, in, 1, NULL);
+        if (approx && strcmp(approx, "tanh") == 0) return cap_graph_op(I, WK_OP_GELU_TANH, in, 1, NULL);
+        PyErr_Clear();
+        return extern_of(I, fn, fname, a, "approximate");
     }
     default:
         /* parameters past the tensor operands carry attributes this op
