@@ -545,8 +545,12 @@ static Sv *view_rule(Interp *I, const char *name, const Args *a, Sv *self, const
     /* view and as_strided read the strides eager has, which wick's buffer
      * does not have: an extern would compute something else than eager */
     if (!eagers && (strcmp(name, "view") == 0 || strcmp(name, "view_as") == 0 || strcmp(name, "unflatten") == 0 ||
-                    strcmp(name, "as_strided") == 0))
+                    strcmp(name, "as_strided") == 0)) {
+        /* nor may Python run it after a graph break: the graph's output has
+         * wick's layout too, so the whole frame runs eagerly */
+        I->no_break = 1;
         return cap_unsupported(I, "Tensor.%s() of a result whose eager layout wick does not keep", name), NULL;
+    }
     if (strcmp(name, "view") == 0 || strcmp(name, "reshape") == 0) {
         if (a->nkw || !eagers || int_list(a->pos + 1, a->npos - 1, ints, &n) < 0) return NULL;
         return reshape_to(I, self, L, n, ints, name[0] == 'v' ? RESHAPE_VIEW_ONLY : RESHAPE_MAY_COPY);
