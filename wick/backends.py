@@ -886,15 +886,29 @@ class _AtenImporter:
             # while nothing reads them; a getitem of one refuses the graph
             opaque = {i: f"{name} returns a {type(t).__name__} item" for i, t in enumerate(val)
                       if t is not None and not isinstance(t, torch.Tensor)}
+            # tensors on another device among the items (attention's CPU rng
+            # seed and offset in a CUDA graph): likewise unread, or refused
+            for i in list(positions):
+                if str(val[i].device) != str(self.device):
+                    opaque[i] = f"{name} returns a tensor on {val[i].device}, the graph is on {self.device}"
+                    positions.remove(i)
             metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
+        # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
+        # it directly saves a Python frame per extern call
+        fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
+        fn = fn or node.target
+        if (picks is None and metas[0]["device"] == "cpu" and self.device.type == "cuda"
+                and len(metas[0]["sizes"]) == 0):
+            # a 0-d CPU tensor in a CUDA graph (lift_fresh_copy of a constant):
+            # eager mixes them freely; here it is moved to the graph's device
+            inner, device = fn, self.device
+            fn = lambda *a, **k: inner(*a, **k).to(device)  # noqa: E731
+            metas[0]["device"] = str(device)
         for m in metas:
             if m["device"] != str(self.device):
                 raise _Unsupported(f"{name} returns a tensor on {m['device']}, the graph is on {self.device}")
         idx = len(self.externs)
-        # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
-        # it directly saves a Python frame per extern call
-        fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
-        self.externs.append((fn or node.target, args, kwargs or None, picks))
+        self.externs.append((fn, args, kwargs or None, picks))
         self.nextern += 1
         self.extern_names[name] = self.extern_names.get(name, 0) + 1
         if picks is None:

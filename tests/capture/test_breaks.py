@@ -385,7 +385,9 @@ def test_break_corpus(cause, context, capsys):
     if (cause in MORE_THAN_DYNAMO_CAUSES or context in MORE_THAN_DYNAMO_CONTEXTS) and not (
             cause in REPLAYED or context in EAGER_CONTEXTS):
         pass  # a known gap (above): its counts are pinned by EXPECTED
-    else:
+    elif dyn:
+        # only where PyTorch's capture made graphs: a count of 0 means it
+        # raised or ran the frame eagerly (seen with torch 2.11 on 3.12)
         assert graphs <= dyn, (first, dyn, fn.__wick_src__)
     capsys.readouterr()
 
