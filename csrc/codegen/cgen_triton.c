@@ -578,11 +578,10 @@ static int reads_stored_elsewhere(TGen *g, const WkLExpr *e, WkLowerMap *seen) {
 
 static int finish_reduction(TGen *g, const WkSchedKernel *K, const Red *rp, const char *v, int64_t ext);
 
-/* One reduction phase ([XBLOCK, 1] outputs) of a two-dimensional function. */
-static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) {
-    Red r = red_of(K->stores[0].expr);
-    int64_t ext = K->red_numel;
-    char rindex[48], rmask[96], buf[512], v[64];
+/* The r index and mask a phase uses: the persistent block's own (its
+ * extent masked), or the phase's loop variables. */
+static void set_phase_rindex(TGen *g, int persistent, int64_t ext) {
+    char rindex[48], rmask[96];
     if (persistent) {
         snprintf(rindex, sizeof rindex, "rbase");
         snprintf(rmask, sizeof rmask, "(rbase < %lld)", (long long)ext);
@@ -592,6 +591,14 @@ static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) 
     }
     g->rindex = intern(g, rindex);
     g->rmask = intern(g, rmask);
+}
+
+/* One reduction phase ([XBLOCK, 1] outputs) of a two-dimensional function. */
+static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) {
+    Red r = red_of(K->stores[0].expr);
+    int64_t ext = K->red_numel;
+    char buf[512], v[64];
+    set_phase_rindex(g, persistent, ext);
     int vars[WK_MAX_DIMS];
     for (int d = 0; d < K->nred; d++) vars[d] = g->S->L->rvar_id[d];
     bind_vars(g, vars, K->red_sizes, K->nred, g->rindex, 2);
@@ -607,16 +614,16 @@ static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) 
         emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)g->split_chunk);
         g->indent++;
         g->in_loop = 1;
-        emit(g, "%s = rstart + roff_p%d + rbase", rindex, g->phase);
-        emit(g, "%s = (roff_p%d + rbase < %lld) & (%s < %lld)", rmask, g->phase, (long long)g->split_chunk, rindex,
+        emit(g, "%s = rstart + roff_p%d + rbase", g->rindex, g->phase);
+        emit(g, "%s = (roff_p%d + rbase < %lld) & (%s < %lld)", g->rmask, g->phase, (long long)g->split_chunk, g->rindex,
              (long long)ext);
     } else if (!persistent) {
         emit(g, "%s = tl.full([XBLOCK, RBLOCK], %s, %s)", acc, r.init, r.acc_t);
         emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)ext);
         g->indent++;
         g->in_loop = 1;
-        emit(g, "%s = roff_p%d + rbase", rindex, g->phase);
-        emit(g, "%s = %s < %lld", rmask, rindex, (long long)ext);
+        emit(g, "%s = roff_p%d + rbase", g->rindex, g->phase);
+        emit(g, "%s = %s < %lld", g->rmask, g->rindex, (long long)ext);
     }
     const char *body = ref(g, r.body);
     if (!body) return -1;
@@ -674,16 +681,7 @@ static int finish_reduction(TGen *g, const WkSchedKernel *K, const Red *rp, cons
 /* One pointwise phase of a row group: i0 on x, the rest (extent ext) on r. */
 static int gen_row_pointwise_phase(TGen *g, const WkSchedKernel *K, int persistent) {
     int64_t ext = K->sizes[0] > 0 ? K->numel / K->sizes[0] : 0;
-    char rindex[48], rmask[96];
-    if (persistent) {
-        snprintf(rindex, sizeof rindex, "rbase");
-        snprintf(rmask, sizeof rmask, "(rbase < %lld)", (long long)ext);
-    } else {
-        snprintf(rindex, sizeof rindex, "rindex_p%d", g->phase);
-        snprintf(rmask, sizeof rmask, "rmask_p%d", g->phase);
-    }
-    g->rindex = intern(g, rindex);
-    g->rmask = intern(g, rmask);
+    set_phase_rindex(g, persistent, ext);
     int vars[WK_MAX_DIMS];
     for (int d = 1; d < K->nloops; d++) vars[d - 1] = g->S->L->ivar_id[d];
     bind_vars(g, vars, K->sizes + 1, K->nloops - 1, g->rindex, 2);
@@ -697,8 +695,8 @@ static int gen_row_pointwise_phase(TGen *g, const WkSchedKernel *K, int persiste
         emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)ext);
         g->indent++;
         g->in_loop = 1;
-        emit(g, "%s = roff_p%d + rbase", rindex, g->phase);
-        emit(g, "%s = %s < %lld", rmask, rindex, (long long)ext);
+        emit(g, "%s = roff_p%d + rbase", g->rindex, g->phase);
+        emit(g, "%s = %s < %lld", g->rmask, g->rindex, (long long)ext);
     }
     for (int j = 0; j < K->nstores; j++) {
         const char *e = ref(g, K->stores[j].expr);
