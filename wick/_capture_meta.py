@@ -93,3 +93,23 @@ def rebuild_object(cls, names, *values):
     for name, value in zip(names, values):
         object.__setattr__(obj, name, value)
     return obj
+
+
+_raising_checks = {}
+
+
+def raises_check(fn):
+    """A no-argument callable that answers True while fn() raises an
+    Exception (a torch query that raises on this build, which captured code
+    catches): the guard of a capture that relied on it raising. One per fn,
+    so guards that share it are one check."""
+    check = _raising_checks.get(fn)
+    if check is None:
+        def check():
+            try:
+                fn()
+            except Exception:
+                return True
+            return False
+        _raising_checks[fn] = check
+    return check

@@ -179,6 +179,9 @@ typedef struct Frame {
     int depth; /* 0 for the compiled frame */
     int is_generator; /* run to the end, values collected in yields */
     SvList yields;
+    int pc;                   /* the instruction running now (where an exception is raised) */
+    struct CapExcRange *exc;  /* the code's exception table (vals/exc.c), owned */
+    int nexc;
 } Frame;
 
 typedef struct {
@@ -219,6 +222,9 @@ struct Interp {
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
+    Sv *exc;                         /* an exception propagating (vals/exc.c), or NULL */
+    Sv *handled;                     /* the exception a handler is handling, or NULL */
+    char *exc_where;                 /* owned: what the last raise was and where */
     int propagate;                   /* a BaseException must propagate */
     /* graph breaks (breaks.c): the compiled frame's instructions are counted
      * so that a second capture can stop right before the one that failed */
@@ -236,6 +242,10 @@ struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
 };
+
+/* A handler failed: a reason is recorded, or an exception propagates
+ * (vals/exc.c). Dispatch chains that try one family after another stop on it. */
+#define CAP_FAILED(I) ((I)->reason != NULL || (I)->exc != NULL)
 
 /* symbolic.c: values, failure, stack */
 Sv *sv_new(Interp *I, SvKind kind);
@@ -338,7 +348,32 @@ int cap_overlay_check(Interp *I);
 /* vals/userobj.c */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);
 int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v);
+Sv *cap_userobj_len(Interp *I, Sv *o); /* NULL without a reason when o is not such an object */
 int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled);
+
+/* vals/exc.c: exceptions raised inside captured code. Each returns -1
+ * after setting I->exc (a propagating exception, not a reason): the
+ * interpreter unwinds to a handler of the frame's exception table, or out
+ * of the frame. */
+typedef struct CapExcRange CapExcRange;
+int cap_exc_table(Interp *I, Frame *f, const WkInstr *raw, int n); /* 0 or -1 with a reason */
+int cap_raise(Interp *I, PyObject *exc_Borrow);
+/* The Python Exception now set becomes the propagating one (BaseExceptions
+ * other than Exceptions: cap_py_failed). Only where the failed operation is
+ * the user's own on guarded values, so Python raises the same. */
+int cap_raise_current(Interp *I, const char *during);
+int cap_exc_matches(Interp *I, PyObject *type); /* an exception propagates and is a `type` */
+void cap_exc_clear(Interp *I);                  /* it is caught (by a C-level handler) */
+int cap_is_exc_instance(PyObject *o);
+Sv *cap_exc_new(Interp *I, PyObject *cls, const Args *a); /* NULL without a reason: not an exception class */
+/* 1 when frame I->f has a handler for its instruction pc: stack set up, *next its index; 0 when not */
+int cap_exc_unwind(Interp *I, int *next);
+int cap_raise_varargs(Interp *I, int n);
+int cap_push_exc_info(Interp *I);
+int cap_pop_except(Interp *I);
+int cap_check_exc_match(Interp *I);
+int cap_reraise(Interp *I);
+int cap_with_except_start(Interp *I);
 
 /* vals/ctx.c */
 int cap_before_with(Interp *I);

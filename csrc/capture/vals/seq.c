@@ -18,9 +18,13 @@ static int normalise_index(Interp *I, Sv *k, int len, int *out) {
         return cap_unsupported(I, "index of type %s", sv_desc(k));
     long i = PyLong_AsLong(k->obj);
     if (i < 0) i += len;
-    if (PyErr_Occurred() || i < 0 || i >= len) {
+    if (PyErr_Occurred()) {
         PyErr_Clear();
         return cap_unsupported(I, "index out of range");
+    }
+    if (i < 0 || i >= len) { /* the length is known (built here, or guarded): Python raises */
+        PyErr_SetString(PyExc_IndexError, "index out of range");
+        return cap_raise_current(I, "index");
     }
     *out = (int)i;
     return 0;
@@ -52,6 +56,25 @@ static int seq_iterate(Interp *I, Sv *s, SvList *out) {
 static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
     int base = nb >= NB_INPLACE_ADD ? nb - NB_INPLACE_ADD : nb;
     int xs = x->kind == SV_TUPLE || x->kind == SV_LIST, ys = y->kind == SV_TUPLE || y->kind == SV_LIST;
+    if (base == NB_ADD && (x->kind == SV_TUPLE || y->kind == SV_TUPLE)) {
+        /* torch.Size + a tuple of constants: torch.Size's own + on the values */
+        Sv *c = x->kind == SV_TUPLE ? y : x, *t = x->kind == SV_TUPLE ? x : y;
+        if (c->kind == SV_CONST && cap_size_type && Py_TYPE(c->obj) == (PyTypeObject *)cap_size_type && !t->obj) {
+            PyObject *tup = PyTuple_New(t->items.len);
+            if (!tup) return cap_py_failed(I, "+"), NULL;
+            for (int i = 0; i < t->items.len; i++) {
+                Sv *it = t->items.data[i];
+                if (it->kind != SV_CONST || !cap_is_plain(it->obj)) {
+                    Py_DECREF(tup);
+                    return NULL;
+                }
+                PyTuple_SET_ITEM(tup, i, Py_NewRef(it->obj));
+            }
+            PyObject *r = c == x ? PyNumber_Add(c->obj, tup) : PyNumber_Add(tup, c->obj);
+            Py_DECREF(tup);
+            return r ? sv_const_Steal(I, r) : (cap_py_failed(I, "+"), NULL);
+        }
+    }
     if (base == NB_ADD) {
         SvKind kind = xs ? x->kind : y->kind;
         int xc = x->kind == SV_CONST && (kind == SV_TUPLE ? PyTuple_CheckExact(x->obj) : PyList_CheckExact(x->obj));
