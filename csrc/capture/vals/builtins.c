@@ -157,7 +157,7 @@ static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
                           : v->kind == SV_FUNC  ? &PyFunction_Type
                           : v->kind == SV_OBJECT ? (PyTypeObject *)v->obj
                                                 : NULL;
-        if (v->kind == SV_TUPLE && v->obj && PyType_Check(v->obj)) t = (PyTypeObject *)v->obj;
+        if ((v->kind == SV_TUPLE || v->kind == SV_LIST) && v->obj && PyType_Check(v->obj)) t = (PyTypeObject *)v->obj;
         if (!t) return cap_unsupported(I, "isinstance() of a %s", sv_desc(v)), NULL;
         r = PyObject_IsSubclass((PyObject *)t, cls);
     }

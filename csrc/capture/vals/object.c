@@ -284,6 +284,21 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
         return cap_unsupported(I, "subscript of a %s by a %s", cap_type_name(o->obj), sv_desc(k)), NULL;
     if (guard_protocol(I, o, "__getitem__") < 0) return NULL;
     if (PyUnicode_CheckExact(k->obj)) return child(I, o, k->obj);
+    if (PySlice_Check(k->obj) && strcmp(Py_TYPE(o->obj)->tp_name, "ModuleList") == 0) {
+        /* layers[:n]: a ModuleList of those children; a list of them whose
+         * obj names the class (isinstance answers ModuleList; it is not
+         * returned: seq.c refuses to rebuild it) */
+        SvList items = {0};
+        Py_ssize_t start, stop, step;
+        if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return wk_vec_free(&items), cap_py_failed(I, "slice"), NULL;
+        Py_ssize_t n = PySlice_AdjustIndices(items.len, &start, &stop, step);
+        Sv *r = sv_new(I, SV_LIST);
+        for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, items.data[j]);
+        wk_vec_free(&items);
+        r->obj = Py_NewRef((PyObject *)Py_TYPE(o->obj));
+        return r;
+    }
     if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a module container by a %s", sv_desc(k)), NULL;
     SvList items = {0};
     if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;

@@ -37,6 +37,7 @@ static Sv *seq_subscript(Interp *I, Sv *s, Sv *k) {
         n = PySlice_AdjustIndices(s->items.len, &start, &stop, step);
         Sv *r = sv_new(I, s->kind);
         for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, s->items.data[j]);
+        if (s->kind == SV_LIST) r->obj = Py_XNewRef(s->obj); /* a ModuleList slice's slice is one too */
         return r;
     }
     int i;
@@ -56,6 +57,7 @@ static int seq_iterate(Interp *I, Sv *s, SvList *out) {
 static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
     int base = nb >= NB_INPLACE_ADD ? nb - NB_INPLACE_ADD : nb;
     int xs = x->kind == SV_TUPLE || x->kind == SV_LIST, ys = y->kind == SV_TUPLE || y->kind == SV_LIST;
+    if ((x->kind == SV_LIST && x->obj) || (y->kind == SV_LIST && y->obj)) return NULL; /* ModuleList slices */
     if (base == NB_ADD && (x->kind == SV_TUPLE || y->kind == SV_TUPLE)) {
         /* torch.Size + a tuple of constants: torch.Size's own + on the values */
         Sv *c = x->kind == SV_TUPLE ? y : x, *t = x->kind == SV_TUPLE ? x : y;
@@ -106,6 +108,7 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
 }
 
 static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    if (s->kind == SV_LIST && s->obj) return cap_unsupported(I, "returning a slice of a ModuleList"), NULL;
     int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
     WkRet *r = cap_ret_new(p, named ? WK_RET_CALL : s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
     if (named) r->value = s->obj;
@@ -126,6 +129,7 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     int ok = 0;
     for (size_t i = 0; i < sizeof list_methods / sizeof list_methods[0]; i++)
         ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
+    if (s->kind == SV_LIST && s->obj) ok = 0; /* a ModuleList slice: its methods are ModuleList's */
     if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
     return cap_push_method(I, s, n, method);
 }
