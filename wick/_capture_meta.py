@@ -11,6 +11,8 @@ item, each meta is (dtype, device, sizes, strides, requires_grad), computed
 in the grad mode the captured frame has at the call, and the two lists give
 the inputs and outputs that share storage (views). Anything else (a Python number, None, a
 data-dependent shape) raises, and capture records the reason."""
+import functools
+
 import torch
 
 import wick._C as C
@@ -113,3 +115,17 @@ def raises_check(fn):
             return False
         _raising_checks[fn] = check
     return check
+
+
+_bound_queries = {}
+
+
+def bound_query(fn, *args):
+    """fn with plain constant arguments bound, one object per (fn, args):
+    the guard of a torch query that capture answered for those arguments
+    (torch.is_autocast_enabled("cpu"))."""
+    key = (fn, args)
+    q = _bound_queries.get(key)
+    if q is None:
+        q = _bound_queries[key] = functools.partial(fn, *args)
+    return q

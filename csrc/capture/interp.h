@@ -344,6 +344,11 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
 int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
 int cap_overlay_check(Interp *I);
+/* super().__call__ of a module whose class has its own __call__: a view of
+ * self (value CAP_MODULE_BASE_CALL) that, called, is nn.Module.__call__
+ * (hooks checked, forward inlined). NULL when self is not such a module. */
+#define CAP_MODULE_BASE_CALL 2
+Sv *cap_module_base_call(Interp *I, Sv *self);
 
 /* vals/userobj.c */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);

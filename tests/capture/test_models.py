@@ -179,7 +179,9 @@ def test_model_forward_backward_equals_eager(make):
     for g, w in zip(got, want):
         assert (g is None) == (w is None)
         if w is not None:
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+            # absolute error scaled to the gradient's size: its sums of
+            # terms of that size cancel to small elements in another order
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5 * max(1.0, w.abs().max().item()))
 
 
 @pytest.mark.parametrize("make", [_one_graph_param(m) for m in MODELS], ids=lambda f: f.__name__)

@@ -749,7 +749,21 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     Sv *r = NULL;
     if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
         r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
-    } else if (!a->npos && !a->nkw) {
+    } else if (!a->nkw && (!a->npos || (a->npos == 1 && strcmp(n, "is_autocast_enabled") == 0 &&
+                                         a->pos[0]->kind == SV_CONST && PyUnicode_CheckExact(a->pos[0]->obj)))) {
+        /* is_autocast_enabled("cpu"): the query with its argument bound, one
+         * object per argument (wick._capture_meta.bound_query), is what guards call */
+        PyObject *query = Py_NewRef(fn);
+        if (a->npos) {
+            PyObject *m = PyImport_ImportModule("wick._capture_meta");
+            Py_SETREF(query, m ? PyObject_CallMethod(m, "bound_query", "OO", fn, a->pos[0]->obj) : NULL);
+            Py_XDECREF(m);
+            if (!query) {
+                Py_DECREF(nm);
+                return cap_py_failed(I, n), NULL;
+            }
+        }
+        fn = query;
         for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++)
             if (strcmp(n, queries[i]) == 0) {
                 PyObject *v = PyObject_CallNoArgs(fn);
@@ -767,6 +781,7 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
                 }
                 break;
             }
+        Py_DECREF(query);
     } else if ((strcmp(n, "is_tensor") == 0 || strcmp(n, "is_floating_point") == 0 || strcmp(n, "numel") == 0 ||
                 strcmp(n, "is_complex") == 0) && a->npos == 1 && !a->nkw) {
         Sv *v = a->pos[0];

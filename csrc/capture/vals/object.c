@@ -330,6 +330,16 @@ static int object_truth(Interp *I, Sv *o, int *out) {
     return cap_unsupported(I, "truth value of a %s", tp->tp_name);
 }
 
+Sv *cap_module_base_call(Interp *I, Sv *self) {
+    if (self->kind != SV_OPAQUE || !is_module(self->obj) || self->arg < 0) return NULL;
+    Sv *v = sv_new(I, SV_OPAQUE);
+    v->obj = Py_NewRef(self->obj);
+    v->arg = self->arg;
+    v->path = Py_XNewRef(self->path);
+    v->value = CAP_MODULE_BASE_CALL;
+    return v;
+}
+
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
     return cap_object_attr(I, o, name, method);
@@ -353,6 +363,27 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
             Py_DECREF(name);
             return cap_py_failed(I, "module hooks"), NULL;
         }
+        if (call && call != base_call && PyFunction_Check(call) && o->value != CAP_MODULE_BASE_CALL) {
+            /* a subclass's own __call__ (transformers' GradientCheckpointingLayer):
+             * inlined; its super().__call__ comes back here as the base call */
+            wk_guard_type_attr_is(I->guards, tp, call_name, call);
+            Py_DECREF(call_name);
+            Py_DECREF(name);
+            Sv *pos[72];
+            if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+            pos[0] = o;
+            for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+            Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+            return cap_inline_call(I, (PyFunctionObject *)call, &b);
+        }
+        if (o->value == CAP_MODULE_BASE_CALL) {
+            /* super().__call__ from that __call__: nn.Module's own, hooks checked below */
+            call = base_call;
+            if (call_name) {
+                PyObject *own = _PyType_Lookup(tp, call_name);
+                wk_guard_type_attr_is(I->guards, tp, call_name, own);
+            }
+        }
         if (!call || call != base_call || !hooks_free || !global_free) {
             Py_XDECREF(call_name);
             Py_DECREF(name);
@@ -360,7 +391,7 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
                                    !call || call != base_call ? "a custom __call__" : "the module has hooks"),
                    NULL;
         }
-        wk_guard_type_attr_is(I->guards, tp, call_name, call);
+        if (o->value != CAP_MODULE_BASE_CALL) wk_guard_type_attr_is(I->guards, tp, call_name, call);
         wk_guard_no_hooks_at(I->guards, o->arg, o->path);
         wk_guard_no_global_hooks(I->guards);
         Py_DECREF(call_name);
