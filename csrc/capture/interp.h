@@ -20,6 +20,9 @@
  *                    Frame.
  *   vals/builtins.c  builtins folded at capture time (len, isinstance, ...).
  *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
+ *   vals/exc.c       exceptions raised inside captured code: a propagating
+ *                    exception (I->exc) unwinds through each inlined frame's
+ *                    exception table, as CPython does.
  *
  * The interpreter loop (symbolic.c) only dispatches through the tables:
  * adding a kind adds an enum entry, a table, and one line in sv_ops[];

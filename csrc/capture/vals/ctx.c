@@ -1,8 +1,9 @@
 /* vals/ctx.c — context managers whose effect capture models: torch.no_grad()
  * and torch.enable_grad() set the grad mode of the graph's ops inside the
  * block; contextlib.nullcontext() does nothing. BEFORE_WITH pushes the
- * __exit__ that the block's normal exit calls. Exception paths are never
- * interpreted: a captured body raises nothing. */
+ * __exit__ that the block's normal exit calls, and that WITH_EXCEPT_START
+ * calls when an exception modelled by vals/exc.c leaves the block (it
+ * restores the grad mode and returns None: the exception propagates). */
 #include <string.h>
 
 #include "../interp.h"

@@ -1,7 +1,10 @@
 /* vals/userobj.c — instances of user classes created during capture: plain
- * classes and dataclasses (object.__new__, then __init__ inlined; the
- * attributes are kept symbolically) and namedtuples (a tuple whose class
- * names its fields). A returned instance is rebuilt by the transformed
+ * classes, classes of abc.ABCMeta (collections.abc.Sequence subclasses,
+ * transformers' DynamicLayer) and dataclasses (object.__new__, then
+ * __init__ inlined; the attributes are kept symbolically; the class's own
+ * Python __iter__/__len__/__getitem__/__bool__ inlined for iteration, len,
+ * subscripts and truth; a missing attribute raises AttributeError through
+ * vals/exc.c) and namedtuples (a tuple whose class names its fields). A returned instance is rebuilt by the transformed
  * code: namedtuples by calling the class with the items, other objects by
  * wick._capture_meta.rebuild_object(cls, names, *values), which sets the
  * attributes without running __init__ again. */
