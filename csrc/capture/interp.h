@@ -20,6 +20,8 @@
  *                    Frame.
  *   vals/builtins.c  builtins folded at capture time (len, isinstance, ...).
  *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
+ *   vals/scratch.c   copies made at capture time that only capture sees
+ *                    (copy.deepcopy of a guarded config object).
  *   vals/exc.c       exceptions raised inside captured code: a propagating
  *                    exception (I->exc) unwinds through each inlined frame's
  *                    exception table, as CPython does.
@@ -103,6 +105,8 @@ typedef enum {
     SV_SUPER,     /* super(): obj = the class it starts after, self = the bound self */
     SV_CTX_TOKEN, /* a ContextVar.set token: obj = the variable, cell = the value before,
                    * value = 1 if it was set before (| 2 once reset used it) */
+    SV_SCRATCH,   /* a real object made at capture time that only capture sees
+                   * (a deep copy of a guarded argument object, vals/scratch.c): obj */
     SV_NKINDS
 } SvKind;
 
@@ -159,7 +163,7 @@ typedef struct SvOps {
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
     cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
-    cap_ctx_token_kind;
+    cap_ctx_token_kind, cap_scratch_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 
@@ -347,6 +351,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
 int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
 int cap_overlay_check(Interp *I);
+int cap_renaming_getattribute(PyTypeObject *tp); /* transformers' config __getattribute__ (renames only) */
 /* super().__call__ of a module whose class has its own __call__: a view of
  * self (value CAP_MODULE_BASE_CALL) that, called, is nn.Module.__call__
  * (hooks checked, forward inlined). NULL when self is not such a module. */
@@ -382,6 +387,14 @@ int cap_pop_except(Interp *I);
 int cap_check_exc_match(Interp *I);
 int cap_reraise(Interp *I);
 int cap_with_except_start(Interp *I);
+
+/* vals/scratch.c: copies made at capture time (SV_SCRATCH) */
+Sv *cap_scratch_copy_call(Interp *I, PyObject *fn, const Args *a); /* NULL without a reason: not copy.(deep)copy */
+int cap_scratch_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
+Sv *cap_scratch_builtin_call(Interp *I, PyObject *fn, const Args *a); /* setattr/delattr; NULL without a reason: not */
+int cap_scratch_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
+int cap_scratch_contains(Interp *I, Sv *seq, Sv *x, int *out);
+Sv *cap_scratch_len(Interp *I, Sv *s);
 
 /* vals/ctx.c */
 int cap_before_with(Interp *I);

@@ -46,6 +46,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
     [SV_SUPER] = &cap_super_kind,       [SV_CTX_TOKEN] = &cap_ctx_token_kind,
+    [SV_SCRATCH] = &cap_scratch_kind,
 };
 
 Sv *sv_new(Interp *I, SvKind kind) {
@@ -200,7 +201,8 @@ static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
     Sv *r = xo->compare ? xo->compare(I, cmp, x, y) : NULL;
     if (!r && !CAP_FAILED(I) && yo != xo && yo->compare) r = yo->compare(I, cmp, x, y);
     if (!r && !CAP_FAILED(I) && (cmp == 2 || cmp == 3) && x->kind != SV_TENSOR && y->kind != SV_TENSOR &&
-        (x->kind != SV_CONST || y->kind != SV_CONST) && x->kind != SV_OPAQUE && y->kind != SV_OPAQUE) {
+        (x->kind != SV_CONST || y->kind != SV_CONST) && x->kind != SV_OPAQUE && y->kind != SV_OPAQUE &&
+        x->kind != SV_SCRATCH && y->kind != SV_SCRATCH) {
         /* a symbolic container against a value of another kind: never equal */
         if (x->kind != y->kind) r = sv_const(I, (cmp == 3) ? Py_True : Py_False);
     }
@@ -643,6 +645,7 @@ static int store_subscr(Interp *I) {
     if (!v) return -1;
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
+    if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
     return cap_unsupported(I, "item assignment on a %s", sv_desc(c));
 }
 
@@ -1096,6 +1099,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             if (!o) return NULL;
             if (in->op == STORE_ATTR && !(v = sv_pop(I))) return NULL;
             if (o->kind == SV_OBJECT) rc = cap_userobj_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
+            else if (o->kind == SV_SCRATCH) rc = cap_scratch_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
             else rc = cap_object_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
             break;
         }

@@ -145,7 +145,7 @@ static Sv *fold_call(Interp *I, PyObject *fn, const Args *a) {
 
 static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
     PyObject *example = NULL;
-    if (v->kind == SV_TENSOR || v->kind == SV_CONST || v->kind == SV_OPAQUE) example = v->obj;
+    if (v->kind == SV_TENSOR || v->kind == SV_CONST || v->kind == SV_OPAQUE || v->kind == SV_SCRATCH) example = v->obj;
     int r;
     if (example) {
         r = PyObject_IsInstance(example, cls);
@@ -297,6 +297,7 @@ static Sv *call_len(Interp *I, Sv *v) {
         return sv_const_Steal(I, PyLong_FromLongLong(cap_const_size(m, 0)));
     }
     case SV_OBJECT: return cap_userobj_len(I, v);
+    case SV_SCRATCH: return cap_scratch_len(I, v);
     default: {
         SvList items = {0};
         if (v->kind == SV_OPAQUE && v->obj) { /* ModuleList, Sequential, ModuleDict */

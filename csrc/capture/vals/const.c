@@ -260,9 +260,11 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
     if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
+    if ((res = cap_scratch_copy_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if ((res = cap_exc_new(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_ctxvar_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_scratch_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;

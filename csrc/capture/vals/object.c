@@ -25,7 +25,7 @@ int cap_is_torch_module(PyObject *m) {
  * descriptors would run user code on every read: unsupported. */
 /* transformers' configs rename attributes in __getattribute__ through the
  * class's attribute_map and do nothing else: read like plain objects. */
-static int renaming_getattribute(PyTypeObject *tp) {
+int cap_renaming_getattribute(PyTypeObject *tp) {
     PyObject *n = PyUnicode_InternFromString("__getattribute__");
     PyObject *f = n ? _PyType_Lookup(tp, n) : NULL;
     Py_XDECREF(n);
@@ -52,7 +52,7 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     PyTypeObject *tp = Py_TYPE(o->obj);
     if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
         return cap_unsupported(I, "attribute assignment on an nn.Module");
-    if (tp->tp_setattro != PyObject_GenericSetAttr && !renaming_getattribute(tp))
+    if (tp->tp_setattro != PyObject_GenericSetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (!_PyObject_GetDictPtr(o->obj) || (descr && Py_TYPE(descr)->tp_descr_set)) /* Python raises, or runs code */
@@ -90,7 +90,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     if (!nm) return cap_py_failed(I, "attribute name");
     PyTypeObject *tp = Py_TYPE(o->obj);
     int is_module = cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type);
-    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !renaming_getattribute(tp))
+    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
     if (strcmp(nm, "__class__") == 0) { /* the exact type, which guards pin */
         wk_guard_type_at(I->guards, o->arg, o->path, tp);
@@ -182,7 +182,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
-               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || renaming_getattribute(Py_TYPE(v))) &&
+               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(Py_TYPE(v))) &&
                 Py_TYPE(v)->tp_dictoffset != 0 &&
                 !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
         wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
