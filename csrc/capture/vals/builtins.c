@@ -600,7 +600,8 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         /* type(x): fixed for a constant; the guarded exact type of an object
          * reached from an argument */
         Sv *x = a->pos[0];
-        if (x->kind == SV_CONST) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        if (x->kind == SV_CONST || x->kind == SV_SCRATCH) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        if (x->kind == SV_OBJECT) return sv_const(I, x->obj); /* made here: its class */
         if (x->kind == SV_OPAQUE && x->obj && x->arg >= 0) {
             wk_guard_type_at(I->guards, x->arg, x->path, Py_TYPE(x->obj));
             return sv_const(I, (PyObject *)Py_TYPE(x->obj));
