@@ -75,8 +75,27 @@ typedef struct {
     int root;
     PyObject *elem; /* owned */
 } WkSrcNode;
+/* What one resolved step read, so the next call can reuse its answer
+ * without the lookups: the base object and its type (with the type's
+ * version tag), then the dicts the nn.Module/ModuleList fast path read, in
+ * order (the base's instance __dict__ first), with their version tags.
+ * While the same base has the same type version and every dict the same
+ * version, the step gives the same object. All pointers borrowed and only
+ * compared, except value, which is alive while dicts[ndicts-1] is
+ * unchanged (that dict holds it). ndicts 0: nothing remembered. */
+#define WK_SRC_MEMO_DICTS 4
+typedef struct {
+    PyObject *base;
+    PyTypeObject *type;
+    unsigned int type_version;
+    int ndicts;
+    PyObject *dicts[WK_SRC_MEMO_DICTS];
+    uint64_t versions[WK_SRC_MEMO_DICTS];
+    PyObject *value;
+} WkSrcMemo;
 typedef struct {
     WkVec(WkSrcNode) nodes;
+    WkVec(WkSrcMemo) memo; /* one per node, written while resolving */
 } WkSrcTree;
 /* The node of getattr(roots[root], *path), adding missing prefixes; -1 for
  * an empty path. */

@@ -731,7 +731,7 @@ static void query_raised(Interp *I, PyObject *fn, const char *n) {
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     static const char *const queries[] = {"is_tracing", "is_scripting", "is_compiling", "_get_tracing_state",
                                           "is_autocast_enabled", "is_dynamo_compiling", "is_exporting",
-                                          "is_current_stream_capturing"};
+                                          "is_current_stream_capturing", "get_fastpath_enabled"};
     if (!PyCallable_Check(fn) || !cap_is_torch_callable(fn)) {
         if (!(cap_finfo_type && fn == cap_finfo_type) && !(cap_iinfo_type && fn == cap_iinfo_type)) return NULL;
     }
@@ -751,6 +751,18 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     Sv *r = NULL;
     if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
         r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
+    } else if (strcmp(n, "_assert") == 0 && a->npos == 2 && !a->nkw && a->pos[0]->kind == SV_CONST) {
+        /* torch._assert(condition known now, message): None when it holds
+         * (the condition's sources are guarded where it was computed);
+         * when it fails, eager raises: that call runs eagerly */
+        int ok = PyObject_IsTrue(a->pos[0]->obj);
+        if (ok < 0) {
+            cap_py_failed(I, n);
+        } else if (ok) {
+            r = sv_const(I, Py_None);
+        } else {
+            cap_unsupported(I, "torch._assert() of a false condition (raises)");
+        }
     } else if (!a->nkw && (!a->npos || (a->npos == 1 && strcmp(n, "is_autocast_enabled") == 0 &&
                                          a->pos[0]->kind == SV_CONST && PyUnicode_CheckExact(a->pos[0]->obj)))) {
         /* is_autocast_enabled("cpu"): the query with its argument bound, one

@@ -247,6 +247,18 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
 }
 
+/* A private Python helper of torch.nn.functional (_none_or_dtype,
+ * _canonical_mask, _mha_shape_check, ...): argument plumbing around ops,
+ * inlined like user code rather than run as one opaque extern call (they
+ * return None, dtypes and tuples, which an extern cannot). */
+static int functional_private_helper(PyObject *fn) {
+    if (!PyFunction_Check(fn)) return 0;
+    PyObject *mod = ((PyFunctionObject *)fn)->func_module, *name = ((PyFunctionObject *)fn)->func_name;
+    return mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch.nn.functional") == 0 &&
+           name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 1 && PyUnicode_READ_CHAR(name, 0) == '_' &&
+           PyUnicode_READ_CHAR(name, 1) != '_';
+}
+
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *fn = callable->obj;
     char buf[200];
@@ -256,7 +268,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0, fn);
     if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_torch_query_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
-    if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */
+    if (cap_is_torch_callable(fn) && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
     if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;

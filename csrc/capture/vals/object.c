@@ -201,17 +201,28 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
 
 static int is_module(PyObject *o) { return cap_module_type && PyObject_TypeCheck(o, cap_module_type); }
 
+/* Which of torch's containers (ModuleList, Sequential, ModuleDict) o's
+ * class is or derives from (torchvision's Conv2dNormActivation is a
+ * Sequential): "ModuleList", ... or NULL. The dunders capture models for
+ * it are guarded to be torch's own (guard_protocol). */
+static const char *container_base(PyObject *o) {
+    if (!is_module(o)) return NULL;
+    PyObject *mro = Py_TYPE(o)->tp_mro;
+    for (Py_ssize_t i = 0; mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        const char *tn = t->tp_name;
+        if (strcmp(tn, "ModuleList") != 0 && strcmp(tn, "Sequential") != 0 && strcmp(tn, "ModuleDict") != 0) continue;
+        PyObject *m = PyDict_GetItemString(t->tp_dict, "__module__"); /* torch's, not a namesake */
+        if (m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "torch.nn.modules.container") == 0)
+            return tn;
+    }
+    return NULL;
+}
+
 /* The children of a module container, in order: (key, module) pairs from
  * its _modules dict. 0 when o is no such container. */
 static int module_children(PyObject *o, PyObject **mods_Borrow) {
-    if (!is_module(o)) return 0;
-    const char *tn = Py_TYPE(o)->tp_name;
-    if (strcmp(tn, "ModuleList") != 0 && strcmp(tn, "Sequential") != 0 && strcmp(tn, "ModuleDict") != 0) return 0;
-    PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__"); /* torch's, not a namesake */
-    int torchs = m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "torch.nn.modules.container") == 0;
-    Py_XDECREF(m);
-    PyErr_Clear();
-    if (!torchs) return 0;
+    if (!container_base(o)) return 0;
     PyObject *d = PyObject_GenericGetDict(o, NULL);
     if (!d) {
         PyErr_Clear();
@@ -262,15 +273,38 @@ static Sv *child(Interp *I, Sv *o, PyObject *key) {
     return r;
 }
 
+/* The container's _modules keys, in order, guarded as they are now: the
+ * number and order of the children decide what capture unrolls (each
+ * child's own type is guarded where it is read). */
+static int guard_children(Interp *I, Sv *o, PyObject *mods) {
+    if (o->arg < 0) return cap_unsupported(I, "iterating a module container not reached from the arguments");
+    Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;
+    PyObject *keys = PyDict_Keys(mods), *kt = keys ? PyList_AsTuple(keys) : NULL;
+    PyObject *path = kt ? PyTuple_New(np + 1) : NULL, *s_modules = path ? PyUnicode_InternFromString("_modules") : NULL;
+    Py_XDECREF(keys);
+    if (!s_modules) {
+        Py_XDECREF(kt);
+        Py_XDECREF(path);
+        return cap_py_failed(I, "module container keys");
+    }
+    for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
+    PyTuple_SET_ITEM(path, np, s_modules);
+    wk_guard_shape_at(I->guards, o->arg, path, mods, kt);
+    Py_DECREF(path);
+    Py_DECREF(kt);
+    return 0;
+}
+
 static int object_iterate(Interp *I, Sv *o, SvList *out) {
     PyObject *mods;
     if (!module_children(o->obj, &mods)) return cap_unsupported(I, "iterating a %s", cap_type_name(o->obj));
     if (guard_protocol(I, o, "__iter__") < 0) return -1;
-    int dict = strcmp(Py_TYPE(o->obj)->tp_name, "ModuleDict") == 0;
+    if (guard_children(I, o, mods) < 0) return -1;
+    int dict = strcmp(container_base(o->obj), "ModuleDict") == 0;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(mods, &pos, &k, &v)) {
-        if (v == Py_None) continue;
+        /* torch's __iter__ yields None entries too (calling one raises) */
         Sv *c = dict ? sv_const(I, k) : child(I, o, k);
         if (!c) return -1;
         wk_vec_push(out, c);
