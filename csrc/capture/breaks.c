@@ -26,12 +26,21 @@
  * locals, globals) and always built from the original code, so a loop that
  * breaks in every iteration reuses one function instead of nesting copies.
  *
+ * A break inside an open try or with block is protected: the transformed
+ * code runs the instruction under a handler of its own that hands the
+ * exception, the live locals and the stack below the block to a second
+ * resume function, which starts at the block's handler in the original
+ * code (PUSH_EXC_INFO...), so except, finally and __exit__ run once, in
+ * program order, as in the original frame. BEFORE_WITH of a context
+ * manager capture does not model is itself a break: __exit__ reaches the
+ * resume function as a real value.
+ *
  * Where a break would not be exact, there is none and the frame runs
- * eagerly as before: inside a try or with block of the frame, with a grad
- * mode changed, with attribute writes or ContextVar changes pending, in a
- * frame with cells or free variables (the resume function cannot share
- * them), with a mutable value shared by two live values, or with a live
- * value that cannot be rebuilt. */
+ * eagerly as before: inside a loop, with a grad mode changed, with
+ * attribute writes or ContextVar changes pending, in a frame with cells
+ * or free variables (the resume function cannot share them), with a
+ * mutable value shared by two live values, or with a live value that
+ * cannot be rebuilt. */
 #include <string.h>
 
 #include "interp.h"
@@ -357,6 +366,21 @@ static PyObject *mark_callee(Sv *callable, PyObject *options) {
     return marked;
 }
 
+/* The offset (code units) of original instruction `pc` in the code of
+ * resume function `fn`: the lasti a handler's resume gets, as the original
+ * frame would have pushed it. New reference. */
+static PyObject *resume_instr_offset_Ref(PyObject *fn, int pc) {
+    int prologue, n = 0;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GetCode(fn);
+    origin_of(co, &prologue);
+    WkInstr *dec = wk_bc_decode(co, &n);
+    if (!dec) return NULL;
+    PyObject *r = prologue + pc < n ? PyLong_FromLong(dec[prologue + pc].offset) : NULL;
+    if (!r && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "wick: resume code shorter than its original");
+    free(dec);
+    return r;
+}
+
 /* ---- what a break needs of the interpreter ----------------------------------- */
 
 typedef struct {
@@ -549,6 +573,7 @@ static int classify(PyCodeObject *orig, const WkInstr *in, WkBreak *b, int *null
         *null_first = arg & 1;
         b->name = PyTuple_GET_ITEM(names, arg >> 1);
         b->nin = 0; b->nout = 1; return 0;
+    case BEFORE_WITH: b->nin = 1; b->nout = 2; return 0; /* a context manager capture does not model */
     case RAISE_VARARGS: b->kind = WK_BREAK_RAISE; b->nin = arg; b->nout = 0; return 0;
 #if PY_VERSION_HEX >= 0x030C0000
     case POP_JUMP_IF_TRUE: case POP_JUMP_IF_FALSE:
@@ -634,6 +659,9 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
         r->index = d->arg;
         return r;
     }
+    /* an argument (or a global) as it is: a constant read from one may be
+     * unguarded (capture only passed it on), so its value is the call's */
+    if (s->arg >= 0 || s->gname) return cap_reconstruct(I, p, s, 0);
     if (s->kind == SV_CONST) {
         if (PyUnicode_CheckExact(s->obj) && !PyUnicode_CHECK_INTERNED(s->obj)) {
             /* a code object interns its str constants, which would make a
@@ -834,19 +862,12 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break: exception table not understood");
         goto done;
     }
-    int open_withs = 0;
-    for (int e = 0; e < ex.len; e++) {
-        int h = ex.data[e].handler;
-        if (pc < ex.data[e].start || pc >= ex.data[e].end) continue;
-        open_withs++;
-        /* a grad-mode with block is re-entered in the resume function (its
-         * __exit__ is on the stack); any other handler is a try block */
-        int with_handler = h + 1 < n && raw[h].opcode == PUSH_EXC_INFO && raw[h + 1].opcode == WITH_EXCEPT_START;
-        if (!with_handler) {
-            cap_unsupported(I, "graph break inside a try block");
-            goto done;
-        }
-    }
+    /* the exception-table entry covering the instruction (entries are
+     * disjoint): an exception it raises goes to that handler, run by a
+     * resume function of its own (the protected break, transform.c) */
+    const ExcRange *guard = NULL;
+    for (int e = 0; e < ex.len; e++)
+        if (pc >= ex.data[e].start && pc < ex.data[e].end) guard = &ex.data[e];
     if (cap_ctxvar_check(I) < 0) goto done;
     if (F->sp < b->nin) {
         cap_unsupported(I, "graph break: symbolic stack underflow");
@@ -870,9 +891,12 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_py_failed(I, "graph break");
         goto done;
     }
-    for (int j = 0; b->kind != WK_BREAK_RAISE && j < nloc; j++) {
-        int is_live = live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
-                      (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]);
+    /* locals live after the instruction or in the handler that catches it
+     * (one set: both resume functions take the same locals) */
+    for (int j = 0; j < nloc; j++) {
+        int is_live = (b->kind != WK_BREAK_RAISE && (live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
+                                                     (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]))) ||
+                      (guard && live[(size_t)guard->handler * (size_t)nloc + (size_t)j]);
         if (!is_live) continue;
         PyObject *nm = PyTuple_GET_ITEM(orig_names, j);
         int cj = j;
@@ -950,12 +974,6 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         stack_ret[i] = r;
         mode = inner;
     }
-    int grad_exits = 0;
-    for (int i = 0; i < F->sp; i++) grad_exits += stack[i]->kind == SV_GRAD_EXIT;
-    if (ok && open_withs && !grad_exits) { /* the open block must be one capture modelled */
-        ok = 0;
-        cap_unsupported(I, "graph break inside a with block of another context manager");
-    }
     if (ok && mode != I->grad_enabled) {
         ok = 0;
         cap_unsupported(I, "graph break with the grad mode changed outside a with block");
@@ -968,6 +986,10 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         if (ok) wk_vec_push(&args, r);
     }
     int ndeep = F->sp - b->nin;
+    if (ok && guard && guard->depth > ndeep) {
+        ok = 0;
+        cap_unsupported(I, "graph break: the handler's stack is deeper than the break's");
+    }
     /* resume layout: the deep stack, then the instruction's results */
     layout = wk_xcalloc((size_t)ndeep + (size_t)b->nout + 2, 1);
     for (int i = 0; ok && i < ndeep; i++) {
@@ -989,6 +1011,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     free(stack_ret);
     if (!ok) goto done;
     b->nargs = args.len;
+    b->nlocals = nlive;
     b->args = args.data;
     args.data = NULL;
     PyObject *ln = PyList_AsTuple(local_names);
@@ -1006,6 +1029,20 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
                 cap_py_failed(I, "making the resume function");
                 goto done;
             }
+        }
+    }
+    if (guard) {
+        /* the handler's resume: [stack below the try, lasti?, exception] */
+        char *hl = wk_xcalloc((size_t)guard->depth + 3, 1);
+        memcpy(hl, layout, (size_t)guard->depth);
+        for (int i = 0; i < guard->depth; i++) b->handler_nstack += hl[i] == 'V';
+        strcat(hl, guard->lasti ? "VV" : "V");
+        b->handler = resume_function(orig, raw, n, &ex, guard->handler, hl, local_names, F->globals, options);
+        free(hl);
+        if (b->handler && guard->lasti) b->handler_lasti = keep(I, resume_instr_offset_Ref(b->handler, pc));
+        if (!b->handler || (guard->lasti && !b->handler_lasti)) {
+            cap_py_failed(I, "making the handler's resume function");
+            goto done;
         }
     }
     if (callable) b->callee = mark_callee(callable, options);

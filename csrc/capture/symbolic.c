@@ -1541,8 +1541,9 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (info && brk && break_reason) {
         /* the break: where, why, and what continues after it */
         PyObject *resumes = PyList_New(0);
-        for (int k = 0; resumes && k < 2; k++)
-            if (brk->resume[k] && PyList_Append(resumes, PyFunction_GetCode(brk->resume[k])) < 0) Py_CLEAR(resumes);
+        PyObject *const fns[3] = {brk->resume[0], brk->resume[1], brk->handler};
+        for (int k = 0; resumes && k < 3; k++)
+            if (fns[k] && PyList_Append(resumes, PyFunction_GetCode(fns[k])) < 0) Py_CLEAR(resumes);
         PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O,s:O}", "reason", break_reason, "file",
                                                code->co_filename, "line", brk->line, "resume", resumes, "callee",
                                                brk->callee ? brk->callee : Py_None)

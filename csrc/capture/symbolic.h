@@ -195,6 +195,7 @@ typedef struct {
     int jump_if_true;    /* BRANCH: the original jumps when the value is true */
     int line;            /* the instruction's line */
     int nargs, nin, nout;
+    int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
     PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
@@ -204,6 +205,14 @@ typedef struct {
      * set_grad (borrowed); restore_grad -1: none re-entered */
     int restore_grad;
     PyObject *set_grad;
+    /* A break inside a try or with block: the instruction is protected, and
+     * an exception it raises is handed to `handler` (borrowed: a resume
+     * function that starts at the block's handler) with the locals, the
+     * first handler_nstack stack args, handler_lasti (borrowed int, or NULL
+     * when the handler takes none) and the exception. NULL: no block open. */
+    PyObject *handler;
+    int handler_nstack;
+    PyObject *handler_lasti;
 } WkBreak;
 
 /* Like wk_cap_transform_Ref, but after the graph the code does what `b`

@@ -275,12 +275,42 @@ static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
     return 0;
 }
 
-/* PUSH_NULL; LOAD_CONST resume; args...; [then the caller's extra values]; */
-static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals) {
+/* PUSH_NULL; LOAD_CONST resume; args... (from their temps when the break
+ * is protected: the handler passes the same objects) */
+static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals,
+                            const int *arg_temps, int nargs) {
     wk_asm_op(a, PUSH_NULL, 0);
     wk_asm_load_const(a, resume);
-    for (int i = 0; i < b->nargs; i++)
-        if (emit_ret(a, b->args[i], out_locals) < 0) return -1;
+    for (int i = 0; i < nargs; i++) {
+        if (arg_temps) wk_asm_load_fast(a, arg_temps[i]);
+        else if (emit_ret(a, b->args[i], out_locals) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The handler of a protected break: [exc] -> return handler(locals, stack
+ * below the block, lasti?, exc). The frame's own traceback entry comes off
+ * the exception first: the handler's resume continues this frame, and the
+ * entry is added again if the exception leaves it. */
+static int emit_break_handler(WkAsm *a, const WkBreak *b, const int *arg_temps, int label) {
+    wk_asm_bind_label(a, label);
+    int strip = !(b->kind == WK_BREAK_RAISE && b->oparg == 0); /* a bare raise adds no entry here */
+    if (strip) {
+        wk_asm_op(a, COPY, 1);
+        wk_asm_load_attr(a, "__traceback__");
+        wk_asm_load_attr(a, "tb_next");
+        wk_asm_op(a, COPY, 2);
+        wk_asm_op(a, STORE_ATTR, wk_asm_name(a, "__traceback__"));
+    }
+    int n = b->nlocals + b->handler_nstack;
+    if (emit_resume_head(a, b, b->handler, NULL, arg_temps, n) < 0) return -1;
+    if (b->handler_lasti) wk_asm_load_const(a, b->handler_lasti);
+    int nargs = n + (b->handler_lasti != NULL) + 1;
+    wk_asm_op(a, COPY, nargs + 2); /* the exception, kept below so that no local holds it */
+    wk_asm_call(a, nargs);
+    wk_asm_op(a, SWAP, 2);
+    wk_asm_op(a, POP_TOP, 0);
+    wk_asm_return_value(a);
     return 0;
 }
 
@@ -289,6 +319,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
                                      const WkEffects *effects) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    int *arg_temps = NULL;
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
@@ -302,14 +333,33 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         wk_asm_bind_label(a, grad_start);
         wk_asm_try(a, grad_start, grad_end, grad_handler, 0, 0);
     }
+    /* a break inside a try or with block: the live values go to temps, read
+     * by the resume call and by the handler alike */
+    int prot_start = -1, prot_end = -1, prot_handler = -1;
+    if (b->handler) {
+        arg_temps = wk_xcalloc((size_t)b->nargs + 1, sizeof(int));
+        for (int i = 0; i < b->nargs; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "___wick_live%d", i);
+            arg_temps[i] = wk_asm_local(a, name);
+            if (emit_ret(a, b->args[i], out_locals) < 0) goto done;
+            wk_asm_store_fast(a, arg_temps[i]);
+        }
+        prot_start = wk_asm_new_label(a);
+        prot_end = wk_asm_new_label(a);
+        prot_handler = wk_asm_new_label(a);
+        wk_asm_try(a, prot_start, prot_end, prot_handler, 0, 0);
+    }
     switch (b->kind) {
     case WK_BREAK_INSTR:
         if (!b->resume[0]) break;
-        if (emit_resume_head(a, b, b->resume[0], out_locals) < 0) goto done;
+        if (emit_resume_head(a, b, b->resume[0], out_locals, arg_temps, b->nargs) < 0) goto done;
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
+        if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (emit_break_instruction(a, b) < 0) goto done;
+        if (prot_end >= 0) wk_asm_bind_label(a, prot_end);
         wk_asm_call(a, b->nargs + b->nout);
         wk_asm_return_value(a);
         break;
@@ -317,16 +367,20 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
+        if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         wk_asm_op(a, RAISE_VARARGS, b->oparg);
+        if (prot_end >= 0) wk_asm_bind_label(a, prot_end);
         break;
     case WK_BREAK_BRANCH: {
         if (!b->resume[0] || !b->resume[1] || b->nin != 1) break;
         int jumped = wk_asm_new_label(a);
+        if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (emit_ret(a, b->in[0], out_locals) < 0) goto done;
         wk_asm_pop_jump_if(a, b->jump_if_true, jumped);
         for (int k = 0; k < 2; k++) {
             if (k == 1) wk_asm_bind_label(a, jumped);
-            if (emit_resume_head(a, b, b->resume[k], out_locals) < 0) goto done;
+            if (k == 0 && prot_end >= 0) wk_asm_bind_label(a, prot_end);
+            if (emit_resume_head(a, b, b->resume[k], out_locals, arg_temps, b->nargs) < 0) goto done;
             if (emit_effects(a, effects, out_locals) < 0) goto done;
             wk_asm_call(a, b->nargs);
             wk_asm_return_value(a);
@@ -334,6 +388,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         break;
     }
     }
+    if (prot_handler >= 0 && emit_break_handler(a, b, arg_temps, prot_handler) < 0) goto done;
     if (grad_start >= 0) {
         wk_asm_bind_label(a, grad_end);
         wk_asm_bind_label(a, grad_handler); /* [exc] */
@@ -349,5 +404,6 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
 done:
     if (a) wk_asm_free(a);
     free(out_locals);
+    free(arg_temps);
     return res;
 }
