@@ -35,8 +35,15 @@
  * manager capture does not model is itself a break: __exit__ reaches the
  * resume function as a real value.
  *
+ * A failure inside a loop splits the frame before the outermost loop
+ * around it (at its GET_ITER for a for loop): the tensor work before the
+ * loop is a graph, the loop and the rest run in a resume function, which
+ * finds nothing before the loop to split off and runs eagerly (a break
+ * inside the loop would nest one resume call per iteration). With no tensor
+ * work before the loop there is no split.
+ *
  * Where a break would not be exact, there is none and the frame runs
- * eagerly as before: inside a loop, with a grad mode changed, with
+ * eagerly as before: with a grad mode changed, with
  * attribute writes or ContextVar changes pending, in a frame with cells
  * or free variables (the resume function cannot share them), with a
  * mutable value shared by two live values, or with a live value that
@@ -408,7 +415,15 @@ struct CapBreakState {
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
     WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
     int effects_failed;         /* a side effect the plan cannot replay */
+    WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
 };
+
+void cap_break_note_step(Interp *I, int pc) {
+    CapBreakState *st = I->brk;
+    if (!st || pc < 0) return;
+    while (st->first_step.len <= pc) wk_vec_push(&st->first_step, 0L);
+    if (!st->first_step.data[pc]) st->first_step.data[pc] = I->top_steps;
+}
 
 static void note_arg_dicts(CapBreakState *st, Sv *s, int arg, int depth) {
     if (!s || depth > 8) return;
@@ -505,6 +520,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         wk_vec_free(&I->brk->globals);
         wk_vec_free(&I->brk->effects);
         wk_vec_free(&I->brk->cells);
+        wk_vec_free(&I->brk->first_step);
         free(I->brk);
         I->brk = NULL;
     }
@@ -628,7 +644,25 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
     }
     WkBreak b = {0};
     int null_first;
-    int ok = pc - prologue >= 0 && pc - prologue < n && classify(orig, &raw[pc - prologue], &b, &null_first) == 0;
+    int opc = pc - prologue;
+    /* a failure inside a loop: split before the outermost loop around it
+     * (its GET_ITER for a for loop), so that the code before the loop is
+     * a graph and the loop with the rest runs in the resume function, where
+     * the same failure finds nothing before the loop to split off: that
+     * frame runs eagerly, never one resume call deeper per iteration */
+    int head = -1;
+    for (int j = 0; opc >= 0 && opc < n && j < n; j++) {
+        int t = wk_bc_jump_target(raw, n, j);
+        if (t >= 0 && t <= j && t <= opc && opc <= j && (head < 0 || t < head)) head = t;
+    }
+    if (head >= 0) {
+        int at = head > 0 && raw[head - 1].opcode == GET_ITER ? head - 1 : head;
+        long first = I->brk && at + prologue < I->brk->first_step.len ? I->brk->first_step.data[at + prologue] : 0;
+        free(raw);
+        /* something of the original ran before it (not only the prologue) */
+        return first - 1 > prologue ? -(first - 1) : 0;
+    }
+    int ok = opc >= 0 && opc < n && classify(orig, &raw[opc], &b, &null_first) == 0;
     free(raw);
     return ok && step >= 1 ? step : 0;
 }
@@ -830,7 +864,11 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     int pc = I->top_pc - prologue, null_first = 0;
-    if (pc < 0 || pc >= n || classify(orig, &raw[pc], b, &null_first) < 0) {
+    if (I->split && pc >= 0 && pc < n) { /* nothing runs here: resume at pc itself */
+        b->split = 1;
+        b->kind = WK_BREAK_INSTR;
+        b->opcode = NOP;
+    } else if (pc < 0 || pc >= n || classify(orig, &raw[pc], b, &null_first) < 0) {
         cap_unsupported(I, "graph break at an instruction that cannot run on its own");
         goto done;
     }
@@ -853,7 +891,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
      * eagerly (the code before the loop is not worth the recursion). */
     for (int j = 0; j < n; j++) {
         int t = wk_bc_jump_target(raw, n, j);
-        if (t >= 0 && t <= j && t <= pc && pc <= j) {
+        if (!b->split && t >= 0 && t <= j && t <= pc && pc <= j) {
             cap_unsupported(I, "graph break inside a loop");
             goto done;
         }
@@ -866,7 +904,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
      * disjoint): an exception it raises goes to that handler, run by a
      * resume function of its own (the protected break, transform.c) */
     const ExcRange *guard = NULL;
-    for (int e = 0; e < ex.len; e++)
+    for (int e = 0; !b->split && e < ex.len; e++)
         if (pc >= ex.data[e].start && pc < ex.data[e].end) guard = &ex.data[e];
     if (cap_ctxvar_check(I) < 0) goto done;
     if (F->sp < b->nin) {
@@ -876,7 +914,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     if (b->opcode == CALL && F->kwnames) b->kwnames = F->kwnames;
 
     /* live locals after the instruction (either way of a branch) */
-    int nloc = orig->co_nlocals, targets[2] = {pc + 1, -1};
+    int nloc = orig->co_nlocals, targets[2] = {b->split ? pc : pc + 1, -1};
     if (b->kind == WK_BREAK_BRANCH) targets[1] = wk_bc_jump_target(raw, n, pc);
     if ((b->kind != WK_BREAK_RAISE && targets[0] >= n) || (b->kind == WK_BREAK_BRANCH && targets[1] < 0)) {
         cap_unsupported(I, "graph break at the end of the code");
@@ -1010,6 +1048,10 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     free(stack);
     free(stack_ret);
     if (!ok) goto done;
+    if (b->split && p->outputs.len == 0) { /* only a Python call deeper: not worth it */
+        cap_unsupported(I, "no tensor work before the loop to compile");
+        goto done;
+    }
     b->nargs = args.len;
     b->nlocals = nlive;
     b->args = args.data;

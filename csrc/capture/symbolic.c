@@ -676,6 +676,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             }
             I->top_steps++;
             I->top_pc = pc;
+            cap_break_note_step(I, pc);
         }
         if (++steps > MAX_STEPS) {
             I->no_break = 1;
@@ -1416,7 +1417,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->backend_wick = !backend || backend == Py_None ||
                       (PyUnicode_Check(backend) && PyUnicode_CompareWithASCIIString(backend, "wick") == 0);
     int fullgraph = option_flag(options, "fullgraph");
-    I->stop_step = stop_step;
+    I->stop_step = stop_step < 0 ? -stop_step : stop_step; /* negative: a split (breaks.c) */
+    I->split = stop_step < 0;
 
     int tr = cap_init_torch();
     if (tr < 0) {
@@ -1594,7 +1596,7 @@ finish:
         /* attribute writes that would be fine at a return need no break before them */
         if (!cap_effects_failed(I)) I->effect_step = 0;
         long step = cap_break_step(I, code);
-        if (step > 0) {
+        if (step != 0) {
             entry = compile_frame(fn, code, args, nargs, options, step, I->reason);
             if (!entry && PyErr_Occurred()) I->propagate = 1;
             if (entry || I->propagate) goto cleanup;

@@ -195,6 +195,7 @@ typedef struct {
     int jump_if_true;    /* BRANCH: the original jumps when the value is true */
     int line;            /* the instruction's line */
     int nargs, nin, nout;
+    int split;           /* no instruction: the resume function starts where the frame stopped */
     int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */

@@ -258,6 +258,7 @@ done:
 
 /* The one instruction a break runs in Python, with its operands on the stack. */
 static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
+    if (b->split) return 0;
     if (b->opcode == CALL) {
         if (b->kwnames) wk_asm_call_kw(a, b->oparg, b->kwnames);
         else wk_asm_call(a, b->oparg);

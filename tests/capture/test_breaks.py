@@ -145,6 +145,23 @@ CONTEXTS = {
             CAUSE
         return a
     """,
+    "loop_after_work": """
+        a = x.abs() + y.abs()
+        b = a * 0.5
+        for i in range(3):
+            a = a + i * b
+            CAUSE
+        return a.cos()
+    """,
+    "while_after_work": """
+        a = (x * y).abs() + 1
+        n = 0
+        while n < 3:
+            a = a * 0.5
+            CAUSE
+            n += 1
+        return a
+    """,
     "many_live": """
         a = x + y
         p, q, r, s = x * 2, y * 3, x - y, x.abs()
@@ -291,14 +308,16 @@ CONTEXTS = {
     """,
 }
 
-# contexts whose frame runs eagerly whole (a break is never made inside a
-# loop (each iteration would nest one more resume call; PyTorch's capture
-# also runs such frames eagerly), nor in a frame whose locals are cells, and
-# a function the frame defines is live across the break: a rebuilt function
-# object would differ in identity and attributes). A break inside an open
-# try or with block is protected: an exception the instruction raises is
-# handed to the block's handler, run by a resume function of its own.
-EAGER_CONTEXTS = {"closure", "loop", "local_def"}
+# contexts whose frame runs eagerly whole (a frame whose locals are cells,
+# and a function the frame defines is live across the break: a rebuilt
+# function object would differ in identity and attributes). A break inside
+# an open try or with block is protected: an exception the instruction
+# raises is handed to the block's handler, run by a resume function of its
+# own. A failure inside a loop splits the frame before the loop: the code
+# before it is a graph, the loop and the rest run eagerly in the resume
+# function (never one resume call deeper per iteration); with no tensor
+# work before the loop (context "loop") the frame runs eagerly whole.
+EAGER_CONTEXTS = {"closure", "local_def", "loop"}
 # contexts that break by themselves: a with block of a context manager
 # capture does not model (BEFORE_WITH runs in Python)
 SELF_BREAKING = {"with_user_cm", "with_cm_suppress", "with_autocast"}
@@ -532,6 +551,8 @@ EXPECTED = {  # (cause, context): (graphs, breaks) of the first call; reviewed, 
     ("print", "nested_inlined"): (5, 3), ("logging", "nested_inlined"): (5, 3), ("item", "nested_inlined"): (6, 3), ("tolist", "nested_inlined"): (5, 4), ("numpy", "nested_inlined"): (5, 6), ("c_function", "nested_inlined"): (5, 3), ("global_write", "nested_inlined"): (1, 0), ("attr_write", "nested_inlined"): (1, 0), ("list_append", "nested_inlined"): (5, 4), ("dict_write", "nested_inlined"): (1, 0), ("branch", "nested_inlined"): (6, 3), ("while_tensor", "nested_inlined"): (6, 3), ("inplace_input", "nested_inlined"): (5, 3), ("raising_call", "nested_inlined"): (5, 4),
     ("print", "local_def"): (0, 0), ("logging", "local_def"): (0, 0), ("item", "local_def"): (0, 0), ("tolist", "local_def"): (0, 0), ("numpy", "local_def"): (0, 0), ("c_function", "local_def"): (0, 0), ("global_write", "local_def"): (1, 0), ("attr_write", "local_def"): (1, 0), ("list_append", "local_def"): (0, 0), ("dict_write", "local_def"): (1, 0), ("branch", "local_def"): (0, 0), ("while_tensor", "local_def"): (0, 0), ("inplace_input", "local_def"): (0, 0), ("raising_call", "local_def"): (0, 0),
     ("print", "loop"): (0, 0), ("logging", "loop"): (0, 0), ("item", "loop"): (0, 0), ("tolist", "loop"): (0, 0), ("numpy", "loop"): (0, 0), ("c_function", "loop"): (0, 0), ("global_write", "loop"): (1, 0), ("attr_write", "loop"): (1, 0), ("list_append", "loop"): (0, 0), ("dict_write", "loop"): (1, 0), ("branch", "loop"): (0, 0), ("while_tensor", "loop"): (0, 0), ("inplace_input", "loop"): (0, 0), ("raising_call", "loop"): (0, 0),
+    ("print", "loop_after_work"): (1, 2), ("logging", "loop_after_work"): (1, 2), ("item", "loop_after_work"): (1, 2), ("tolist", "loop_after_work"): (1, 2), ("numpy", "loop_after_work"): (1, 2), ("c_function", "loop_after_work"): (1, 2), ("global_write", "loop_after_work"): (1, 0), ("attr_write", "loop_after_work"): (1, 0), ("list_append", "loop_after_work"): (1, 2), ("dict_write", "loop_after_work"): (1, 0), ("branch", "loop_after_work"): (1, 2), ("while_tensor", "loop_after_work"): (1, 2), ("inplace_input", "loop_after_work"): (1, 2), ("raising_call", "loop_after_work"): (1, 2),
+    ("print", "while_after_work"): (1, 1), ("logging", "while_after_work"): (1, 1), ("item", "while_after_work"): (1, 1), ("tolist", "while_after_work"): (1, 1), ("numpy", "while_after_work"): (1, 1), ("c_function", "while_after_work"): (1, 1), ("global_write", "while_after_work"): (1, 0), ("attr_write", "while_after_work"): (1, 0), ("list_append", "while_after_work"): (1, 1), ("dict_write", "while_after_work"): (1, 0), ("branch", "while_after_work"): (1, 1), ("while_tensor", "while_after_work"): (1, 1), ("inplace_input", "while_after_work"): (1, 1), ("raising_call", "while_after_work"): (1, 1),
     ("print", "many_live"): (4, 3), ("logging", "many_live"): (4, 3), ("item", "many_live"): (4, 3), ("tolist", "many_live"): (4, 4), ("numpy", "many_live"): (4, 6), ("c_function", "many_live"): (4, 3), ("global_write", "many_live"): (1, 0), ("attr_write", "many_live"): (1, 0), ("list_append", "many_live"): (4, 4), ("dict_write", "many_live"): (1, 0), ("branch", "many_live"): (4, 3), ("while_tensor", "many_live"): (4, 3), ("inplace_input", "many_live"): (4, 3), ("raising_call", "many_live"): (4, 4),
     ("print", "in_expression"): (2, 3), ("logging", "in_expression"): (2, 3), ("item", "in_expression"): (4, 3), ("tolist", "in_expression"): (3, 4), ("numpy", "in_expression"): (3, 6), ("c_function", "in_expression"): (3, 3), ("global_write", "in_expression"): (1, 0), ("attr_write", "in_expression"): (1, 0), ("list_append", "in_expression"): (2, 4), ("dict_write", "in_expression"): (1, 0), ("branch", "in_expression"): (4, 3), ("while_tensor", "in_expression"): (3, 3), ("inplace_input", "in_expression"): (2, 3), ("raising_call", "in_expression"): (3, 4),
     ("print", "keyword_call"): (3, 2), ("logging", "keyword_call"): (3, 2), ("item", "keyword_call"): (4, 2), ("tolist", "keyword_call"): (3, 3), ("numpy", "keyword_call"): (3, 5), ("c_function", "keyword_call"): (3, 2), ("global_write", "keyword_call"): (1, 0), ("attr_write", "keyword_call"): (1, 0), ("list_append", "keyword_call"): (3, 3), ("dict_write", "keyword_call"): (1, 0), ("branch", "keyword_call"): (4, 2), ("while_tensor", "keyword_call"): (4, 2), ("inplace_input", "keyword_call"): (3, 2), ("raising_call", "keyword_call"): (3, 3),
