@@ -31,7 +31,10 @@
  * exception, the live locals and the stack below the block to a second
  * resume function, which starts at the block's handler in the original
  * code (PUSH_EXC_INFO...), so except, finally and __exit__ run once, in
- * program order, as in the original frame. BEFORE_WITH of a context
+ * program order, as in the original frame. In a frame with free variables
+ * (a closure) the resume code has the same ones and the transformed code
+ * makes the resume function over the call's cells (MAKE_FUNCTION), so
+ * nonlocal reads and writes reach the caller's closure. BEFORE_WITH of a context
  * manager capture does not model is itself a break: __exit__ reaches the
  * resume function as a real value.
  *
@@ -44,8 +47,8 @@
  *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with
- * attribute writes or ContextVar changes pending, in a frame with cells
- * or free variables (the resume function cannot share them), with a
+ * attribute writes or ContextVar changes pending, in a frame with cell
+ * variables (its locals captured by a closure it made), with a
  * mutable value shared by two live values, or with a live value that
  * cannot be rebuilt. */
 #include <string.h>
@@ -196,6 +199,25 @@ static PyObject *resume_name_Ref(PyCodeObject *orig, int line) {
     return PyUnicode_FromFormat(RESUME_PREFIX "%s_at_%d", base, line);
 }
 
+/* Instructions whose oparg is a cell or free variable's localsplus index */
+static int is_deref_op(int op) {
+    switch (op) {
+    case LOAD_DEREF: case STORE_DEREF: case DELETE_DEREF: case MAKE_CELL:
+#ifdef LOAD_CLOSURE
+    case LOAD_CLOSURE:
+#endif
+#ifdef LOAD_CLASSDEREF
+    case LOAD_CLASSDEREF:
+#endif
+#ifdef LOAD_FROM_DICT_OR_DEREF
+    case LOAD_FROM_DICT_OR_DEREF:
+#endif
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The code of a resume function of `orig` that continues at instruction
  * `target` with the stack `layout` ('N': a NULL, 'V': a value, bottom
  * first) and the locals named in `local_names` as its first arguments. */
@@ -219,6 +241,13 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
         PyTuple_SET_ITEM(argnames, nlocal + v++, s);
     }
     wk_asm_set_signature(a, argnames, name);
+    if (orig->co_nfreevars) { /* the same free variables: the transformed code passes its cells */
+        PyObject *fv = PyCode_GetFreevars(orig);
+        if (!fv) goto done;
+        wk_asm_set_freevars(a, fv);
+        Py_DECREF(fv);
+    }
+    int first_free = orig->co_nlocalsplus - orig->co_nfreevars;
     /* the copy keeps co_names and co_consts indexes: only locals move */
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
         const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
@@ -237,6 +266,7 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
 
     /* prologue: the stack as it was before the instruction at `target` */
     wk_asm_set_line(a, raw[target].line >= 0 ? raw[target].line : orig->co_firstlineno);
+    wk_asm_copy_free_vars(a);
     wk_asm_resume(a);
     for (int i = 0, v = 0; i < nstack; i++) {
         if (layout[i] == 'N') wk_asm_op(a, PUSH_NULL, 0);
@@ -251,8 +281,11 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
         wk_asm_set_line(a, in->line);
         int def, use = local_use(in, &def), t = wk_bc_jump_target(raw, n, i);
         if (t == -2) goto layout_changed_map;
-        if (in->opcode == RESUME) wk_asm_op(a, NOP, 0);
-        else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
+        if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS) wk_asm_op(a, NOP, 0); /* the prologue's */
+        else if (is_deref_op(in->opcode)) {
+            if (in->oparg < first_free) goto layout_changed_map; /* a cell variable: refused before */
+            wk_asm_deref(a, in->opcode, in->oparg - first_free);
+        } else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
         else if (use >= 0 || def >= 0) wk_asm_op(a, in->opcode, local_map[use >= 0 ? use : def]);
         else wk_asm_op(a, in->opcode, in->oparg);
     }
@@ -817,8 +850,18 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     for (int i = 0; i < st->cells.len; i++) {
         RealCell *c = &st->cells.data[i];
         if (c->sv->cell == c->initial) continue;
-        WkRet *target = cap_ret_new(p, WK_RET_CONST);
+        /* a cell of the compiled frame's own closure is this call's (its
+         * guards check what it holds, not which cell it is); a callee's
+         * cell is pinned by identity */
+        Frame *top = I->f;
+        while (top->parent) top = top->parent;
+        PyObject *closure = top->fn ? top->fn->func_closure : NULL;
+        int own = -1;
+        for (Py_ssize_t k = 0; closure && PyTuple_Check(closure) && k < PyTuple_GET_SIZE(closure); k++)
+            if (PyTuple_GET_ITEM(closure, k) == c->cell) own = (int)k;
+        WkRet *target = cap_ret_new(p, own >= 0 ? WK_RET_FREEVAR : WK_RET_CONST);
         target->value = c->cell;
+        target->index = own;
         WkRet *value = c->sv->cell ? live_value(I, p, c->sv->cell) : NULL;
         if (c->sv->cell && !value) return effects_fail(I, "a closure cell write");
         effect_push(st, value ? WK_EFFECT_SETATTR : WK_EFFECT_DELATTR, target, value, s_contents);
@@ -855,8 +898,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break stopped outside the compiled frame");
         goto done;
     }
-    if (code->co_ncellvars || code->co_nfreevars || orig->co_ncellvars || orig->co_nfreevars) {
-        cap_unsupported(I, "graph break in a frame with cells or free variables");
+    if (code->co_ncellvars || orig->co_ncellvars) {
+        cap_unsupported(I, "graph break in a frame with cell variables (its locals captured by a closure)");
         goto done;
     }
     if (!(raw = wk_bc_decode(orig, &n))) {
@@ -1053,6 +1096,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     b->nargs = args.len;
+    b->nfree = orig->co_nfreevars;
     b->nlocals = nlive;
     b->args = args.data;
     args.data = NULL;

@@ -248,6 +248,7 @@ int wk_bc_find(const WkInstr *instrs, int n, int offset) {
 typedef struct {
     int op, arg, line;
     int label; /* jump target label, -1 if none */
+    int deref; /* arg is a free-variable index, made a localsplus index by finish */
 } AsmIns;
 
 /* A protected region: instructions bound between labels start and end
@@ -269,6 +270,7 @@ struct WkAsm {
     WkVec(int) pending_null; /* 3.13: PUSH_NULLs still to be moved under their callable */
     WkVec(AsmTry) tries;     /* in the order given: a later region nested in an earlier wins */
     PyObject *sig_name;      /* wk_asm_set_signature: the new co_qualname (str), or NULL */
+    PyObject *freevars;      /* wk_asm_set_freevars: co_freevars (tuple of str), or NULL */
     PyObject *err_type, *err_value, *err_tb; /* first failure, re-raised by finish */
 };
 
@@ -313,6 +315,7 @@ void wk_asm_free(WkAsm *a) {
     Py_XDECREF(a->names);
     Py_XDECREF(a->varnames);
     Py_XDECREF(a->sig_name);
+    Py_XDECREF(a->freevars);
     Py_XDECREF(a->err_type);
     Py_XDECREF(a->err_value);
     Py_XDECREF(a->err_tb);
@@ -389,6 +392,38 @@ void wk_asm_jump(WkAsm *a, int opcode, int label) {
 }
 
 void wk_asm_resume(WkAsm *a) { wk_asm_op(a, RESUME, 0); }
+
+void wk_asm_set_freevars(WkAsm *a, PyObject *names) {
+    Py_XSETREF(a->freevars, Py_XNewRef(names));
+}
+
+void wk_asm_deref(WkAsm *a, int opcode, int free_index) {
+    AsmIns i = {opcode, free_index, a->line, -1, 1};
+    wk_vec_push(&a->ins, i);
+}
+
+void wk_asm_copy_free_vars(WkAsm *a) {
+    int n = a->freevars ? (int)PyTuple_GET_SIZE(a->freevars) : 0;
+    if (n) wk_asm_op(a, COPY_FREE_VARS, n);
+}
+
+void wk_asm_make_closure(WkAsm *a, PyObject *code) {
+    int n = a->freevars ? (int)PyTuple_GET_SIZE(a->freevars) : 0;
+    for (int i = 0; i < n; i++)
+#if PY_VERSION_HEX >= 0x030D0000 /* LOAD_CLOSURE is a pseudo-op: the cell is the slot's value */
+        wk_asm_deref(a, LOAD_FAST, i);
+#else
+        wk_asm_deref(a, LOAD_CLOSURE, i);
+#endif
+    wk_asm_build_tuple(a, n);
+    wk_asm_load_const(a, code);
+#if PY_VERSION_HEX >= 0x030D0000
+    wk_asm_op(a, MAKE_FUNCTION, 0);
+    wk_asm_op(a, SET_FUNCTION_ATTRIBUTE, 8);
+#else
+    wk_asm_op(a, MAKE_FUNCTION, 8); /* the closure tuple below the code */
+#endif
+}
 
 void wk_asm_pop_jump_if(WkAsm *a, int if_true, int label) {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -745,6 +780,12 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
         return NULL;
     }
     int n = a->ins.len, stacksize = 0;
+    /* free variables follow the locals in localsplus (no cell variables) */
+    for (int k = 0; k < n; k++)
+        if (a->ins.data[k].deref) {
+            a->ins.data[k].arg += (int)PyList_GET_SIZE(a->varnames);
+            a->ins.data[k].deref = 0;
+        }
     int *start = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
     PyObject *code = NULL, *lt = NULL, *consts = NULL, *names = NULL, *varnames = NULL;
     PyObject *empty = NULL, *replace = NULL, *kw = NULL, *args = NULL, *res = NULL;
@@ -803,7 +844,7 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
     if (a->sig_name) flags &= ~(CO_VARARGS | CO_VARKEYWORDS);
     kw = Py_BuildValue("{sOsOsOsOsnsOsOsisOsOsi}", "co_code", code, "co_consts", consts,
                        "co_names", names, "co_varnames", varnames, "co_nlocals",
-                       PyTuple_GET_SIZE(varnames), "co_cellvars", empty, "co_freevars", empty,
+                       PyTuple_GET_SIZE(varnames), "co_cellvars", empty, "co_freevars", a->freevars ? a->freevars : empty,
                        "co_stacksize", stacksize, "co_linetable", lt, "co_exceptiontable", exctable,
                        "co_flags", flags);
     if (!kw) goto done;

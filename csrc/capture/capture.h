@@ -88,6 +88,16 @@ void wk_asm_call(WkAsm *a, int nargs);           /* stack: NULL, callable, args.
 void wk_asm_build_tuple(WkAsm *a, int n);
 void wk_asm_unpack_sequence(WkAsm *a, int n);
 void wk_asm_return_value(WkAsm *a);
+/* Free variables: the code's co_freevars become `names` (tuple of str,
+ * borrowed); its free variable i is used with wk_asm_deref (LOAD_DEREF,
+ * LOAD_CLOSURE, ... with the index among the free variables), copied in by
+ * wk_asm_copy_free_vars (before RESUME), and wk_asm_make_closure(code)
+ * pushes a new function of `code` (borrowed; its freevars the same) over
+ * these cells. No cell variables. */
+void wk_asm_set_freevars(WkAsm *a, PyObject *names);
+void wk_asm_deref(WkAsm *a, int opcode, int free_index);
+void wk_asm_copy_free_vars(WkAsm *a);
+void wk_asm_make_closure(WkAsm *a, PyObject *code);
 /* Finishes: stack size (handlers included), line table, exception table.
  * New reference, or NULL with a Python exception. The assembler stays
  * valid (free it). */

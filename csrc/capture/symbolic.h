@@ -130,6 +130,7 @@ typedef enum {
     WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
     WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
                     * open across a graph break, re-entered (value: torch.set_grad_enabled) */
+    WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
 } WkRetKind;
 
 typedef struct WkRet {
@@ -195,6 +196,7 @@ typedef struct {
     int jump_if_true;    /* BRANCH: the original jumps when the value is true */
     int line;            /* the instruction's line */
     int nargs, nin, nout;
+    int nfree;           /* free variables: each resume function is made at the break over the frame's cells */
     int split;           /* no instruction: the resume function starts where the frame stopped */
     int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */

@@ -82,6 +82,13 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     case WK_RET_NULL:
         wk_asm_op(a, PUSH_NULL, 0);
         return 0;
+    case WK_RET_FREEVAR:
+#if PY_VERSION_HEX >= 0x030D0000
+        wk_asm_deref(a, LOAD_FAST, r->index);
+#else
+        wk_asm_deref(a, LOAD_CLOSURE, r->index);
+#endif
+        return 0;
     case WK_RET_ENTER: /* set_grad_enabled(mode) sets the mode now; its __exit__ restores it */
         wk_asm_push_null(a);
         wk_asm_load_const(a, r->value);
@@ -155,6 +162,19 @@ done:
     free(root_global);
     free(paths);
     return rc;
+}
+
+/* A frame with free variables: the transformed code has the same ones
+ * (the hook runs it with the original function, whose closure fills them)
+ * so that it can pass their cells on. Before RESUME. */
+static int setup_free_vars(WkAsm *a, PyCodeObject *code) {
+    if (!code->co_nfreevars) return 0;
+    PyObject *fv = PyCode_GetFreevars(code);
+    if (!fv) return -1;
+    wk_asm_set_freevars(a, fv);
+    Py_DECREF(fv);
+    wk_asm_copy_free_vars(a);
+    return 0;
 }
 
 /* RESUME, then the graph call: its outputs end in temps (out_locals).
@@ -244,6 +264,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     wk_asm_set_line(a, line);
     int impure = effects && effects->n > 0;
     int handler = impure && compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
+    if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
     if (emit_ret(a, ret, out_locals) < 0) goto done; /* read before the effects change its sources */
     if (emit_effects(a, effects, out_locals) < 0) goto done;
@@ -281,7 +302,8 @@ static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
 static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals,
                             const int *arg_temps, int nargs) {
     wk_asm_op(a, PUSH_NULL, 0);
-    wk_asm_load_const(a, resume);
+    if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
+    else wk_asm_load_const(a, resume);
     for (int i = 0; i < nargs; i++) {
         if (arg_temps) wk_asm_load_fast(a, arg_temps[i]);
         else if (emit_ret(a, b->args[i], out_locals) < 0) return -1;
@@ -325,6 +347,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (!a) goto done;
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
     int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
+    if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
     int grad_start = -1, grad_end = -1, grad_handler = -1;
     if (b->restore_grad >= 0 && b->set_grad) { /* blocks re-entered below: restore the mode on errors */

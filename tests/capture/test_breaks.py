@@ -286,6 +286,20 @@ CONTEXTS = {
                 b = a
         return b
     """,
+    "free_vars": """
+        a = x * scale + y
+        CAUSE
+        return (a - scale).tanh() * scale
+    """,
+    "free_vars_try": """
+        a = x * scale
+        try:
+            CAUSE
+            b = a + y * scale
+        except ValueError:
+            b = a
+        return b
+    """,
     "closure": """
         k = x.shape[-1] if x.dim() else 1
         a = x * 2
@@ -318,6 +332,9 @@ CONTEXTS = {
 # function (never one resume call deeper per iteration); with no tensor
 # work before the loop (context "loop") the frame runs eagerly whole.
 EAGER_CONTEXTS = {"closure", "local_def", "loop"}
+# contexts whose function is a closure (free variables of a factory): each
+# resume function is made at the break over the call's own cells
+FREE_VAR_CONTEXTS = {"free_vars", "free_vars_try"}
 # contexts that break by themselves: a with block of a context manager
 # capture does not model (BEFORE_WITH runs in Python)
 SELF_BREAKING = {"with_user_cm", "with_cm_suppress", "with_autocast"}
@@ -370,13 +387,15 @@ def make_function(cause, context):
     body = _fill(body, stmt, cause)
     if cause == "global_write":
         body = "global G\n" + body
-    src = (_fill(helpers, stmt, cause) + "\n" if helpers else "") + \
-        f"def {name}(x, y, box, lst, d):\n" + _indent(body, "    ") + "\n"
+    fdef = f"def {name}(x, y, box, lst, d):\n" + _indent(body, "    ") + "\n"
+    if context in FREE_VAR_CONTEXTS:  # a closure: made by a factory, reads its free variables
+        fdef = "def _factory():\n    scale = 1.5\n" + _indent(fdef, "    ") + f"\n    return {name}\n"
+    src = (_fill(helpers, stmt, cause) + "\n" if helpers else "") + fdef
     ns = {"torch": torch, "log": log, "os": os, "checked": checked, "contextlib": contextlib, "Ctx": Ctx,
           "Suppress": Suppress, "G": 0, "__name__": "wick_breaks_corpus"}
     code = compile(src, f"<breaks:{name}>", "exec")
     exec(code, ns)
-    fn = ns[name]
+    fn = ns["_factory"]() if context in FREE_VAR_CONTEXTS else ns[name]
     fn.__wick_src__ = src
     return fn
 
@@ -568,6 +587,8 @@ EXPECTED = {  # (cause, context): (graphs, breaks) of the first call; reviewed, 
     ("print", "with_autocast"): (2, 4), ("logging", "with_autocast"): (2, 4), ("item", "with_autocast"): (3, 4), ("tolist", "with_autocast"): (2, 5), ("numpy", "with_autocast"): (2, 7), ("c_function", "with_autocast"): (2, 4), ("global_write", "with_autocast"): (2, 3), ("attr_write", "with_autocast"): (2, 3), ("list_append", "with_autocast"): (2, 5), ("dict_write", "with_autocast"): (2, 3), ("branch", "with_autocast"): (3, 4), ("while_tensor", "with_autocast"): (3, 4), ("inplace_input", "with_autocast"): (2, 4), ("raising_call", "with_autocast"): (2, 5),
     ("print", "with_nullcontext"): (3, 2), ("logging", "with_nullcontext"): (3, 2), ("item", "with_nullcontext"): (3, 2), ("tolist", "with_nullcontext"): (3, 3), ("numpy", "with_nullcontext"): (3, 5), ("c_function", "with_nullcontext"): (3, 2), ("global_write", "with_nullcontext"): (1, 0), ("attr_write", "with_nullcontext"): (1, 0), ("list_append", "with_nullcontext"): (3, 3), ("dict_write", "with_nullcontext"): (1, 0), ("branch", "with_nullcontext"): (3, 2), ("while_tensor", "with_nullcontext"): (3, 2), ("inplace_input", "with_nullcontext"): (3, 2), ("raising_call", "with_nullcontext"): (3, 3),
     ("print", "try_in_no_grad"): (2, 2), ("logging", "try_in_no_grad"): (2, 2), ("item", "try_in_no_grad"): (2, 2), ("tolist", "try_in_no_grad"): (2, 3), ("numpy", "try_in_no_grad"): (2, 5), ("c_function", "try_in_no_grad"): (2, 2), ("global_write", "try_in_no_grad"): (1, 0), ("attr_write", "try_in_no_grad"): (1, 0), ("list_append", "try_in_no_grad"): (2, 3), ("dict_write", "try_in_no_grad"): (1, 0), ("branch", "try_in_no_grad"): (2, 2), ("while_tensor", "try_in_no_grad"): (2, 2), ("inplace_input", "try_in_no_grad"): (2, 2), ("raising_call", "try_in_no_grad"): (2, 3),
+    ("print", "free_vars"): (2, 1), ("logging", "free_vars"): (2, 1), ("item", "free_vars"): (2, 1), ("tolist", "free_vars"): (2, 2), ("numpy", "free_vars"): (2, 4), ("c_function", "free_vars"): (2, 1), ("global_write", "free_vars"): (1, 0), ("attr_write", "free_vars"): (1, 0), ("list_append", "free_vars"): (2, 2), ("dict_write", "free_vars"): (1, 0), ("branch", "free_vars"): (2, 1), ("while_tensor", "free_vars"): (2, 1), ("inplace_input", "free_vars"): (2, 1), ("raising_call", "free_vars"): (2, 2),
+    ("print", "free_vars_try"): (2, 1), ("logging", "free_vars_try"): (2, 1), ("item", "free_vars_try"): (2, 1), ("tolist", "free_vars_try"): (2, 2), ("numpy", "free_vars_try"): (2, 4), ("c_function", "free_vars_try"): (2, 1), ("global_write", "free_vars_try"): (1, 0), ("attr_write", "free_vars_try"): (1, 0), ("list_append", "free_vars_try"): (2, 2), ("dict_write", "free_vars_try"): (1, 0), ("branch", "free_vars_try"): (2, 1), ("while_tensor", "free_vars_try"): (2, 1), ("inplace_input", "free_vars_try"): (2, 1), ("raising_call", "free_vars_try"): (2, 2),
     ("print", "closure"): (0, 0), ("logging", "closure"): (0, 0), ("item", "closure"): (0, 0), ("tolist", "closure"): (0, 0), ("numpy", "closure"): (0, 0), ("c_function", "closure"): (0, 0), ("global_write", "closure"): (1, 0), ("attr_write", "closure"): (1, 0), ("list_append", "closure"): (0, 0), ("dict_write", "closure"): (1, 0), ("branch", "closure"): (0, 0), ("while_tensor", "closure"): (0, 0), ("inplace_input", "closure"): (0, 0), ("raising_call", "closure"): (0, 0),
     ("print", "method_call"): (2, 1), ("logging", "method_call"): (2, 1), ("item", "method_call"): (2, 1), ("tolist", "method_call"): (2, 2), ("numpy", "method_call"): (2, 4), ("c_function", "method_call"): (2, 1), ("global_write", "method_call"): (1, 0), ("attr_write", "method_call"): (1, 0), ("list_append", "method_call"): (2, 2), ("dict_write", "method_call"): (1, 0), ("branch", "method_call"): (2, 1), ("while_tensor", "method_call"): (2, 1), ("inplace_input", "method_call"): (2, 1), ("raising_call", "method_call"): (2, 2),
     ("print", "branch_after"): (2, 1), ("logging", "branch_after"): (2, 1), ("item", "branch_after"): (2, 1), ("tolist", "branch_after"): (2, 2), ("numpy", "branch_after"): (2, 4), ("c_function", "branch_after"): (2, 1), ("global_write", "branch_after"): (1, 0), ("attr_write", "branch_after"): (1, 0), ("list_append", "branch_after"): (2, 2), ("dict_write", "branch_after"): (1, 0), ("branch", "branch_after"): (2, 1), ("while_tensor", "branch_after"): (2, 1), ("inplace_input", "branch_after"): (2, 1), ("raising_call", "branch_after"): (2, 2),

@@ -460,3 +460,33 @@ def sets_attr_in_try(o, x):
 def test_attribute_write_python_refuses_is_not_modelled_as_done(capsys):
     x = torch.randn(3)
     assert_same(compiled(sets_attr_in_try)(object(), x), (x + 1) * 2)
+
+
+def make_stepper(scale):
+    count = 0
+
+    def step(x):
+        nonlocal count
+        a = x.sin() * scale
+        count += 1
+        print("wick-step", count)  # a break in a closure: the resume function needs its cells
+        return (a + count).cos()
+
+    return step, (lambda: count)
+
+
+def test_break_in_a_closure_uses_the_calls_cells(capsys):
+    """Two closures of one code with equal cell contents share cache
+    entries; each call's resume function is made over its own cells, and
+    the nonlocal write goes to the caller's cell (was: the first closure's)."""
+    x = torch.randn(4)
+    (s1, g1), (s2, g2) = make_stepper(2.0), make_stepper(2.0)
+    (e1, h1), (e2, h2) = make_stepper(2.0), make_stepper(2.0)
+    for s, e in ((s1, e1), (s2, e2), (s1, e1), (s2, e2), (s2, e2)):
+        assert_same(compiled(s)(x), e(x))
+    assert (g1(), g2()) == (h1(), h2()) == (2, 3)
+    (e,) = [e for e in entries(s1) if not e["eager"]][:1]
+    assert e["graph_count"] == 1 and "print" in e["breaks"][0]["reason"]
+    (resume,) = e["breaks"][0]["resume"]
+    assert resume.co_freevars == s1.__code__.co_freevars
+    assert [r["graph_count"] for r in C.code_entries(resume)][:1] == [1]
