@@ -373,7 +373,7 @@ void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name) {
 void wk_asm_set_line(WkAsm *a, int line) { a->line = line; }
 
 void wk_asm_op(WkAsm *a, int opcode, int oparg) {
-    AsmIns i = {opcode, oparg, a->line, -1};
+    AsmIns i = {opcode, oparg, a->line, -1, 0};
     wk_vec_push(&a->ins, i);
 }
 
@@ -387,7 +387,7 @@ void wk_asm_bind_label(WkAsm *a, int label) {
 }
 
 void wk_asm_jump(WkAsm *a, int opcode, int label) {
-    AsmIns i = {opcode, 0, a->line, label};
+    AsmIns i = {opcode, 0, a->line, label, 0};
     wk_vec_push(&a->ins, i);
 }
 
