@@ -437,6 +437,10 @@ typedef struct {
 } GlobalWrite;
 
 typedef struct {
+    Sv *list, *value;
+} ListAppend;
+
+typedef struct {
     PyObject *cell; /* borrowed: pinned by the guards of the function it belongs to */
     Sv *sv;         /* its one SV_CELL in this capture */
     Sv *initial;    /* its contents when capture first read it */
@@ -446,6 +450,7 @@ struct CapBreakState {
     WkVec(ArgDict) arg_dicts;
     WkVec(RealCell) cells;      /* closure cells of real functions (vals/function.c) */
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
+    WkVec(ListAppend) appends;  /* list.append on list arguments, in program order */
     WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
     int effects_failed;         /* a side effect the plan cannot replay */
     WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
@@ -502,7 +507,7 @@ void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
 }
 
 int cap_break_effect_seen(Interp *I) {
-    if (I->overlay.len > 0 || (I->brk && I->brk->globals.len > 0)) return 1;
+    if (I->overlay.len > 0 || (I->brk && (I->brk->globals.len > 0 || I->brk->appends.len > 0))) return 1;
     for (int i = 0; I->brk && i < I->brk->cells.len; i++)
         if (I->brk->cells.data[i].sv->cell != I->brk->cells.data[i].initial) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
@@ -535,6 +540,15 @@ Sv *cap_load_written_global(Interp *I, PyObject *name) {
     return NULL;
 }
 
+Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
+    if (!I->brk || list->arg < 0 || !list->obj || !PyList_CheckExact(list->obj))
+        return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
+    if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
+    ListAppend e = {list, value};
+    wk_vec_push(&I->brk->appends, e);
+    return sv_const(I, Py_None);
+}
+
 int cap_break_check_args(Interp *I) {
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
         if (arg_dict_changed(&I->brk->arg_dicts.data[i]))
@@ -554,6 +568,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         wk_vec_free(&I->brk->effects);
         wk_vec_free(&I->brk->cells);
         wk_vec_free(&I->brk->first_step);
+        wk_vec_free(&I->brk->appends);
         free(I->brk);
         I->brk = NULL;
     }
@@ -865,6 +880,17 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
         WkRet *value = c->sv->cell ? live_value(I, p, c->sv->cell) : NULL;
         if (c->sv->cell && !value) return effects_fail(I, "a closure cell write");
         effect_push(st, value ? WK_EFFECT_SETATTR : WK_EFFECT_DELATTR, target, value, s_contents);
+    }
+    /* appends to list arguments, in program order; a mutable value made
+     * during capture would be rebuilt as a second object: not replayed */
+    for (int i = 0; i < st->appends.len; i++) {
+        ListAppend *e = &st->appends.data[i];
+        if (is_mutable_kind(e->value) && e->value->arg < 0 && !e->value->gname)
+            return effects_fail(I, "a list.append of a mutable value made by the frame");
+        WkRet *target = live_value(I, p, e->list);
+        WkRet *value = target ? live_value(I, p, e->value) : NULL;
+        if (!value) return effects_fail(I, "a list.append on an argument");
+        effect_push(st, WK_EFFECT_APPEND, target, value, NULL);
     }
     /* module globals */
     for (int i = 0; i < st->globals.len; i++) {

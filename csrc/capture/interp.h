@@ -389,6 +389,10 @@ int cap_break_check_args(Interp *I);
 /* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */
 int cap_store_global(Interp *I, PyObject *name, Sv *v);
 Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote there, or NULL */
+/* list.append(value) on a list argument (an opaque object capture never
+ * reads): kept in order and replayed after the graph. None, or NULL with a
+ * reason. */
+Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
 /* The side effects to replay after the graph (attribute writes, dict
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);

@@ -150,6 +150,7 @@ typedef enum {
     WK_EFFECT_SETITEM, /* target[key] = value */
     WK_EFFECT_CLEAR,   /* target.clear() */
     WK_EFFECT_GLOBAL,  /* global name = value */
+    WK_EFFECT_APPEND,  /* target.append(value) */
 } WkEffectKind;
 
 typedef struct {

@@ -212,6 +212,14 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
 static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
     for (int i = 0; fx && i < fx->n; i++) {
         const WkEffect *e = &fx->items[i];
+        if (e->kind == WK_EFFECT_APPEND) {
+            if (emit_ret(a, e->target, out_locals) < 0) return -1;
+            wk_asm_load_method(a, "append");
+            if (emit_ret(a, e->value, out_locals) < 0) return -1;
+            wk_asm_call(a, 1);
+            wk_asm_op(a, POP_TOP, 0);
+            continue;
+        }
         const char *name = e->kind != WK_EFFECT_SETITEM && e->name ? PyUnicode_AsUTF8(e->name) : NULL;
         if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) return -1;
         if (e->value && emit_ret(a, e->value, out_locals) < 0) return -1;
@@ -229,6 +237,7 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
             wk_asm_op(a, POP_TOP, 0);
             break;
         case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
+        case WK_EFFECT_APPEND: break; /* above */
         }
     }
     return 0;

@@ -490,3 +490,42 @@ def test_break_in_a_closure_uses_the_calls_cells(capsys):
     (resume,) = e["breaks"][0]["resume"]
     assert resume.co_freevars == s1.__code__.co_freevars
     assert [r["graph_count"] for r in C.code_entries(resume)][:1] == [1]
+
+
+def appends(x, out):
+    a = x.sin()
+    out.append(a)
+    b = a * 2
+    out.append(b)
+    out.append("tag")
+    if x.shape[0] > 3:
+        raise ValueError("too long")  # after the appends: they stay done
+    return b
+
+
+def appends_then_reads(x, out):
+    out.append(x * 2)
+    n = len(out)  # a read of the list: a break, the append replayed before it
+    return x + n
+
+
+def test_list_argument_appends_are_replayed_in_order():
+    cf = compiled(appends)
+    for n in (3, 5, 3, 0):
+        x = torch.randn(n)
+        exp, got = [1], [1]
+        for fn, lst in ((appends, exp), (cf, got)):
+            try:
+                res = fn(x, lst)
+            except ValueError:
+                res = None
+            if res is not None:
+                assert res is lst[2]  # the very tensor appended is returned
+        assert len(got) == len(exp) and got[0] == 1 and got[3] == "tag"
+        assert_same(got[1], exp[1])
+        assert_same(got[2], exp[2])
+    (e,) = [e for e in entries(appends) if not e["eager"]][:1]
+    assert e["graph_count"] == 1 and not e.get("breaks")  # one graph, the appends replayed
+    lst = [0]
+    assert_same(compiled(appends_then_reads)(torch.ones(2), lst), torch.ones(2) + 2)
+    assert len(lst) == 2
