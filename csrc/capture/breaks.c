@@ -278,7 +278,11 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
     for (int i = 0; i < n; i++) {
         const WkInstr *in = &raw[i];
         wk_asm_bind_label(a, labels[i]);
-        wk_asm_set_line(a, in->line);
+        int ln, col, eln, ecol; /* the original's columns: tracebacks show the same carets */
+        if (PyCode_Addr2Location(orig, in->offset * 2, &ln, &col, &eln, &ecol) && ln == in->line)
+            wk_asm_set_position(a, ln, eln, col, ecol);
+        else
+            wk_asm_set_line(a, in->line);
         int def, use = local_use(in, &def), t = wk_bc_jump_target(raw, n, i);
         if (t == -2) goto layout_changed_map;
         if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS) wk_asm_op(a, NOP, 0); /* the prologue's */
@@ -942,9 +946,16 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     b->line = raw[pc].line;
+    b->col = -1;
+    int bl;
+    if (!PyCode_Addr2Location(orig, raw[pc].offset * 2, &bl, &b->col, &b->endline, &b->endcol) || bl != b->line)
+        b->col = -1;
     /* A frame that may read its own locals (locals(), vars(), dir(), eval,
-     * exec) would see the resume function's, which hold only the live ones */
-    static const char *const introspect[] = {"locals", "vars", "dir", "eval", "exec"};
+     * exec) would see the resume function's, which hold only the live ones;
+     * one that looks at frames (sys._getframe, a traceback's tb_frame) would
+     * see the resume function's frame, not its own */
+    static const char *const introspect[] = {"locals", "vars", "dir", "eval", "exec",
+                                             "_getframe", "currentframe", "tb_frame", "f_back"};
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
         const char *nm = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
         for (size_t k = 0; nm && k < sizeof introspect / sizeof introspect[0]; k++)

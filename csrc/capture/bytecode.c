@@ -249,6 +249,7 @@ typedef struct {
     int op, arg, line;
     int label; /* jump target label, -1 if none */
     int deref; /* arg is a free-variable index, made a localsplus index by finish */
+    int endline, col, endcol; /* source columns (tracebacks' carets); col -1: the line only */
 } AsmIns;
 
 /* A protected region: instructions bound between labels start and end
@@ -265,6 +266,7 @@ struct WkAsm {
     PyObject *varnames;  /* list of str; the first nargs are like's arguments */
     int nargs;
     int line;
+    int endline, col, endcol; /* wk_asm_set_position; col -1 when unset */
     WkVec(AsmIns) ins;
     WkVec(int) labels;       /* label -> instruction index it is bound before, -1 unbound */
     WkVec(int) pending_null; /* 3.13: PUSH_NULLs still to be moved under their callable */
@@ -287,6 +289,7 @@ WkAsm *wk_asm_new(PyCodeObject *like) {
     WkAsm *a = wk_xcalloc(1, sizeof(WkAsm));
     a->like = (PyCodeObject *)Py_NewRef(like);
     a->line = like->co_firstlineno;
+    a->col = -1;
     a->nargs = wk_frame_nargs(like);
     a->consts = PyList_New(0);
     a->names = PyList_New(0);
@@ -370,10 +373,20 @@ void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name) {
     a->nargs = (int)PyList_GET_SIZE(vn);
     Py_XSETREF(a->sig_name, Py_XNewRef(name));
 }
-void wk_asm_set_line(WkAsm *a, int line) { a->line = line; }
+void wk_asm_set_line(WkAsm *a, int line) {
+    a->line = line;
+    a->col = -1;
+}
+
+void wk_asm_set_position(WkAsm *a, int line, int endline, int col, int endcol) {
+    a->line = line;
+    a->endline = endline;
+    a->col = line >= 0 && endline >= line && col >= 0 && endcol >= 0 ? col : -1;
+    a->endcol = endcol;
+}
 
 void wk_asm_op(WkAsm *a, int opcode, int oparg) {
-    AsmIns i = {opcode, oparg, a->line, -1, 0};
+    AsmIns i = {opcode, oparg, a->line, -1, 0, a->endline, a->col, a->endcol};
     wk_vec_push(&a->ins, i);
 }
 
@@ -387,7 +400,7 @@ void wk_asm_bind_label(WkAsm *a, int label) {
 }
 
 void wk_asm_jump(WkAsm *a, int opcode, int label) {
-    AsmIns i = {opcode, 0, a->line, label, 0};
+    AsmIns i = {opcode, 0, a->line, label, 0, a->endline, a->col, a->endcol};
     wk_vec_push(&a->ins, i);
 }
 
@@ -398,7 +411,7 @@ void wk_asm_set_freevars(WkAsm *a, PyObject *names) {
 }
 
 void wk_asm_deref(WkAsm *a, int opcode, int free_index) {
-    AsmIns i = {opcode, free_index, a->line, -1, 1};
+    AsmIns i = {opcode, free_index, a->line, -1, 1, a->endline, a->col, a->endcol};
     wk_vec_push(&a->ins, i);
 }
 
@@ -815,11 +828,29 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
         *q++ = (unsigned char)(i->arg & 0xFF);
     }
 
-    /* location table: lines only (codes 13 and 15), every unit covered */
+    /* location table: lines only (codes 13 and 15), every unit covered;
+     * an instruction with columns gets a long entry of its own (code 14) */
     int prev_line = a->like->co_firstlineno;
     for (int k = 0; k < n;) {
         int line = a->ins.data[k].line, units = 0;
-        while (k < n && a->ins.data[k].line == line) units += start[k + 1] - start[k], k++;
+        if (a->ins.data[k].col >= 0 && line >= 0) {
+            const AsmIns *c = &a->ins.data[k];
+            for (int left = start[k + 1] - start[k]; left > 0;) {
+                int len = left > 8 ? 8 : left;
+                wk_vec_push(&lines, (char)(0x80 | (14 << 3) | (len - 1)));
+                int delta = line - prev_line;
+                put_varint(&lines, delta < 0 ? ((unsigned)(-delta) << 1) | 1 : (unsigned)delta << 1);
+                put_varint(&lines, (unsigned)(c->endline - line));
+                put_varint(&lines, (unsigned)c->col + 1);
+                put_varint(&lines, (unsigned)c->endcol + 1);
+                prev_line = line;
+                left -= len;
+            }
+            k++;
+            continue;
+        }
+        while (k < n && a->ins.data[k].line == line && a->ins.data[k].col < 0)
+            units += start[k + 1] - start[k], k++;
         while (units > 0) {
             int len = units > 8 ? 8 : units;
             char head = (char)(0x80 | ((line < 0 ? 15 : 13) << 3) | (len - 1));

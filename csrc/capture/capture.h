@@ -75,6 +75,9 @@ int wk_asm_local(WkAsm *a, const char *name);/* localsplus index of an argument,
  * borrowed. Call before any wk_asm_local. */
 void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name);
 void wk_asm_set_line(WkAsm *a, int line);    /* line of the instructions emitted next */
+/* Line and columns (0-based, end exclusive, as co_positions gives them) of
+ * the instructions emitted next, until the next set_line/set_position. */
+void wk_asm_set_position(WkAsm *a, int line, int endline, int col, int endcol);
 void wk_asm_op(WkAsm *a, int opcode, int oparg); /* raw emit: prefixes and zeroed caches added */
 /* version-neutral helpers */
 void wk_asm_resume(WkAsm *a);

@@ -196,6 +196,7 @@ typedef struct {
     PyObject *kwnames;   /* borrowed: CALL's keyword names, or NULL */
     int jump_if_true;    /* BRANCH: the original jumps when the value is true */
     int line;            /* the instruction's line */
+    int endline, col, endcol; /* and columns (col -1: none), for tracebacks */
     int nargs, nin, nout;
     int nfree;           /* free variables: each resume function is made at the break over the frame's cells */
     int split;           /* no instruction: the resume function starts where the frame stopped */

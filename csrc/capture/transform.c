@@ -289,6 +289,7 @@ done:
 /* The one instruction a break runs in Python, with its operands on the stack. */
 static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
     if (b->split) return 0;
+    if (b->col >= 0) wk_asm_set_position(a, b->line, b->endline, b->col, b->endcol);
     if (b->opcode == CALL) {
         if (b->kwnames) wk_asm_call_kw(a, b->oparg, b->kwnames);
         else wk_asm_call(a, b->oparg);
@@ -320,29 +321,55 @@ static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const 
     return 0;
 }
 
-/* The handler of a protected break: [exc] -> return handler(locals, stack
- * below the block, lasti?, exc). The frame's own traceback entry comes off
- * the exception first: the handler's resume continues this frame, and the
- * entry is added again if the exception leaves it. */
-static int emit_break_handler(WkAsm *a, const WkBreak *b, const int *arg_temps, int label) {
-    wk_asm_bind_label(a, label);
-    int strip = !(b->kind == WK_BREAK_RAISE && b->oparg == 0); /* a bare raise adds no entry here */
-    if (strip) {
-        wk_asm_op(a, COPY, 1);
-        wk_asm_load_attr(a, "__traceback__");
-        wk_asm_load_attr(a, "tb_next");
-        wk_asm_op(a, COPY, 2);
-        wk_asm_op(a, STORE_ATTR, wk_asm_name(a, "__traceback__"));
+/* tb_drop_repeat(exc): when the two newest entries of exc's traceback are
+ * one frame's, drop the newer one. An exception that leaves the handler's
+ * resume function passes this frame a second time (its first entry was
+ * made where the instruction raised); in the original frame it would have
+ * passed once. */
+static PyObject *tb_drop_repeat(PyObject *self, PyObject *exc) {
+    (void)self;
+    PyObject *tb = PyExceptionInstance_Check(exc) ? PyException_GetTraceback(exc) : NULL;
+    if (tb && PyTraceBack_Check(tb)) {
+        PyTracebackObject *t = (PyTracebackObject *)tb;
+        if (t->tb_next && t->tb_next->tb_frame == t->tb_frame &&
+            PyException_SetTraceback(exc, (PyObject *)t->tb_next) < 0) {
+            Py_DECREF(tb);
+            return NULL;
+        }
     }
+    Py_XDECREF(tb);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef tb_drop_repeat_def = {"tb_drop_repeat", tb_drop_repeat, METH_O, NULL};
+static PyObject *tb_drop_repeat_fn; /* made once, kept for the process */
+
+/* The handler of a protected break: [exc] -> return handler(locals, stack
+ * below the block, lasti?, exc). An exception leaving that call gets its
+ * repeated traceback entry dropped (tb_drop_repeat) and goes on. */
+static int emit_break_handler(WkAsm *a, const WkBreak *b, const int *arg_temps, int label) {
+    if (!tb_drop_repeat_fn && !(tb_drop_repeat_fn = PyCFunction_New(&tb_drop_repeat_def, NULL))) return -1;
+    int start = wk_asm_new_label(a), end = wk_asm_new_label(a), again = wk_asm_new_label(a);
+    wk_asm_bind_label(a, label);
     int n = b->nlocals + b->handler_nstack;
     if (emit_resume_head(a, b, b->handler, NULL, arg_temps, n) < 0) return -1;
     if (b->handler_lasti) wk_asm_load_const(a, b->handler_lasti);
     int nargs = n + (b->handler_lasti != NULL) + 1;
     wk_asm_op(a, COPY, nargs + 2); /* the exception, kept below so that no local holds it */
+    wk_asm_bind_label(a, start);
     wk_asm_call(a, nargs);
+    wk_asm_bind_label(a, end);
+    wk_asm_try(a, start, end, again, 0, 0);
     wk_asm_op(a, SWAP, 2);
     wk_asm_op(a, POP_TOP, 0);
     wk_asm_return_value(a);
+    wk_asm_bind_label(a, again); /* [exc] */
+    wk_asm_push_null(a);
+    wk_asm_load_const(a, tb_drop_repeat_fn);
+    wk_asm_op(a, COPY, 3);
+    wk_asm_call(a, 1);
+    wk_asm_op(a, POP_TOP, 0);
+    wk_asm_op(a, RERAISE, 0);
     return 0;
 }
 
@@ -401,6 +428,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
         if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
+        if (b->col >= 0) wk_asm_set_position(a, b->line, b->endline, b->col, b->endcol);
         wk_asm_op(a, RAISE_VARARGS, b->oparg);
         if (prot_end >= 0) wk_asm_bind_label(a, prot_end);
         break;

@@ -529,3 +529,19 @@ def test_list_argument_appends_are_replayed_in_order():
     lst = [0]
     assert_same(compiled(appends_then_reads)(torch.ones(2), lst), torch.ones(2) + 2)
     assert len(lst) == 2
+
+
+def traceback_in_handler(x):
+    y = x * 2
+    try:
+        print("wick-tb")
+        raise IndexError()  # a raise inside the try: the handler runs in a resume function
+    except IndexError as e:
+        tb = e.__traceback__
+        return y + (tb is not None and tb.tb_frame.f_code.co_name == "traceback_in_handler")
+
+
+def test_handler_sees_the_traceback_eager_would(capsys):
+    x = torch.randn(3)
+    assert_same(compiled(traceback_in_handler)(x), traceback_in_handler(x))
+    assert_same(compiled(traceback_in_handler)(x), x * 2 + 1)
