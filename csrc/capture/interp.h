@@ -237,6 +237,7 @@ struct Interp {
      * so that a second capture can stop right before the one that failed */
     long top_steps;                  /* instructions of the compiled frame started */
     long stop_step;                  /* > 0: stop once this many have run (the break) */
+    int split;                       /* the stop is a split before a loop: nothing runs there */
     int top_pc;                      /* index of the compiled frame's current instruction */
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
@@ -428,8 +429,11 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a);
 typedef struct CapBreakState CapBreakState;
 void cap_break_setup(Interp *I); /* after the arguments are set up */
 /* After a failed capture of `code`: the number of top-level instructions
- * to run before stopping for a break, or 0 when no break can help. */
+ * to run before stopping for a break, or 0 when no break can help;
+ * negative: a split before the loop the failure is in (its magnitude). */
 long cap_break_step(Interp *I, PyCodeObject *code);
+/* run() at each top-level instruction: the step pc first ran at */
+void cap_break_note_step(Interp *I, int pc);
 /* At the stop: the break (*out, free with cap_break_free) and the graph
  * outputs it needs in p. 0, or -1 with a reason. */
 int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyObject *options);
@@ -441,6 +445,10 @@ int cap_break_check_args(Interp *I);
 /* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */
 int cap_store_global(Interp *I, PyObject *name, Sv *v);
 Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote there, or NULL */
+/* list.append(value) on a list argument (an opaque object capture never
+ * reads): kept in order and replayed after the graph. None, or NULL with a
+ * reason. */
+Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
 /* The side effects to replay after the graph (attribute writes, dict
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);

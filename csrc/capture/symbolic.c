@@ -682,6 +682,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             }
             I->top_steps++;
             I->top_pc = pc;
+            cap_break_note_step(I, pc);
         }
         if (++steps > MAX_STEPS) {
             I->no_break = 1;
@@ -1454,7 +1455,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->backend_wick = !backend || backend == Py_None ||
                       (PyUnicode_Check(backend) && PyUnicode_CompareWithASCIIString(backend, "wick") == 0);
     int fullgraph = option_flag(options, "fullgraph");
-    I->stop_step = stop_step;
+    I->stop_step = stop_step < 0 ? -stop_step : stop_step; /* negative: a split (breaks.c) */
+    I->split = stop_step < 0;
 
     int tr = cap_init_torch();
     if (tr < 0) {
@@ -1579,8 +1581,9 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (info && brk && break_reason) {
         /* the break: where, why, and what continues after it */
         PyObject *resumes = PyList_New(0);
-        for (int k = 0; resumes && k < 2; k++)
-            if (brk->resume[k] && PyList_Append(resumes, PyFunction_GetCode(brk->resume[k])) < 0) Py_CLEAR(resumes);
+        PyObject *const fns[3] = {brk->resume[0], brk->resume[1], brk->handler};
+        for (int k = 0; resumes && k < 3; k++)
+            if (fns[k] && PyList_Append(resumes, PyFunction_GetCode(fns[k])) < 0) Py_CLEAR(resumes);
         PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O,s:O}", "reason", break_reason, "file",
                                                code->co_filename, "line", brk->line, "resume", resumes, "callee",
                                                brk->callee ? brk->callee : Py_None)
@@ -1631,7 +1634,7 @@ finish:
         /* attribute writes that would be fine at a return need no break before them */
         if (!cap_effects_failed(I)) I->effect_step = 0;
         long step = cap_break_step(I, code);
-        if (step > 0) {
+        if (step != 0) {
             entry = compile_frame(fn, code, args, nargs, options, step, I->reason);
             if (!entry && PyErr_Occurred()) I->propagate = 1;
             if (entry || I->propagate) goto cleanup;
