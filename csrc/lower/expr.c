@@ -507,6 +507,9 @@ static void print_rec(const WkLoopIR *L, const WkLExpr *e, WkStr *out, WkLowerMa
         }
         wk_str_append(out, "]");
         break;
+    case WK_LX_BOUND:
+        wk_str_printf(out, " %%%d < %lld\n", e->a[0]->id, (long long)e->i);
+        return;
     case WK_LX_REDUCE: {
         static const char *const rn[] = {"sum", "mean", "max", "min", "prod"};
         wk_str_printf(out, " %s over [", rn[e->rop]);
