@@ -807,6 +807,13 @@ static const WkSym *index_var(Lower *c, int k, int first, int nb, int64_t size, 
     return wk_lower_indirect(L, wk_lower_checked_index(L, v, size, wrap));
 }
 
+/* Indexing an empty tensor into a non-empty result: BOUND against 0 fails
+ * for every element (the kernel reports it), and no load is made, since a
+ * clamped index would still read outside an empty buffer. */
+static const WkLExpr *empty_table(Lower *c, const WkSym *checked) {
+    return wk_lower_cast(c->L, c->out->dtype, wk_lower_xvar(c->L, checked->var));
+}
+
 static const WkLExpr *lower_INDEX(Lower *c) {
     WkLoopIR *L = c->L;
     const WkNode *n = c->node;
@@ -824,6 +831,8 @@ static const WkLExpr *lower_INDEX(Lower *c) {
     int first = adjacent ? (int)dims[0] : 0; /* where B sits in the output */
     const WkSym *xidx[WK_MAX_DIMS];
     char indexed[WK_MAX_DIMS] = {0};
+    if (x->numel == 0) /* an indexed dim of size 0: every index is out of range; load nothing */
+        return empty_table(c, index_var(c, 1, first, nb, 0, 0));
     for (int j = 0; j < k; j++) {
         xidx[dims[j]] = index_var(c, 1 + j, first, nb, x->sizes[dims[j]], n->attrs.ints[0] != 0);
         indexed[dims[j]] = 1;
@@ -844,6 +853,7 @@ static const WkLExpr *lower_GATHER(Lower *c) {
     int xb = L->value_buf[c->node->inputs[0]];
     const WkLBuf *x = &L->bufs[xb];
     int dim = (int)(c->node->attrs.ints[0] < 0 ? c->node->attrs.ints[0] + x->ndim : c->node->attrs.ints[0]);
+    if (x->numel == 0) return empty_table(c, index_var(c, 1, 0, c->out->ndim, 0, 0));
     const WkSym *xidx[WK_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++)
         xidx[d] = d == dim ? index_var(c, 1, 0, c->out->ndim, x->sizes[dim], 0)

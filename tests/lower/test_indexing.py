@@ -258,3 +258,36 @@ def test_torch_compile_out_of_range_raises_eagers_error():
     equal(fn(w, rand_index((3,), 10)), F.embedding(rand_index((3,), 10), w) * 2)
     with pytest.raises(IndexError, match="index out of range in self"):  # eager's message
         fn(w, torch.tensor([1, 10, 2]))
+
+
+VIEW_CASES = {
+    # index through views of the table and of the index (VIEW nodes inlined into the indirect load)
+    "transposed_table": (lambda x, i: x.t()[i] + 1, lambda: (rand((5, 9)), rand_index((4,), 9, negative=True))),
+    "reshaped_table": (lambda x, i: x.reshape(6, 10)[i, 2:7], lambda: (rand((3, 20)), rand_index((2, 2), 6))),
+    "strided_index": (lambda x, i: torch.gather(x, 1, i[:, ::2]), lambda: (rand((4, 6)), rand_index((4, 6), 6))),
+    "index_of_slice": (lambda x, i: torch.index_select(x[1:, ::2], 0, i[1]), lambda: (rand((7, 8)), rand_index((2, 3), 6))),
+    "bf16_embedding": (lambda w, i: F.embedding(i, w) * 2, lambda: (rand((10, 4), torch.bfloat16), rand_index((3,), 10))),
+    "gather_then_reduce": (lambda x, i: torch.gather(x, 1, i).sum(1), lambda: (rand((5, 7)), rand_index((5, 9), 7))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_CASES))
+def test_torch_compile_indexing_through_views(name):
+    fn, make = VIEW_CASES[name]
+    args = make()
+    got, infos = compiled_info(fn, *args)
+    want = fn(*args)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want)
+    assert infos and all(i["extern"] == 0 for i in infos), infos
+
+
+def test_index_into_an_empty_dim_raises():
+    x = rand((0, 3))
+    i = torch.tensor([0])
+    with pytest.raises(IndexError):
+        x[i]
+    g = _C.Graph()
+    g.output(g.op("INDEX", [gin(g, x), gin(g, i)], ints=[1, 0]))
+    with pytest.raises(IndexError):
+        g.compile()(x, i)
