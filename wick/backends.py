@@ -435,7 +435,9 @@ class _AtenImporter:
             if node.op != "call_function" or node in outputs or node.target not in _native_table:
                 continue
             users = list(node.users)
-            agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default)
+            agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default,
+                        torch.ops.aten.embedding.default, torch.ops.aten.index_select.default,
+                        torch.ops.aten.gather.default, torch.ops.aten.index.Tensor)
             if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
                              (u in free or _meta_contiguous(self, u)) for u in users):
                 free.add(node)
@@ -615,6 +617,8 @@ class _AtenImporter:
         aten = torch.ops.aten
         t = node.target
         if val.device.type != "cpu" or self.device.type != "cpu" or val.layout != torch.strided:
+            return None
+        if os.environ.get("WICK_TRITON") == "interpret":  # CPU graphs on the Triton backend (tests)
             return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
