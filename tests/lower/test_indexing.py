@@ -291,3 +291,67 @@ def test_index_into_an_empty_dim_raises():
     g.output(g.op("INDEX", [gin(g, x), gin(g, i)], ints=[1, 0]))
     with pytest.raises(IndexError):
         g.compile()(x, i)
+
+
+def _random_indexing_case(seed):
+    """A random graph: a table read through INDEX or GATHER (random dims,
+    index ranks and dtypes, negative indices where wrapped), the result
+    mixed with a broadcast operand and optionally reduced or indexed again."""
+    r = torch.Generator().manual_seed(seed)
+
+    def ri(lo, hi):
+        return int(torch.randint(lo, hi, (), generator=r))
+
+    nd = ri(1, 4)
+    xshape = tuple(ri(1, 6) for _ in range(nd))
+    x = rand(xshape, seed=seed)
+    ops = []
+    if ri(0, 2) == 0:
+        k = ri(1, nd + 1)
+        dims = sorted(torch.randperm(nd, generator=r)[:k].tolist())
+        bshape = tuple(ri(1, 4) for _ in range(ri(0, 3)))
+        idx = [rand_index(bshape[ri(0, len(bshape) + 1):] if bshape else (), xshape[d],
+                          torch.int32 if ri(0, 2) else torch.int64, seed=seed + 7 + d, negative=True) for d in dims]
+        full = [None] * (dims[-1] + 1)
+        for d, i in zip(dims, idx):
+            full[d] = i
+        want = torch.ops.aten.index.Tensor(x, full)
+        ops.append(("INDEX", idx, [1] + dims))
+    else:
+        dim = ri(0, nd)
+        ishape = tuple(ri(1, s + 1) if d != dim else ri(0, 7) for d, s in enumerate(xshape))
+        idx = [rand_index(ishape, xshape[dim], seed=seed + 3)]
+        want = torch.gather(x, dim, idx[0])
+        ops.append(("GATHER", idx, [dim]))
+    y = rand(want.shape[-1:] if want.dim() else (), seed=seed + 11)
+    post = ri(0, 3)
+    if post == 0:
+        want2 = torch.tanh(want * y)
+    elif post == 1:
+        want2 = (want + y).sum(-1) if want.dim() else want + y
+    else:
+        want2 = want - y
+    return x, ops, y, post, want2
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_indexing_graphs(seed):
+    x, ops, y, post, want = _random_indexing_case(seed)
+    (name, idx, ints), = ops
+    g = _C.Graph()
+    xi, yi = gin(g, x), gin(g, y)
+    ii = [gin(g, i) for i in idx]
+    v = g.op(name, [xi, *ii], ints=ints)
+    nd = len(g.value(v)["sizes"])
+    if post == 0:
+        o = g.op("TANH", [g.op("MUL", [v, yi])])
+    elif post == 1 and nd:
+        o = g.op("SUM", [g.op("ADD", [v, yi])], dims=[nd - 1])
+    elif post == 1:
+        o = g.op("ADD", [v, yi])
+    else:
+        o = g.op("SUB", [v, yi])
+    g.output(o)
+    got = g.compile()(*([x, y] + idx))[0]
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
