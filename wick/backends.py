@@ -896,8 +896,8 @@ class _AtenImporter:
                 if kw.pop("layout", None) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and not self.on_graph_device(dev):
-                    return None
+                if (dev is None and self.device.type != "cpu") or (dev is not None and not self.on_graph_device(dev)):
+                    return None  # a CPU 0-d tensor in a CUDA graph: an extern, moved to the graph's device
                 dtype = kw.pop("dtype", None) or torch.get_default_dtype()
                 kw.pop("pin_memory", None)
                 if kw:
@@ -953,6 +953,8 @@ class _AtenImporter:
         m = self.meta_of(val)
         if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"]:
             return None  # torch would compute something else: let torch do it
+        if not self.on_graph_device(got["device"]) or not self.on_graph_device(m["device"]):
+            return None  # e.g. a CPU 0-d tensor in a CUDA graph: the extern path moves it
         if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
             return None  # eager keeps the input's layout here and it matters: so do we, via torch
         if got["is_wrapped_number"]:
@@ -964,6 +966,8 @@ class _AtenImporter:
 
     # -- externs --------------------------------------------------------------
     def extern(self, node, val):
+        import operator
+
         torch = self.torch
         from wick._C import ExternInput
 
@@ -1004,7 +1008,12 @@ class _AtenImporter:
             metas, picks, kind = [self.meta_of(val)], None, None
         else:
             kind = type(val)
-            positions = [i for i, t in enumerate(val) if isinstance(t, torch.Tensor)]
+            # only the items the graph reads: an unread one may be None at run
+            # time where the fake kernel said tensor (cudnn attention's logsumexp)
+            read = {u.args[1] for u in node.users if u.target is operator.getitem}
+            if any(u.target is not operator.getitem for u in node.users):
+                read = set(range(len(val)))
+            positions = [i for i, t in enumerate(val) if isinstance(t, torch.Tensor) and i in read]
             # non-tensor items (the int sizes cudnn attention returns): fine
             # while nothing reads them; a getitem of one refuses the graph
             opaque = {i: f"{name} returns a {type(t).__name__} item" for i, t in enumerate(val)
@@ -1054,6 +1063,11 @@ class _AtenImporter:
             if isinstance(item, torch.fx.Node):
                 k, v = self.lookup(item)
                 if k == "v":
+                    want = item.meta.get("val")
+                    if (isinstance(want, self.torch.Tensor) and
+                            not self.on_graph_device(self.g.value(v)["device"]) == self.on_graph_device(want.device)):
+                        # a 0-d CPU tensor computed on the graph's device
+                        raise _Unsupported(f"graph output {item.name} is on {want.device} in eager")
                     self.g.output(v)
                     spec.append(("t", nt))
                     nt += 1
@@ -1248,9 +1262,10 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
             if not str(exc).startswith("wick: index out of range"):
                 raise
             return gm(*args)
-        except RuntimeError as exc:
+        except (RuntimeError, TypeError) as exc:
             msg = str(exc)
-            if state["fn"] is not boxed or not msg.startswith("wick: extern") or "metadata" not in msg:
+            if (state["fn"] is not boxed or not msg.startswith("wick: extern")
+                    or ("metadata" not in msg and "returned" not in msg)):
                 raise
             state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}")
             return state["fn"](args)

@@ -922,20 +922,25 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     CompiledObject *self = NULL;
     /* the device: CPU graphs get C kernels (or Triton's interpreter with
      * WICK_TRITON=interpret), graphs on one CUDA device Triton kernels */
-    int cuda = -1, cpu_values = 0, several = 0;
+    int cuda = -1, several = 0, cpu_node = -2; /* cpu_node: first CPU value's node (-1: an input) */
     for (int n = -1; n < wk_graph_nnodes(g); n++) {
         int count = n < 0 ? ninputs : wk_graph_node(g, n)->noutputs;
         for (int k = 0; k < count; k++) {
             const WkValue *v = n < 0 ? wk_graph_value(g, wk_graph_input_value(g, k))
                                      : wk_graph_value(g, wk_graph_node(g, n)->outputs[k]);
             if (n >= 0 && wk_graph_node(g, n)->op == WK_OP_SCALAR) continue;
-            if (v->device.type == WK_DEV_CPU) cpu_values = 1;
+            if (v->device.type == WK_DEV_CPU) { if (cpu_node == -2) cpu_node = n; }
             else if (cuda >= 0 && v->device.index != cuda) several = 1;
             else cuda = v->device.index;
         }
     }
-    if (several || (cuda >= 0 && cpu_values)) {
-        wk_error_set("wick: the graph has values on several devices");
+    if (several || (cuda >= 0 && cpu_node != -2)) {
+        /* name the first CPU value: the message is what a user (and we) debug from */
+        const WkNode *cn = cpu_node >= 0 ? wk_graph_node(g, cpu_node) : NULL;
+        wk_error_set("wick: the graph has values on several devices (%s%s on the CPU)",
+                     several ? "several CUDA devices; " : "",
+                     cpu_node == -1 ? "an input" : !cn ? "nothing" :
+                     cn->extern_name ? cn->extern_name : wk_op_info(cn->op)->name);
         goto fail;
     }
     int interpret = cuda < 0 && !strcmp(wk_env_str(WK_ENV_TRITON), "interpret");

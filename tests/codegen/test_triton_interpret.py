@@ -91,6 +91,44 @@ def test_pointwise_chain_over_views(layout, shape):
 
 
 @child_only
+@pytest.mark.parametrize("name", ["bert", "llama"])
+def test_transformers_training_step_through_torch_compile(name):
+    # whole model graphs from PyTorch's capture, forward and backward, every
+    # kernel Triton source run by the interpreter: breadth real models need
+    import copy
+
+    transformers = pytest.importorskip("transformers")
+    from wick import backends
+
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+    if name == "bert":
+        cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=48, vocab_size=64, hidden_dropout_prob=0.0,
+                                      attention_probs_dropout_prob=0.0)
+        model = transformers.BertForMaskedLM(cfg)
+    else:
+        cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                       num_attention_heads=2, num_key_value_heads=1)
+        model = transformers.LlamaForCausalLM(cfg)
+    twin = copy.deepcopy(model)
+    ids = torch.randint(0, 64, (2, 8))
+    want = model(input_ids=ids, labels=ids).loss
+    want.backward()
+    got = torch.compile(twin, backend="wick")(input_ids=ids, labels=ids).loss
+    got.backward()
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    assert len(backends.compiled_graphs) >= 2  # a forward and a backward graph
+    assert all(info["kernels"] for info in backends.compiled_graphs)
+    close(got.detach(), want.detach(), 1e-4, 1e-4)
+    for (pname, p), q in zip(model.named_parameters(), twin.parameters()):
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=pname)
+
+
+@child_only
 def test_math_functions():
     x = rand((257,)) * 0.4
     ops = ["exp", "log", "sqrt", "tanh", "sigmoid", "erf", "erfc", "log1p", "expm1", "atan", "floor", "ceil",
