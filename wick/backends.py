@@ -692,6 +692,10 @@ class _AtenImporter:
                     fill = const(1, "fill_value")
                 if not isinstance(fill, (bool, int, float)):
                     return None
+                if not val.is_floating_point() and val.dtype != torch.bool:
+                    info = torch.iinfo(val.dtype)  # eager raises on overflow: keep its call
+                    if not (fill == fill and info.min <= fill <= info.max):
+                        return None
                 vid = g.op("FULL", [g.scalar(fill)], ints=list(self.meta_of(val)["sizes"]), dtype=val.dtype)
         except (_NotNative, ValueError, TypeError, IndexError):
             return None

@@ -886,7 +886,14 @@ static const WkLExpr *lower_ARANGE(Lower *c) {
     return wk_lower_cast(c->L, dt, bin(c, WK_LX_ADD, start, bin(c, WK_LX_MUL, step, i)));
 }
 
-static const WkLExpr *lower_FULL(Lower *c) { return arg_as(c, 0, c->out->dtype); }
+static const WkLExpr *lower_FULL(Lower *c) {
+    const WkLExpr *v = arg_as(c, 0, c->out->dtype);
+    if (v->op != WK_LX_CONST) { /* a float out of the integer range: C's conversion is undefined */
+        wk_error_set("full: value cannot be converted to type %s without overflow", wk_dtype_name(c->out->dtype));
+        return NULL;
+    }
+    return v;
+}
 
 /* tril/triu: keep element (i, j) of the last two dims when j - i <= k (tril)
  * or j - i >= k (triu), else 0 */
@@ -895,7 +902,16 @@ static const WkLExpr *triangle(Lower *c, WkLxOp keep) {
     int nd = c->out->ndim;
     const WkLExpr *x = arg_as(c, 0, c->out->dtype);
     const WkLExpr *row = wk_lower_index(L, c->canon[nd - 2]), *col = wk_lower_index(L, c->canon[nd - 1]);
-    const WkLExpr *lim = bin(c, WK_LX_ADD, row, wk_lower_const_i(L, WK_I64, c->node->attrs.ints[0]));
+    /* a diagonal beyond the matrix keeps all or nothing: clamped, so that
+     * row + k cannot overflow */
+    int64_t k = c->node->attrs.ints[0], span = 1;
+    for (int d = nd - 2; d < nd; d++) {
+        int64_t s = 0;
+        wk_sym_is_const(c->out->sizes[d], &s);
+        span += s;
+    }
+    k = k > span ? span : k < -span ? -span : k;
+    const WkLExpr *lim = bin(c, WK_LX_ADD, row, wk_lower_const_i(L, WK_I64, k));
     return wk_lower_where(L, bin(c, keep, col, lim), x, wk_lower_const_i(L, c->out->dtype, 0));
 }
 static const WkLExpr *lower_TRIL(Lower *c) { return triangle(c, WK_LX_LE); }

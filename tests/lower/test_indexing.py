@@ -355,3 +355,23 @@ def test_random_indexing_graphs(seed):
     got = g.compile()(*([x, y] + idx))[0]
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_tril_triu_huge_diagonal_and_full_overflow():
+    x = rand((3, 4), seed=2)
+    big = 2 ** 62
+    got = compile_and_run(lambda g, xi: [g.op("TRIL", [xi], ints=[big]), g.op("TRIU", [xi], ints=[-big]),
+                                         g.op("TRIL", [xi], ints=[-big]), g.op("TRIU", [xi], ints=[big])], x)
+    equal(got[0], x.tril(big))
+    equal(got[1], x.triu(-big))
+    equal(got[2], x.tril(-big))
+    equal(got[3], x.triu(big))
+    g = _C.Graph()
+    g.output(g.op("FULL", [g.scalar(1e30)], ints=[2], dtype=torch.int64))
+    with pytest.raises(Exception, match="overflow"):
+        g.compile()
+    fn = lambda x: x + torch.full((3, 4), 2 ** 40, dtype=torch.int32)  # noqa: E731
+    for f in (fn, torch.compile(fn, backend="wick")):  # eager's error, compiled or not
+        torch._dynamo.reset()
+        with pytest.raises(RuntimeError, match="overflow"):
+            f(x.int())
