@@ -209,6 +209,9 @@ static int expr_text(const WkSchedule *S, const WkLExpr *e, WkStr *s) {
         break;
     }
     case WK_LX_WHERE: wk_str_printf(s, "%s ? %s : %s", a.data, b.data, c.data); break;
+    case WK_LX_BOUND: /* out of range reads element 0; emit_nodes raises the kernel's flag */
+        wk_str_printf(s, "(uint64_t)%s < UINT64_C(%lld) ? %s : 0", a.data, (long long)e->i, a.data);
+        break;
     default: goto bad;
     }
     goto done;
@@ -265,6 +268,13 @@ static int emit_nodes(Gen *g, const ExprVec *order, int phase) {
         }
         emit(g, "const %s t%d = %s;", ctype(e->dtype), e->id, s.data);
         wk_str_free(&s);
+        if (e->op == WK_LX_BOUND) { /* an index out of range: the kernel returns 1 (IndexError) */
+            wk_str_append(&s, "");
+            ref(e->a[0], &s);
+            emit(g, "if ((uint64_t)%s >= UINT64_C(%lld)) __atomic_store_n(&wk_oob, 1, __ATOMIC_RELAXED);", s.data,
+                 (long long)e->i);
+            wk_str_free(&s);
+        }
     }
     return 0;
 }
@@ -605,8 +615,9 @@ static int gen_group(Gen *g, int first, int last) {
              K->kind == WK_SCHED_REDUCTION ? "reduction" : "pointwise", K->desc, (long long)K->numel,
              (long long)K->red_numel, first < last ? ", row-fused" : "");
     }
-    emit(g, "static void kernel%d(void **bufs) {", first);
+    emit(g, "static int kernel%d(void **bufs) {", first);
     g->indent++;
+    emit(g, "int wk_oob = 0; /* set by index checks (BOUND): an index out of range */");
     ExprVec *orders = wk_xcalloc((size_t)(last - first + 1), sizeof *orders);
     ExprVec *epis = wk_xcalloc((size_t)(last - first + 1), sizeof *epis);
     ExprVec all = {0};
@@ -640,6 +651,7 @@ static int gen_group(Gen *g, int first, int last) {
         }
         close_loops(g, 1);
     }
+    emit(g, "return wk_oob;");
     g->indent--;
     emit(g, "}");
     emit(g, "%s", "");
@@ -795,11 +807,13 @@ int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out) {
         k = last + 1;
     }
     if (rc == 0) {
-        emit(&g, "__attribute__((visibility(\"default\"))) void %s(void **buffers) {", entry);
+        /* nonzero: a kernel met an index out of range (its outputs are partial) */
+        emit(&g, "__attribute__((visibility(\"default\"))) int %s(void **buffers) {", entry);
         g.indent++;
         if (S->nkernels == 0) emit(&g, "(void)buffers;");
         for (int k = 0; k < S->nkernels; k++)
-            if (S->kernels[k].group == k) emit(&g, "kernel%d(buffers);", k);
+            if (S->kernels[k].group == k) emit(&g, "if (kernel%d(buffers)) return 1;", k);
+        emit(&g, "return 0;");
         g.indent--;
         emit(&g, "}");
     }

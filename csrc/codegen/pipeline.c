@@ -83,6 +83,10 @@ static WkProgram *compile_graph_named(const WkGraph *g, const char *entry, WkTar
 
     S = wk_sched_build(L);
     if (!S) goto error;
+    if (L->xoverflow) { /* lower.h: some LOAD/READ's operands did not fit */
+        wk_error_set("a load with more than %d indirect indices", WK_MAX_DIMS);
+        goto error;
+    }
     if (debug) {
         char *t = wk_sched_print(S);
         dump("schedule", h, "txt", t);

@@ -7,7 +7,9 @@
  *     codegen  (csrc/codegen/)  kernels -> C with OpenMP + SIMD loops
  *
  * Python-free. The generated source exports one function
- *     void <entry>(void **buffers);
+ *     int <entry>(void **buffers);
+ * which returns nonzero when a kernel met an index out of range (an indirect
+ * load's BOUND check, lower.h); the runtime then raises IndexError.
  * where buffers[i] is the data pointer (already offset by the storage
  * offset) of plan buffer i. The runtime allocates OUTPUT buffers and one
  * block of temps_bytes for the TEMP buffers (each at its plan offset),

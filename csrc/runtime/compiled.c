@@ -30,7 +30,7 @@
 
 #include "runtime.h"
 
-typedef void (*EntryFn)(void **buffers);
+typedef int (*EntryFn)(void **buffers); /* nonzero: an index out of range */
 
 typedef struct {
     WkDType dtype;
@@ -385,10 +385,15 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     }
     ran_kernels = 1;
     EntryFn entry = rt->entry;
+    int erc;
     Py_BEGIN_ALLOW_THREADS
     if (nthreads > 0) self->set_num_threads((int)nthreads);
-    entry(ptrs);
+    erc = entry(ptrs);
     Py_END_ALLOW_THREADS
+    if (erc) { /* a BOUND check failed (lower.h, "Indirect loads"): eager raises here too */
+        PyErr_SetString(PyExc_IndexError, "wick: index out of range in a compiled kernel");
+        goto done;
+    }
 
 outputs:
     for (int j = 0; j < st->nout; j++) {

@@ -328,6 +328,45 @@ def test_compiled_kernels_are_cached_on_disk(tmp_path):
     assert sorted(f for f in os.listdir(d) if f.endswith(".py")) == sorted(mods)
 
 
+@child_only
+def test_indirect_loads_and_creation_ops():
+    """INDEX/GATHER (indirect loads: an index expression names a loaded
+    value), ARANGE, FULL, TRIL/TRIU, fused with pointwise work and a
+    reduction over gathered rows. In-range indices only: Triton clamps an
+    out-of-range index (asserting only in its debug mode), so the ATen
+    importer keeps indexing native on CPU graphs (lower.h)."""
+    g = torch.Generator().manual_seed(3)
+    w = rand((12, 7))
+    ids = torch.randint(-12, 12, (3, 4), generator=g)
+    i32 = torch.randint(0, 7, (5,), generator=g).to(torch.int32)
+    gi = torch.randint(0, 7, (12, 3), generator=g)
+
+    def build(gr, wi, ii, jj, gg):
+        rows = gr.op("INDEX", [wi, ii], ints=[1, 0])  # [3, 4, 7], negative indices wrap
+        cols = gr.op("INDEX", [wi, jj], ints=[0, 1])  # [12, 5], int32 indices
+        return [gr.op("mul", [rows, gr.scalar(2.0)]), gr.op("sum", [rows], dims=(2,)), gr.op("exp", [cols]),
+                gr.op("GATHER", [wi, gg], ints=[1])]
+
+    got = run(build, w, ids, i32, gi)
+    close(got[0], w[ids] * 2)
+    close(got[1], w[ids].sum(2), rtol=1e-4, atol=1e-4)
+    close(got[2], w[:, i32.long()].exp())
+    close(got[3], torch.gather(w, 1, gi))
+    s = rand((2, 5, 5))
+
+    def build2(gr, si):
+        ones = gr.op("FULL", [gr.scalar(True)], ints=[5, 5], dtype=torch.bool)
+        keep = gr.op("TRIL", [ones], ints=[0])
+        masked = gr.op("MASKED_FILL", [si, gr.op("LOGICAL_NOT", [keep]), gr.scalar(-1e9)])
+        return [masked, gr.op("TRIU", [si], ints=[1]),
+                gr.op("ARANGE", [gr.scalar(0.5), gr.scalar(0.25)], ints=[9], dtype=torch.float32)]
+
+    got = run(build2, s)
+    close(got[0], s.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), -1e9))
+    close(got[1], s.triu(1))
+    close(got[2], torch.arange(0.5, 2.75, 0.25))
+
+
 # ---- the same kernels through Triton's real compiler (no GPU needed) --------
 
 COMPILE_CASES = {
@@ -350,6 +389,9 @@ COMPILE_CASES = {
                     lambda: (rand((4, 9000)),)),
     "split": (lambda g, a: [g.op("amax", [a], dims=(1,)), g.op("mean", [a]), g.op("any", [g.op("gt", [a, g.scalar(3.0)])])],
               lambda: (rand((3, 50000)),)),
+    "indirect": (lambda g, w, i: [g.op("exp", [g.op("INDEX", [w, i], ints=[1, 0])]),
+                                  g.op("sum", [g.op("INDEX", [w, i], ints=[1, 0])], dims=(1, 2))],
+                 lambda: (rand((50, 64)), torch.randint(-50, 50, (8, 3)))),
 }
 
 
