@@ -27,6 +27,7 @@ typedef struct {
     int indent;
     int *dep_r;       /* [nexprs] 1 if the node depends on a reduction var, -1 unknown */
     int nexprs;
+    const WkLowerMap *rcp; /* divisors hoisted as reciprocals (r<id>), or NULL */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -259,6 +260,12 @@ static int emit_nodes(Gen *g, const ExprVec *order, int phase) {
         if (phase >= 0 && depends_on_r(g, e) != phase) continue;
         WkStr s = {0};
         wk_str_append(&s, "");
+        if (g->rcp && e->op == WK_LX_DIV && wk_lower_map_get(g->rcp, e->a[1])) {
+            ref(e->a[0], &s);
+            emit(g, "const %s t%d = %s * r%d;", ctype(e->dtype), e->id, s.data, e->a[1]->id);
+            wk_str_free(&s);
+            continue;
+        }
         if (expr_text(g->S, e, &s) < 0) {
             wk_str_free(&s);
             return -1;
@@ -325,6 +332,14 @@ static int depends_on_var(const WkLExpr *e, int var, WkLowerMap *memo) {
     return d;
 }
 
+static void emit_reciprocals(Gen *g, const ExprVec *outer, const WkLowerMap *rcp) {
+    for (int k = 0; k < outer->len; k++) {
+        const WkLExpr *d = outer->data[k];
+        if (!wk_lower_map_get(rcp, d)) continue;
+        emit(g, "const %s r%d = (%s)1 / t%d;", ctype(d->dtype), d->id, ctype(d->dtype), d->id);
+    }
+}
+
 /* skip: leading loops already opened by a row group (which owns threads).
  * Nodes that do not depend on the innermost loop variable are computed
  * before that loop: besides saving work, gcc's vectoriser gives up on a
@@ -341,6 +356,23 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         else wk_vec_push(&outer, e);
     }
     wk_lower_map_free(&memo);
+    /* A float division whose divisor is the same along the vector loop (a
+     * softmax's row sum) multiplies by its reciprocal, computed once before
+     * the loop: one division per row instead of per element, as eager's
+     * softmax does. Constant divisors (not nodes of `outer`) stay divisions:
+     * gcc already turns the exact ones into multiplications. */
+    WkLowerMap rcp = {0}, in_outer = {0};
+    int nrcp = 0;
+    for (int k = 0; k < outer.len; k++) wk_lower_map_put(&in_outer, outer.data[k], (const void *)1);
+    for (int k = 0; k < inner.len; k++) {
+        const WkLExpr *e = inner.data[k], *d = e->nargs > 1 ? e->a[1] : NULL;
+        if (e->op != WK_LX_DIV || !wk_dtype_is_float(e->dtype) || !wk_lower_map_get(&in_outer, d) ||
+            wk_lower_map_get(&rcp, d))
+            continue;
+        wk_lower_map_put(&rcp, d, (const void *)1);
+        nrcp++;
+    }
+    wk_lower_map_free(&in_outer);
     int rc = 0;
     for (int j = skip; j < n; j++) {
         char var[16];
@@ -352,10 +384,14 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         else if (j == n - 1) pragma = "#pragma omp simd";
         /* (collapse(2) is only used with 3+ loops: loops 0 and 1 stay perfectly nested) */
         if (j == n - 1 && emit_nodes(g, &outer, -1) < 0) rc = -1;
+        if (j == n - 1 && nrcp) emit_reciprocals(g, &outer, &rcp);
         open_loop(g, var, K->sizes[j], pragma);
     }
     if (inner_var < 0 && emit_nodes(g, &outer, -1) < 0) rc = -1;
+    if (nrcp) g->rcp = &rcp;
     if (rc == 0 && emit_nodes(g, &inner, -1) < 0) rc = -1;
+    g->rcp = NULL;
+    wk_lower_map_free(&rcp);
     for (int j = 0; j < K->nstores && rc == 0; j++) {
         WkStr v = {0};
         wk_str_append(&v, "");
