@@ -493,9 +493,79 @@ static int emit_epilogue(Gen *g, const WkSchedKernel *K, const ExprVec *epi) {
     return 0;
 }
 
+/* A column sum with one output loop: the rows stream through in memory
+ * order, each thread summing a range of rows into its own accumulator row
+ * (at most OUT_ROW_MAX outputs at a time), then the threads' rows merge.
+ * Reading whole rows keeps the hardware prefetchers and the TLB on one
+ * sequential stream; walking a narrow column block down 16 KiB-strided rows
+ * restarts both on every row. */
+enum { OUT_ROW_MAX = 4096 };
+
+static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
+    RedInfo r = red_info(K);
+    int64_t S = K->sizes[0];
+    int par = K->numel * K->red_numel >= PAR_MIN_WORK && K->red_sizes[0] >= 2;
+    int64_t ob = S < OUT_ROW_MAX ? S : OUT_ROW_MAX;
+    int nanflag = r.is_max && r.fl;
+    const char *T = ctype(r.acc_t);
+    char value[200];
+    emit(g, "for (int64_t ib = 0; ib < %lld; ib += %lld) {", (long long)S, (long long)ob);
+    g->indent++;
+    emit(g, "const int64_t ie = ib + %lld < %lld ? ib + %lld : %lld;", (long long)ob, (long long)S, (long long)ob,
+         (long long)S);
+    emit(g, "%s tot[%lld];", T, (long long)ob);
+    if (nanflag) emit(g, "uint8_t totn[%lld];", (long long)ob);
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    emit(g, "tot[i0 - ib] = %s;", acc_init(&r));
+    if (nanflag) emit(g, "totn[i0 - ib] = 0;");
+    close_loops(g, 1);
+    if (par) emit(g, "#pragma omp parallel");
+    emit(g, "{");
+    g->indent++;
+    emit(g, "%s acc[%lld];", T, (long long)ob);
+    if (nanflag) emit(g, "uint8_t nanf[%lld];", (long long)ob);
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    emit(g, "acc[i0 - ib] = %s;", acc_init(&r));
+    if (nanflag) emit(g, "nanf[i0 - ib] = 0;");
+    close_loops(g, 1);
+    for (int j = 0; j < K->nred; j++) {
+        char var[16];
+        snprintf(var, sizeof var, "r%d", j);
+        open_loop(g, var, K->red_sizes[j], j == 0 && par ? "#pragma omp for schedule(static) nowait" : NULL);
+    }
+    emit(g, "#pragma omp simd");
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    if (emit_nodes(g, order, -1) < 0) return -1;
+    WkStr t = {0};
+    wk_str_append(&t, "");
+    ref(r.body, &t);
+    emit_update(g, &r, "acc[i0 - ib]", "nanf[i0 - ib]", t.data);
+    wk_str_free(&t);
+    close_loops(g, 1 + K->nred);
+    if (par) emit(g, "#pragma omp critical");
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {"); /* merge this thread's row */
+    g->indent++;
+    if (!r.is_max) emit(g, "tot[i0 - ib] %s= acc[i0 - ib];", r.is_prod ? "*" : "+");
+    else emit(g, "tot[i0 - ib] = acc[i0 - ib] %s tot[i0 - ib] ? acc[i0 - ib] : tot[i0 - ib];", r.is_min ? "<" : ">");
+    if (nanflag) emit(g, "totn[i0 - ib] |= nanf[i0 - ib];");
+    close_loops(g, 2); /* the merge loop, the thread's block */
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    final_value(&r, "tot[i0 - ib]", "totn[i0 - ib]", value, sizeof value);
+    emit_store(g, &K->stores[0], value);
+    if (K->nstores > 1 && emit_nodes(g, order, 0) < 0) return -1;
+    if (emit_epilogue(g, K, epi) < 0) return -1;
+    close_loops(g, 2);
+    return 0;
+}
+
 static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
     RedInfo r = red_info(K);
     int n = K->nloops;
+    if (n == 1) return gen_reduction_rows(g, K, order, epi);
     int64_t S = K->sizes[n - 1];
     int par = K->numel * K->red_numel >= PAR_MIN_WORK;
     int par_outer = par && n >= 2 && K->sizes[0] >= 4;
