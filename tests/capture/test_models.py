@@ -89,8 +89,9 @@ BLOCKERS = {
 MODELS = list(BLOCKERS)
 # The blockers above are read off transformers 5.24.0, the version `make test`
 # installs, and hold for 5.17.0 too (the H200 image; checked on CPython 3.11
-# with it on PYTHONPATH: BERT, GPT-2, DistilBERT, RoBERTa, ViT and LLaMA one
-# graph each, through 5.17's GradientCheckpointingLayer.__call__). Other
+# with it on PYTHONPATH: all eight one graph each, through 5.17's
+# GradientCheckpointingLayer.__call__; Whisper's train-mode step excepted,
+# TRAIN_BLOCKERS below). Other
 # versions take other paths: their one-graph tests are expected failures,
 # not strict (results must still equal eager).
 CAPTURE_VALIDATED_WITH = ("5.24.0", "5.17.0")
@@ -193,7 +194,19 @@ def test_model_forward_backward_is_one_graph(make):
     assert es[0]["graph_count"] == 1 and es[0]["via_fx"]
 
 
-@pytest.mark.parametrize("make", [_one_graph_param(m) for m in MODELS], ids=lambda f: f.__name__)
+# train mode only: 5.17's Whisper encoder draws torch.rand([]) for LayerDrop
+# and branches on it (`if dropout_probability < self.layerdrop`), a
+# data-dependent branch PyTorch's capture breaks on too; 5.24 skips the draw
+# when layerdrop is 0.
+TRAIN_BLOCKERS = {(whisper, "5.17.0"): "5.17's Whisper branches on torch.rand([]) for LayerDrop in train mode"}
+
+
+def _train_param(m):
+    why = TRAIN_BLOCKERS.get((m, T.__version__))
+    return pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=why)) if why else _one_graph_param(m)
+
+
+@pytest.mark.parametrize("make", [_train_param(m) for m in MODELS], ids=lambda f: f.__name__)
 def test_model_train_mode_step_is_one_graph(make):
     """model.train(): dropout is random (wick's graph draws its own numbers,
     so values are not compared with eager); one graph, finite gradients

@@ -98,7 +98,11 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         return sv_push(I, sv_const_Steal(I, v));
     }
     if (cap_is_exc_instance(o->obj) && Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr) {
-        /* e.args, e.__cause__ of an exception made during capture */
+        /* e.args, e.__cause__ of an exception made during capture (it has no
+         * traceback: Python's would) */
+        if (PyUnicode_CompareWithASCIIString(name, "__traceback__") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "with_traceback") == 0)
+            return cap_unsupported(I, "the traceback of an exception raised during capture");
         PyObject *v = PyObject_GetAttr(o->obj, name);
         if (!v) return cap_raise_current(I, PyUnicode_AsUTF8(name));
         if (!cap_is_plain(v) && !cap_is_exc_instance(v)) {
