@@ -212,6 +212,11 @@ static void add_check(WkGuards *g, Check c) {
         i--;
     }
     g->checks.data[i] = c;
+    if (g->memos) { /* indices moved: what was remembered is forgotten */
+        free(g->memos);
+        g->nmemos = g->checks.len;
+        g->memos = wk_xcalloc((size_t)g->nmemos + 1, sizeof(CheckMemo));
+    }
 }
 
 static int same_path(PyObject *a, PyObject *b) {
