@@ -148,6 +148,11 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
                     const char **why);
 /* Human-readable list of checks (new reference: list of str). */
 PyObject *wk_guards_describe_Ref(const WkGuards *g);
+/* 1 when calling nn.Module m calls forward(m, ...) and nothing else (no
+ * hooks, nn.Module's call path, or `call` as its class's __call__ when not
+ * NULL; forward not shadowed on the instance), 0 when not, -1 with an
+ * exception. All borrowed. */
+int wk_module_call_is_forward(PyObject *m, PyObject *forward, PyObject *call);
 
 /* ---- hook.c: the cache and the compile callback ------------------------ */
 /* One compiled (or deliberately eager) variant of a code object. */

@@ -212,6 +212,11 @@ static void add_check(WkGuards *g, Check c) {
         i--;
     }
     g->checks.data[i] = c;
+    if (g->memos) { /* indices moved: what was remembered is forgotten */
+        free(g->memos);
+        g->nmemos = g->checks.len;
+        g->memos = wk_xcalloc((size_t)g->nmemos + 1, sizeof(CheckMemo));
+    }
 }
 
 static int same_path(PyObject *a, PyObject *b) {
@@ -1275,6 +1280,56 @@ static PyObject *source_step_memo_Ref(PyObject *x, PyObject *elem, WkSrcMemo *me
 }
 
 PyObject *wk_source_step_Ref(PyObject *x, PyObject *elem) { return source_step_memo_Ref(x, elem, NULL); }
+
+/* ---- calling a module: when m(*a) is just forward(m, *a) ------------------- */
+
+/* 1 when calling module m would call `forward` with m and the same
+ * arguments and nothing else: its class keeps nn.Module's __call__,
+ * _wrapped_call_impl, _call_impl and __getattribute__ (its __call__ is
+ * `call` instead when that is not NULL) and resolves forward to `forward`; the instance shadows neither forward nor
+ * _compiled_call_impl (Module.compile()); no hooks of its own, no global
+ * module hooks, no TorchScript tracing. 0 otherwise, -1 on error. The
+ * compiled module wrapper (wick.compile(module)) asks this on every call
+ * and otherwise takes nn.Module's own path. */
+int wk_module_call_is_forward(PyObject *m, PyObject *forward, PyObject *call) {
+    static PyObject *names[5], *module_fns[5], *tracing_state;
+    static const char *const snames[5] = {"__call__", "_wrapped_call_impl", "_call_impl", "forward",
+                                          "_compiled_call_impl"};
+    if (init_module_fast() < 0) return 0;
+    if (!names[4]) {
+        for (int i = 0; i < 5; i++)
+            if (!(names[i] = PyUnicode_InternFromString(snames[i]))) return -1;
+        for (int i = 0; i < 3; i++)
+            if (!(module_fns[i] = Py_XNewRef(_PyType_Lookup(module_type_cache, names[i])))) return 0;
+        PyObject *c = PyImport_ImportModule("torch._C");
+        tracing_state = c ? PyObject_GetAttrString(c, "_get_tracing_state") : NULL;
+        Py_XDECREF(c);
+        if (!tracing_state) return -1;
+    }
+    PyTypeObject *tp = Py_TYPE(m);
+    if (!PyType_IsSubtype(tp, module_type_cache) || tp->tp_getattro != module_type_cache->tp_getattro ||
+        _PyType_Lookup(tp, s_getattribute) != object_getattribute)
+        return 0;
+    if (_PyType_Lookup(tp, names[0]) != (call ? call : module_fns[0])) return 0;
+    for (int i = 1; i < 3; i++)
+        if (_PyType_Lookup(tp, names[i]) != module_fns[i]) return 0;
+    if (_PyType_Lookup(tp, names[3]) != forward) return 0;
+    PyObject *cci = _PyType_Lookup(tp, names[4]);
+    if (cci && cci != Py_None) return 0;
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return 0;
+    PyObject *v = PyDict_GetItemWithError(*dp, names[3]);
+    if (v || PyErr_Occurred()) return PyErr_Occurred() ? -1 : 0;
+    v = PyDict_GetItemWithError(*dp, names[4]);
+    if ((v && v != Py_None) || PyErr_Occurred()) return PyErr_Occurred() ? -1 : 0;
+    int r = wk_guards_module_has_no_hooks(m);
+    if (r != 1) return r;
+    if ((r = wk_guards_no_global_hooks()) != 1) return r;
+    PyObject *t = PyObject_CallNoArgs(tracing_state);
+    if (!t) return -1;
+    Py_DECREF(t);
+    return t == Py_None;
+}
 
 /* ---- the source tree: each distinct prefix of each path is one node -------- */
 
