@@ -318,7 +318,7 @@ static int object_truth(Interp *I, Sv *o, int *out) {
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     /* list.append on a list argument (its exact type is guarded): replayed
      * after the graph (breaks.c); capture never reads the list itself */
-    if (o->arg >= 0 && o->obj && PyList_CheckExact(o->obj) && I->brk &&
+    if (o->arg >= 0 && !o->path && o->obj && PyList_CheckExact(o->obj) && I->brk &&
         PyUnicode_CompareWithASCIIString(name, "append") == 0)
         return cap_push_method(I, o, "append", method);
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
