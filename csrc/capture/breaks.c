@@ -545,7 +545,9 @@ Sv *cap_load_written_global(Interp *I, PyObject *name) {
 }
 
 Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
-    if (!I->brk || list->arg < 0 || !list->obj || !PyList_CheckExact(list->obj))
+    /* a direct argument only: the replay reads it from the argument's own
+     * slot, which no attribute or item write replayed before it can rebind */
+    if (!I->brk || list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))
         return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
     if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
     ListAppend e = {list, value};

@@ -3,10 +3,13 @@
 Each function is one *cause* of a break (print, logging, .item(), .tolist(),
 .numpy(), a C function, a global write, an attribute write on an argument,
 a list append or dict write on an argument, a branch or a loop on a tensor's
-value, an in-place op on an input) placed in one *context* (the middle of
-tensor work, inside an inlined call, nested calls, a loop, many live values,
-inside an expression, keyword calls, at the start, at the end, twice, in a
-with or try block, ...). Each is run eagerly and through wick on several
+value, an in-place op on an input, a call that raises on the empty input)
+placed in one *context* (the middle of tensor work, inside an inlined call,
+nested calls, loops with and without tensor work before them, many live
+values, inside an expression, keyword calls, at the start, at the end,
+twice, in try/except/finally blocks (nested, inlined, inside no_grad), in
+with blocks of no_grad, nullcontext, autocast and user context managers
+(one that suppresses the exception), in closures, ...). Each is run eagerly and through wick on several
 inputs; results, the state of every object the function touches, and the
 exceptions it raises must be eager's. The graph and break counts of the
 first call are asserted, and wick never makes more graphs than PyTorch's

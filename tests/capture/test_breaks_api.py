@@ -545,3 +545,28 @@ def test_handler_sees_the_traceback_eager_would(capsys):
     x = torch.randn(3)
     assert_same(compiled(traceback_in_handler)(x), traceback_in_handler(x))
     assert_same(compiled(traceback_in_handler)(x), x * 2 + 1)
+
+
+class Plain:
+    pass
+
+
+def deletes(o, x):
+    y = x * 2
+    try:
+        del o.maybe
+    except AttributeError:
+        return y - 1
+    return y + 1
+
+
+def test_deleting_an_attribute_the_frame_did_not_set_runs_in_python():
+    """Whether `del o.maybe` raises depends on the object: it runs in
+    Python (a break), never as a replayed no-op (was: no AttributeError)."""
+    cf = compiled(deletes)
+    for has in (False, True, False, True):
+        o, p = Plain(), Plain()
+        if has:
+            o.maybe = p.maybe = 1
+        assert_same(cf(o, torch.ones(2)), deletes(p, torch.ones(2)))
+        assert not hasattr(o, "maybe") and not hasattr(p, "maybe")

@@ -58,6 +58,10 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     if (!_PyObject_GetDictPtr(o->obj) || (descr && Py_TYPE(descr)->tp_descr_set)) /* Python raises, or runs code */
         return cap_unsupported(I, "attribute assignment on a %s without an instance dict entry", tp->tp_name);
     int i = overlay_find(I, o->obj, name);
+    /* del of an attribute this frame did not set: whether it exists (or
+     * raises AttributeError) depends on the object, which no guard pins */
+    if (!v && (i < 0 || !I->overlay.data[i].value))
+        return cap_unsupported(I, "deleting attribute .%s the frame did not set", PyUnicode_AsUTF8(name));
     if (i < 0) {
         CapOverlay e = {o->obj, Py_NewRef(name), v, o};
         wk_vec_push(&I->overlay, e);
@@ -377,7 +381,7 @@ Sv *cap_module_base_call(Interp *I, Sv *self) {
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     /* list.append on a list argument (its exact type is guarded): replayed
      * after the graph (breaks.c); capture never reads the list itself */
-    if (o->arg >= 0 && o->obj && PyList_CheckExact(o->obj) && I->brk &&
+    if (o->arg >= 0 && !o->path && o->obj && PyList_CheckExact(o->obj) && I->brk &&
         PyUnicode_CompareWithASCIIString(name, "append") == 0)
         return cap_push_method(I, o, "append", method);
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
