@@ -246,6 +246,7 @@ def _indexing_ops():
             aten.tril.default, aten.triu.default, aten.arange.default, aten.arange.start,
             aten.arange.start_step, aten.full.default, aten.zeros.default, aten.ones.default,
             aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
+            aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.index_put.default,
         }
     return _indexing_table
 
@@ -674,6 +675,17 @@ class _AtenImporter:
                 if not dims:
                     return None
                 vid = g.op("INDEX", ins, ints=[1, *dims])
+            elif t in (aten.scatter.src, aten.scatter.value, aten.scatter_add.default):
+                x, dim, idx = tensor(0, "self"), const(1, "dim"), tensor(2, "index")
+                k, src = arg(3, "src" if t is not aten.scatter.value else "value")
+                if k == "c":
+                    if not isinstance(src, (bool, int, float)):
+                        return None
+                    src = g.scalar(src)
+                vid = self.scatter(val, x, idx, src, dim, int(t is aten.scatter_add.default), 0)
+            elif t is aten.index_put.default:
+                vid = self.index_put(val, tensor(0, "self"), node.args[1] if len(node.args) > 1 else None,
+                                     tensor(2, "values"), bool(const(3, "accumulate", False)))
             elif t in (aten.tril.default, aten.triu.default):
                 vid = g.op("TRIL" if t is aten.tril.default else "TRIU", [tensor(0, "self")],
                            ints=[const(1, "diagonal", 0)])
@@ -705,6 +717,53 @@ class _AtenImporter:
         if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
             return None
         return vid
+
+    # SCATTER reduces over the index's extent along dim for every output
+    # element (ops.def note 13): native only where that stays cheap
+    SCATTER_MAX_EXTENT = 128
+    SCATTER_MAX_WORK = 1 << 24
+
+    def scatter(self, val, x, idx, src, dim, add, wrap):
+        g = self.g
+        sizes = g.value(idx)["sizes"]
+        nd = len(sizes)
+        if not sizes or not -nd <= dim < nd:
+            return None
+        extent = sizes[dim % nd]
+        if extent > self.SCATTER_MAX_EXTENT or val.numel() * extent > self.SCATTER_MAX_WORK:
+            return None
+        return g.op("SCATTER", [x, idx, src], ints=[dim, add, wrap])
+
+    def index_put(self, val, x, indices, values, accumulate):
+        """index_put with one int64/int32 index tensor at dim 0 (x[i] = v,
+        x.index_put_((i,), v, accumulate)) as a SCATTER along dim 0: the
+        index expanded over x's other dims, the values broadcast to
+        [len(i), *x.shape[1:]]; negative indices wrap, as in indexing."""
+        import torch.fx
+
+        g = self.g
+        if not isinstance(indices, (list, tuple)) or len(indices) != 1 or not isinstance(indices[0], torch.fx.Node):
+            return None
+        k, i = self.lookup(indices[0])
+        if k != "v" or g.value(i)["dtype"] not in ("int64", "int32") or len(g.value(i)["sizes"]) != 1:
+            return None
+        if g.value(i)["dtype"] == "int32":
+            i = g.op("CONVERT", [i], dtype=self.torch.int64)
+        xs = list(g.value(x)["sizes"])
+        n = g.value(i)["sizes"][0]
+        shape = [n] + xs[1:]
+        # the index over every dim of x: stride 0 past dim 0
+        istride = g.value(i)["strides"][0]
+        idx = g.op("VIEW", [i], ints=[len(shape), *shape, istride, *([0] * (len(shape) - 1)), 0])
+        vs, vst = list(g.value(values)["sizes"]), list(g.value(values)["strides"])
+        if len(vs) > len(shape):
+            return None
+        vs, vst = [1] * (len(shape) - len(vs)) + vs, [0] * (len(shape) - len(vs)) + vst
+        if any(a not in (1, b) for a, b in zip(vs, shape)):
+            return None
+        src = g.op("VIEW", [values], ints=[len(shape), *shape,
+                                           *[0 if a == 1 else st for a, st in zip(vs, vst)], 0])
+        return self.scatter(val, x, idx, src, 0, int(accumulate), 1)
 
     def try_view(self, node, val):
         """A view op -> a VIEW node (sizes, strides and offset of its fake

@@ -968,6 +968,44 @@ static int gather_shape(const WkValue *const *in, const WkAttrs *at, WkValue *ou
     return 0;
 }
 
+/* SCATTER (ops.def note 13): torch.scatter's rules on the index and source. */
+static int scatter_shape(const WkValue *const *in, const WkAttrs *at, WkValue *out) {
+    const WkValue *x = in[0], *idx = in[1], *src = in[2];
+    if (at->nints != 3 || !at->ints || (at->ints[1] != 0 && at->ints[1] != 1) || x->is_wrapped_number ||
+        x->ndim == 0 || x->ndim >= WK_MAX_DIMS) {
+        wk_error_set("SCATTER: a tensor of rank 1..%d and attrs.ints = [dim, add, wrap]", WK_MAX_DIMS - 1);
+        return -1;
+    }
+    if (index_dtype_ok(idx, 1, "scatter()") < 0) return -1;
+    int64_t dim = at->ints[0];
+    if (dim < 0) dim += x->ndim;
+    if (dim < 0 || dim >= x->ndim || idx->ndim != x->ndim || (!src->is_wrapped_number && src->ndim != x->ndim)) {
+        wk_error_set("Index tensor must have the same number of dimensions as self tensor");
+        return -1;
+    }
+    if (!src->is_wrapped_number && src->dtype != x->dtype) {
+        wk_error_set("scatter(): Expected self.dtype to be equal to src.dtype");
+        return -1;
+    }
+    if (at->ints[1] && src->is_wrapped_number) {
+        wk_error_set("scatter_add: the source must be a tensor");
+        return -1;
+    }
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t a, b, s = INT64_MAX;
+        if (const_size(x, d, &a, "scatter") < 0 || const_size(idx, d, &b, "scatter") < 0) return -1;
+        if (!src->is_wrapped_number && const_size(src, d, &s, "scatter") < 0) return -1;
+        if ((d != dim && b > a) || b > s) {
+            wk_error_set("Expected index to be smaller than self apart from dimension %lld and to be smaller size "
+                         "than src", (long long)dim);
+            return -1;
+        }
+    }
+    out->ndim = x->ndim;
+    for (int d = 0; d < x->ndim; d++) out->sizes[d] = x->sizes[d];
+    return 0;
+}
+
 static int one_hot_shape(WkGraph *g, const WkValue *const *in, const WkAttrs *at, WkValue *out) {
     const WkValue *x = in[0];
     if (at->nints != 1 || !at->ints || at->ints[0] < 1 || x->ndim >= WK_MAX_DIMS) {
@@ -1120,6 +1158,9 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
         break;
     case WK_SHAPE_SIZES:
         if (sizes_shape(g, in, ninputs, &at, &out) < 0) goto done;
+        break;
+    case WK_SHAPE_SCATTER:
+        if (scatter_shape(in, &at, &out) < 0) goto done;
         break;
     case WK_SHAPE_BROADCAST:
         if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;

@@ -875,6 +875,76 @@ static const WkLExpr *lower_ONE_HOT(Lower *c) {
     return wk_lower_cast(L, WK_I64, bin(c, WK_LX_EQ, v, wk_lower_index(L, c->canon[nd - 1])));
 }
 
+/* SCATTER (ops.def note 13): output element o reduces over j < n =
+ * index.size(dim) with p = o but p[dim] = j (valid where o fits the index's
+ * extent outside dim): hit(j) = index[p] == o[dim]. scatter_add adds the
+ * sources of the hits to x[o]; scatter takes the source of the last hit
+ * (the largest j, as eager's sequential loop leaves it), else x[o]. Every
+ * index element is loaded, BOUND-checked, by some output element. */
+static const WkLExpr *lower_SCATTER(Lower *c) {
+    WkLoopIR *L = c->L;
+    const WkNode *n = c->node;
+    WkDType dt = c->out->dtype;
+    int nd = c->out->ndim;
+    int dim = (int)(n->attrs.ints[0] < 0 ? n->attrs.ints[0] + nd : n->attrs.ints[0]);
+    int add = n->attrs.ints[1] != 0, wrap = n->attrs.ints[2] != 0;
+    if (out_numel(c) == 0) return wk_lower_const_i(L, dt, 0);
+    const WkLExpr *xv = arg_as(c, 0, dt);
+    int ib = L->value_buf[n->inputs[1]], sb = L->value_buf[n->inputs[2]];
+    const WkLBuf *ix = &L->bufs[ib], *sr = &L->bufs[sb];
+    int scalar_src = sr->body && sr->body->op == WK_LX_CONST;
+    if (ix->numel == 0) return xv;
+    int64_t count = ix->sizes[dim], sizes[WK_MAX_DIMS];
+    int reduced[WK_MAX_DIMS] = {0};
+    const WkSym *p[WK_MAX_DIMS], *j = count == 1 ? wk_sym_const(L->syms, 0) : L->ivar[nd];
+    const WkLExpr *valid = NULL;
+    for (int d = 0; d < nd; d++) {
+        int64_t od = 0;
+        wk_sym_is_const(c->out->sizes[d], &od);
+        sizes[d] = od;
+        if (d == dim) {
+            p[d] = j;
+        } else if (ix->sizes[d] < od) { /* outside the index's extent: no update */
+            p[d] = ix->sizes[d] == 1 ? wk_sym_const(L->syms, 0)
+                                      : wk_sym_min(L->syms, c->canon[d], wk_sym_const(L->syms, ix->sizes[d] - 1));
+            const WkLExpr *in_d = index_lt(L, c->canon[d], ix->sizes[d]);
+            valid = valid ? bin(c, WK_LX_AND, valid, in_d) : in_d;
+        } else {
+            p[d] = c->canon[d];
+        }
+    }
+    sizes[nd] = count;
+    reduced[nd] = 1;
+    const WkSym *pi[WK_MAX_DIMS];
+    for (int d = 0; d < nd; d++) pi[d] = ix->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : p[d];
+    const WkLExpr *target = wk_lower_checked_index(L, wk_lower_load(L, ib, nd, pi), sizes[dim], wrap);
+    const WkLExpr *hit = bin(c, WK_LX_EQ, target, wk_lower_index(L, c->canon[dim]));
+    if (valid) hit = bin(c, WK_LX_AND, hit, valid);
+    if (add) {
+        WkDType acc = wk_dtype_is_float(dt) ? WK_F64 : WK_I64;
+        const WkSym *ps[WK_MAX_DIMS];
+        for (int d = 0; d < nd; d++) ps[d] = sr->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : p[d];
+        const WkLExpr *v = wk_lower_cast(L, acc, wk_lower_cast(L, dt, wk_lower_load(L, sb, nd, ps)));
+        const WkLExpr *contrib = wk_lower_where(L, hit, v, wk_lower_const_i(L, acc, 0));
+        const WkLExpr *sum = wk_lower_reduce_dims(L, c->node_index, contrib, nd + 1, sizes, reduced, WK_RED_SUM, acc);
+        return wk_lower_cast(L, dt, bin(c, WK_LX_ADD, wk_lower_cast(L, acc, xv), sum));
+    }
+    const WkLExpr *cand = wk_lower_where(L, hit, wk_lower_index(L, j), wk_lower_const_i(L, WK_I64, -1));
+    const WkLExpr *last = wk_lower_reduce_dims(L, c->node_index, cand, nd + 1, sizes, reduced, WK_RED_MAX, WK_I64);
+    const WkLExpr *found = bin(c, WK_LX_GE, last, wk_lower_const_i(L, WK_I64, 0));
+    const WkLExpr *v;
+    if (scalar_src) {
+        v = wk_lower_cast(L, dt, sr->body);
+    } else { /* the source at p with p[dim] = the last hit (0 when none: then unused) */
+        const WkLExpr *at = wk_lower_where(L, found, last, wk_lower_const_i(L, WK_I64, 0));
+        const WkSym *ps[WK_MAX_DIMS];
+        for (int d = 0; d < nd; d++)
+            ps[d] = d == dim ? wk_lower_indirect(L, at) : sr->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : p[d];
+        v = wk_lower_cast(L, dt, wk_lower_load(L, sb, nd, ps));
+    }
+    return wk_lower_where(L, found, v, xv);
+}
+
 /* ---- creation ops (ops.def note 12) ------------------------------------ */
 /* arange: start + step * i in eager's accumulate type (float64 for float32
  * and float64, float32 for 16-bit floats, int64 for integers) */

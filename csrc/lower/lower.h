@@ -42,7 +42,8 @@
  * their bound expressions as its operands a[0..nargs) (sorted by id; at most
  * WK_MAX_DIMS, else xoverflow is set): the DAG keeps them as dependencies, so fusion, substitution and
  * code generation order them like any operand. Bound expressions are int64
- * BOUND nodes: a kernel never reads outside a buffer. BOUND yields its
+ * BOUND nodes (or, like SCATTER's last hit, in range by construction): a
+ * kernel never reads outside a buffer. BOUND yields its
  * operand when it lies in [0, i) and 0 otherwise, and makes the kernel
  * report "index out of range": the C entry returns nonzero and the runtime
  * raises IndexError (eager raises there too); Triton kernels clamp and

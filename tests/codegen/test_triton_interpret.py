@@ -361,6 +361,12 @@ def test_indirect_loads_and_creation_ops():
         return [masked, gr.op("TRIU", [si], ints=[1]),
                 gr.op("ARANGE", [gr.scalar(0.5), gr.scalar(0.25)], ints=[9], dtype=torch.float32)]
 
+    x, src = rand((6, 5)), rand((4, 5), seed=4)
+    si = torch.randint(0, 6, (4, 5), generator=g)  # repeated indices
+    got = run(lambda gr, xi, ii, ss: [gr.op("SCATTER", [xi, ii, ss], ints=[0, 1, 0]),
+                                      gr.op("SCATTER", [xi, ii, ss], ints=[0, 0, 0])], x, si, src)
+    close(got[0], x.scatter_add(0, si, src), rtol=1e-5, atol=1e-5)
+    close(got[1], x.scatter(0, si, src))
     got = run(build2, s)
     close(got[0], s.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), -1e9))
     close(got[1], s.triu(1))

@@ -375,3 +375,71 @@ def test_tril_triu_huge_diagonal_and_full_overflow():
         torch._dynamo.reset()
         with pytest.raises(RuntimeError, match="overflow"):
             f(x.int())
+
+
+# ---- SCATTER (ops.def note 13) ------------------------------------------------
+SCATTER_CASES = [
+    ((5, 6), (3, 4), (4, 5), 0), ((5, 6), (3, 4), (4, 5), 1), ((4, 3, 5), (4, 2, 5), (4, 2, 6), -2),
+    ((7,), (12,), (12,), 0), ((3, 4), (0, 4), (0, 4), 0), ((1, 4), (1, 3), (2, 3), 1)]
+
+
+@pytest.mark.parametrize("xshape,ishape,sshape,dim", SCATTER_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+@pytest.mark.parametrize("add", [0, 1])
+def test_scatter(xshape, ishape, sshape, dim, dtype, add):
+    x, src = rand(xshape, dtype, seed=1), rand(sshape, dtype, seed=2)
+    i = rand_index(ishape, xshape[dim], seed=3)  # repeated indices: scatter keeps the last, scatter_add sums
+    want = x.scatter_add(dim, i, src) if add else x.scatter(dim, i, src)
+    (got,) = compile_and_run(lambda g, xi, ii, si: [g.op("SCATTER", [xi, ii, si], ints=[dim, add, 0])], x, i, src)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5) if dtype != torch.bfloat16 else \
+        torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
+
+
+def test_scatter_value_and_out_of_range():
+    x, i = rand((4, 5), seed=1), rand_index((3, 5), 4, seed=2)
+    (got,) = compile_and_run(lambda g, xi, ii: [g.op("SCATTER", [xi, ii, g.scalar(-1.5)], ints=[0, 0, 0])], x, i)
+    equal(got, x.scatter(0, i, -1.5))
+    i[2, 3] = 4
+    with pytest.raises(RuntimeError):
+        x.scatter(0, i, -1.5)
+    with pytest.raises(IndexError):
+        compile_and_run(lambda g, xi, ii: [g.op("SCATTER", [xi, ii, g.scalar(-1.5)], ints=[0, 0, 0])], x, i)
+
+
+def _setitem(x, i, v):
+    y = x.clone()
+    y[i] = v
+    return y * 2
+
+
+SCATTER_TC = {
+    "setitem_rows": (_setitem, lambda: (rand((6, 3)), torch.tensor([0, -2, 4]), rand((3, 3)))),
+    "setitem_broadcast": (_setitem, lambda: (rand((6, 3)), torch.tensor([1, 5]), rand((3,)))),
+    "index_put_accumulate": (lambda x, i, v: x.index_put((i,), v, accumulate=True) + 1,
+                             lambda: (rand((5, 4)), torch.tensor([0, 2, 0, -1, 2]), rand((5, 4)))),
+    "index_put_int32_index": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
+                              lambda: (rand((5, 3), torch.int64), torch.tensor([4, 0, 4], dtype=torch.int32),
+                                       rand((3, 3), torch.int64))),
+    "scatter_add": (lambda x, i, v: x.scatter_add(1, i, v).exp(),
+                    lambda: (rand((5, 3)), rand_index((5, 7), 3), rand((5, 7)))),
+    "scatter": (lambda x, i, v: x.scatter(0, i, v), lambda: (rand((5, 3)), rand_index((4, 3), 5), rand((4, 3)))),
+    "scatter_value": (lambda x, i: x.scatter(0, i, 2.5), lambda: (rand((5, 3)), rand_index((4, 2), 5))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCATTER_TC))
+def test_torch_compile_scatter_native(name):
+    fn, make = SCATTER_TC[name]
+    args = make()
+    got, infos = compiled_info(fn, *args)
+    want = fn(*args)
+    torch.testing.assert_close(got, want)
+    assert infos and all(i["extern"] == 0 for i in infos), infos
+
+
+def test_torch_compile_scatter_out_of_range_raises_eagers_error():
+    fn = torch.compile(lambda x, i, v: x.scatter_add(0, i, v), backend="wick")
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        fn(rand((5, 3)), torch.tensor([[7, 0, 0]]), rand((1, 3)))
