@@ -55,7 +55,7 @@ static void cc_lock(void) {
 
 /* -O2, not -O3: the kernels' loops carry `omp simd`, which vectorises them
  * at -O2 too; -O3's extra loop transforms cost a third more compile time
- * for no measured kernel speed (bench/results/2026-12-01-*-cpu2-compile). */
+ * for no measured kernel speed (bench/results/2026-12-01-1345-cpu2-compile). */
 static const char *const base_flags[] = {
     "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
 };
