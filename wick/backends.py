@@ -230,6 +230,24 @@ _PARAM_DEFAULTS = {
 
 _native_table = None
 _view_table = None
+_indexing_table = None
+
+
+def _indexing_ops():
+    """ATen ops AtenImporter.try_indexing makes native (indirect loads and
+    creation ops, ops.def notes 11 and 12)."""
+    global _indexing_table
+    if _indexing_table is None:
+        import torch
+
+        aten = torch.ops.aten
+        _indexing_table = {
+            aten.embedding.default, aten.index_select.default, aten.gather.default, aten.index.Tensor,
+            aten.tril.default, aten.triu.default, aten.arange.default, aten.arange.start,
+            aten.arange.start_step, aten.full.default, aten.zeros.default, aten.ones.default,
+            aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
+        }
+    return _indexing_table
 
 
 def _view_ops():
@@ -417,7 +435,9 @@ class _AtenImporter:
             if node.op != "call_function" or node in outputs or node.target not in _native_table:
                 continue
             users = list(node.users)
-            agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default)
+            agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default,
+                        torch.ops.aten.embedding.default, torch.ops.aten.index_select.default,
+                        torch.ops.aten.gather.default, torch.ops.aten.index.Tensor)
             if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
                              (u in free or _meta_contiguous(self, u)) for u in users):
                 free.add(node)
@@ -510,6 +530,11 @@ class _AtenImporter:
             if vid is not None:
                 self.nnative += 1
                 return vid
+        if isinstance(val, torch.Tensor) and target in _indexing_ops():
+            vid = self.try_indexing(node, val)
+            if vid is not None:
+                self.nnative += 1
+                return vid
         if isinstance(val, torch.Tensor) and target in _view_ops():
             vid = self.try_view(node, val)
             if vid is not None:
@@ -574,6 +599,108 @@ class _AtenImporter:
             return None
         got, m = g.value(vid), self.meta_of(val)
         if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"]:
+            return None
+        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
+            return None
+        return vid
+
+    def try_indexing(self, node, val):
+        """Indexing and creation ops (ops.def notes 11, 12) -> INDEX, GATHER,
+        ARANGE, FULL, TRIL or TRIU nodes, or None (then an extern).
+        CPU graphs only: a C kernel reports an index out of range (the
+        runtime raises IndexError and the guard below reruns the graph
+        eagerly for eager's own error); Triton kernels cannot yet (they clamp
+        and only assert in Triton's debug mode)."""
+        import torch.fx
+
+        torch, g = self.torch, self.g
+        aten = torch.ops.aten
+        t = node.target
+        if val.device.type != "cpu" or self.device.type != "cpu" or val.layout != torch.strided:
+            return None
+        if os.environ.get("WICK_TRITON") == "interpret":  # CPU graphs on the Triton backend (tests)
+            return None
+        args = [self.lookup(a) for a in node.args]
+        kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
+
+        def arg(i, name, default=None):
+            if i < len(args):
+                return args[i]
+            return kw.get(name, ("c", default))
+
+        def const(i, name, default=None):
+            k, v = arg(i, name, default)
+            if k != "c":
+                raise _NotNative
+            return v
+
+        def tensor(i, name):
+            k, v = arg(i, name)
+            if k != "v":
+                raise _NotNative
+            return v
+
+        dt_name = str(val.dtype).replace("torch.", "")
+        try:
+            if t is aten.embedding.default:
+                vid = g.op("INDEX", [tensor(0, "weight"), tensor(1, "indices")], ints=[0, 0])
+            elif t is aten.index_select.default:
+                x, dim, idx = tensor(0, "self"), const(1, "dim"), tensor(2, "index")
+                nd = len(g.value(x)["sizes"])
+                dim = dim + nd if dim < 0 else dim
+                if len(g.value(idx)["sizes"]) == 0:  # a 0-d index keeps the dim (size 1)
+                    idx = g.op("VIEW", [idx], ints=[1, 1, 1, 0])
+                vid = g.op("INDEX", [x, idx], ints=[0, dim])
+            elif t is aten.gather.default:
+                if const(3, "sparse_grad", False):
+                    return None
+                vid = g.op("GATHER", [tensor(0, "self"), tensor(2, "index")], ints=[const(1, "dim")])
+            elif t is aten.index.Tensor:
+                x = tensor(0, "self")
+                raw = node.args[1] if len(node.args) > 1 else node.kwargs.get("indices")
+                if not isinstance(raw, (list, tuple)):
+                    return None
+                ins, dims = [x], []
+                for d, a in enumerate(raw):
+                    if a is None:
+                        continue
+                    if not isinstance(a, torch.fx.Node):
+                        return None
+                    k, v = self.lookup(a)
+                    if k != "v" or g.value(v)["dtype"] not in ("int64", "int32"):
+                        return None  # bool masks select a data-dependent number of elements
+                    ins.append(v)
+                    dims.append(d)
+                if not dims:
+                    return None
+                vid = g.op("INDEX", ins, ints=[1, *dims])
+            elif t in (aten.tril.default, aten.triu.default):
+                vid = g.op("TRIL" if t is aten.tril.default else "TRIU", [tensor(0, "self")],
+                           ints=[const(1, "diagonal", 0)])
+            elif t in (aten.arange.default, aten.arange.start, aten.arange.start_step):
+                start = const(0, "start") if t is not aten.arange.default else 0
+                step = const(2, "step", 1) if t is aten.arange.start_step else 1
+                if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, step)):
+                    return None
+                if not val.is_floating_point() and not (isinstance(start, int) and isinstance(step, int)):
+                    return None
+                vid = g.op("ARANGE", [g.scalar(start), g.scalar(step)], ints=[val.shape[0]], dtype=val.dtype)
+            else:  # full, zeros, ones and their _like forms
+                name = t._opname if hasattr(t, "_opname") else ""
+                fill = {"zeros": 0, "zeros_like": 0, "ones": 1, "ones_like": 1}.get(name)
+                if fill is None:
+                    fill = const(1, "fill_value")
+                if not isinstance(fill, (bool, int, float)):
+                    return None
+                if not val.is_floating_point() and val.dtype != torch.bool:
+                    info = torch.iinfo(val.dtype)  # eager raises on overflow: keep its call
+                    if not (fill == fill and info.min <= fill <= info.max):
+                        return None
+                vid = g.op("FULL", [g.scalar(fill)], ints=list(self.meta_of(val)["sizes"]), dtype=val.dtype)
+        except (_NotNative, ValueError, TypeError, IndexError):
+            return None
+        got, m = g.value(vid), self.meta_of(val)
+        if got["dtype"] != dt_name or tuple(got["sizes"]) != m["sizes"]:
             return None
         if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
             return None
@@ -773,8 +900,8 @@ class _AtenImporter:
                 if kw.pop("layout", None) not in (None, torch.strided):
                     return None
                 dev = kw.pop("device", None)
-                if dev is not None and not self.on_graph_device(dev):
-                    return None
+                if (dev is None and self.device.type != "cpu") or (dev is not None and not self.on_graph_device(dev)):
+                    return None  # a CPU 0-d tensor in a CUDA graph: an extern, moved to the graph's device
                 dtype = kw.pop("dtype", None) or torch.get_default_dtype()
                 kw.pop("pin_memory", None)
                 if kw:
@@ -830,6 +957,8 @@ class _AtenImporter:
         m = self.meta_of(val)
         if got["dtype"] != str(m["dtype"]).replace("torch.", "") or tuple(got["sizes"]) != m["sizes"]:
             return None  # torch would compute something else: let torch do it
+        if not self.on_graph_device(got["device"]) or not self.on_graph_device(m["device"]):
+            return None  # e.g. a CPU 0-d tensor in a CUDA graph: the extern path moves it
         if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
             return None  # eager keeps the input's layout here and it matters: so do we, via torch
         if got["is_wrapped_number"]:
@@ -841,6 +970,8 @@ class _AtenImporter:
 
     # -- externs --------------------------------------------------------------
     def extern(self, node, val):
+        import operator
+
         torch = self.torch
         from wick._C import ExternInput
 
@@ -881,7 +1012,12 @@ class _AtenImporter:
             metas, picks, kind = [self.meta_of(val)], None, None
         else:
             kind = type(val)
-            positions = [i for i, t in enumerate(val) if isinstance(t, torch.Tensor)]
+            # only the items the graph reads: an unread one may be None at run
+            # time where the fake kernel said tensor (cudnn attention's logsumexp)
+            read = {u.args[1] for u in node.users if u.target is operator.getitem}
+            if any(u.target is not operator.getitem for u in node.users):
+                read = set(range(len(val)))
+            positions = [i for i, t in enumerate(val) if isinstance(t, torch.Tensor) and i in read]
             # non-tensor items (the int sizes cudnn attention returns): fine
             # while nothing reads them; a getitem of one refuses the graph
             opaque = {i: f"{name} returns a {type(t).__name__} item" for i, t in enumerate(val)
@@ -931,6 +1067,11 @@ class _AtenImporter:
             if isinstance(item, torch.fx.Node):
                 k, v = self.lookup(item)
                 if k == "v":
+                    want = item.meta.get("val")
+                    if (isinstance(want, self.torch.Tensor) and
+                            not self.on_graph_device(self.g.value(v)["device"]) == self.on_graph_device(want.device)):
+                        # a 0-d CPU tensor computed on the graph's device
+                        raise _Unsupported(f"graph output {item.name} is on {want.device} in eager")
                     self.g.output(v)
                     spec.append(("t", nt))
                     nt += 1
@@ -1118,9 +1259,17 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
     def guarded(args):
         try:
             return state["fn"](args)
-        except RuntimeError as exc:
+        except IndexError as exc:
+            # a kernel met an index out of range (lower.h, "Indirect loads"):
+            # the graph is functional, so eager from the start raises eager's
+            # own error (or, should wick be wrong, gives eager's result)
+            if not str(exc).startswith("wick: index out of range"):
+                raise
+            return gm(*args)
+        except (RuntimeError, TypeError) as exc:
             msg = str(exc)
-            if state["fn"] is not boxed or not msg.startswith("wick: extern") or "metadata" not in msg:
+            if (state["fn"] is not boxed or not msg.startswith("wick: extern")
+                    or ("metadata" not in msg and "returned" not in msg)):
                 raise
             state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}")
             return state["fn"](args)

@@ -149,6 +149,7 @@ typedef enum {
     WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
     WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
                     * open across a graph break, re-entered (value: torch.set_grad_enabled) */
+    WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
 } WkRetKind;
 
 typedef struct WkRet {
@@ -168,6 +169,7 @@ typedef enum {
     WK_EFFECT_SETITEM, /* target[key] = value */
     WK_EFFECT_CLEAR,   /* target.clear() */
     WK_EFFECT_GLOBAL,  /* global name = value */
+    WK_EFFECT_APPEND,  /* target.append(value) */
 } WkEffectKind;
 
 typedef struct {
@@ -213,7 +215,11 @@ typedef struct {
     PyObject *kwnames;   /* borrowed: CALL's keyword names, or NULL */
     int jump_if_true;    /* BRANCH: the original jumps when the value is true */
     int line;            /* the instruction's line */
+    int endline, col, endcol; /* and columns (col -1: none), for tracebacks */
     int nargs, nin, nout;
+    int nfree;           /* free variables: each resume function is made at the break over the frame's cells */
+    int split;           /* no instruction: the resume function starts where the frame stopped */
+    int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
     PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
@@ -223,6 +229,14 @@ typedef struct {
      * set_grad (borrowed); restore_grad -1: none re-entered */
     int restore_grad;
     PyObject *set_grad;
+    /* A break inside a try or with block: the instruction is protected, and
+     * an exception it raises is handed to `handler` (borrowed: a resume
+     * function that starts at the block's handler) with the locals, the
+     * first handler_nstack stack args, handler_lasti (borrowed int, or NULL
+     * when the handler takes none) and the exception. NULL: no block open. */
+    PyObject *handler;
+    int handler_nstack;
+    PyObject *handler_lasti;
 } WkBreak;
 
 /* Like wk_cap_transform_Ref, but after the graph the code does what `b`

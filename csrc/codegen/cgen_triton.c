@@ -268,6 +268,17 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
             wk_error_set("Triton codegen: a kernel reads buffer b%d, which it stores, at another offset", e->buf);
             return -1;
         }
+        /* indirect variables (lower.h): the names of their expressions here */
+        for (int k = 0; k < e->nargs; k++) {
+            int var = wk_lower_indirect(g->S->L, e->a[k])->var;
+            if (var >= g->nvars) {
+                wk_error_set("Triton codegen: indirect variable out of the table");
+                return -1;
+            }
+            g->vtext[var] = ref(g, e->a[k]);
+            if (!g->vtext[var]) return -1;
+            g->vaxis[var] = (signed char)(1 | (on_r(g, e->a[k]) ? 2 : 0));
+        }
         WkStr off = {0};
         wk_str_append(&off, "");
         if (sym_py(g, e->idx[0], &off) < 0) {
@@ -351,6 +362,18 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
         return 0;
     }
     case WK_LX_WHERE: wk_str_printf(s, "tl.where(%s, %s, %s)", a, b, c); return 0;
+    case WK_LX_BOUND: {
+        /* never read outside the buffer: out-of-range lanes read element 0;
+         * device_assert reports them where Triton checks asserts (its
+         * interpreter; on the GPU only with TRITON_DEBUG=1) */
+        const char *mask = load_mask(g, 1 | (on_r(g, e) ? 2 : 0));
+        char inb[200];
+        snprintf(inb, sizeof inb, "((%s >= 0) & (%s < %lld))", a, a, (long long)e->i);
+        if (mask) emit(g, "tl.device_assert(%s | ~(%s), \"index out of range\")", inb, mask);
+        else emit(g, "tl.device_assert(%s, \"index out of range\")", inb);
+        wk_str_printf(s, "tl.where(%s, %s, 0)", inb, a);
+        return 0;
+    }
     default:
         if (libm(e->op) && fl) {
             wk_str_printf(s, "%s(%s)", libm(e->op), a);
@@ -1093,6 +1116,7 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
         if (S->L->rvar_id[k] > maxvar) maxvar = S->L->rvar_id[k];
     }
     g.nvars = maxvar + 1;
+    if (g.nvars < S->L->xbind_cap) g.nvars = S->L->xbind_cap; /* indirect variables */
     g.vtext = wk_xcalloc((size_t)g.nvars, sizeof(char *));
     g.vaxis = wk_xcalloc((size_t)g.nvars, 1);
     g.stored_here = wk_xcalloc((size_t)S->nbufs + 1, 1);

@@ -7,7 +7,9 @@
  *     codegen  (csrc/codegen/)  kernels -> C with OpenMP + SIMD loops
  *
  * Python-free. The generated source exports one function
- *     void <entry>(void **buffers);
+ *     int <entry>(void **buffers);
+ * which returns nonzero when a kernel met an index out of range (an indirect
+ * load's BOUND check, lower.h); the runtime then raises IndexError.
  * where buffers[i] is the data pointer (already offset by the storage
  * offset) of plan buffer i. The runtime allocates OUTPUT buffers and one
  * block of temps_bytes for the TEMP buffers (each at its plan offset),
@@ -88,6 +90,11 @@ typedef struct {
  * dtypes (capture then falls back), or when g has EXTERN nodes. */
 WkProgram *wk_compile_graph(const WkGraph *g);
 void wk_program_free(WkProgram *p);
+
+/* A line a plan's C unit carries before each stage: the unit may be cut at
+ * these lines into parts that compile on their own (each stage carries the
+ * guarded prelude), which runtime/cc.c compiles in parallel. */
+#define WK_CC_PART_MARK "/* wick-part */\n"
 
 /* ---- plans: a program as a sequence of steps ----------------------------
  * wk_compile_plan accepts any graph, EXTERN nodes included. It cuts the

@@ -873,6 +873,139 @@ static int pad_shape(WkGraph *g, const WkValue *const *in, WkAttrs *at, WkValue 
     return 0;
 }
 
+static int const_size(const WkValue *v, int d, int64_t *out, const char *what) {
+    if (!wk_sym_is_const(v->sizes[d], out)) {
+        wk_error_set("%s: symbolic sizes", what);
+        return -1;
+    }
+    return 0;
+}
+
+static int index_dtype_ok(const WkValue *v, int int64_only, const char *what) {
+    if (v->is_wrapped_number || !(v->dtype == WK_I64 || (!int64_only && v->dtype == WK_I32))) {
+        wk_error_set("%s: index tensors must be %s (got %s)", what, int64_only ? "int64" : "int32 or int64",
+                     v->is_wrapped_number ? "a Python number" : scalar_type_name(v->dtype));
+        return -1;
+    }
+    return 0;
+}
+
+/* INDEX (ops.def note 11): x[..., idx1, ..., idxk, ...] with index tensors
+ * at dims ints[1..]; their broadcast shape B replaces the indexed dims where
+ * they are adjacent, else leads, as numpy and torch place it. */
+static int index_shape(WkGraph *g, const WkValue *const *in, int n, const WkAttrs *at, WkValue *out) {
+    const WkValue *x = in[0];
+    int k = n - 1;
+    if (k < 1 || at->nints != n || !at->ints || x->is_wrapped_number || x->ndim == 0) {
+        wk_error_set("INDEX: an indexed tensor, index tensors and attrs.ints = [wrap, dims...]");
+        return -1;
+    }
+    int prev = -1;
+    for (int j = 0; j < k; j++) {
+        int64_t d = at->ints[1 + j];
+        if (d <= prev || d >= x->ndim) {
+            wk_error_set("INDEX: indexed dims must increase within the tensor's %d dims", x->ndim);
+            return -1;
+        }
+        prev = (int)d;
+        if (index_dtype_ok(in[1 + j], 0, "index") < 0) return -1;
+    }
+    WkValue b = {0};
+    if (broadcast_shapes(g, in + 1, k, &b) < 0) return -1;
+    int adjacent = at->ints[k] - at->ints[1] == k - 1;
+    int nd = x->ndim - k + b.ndim;
+    if (nd > WK_MAX_DIMS) {
+        wk_error_set("INDEX: the result would have %d dims (at most %d)", nd, WK_MAX_DIMS);
+        return -1;
+    }
+    int o = 0, first = (int)at->ints[1];
+    if (!adjacent)
+        for (int j = 0; j < b.ndim; j++) out->sizes[o++] = b.sizes[j];
+    for (int d = 0; d < x->ndim; d++) {
+        int indexed = 0;
+        for (int j = 0; j < k; j++) indexed |= at->ints[1 + j] == d;
+        if (adjacent && d == first)
+            for (int j = 0; j < b.ndim; j++) out->sizes[o++] = b.sizes[j];
+        if (!indexed) out->sizes[o++] = x->sizes[d];
+    }
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        int64_t s;
+        if (!wk_sym_is_const(out->sizes[d], &s)) {
+            wk_error_set("INDEX: symbolic sizes");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* GATHER: torch.gather's rules: index int64 of the input's rank, no larger
+ * than the input outside the gathered dim. */
+static int gather_shape(const WkValue *const *in, const WkAttrs *at, WkValue *out) {
+    const WkValue *x = in[0], *idx = in[1];
+    if (at->nints != 1 || !at->ints || x->is_wrapped_number || x->ndim == 0) {
+        wk_error_set("GATHER: a tensor of rank >= 1 and attrs.ints = [dim]");
+        return -1;
+    }
+    if (index_dtype_ok(idx, 1, "gather()") < 0) return -1;
+    int64_t dim = at->ints[0];
+    if (dim < 0) dim += x->ndim;
+    if (dim < 0 || dim >= x->ndim || idx->ndim != x->ndim) {
+        wk_error_set("Index tensor must have the same number of dimensions as input tensor");
+        return -1;
+    }
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t a, b;
+        if (const_size(x, d, &a, "gather") < 0 || const_size(idx, d, &b, "gather") < 0) return -1;
+        if (d != dim && b > a) {
+            wk_error_set("Size does not match at dimension %d expected index to be smaller than self apart from "
+                         "dimension %lld", d, (long long)dim);
+            return -1;
+        }
+    }
+    out->ndim = idx->ndim;
+    for (int d = 0; d < idx->ndim; d++) out->sizes[d] = idx->sizes[d];
+    return 0;
+}
+
+static int one_hot_shape(WkGraph *g, const WkValue *const *in, const WkAttrs *at, WkValue *out) {
+    const WkValue *x = in[0];
+    if (at->nints != 1 || !at->ints || at->ints[0] < 1 || x->ndim >= WK_MAX_DIMS) {
+        wk_error_set("ONE_HOT: attrs.ints = [num_classes >= 1] and an input of rank < %d", WK_MAX_DIMS);
+        return -1;
+    }
+    if (x->is_wrapped_number || x->dtype != WK_I64) {
+        wk_error_set("one_hot is only applicable to index tensor of type LongTensor.");
+        return -1;
+    }
+    out->ndim = x->ndim + 1;
+    for (int d = 0; d < x->ndim; d++) out->sizes[d] = x->sizes[d];
+    out->sizes[x->ndim] = wk_sym_const(g->syms, at->ints[0]);
+    return 0;
+}
+
+/* SIZES (creation ops): the sizes are attrs.ints; every input is a Python scalar. */
+static int sizes_shape(WkGraph *g, const WkValue *const *in, int n, const WkAttrs *at, WkValue *out) {
+    if (at->nints < 0 || at->nints > WK_MAX_DIMS || (at->nints && !at->ints)) {
+        wk_error_set("creation op: attrs.ints must hold at most %d sizes", WK_MAX_DIMS);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!in[i]->is_wrapped_number) {
+            wk_error_set("creation op: input %d must be a Python scalar", i);
+            return -1;
+        }
+    out->ndim = at->nints;
+    for (int d = 0; d < at->nints; d++) {
+        if (at->ints[d] < 0) {
+            wk_error_set("Trying to create tensor with negative dimension %lld", (long long)at->ints[d]);
+            return -1;
+        }
+        out->sizes[d] = wk_sym_const(g->syms, at->ints[d]);
+    }
+    return 0;
+}
+
 /* A VIEW node over in (value id `input`): output metadata from attrs; a
  * view of a VIEW becomes a view of the first base. */
 static int add_view(WkGraph *g, int input, const WkAttrs *attrs) {
@@ -976,9 +1109,25 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
     case WK_SHAPE_PAD:
         if (pad_shape(g, in, &at, &out) < 0) goto done;
         break;
+    case WK_SHAPE_INDEX:
+        if (index_shape(g, in, ninputs, &at, &out) < 0) goto done;
+        break;
+    case WK_SHAPE_GATHER:
+        if (gather_shape(in, &at, &out) < 0) goto done;
+        break;
+    case WK_SHAPE_ONE_HOT:
+        if (one_hot_shape(g, in, &at, &out) < 0) goto done;
+        break;
+    case WK_SHAPE_SIZES:
+        if (sizes_shape(g, in, ninputs, &at, &out) < 0) goto done;
+        break;
     case WK_SHAPE_BROADCAST:
         if (broadcast_shapes(g, in, ninputs, &out) < 0) goto done;
         if (op == WK_OP_LAYER_NORM && layer_norm_dims(in[0], &at, &out) < 0) goto done;
+        if ((op == WK_OP_TRIL || op == WK_OP_TRIU) && (in[0]->ndim < 2 || at.nints != 1 || !at.ints)) {
+            wk_error_set("%s: a tensor of rank >= 2 and attrs.ints = [diagonal]", op == WK_OP_TRIL ? "tril" : "triu");
+            goto done;
+        }
         break;
     case WK_SHAPE_REDUCE:
     case WK_SHAPE_SAME_DIM:

@@ -93,6 +93,12 @@ const WkSym *wk_sym_mod(WkSymPool *p, const WkSym *a, const WkSym *b);
 const WkSym *wk_sym_min(WkSymPool *p, const WkSym *a, const WkSym *b);
 const WkSym *wk_sym_max(WkSymPool *p, const WkSym *a, const WkSym *b);
 int wk_sym_is_const(const WkSym *s, int64_t *out); /* 1 and *out set if constant */
+/* s rewritten knowing that var vars[k] ranges over [0, extents[k]) (loop
+ * indices): divisions and remainders that cancel go, so a composed view's
+ * index becomes affine where it is. Other variables are left as they are.
+ * Equal to s for every value of the variables within those ranges. */
+const WkSym *wk_sym_simplify_bounded(WkSymPool *p, const WkSym *s, const int *vars, const int64_t *extents,
+                                     int n);
 /* Evaluates with var i bound to values[i]; values may be NULL if s has no vars. */
 int64_t wk_sym_eval(const WkSym *s, const int64_t *values);
 /* Appends C syntax for s to out; `var_name` maps a var to its C spelling
@@ -118,7 +124,8 @@ typedef enum {
 
 typedef enum { WK_KIND_POINTWISE, WK_KIND_REDUCTION, WK_KIND_CONSTANT, WK_KIND_EXTERN } WkOpKind;
 typedef enum { WK_SHAPE_BROADCAST, WK_SHAPE_REDUCE, WK_SHAPE_SAME_DIM, WK_SHAPE_SCALAR, WK_SHAPE_VIEW,
-               WK_SHAPE_CAT, WK_SHAPE_PAD } WkShapeRule;
+               WK_SHAPE_CAT, WK_SHAPE_PAD, WK_SHAPE_INDEX, WK_SHAPE_GATHER, WK_SHAPE_ONE_HOT,
+               WK_SHAPE_SIZES } WkShapeRule;
 typedef enum {
     WK_DTR_PROMOTE, WK_DTR_PROMOTE_FLOAT, WK_DTR_COMPARE, WK_DTR_WHERE, WK_DTR_SUM,
     WK_DTR_SAME, WK_DTR_SAME_NOBOOL, WK_DTR_FLOAT_ONLY, WK_DTR_FLOAT_FIRST, WK_DTR_INTEGRAL,

@@ -19,7 +19,7 @@ static int sym_vars_ok(const Check *c, const WkSym *s) {
             if (s->var == c->L->ivar_id[k]) return 1;
         for (int k = 0; k < c->nr; k++)
             if (s->var == c->L->rvar_id[k]) return 1;
-        return 0;
+        return wk_lower_xvar(c->L, s->var) != NULL; /* an indirect variable */
     }
     return sym_vars_ok(c, s->a) && sym_vars_ok(c, s->b);
 }
@@ -28,7 +28,16 @@ static int check_expr(Check *c, const WkLExpr *e, int root) {
     if (wk_lower_map_get(&c->seen, e)) return 0;
     wk_lower_map_put(&c->seen, e, e);
     const WkLoopIR *L = c->L;
-    if (e->nargs != wk_lower_op_nargs(e->op)) goto bad;
+    int indirect = e->op == WK_LX_LOAD || e->op == WK_LX_READ;
+    if (!indirect && e->nargs != wk_lower_op_nargs(e->op)) goto bad;
+    if (indirect) { /* operands: exactly the index's indirect variables' expressions */
+        const WkLExpr *xs[WK_MAX_DIMS];
+        int n = 0;
+        for (int k = 0; k < e->nidx; k++) n = wk_lower_sym_xvars(L, e->idx[k], xs, n, WK_MAX_DIMS);
+        if (n != e->nargs) goto bad;
+        for (int k = 0; k < n; k++)
+            if (xs[k] != e->a[k] || e->a[k]->dtype != WK_I64) goto bad;
+    }
     for (int k = 0; k < e->nargs; k++) {
         if (!e->a[k] || e->a[k]->id >= e->id) goto bad;
         if (check_expr(c, e->a[k], 0) < 0) return -1;
@@ -74,6 +83,9 @@ static int check_expr(Check *c, const WkLExpr *e, int root) {
     case WK_LX_REM:
         for (int k = 0; k < e->nargs; k++)
             if (e->a[k]->dtype != e->dtype) goto bad;
+        break;
+    case WK_LX_BOUND:
+        if (e->dtype != WK_I64 || e->a[0]->dtype != WK_I64 || e->i < 0) goto bad;
         break;
     case WK_LX_WHERE:
         if (e->a[0]->dtype != WK_BOOL || e->a[1]->dtype != e->dtype || e->a[2]->dtype != e->dtype)

@@ -129,12 +129,82 @@ int wk_lower_is_const(const WkLExpr *e, double *value) {
     return 1;
 }
 
+/* ---- indirect variables ------------------------------------------------ */
+const WkLExpr *wk_lower_xvar(const WkLoopIR *L, int var) {
+    return var >= 0 && var < L->xbind_cap ? L->xbind[var] : NULL;
+}
+
+const WkSym *wk_lower_indirect(WkLoopIR *L, const WkLExpr *e) {
+    e = wk_lower_cast(L, WK_I64, e);
+    if (e->op == WK_LX_CONST) return wk_sym_const(L->syms, e->i);
+    char name[32];
+    snprintf(name, sizeof name, "t%d", e->id);
+    const WkSym *v = wk_sym_var(L->syms, name);
+    if (v->var >= L->xbind_cap) {
+        int cap = L->xbind_cap ? 2 * L->xbind_cap : 64;
+        while (cap <= v->var) cap *= 2;
+        L->xbind = wk_xrealloc(L->xbind, sizeof *L->xbind * (size_t)cap);
+        memset(L->xbind + L->xbind_cap, 0, sizeof *L->xbind * (size_t)(cap - L->xbind_cap));
+        L->xbind_cap = cap;
+    }
+    L->xbind[v->var] = e;
+    return v;
+}
+
+int wk_lower_sym_xvars(const WkLoopIR *L, const WkSym *s, const WkLExpr **out, int n, int cap) {
+    switch (s->kind) {
+    case WK_SYM_CONST: return n;
+    case WK_SYM_VAR: {
+        const WkLExpr *e = wk_lower_xvar(L, s->var);
+        if (!e) return n;
+        int at = 0;
+        for (; at < n && at < cap && out[at]->id < e->id; at++) {}
+        if (at < n && at < cap && out[at] == e) return n;
+        if (n < cap) { /* keep out sorted by id */
+            memmove(out + at + 1, out + at, sizeof *out * (size_t)(n - at));
+            out[at] = e;
+        }
+        return n + 1;
+    }
+    default: return wk_lower_sym_xvars(L, s->b, out, wk_lower_sym_xvars(L, s->a, out, n, cap), cap);
+    }
+}
+
+const WkLExpr *wk_lower_checked_index(WkLoopIR *L, const WkLExpr *idx, int64_t size, int wrap_negative) {
+    idx = wk_lower_cast(L, WK_I64, idx);
+    if (wrap_negative) {
+        const WkLExpr *zero = wk_lower_const_i(L, WK_I64, 0);
+        const WkLExpr *neg = wk_lower_binary(L, WK_LX_LT, idx, zero);
+        idx = wk_lower_where(L, neg, wk_lower_binary(L, WK_LX_ADD, idx, wk_lower_const_i(L, WK_I64, size)), idx);
+    }
+    WkLExpr t = blank(WK_LX_BOUND, WK_I64);
+    t.nargs = 1;
+    t.a[0] = idx;
+    t.i = size;
+    return intern(L, &t);
+}
+
+/* LOAD and READ take the expressions of their index's indirect variables as
+ * operands (more than fit: xoverflow, see lower.h). */
+static void set_xoperands(WkLoopIR *L, WkLExpr *t, const WkSym *const *idx, int nidx) {
+    const WkLExpr *xs[WK_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < nidx; k++) n = wk_lower_sym_xvars(L, idx[k], xs, n, WK_MAX_DIMS);
+    if (n > WK_MAX_DIMS) {
+        L->xoverflow = 1;
+        n = WK_MAX_DIMS;
+    }
+    t->nargs = n;
+    for (int k = 0; k < n; k++) t->a[k] = xs[k];
+}
+
 const WkLExpr *wk_lower_load(WkLoopIR *L, int value, int nidx, const WkSym *const *idx) {
     const WkLBuf *b = &L->bufs[value];
     WkLExpr t = blank(WK_LX_LOAD, b->dtype);
     t.buf = value;
     t.nidx = nidx;
     for (int k = 0; k < nidx; k++) t.idx[k] = idx[k];
+    set_xoperands(L, &t, idx, nidx);
     return intern(L, &t);
 }
 
@@ -143,6 +213,7 @@ const WkLExpr *wk_lower_read(WkLoopIR *L, WkDType dt, int planbuf, const WkSym *
     t.buf = planbuf;
     t.nidx = 1;
     t.idx[0] = offset;
+    set_xoperands(L, &t, &offset, 1);
     return intern(L, &t);
 }
 
@@ -228,6 +299,13 @@ const WkLExpr *wk_lower_with_args(WkLoopIR *L, const WkLExpr *e, const WkLExpr *
     switch (e->op) {
     case WK_LX_CONST: case WK_LX_LOAD: case WK_LX_READ: case WK_LX_INDEX: return e;
     case WK_LX_CAST: return wk_lower_cast(L, e->dtype, a[0]);
+    case WK_LX_BOUND: {
+        WkLExpr t = blank(WK_LX_BOUND, WK_I64);
+        t.nargs = 1;
+        t.a[0] = a[0];
+        t.i = e->i;
+        return intern(L, &t);
+    }
     case WK_LX_WHERE: return wk_lower_where(L, a[0], a[1], a[2]);
     case WK_LX_REDUCE: return wk_lower_reduce(L, e->rop, e->dtype, a[0], e->nred, e->red_sizes);
     default:
@@ -277,8 +355,10 @@ void wk_lower_map_free(WkLowerMap *m) {
 }
 
 /* ---- substitution ------------------------------------------------------ */
-const WkSym *wk_lower_subst_sym(WkLoopIR *L, const WkSym *s, const WkSym *const *ivals, int ni,
-                                const WkSym *const *rvals, int nr) {
+/* i_k -> ivals[k], r_k -> rvals[k], indirect xfrom[k] -> xto[k], at once */
+static const WkSym *subst_sym_x(WkLoopIR *L, const WkSym *s, const WkSym *const *ivals, int ni,
+                                const WkSym *const *rvals, int nr, const WkSym *const *xfrom,
+                                const WkSym *const *xto, int nx) {
     switch (s->kind) {
     case WK_SYM_CONST: return s;
     case WK_SYM_VAR:
@@ -286,11 +366,13 @@ const WkSym *wk_lower_subst_sym(WkLoopIR *L, const WkSym *s, const WkSym *const 
             if (s->var == L->ivar_id[k]) return ivals[k];
         for (int k = 0; k < nr; k++)
             if (s->var == L->rvar_id[k]) return rvals[k];
+        for (int k = 0; k < nx; k++)
+            if (s == xfrom[k]) return xto[k];
         return s;
     default: break;
     }
-    const WkSym *a = wk_lower_subst_sym(L, s->a, ivals, ni, rvals, nr);
-    const WkSym *b = wk_lower_subst_sym(L, s->b, ivals, ni, rvals, nr);
+    const WkSym *a = subst_sym_x(L, s->a, ivals, ni, rvals, nr, xfrom, xto, nx);
+    const WkSym *b = subst_sym_x(L, s->b, ivals, ni, rvals, nr, xfrom, xto, nx);
     if (a == s->a && b == s->b) return s;
     switch (s->kind) {
     case WK_SYM_ADD: return wk_sym_add(L->syms, a, b);
@@ -301,6 +383,16 @@ const WkSym *wk_lower_subst_sym(WkLoopIR *L, const WkSym *s, const WkSym *const 
     case WK_SYM_MAX: return wk_sym_max(L->syms, a, b);
     default: return s;
     }
+}
+
+const WkSym *wk_lower_subst_sym(WkLoopIR *L, const WkSym *s, const WkSym *const *ivals, int ni,
+                                const WkSym *const *rvals, int nr) {
+    return subst_sym_x(L, s, ivals, ni, rvals, nr, NULL, NULL, 0);
+}
+
+const WkSym *wk_lower_rename_xvars(WkLoopIR *L, const WkSym *s, const WkSym *const *xfrom,
+                                   const WkSym *const *xto, int n) {
+    return n ? subst_sym_x(L, s, NULL, 0, NULL, 0, xfrom, xto, n) : s;
 }
 
 typedef struct {
@@ -326,9 +418,18 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
     switch (e->op) {
     case WK_LX_CONST: break;
     case WK_LX_LOAD: {
+        /* indirect operands first: their variables are renamed after them */
+        const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
+        int nx = 0;
+        for (int k = 0; k < e->nargs; k++) {
+            const WkLExpr *ak = subst_rec(c, env, e->a[k]);
+            if (ak == e->a[k]) continue;
+            xfrom[nx] = wk_lower_indirect(L, e->a[k]);
+            xto[nx++] = wk_lower_indirect(L, ak);
+        }
         const WkSym *idx[WK_MAX_DIMS];
         for (int k = 0; k < e->nidx; k++)
-            idx[k] = wk_lower_subst_sym(L, e->idx[k], env->ivals, env->ni, env->rvals, env->nr);
+            idx[k] = subst_sym_x(L, e->idx[k], env->ivals, env->ni, env->rvals, env->nr, xfrom, xto, nx);
         r = wk_lower_load(L, e->buf, e->nidx, idx);
         const WkLBuf *b = &L->bufs[e->buf];
         if (c->fn && b->kind == WK_LBUF_POINTWISE && c->fn(c->ctx, e->buf)) {
@@ -346,12 +447,21 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
     case WK_LX_INDEX:
         r = wk_lower_index(L, wk_lower_subst_sym(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr));
         break;
-    case WK_LX_READ:
+    case WK_LX_READ: {
+        const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
+        int nx = 0;
+        for (int k = 0; k < e->nargs; k++) {
+            const WkLExpr *ak = subst_rec(c, env, e->a[k]);
+            if (ak == e->a[k]) continue;
+            xfrom[nx] = wk_lower_indirect(L, e->a[k]);
+            xto[nx++] = wk_lower_indirect(L, ak);
+        }
         r = wk_lower_read(L, e->dtype, e->buf,
-                          wk_lower_subst_sym(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr));
+                          subst_sym_x(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr, xfrom, xto, nx));
         break;
+    }
     default: {
-        const WkLExpr *a[3] = {NULL, NULL, NULL};
+        const WkLExpr *a[3] = {NULL, NULL, NULL}; /* LOAD/READ, the only wider nodes, are above */
         int same = 1;
         for (int k = 0; k < e->nargs; k++) {
             a[k] = subst_rec(c, env, e->a[k]);
@@ -397,6 +507,9 @@ static void print_rec(const WkLoopIR *L, const WkLExpr *e, WkStr *out, WkLowerMa
         }
         wk_str_append(out, "]");
         break;
+    case WK_LX_BOUND:
+        wk_str_printf(out, " %%%d < %lld\n", e->a[0]->id, (long long)e->i);
+        return;
     case WK_LX_REDUCE: {
         static const char *const rn[] = {"sum", "mean", "max", "min", "prod"};
         wk_str_printf(out, " %s over [", rn[e->rop]);

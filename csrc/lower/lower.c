@@ -783,6 +783,140 @@ static const WkLExpr *lower_VIEW(Lower *c) {
     return wk_lower_load(L, bid, b->ndim, idx);
 }
 
+/* ---- indexing (ops.def note 11): indirect loads ----------------------- */
+static int64_t out_numel(const Lower *c) {
+    int64_t n = 1;
+    for (int d = 0; d < c->out->ndim; d++) {
+        int64_t s = 0;
+        wk_sym_is_const(c->out->sizes[d], &s);
+        n *= s;
+    }
+    return n;
+}
+
+/* Index tensor `k` of the node loaded at output dims first.. (right-aligned
+ * broadcast over nb dims), as a checked int64 index into a dim of `size`. */
+static const WkSym *index_var(Lower *c, int k, int first, int nb, int64_t size, int wrap) {
+    WkLoopIR *L = c->L;
+    int ib = L->value_buf[c->node->inputs[k]];
+    const WkLBuf *b = &L->bufs[ib];
+    const WkSym *idx[WK_MAX_DIMS];
+    for (int d = 0; d < b->ndim; d++)
+        idx[d] = b->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : c->canon[first + nb - b->ndim + d];
+    const WkLExpr *v = b->body && b->body->op == WK_LX_CONST ? b->body : wk_lower_load(L, ib, b->ndim, idx);
+    return wk_lower_indirect(L, wk_lower_checked_index(L, v, size, wrap));
+}
+
+/* Indexing an empty tensor into a non-empty result: BOUND against 0 fails
+ * for every element (the kernel reports it), and no load is made, since a
+ * clamped index would still read outside an empty buffer. */
+static const WkLExpr *empty_table(Lower *c, const WkSym *checked) {
+    return wk_lower_cast(c->L, c->out->dtype, wk_lower_xvar(c->L, checked->var));
+}
+
+static const WkLExpr *lower_INDEX(Lower *c) {
+    WkLoopIR *L = c->L;
+    const WkNode *n = c->node;
+    int k = n->ninputs - 1;
+    const int64_t *dims = n->attrs.ints + 1;
+    if (out_numel(c) == 0) return wk_lower_const_i(L, c->out->dtype, 0); /* never read */
+    int xb = L->value_buf[n->inputs[0]];
+    const WkLBuf *x = &L->bufs[xb];
+    int nb = 0;
+    for (int j = 1; j <= k; j++) {
+        int r = L->bufs[L->value_buf[n->inputs[j]]].ndim;
+        nb = r > nb ? r : nb;
+    }
+    int adjacent = dims[k - 1] - dims[0] == k - 1;
+    int first = adjacent ? (int)dims[0] : 0; /* where B sits in the output */
+    const WkSym *xidx[WK_MAX_DIMS];
+    char indexed[WK_MAX_DIMS] = {0};
+    if (x->numel == 0) /* an indexed dim of size 0: every index is out of range; load nothing */
+        return empty_table(c, index_var(c, 1, first, nb, 0, 0));
+    for (int j = 0; j < k; j++) {
+        xidx[dims[j]] = index_var(c, 1 + j, first, nb, x->sizes[dims[j]], n->attrs.ints[0] != 0);
+        indexed[dims[j]] = 1;
+    }
+    int o = adjacent ? 0 : nb;
+    for (int d = 0; d < x->ndim; d++) {
+        if (adjacent && d == first) o += nb;
+        if (indexed[d]) continue;
+        xidx[d] = x->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : c->canon[o];
+        o++;
+    }
+    return wk_lower_load(L, xb, x->ndim, xidx);
+}
+
+static const WkLExpr *lower_GATHER(Lower *c) {
+    WkLoopIR *L = c->L;
+    if (out_numel(c) == 0) return wk_lower_const_i(L, c->out->dtype, 0);
+    int xb = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *x = &L->bufs[xb];
+    int dim = (int)(c->node->attrs.ints[0] < 0 ? c->node->attrs.ints[0] + x->ndim : c->node->attrs.ints[0]);
+    if (x->numel == 0) return empty_table(c, index_var(c, 1, 0, c->out->ndim, 0, 0));
+    const WkSym *xidx[WK_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        xidx[d] = d == dim ? index_var(c, 1, 0, c->out->ndim, x->sizes[dim], 0)
+                  : x->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : c->canon[d];
+    return wk_lower_load(L, xb, x->ndim, xidx);
+}
+
+/* one_hot: (index == class) as int64; the index is checked like a load's */
+static const WkLExpr *lower_ONE_HOT(Lower *c) {
+    WkLoopIR *L = c->L;
+    int nd = c->out->ndim;
+    int64_t nc = c->node->attrs.ints[0];
+    if (out_numel(c) == 0) return wk_lower_const_i(L, WK_I64, 0);
+    int ib = L->value_buf[c->node->inputs[0]];
+    const WkLBuf *b = &L->bufs[ib];
+    const WkSym *idx[WK_MAX_DIMS];
+    for (int d = 0; d < b->ndim; d++) idx[d] = b->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : c->canon[d];
+    const WkLExpr *v = wk_lower_checked_index(L, wk_lower_load(L, ib, b->ndim, idx), nc, 0);
+    return wk_lower_cast(L, WK_I64, bin(c, WK_LX_EQ, v, wk_lower_index(L, c->canon[nd - 1])));
+}
+
+/* ---- creation ops (ops.def note 12) ------------------------------------ */
+/* arange: start + step * i in eager's accumulate type (float64 for float32
+ * and float64, float32 for 16-bit floats, int64 for integers) */
+static const WkLExpr *lower_ARANGE(Lower *c) {
+    WkDType dt = c->out->dtype;
+    WkDType acc = wk_dtype_is_float(dt) ? (dt == WK_F16 || dt == WK_BF16 ? WK_F32 : WK_F64) : WK_I64;
+    const WkLExpr *i = wk_lower_cast(c->L, acc, wk_lower_index(c->L, c->canon[0]));
+    const WkLExpr *start = arg_as(c, 0, acc), *step = arg_as(c, 1, acc);
+    return wk_lower_cast(c->L, dt, bin(c, WK_LX_ADD, start, bin(c, WK_LX_MUL, step, i)));
+}
+
+static const WkLExpr *lower_FULL(Lower *c) {
+    const WkLExpr *v = arg_as(c, 0, c->out->dtype);
+    if (v->op != WK_LX_CONST) { /* a float out of the integer range: C's conversion is undefined */
+        wk_error_set("full: value cannot be converted to type %s without overflow", wk_dtype_name(c->out->dtype));
+        return NULL;
+    }
+    return v;
+}
+
+/* tril/triu: keep element (i, j) of the last two dims when j - i <= k (tril)
+ * or j - i >= k (triu), else 0 */
+static const WkLExpr *triangle(Lower *c, WkLxOp keep) {
+    WkLoopIR *L = c->L;
+    int nd = c->out->ndim;
+    const WkLExpr *x = arg_as(c, 0, c->out->dtype);
+    const WkLExpr *row = wk_lower_index(L, c->canon[nd - 2]), *col = wk_lower_index(L, c->canon[nd - 1]);
+    /* a diagonal beyond the matrix keeps all or nothing: clamped, so that
+     * row + k cannot overflow */
+    int64_t k = c->node->attrs.ints[0], span = 1;
+    for (int d = nd - 2; d < nd; d++) {
+        int64_t s = 0;
+        wk_sym_is_const(c->out->sizes[d], &s);
+        span += s;
+    }
+    k = k > span ? span : k < -span ? -span : k;
+    const WkLExpr *lim = bin(c, WK_LX_ADD, row, wk_lower_const_i(L, WK_I64, k));
+    return wk_lower_where(L, bin(c, keep, col, lim), x, wk_lower_const_i(L, c->out->dtype, 0));
+}
+static const WkLExpr *lower_TRIL(Lower *c) { return triangle(c, WK_LX_LE); }
+static const WkLExpr *lower_TRIU(Lower *c) { return triangle(c, WK_LX_GE); }
+
 static const LowerFn lowerings[WK_NOPS] = {
 #undef WK_OP
 #define WK_OP(name, kind, arity, shape, dtype, sig, torch) [WK_OP_##name] = lower_##name,
@@ -949,5 +1083,6 @@ void wk_lower_free(WkLoopIR *L) {
     free(L->value_buf);
     free(L->input_bufs);
     free(L->output_bufs);
+    free(L->xbind);
     free(L);
 }

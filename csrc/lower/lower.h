@@ -34,6 +34,20 @@
  *     comparisons produce BOOL, WHERE's condition is BOOL;
  *   - BOOL values are 0/1.
  *
+ * Indirect loads (gather, embedding, advanced indexing). An index
+ * expression may name a loaded value: wk_lower_indirect(L, e) returns an
+ * *indirect variable*, a pool variable named "t<id>" after e's id (C code
+ * declares e as `t<id>`, so index expressions print as they are) and bound
+ * to e in L->xbind. A LOAD or READ whose index uses indirect variables has
+ * their bound expressions as its operands a[0..nargs) (sorted by id; at most
+ * WK_MAX_DIMS, else xoverflow is set): the DAG keeps them as dependencies, so fusion, substitution and
+ * code generation order them like any operand. Bound expressions are int64
+ * BOUND nodes: a kernel never reads outside a buffer. BOUND yields its
+ * operand when it lies in [0, i) and 0 otherwise, and makes the kernel
+ * report "index out of range": the C entry returns nonzero and the runtime
+ * raises IndexError (eager raises there too); Triton kernels clamp and
+ * tl.device_assert (see cgen_triton.c).
+ *
  * Ownership: a WkLoopIR owns its arena (all expressions), its symbol pool
  * and its buffers. It borrows nothing from the graph after wk_lower_graph
  * returns. Free with wk_lower_free.
@@ -86,6 +100,7 @@
     X(GT, 2)                                                                   \
     X(GE, 2)                                                                   \
     X(WHERE, 3)   /* a[0] BOOL ? a[1] : a[2] */                                \
+    X(BOUND, 1)   /* a[0] (int64) if 0 <= a[0] < i, else 0 and an index error */ \
     X(REDUCE, 1)  /* rop over r0..r{nred-1} of a[0]; a[0]'s dtype accumulates */
 
 typedef enum {
@@ -103,13 +118,14 @@ struct WkLExpr {
     WkLxOp op;
     WkDType dtype;                    /* result dtype */
     int nargs;
-    const WkLExpr *a[3];              /* operands */
+    const WkLExpr *a[WK_MAX_DIMS];    /* operands (3 at most, but a LOAD's/READ's indirect ones) */
     int buf;                          /* LOAD: loop-IR buffer; READ: plan buffer */
     int nidx;                         /* LOAD: buffer rank; READ, INDEX: 1 */
     const WkSym *idx[WK_MAX_DIMS];    /* LOAD: per-dim index; READ: element offset; INDEX: value */
     double f;                         /* CONST floating value (already rounded to dtype) */
     int64_t i;                        /* CONST integral/bool value */
     WkRedOp rop;                      /* REDUCE */
+                                      /* (BOUND: i is the exclusive upper bound) */
     int nred;                         /* REDUCE: reduction dims */
     int64_t red_sizes[WK_MAX_DIMS];   /* REDUCE: extent of r0.. */
     int id;                           /* dense, creation order: a[k]->id < id */
@@ -151,6 +167,10 @@ typedef struct WkLoopIR {
     int nexprs;                       /* next expression id */
     void *table;                      /* hash-cons table (expr.c) */
     int table_cap, table_len;
+    const WkLExpr **xbind;            /* [xbind_cap] by pool var: an indirect variable's expression */
+    int xbind_cap;
+    int xoverflow;                    /* some LOAD/READ needed more than WK_MAX_DIMS indirect
+                                         operands: its DAG is wrong, the pipeline refuses the graph */
 } WkLoopIR;
 
 /* Constructors. All return the canonical node; CAST of a CONST folds. */
@@ -167,6 +187,18 @@ const WkLExpr *wk_lower_where(WkLoopIR *L, const WkLExpr *c, const WkLExpr *a, c
 const WkLExpr *wk_lower_reduce(WkLoopIR *L, WkRedOp rop, WkDType out, const WkLExpr *body,
                                int nred, const int64_t *red_sizes);
 int wk_lower_is_const(const WkLExpr *e, double *value); /* 1 if CONST; value as double */
+/* Indirect loads (see above). wk_lower_indirect: the index sym standing for
+ * int64 expression e (a constant sym when e is CONST). wk_lower_xvar: the
+ * expression bound to pool variable var, NULL when var is not indirect.
+ * wk_lower_checked_index: idx (any integral dtype) as int64, negative values
+ * wrapped by `size` when wrap_negative (Python-style, as aten.index), then
+ * BOUND by size. */
+const WkSym *wk_lower_indirect(WkLoopIR *L, const WkLExpr *e);
+const WkLExpr *wk_lower_xvar(const WkLoopIR *L, int var);
+const WkLExpr *wk_lower_checked_index(WkLoopIR *L, const WkLExpr *idx, int64_t size, int wrap_negative);
+/* The indirect variables of s, their expressions appended to out (unique,
+ * sorted by id); returns their count (may exceed cap: then out is full). */
+int wk_lower_sym_xvars(const WkLoopIR *L, const WkSym *s, const WkLExpr **out, int n, int cap);
 /* The node of e's op and attributes with operands a[0..e->nargs) instead. */
 const WkLExpr *wk_lower_with_args(WkLoopIR *L, const WkLExpr *e, const WkLExpr *const *a);
 
@@ -180,9 +212,15 @@ void wk_lower_map_put(WkLowerMap *m, const void *key, const void *val);
 void wk_lower_map_free(WkLowerMap *m);
 
 /* Substitutes index variables into sym s: i_k -> ivals[k] (k < ni), r_k ->
- * rvals[k] (k < nr); other variables stay. */
+ * rvals[k] (k < nr); other variables stay (indirect ones too: wk_lower_subst
+ * renames those after substituting their expressions). */
 const WkSym *wk_lower_subst_sym(WkLoopIR *L, const WkSym *s, const WkSym *const *ivals, int ni,
                                 const WkSym *const *rvals, int nr);
+
+/* s with indirect variables renamed: xfrom[k] -> xto[k] (syms of
+ * wk_lower_indirect; xto may be any sym). */
+const WkSym *wk_lower_rename_xvars(WkLoopIR *L, const WkSym *s, const WkSym *const *xfrom,
+                                   const WkSym *const *xto, int n);
 
 /* Calls buffer definitions. Rebuilds e with i_k -> ivals[k], r_k -> rvals[k];
  * a LOAD of a POINTWISE buffer for which inline_fn(ctx, value) returns 1 is

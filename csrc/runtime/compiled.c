@@ -30,7 +30,7 @@
 
 #include "runtime.h"
 
-typedef void (*EntryFn)(void **buffers);
+typedef int (*EntryFn)(void **buffers); /* nonzero: an index out of range */
 
 typedef struct {
     WkDType dtype;
@@ -385,10 +385,15 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     }
     ran_kernels = 1;
     EntryFn entry = rt->entry;
+    int erc;
     Py_BEGIN_ALLOW_THREADS
     if (nthreads > 0) self->set_num_threads((int)nthreads);
-    entry(ptrs);
+    erc = entry(ptrs);
     Py_END_ALLOW_THREADS
+    if (erc) { /* a BOUND check failed (lower.h, "Indirect loads"): eager raises here too */
+        PyErr_SetString(PyExc_IndexError, "wick: index out of range in a compiled kernel");
+        goto done;
+    }
 
 outputs:
     for (int j = 0; j < st->nout; j++) {
@@ -917,22 +922,45 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     CompiledObject *self = NULL;
     /* the device: CPU graphs get C kernels (or Triton's interpreter with
      * WICK_TRITON=interpret), graphs on one CUDA device Triton kernels */
-    int cuda = -1, cpu_values = 0, several = 0;
+    int cuda = -1, several = 0, cpu_node = -2; /* cpu_node: first CPU value's node (-1: an input) */
+    /* only nodes the outputs need: a builder may leave dead nodes behind (a
+     * native attempt it then replaced by an extern), and the plan drops them */
+    char *live = wk_xcalloc((size_t)wk_graph_nnodes(g) + 1, 1);
+    for (int i = 0; i < wk_graph_noutputs(g); i++) {
+        int node = wk_graph_value(g, wk_graph_output_value(g, i))->node;
+        if (node >= 0) live[node] = 1;
+    }
+    for (int n = wk_graph_nnodes(g) - 1; n >= 0; n--) { /* nodes are in topological order */
+        if (!live[n]) continue;
+        const WkNode *node = wk_graph_node(g, n);
+        for (int i = 0; i < node->ninputs; i++) {
+            int producer = wk_graph_value(g, node->inputs[i])->node;
+            if (producer >= 0) live[producer] = 1;
+        }
+    }
     for (int n = -1; n < wk_graph_nnodes(g); n++) {
+        if (n >= 0 && !live[n]) continue;
         int count = n < 0 ? ninputs : wk_graph_node(g, n)->noutputs;
         for (int k = 0; k < count; k++) {
             const WkValue *v = n < 0 ? wk_graph_value(g, wk_graph_input_value(g, k))
                                      : wk_graph_value(g, wk_graph_node(g, n)->outputs[k]);
             if (n >= 0 && wk_graph_node(g, n)->op == WK_OP_SCALAR) continue;
-            if (v->device.type == WK_DEV_CPU) cpu_values = 1;
+            if (v->device.type == WK_DEV_CPU) { if (cpu_node == -2) cpu_node = n; }
             else if (cuda >= 0 && v->device.index != cuda) several = 1;
             else cuda = v->device.index;
         }
     }
-    if (several || (cuda >= 0 && cpu_values)) {
-        wk_error_set("wick: the graph has values on several devices");
+    if (several || (cuda >= 0 && cpu_node != -2)) {
+        /* name the first CPU value: the message is what a user (and we) debug from */
+        const WkNode *cn = cpu_node >= 0 ? wk_graph_node(g, cpu_node) : NULL;
+        wk_error_set("wick: the graph has values on several devices (%s%s on the CPU)",
+                     several ? "several CUDA devices; " : "",
+                     cpu_node == -1 ? "an input" : !cn ? "nothing" :
+                     cn->extern_name ? cn->extern_name : wk_op_info(cn->op)->name);
+        free(live);
         goto fail;
     }
+    free(live);
     int interpret = cuda < 0 && !strcmp(wk_env_str(WK_ENV_TRITON), "interpret");
     WkTarget target = cuda >= 0 || interpret ? WK_TARGET_TRITON : WK_TARGET_C;
     char why[300];

@@ -109,11 +109,15 @@ static void fill_groups(Fuse *f) {
 }
 
 /* ---- accesses and collapsing ------------------------------------------- */
+/* An access offset c0 + ci.i + cr.r + rest, where rest sums indirect
+ * variables (values the kernel loads: they move with no loop, so collapsing
+ * loops leaves them alone). */
 typedef struct {
     int64_t ci[WK_MAX_DIMS], cr[WK_MAX_DIMS], c0;
+    const WkSym *rest; /* NULL: 0 */
 } Affine;
 
-static int affine_of(const WkLoopIR *L, const WkSym *s, int64_t mult, Affine *a) {
+static int affine_of(WkLoopIR *L, const WkSym *s, int64_t mult, Affine *a) {
     int64_t v;
     switch (s->kind) {
     case WK_SYM_CONST: a->c0 += mult * s->value; return 0;
@@ -121,6 +125,11 @@ static int affine_of(const WkLoopIR *L, const WkSym *s, int64_t mult, Affine *a)
         for (int k = 0; k < WK_MAX_DIMS; k++) {
             if (s->var == L->ivar_id[k]) { a->ci[k] += mult; return 0; }
             if (s->var == L->rvar_id[k]) { a->cr[k] += mult; return 0; }
+        }
+        if (wk_lower_xvar(L, s->var)) {
+            const WkSym *t = wk_sym_mul(L->syms, s, wk_sym_const(L->syms, mult));
+            a->rest = a->rest ? wk_sym_add(L->syms, a->rest, t) : t;
+            return 0;
         }
         return -1;
     case WK_SYM_ADD:
@@ -181,6 +190,7 @@ static void fill_collapse(Collapse *c, int ndim, const int64_t *sizes, const Aff
 static const WkSym *collapsed_offset(WkLoopIR *L, const Affine *a, const Collapse *ci,
                                      const Collapse *cr) {
     const WkSym *off = wk_sym_const(L->syms, a->c0);
+    if (a->rest) off = wk_sym_add(L->syms, a->rest, off);
     for (int j = 0; j < ci->n; j++)
         off = wk_sym_add(L->syms, off,
                          wk_sym_mul(L->syms, L->ivar[j], wk_sym_const(L->syms, a->ci[ci->inner[j]])));
@@ -196,6 +206,14 @@ static const WkLExpr *to_reads(WkSchedule *S, const WkLExpr *e, WkLowerMap *read
     const WkLExpr *r = e;
     if (e->op == WK_LX_LOAD || e->op == WK_LX_INDEX) {
         r = wk_lower_map_get(reads, e);
+        if (r->op == WK_LX_READ && r->nargs) { /* indirect: its operands as READs too, renamed */
+            const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
+            for (int k = 0; k < r->nargs; k++) {
+                xfrom[k] = wk_lower_indirect(S->L, r->a[k]);
+                xto[k] = wk_lower_indirect(S->L, to_reads(S, r->a[k], reads, memo));
+            }
+            r = wk_lower_read(S->L, r->dtype, r->buf, wk_lower_rename_xvars(S->L, r->idx[0], xfrom, xto, r->nargs));
+        }
     } else if (e->nargs) {
         const WkLExpr *a[3] = {NULL, NULL, NULL};
         for (int k = 0; k < e->nargs; k++) a[k] = to_reads(S, e->a[k], reads, memo);
@@ -271,6 +289,12 @@ static int build_kernel(Fuse *f, int k) {
     Affine *acc = wk_xcalloc((size_t)nacc, sizeof *acc);
     const WkSym **raw = wk_xcalloc((size_t)nacc, sizeof *raw);
     int affine = 1;
+    /* the loop variables' ranges: view chains' divisions and remainders
+     * cancel within them, so more accesses are affine */
+    int bvars[2 * WK_MAX_DIMS], nb = 0;
+    int64_t bext[2 * WK_MAX_DIMS];
+    for (int d = 0; d < rep->ndim; d++, nb++) bvars[nb] = L->ivar_id[d], bext[nb] = rep->sizes[d];
+    for (int d = 0; d < nred; d++, nb++) bvars[nb] = L->rvar_id[d], bext[nb] = red_sizes[d];
     for (int a = 0; a < nacc; a++) {
         if (a >= nl && a < nl + nx) {
             raw[a] = idxs.data[a - nl]->idx[0];
@@ -279,6 +303,7 @@ static int build_kernel(Fuse *f, int k) {
             const WkSym *const *idx = a < nl ? loads.data[a]->idx : canon;
             raw[a] = linear_offset(S, value, idx);
         }
+        raw[a] = wk_sym_simplify_bounded(L->syms, raw[a], bvars, bext, nb);
         if (affine_of(L, raw[a], 1, &acc[a]) < 0) affine = 0;
     }
     Collapse ci, cr;

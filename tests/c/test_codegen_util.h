@@ -18,7 +18,7 @@
 
 #include "check.h"
 
-typedef void (*EntryFn)(void **);
+typedef int (*EntryFn)(void **);
 
 typedef struct {
     void *handle;

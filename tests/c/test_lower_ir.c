@@ -233,7 +233,66 @@ static void test_dead_values(void) {
     wk_graph_free(g);
 }
 
+/* Indirect loads: an INDEX of an INDEX (the inner one inlined into the
+ * outer one's kernel) gives one load of the table whose index names a
+ * BOUND-checked load, which itself reads the first index at an indirect
+ * index; substitution renames the indirect variables; the schedule turns
+ * every load into a READ whose operands are READs. */
+static void test_indirect_loads(void) {
+    WkGraph *g = wk_graph_new();
+    int64_t ws[2] = {12, 7}, as[1] = {9}, bs[2] = {4, 3};
+    int w = input_contig(g, WK_F32, 2, ws);
+    int a = wk_graph_input(g, WK_I64, (WkDevice){WK_DEV_CPU, 0}, 1, as, (int64_t[]){1}, 0, "a");
+    int b = wk_graph_input(g, WK_I32, (WkDevice){WK_DEV_CPU, 0}, 2, bs, (int64_t[]){3, 1}, 0, "b");
+    int64_t ints[2] = {0, 0};
+    WkAttrs at = {0};
+    at.nints = 2;
+    at.ints = ints;
+    int inner = wk_graph_op(g, WK_OP_INDEX, (int[]){w, a}, 2, &at);
+    int outer = wk_graph_op(g, WK_OP_INDEX, (int[]){inner, b}, 2, &at);
+    CHECK(inner >= 0 && outer >= 0);
+    const WkValue *ov = wk_graph_value(g, outer);
+    CHECK_EQ_INT(ov->ndim, 3);
+    wk_graph_output(g, op_node(g, WK_OP_EXP, outer, -1));
+    WkLoopIR *L = wk_lower_graph(g);
+    CHECK(L != NULL);
+    if (!L) goto done;
+    CHECK(wk_lower_check(L) == 0);
+    const WkLExpr *ld = L->bufs[L->value_buf[inner]].body;
+    CHECK(ld->op == WK_LX_LOAD && ld->nargs == 1 && ld->a[0]->op == WK_LX_BOUND && ld->a[0]->i == 12);
+    CHECK(wk_lower_xvar(L, ld->idx[0]->var) == ld->a[0]);
+    /* inlining the inner INDEX into the outer: the table load's index names
+     * a check of a's load, whose own index names a check of b's load */
+    const WkLExpr *body = L->bufs[L->value_buf[outer]].body;
+    const WkLExpr *inl = wk_lower_subst(L, body, NULL, 0, NULL, 0, NULL, NULL);
+    CHECK(inl == body);
+    WkSchedule *S = wk_sched_build(L);
+    CHECK(S != NULL);
+    if (S) {
+        CHECK(wk_sched_check(S) == 0);
+        CHECK_EQ_INT(S->nkernels, 1); /* both INDEXes and the EXP in one kernel */
+        const WkLExpr *e = S->kernels[0].stores[0].expr; /* EXP(READ w[...]) */
+        CHECK(e->op == WK_LX_EXP && e->a[0]->op == WK_LX_READ && e->a[0]->nargs == 1);
+        const WkLExpr *chk = e->a[0]->a[0];
+        CHECK(chk->op == WK_LX_BOUND && chk->i == 12);
+        const WkLExpr *ra = chk->a[0]->op == WK_LX_READ ? chk->a[0] : NULL; /* a[j], j = checked b */
+        CHECK(ra && ra->nargs == 1 && ra->a[0]->op == WK_LX_BOUND && ra->a[0]->i == 9);
+        char *txt = wk_sched_print(S);
+        CHECK_STR_CONTAINS(txt, "BOUND.int64");
+        free(txt);
+        wk_sched_free(S);
+    }
+    WkProgram *p = wk_compile_graph(g);
+    CHECK(p != NULL);
+    if (p) CHECK_STR_CONTAINS(p->source, "__atomic_store_n(&wk_oob, 1");
+    wk_program_free(p);
+    wk_lower_free(L);
+done:
+    wk_graph_free(g);
+}
+
 int main(void) {
+    test_indirect_loads();
     test_dead_values();
     test_row_groups();
     test_hash_consing();

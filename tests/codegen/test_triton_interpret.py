@@ -91,6 +91,44 @@ def test_pointwise_chain_over_views(layout, shape):
 
 
 @child_only
+@pytest.mark.parametrize("name", ["bert", "llama"])
+def test_transformers_training_step_through_torch_compile(name):
+    # whole model graphs from PyTorch's capture, forward and backward, every
+    # kernel Triton source run by the interpreter: breadth real models need
+    import copy
+
+    transformers = pytest.importorskip("transformers")
+    from wick import backends
+
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+    if name == "bert":
+        cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=48, vocab_size=64, hidden_dropout_prob=0.0,
+                                      attention_probs_dropout_prob=0.0)
+        model = transformers.BertForMaskedLM(cfg)
+    else:
+        cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                       num_attention_heads=2, num_key_value_heads=1)
+        model = transformers.LlamaForCausalLM(cfg)
+    twin = copy.deepcopy(model)
+    ids = torch.randint(0, 64, (2, 8))
+    want = model(input_ids=ids, labels=ids).loss
+    want.backward()
+    got = torch.compile(twin, backend="wick")(input_ids=ids, labels=ids).loss
+    got.backward()
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    assert len(backends.compiled_graphs) >= 2  # a forward and a backward graph
+    assert all(info["kernels"] for info in backends.compiled_graphs)
+    close(got.detach(), want.detach(), 1e-4, 1e-4)
+    for (pname, p), q in zip(model.named_parameters(), twin.parameters()):
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=pname)
+
+
+@child_only
 def test_math_functions():
     x = rand((257,)) * 0.4
     ops = ["exp", "log", "sqrt", "tanh", "sigmoid", "erf", "erfc", "log1p", "expm1", "atan", "floor", "ceil",
@@ -290,6 +328,45 @@ def test_compiled_kernels_are_cached_on_disk(tmp_path):
     assert sorted(f for f in os.listdir(d) if f.endswith(".py")) == sorted(mods)
 
 
+@child_only
+def test_indirect_loads_and_creation_ops():
+    """INDEX/GATHER (indirect loads: an index expression names a loaded
+    value), ARANGE, FULL, TRIL/TRIU, fused with pointwise work and a
+    reduction over gathered rows. In-range indices only: Triton clamps an
+    out-of-range index (asserting only in its debug mode), so the ATen
+    importer keeps indexing native on CPU graphs (lower.h)."""
+    g = torch.Generator().manual_seed(3)
+    w = rand((12, 7))
+    ids = torch.randint(-12, 12, (3, 4), generator=g)
+    i32 = torch.randint(0, 7, (5,), generator=g).to(torch.int32)
+    gi = torch.randint(0, 7, (12, 3), generator=g)
+
+    def build(gr, wi, ii, jj, gg):
+        rows = gr.op("INDEX", [wi, ii], ints=[1, 0])  # [3, 4, 7], negative indices wrap
+        cols = gr.op("INDEX", [wi, jj], ints=[0, 1])  # [12, 5], int32 indices
+        return [gr.op("mul", [rows, gr.scalar(2.0)]), gr.op("sum", [rows], dims=(2,)), gr.op("exp", [cols]),
+                gr.op("GATHER", [wi, gg], ints=[1])]
+
+    got = run(build, w, ids, i32, gi)
+    close(got[0], w[ids] * 2)
+    close(got[1], w[ids].sum(2), rtol=1e-4, atol=1e-4)
+    close(got[2], w[:, i32.long()].exp())
+    close(got[3], torch.gather(w, 1, gi))
+    s = rand((2, 5, 5))
+
+    def build2(gr, si):
+        ones = gr.op("FULL", [gr.scalar(True)], ints=[5, 5], dtype=torch.bool)
+        keep = gr.op("TRIL", [ones], ints=[0])
+        masked = gr.op("MASKED_FILL", [si, gr.op("LOGICAL_NOT", [keep]), gr.scalar(-1e9)])
+        return [masked, gr.op("TRIU", [si], ints=[1]),
+                gr.op("ARANGE", [gr.scalar(0.5), gr.scalar(0.25)], ints=[9], dtype=torch.float32)]
+
+    got = run(build2, s)
+    close(got[0], s.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), -1e9))
+    close(got[1], s.triu(1))
+    close(got[2], torch.arange(0.5, 2.75, 0.25))
+
+
 # ---- the same kernels through Triton's real compiler (no GPU needed) --------
 
 COMPILE_CASES = {
@@ -312,6 +389,9 @@ COMPILE_CASES = {
                     lambda: (rand((4, 9000)),)),
     "split": (lambda g, a: [g.op("amax", [a], dims=(1,)), g.op("mean", [a]), g.op("any", [g.op("gt", [a, g.scalar(3.0)])])],
               lambda: (rand((3, 50000)),)),
+    "indirect": (lambda g, w, i: [g.op("exp", [g.op("INDEX", [w, i], ints=[1, 0])]),
+                                  g.op("sum", [g.op("INDEX", [w, i], ints=[1, 0])], dims=(1, 2))],
+                 lambda: (rand((50, 64)), torch.randint(-50, 50, (8, 3)))),
 }
 
 

@@ -20,7 +20,20 @@ Full sweep (writes the baseline the test compares with):
     python tests/ops/opdb_sweep.py --jobs 2 --write tests/ops/opdb_baseline.json
 Options: --ops a,b,c  only these ops; --max-samples N per op and dtype (0: all);
 --inductor  also run inductor on the same samples (slow), for "wick passes X%
-of the samples inductor passes".
+of the samples inductor passes"; --jobs N  N worker processes, one op at a
+time each (load-balanced: a slow op does not hold back a whole share);
+--shard i/n  only every n-th op from the i-th (shards run on separate
+machines or one after another); --merge a.json b.json ...  combine shard
+results (and runs of --ops) into one document (later files win per op),
+written with --write. Nothing is fetched from the network: the op database
+and the compilers are local.
+
+On a 16-core machine (the H200 host), the inductor comparison in one run:
+    python tests/ops/opdb_sweep.py --jobs 14 --inductor --write opdb_inductor.json
+or in shards (each shard a separate process or machine), then merged:
+    python tests/ops/opdb_sweep.py --jobs 7 --inductor --shard 0/2 --write s0.json
+    python tests/ops/opdb_sweep.py --jobs 7 --inductor --shard 1/2 --write s1.json
+    python tests/ops/opdb_sweep.py --merge s0.json s1.json --write opdb_inductor.json
 """
 from __future__ import annotations
 
@@ -339,7 +352,8 @@ def _worker(args):
     import wick  # noqa: F401  (registers the backend)
 
     out = {}
-    for op in select(all_ops(), names):
+    wanted = set(names)  # exact op keys (main expands names to keys)
+    for op in [op for op in all_ops() if op_key(op) in wanted]:
         t0 = time.time()
         try:
             out[op_key(op)] = sweep_op(op, max_samples, inductor)
@@ -359,6 +373,29 @@ def totals(results):
     return t
 
 
+def merge(paths, write=""):
+    """One document from several result files (shards, or --ops reruns over
+    a full run): per-op results of later files replace earlier ones."""
+    results, docs = {}, []
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        docs.append(doc)
+        results.update(doc["results"])
+    results = {k: results[k] for k in sorted(results)}
+    out = {
+        "torch": docs[-1].get("torch"), "max_samples": docs[-1].get("max_samples"), "ops": len(results),
+        "seconds": round(sum(d.get("seconds", 0) for d in docs), 1), "totals": totals(results),
+        "merged_from": [os.path.basename(p) for p in paths], "results": results,
+    }
+    print(json.dumps(out["totals"]), f"{out['ops']} ops merged from {len(paths)} files")
+    if write:
+        with open(write, "w") as f:
+            json.dump(out, f, indent=1, sort_keys=False)
+            f.write("\n")
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", default="", help="comma-separated op names (default: all of op_db)")
@@ -367,7 +404,10 @@ def main(argv=None):
     p.add_argument("--shard", default="", help="i/n: run only every n-th op from the i-th")
     p.add_argument("--inductor", action="store_true")
     p.add_argument("--write", default="", help="write the results (JSON) here")
+    p.add_argument("--merge", nargs="+", default=[], help="combine these result files (later ones win per op)")
     a = p.parse_args(argv)
+    if a.merge:
+        return merge(a.merge, a.write)
     names = [n for n in a.ops.split(",") if n]
     ops = select(all_ops(), names)
     keys = [op_key(op) for op in ops]
@@ -378,12 +418,13 @@ def main(argv=None):
     if a.jobs > 1:
         import multiprocessing as mp
 
-        chunks = [(keys[j::a.jobs], a.max_samples, a.inductor) for j in range(a.jobs)]
-        with mp.get_context("spawn").Pool(a.jobs) as pool:
-            parts = pool.map(_worker, chunks)
+        # one op per task, slowest-first order unknown: imap_unordered keeps
+        # every worker busy until the last op
+        tasks = [([k], a.max_samples, a.inductor) for k in keys]
         results = {}
-        for part in parts:
-            results.update(part)
+        with mp.get_context("spawn").Pool(a.jobs) as pool:
+            for part in pool.imap_unordered(_worker, tasks):
+                results.update(part)
     else:
         results = _worker((keys, a.max_samples, a.inductor))
     results = {k: results[k] for k in sorted(results)}

@@ -24,6 +24,9 @@ QUICK_OPS = [
     "logical_xor", "isnan", "nan_to_num", "nn.functional.gelu", "nn.functional.mish",
     "nn.functional.softplus", "nn.functional.leaky_relu", "nn.functional.hardswish", "lerp", "addcdiv",
     "softmax", "log_softmax", "prod", "amin", "any", "argmax", "var", "std", "logsumexp",
+    # indirect loads and creation ops (ops.def notes 11, 12)
+    "gather", "index_select", "nn.functional.embedding", "take_along_dim", "tril", "triu", "arange", "full",
+    "zeros_like",
 ]
 
 

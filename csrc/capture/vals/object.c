@@ -25,7 +25,7 @@ int cap_is_torch_module(PyObject *m) {
  * descriptors would run user code on every read: unsupported. */
 /* transformers' configs rename attributes in __getattribute__ through the
  * class's attribute_map and do nothing else: read like plain objects. */
-static int renaming_getattribute(PyTypeObject *tp) {
+int cap_renaming_getattribute(PyTypeObject *tp) {
     PyObject *n = PyUnicode_InternFromString("__getattribute__");
     PyObject *f = n ? _PyType_Lookup(tp, n) : NULL;
     Py_XDECREF(n);
@@ -52,7 +52,7 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     PyTypeObject *tp = Py_TYPE(o->obj);
     if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
         return cap_unsupported(I, "attribute assignment on an nn.Module");
-    if (tp->tp_setattro != PyObject_GenericSetAttr && !renaming_getattribute(tp))
+    if (tp->tp_setattro != PyObject_GenericSetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (!_PyObject_GetDictPtr(o->obj) || (descr && Py_TYPE(descr)->tp_descr_set)) /* Python raises, or runs code */
@@ -90,7 +90,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     if (!nm) return cap_py_failed(I, "attribute name");
     PyTypeObject *tp = Py_TYPE(o->obj);
     int is_module = cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type);
-    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !renaming_getattribute(tp))
+    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
     if (strcmp(nm, "__class__") == 0) { /* the exact type, which guards pin */
         wk_guard_type_at(I->guards, o->arg, o->path, tp);
@@ -182,7 +182,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
-               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || renaming_getattribute(Py_TYPE(v))) &&
+               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(Py_TYPE(v))) &&
                 Py_TYPE(v)->tp_dictoffset != 0 &&
                 !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
         wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
@@ -318,6 +318,21 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
         return cap_unsupported(I, "subscript of a %s by a %s", cap_type_name(o->obj), sv_desc(k)), NULL;
     if (guard_protocol(I, o, "__getitem__") < 0) return NULL;
     if (PyUnicode_CheckExact(k->obj)) return child(I, o, k->obj);
+    if (PySlice_Check(k->obj) && strcmp(Py_TYPE(o->obj)->tp_name, "ModuleList") == 0) {
+        /* layers[:n]: a ModuleList of those children; a list of them whose
+         * obj names the class (isinstance answers ModuleList; it is not
+         * returned: seq.c refuses to rebuild it) */
+        SvList items = {0};
+        Py_ssize_t start, stop, step;
+        if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return wk_vec_free(&items), cap_py_failed(I, "slice"), NULL;
+        Py_ssize_t n = PySlice_AdjustIndices(items.len, &start, &stop, step);
+        Sv *r = sv_new(I, SV_LIST);
+        for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, items.data[j]);
+        wk_vec_free(&items);
+        r->obj = Py_NewRef((PyObject *)Py_TYPE(o->obj));
+        return r;
+    }
     if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a module container by a %s", sv_desc(k)), NULL;
     SvList items = {0};
     if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;
@@ -349,7 +364,22 @@ static int object_truth(Interp *I, Sv *o, int *out) {
     return cap_unsupported(I, "truth value of a %s", tp->tp_name);
 }
 
+Sv *cap_module_base_call(Interp *I, Sv *self) {
+    if (self->kind != SV_OPAQUE || !is_module(self->obj) || self->arg < 0) return NULL;
+    Sv *v = sv_new(I, SV_OPAQUE);
+    v->obj = Py_NewRef(self->obj);
+    v->arg = self->arg;
+    v->path = Py_XNewRef(self->path);
+    v->value = CAP_MODULE_BASE_CALL;
+    return v;
+}
+
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    /* list.append on a list argument (its exact type is guarded): replayed
+     * after the graph (breaks.c); capture never reads the list itself */
+    if (o->arg >= 0 && o->obj && PyList_CheckExact(o->obj) && I->brk &&
+        PyUnicode_CompareWithASCIIString(name, "append") == 0)
+        return cap_push_method(I, o, "append", method);
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
     return cap_object_attr(I, o, name, method);
 }
@@ -372,6 +402,27 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
             Py_DECREF(name);
             return cap_py_failed(I, "module hooks"), NULL;
         }
+        if (call && call != base_call && PyFunction_Check(call) && o->value != CAP_MODULE_BASE_CALL) {
+            /* a subclass's own __call__ (transformers' GradientCheckpointingLayer):
+             * inlined; its super().__call__ comes back here as the base call */
+            wk_guard_type_attr_is(I->guards, tp, call_name, call);
+            Py_DECREF(call_name);
+            Py_DECREF(name);
+            Sv *pos[72];
+            if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+            pos[0] = o;
+            for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+            Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+            return cap_inline_call(I, (PyFunctionObject *)call, &b);
+        }
+        if (o->value == CAP_MODULE_BASE_CALL) {
+            /* super().__call__ from that __call__: nn.Module's own, hooks checked below */
+            call = base_call;
+            if (call_name) {
+                PyObject *own = _PyType_Lookup(tp, call_name);
+                wk_guard_type_attr_is(I->guards, tp, call_name, own);
+            }
+        }
         if (!call || call != base_call || !hooks_free || !global_free) {
             Py_XDECREF(call_name);
             Py_DECREF(name);
@@ -379,7 +430,7 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
                                    !call || call != base_call ? "a custom __call__" : "the module has hooks"),
                    NULL;
         }
-        wk_guard_type_attr_is(I->guards, tp, call_name, call);
+        if (o->value != CAP_MODULE_BASE_CALL) wk_guard_type_attr_is(I->guards, tp, call_name, call);
         wk_guard_no_hooks_at(I->guards, o->arg, o->path);
         wk_guard_no_global_hooks(I->guards);
         Py_DECREF(call_name);

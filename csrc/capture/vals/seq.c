@@ -18,9 +18,13 @@ static int normalise_index(Interp *I, Sv *k, int len, int *out) {
         return cap_unsupported(I, "index of type %s", sv_desc(k));
     long i = PyLong_AsLong(k->obj);
     if (i < 0) i += len;
-    if (PyErr_Occurred() || i < 0 || i >= len) {
+    if (PyErr_Occurred()) {
         PyErr_Clear();
         return cap_unsupported(I, "index out of range");
+    }
+    if (i < 0 || i >= len) { /* the length is known (built here, or guarded): Python raises */
+        PyErr_SetString(PyExc_IndexError, "index out of range");
+        return cap_raise_current(I, "index");
     }
     *out = (int)i;
     return 0;
@@ -33,6 +37,7 @@ static Sv *seq_subscript(Interp *I, Sv *s, Sv *k) {
         n = PySlice_AdjustIndices(s->items.len, &start, &stop, step);
         Sv *r = sv_new(I, s->kind);
         for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, s->items.data[j]);
+        if (s->kind == SV_LIST) r->obj = Py_XNewRef(s->obj); /* a ModuleList slice's slice is one too */
         return r;
     }
     int i;
@@ -52,6 +57,26 @@ static int seq_iterate(Interp *I, Sv *s, SvList *out) {
 static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
     int base = nb >= NB_INPLACE_ADD ? nb - NB_INPLACE_ADD : nb;
     int xs = x->kind == SV_TUPLE || x->kind == SV_LIST, ys = y->kind == SV_TUPLE || y->kind == SV_LIST;
+    if ((x->kind == SV_LIST && x->obj) || (y->kind == SV_LIST && y->obj)) return NULL; /* ModuleList slices */
+    if (base == NB_ADD && (x->kind == SV_TUPLE || y->kind == SV_TUPLE)) {
+        /* torch.Size + a tuple of constants: torch.Size's own + on the values */
+        Sv *c = x->kind == SV_TUPLE ? y : x, *t = x->kind == SV_TUPLE ? x : y;
+        if (c->kind == SV_CONST && cap_size_type && Py_TYPE(c->obj) == (PyTypeObject *)cap_size_type && !t->obj) {
+            PyObject *tup = PyTuple_New(t->items.len);
+            if (!tup) return cap_py_failed(I, "+"), NULL;
+            for (int i = 0; i < t->items.len; i++) {
+                Sv *it = t->items.data[i];
+                if (it->kind != SV_CONST || !cap_is_plain(it->obj)) {
+                    Py_DECREF(tup);
+                    return NULL;
+                }
+                PyTuple_SET_ITEM(tup, i, Py_NewRef(it->obj));
+            }
+            PyObject *r = c == x ? PyNumber_Add(c->obj, tup) : PyNumber_Add(tup, c->obj);
+            Py_DECREF(tup);
+            return r ? sv_const_Steal(I, r) : (cap_py_failed(I, "+"), NULL);
+        }
+    }
     if (base == NB_ADD) {
         SvKind kind = xs ? x->kind : y->kind;
         int xc = x->kind == SV_CONST && (kind == SV_TUPLE ? PyTuple_CheckExact(x->obj) : PyList_CheckExact(x->obj));
@@ -83,6 +108,7 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
 }
 
 static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    if (s->kind == SV_LIST && s->obj) return cap_unsupported(I, "returning a slice of a ModuleList"), NULL;
     int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
     WkRet *r = cap_ret_new(p, named ? WK_RET_CALL : s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
     if (named) r->value = s->obj;
@@ -103,6 +129,7 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     int ok = 0;
     for (size_t i = 0; i < sizeof list_methods / sizeof list_methods[0]; i++)
         ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
+    if (s->kind == SV_LIST && s->obj) ok = 0; /* a ModuleList slice: its methods are ModuleList's */
     if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
     return cap_push_method(I, s, n, method);
 }
@@ -190,6 +217,7 @@ int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
 /* x in seq, for constant x and items (tensors compare by identity first, as Python does) */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
     SvList items = {0};
+    if (seq->kind == SV_SCRATCH) return cap_scratch_contains(I, seq, x, out);
     if (seq->kind == SV_DICT) {
         *out = cap_dict_lookup(seq, x->kind == SV_CONST ? x->obj : NULL) != NULL;
         return x->kind == SV_CONST ? 0 : cap_unsupported(I, "'in' on a dict with a %s key", sv_desc(x));
