@@ -287,6 +287,7 @@ int cap_push_method(Interp *I, Sv *self, const char *name, int method);
 int cap_push_property(Interp *I, Sv *self, Sv *getter, int method);
 WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth);
 Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y);
+Sv *cap_compare(Interp *I, int cmp, Sv *x, Sv *y); /* cmp 0..5 = < <= == != > >= */
 const char *cap_nb_symbol(int nb);
 WkRet *cap_ret_new(RetPlan *p, WkRetKind kind);
 

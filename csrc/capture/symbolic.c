@@ -194,6 +194,18 @@ Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y) {
     return r;
 }
 
+static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y);
+
+Sv *cap_compare(Interp *I, int cmp, Sv *x, Sv *y) { return compare(I, cmp, x, y); }
+
+/* a constant whose == is a builtin type's: never equal to a value of another kind */
+static int builtin_eq_const(const Sv *s) {
+    if (s->kind != SV_CONST) return 1;
+    PyObject *o = s->obj;
+    return cap_is_plain(o) || PyDict_CheckExact(o) || PyList_CheckExact(o) || PyTuple_CheckExact(o) ||
+           PySet_CheckExact(o) || PyType_Check(o) || PyModule_Check(o) || PyFunction_Check(o);
+}
+
 static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
     static const char *const syms[] = {"<", "<=", "==", "!=", ">", ">="};
     if (cmp < 0 || cmp > 5) return cap_unsupported(I, "COMPARE_OP %d", cmp), NULL;
@@ -202,7 +214,7 @@ static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
     if (!r && !CAP_FAILED(I) && yo != xo && yo->compare) r = yo->compare(I, cmp, x, y);
     if (!r && !CAP_FAILED(I) && (cmp == 2 || cmp == 3) && x->kind != SV_TENSOR && y->kind != SV_TENSOR &&
         (x->kind != SV_CONST || y->kind != SV_CONST) && x->kind != SV_OPAQUE && y->kind != SV_OPAQUE &&
-        x->kind != SV_SCRATCH && y->kind != SV_SCRATCH) {
+        x->kind != SV_SCRATCH && y->kind != SV_SCRATCH && builtin_eq_const(x) && builtin_eq_const(y)) {
         /* a symbolic container against a value of another kind: never equal */
         if (x->kind != y->kind) r = sv_const(I, (cmp == 3) ? Py_True : Py_False);
     }

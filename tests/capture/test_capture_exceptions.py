@@ -74,6 +74,7 @@ CAUGHT = {
     "context_set": "try:\n    try:\n        raise KeyError('k')\n    except KeyError:\n        raise ValueError('v')\nexcept ValueError as e:\n    if isinstance(e.__context__, KeyError):\n        return x - y\nreturn x",
     "dict_keyerror": "d = {'a': x}\ntry:\n    t = d['b']\nexcept KeyError:\n    t = y\nreturn t + d['a']",
     "list_indexerror": "l = [x, y]\ntry:\n    t = l[2]\nexcept IndexError:\n    t = l[-1]\nreturn t * 2",
+    "index_messages": "l = [x]\nmsgs = []\nfor op in range(3):\n    try:\n        if op == 0:\n            l[3]\n        elif op == 1:\n            l[3] = y\n        else:\n            (x, y)[5]\n    except IndexError as e:\n        msgs.append(e.args[0])\nok = (msgs[0], msgs[1], msgs[2]) == ('list index out of range', 'list assignment index out of range', 'tuple index out of range')\nreturn x * len(msgs) if ok else y",
     "int_parse_valueerror": "try:\n    k = int('not a number')\nexcept ValueError:\n    k = 3\nreturn x * k + y",
     "sequence_iteration": "acc = x\nfor v in Seq(3):\n    acc = acc + y * v\nreturn acc",
     "sequence_list_len": "s = Seq(2)\nvals = list(s)\nreturn x * len(s) + y * sum(vals)",

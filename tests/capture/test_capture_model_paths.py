@@ -183,3 +183,29 @@ def test_tensor_to_device_and_dtype(dtype):
     x = torch.randn(3, 4, dtype=dtype)
     assert_same(compiled(to_variants)(x), to_variants(x))
     _one_graph(to_variants)
+
+
+def seq_compares(x, n):
+    a = n
+    checks = [
+        (a, 2) == (1, 2),
+        (a, 2) != (1, 2),
+        [a, 3] == [1, 3],
+        (a,) == [a],
+        (x.shape[0], x.shape[1]) == x.shape,
+        (x,) == (x,),
+        (a, (a, 2)) == (1, (1, 2)),
+        (a, 2) == (2, 2),
+    ]
+    out = x
+    for i, c in enumerate(checks):
+        out = out + (i + 1) * (1 if c else -1)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_tuple_and_list_equality_with_constants(n):
+    """(a, 2) == (1, 2) with a tuple built during capture: compared item by
+    item as Python does (it once answered False whatever the items)."""
+    x = torch.zeros(2, 3)
+    assert_same(compiled(seq_compares)(x, n), seq_compares(x, n))

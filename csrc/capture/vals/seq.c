@@ -13,7 +13,8 @@ static int seq_truth(Interp *I, Sv *s, int *out) {
     return 0;
 }
 
-static int normalise_index(Interp *I, Sv *k, int len, int *out) {
+/* msg: what Python's IndexError says when the index is out of range */
+static int normalise_index(Interp *I, Sv *k, int len, int *out, const char *msg) {
     if (k->kind != SV_CONST || !(PyLong_CheckExact(k->obj) || PyBool_Check(k->obj)))
         return cap_unsupported(I, "index of type %s", sv_desc(k));
     long i = PyLong_AsLong(k->obj);
@@ -23,7 +24,7 @@ static int normalise_index(Interp *I, Sv *k, int len, int *out) {
         return cap_unsupported(I, "index out of range");
     }
     if (i < 0 || i >= len) { /* the length is known (built here, or guarded): Python raises */
-        PyErr_SetString(PyExc_IndexError, "index out of range");
+        PyErr_SetString(PyExc_IndexError, msg);
         return cap_raise_current(I, "index");
     }
     *out = (int)i;
@@ -41,7 +42,8 @@ static Sv *seq_subscript(Interp *I, Sv *s, Sv *k) {
         return r;
     }
     int i;
-    if (normalise_index(I, k, s->items.len, &i) < 0) return NULL;
+    if (normalise_index(I, k, s->items.len, &i, s->kind == SV_TUPLE ? "tuple index out of range" : "list index out of range") < 0)
+        return NULL;
     return s->items.data[i];
 }
 
@@ -107,6 +109,58 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
     return NULL;
 }
 
+/* The items of a tuple or list, symbolic or constant (tuple subclasses
+ * such as torch.Size and namedtuples compare as tuples): its kind, or 0. */
+static int seq_items(Interp *I, Sv *s, SvList *out) {
+    if (s->kind == SV_TUPLE || s->kind == SV_LIST) {
+        for (int i = 0; i < s->items.len; i++) wk_vec_push(out, s->items.data[i]);
+        return s->kind;
+    }
+    if (s->kind == SV_CONST && (PyTuple_Check(s->obj) || PyList_CheckExact(s->obj))) {
+        PyObject *seq = s->obj;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
+            wk_vec_push(out, sv_const(I, PySequence_Fast_GET_ITEM(seq, i)));
+        return PyTuple_Check(seq) ? SV_TUPLE : SV_LIST;
+    }
+    return 0;
+}
+
+/* == and != between tuples or lists, one of them built during capture: as
+ * Python compares them, item by item (identity first), each item's answer
+ * known now. NULL without a reason for other operators or operands. */
+static Sv *seq_compare(Interp *I, int cmp, Sv *x, Sv *y) {
+    if (cmp != 2 && cmp != 3) return NULL;
+    SvList a = {0}, b = {0};
+    int xk = seq_items(I, x, &a), yk = seq_items(I, y, &b), eq = -1;
+    Sv *res = NULL;
+    if (!xk || !yk) goto done;
+    if ((x->kind == SV_LIST && x->obj) || (y->kind == SV_LIST && y->obj)) eq = x == y; /* a ModuleList: identity */
+    else if (xk != yk || a.len != b.len) eq = 0;
+    else {
+        eq = 1;
+        for (int i = 0; i < a.len && eq; i++) {
+            if (a.data[i] == b.data[i]) continue;
+            Sv *r = cap_compare(I, 2, a.data[i], b.data[i]);
+            int t;
+            if (!r || r->kind != SV_CONST) {
+                if (r) cap_unsupported(I, "== of sequences holding a %s", sv_desc(a.data[i]));
+                eq = -1;
+                break;
+            }
+            if (cap_truth(I, r, &t) < 0) {
+                eq = -1;
+                break;
+            }
+            eq = t;
+        }
+    }
+    if (eq >= 0) res = sv_const(I, (eq == (cmp == 2)) ? Py_True : Py_False);
+done:
+    wk_vec_free(&a);
+    wk_vec_free(&b);
+    return res;
+}
+
 static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
     if (s->kind == SV_LIST && s->obj) return cap_unsupported(I, "returning a slice of a ModuleList"), NULL;
     int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
@@ -168,7 +222,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
     }
     if (strcmp(name, "pop") == 0 && nargs <= 1) {
         int i = s->items.len - 1;
-        if (nargs == 1 && normalise_index(I, a->pos[1], s->items.len, &i) < 0) return NULL;
+        if (nargs == 1 && normalise_index(I, a->pos[1], s->items.len, &i, "pop index out of range") < 0) return NULL;
         if (i < 0) return cap_unsupported(I, "pop from an empty list"), NULL;
         Sv *r = s->items.data[i];
         memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
@@ -209,7 +263,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
     if (s->kind != SV_LIST) return cap_unsupported(I, "item assignment on a %s", sv_desc(s));
     int i;
-    if (normalise_index(I, k, s->items.len, &i) < 0) return -1;
+    if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
     s->items.data[i] = v;
     return 0;
 }
@@ -274,6 +328,7 @@ const SvOps cap_tuple_kind = {
     .subscript = seq_subscript,
     .iterate = seq_iterate,
     .binary = seq_binary,
+    .compare = seq_compare,
     .reconstruct = seq_reconstruct,
 };
 
@@ -284,6 +339,7 @@ const SvOps cap_list_kind = {
     .subscript = seq_subscript,
     .iterate = seq_iterate,
     .binary = seq_binary,
+    .compare = seq_compare,
     .reconstruct = seq_reconstruct,
 };
 
