@@ -85,6 +85,10 @@ int cap_raise(Interp *I, PyObject *exc) {
     if (I->handled && I->handled->obj != exc && PyExceptionInstance_Check(I->handled->obj))
         PyException_SetContext(exc, Py_NewRef(I->handled->obj));
     I->exc = sv_const(I, exc);
+    /* the object is capture's own, without the traceback and context Python
+     * would give it: a later break would hand it (or what was derived from
+     * it) to real code, so a frame with a modelled raise never breaks */
+    I->no_break = 1;
     free(I->exc_where);
     WkStr s = {0};
     PyObject *msg = PyObject_Str(exc);
