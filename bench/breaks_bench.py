@@ -31,6 +31,22 @@ def one_break(x, w):
     return out * 2.0 - w
 
 
+def one_break_in_try(x, w):
+    """The same break inside a try block: wick protects it (an exception of
+    the .item() would reach the except clause through a resume function)."""
+    y = torch.tanh(x * w + 1.0) * 0.5
+    z = y.exp() - y
+    try:
+        s = z.mean().item()  # the break
+        out = torch.relu(z * s - y) + x
+    except RuntimeError:
+        out = x
+    return out * 2.0 - w
+
+
+FUNCTIONS = {"one_break": one_break, "one_break_in_try": one_break_in_try}
+
+
 def no_break(x, w):
     """The same work with the break's value fixed: one graph, for the cost of the break itself."""
     y = torch.tanh(x * w + 1.0) * 0.5
@@ -71,25 +87,27 @@ def main():
     ap.add_argument("--sizes", default="16,256,1024")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--fn", default="one_break", choices=sorted(FUNCTIONS))
     a = ap.parse_args()
+    fn = FUNCTIONS[a.fn]
     torch.set_num_threads(1)
     rows = []
     for n in [int(v) for v in a.sizes.split(",")]:
         x, w = torch.randn(n, n), torch.randn(n, n)
         args = (x, w)
         number = max(5, int(2e6 / (n * n + 1000)))
-        ref = one_break(*args)
+        ref = fn(*args)
         wick.reset()
-        fw = wick.compile(one_break)
+        fw = wick.compile(fn)
         torch.testing.assert_close(fw(*args), ref, rtol=1e-4, atol=1e-4)
         wg, wb = wick_counts()
         torch._dynamo.reset()
-        fi = torch.compile(one_break, backend="inductor")
+        fi = torch.compile(fn, backend="inductor")
         torch.testing.assert_close(fi(*args), ref, rtol=1e-4, atol=1e-4)
-        fe = torch.compile(one_break, backend="eager")
+        fe = torch.compile(fn, backend="eager")
         fe(*args)
-        dg, db = dynamo_counts(one_break, args)
-        t_eager = bench(one_break, args, a.repeat, number)
+        dg, db = dynamo_counts(fn, args)
+        t_eager = bench(fn, args, a.repeat, number)
         t_wick = bench(fw, args, a.repeat, number)
         t_ind = bench(fi, args, a.repeat, number)
         t_dyn_eager = bench(fe, args, a.repeat, number)
@@ -111,7 +129,7 @@ def main():
           f"the break itself costs wick {small['wick_us'] - small['wick_no_break_us']:.1f} us "
           f"(the same function with the value fixed: {small['wick_no_break_us']:.1f} us)")
     meta = {"python": sys.version.split()[0], "torch": torch.__version__, "machine": platform.machine(),
-            "threads": torch.get_num_threads(), "command": " ".join(sys.argv)}
+            "threads": torch.get_num_threads(), "function": a.fn, "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)

@@ -104,6 +104,21 @@ def _compile_module(module, opts):
             # the same module again, as a plain attribute: read without
             # nn.Module.__getattr__ on every call (_orig_mod registers it)
             self.__dict__["_wick_orig"] = mod
+            self.__dict__["_wick_forward_fn"] = forward
+
+        def __call__(self, *args, **kwargs):
+            # When nothing would run between this call and the module's
+            # forward (no hooks on either module, no global hooks, nn.Module's
+            # call path, forward not replaced since compiling), call the
+            # compiled forward directly: what nn.Module.__call__ twice over
+            # would end in, without its two Python frames. Otherwise
+            # nn.Module's own path (hooks, then forward below).
+            d = self.__dict__
+            mod = d["_wick_orig"]
+            if (_C._module_call_is_forward(self, CompiledModule.forward, CompiledModule.__call__)
+                    and _C._module_call_is_forward(mod, d["_wick_forward_fn"])):
+                return d["_compiled_forward"](mod, *args, **kwargs)
+            return super().__call__(*args, **kwargs)
 
         def forward(self, *args, **kwargs):
             return self._compiled_call(self._wick_orig, *args, **kwargs)

@@ -11,6 +11,8 @@ item, each meta is (dtype, device, sizes, strides, requires_grad), computed
 in the grad mode the captured frame has at the call, and the two lists give
 the inputs and outputs that share storage (views). Anything else (a Python number, None, a
 data-dependent shape) raises, and capture records the reason."""
+import functools
+
 import torch
 
 import wick._C as C
@@ -93,3 +95,37 @@ def rebuild_object(cls, names, *values):
     for name, value in zip(names, values):
         object.__setattr__(obj, name, value)
     return obj
+
+
+_raising_checks = {}
+
+
+def raises_check(fn):
+    """A no-argument callable that answers True while fn() raises an
+    Exception (a torch query that raises on this build, which captured code
+    catches): the guard of a capture that relied on it raising. One per fn,
+    so guards that share it are one check."""
+    check = _raising_checks.get(fn)
+    if check is None:
+        def check():
+            try:
+                fn()
+            except Exception:
+                return True
+            return False
+        _raising_checks[fn] = check
+    return check
+
+
+_bound_queries = {}
+
+
+def bound_query(fn, *args):
+    """fn with plain constant arguments bound, one object per (fn, args):
+    the guard of a torch query that capture answered for those arguments
+    (torch.is_autocast_enabled("cpu"))."""
+    key = (fn, args)
+    q = _bound_queries.get(key)
+    if q is None:
+        q = _bound_queries[key] = functools.partial(fn, *args)
+    return q

@@ -26,12 +26,31 @@
  * locals, globals) and always built from the original code, so a loop that
  * breaks in every iteration reuses one function instead of nesting copies.
  *
+ * A break inside an open try or with block is protected: the transformed
+ * code runs the instruction under a handler of its own that hands the
+ * exception, the live locals and the stack below the block to a second
+ * resume function, which starts at the block's handler in the original
+ * code (PUSH_EXC_INFO...), so except, finally and __exit__ run once, in
+ * program order, as in the original frame. In a frame with free variables
+ * (a closure) the resume code has the same ones and the transformed code
+ * makes the resume function over the call's cells (MAKE_FUNCTION), so
+ * nonlocal reads and writes reach the caller's closure. BEFORE_WITH of a context
+ * manager capture does not model is itself a break: __exit__ reaches the
+ * resume function as a real value.
+ *
+ * A failure inside a loop splits the frame before the outermost loop
+ * around it (at its GET_ITER for a for loop): the tensor work before the
+ * loop is a graph, the loop and the rest run in a resume function, which
+ * finds nothing before the loop to split off and runs eagerly (a break
+ * inside the loop would nest one resume call per iteration). With no tensor
+ * work before the loop there is no split.
+ *
  * Where a break would not be exact, there is none and the frame runs
- * eagerly as before: inside a try or with block of the frame, with a grad
- * mode changed, with attribute writes or ContextVar changes pending, in a
- * frame with cells or free variables (the resume function cannot share
- * them), with a mutable value shared by two live values, or with a live
- * value that cannot be rebuilt. */
+ * eagerly as before: with a grad mode changed, with
+ * attribute writes or ContextVar changes pending, in a frame with cell
+ * variables (its locals captured by a closure it made), with a
+ * mutable value shared by two live values, or with a live value that
+ * cannot be rebuilt. */
 #include <string.h>
 
 #include "interp.h"
@@ -180,6 +199,25 @@ static PyObject *resume_name_Ref(PyCodeObject *orig, int line) {
     return PyUnicode_FromFormat(RESUME_PREFIX "%s_at_%d", base, line);
 }
 
+/* Instructions whose oparg is a cell or free variable's localsplus index */
+static int is_deref_op(int op) {
+    switch (op) {
+    case LOAD_DEREF: case STORE_DEREF: case DELETE_DEREF: case MAKE_CELL:
+#ifdef LOAD_CLOSURE
+    case LOAD_CLOSURE:
+#endif
+#ifdef LOAD_CLASSDEREF
+    case LOAD_CLASSDEREF:
+#endif
+#ifdef LOAD_FROM_DICT_OR_DEREF
+    case LOAD_FROM_DICT_OR_DEREF:
+#endif
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The code of a resume function of `orig` that continues at instruction
  * `target` with the stack `layout` ('N': a NULL, 'V': a value, bottom
  * first) and the locals named in `local_names` as its first arguments. */
@@ -203,6 +241,13 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
         PyTuple_SET_ITEM(argnames, nlocal + v++, s);
     }
     wk_asm_set_signature(a, argnames, name);
+    if (orig->co_nfreevars) { /* the same free variables: the transformed code passes its cells */
+        PyObject *fv = PyCode_GetFreevars(orig);
+        if (!fv) goto done;
+        wk_asm_set_freevars(a, fv);
+        Py_DECREF(fv);
+    }
+    int first_free = orig->co_nlocalsplus - orig->co_nfreevars;
     /* the copy keeps co_names and co_consts indexes: only locals move */
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
         const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
@@ -221,6 +266,7 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
 
     /* prologue: the stack as it was before the instruction at `target` */
     wk_asm_set_line(a, raw[target].line >= 0 ? raw[target].line : orig->co_firstlineno);
+    wk_asm_copy_free_vars(a);
     wk_asm_resume(a);
     for (int i = 0, v = 0; i < nstack; i++) {
         if (layout[i] == 'N') wk_asm_op(a, PUSH_NULL, 0);
@@ -232,11 +278,18 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
     for (int i = 0; i < n; i++) {
         const WkInstr *in = &raw[i];
         wk_asm_bind_label(a, labels[i]);
-        wk_asm_set_line(a, in->line);
+        int ln, col, eln, ecol; /* the original's columns: tracebacks show the same carets */
+        if (PyCode_Addr2Location(orig, in->offset * 2, &ln, &col, &eln, &ecol) && ln == in->line)
+            wk_asm_set_position(a, ln, eln, col, ecol);
+        else
+            wk_asm_set_line(a, in->line);
         int def, use = local_use(in, &def), t = wk_bc_jump_target(raw, n, i);
         if (t == -2) goto layout_changed_map;
-        if (in->opcode == RESUME) wk_asm_op(a, NOP, 0);
-        else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
+        if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS) wk_asm_op(a, NOP, 0); /* the prologue's */
+        else if (is_deref_op(in->opcode)) {
+            if (in->oparg < first_free) goto layout_changed_map; /* a cell variable: refused before */
+            wk_asm_deref(a, in->opcode, in->oparg - first_free);
+        } else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
         else if (use >= 0 || def >= 0) wk_asm_op(a, in->opcode, local_map[use >= 0 ? use : def]);
         else wk_asm_op(a, in->opcode, in->oparg);
     }
@@ -357,6 +410,21 @@ static PyObject *mark_callee(Sv *callable, PyObject *options) {
     return marked;
 }
 
+/* The offset (code units) of original instruction `pc` in the code of
+ * resume function `fn`: the lasti a handler's resume gets, as the original
+ * frame would have pushed it. New reference. */
+static PyObject *resume_instr_offset_Ref(PyObject *fn, int pc) {
+    int prologue, n = 0;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GetCode(fn);
+    origin_of(co, &prologue);
+    WkInstr *dec = wk_bc_decode(co, &n);
+    if (!dec) return NULL;
+    PyObject *r = prologue + pc < n ? PyLong_FromLong(dec[prologue + pc].offset) : NULL;
+    if (!r && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "wick: resume code shorter than its original");
+    free(dec);
+    return r;
+}
+
 /* ---- what a break needs of the interpreter ----------------------------------- */
 
 typedef struct {
@@ -373,6 +441,10 @@ typedef struct {
 } GlobalWrite;
 
 typedef struct {
+    Sv *list, *value;
+} ListAppend;
+
+typedef struct {
     PyObject *cell; /* borrowed: pinned by the guards of the function it belongs to */
     Sv *sv;         /* its one SV_CELL in this capture */
     Sv *initial;    /* its contents when capture first read it */
@@ -382,9 +454,18 @@ struct CapBreakState {
     WkVec(ArgDict) arg_dicts;
     WkVec(RealCell) cells;      /* closure cells of real functions (vals/function.c) */
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
+    WkVec(ListAppend) appends;  /* list.append on list arguments, in program order */
     WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
     int effects_failed;         /* a side effect the plan cannot replay */
+    WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
 };
+
+void cap_break_note_step(Interp *I, int pc) {
+    CapBreakState *st = I->brk;
+    if (!st || pc < 0) return;
+    while (st->first_step.len <= pc) wk_vec_push(&st->first_step, 0L);
+    if (!st->first_step.data[pc]) st->first_step.data[pc] = I->top_steps;
+}
 
 static void note_arg_dicts(CapBreakState *st, Sv *s, int arg, int depth) {
     if (!s || depth > 8) return;
@@ -430,7 +511,7 @@ void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
 }
 
 int cap_break_effect_seen(Interp *I) {
-    if (I->overlay.len > 0 || (I->brk && I->brk->globals.len > 0)) return 1;
+    if (I->overlay.len > 0 || (I->brk && (I->brk->globals.len > 0 || I->brk->appends.len > 0))) return 1;
     for (int i = 0; I->brk && i < I->brk->cells.len; i++)
         if (I->brk->cells.data[i].sv->cell != I->brk->cells.data[i].initial) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
@@ -463,6 +544,17 @@ Sv *cap_load_written_global(Interp *I, PyObject *name) {
     return NULL;
 }
 
+Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
+    /* a direct argument only: the replay reads it from the argument's own
+     * slot, which no attribute or item write replayed before it can rebind */
+    if (!I->brk || list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))
+        return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
+    if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
+    ListAppend e = {list, value};
+    wk_vec_push(&I->brk->appends, e);
+    return sv_const(I, Py_None);
+}
+
 int cap_break_check_args(Interp *I) {
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
         if (arg_dict_changed(&I->brk->arg_dicts.data[i]))
@@ -481,6 +573,8 @@ void cap_break_free(Interp *I, WkBreak *b) {
         wk_vec_free(&I->brk->globals);
         wk_vec_free(&I->brk->effects);
         wk_vec_free(&I->brk->cells);
+        wk_vec_free(&I->brk->first_step);
+        wk_vec_free(&I->brk->appends);
         free(I->brk);
         I->brk = NULL;
     }
@@ -549,6 +643,7 @@ static int classify(PyCodeObject *orig, const WkInstr *in, WkBreak *b, int *null
         *null_first = arg & 1;
         b->name = PyTuple_GET_ITEM(names, arg >> 1);
         b->nin = 0; b->nout = 1; return 0;
+    case BEFORE_WITH: b->nin = 1; b->nout = 2; return 0; /* a context manager capture does not model */
     case RAISE_VARARGS: b->kind = WK_BREAK_RAISE; b->nin = arg; b->nout = 0; return 0;
 #if PY_VERSION_HEX >= 0x030C0000
     case POP_JUMP_IF_TRUE: case POP_JUMP_IF_FALSE:
@@ -603,7 +698,25 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
     }
     WkBreak b = {0};
     int null_first;
-    int ok = pc - prologue >= 0 && pc - prologue < n && classify(orig, &raw[pc - prologue], &b, &null_first) == 0;
+    int opc = pc - prologue;
+    /* a failure inside a loop: split before the outermost loop around it
+     * (its GET_ITER for a for loop), so that the code before the loop is
+     * a graph and the loop with the rest runs in the resume function, where
+     * the same failure finds nothing before the loop to split off: that
+     * frame runs eagerly, never one resume call deeper per iteration */
+    int head = -1;
+    for (int j = 0; opc >= 0 && opc < n && j < n; j++) {
+        int t = wk_bc_jump_target(raw, n, j);
+        if (t >= 0 && t <= j && t <= opc && opc <= j && (head < 0 || t < head)) head = t;
+    }
+    if (head >= 0) {
+        int at = head > 0 && raw[head - 1].opcode == GET_ITER ? head - 1 : head;
+        long first = I->brk && at + prologue < I->brk->first_step.len ? I->brk->first_step.data[at + prologue] : 0;
+        free(raw);
+        /* something of the original ran before it (not only the prologue) */
+        return first - 1 > prologue ? -(first - 1) : 0;
+    }
+    int ok = opc >= 0 && opc < n && classify(orig, &raw[opc], &b, &null_first) == 0;
     free(raw);
     return ok && step >= 1 ? step : 0;
 }
@@ -634,6 +747,9 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
         r->index = d->arg;
         return r;
     }
+    /* an argument (or a global) as it is: a constant read from one may be
+     * unguarded (capture only passed it on), so its value is the call's */
+    if (s->arg >= 0 || s->gname) return cap_reconstruct(I, p, s, 0);
     if (s->kind == SV_CONST) {
         if (PyUnicode_CheckExact(s->obj) && !PyUnicode_CHECK_INTERNED(s->obj)) {
             /* a code object interns its str constants, which would make a
@@ -755,11 +871,32 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     for (int i = 0; i < st->cells.len; i++) {
         RealCell *c = &st->cells.data[i];
         if (c->sv->cell == c->initial) continue;
-        WkRet *target = cap_ret_new(p, WK_RET_CONST);
+        /* a cell of the compiled frame's own closure is this call's (its
+         * guards check what it holds, not which cell it is); a callee's
+         * cell is pinned by identity */
+        Frame *top = I->f;
+        while (top->parent) top = top->parent;
+        PyObject *closure = top->fn ? top->fn->func_closure : NULL;
+        int own = -1;
+        for (Py_ssize_t k = 0; closure && PyTuple_Check(closure) && k < PyTuple_GET_SIZE(closure); k++)
+            if (PyTuple_GET_ITEM(closure, k) == c->cell) own = (int)k;
+        WkRet *target = cap_ret_new(p, own >= 0 ? WK_RET_FREEVAR : WK_RET_CONST);
         target->value = c->cell;
+        target->index = own;
         WkRet *value = c->sv->cell ? live_value(I, p, c->sv->cell) : NULL;
         if (c->sv->cell && !value) return effects_fail(I, "a closure cell write");
         effect_push(st, value ? WK_EFFECT_SETATTR : WK_EFFECT_DELATTR, target, value, s_contents);
+    }
+    /* appends to list arguments, in program order; a mutable value made
+     * during capture would be rebuilt as a second object: not replayed */
+    for (int i = 0; i < st->appends.len; i++) {
+        ListAppend *e = &st->appends.data[i];
+        if (is_mutable_kind(e->value) && e->value->arg < 0 && !e->value->gname)
+            return effects_fail(I, "a list.append of a mutable value made by the frame");
+        WkRet *target = live_value(I, p, e->list);
+        WkRet *value = target ? live_value(I, p, e->value) : NULL;
+        if (!value) return effects_fail(I, "a list.append on an argument");
+        effect_push(st, WK_EFFECT_APPEND, target, value, NULL);
     }
     /* module globals */
     for (int i = 0; i < st->globals.len; i++) {
@@ -793,8 +930,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break stopped outside the compiled frame");
         goto done;
     }
-    if (code->co_ncellvars || code->co_nfreevars || orig->co_ncellvars || orig->co_nfreevars) {
-        cap_unsupported(I, "graph break in a frame with cells or free variables");
+    if (code->co_ncellvars || orig->co_ncellvars) {
+        cap_unsupported(I, "graph break in a frame with cell variables (its locals captured by a closure)");
         goto done;
     }
     if (!(raw = wk_bc_decode(orig, &n))) {
@@ -802,14 +939,25 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     int pc = I->top_pc - prologue, null_first = 0;
-    if (pc < 0 || pc >= n || classify(orig, &raw[pc], b, &null_first) < 0) {
+    if (I->split && pc >= 0 && pc < n) { /* nothing runs here: resume at pc itself */
+        b->split = 1;
+        b->kind = WK_BREAK_INSTR;
+        b->opcode = NOP;
+    } else if (pc < 0 || pc >= n || classify(orig, &raw[pc], b, &null_first) < 0) {
         cap_unsupported(I, "graph break at an instruction that cannot run on its own");
         goto done;
     }
     b->line = raw[pc].line;
+    b->col = -1;
+    int bl;
+    if (!PyCode_Addr2Location(orig, raw[pc].offset * 2, &bl, &b->col, &b->endline, &b->endcol) || bl != b->line)
+        b->col = -1;
     /* A frame that may read its own locals (locals(), vars(), dir(), eval,
-     * exec) would see the resume function's, which hold only the live ones */
-    static const char *const introspect[] = {"locals", "vars", "dir", "eval", "exec"};
+     * exec) would see the resume function's, which hold only the live ones;
+     * one that looks at frames (sys._getframe, a traceback's tb_frame) would
+     * see the resume function's frame, not its own */
+    static const char *const introspect[] = {"locals", "vars", "dir", "eval", "exec",
+                                             "_getframe", "currentframe", "tb_frame", "f_back"};
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
         const char *nm = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
         for (size_t k = 0; nm && k < sizeof introspect / sizeof introspect[0]; k++)
@@ -825,7 +973,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
      * eagerly (the code before the loop is not worth the recursion). */
     for (int j = 0; j < n; j++) {
         int t = wk_bc_jump_target(raw, n, j);
-        if (t >= 0 && t <= j && t <= pc && pc <= j) {
+        if (!b->split && t >= 0 && t <= j && t <= pc && pc <= j) {
             cap_unsupported(I, "graph break inside a loop");
             goto done;
         }
@@ -834,19 +982,12 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break: exception table not understood");
         goto done;
     }
-    int open_withs = 0;
-    for (int e = 0; e < ex.len; e++) {
-        int h = ex.data[e].handler;
-        if (pc < ex.data[e].start || pc >= ex.data[e].end) continue;
-        open_withs++;
-        /* a grad-mode with block is re-entered in the resume function (its
-         * __exit__ is on the stack); any other handler is a try block */
-        int with_handler = h + 1 < n && raw[h].opcode == PUSH_EXC_INFO && raw[h + 1].opcode == WITH_EXCEPT_START;
-        if (!with_handler) {
-            cap_unsupported(I, "graph break inside a try block");
-            goto done;
-        }
-    }
+    /* the exception-table entry covering the instruction (entries are
+     * disjoint): an exception it raises goes to that handler, run by a
+     * resume function of its own (the protected break, transform.c) */
+    const ExcRange *guard = NULL;
+    for (int e = 0; !b->split && e < ex.len; e++)
+        if (pc >= ex.data[e].start && pc < ex.data[e].end) guard = &ex.data[e];
     if (cap_ctxvar_check(I) < 0) goto done;
     if (F->sp < b->nin) {
         cap_unsupported(I, "graph break: symbolic stack underflow");
@@ -855,7 +996,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     if (b->opcode == CALL && F->kwnames) b->kwnames = F->kwnames;
 
     /* live locals after the instruction (either way of a branch) */
-    int nloc = orig->co_nlocals, targets[2] = {pc + 1, -1};
+    int nloc = orig->co_nlocals, targets[2] = {b->split ? pc : pc + 1, -1};
     if (b->kind == WK_BREAK_BRANCH) targets[1] = wk_bc_jump_target(raw, n, pc);
     if ((b->kind != WK_BREAK_RAISE && targets[0] >= n) || (b->kind == WK_BREAK_BRANCH && targets[1] < 0)) {
         cap_unsupported(I, "graph break at the end of the code");
@@ -870,9 +1011,12 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_py_failed(I, "graph break");
         goto done;
     }
-    for (int j = 0; b->kind != WK_BREAK_RAISE && j < nloc; j++) {
-        int is_live = live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
-                      (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]);
+    /* locals live after the instruction or in the handler that catches it
+     * (one set: both resume functions take the same locals) */
+    for (int j = 0; j < nloc; j++) {
+        int is_live = (b->kind != WK_BREAK_RAISE && (live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
+                                                     (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]))) ||
+                      (guard && live[(size_t)guard->handler * (size_t)nloc + (size_t)j]);
         if (!is_live) continue;
         PyObject *nm = PyTuple_GET_ITEM(orig_names, j);
         int cj = j;
@@ -950,12 +1094,6 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         stack_ret[i] = r;
         mode = inner;
     }
-    int grad_exits = 0;
-    for (int i = 0; i < F->sp; i++) grad_exits += stack[i]->kind == SV_GRAD_EXIT;
-    if (ok && open_withs && !grad_exits) { /* the open block must be one capture modelled */
-        ok = 0;
-        cap_unsupported(I, "graph break inside a with block of another context manager");
-    }
     if (ok && mode != I->grad_enabled) {
         ok = 0;
         cap_unsupported(I, "graph break with the grad mode changed outside a with block");
@@ -968,6 +1106,10 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         if (ok) wk_vec_push(&args, r);
     }
     int ndeep = F->sp - b->nin;
+    if (ok && guard && guard->depth > ndeep) {
+        ok = 0;
+        cap_unsupported(I, "graph break: the handler's stack is deeper than the break's");
+    }
     /* resume layout: the deep stack, then the instruction's results */
     layout = wk_xcalloc((size_t)ndeep + (size_t)b->nout + 2, 1);
     for (int i = 0; ok && i < ndeep; i++) {
@@ -988,7 +1130,13 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     free(stack);
     free(stack_ret);
     if (!ok) goto done;
+    if (b->split && p->outputs.len == 0) { /* only a Python call deeper: not worth it */
+        cap_unsupported(I, "no tensor work before the loop to compile");
+        goto done;
+    }
     b->nargs = args.len;
+    b->nfree = orig->co_nfreevars;
+    b->nlocals = nlive;
     b->args = args.data;
     args.data = NULL;
     PyObject *ln = PyList_AsTuple(local_names);
@@ -1006,6 +1154,20 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
                 cap_py_failed(I, "making the resume function");
                 goto done;
             }
+        }
+    }
+    if (guard) {
+        /* the handler's resume: [stack below the try, lasti?, exception] */
+        char *hl = wk_xcalloc((size_t)guard->depth + 3, 1);
+        memcpy(hl, layout, (size_t)guard->depth);
+        for (int i = 0; i < guard->depth; i++) b->handler_nstack += hl[i] == 'V';
+        strcat(hl, guard->lasti ? "VV" : "V");
+        b->handler = resume_function(orig, raw, n, &ex, guard->handler, hl, local_names, F->globals, options);
+        free(hl);
+        if (b->handler && guard->lasti) b->handler_lasti = keep(I, resume_instr_offset_Ref(b->handler, pc));
+        if (!b->handler || (guard->lasti && !b->handler_lasti)) {
+            cap_py_failed(I, "making the handler's resume function");
+            goto done;
         }
     }
     if (callable) b->callee = mark_callee(callable, options);

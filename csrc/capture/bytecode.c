@@ -248,6 +248,8 @@ int wk_bc_find(const WkInstr *instrs, int n, int offset) {
 typedef struct {
     int op, arg, line;
     int label; /* jump target label, -1 if none */
+    int deref; /* arg is a free-variable index, made a localsplus index by finish */
+    int endline, col, endcol; /* source columns (tracebacks' carets); col -1: the line only */
 } AsmIns;
 
 /* A protected region: instructions bound between labels start and end
@@ -264,11 +266,13 @@ struct WkAsm {
     PyObject *varnames;  /* list of str; the first nargs are like's arguments */
     int nargs;
     int line;
+    int endline, col, endcol; /* wk_asm_set_position; col -1 when unset */
     WkVec(AsmIns) ins;
     WkVec(int) labels;       /* label -> instruction index it is bound before, -1 unbound */
     WkVec(int) pending_null; /* 3.13: PUSH_NULLs still to be moved under their callable */
     WkVec(AsmTry) tries;     /* in the order given: a later region nested in an earlier wins */
     PyObject *sig_name;      /* wk_asm_set_signature: the new co_qualname (str), or NULL */
+    PyObject *freevars;      /* wk_asm_set_freevars: co_freevars (tuple of str), or NULL */
     PyObject *err_type, *err_value, *err_tb; /* first failure, re-raised by finish */
 };
 
@@ -285,6 +289,7 @@ WkAsm *wk_asm_new(PyCodeObject *like) {
     WkAsm *a = wk_xcalloc(1, sizeof(WkAsm));
     a->like = (PyCodeObject *)Py_NewRef(like);
     a->line = like->co_firstlineno;
+    a->col = -1;
     a->nargs = wk_frame_nargs(like);
     a->consts = PyList_New(0);
     a->names = PyList_New(0);
@@ -313,6 +318,7 @@ void wk_asm_free(WkAsm *a) {
     Py_XDECREF(a->names);
     Py_XDECREF(a->varnames);
     Py_XDECREF(a->sig_name);
+    Py_XDECREF(a->freevars);
     Py_XDECREF(a->err_type);
     Py_XDECREF(a->err_value);
     Py_XDECREF(a->err_tb);
@@ -367,10 +373,20 @@ void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name) {
     a->nargs = (int)PyList_GET_SIZE(vn);
     Py_XSETREF(a->sig_name, Py_XNewRef(name));
 }
-void wk_asm_set_line(WkAsm *a, int line) { a->line = line; }
+void wk_asm_set_line(WkAsm *a, int line) {
+    a->line = line;
+    a->col = -1;
+}
+
+void wk_asm_set_position(WkAsm *a, int line, int endline, int col, int endcol) {
+    a->line = line;
+    a->endline = endline;
+    a->col = line >= 0 && endline >= line && col >= 0 && endcol >= 0 ? col : -1;
+    a->endcol = endcol;
+}
 
 void wk_asm_op(WkAsm *a, int opcode, int oparg) {
-    AsmIns i = {opcode, oparg, a->line, -1};
+    AsmIns i = {opcode, oparg, a->line, -1, 0, a->endline, a->col, a->endcol};
     wk_vec_push(&a->ins, i);
 }
 
@@ -384,11 +400,43 @@ void wk_asm_bind_label(WkAsm *a, int label) {
 }
 
 void wk_asm_jump(WkAsm *a, int opcode, int label) {
-    AsmIns i = {opcode, 0, a->line, label};
+    AsmIns i = {opcode, 0, a->line, label, 0, a->endline, a->col, a->endcol};
     wk_vec_push(&a->ins, i);
 }
 
 void wk_asm_resume(WkAsm *a) { wk_asm_op(a, RESUME, 0); }
+
+void wk_asm_set_freevars(WkAsm *a, PyObject *names) {
+    Py_XSETREF(a->freevars, Py_XNewRef(names));
+}
+
+void wk_asm_deref(WkAsm *a, int opcode, int free_index) {
+    AsmIns i = {opcode, free_index, a->line, -1, 1, a->endline, a->col, a->endcol};
+    wk_vec_push(&a->ins, i);
+}
+
+void wk_asm_copy_free_vars(WkAsm *a) {
+    int n = a->freevars ? (int)PyTuple_GET_SIZE(a->freevars) : 0;
+    if (n) wk_asm_op(a, COPY_FREE_VARS, n);
+}
+
+void wk_asm_make_closure(WkAsm *a, PyObject *code) {
+    int n = a->freevars ? (int)PyTuple_GET_SIZE(a->freevars) : 0;
+    for (int i = 0; i < n; i++)
+#if PY_VERSION_HEX >= 0x030D0000 /* LOAD_CLOSURE is a pseudo-op: the cell is the slot's value */
+        wk_asm_deref(a, LOAD_FAST, i);
+#else
+        wk_asm_deref(a, LOAD_CLOSURE, i);
+#endif
+    wk_asm_build_tuple(a, n);
+    wk_asm_load_const(a, code);
+#if PY_VERSION_HEX >= 0x030D0000
+    wk_asm_op(a, MAKE_FUNCTION, 0);
+    wk_asm_op(a, SET_FUNCTION_ATTRIBUTE, 8);
+#else
+    wk_asm_op(a, MAKE_FUNCTION, 8); /* the closure tuple below the code */
+#endif
+}
 
 void wk_asm_pop_jump_if(WkAsm *a, int if_true, int label) {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -745,6 +793,12 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
         return NULL;
     }
     int n = a->ins.len, stacksize = 0;
+    /* free variables follow the locals in localsplus (no cell variables) */
+    for (int k = 0; k < n; k++)
+        if (a->ins.data[k].deref) {
+            a->ins.data[k].arg += (int)PyList_GET_SIZE(a->varnames);
+            a->ins.data[k].deref = 0;
+        }
     int *start = wk_xmalloc(sizeof(int) * (size_t)(n + 1));
     PyObject *code = NULL, *lt = NULL, *consts = NULL, *names = NULL, *varnames = NULL;
     PyObject *empty = NULL, *replace = NULL, *kw = NULL, *args = NULL, *res = NULL;
@@ -774,11 +828,29 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
         *q++ = (unsigned char)(i->arg & 0xFF);
     }
 
-    /* location table: lines only (codes 13 and 15), every unit covered */
+    /* location table: lines only (codes 13 and 15), every unit covered;
+     * an instruction with columns gets a long entry of its own (code 14) */
     int prev_line = a->like->co_firstlineno;
     for (int k = 0; k < n;) {
         int line = a->ins.data[k].line, units = 0;
-        while (k < n && a->ins.data[k].line == line) units += start[k + 1] - start[k], k++;
+        if (a->ins.data[k].col >= 0 && line >= 0) {
+            const AsmIns *c = &a->ins.data[k];
+            for (int left = start[k + 1] - start[k]; left > 0;) {
+                int len = left > 8 ? 8 : left;
+                wk_vec_push(&lines, (char)(0x80 | (14 << 3) | (len - 1)));
+                int delta = line - prev_line;
+                put_varint(&lines, delta < 0 ? ((unsigned)(-delta) << 1) | 1 : (unsigned)delta << 1);
+                put_varint(&lines, (unsigned)(c->endline - line));
+                put_varint(&lines, (unsigned)c->col + 1);
+                put_varint(&lines, (unsigned)c->endcol + 1);
+                prev_line = line;
+                left -= len;
+            }
+            k++;
+            continue;
+        }
+        while (k < n && a->ins.data[k].line == line && a->ins.data[k].col < 0)
+            units += start[k + 1] - start[k], k++;
         while (units > 0) {
             int len = units > 8 ? 8 : units;
             char head = (char)(0x80 | ((line < 0 ? 15 : 13) << 3) | (len - 1));
@@ -803,7 +875,7 @@ PyObject *wk_asm_finish_Ref(WkAsm *a) {
     if (a->sig_name) flags &= ~(CO_VARARGS | CO_VARKEYWORDS);
     kw = Py_BuildValue("{sOsOsOsOsnsOsOsisOsOsi}", "co_code", code, "co_consts", consts,
                        "co_names", names, "co_varnames", varnames, "co_nlocals",
-                       PyTuple_GET_SIZE(varnames), "co_cellvars", empty, "co_freevars", empty,
+                       PyTuple_GET_SIZE(varnames), "co_cellvars", empty, "co_freevars", a->freevars ? a->freevars : empty,
                        "co_stacksize", stacksize, "co_linetable", lt, "co_exceptiontable", exctable,
                        "co_flags", flags);
     if (!kw) goto done;

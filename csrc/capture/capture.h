@@ -75,6 +75,9 @@ int wk_asm_local(WkAsm *a, const char *name);/* localsplus index of an argument,
  * borrowed. Call before any wk_asm_local. */
 void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name);
 void wk_asm_set_line(WkAsm *a, int line);    /* line of the instructions emitted next */
+/* Line and columns (0-based, end exclusive, as co_positions gives them) of
+ * the instructions emitted next, until the next set_line/set_position. */
+void wk_asm_set_position(WkAsm *a, int line, int endline, int col, int endcol);
 void wk_asm_op(WkAsm *a, int opcode, int oparg); /* raw emit: prefixes and zeroed caches added */
 /* version-neutral helpers */
 void wk_asm_resume(WkAsm *a);
@@ -88,6 +91,16 @@ void wk_asm_call(WkAsm *a, int nargs);           /* stack: NULL, callable, args.
 void wk_asm_build_tuple(WkAsm *a, int n);
 void wk_asm_unpack_sequence(WkAsm *a, int n);
 void wk_asm_return_value(WkAsm *a);
+/* Free variables: the code's co_freevars become `names` (tuple of str,
+ * borrowed); its free variable i is used with wk_asm_deref (LOAD_DEREF,
+ * LOAD_CLOSURE, ... with the index among the free variables), copied in by
+ * wk_asm_copy_free_vars (before RESUME), and wk_asm_make_closure(code)
+ * pushes a new function of `code` (borrowed; its freevars the same) over
+ * these cells. No cell variables. */
+void wk_asm_set_freevars(WkAsm *a, PyObject *names);
+void wk_asm_deref(WkAsm *a, int opcode, int free_index);
+void wk_asm_copy_free_vars(WkAsm *a);
+void wk_asm_make_closure(WkAsm *a, PyObject *code);
 /* Finishes: stack size (handlers included), line table, exception table.
  * New reference, or NULL with a Python exception. The assembler stays
  * valid (free it). */
@@ -135,6 +148,11 @@ int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObjec
                     const char **why);
 /* Human-readable list of checks (new reference: list of str). */
 PyObject *wk_guards_describe_Ref(const WkGuards *g);
+/* 1 when calling nn.Module m calls forward(m, ...) and nothing else (no
+ * hooks, nn.Module's call path, or `call` as its class's __call__ when not
+ * NULL; forward not shadowed on the instance), 0 when not, -1 with an
+ * exception. All borrowed. */
+int wk_module_call_is_forward(PyObject *m, PyObject *forward, PyObject *call);
 
 /* ---- hook.c: the cache and the compile callback ------------------------ */
 /* One compiled (or deliberately eager) variant of a code object. */

@@ -71,7 +71,21 @@ struct WkGuards {
     WkSrcTree sources;  /* the paths of argument-sourced checks, as a tree (finalize) */
     int nslots;         /* its nodes: each resolved at most once per check call */
     uint64_t token;     /* names these guards in the hand-over to a GraphLoader (0: none) */
+    /* per check (finalize): what its last pass read, so an unchanged
+     * module answers from version tags; written during checks */
+    struct CheckMemo *memos;
+    int nmemos;
 };
+
+/* NO_HOOKS and DICT_LACKS of a module: its instance __dict__ and that
+ * dict's version when the check last passed, and (NO_HOOKS) the four hook
+ * dicts found in it. While that __dict__ keeps its version it holds the
+ * same hook dicts (alive, borrowed here), and still lacks the name. */
+typedef struct CheckMemo {
+    PyObject *dict;
+    uint64_t version;
+    PyObject *hooks[4];
+} CheckMemo;
 
 /* The hand-over: a passing check leaves the objects it resolved for the
  * GraphLoader that the transformed code calls next, so graph inputs are
@@ -164,6 +178,7 @@ void wk_guards_free(WkGuards *g) {
     Py_XDECREF(g->tensor_guards);
     wk_vec_free(&g->batched);
     wk_srctree_clear(&g->sources);
+    free(g->memos);
     free(g);
 }
 
@@ -197,6 +212,11 @@ static void add_check(WkGuards *g, Check c) {
         i--;
     }
     g->checks.data[i] = c;
+    if (g->memos) { /* indices moved: what was remembered is forgotten */
+        free(g->memos);
+        g->nmemos = g->checks.len;
+        g->memos = wk_xcalloc((size_t)g->nmemos + 1, sizeof(CheckMemo));
+    }
 }
 
 static int same_path(PyObject *a, PyObject *b) {
@@ -342,6 +362,9 @@ void wk_guards_finalize(WkGuards *g) {
                                                                         : -1;
     }
     g->nslots = g->sources.nodes.len;
+    free(g->memos);
+    g->nmemos = g->checks.len;
+    g->memos = wk_xcalloc((size_t)g->nmemos + 1, sizeof(CheckMemo));
     /* TensorGuards refuses one tensor passed twice (f(e, e)) on every call:
      * a repeated example is checked on its own, outside the batch */
     for (int i = 0; i < g->checks.len; i++) {
@@ -568,7 +591,10 @@ void wk_guard_no_global_hooks(WkGuards *g) {
 
 /* 1 when module m has no hooks of its own, 0 when it has, -1 on error.
  * Reads the instance __dict__ directly (no __getattr__). */
-int wk_guards_module_has_no_hooks(PyObject *m) {
+/* The four hook dicts of module m, read from its instance __dict__ (no
+ * __getattr__): 1 when all four are dicts (hooks[] borrowed), 0 when one is
+ * missing or not a dict, -1 on error. */
+static int module_hook_dicts(PyObject *m, PyObject *hooks[4]) {
     static const char *const names[] = {"_backward_hooks", "_backward_pre_hooks", "_forward_hooks",
                                         "_forward_pre_hooks"};
     static PyObject *interned[4]; /* looked up by interned str: no string made per check */
@@ -579,9 +605,18 @@ int wk_guards_module_has_no_hooks(PyObject *m) {
     if (!dp || !*dp) return 0;
     for (int i = 0; i < 4; i++) {
         PyObject *d = PyDict_GetItemWithError(*dp, interned[i]);
-        if (!d || !PyDict_Check(d)) return 0;
-        if (PyDict_GET_SIZE(d)) return 0;
+        if (!d || !PyDict_Check(d)) return PyErr_Occurred() ? -1 : 0;
+        hooks[i] = d;
     }
+    return 1;
+}
+
+int wk_guards_module_has_no_hooks(PyObject *m) {
+    PyObject *hooks[4];
+    int r = module_hook_dicts(m, hooks);
+    if (r <= 0) return r;
+    for (int i = 0; i < 4; i++)
+        if (PyDict_GET_SIZE(hooks[i])) return 0;
     return 1;
 }
 
@@ -610,6 +645,62 @@ void wk_guard_grad_mode(WkGuards *g, int enabled) {
 }
 
 /* ---- evaluation --------------------------------------------------------- */
+
+static uint64_t dict_version(PyObject *d);
+
+static CheckMemo *memo_of(const WkGuards *g, const Check *c) {
+    ptrdiff_t i = c - g->checks.data;
+    return i >= 0 && i < g->nmemos ? &g->memos[i] : NULL;
+}
+
+/* x's instance __dict__ is the one memo saw, at the same version. */
+static int dict_unchanged(const CheckMemo *mm, PyObject *x, PyObject **dict) {
+    PyObject **dp = _PyObject_GetDictPtr(x);
+    *dict = dp ? *dp : NULL;
+    return mm && *dict && mm->dict == *dict && mm->version && dict_version(*dict) == mm->version;
+}
+
+static void memo_dict(CheckMemo *mm, PyObject *dict) {
+    if (!mm) return;
+    mm->dict = dict;
+    mm->version = dict ? dict_version(dict) : 0;
+}
+
+/* NO_HOOKS: 1 when module x has no hooks of its own, 0 when it has or
+ * they cannot be read (a module without the dicts is not one torch made). */
+static int no_hooks_memo(CheckMemo *mm, PyObject *x) {
+    PyObject *dict;
+    if (dict_unchanged(mm, x, &dict)) {
+        for (int i = 0; i < 4; i++)
+            if (PyDict_GET_SIZE(mm->hooks[i])) return 0;
+        return 1;
+    }
+    PyObject *hooks[4];
+    if (module_hook_dicts(x, hooks) != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (int i = 0; i < 4; i++)
+        if (PyDict_GET_SIZE(hooks[i])) return 0;
+    if (mm) {
+        memo_dict(mm, dict);
+        for (int i = 0; i < 4; i++) mm->hooks[i] = hooks[i];
+    }
+    return 1;
+}
+
+/* DICT_LACKS: 1 when name is not in x's instance __dict__, 0 otherwise. */
+static int dict_lacks_memo(CheckMemo *mm, PyObject *x, PyObject *name) {
+    PyObject *dict;
+    if (dict_unchanged(mm, x, &dict)) return 1;
+    PyObject *v = dict ? PyDict_GetItemWithError(dict, name) : NULL;
+    if (v || PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    memo_dict(mm, dict);
+    return 1;
+}
 
 static _Thread_local char why_buf[512];
 
@@ -903,10 +994,7 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     case CK_DICT_LACKS: {
-        PyObject **dp = _PyObject_GetDictPtr(x);
-        PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, c->name) : NULL;
-        if (v || PyErr_Occurred()) {
-            PyErr_Clear();
+        if (!dict_lacks_memo(memo_of(g, c), x, c->name)) {
             snprintf(why_buf, sizeof why_buf, "%s has an instance attribute %s", who_of(g, c, nb, sizeof nb),
                      PyUnicode_AsUTF8(c->name));
             return 0;
@@ -961,8 +1049,7 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         break;
     }
     case CK_NO_HOOKS:
-        if (wk_guards_module_has_no_hooks(x) != 1) {
-            PyErr_Clear();
+        if (!no_hooks_memo(memo_of(g, c), x)) {
             snprintf(why_buf, sizeof why_buf, "%s has module hooks", who_of(g, c, nb, sizeof nb));
             return 0;
         }
@@ -1033,13 +1120,89 @@ static int init_module_fast(void) {
     return 0;
 }
 
+/* ---- version tags: the one place that knows them ------------------------
+ * A dict's ma_version_tag changes on every mutation and is unique across
+ * dicts (PEP 509; deprecated in 3.12 but kept, with watcher bits in its low
+ * bits, which change only with a mutation too). A type's tp_version_tag is
+ * reset to 0 when the type or a base changes and later given a fresh value.
+ * 3.14 drops dict versions: there nothing is remembered (0 = unknown). */
+#if PY_VERSION_HEX < 0x030E0000
+static uint64_t dict_version(PyObject *d) {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)d)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+#else
+static uint64_t dict_version(PyObject *d) {
+    (void)d;
+    return 0;
+}
+#endif
+
+static unsigned int type_version(PyTypeObject *tp) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+#endif
+    return tp->tp_version_tag;
+}
+
+/* Starts a memo of one step from base (reset when anything is unknown). */
+static void memo_begin(WkSrcMemo *m, PyObject *base) {
+    if (!m) return;
+    m->ndicts = 0;
+    m->value = NULL;
+    m->base = base;
+    m->type = Py_TYPE(base);
+    m->type_version = type_version(Py_TYPE(base));
+}
+
+static void memo_read(WkSrcMemo *m, PyObject *dict) {
+    if (!m || m->ndicts < 0) return;
+    uint64_t v = dict_version(dict);
+    if (!v || !m->type_version || m->ndicts == WK_SRC_MEMO_DICTS) {
+        m->ndicts = -1; /* cannot be remembered */
+        return;
+    }
+    m->dicts[m->ndicts] = dict;
+    m->versions[m->ndicts++] = v;
+}
+
+static void memo_end(WkSrcMemo *m, PyObject *value) {
+    if (!m) return;
+    if (m->ndicts <= 0) {
+        m->ndicts = 0;
+        return;
+    }
+    m->value = value;
+}
+
+/* The remembered answer of a step from base (borrowed), or NULL. */
+static PyObject *memo_hit(const WkSrcMemo *m, PyObject *base) {
+    if (!m || m->ndicts <= 0 || m->base != base || Py_TYPE(base) != m->type ||
+        type_version(m->type) != m->type_version)
+        return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(base);
+    if (!dp || *dp != m->dicts[0]) return NULL;
+    /* dicts[0] is the live __dict__; unchanged, it still holds dicts[1..]
+     * (each found in the one before), so reading their versions is safe */
+    for (int i = 0; i < m->ndicts; i++)
+        if (dict_version(m->dicts[i]) != m->versions[i]) return NULL;
+    return m->value;
+}
+
 /* getattr(m, name) for an nn.Module without running nn.Module.__getattr__
  * in Python: the instance __dict__, then _parameters, _buffers, _modules,
  * exactly where __getattr__ would look; only when the class keeps
  * object.__getattribute__ and nn.Module.__getattr__ and defines no
  * attribute of that name (which would take precedence). New reference, or
- * NULL without an exception to take the general path. */
-static PyObject *module_attr_fast(PyObject *m, PyObject *name) {
+ * NULL without an exception to take the general path. memo (may be NULL)
+ * records the dicts read. */
+static PyObject *module_attr_fast(PyObject *m, PyObject *name, WkSrcMemo *memo) {
     if (init_module_fast() < 0) return NULL;
     PyTypeObject *tp = Py_TYPE(m);
     if (!PyType_IsSubtype(tp, module_type_cache) || tp->tp_getattro != module_type_cache->tp_getattro) return NULL;
@@ -1048,21 +1211,35 @@ static PyObject *module_attr_fast(PyObject *m, PyObject *name) {
         return NULL;
     PyObject **dp = _PyObject_GetDictPtr(m);
     if (!dp || !*dp) return NULL;
-    PyObject *v = PyDict_GetItemWithError(*dp, name);
-    if (v) return Py_NewRef(v);
+    PyObject *d0 = *dp;
+    memo_begin(memo, m); /* after the lookups above gave the type a version */
+    memo_read(memo, d0);
+    PyObject *v = PyDict_GetItemWithError(d0, name);
+    if (v) {
+        memo_end(memo, v);
+        return Py_NewRef(v);
+    }
     PyObject *const sub[3] = {s_parameters, s_buffers, s_modules};
     for (int i = 0; i < 3 && !PyErr_Occurred(); i++) {
-        PyObject *d = PyDict_GetItemWithError(*dp, sub[i]);
-        if (d && PyDict_Check(d) && (v = PyDict_GetItemWithError(d, name)) != NULL) return Py_NewRef(v);
+        PyObject *d = PyDict_GetItemWithError(d0, sub[i]);
+        if (!d || !PyDict_Check(d)) continue;
+        memo_read(memo, d);
+        if ((v = PyDict_GetItemWithError(d, name)) != NULL) {
+            memo_end(memo, v);
+            return Py_NewRef(v);
+        }
     }
     PyErr_Clear();
+    memo_begin(memo, m);
+    memo_end(memo, NULL);
     return NULL;
 }
 
 /* ml[k] for an exact nn.ModuleList whose class keeps its __getitem__ and
  * an int 0 <= k < len: _modules[str(k)], which is what that __getitem__
- * returns. New reference, or NULL without an exception: general path. */
-static PyObject *module_list_item_fast(PyObject *ml, PyObject *key) {
+ * returns. New reference, or NULL without an exception: general path.
+ * memo (may be NULL) records the dicts read. */
+static PyObject *module_list_item_fast(PyObject *ml, PyObject *key, WkSrcMemo *memo) {
     if (init_module_fast() < 0 || Py_TYPE(ml) != module_list_type || !PyLong_CheckExact(key)) return NULL;
     if (_PyType_Lookup(module_list_type, s_getitem) != module_list_getitem_fn) return NULL;
     PyObject **dp = _PyObject_GetDictPtr(ml);
@@ -1076,20 +1253,82 @@ static PyObject *module_list_item_fast(PyObject *ml, PyObject *key) {
     PyObject *ks = PyUnicode_FromFormat("%ld", k);
     PyObject *v = ks ? PyDict_GetItemWithError(mods, ks) : NULL;
     Py_XDECREF(ks);
-    if (v) return Py_NewRef(v);
+    if (v) {
+        memo_begin(memo, ml);
+        memo_read(memo, *dp);
+        memo_read(memo, mods); /* its length and the key's item: its version */
+        memo_end(memo, v);
+        return Py_NewRef(v);
+    }
     PyErr_Clear();
     return NULL;
 }
 
-PyObject *wk_source_step_Ref(PyObject *x, PyObject *elem) {
-    PyObject *next;
+/* One step, reusing memo's answer while what it read is unchanged (memo
+ * may be NULL). */
+static PyObject *source_step_memo_Ref(PyObject *x, PyObject *elem, WkSrcMemo *memo) {
+    PyObject *next = memo_hit(memo, x);
+    if (next) return Py_NewRef(next);
+    if (memo) memo->ndicts = 0;
     if (PyTuple_Check(elem)) {
         PyObject *key = PyTuple_GET_ITEM(elem, 0);
-        if ((next = module_list_item_fast(x, key)) != NULL) return next;
+        if ((next = module_list_item_fast(x, key, memo)) != NULL) return next;
         return PyObject_GetItem(x, key);
     }
-    if ((next = module_attr_fast(x, elem)) != NULL) return next;
+    if ((next = module_attr_fast(x, elem, memo)) != NULL) return next;
     return PyObject_GetAttr(x, elem);
+}
+
+PyObject *wk_source_step_Ref(PyObject *x, PyObject *elem) { return source_step_memo_Ref(x, elem, NULL); }
+
+/* ---- calling a module: when m(*a) is just forward(m, *a) ------------------- */
+
+/* 1 when calling module m would call `forward` with m and the same
+ * arguments and nothing else: its class keeps nn.Module's __call__,
+ * _wrapped_call_impl, _call_impl and __getattribute__ (its __call__ is
+ * `call` instead when that is not NULL) and resolves forward to `forward`; the instance shadows neither forward nor
+ * _compiled_call_impl (Module.compile()); no hooks of its own, no global
+ * module hooks, no TorchScript tracing. 0 otherwise, -1 on error. The
+ * compiled module wrapper (wick.compile(module)) asks this on every call
+ * and otherwise takes nn.Module's own path. */
+int wk_module_call_is_forward(PyObject *m, PyObject *forward, PyObject *call) {
+    static PyObject *names[5], *module_fns[5], *tracing_state;
+    static const char *const snames[5] = {"__call__", "_wrapped_call_impl", "_call_impl", "forward",
+                                          "_compiled_call_impl"};
+    if (init_module_fast() < 0) return 0;
+    if (!names[4]) {
+        for (int i = 0; i < 5; i++)
+            if (!(names[i] = PyUnicode_InternFromString(snames[i]))) return -1;
+        for (int i = 0; i < 3; i++)
+            if (!(module_fns[i] = Py_XNewRef(_PyType_Lookup(module_type_cache, names[i])))) return 0;
+        PyObject *c = PyImport_ImportModule("torch._C");
+        tracing_state = c ? PyObject_GetAttrString(c, "_get_tracing_state") : NULL;
+        Py_XDECREF(c);
+        if (!tracing_state) return -1;
+    }
+    PyTypeObject *tp = Py_TYPE(m);
+    if (!PyType_IsSubtype(tp, module_type_cache) || tp->tp_getattro != module_type_cache->tp_getattro ||
+        _PyType_Lookup(tp, s_getattribute) != object_getattribute)
+        return 0;
+    if (_PyType_Lookup(tp, names[0]) != (call ? call : module_fns[0])) return 0;
+    for (int i = 1; i < 3; i++)
+        if (_PyType_Lookup(tp, names[i]) != module_fns[i]) return 0;
+    if (_PyType_Lookup(tp, names[3]) != forward) return 0;
+    PyObject *cci = _PyType_Lookup(tp, names[4]);
+    if (cci && cci != Py_None) return 0;
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return 0;
+    PyObject *v = PyDict_GetItemWithError(*dp, names[3]);
+    if (v || PyErr_Occurred()) return PyErr_Occurred() ? -1 : 0;
+    v = PyDict_GetItemWithError(*dp, names[4]);
+    if ((v && v != Py_None) || PyErr_Occurred()) return PyErr_Occurred() ? -1 : 0;
+    int r = wk_guards_module_has_no_hooks(m);
+    if (r != 1) return r;
+    if ((r = wk_guards_no_global_hooks()) != 1) return r;
+    PyObject *t = PyObject_CallNoArgs(tracing_state);
+    if (!t) return -1;
+    Py_DECREF(t);
+    return t == Py_None;
 }
 
 /* ---- the source tree: each distinct prefix of each path is one node -------- */
@@ -1097,6 +1336,7 @@ PyObject *wk_source_step_Ref(PyObject *x, PyObject *elem) {
 void wk_srctree_clear(WkSrcTree *t) {
     for (int i = 0; i < t->nodes.len; i++) Py_DECREF(t->nodes.data[i].elem);
     wk_vec_free(&t->nodes);
+    wk_vec_free(&t->memo);
 }
 
 static int same_elem(PyObject *a, PyObject *b) {
@@ -1124,6 +1364,8 @@ int wk_srctree_node(WkSrcTree *t, int root, PyObject *path) {
         if (found < 0) {
             WkSrcNode n = {node, root, Py_NewRef(elem)};
             wk_vec_push(&t->nodes, n);
+            WkSrcMemo none = {0};
+            wk_vec_push(&t->memo, none);
             found = t->nodes.len - 1;
         }
         node = found;
@@ -1144,7 +1386,7 @@ PyObject *wk_srctree_get(const WkSrcTree *t, int node, PyObject *const *roots, i
         return NULL;
     }
     if (!base) return NULL;
-    cache[node] = wk_source_step_Ref(base, n->elem);
+    cache[node] = source_step_memo_Ref(base, n->elem, node < t->memo.len ? &t->memo.data[node] : NULL);
     return cache[node];
 }
 

@@ -934,7 +934,21 @@ static PyObject *py_datastack_top(PyObject *self, PyObject *unused) {
     return PyLong_FromVoidPtr(wk_frame_datastack_top(PyThreadState_Get()));
 }
 
+/* _module_call_is_forward(module, forward[, call]) -> bool */
+static PyObject *py_module_call_is_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_module_call_is_forward(module, forward[, call])");
+        return NULL;
+    }
+    int r = wk_module_call_is_forward(args[0], args[1], nargs == 3 ? args[2] : NULL);
+    if (r < 0) return NULL;
+    return Py_NewRef(r ? Py_True : Py_False);
+}
+
 static PyMethodDef hook_methods[] = {
+    {"_module_call_is_forward", (PyCFunction)(void (*)(void))py_module_call_is_forward, METH_FASTCALL,
+     "True when calling the module calls forward(module, ...) and nothing else (no hooks, nn.Module's call path)."},
     {"set_enabled", py_set_enabled, METH_O, "Enable wick's frame hook on this thread; returns the previous state."},
     {"reset", py_reset, METH_NOARGS, "Forget every cache entry of every marked code object."},
     {"code_entries", py_code_entries, METH_O, "Info dicts of a code object's cache entries (plus 'eager')."},

@@ -20,6 +20,11 @@
  *                    Frame.
  *   vals/builtins.c  builtins folded at capture time (len, isinstance, ...).
  *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
+ *   vals/scratch.c   copies made at capture time that only capture sees
+ *                    (copy.deepcopy of a guarded config object).
+ *   vals/exc.c       exceptions raised inside captured code: a propagating
+ *                    exception (I->exc) unwinds through each inlined frame's
+ *                    exception table, as CPython does.
  *
  * The interpreter loop (symbolic.c) only dispatches through the tables:
  * adding a kind adds an enum entry, a table, and one line in sv_ops[];
@@ -100,6 +105,8 @@ typedef enum {
     SV_SUPER,     /* super(): obj = the class it starts after, self = the bound self */
     SV_CTX_TOKEN, /* a ContextVar.set token: obj = the variable, cell = the value before,
                    * value = 1 if it was set before (| 2 once reset used it) */
+    SV_SCRATCH,   /* a real object made at capture time that only capture sees
+                   * (a deep copy of a guarded argument object, vals/scratch.c): obj */
     SV_NKINDS
 } SvKind;
 
@@ -156,7 +163,7 @@ typedef struct SvOps {
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
     cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
-    cap_ctx_token_kind;
+    cap_ctx_token_kind, cap_scratch_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 
@@ -179,6 +186,9 @@ typedef struct Frame {
     int depth; /* 0 for the compiled frame */
     int is_generator; /* run to the end, values collected in yields */
     SvList yields;
+    int pc;                   /* the instruction running now (where an exception is raised) */
+    struct CapExcRange *exc;  /* the code's exception table (vals/exc.c), owned */
+    int nexc;
 } Frame;
 
 typedef struct {
@@ -219,11 +229,15 @@ struct Interp {
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
+    Sv *exc;                         /* an exception propagating (vals/exc.c), or NULL */
+    Sv *handled;                     /* the exception a handler is handling, or NULL */
+    char *exc_where;                 /* owned: what the last raise was and where */
     int propagate;                   /* a BaseException must propagate */
     /* graph breaks (breaks.c): the compiled frame's instructions are counted
      * so that a second capture can stop right before the one that failed */
     long top_steps;                  /* instructions of the compiled frame started */
     long stop_step;                  /* > 0: stop once this many have run (the break) */
+    int split;                       /* the stop is a split before a loop: nothing runs there */
     int top_pc;                      /* index of the compiled frame's current instruction */
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
@@ -236,6 +250,10 @@ struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
 };
+
+/* A handler failed: a reason is recorded, or an exception propagates
+ * (vals/exc.c). Dispatch chains that try one family after another stop on it. */
+#define CAP_FAILED(I) ((I)->reason != NULL || (I)->exc != NULL)
 
 /* symbolic.c: values, failure, stack */
 Sv *sv_new(Interp *I, SvKind kind);
@@ -269,6 +287,7 @@ int cap_push_method(Interp *I, Sv *self, const char *name, int method);
 int cap_push_property(Interp *I, Sv *self, Sv *getter, int method);
 WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth);
 Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y);
+Sv *cap_compare(Interp *I, int cmp, Sv *x, Sv *y); /* cmp 0..5 = < <= == != > >= */
 const char *cap_nb_symbol(int nb);
 WkRet *cap_ret_new(RetPlan *p, WkRetKind kind);
 
@@ -334,11 +353,50 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
 int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
 int cap_overlay_check(Interp *I);
+int cap_renaming_getattribute(PyTypeObject *tp); /* transformers' config __getattribute__ (renames only) */
+/* super().__call__ of a module whose class has its own __call__: a view of
+ * self (value CAP_MODULE_BASE_CALL) that, called, is nn.Module.__call__
+ * (hooks checked, forward inlined). NULL when self is not such a module. */
+#define CAP_MODULE_BASE_CALL 2
+Sv *cap_module_base_call(Interp *I, Sv *self);
 
 /* vals/userobj.c */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);
 int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v);
+Sv *cap_userobj_len(Interp *I, Sv *o); /* NULL without a reason when o is not such an object */
 int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled);
+
+/* vals/exc.c: exceptions raised inside captured code. Each returns -1
+ * after setting I->exc (a propagating exception, not a reason): the
+ * interpreter unwinds to a handler of the frame's exception table, or out
+ * of the frame. */
+typedef struct CapExcRange CapExcRange;
+int cap_exc_table(Interp *I, Frame *f, const WkInstr *raw, int n); /* 0 or -1 with a reason */
+int cap_raise(Interp *I, PyObject *exc_Borrow);
+/* The Python Exception now set becomes the propagating one (BaseExceptions
+ * other than Exceptions: cap_py_failed). Only where the failed operation is
+ * the user's own on guarded values, so Python raises the same. */
+int cap_raise_current(Interp *I, const char *during);
+int cap_exc_matches(Interp *I, PyObject *type); /* an exception propagates and is a `type` */
+void cap_exc_clear(Interp *I);                  /* it is caught (by a C-level handler) */
+int cap_is_exc_instance(PyObject *o);
+Sv *cap_exc_new(Interp *I, PyObject *cls, const Args *a); /* NULL without a reason: not an exception class */
+/* 1 when frame I->f has a handler for its instruction pc: stack set up, *next its index; 0 when not */
+int cap_exc_unwind(Interp *I, int *next);
+int cap_raise_varargs(Interp *I, int n);
+int cap_push_exc_info(Interp *I);
+int cap_pop_except(Interp *I);
+int cap_check_exc_match(Interp *I);
+int cap_reraise(Interp *I);
+int cap_with_except_start(Interp *I);
+
+/* vals/scratch.c: copies made at capture time (SV_SCRATCH) */
+Sv *cap_scratch_copy_call(Interp *I, PyObject *fn, const Args *a); /* NULL without a reason: not copy.(deep)copy */
+int cap_scratch_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
+Sv *cap_scratch_builtin_call(Interp *I, PyObject *fn, const Args *a); /* setattr/delattr; NULL without a reason: not */
+int cap_scratch_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
+int cap_scratch_contains(Interp *I, Sv *seq, Sv *x, int *out);
+Sv *cap_scratch_len(Interp *I, Sv *s);
 
 /* vals/ctx.c */
 int cap_before_with(Interp *I);
@@ -372,8 +430,11 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a);
 typedef struct CapBreakState CapBreakState;
 void cap_break_setup(Interp *I); /* after the arguments are set up */
 /* After a failed capture of `code`: the number of top-level instructions
- * to run before stopping for a break, or 0 when no break can help. */
+ * to run before stopping for a break, or 0 when no break can help;
+ * negative: a split before the loop the failure is in (its magnitude). */
 long cap_break_step(Interp *I, PyCodeObject *code);
+/* run() at each top-level instruction: the step pc first ran at */
+void cap_break_note_step(Interp *I, int pc);
 /* At the stop: the break (*out, free with cap_break_free) and the graph
  * outputs it needs in p. 0, or -1 with a reason. */
 int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyObject *options);
@@ -385,6 +446,10 @@ int cap_break_check_args(Interp *I);
 /* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */
 int cap_store_global(Interp *I, PyObject *name, Sv *v);
 Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote there, or NULL */
+/* list.append(value) on a list argument (an opaque object capture never
+ * reads): kept in order and replayed after the graph. None, or NULL with a
+ * reason. */
+Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
 /* The side effects to replay after the graph (attribute writes, dict
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);

@@ -46,6 +46,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
     [SV_SUPER] = &cap_super_kind,       [SV_CTX_TOKEN] = &cap_ctx_token_kind,
+    [SV_SCRATCH] = &cap_scratch_kind,
 };
 
 Sv *sv_new(Interp *I, SvKind kind) {
@@ -188,9 +189,21 @@ int cap_iterate(Interp *I, Sv *s, SvList *out) {
 Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y) {
     const SvOps *xo = SV_OPS(x), *yo = SV_OPS(y);
     Sv *r = xo->binary ? xo->binary(I, nb, x, y) : NULL;
-    if (!r && !I->reason && yo != xo && yo->binary) r = yo->binary(I, nb, x, y);
-    if (!r && !I->reason) cap_unsupported(I, "operator %s on %s and %s", cap_nb_symbol(nb), sv_desc(x), sv_desc(y));
+    if (!r && !CAP_FAILED(I) && yo != xo && yo->binary) r = yo->binary(I, nb, x, y);
+    if (!r && !CAP_FAILED(I)) cap_unsupported(I, "operator %s on %s and %s", cap_nb_symbol(nb), sv_desc(x), sv_desc(y));
     return r;
+}
+
+static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y);
+
+Sv *cap_compare(Interp *I, int cmp, Sv *x, Sv *y) { return compare(I, cmp, x, y); }
+
+/* a constant whose == is a builtin type's: never equal to a value of another kind */
+static int builtin_eq_const(const Sv *s) {
+    if (s->kind != SV_CONST) return 1;
+    PyObject *o = s->obj;
+    return cap_is_plain(o) || PyDict_CheckExact(o) || PyList_CheckExact(o) || PyTuple_CheckExact(o) ||
+           PySet_CheckExact(o) || PyType_Check(o) || PyModule_Check(o) || PyFunction_Check(o);
 }
 
 static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
@@ -198,13 +211,14 @@ static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
     if (cmp < 0 || cmp > 5) return cap_unsupported(I, "COMPARE_OP %d", cmp), NULL;
     const SvOps *xo = SV_OPS(x), *yo = SV_OPS(y);
     Sv *r = xo->compare ? xo->compare(I, cmp, x, y) : NULL;
-    if (!r && !I->reason && yo != xo && yo->compare) r = yo->compare(I, cmp, x, y);
-    if (!r && !I->reason && (cmp == 2 || cmp == 3) && x->kind != SV_TENSOR && y->kind != SV_TENSOR &&
-        (x->kind != SV_CONST || y->kind != SV_CONST) && x->kind != SV_OPAQUE && y->kind != SV_OPAQUE) {
+    if (!r && !CAP_FAILED(I) && yo != xo && yo->compare) r = yo->compare(I, cmp, x, y);
+    if (!r && !CAP_FAILED(I) && (cmp == 2 || cmp == 3) && x->kind != SV_TENSOR && y->kind != SV_TENSOR &&
+        (x->kind != SV_CONST || y->kind != SV_CONST) && x->kind != SV_OPAQUE && y->kind != SV_OPAQUE &&
+        x->kind != SV_SCRATCH && y->kind != SV_SCRATCH && builtin_eq_const(x) && builtin_eq_const(y)) {
         /* a symbolic container against a value of another kind: never equal */
         if (x->kind != y->kind) r = sv_const(I, (cmp == 3) ? Py_True : Py_False);
     }
-    if (!r && !I->reason) cap_unsupported(I, "comparison %s on %s and %s", syms[cmp], sv_desc(x), sv_desc(y));
+    if (!r && !CAP_FAILED(I)) cap_unsupported(I, "comparison %s on %s and %s", syms[cmp], sv_desc(x), sv_desc(y));
     return r;
 }
 
@@ -427,6 +441,7 @@ Frame *cap_frame_new(Interp *I, PyFunctionObject *fn, PyCodeObject *code) {
 }
 
 static void frame_free(Frame *f) {
+    free(f->exc);
     wk_vec_free(&f->yields);
     free(f->locals);
     free(f->stack);
@@ -642,6 +657,7 @@ static int store_subscr(Interp *I) {
     if (!v) return -1;
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
+    if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
     return cap_unsupported(I, "item assignment on a %s", sv_desc(c));
 }
 
@@ -653,15 +669,17 @@ static int store_subscr(Interp *I) {
  * compile raises (wick._C._inject_capture_error(n)). */
 static long inject_at;
 
-static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
+/* Runs frame I->f from instruction `start` (0, or an exception handler). */
+static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
     Frame *F = I->f;
     PyObject *consts = F->code->co_consts, *names = F->code->co_names;
     static long steps;
-    if (F->depth == 0) steps = 0;
-    int next = 0;
-    for (int pc = 0; pc < n; pc = next) {
+    if (F->depth == 0 && start == 0) steps = 0;
+    int next = start;
+    for (int pc = start; pc < n; pc = next) {
         const Ins *in = &ins[pc];
         next = pc + 1;
+        F->pc = pc;
         int arg = in->arg;
         if (in->line >= 0) F->line = in->line;
         if (F->depth == 0) { /* graph breaks count the compiled frame's instructions */
@@ -676,6 +694,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             }
             I->top_steps++;
             I->top_pc = pc;
+            cap_break_note_step(I, pc);
         }
         if (++steps > MAX_STEPS) {
             I->no_break = 1;
@@ -822,7 +841,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             if (!x) return NULL;
             const SvOps *ops = SV_OPS(x);
             Sv *r = ops->unary ? ops->unary(I, in->op, x) : NULL;
-            if (!r && !I->reason) cap_unsupported(I, "%s on %s", wk_bc_opname(in->op), sv_desc(x));
+            if (!r && !CAP_FAILED(I)) cap_unsupported(I, "%s on %s", wk_bc_opname(in->op), sv_desc(x));
             rc = r ? sv_push(I, r) : -1;
             break;
         }
@@ -1093,6 +1112,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             if (!o) return NULL;
             if (in->op == STORE_ATTR && !(v = sv_pop(I))) return NULL;
             if (o->kind == SV_OBJECT) rc = cap_userobj_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
+            else if (o->kind == SV_SCRATCH) rc = cap_scratch_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
             else rc = cap_object_setattr(I, o, PyTuple_GET_ITEM(names, arg), v);
             break;
         }
@@ -1118,12 +1138,29 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line) {
             rc = sv_push(I, sv_const(I, PyExc_AssertionError));
             break;
         case RAISE_VARARGS:
-            rc = cap_unsupported(I, "raise (an assert or raise that capture would reach)");
+            rc = cap_raise_varargs(I, arg);
+            break;
+        case PUSH_EXC_INFO:
+            rc = cap_push_exc_info(I);
+            break;
+        case POP_EXCEPT:
+            rc = cap_pop_except(I);
+            break;
+        case CHECK_EXC_MATCH:
+            rc = cap_check_exc_match(I);
+            break;
+        case RERAISE:
+            rc = cap_reraise(I);
+            break;
+        case WITH_EXCEPT_START:
+            rc = cap_with_except_start(I);
             break;
         default:
             rc = cap_unsupported(I, "unsupported opcode %s", wk_bc_opname(in->op));
             break;
         }
+        if (rc == 0 && I->exc && !I->reason) /* a handler went on past a raise: never guess */
+            cap_unsupported(I, "internal: an exception raised inside %s was dropped", wk_bc_opname(in->op));
         if (rc < 0 || I->reason || I->propagate) return NULL;
     }
     cap_unsupported(I, "frame ends without a return");
@@ -1137,10 +1174,24 @@ Sv *cap_run_frame(Interp *I, Frame *f, int *ret_line) {
     Frame *caller = I->f;
     I->f = f;
     Ins *ins = normalise(I, raw, nraw);
+    if (!ins || cap_exc_table(I, f, raw, nraw) < 0) {
+        free(raw);
+        free(ins);
+        return NULL;
+    }
     free(raw);
-    if (!ins) return NULL;
-    Sv *res = run(I, ins, nraw, ret_line);
+    Sv *res;
+    int start = 0;
+    /* an exception raised inside: run again from its handler (vals/exc.c) */
+    while (!(res = run(I, ins, nraw, ret_line, start)) && !I->stopped && cap_exc_unwind(I, &start) > 0) {}
     free(ins);
+    if (!res && I->exc && !I->reason && !I->propagate) {
+        if (f->is_generator || f->depth == 0) /* the generator ran ahead of its consumer; or uncaught */
+            cap_unsupported(I, "%s%s", I->exc_where ? I->exc_where : "an exception",
+                            f->depth ? " inside an inlined generator" : ", not caught inside the frame");
+        else
+            I->f = caller; /* the caller looks up its handler for the call */
+    }
     if (res) I->f = caller; /* on failure stay at the failing frame: the reason is there */
     return res;
 }
@@ -1416,7 +1467,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->backend_wick = !backend || backend == Py_None ||
                       (PyUnicode_Check(backend) && PyUnicode_CompareWithASCIIString(backend, "wick") == 0);
     int fullgraph = option_flag(options, "fullgraph");
-    I->stop_step = stop_step;
+    I->stop_step = stop_step < 0 ? -stop_step : stop_step; /* negative: a split (breaks.c) */
+    I->split = stop_step < 0;
 
     int tr = cap_init_torch();
     if (tr < 0) {
@@ -1541,8 +1593,9 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (info && brk && break_reason) {
         /* the break: where, why, and what continues after it */
         PyObject *resumes = PyList_New(0);
-        for (int k = 0; resumes && k < 2; k++)
-            if (brk->resume[k] && PyList_Append(resumes, PyFunction_GetCode(brk->resume[k])) < 0) Py_CLEAR(resumes);
+        PyObject *const fns[3] = {brk->resume[0], brk->resume[1], brk->handler};
+        for (int k = 0; resumes && k < 3; k++)
+            if (fns[k] && PyList_Append(resumes, PyFunction_GetCode(fns[k])) < 0) Py_CLEAR(resumes);
         PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O,s:O}", "reason", break_reason, "file",
                                                code->co_filename, "line", brk->line, "resume", resumes, "callee",
                                                brk->callee ? brk->callee : Py_None)
@@ -1593,7 +1646,7 @@ finish:
         /* attribute writes that would be fine at a return need no break before them */
         if (!cap_effects_failed(I)) I->effect_step = 0;
         long step = cap_break_step(I, code);
-        if (step > 0) {
+        if (step != 0) {
             entry = compile_frame(fn, code, args, nargs, options, step, I->reason);
             if (!entry && PyErr_Occurred()) I->propagate = 1;
             if (entry || I->propagate) goto cleanup;
@@ -1650,6 +1703,7 @@ cleanup:
     wk_vec_free(&I->overlay);
     cap_ctxvar_free(I);
     free(I->reason);
+    free(I->exc_where);
     if (I->g) wk_graph_free(I->g);
     if (I->guards) wk_guards_free(I->guards);
     return entry;

@@ -75,8 +75,27 @@ typedef struct {
     int root;
     PyObject *elem; /* owned */
 } WkSrcNode;
+/* What one resolved step read, so the next call can reuse its answer
+ * without the lookups: the base object and its type (with the type's
+ * version tag), then the dicts the nn.Module/ModuleList fast path read, in
+ * order (the base's instance __dict__ first), with their version tags.
+ * While the same base has the same type version and every dict the same
+ * version, the step gives the same object. All pointers borrowed and only
+ * compared, except value, which is alive while dicts[ndicts-1] is
+ * unchanged (that dict holds it). ndicts 0: nothing remembered. */
+#define WK_SRC_MEMO_DICTS 4
+typedef struct {
+    PyObject *base;
+    PyTypeObject *type;
+    unsigned int type_version;
+    int ndicts;
+    PyObject *dicts[WK_SRC_MEMO_DICTS];
+    uint64_t versions[WK_SRC_MEMO_DICTS];
+    PyObject *value;
+} WkSrcMemo;
 typedef struct {
     WkVec(WkSrcNode) nodes;
+    WkVec(WkSrcMemo) memo; /* one per node, written while resolving */
 } WkSrcTree;
 /* The node of getattr(roots[root], *path), adding missing prefixes; -1 for
  * an empty path. */
@@ -130,6 +149,7 @@ typedef enum {
     WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
     WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
                     * open across a graph break, re-entered (value: torch.set_grad_enabled) */
+    WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
 } WkRetKind;
 
 typedef struct WkRet {
@@ -149,6 +169,7 @@ typedef enum {
     WK_EFFECT_SETITEM, /* target[key] = value */
     WK_EFFECT_CLEAR,   /* target.clear() */
     WK_EFFECT_GLOBAL,  /* global name = value */
+    WK_EFFECT_APPEND,  /* target.append(value) */
 } WkEffectKind;
 
 typedef struct {
@@ -194,7 +215,11 @@ typedef struct {
     PyObject *kwnames;   /* borrowed: CALL's keyword names, or NULL */
     int jump_if_true;    /* BRANCH: the original jumps when the value is true */
     int line;            /* the instruction's line */
+    int endline, col, endcol; /* and columns (col -1: none), for tracebacks */
     int nargs, nin, nout;
+    int nfree;           /* free variables: each resume function is made at the break over the frame's cells */
+    int split;           /* no instruction: the resume function starts where the frame stopped */
+    int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
     PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
@@ -204,6 +229,14 @@ typedef struct {
      * set_grad (borrowed); restore_grad -1: none re-entered */
     int restore_grad;
     PyObject *set_grad;
+    /* A break inside a try or with block: the instruction is protected, and
+     * an exception it raises is handed to `handler` (borrowed: a resume
+     * function that starts at the block's handler) with the locals, the
+     * first handler_nstack stack args, handler_lasti (borrowed int, or NULL
+     * when the handler takes none) and the exception. NULL: no block open. */
+    PyObject *handler;
+    int handler_nstack;
+    PyObject *handler_lasti;
 } WkBreak;
 
 /* Like wk_cap_transform_Ref, but after the graph the code does what `b`

@@ -82,6 +82,13 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     case WK_RET_NULL:
         wk_asm_op(a, PUSH_NULL, 0);
         return 0;
+    case WK_RET_FREEVAR:
+#if PY_VERSION_HEX >= 0x030D0000
+        wk_asm_deref(a, LOAD_FAST, r->index);
+#else
+        wk_asm_deref(a, LOAD_CLOSURE, r->index);
+#endif
+        return 0;
     case WK_RET_ENTER: /* set_grad_enabled(mode) sets the mode now; its __exit__ restores it */
         wk_asm_push_null(a);
         wk_asm_load_const(a, r->value);
@@ -157,6 +164,19 @@ done:
     return rc;
 }
 
+/* A frame with free variables: the transformed code has the same ones
+ * (the hook runs it with the original function, whose closure fills them)
+ * so that it can pass their cells on. Before RESUME. */
+static int setup_free_vars(WkAsm *a, PyCodeObject *code) {
+    if (!code->co_nfreevars) return 0;
+    PyObject *fv = PyCode_GetFreevars(code);
+    if (!fv) return -1;
+    wk_asm_set_freevars(a, fv);
+    Py_DECREF(fv);
+    wk_asm_copy_free_vars(a);
+    return 0;
+}
+
 /* RESUME, then the graph call: its outputs end in temps (out_locals).
  * guarded_handler >= 0: the call is protected; the handler (emit_graph_failed)
  * goes at that label. */
@@ -192,6 +212,14 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
 static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
     for (int i = 0; fx && i < fx->n; i++) {
         const WkEffect *e = &fx->items[i];
+        if (e->kind == WK_EFFECT_APPEND) {
+            if (emit_ret(a, e->target, out_locals) < 0) return -1;
+            wk_asm_load_method(a, "append");
+            if (emit_ret(a, e->value, out_locals) < 0) return -1;
+            wk_asm_call(a, 1);
+            wk_asm_op(a, POP_TOP, 0);
+            continue;
+        }
         const char *name = e->kind != WK_EFFECT_SETITEM && e->name ? PyUnicode_AsUTF8(e->name) : NULL;
         if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) return -1;
         if (e->value && emit_ret(a, e->value, out_locals) < 0) return -1;
@@ -209,6 +237,7 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
             wk_asm_op(a, POP_TOP, 0);
             break;
         case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
+        case WK_EFFECT_APPEND: break; /* above */
         }
     }
     return 0;
@@ -244,6 +273,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     wk_asm_set_line(a, line);
     int impure = effects && effects->n > 0;
     int handler = impure && compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
+    if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
     if (emit_ret(a, ret, out_locals) < 0) goto done; /* read before the effects change its sources */
     if (emit_effects(a, effects, out_locals) < 0) goto done;
@@ -258,6 +288,8 @@ done:
 
 /* The one instruction a break runs in Python, with its operands on the stack. */
 static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
+    if (b->split) return 0;
+    if (b->col >= 0) wk_asm_set_position(a, b->line, b->endline, b->col, b->endcol);
     if (b->opcode == CALL) {
         if (b->kwnames) wk_asm_call_kw(a, b->oparg, b->kwnames);
         else wk_asm_call(a, b->oparg);
@@ -275,12 +307,69 @@ static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
     return 0;
 }
 
-/* PUSH_NULL; LOAD_CONST resume; args...; [then the caller's extra values]; */
-static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals) {
+/* PUSH_NULL; LOAD_CONST resume; args... (from their temps when the break
+ * is protected: the handler passes the same objects) */
+static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals,
+                            const int *arg_temps, int nargs) {
     wk_asm_op(a, PUSH_NULL, 0);
-    wk_asm_load_const(a, resume);
-    for (int i = 0; i < b->nargs; i++)
-        if (emit_ret(a, b->args[i], out_locals) < 0) return -1;
+    if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
+    else wk_asm_load_const(a, resume);
+    for (int i = 0; i < nargs; i++) {
+        if (arg_temps) wk_asm_load_fast(a, arg_temps[i]);
+        else if (emit_ret(a, b->args[i], out_locals) < 0) return -1;
+    }
+    return 0;
+}
+
+/* tb_drop_repeat(exc): when the two newest entries of exc's traceback are
+ * one frame's, drop the newer one. An exception that leaves the handler's
+ * resume function passes this frame a second time (its first entry was
+ * made where the instruction raised); in the original frame it would have
+ * passed once. */
+static PyObject *tb_drop_repeat(PyObject *self, PyObject *exc) {
+    (void)self;
+    PyObject *tb = PyExceptionInstance_Check(exc) ? PyException_GetTraceback(exc) : NULL;
+    if (tb && PyTraceBack_Check(tb)) {
+        PyTracebackObject *t = (PyTracebackObject *)tb;
+        if (t->tb_next && t->tb_next->tb_frame == t->tb_frame &&
+            PyException_SetTraceback(exc, (PyObject *)t->tb_next) < 0) {
+            Py_DECREF(tb);
+            return NULL;
+        }
+    }
+    Py_XDECREF(tb);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef tb_drop_repeat_def = {"tb_drop_repeat", tb_drop_repeat, METH_O, NULL};
+static PyObject *tb_drop_repeat_fn; /* made once, kept for the process */
+
+/* The handler of a protected break: [exc] -> return handler(locals, stack
+ * below the block, lasti?, exc). An exception leaving that call gets its
+ * repeated traceback entry dropped (tb_drop_repeat) and goes on. */
+static int emit_break_handler(WkAsm *a, const WkBreak *b, const int *arg_temps, int label) {
+    if (!tb_drop_repeat_fn && !(tb_drop_repeat_fn = PyCFunction_New(&tb_drop_repeat_def, NULL))) return -1;
+    int start = wk_asm_new_label(a), end = wk_asm_new_label(a), again = wk_asm_new_label(a);
+    wk_asm_bind_label(a, label);
+    int n = b->nlocals + b->handler_nstack;
+    if (emit_resume_head(a, b, b->handler, NULL, arg_temps, n) < 0) return -1;
+    if (b->handler_lasti) wk_asm_load_const(a, b->handler_lasti);
+    int nargs = n + (b->handler_lasti != NULL) + 1;
+    wk_asm_op(a, COPY, nargs + 2); /* the exception, kept below so that no local holds it */
+    wk_asm_bind_label(a, start);
+    wk_asm_call(a, nargs);
+    wk_asm_bind_label(a, end);
+    wk_asm_try(a, start, end, again, 0, 0);
+    wk_asm_op(a, SWAP, 2);
+    wk_asm_op(a, POP_TOP, 0);
+    wk_asm_return_value(a);
+    wk_asm_bind_label(a, again); /* [exc] */
+    wk_asm_push_null(a);
+    wk_asm_load_const(a, tb_drop_repeat_fn);
+    wk_asm_op(a, COPY, 3);
+    wk_asm_call(a, 1);
+    wk_asm_op(a, POP_TOP, 0);
+    wk_asm_op(a, RERAISE, 0);
     return 0;
 }
 
@@ -289,10 +378,12 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
                                      const WkEffects *effects) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    int *arg_temps = NULL;
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
     int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
+    if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
     int grad_start = -1, grad_end = -1, grad_handler = -1;
     if (b->restore_grad >= 0 && b->set_grad) { /* blocks re-entered below: restore the mode on errors */
@@ -302,14 +393,33 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         wk_asm_bind_label(a, grad_start);
         wk_asm_try(a, grad_start, grad_end, grad_handler, 0, 0);
     }
+    /* a break inside a try or with block: the live values go to temps, read
+     * by the resume call and by the handler alike */
+    int prot_start = -1, prot_end = -1, prot_handler = -1;
+    if (b->handler) {
+        arg_temps = wk_xcalloc((size_t)b->nargs + 1, sizeof(int));
+        for (int i = 0; i < b->nargs; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "___wick_live%d", i);
+            arg_temps[i] = wk_asm_local(a, name);
+            if (emit_ret(a, b->args[i], out_locals) < 0) goto done;
+            wk_asm_store_fast(a, arg_temps[i]);
+        }
+        prot_start = wk_asm_new_label(a);
+        prot_end = wk_asm_new_label(a);
+        prot_handler = wk_asm_new_label(a);
+        wk_asm_try(a, prot_start, prot_end, prot_handler, 0, 0);
+    }
     switch (b->kind) {
     case WK_BREAK_INSTR:
         if (!b->resume[0]) break;
-        if (emit_resume_head(a, b, b->resume[0], out_locals) < 0) goto done;
+        if (emit_resume_head(a, b, b->resume[0], out_locals, arg_temps, b->nargs) < 0) goto done;
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
+        if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (emit_break_instruction(a, b) < 0) goto done;
+        if (prot_end >= 0) wk_asm_bind_label(a, prot_end);
         wk_asm_call(a, b->nargs + b->nout);
         wk_asm_return_value(a);
         break;
@@ -317,16 +427,21 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
+        if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
+        if (b->col >= 0) wk_asm_set_position(a, b->line, b->endline, b->col, b->endcol);
         wk_asm_op(a, RAISE_VARARGS, b->oparg);
+        if (prot_end >= 0) wk_asm_bind_label(a, prot_end);
         break;
     case WK_BREAK_BRANCH: {
         if (!b->resume[0] || !b->resume[1] || b->nin != 1) break;
         int jumped = wk_asm_new_label(a);
+        if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (emit_ret(a, b->in[0], out_locals) < 0) goto done;
         wk_asm_pop_jump_if(a, b->jump_if_true, jumped);
         for (int k = 0; k < 2; k++) {
             if (k == 1) wk_asm_bind_label(a, jumped);
-            if (emit_resume_head(a, b, b->resume[k], out_locals) < 0) goto done;
+            if (k == 0 && prot_end >= 0) wk_asm_bind_label(a, prot_end);
+            if (emit_resume_head(a, b, b->resume[k], out_locals, arg_temps, b->nargs) < 0) goto done;
             if (emit_effects(a, effects, out_locals) < 0) goto done;
             wk_asm_call(a, b->nargs);
             wk_asm_return_value(a);
@@ -334,6 +449,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         break;
     }
     }
+    if (prot_handler >= 0 && emit_break_handler(a, b, arg_temps, prot_handler) < 0) goto done;
     if (grad_start >= 0) {
         wk_asm_bind_label(a, grad_end);
         wk_asm_bind_label(a, grad_handler); /* [exc] */
@@ -349,5 +465,6 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
 done:
     if (a) wk_asm_free(a);
     free(out_locals);
+    free(arg_temps);
     return res;
 }

@@ -6,7 +6,7 @@
  *   pipeline.c  wk_compile_graph: lower -> schedule -> codegen, the flat driver
  *
  * The generated C needs (and says so in its first comment):
- *   cc -O3 -march=native -fopenmp -fno-math-errno -fPIC -shared ... -lmvec -lm
+ *   cc -O2 -march=native -fopenmp -fno-math-errno -fPIC -shared ... -lmvec -lm
  * It is correct without -fopenmp (pragmas ignored, serial, no libmvec calls).
  */
 #ifndef WICK_CGEN_H
@@ -18,7 +18,7 @@
  * WK_CGEN_C_EXTRA is also requested by the source itself on a
  * `wick-cflags:` line (512-bit vectors: libmvec's AVX-512 exp/tanh are
  * ~1.5x faster than the 256-bit ones gcc picks by default). */
-#define WK_CGEN_C_CFLAGS "-O3 -march=native -fopenmp -fno-math-errno -fPIC -shared"
+#define WK_CGEN_C_CFLAGS "-O2 -march=native -fopenmp -fno-math-errno -fPIC -shared"
 #define WK_CGEN_C_EXTRA "-mprefer-vector-width=512"
 #define WK_CGEN_C_LIBS "-lmvec -lm"
 

@@ -27,6 +27,7 @@ typedef struct {
     int indent;
     int *dep_r;       /* [nexprs] 1 if the node depends on a reduction var, -1 unknown */
     int nexprs;
+    const WkLowerMap *rcp; /* divisors hoisted as reciprocals (r<id>), or NULL */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -262,6 +263,12 @@ static int emit_nodes(Gen *g, const ExprVec *order, int phase) {
         if (phase >= 0 && depends_on_r(g, e) != phase) continue;
         WkStr s = {0};
         wk_str_append(&s, "");
+        if (g->rcp && e->op == WK_LX_DIV && wk_lower_map_get(g->rcp, e->a[1])) {
+            ref(e->a[0], &s);
+            emit(g, "const %s t%d = %s * r%d;", ctype(e->dtype), e->id, s.data, e->a[1]->id);
+            wk_str_free(&s);
+            continue;
+        }
         if (expr_text(g->S, e, &s) < 0) {
             wk_str_free(&s);
             return -1;
@@ -335,6 +342,14 @@ static int depends_on_var(const WkLExpr *e, int var, WkLowerMap *memo) {
     return d;
 }
 
+static void emit_reciprocals(Gen *g, const ExprVec *outer, const WkLowerMap *rcp) {
+    for (int k = 0; k < outer->len; k++) {
+        const WkLExpr *d = outer->data[k];
+        if (!wk_lower_map_get(rcp, d)) continue;
+        emit(g, "const %s r%d = (%s)1 / t%d;", ctype(d->dtype), d->id, ctype(d->dtype), d->id);
+    }
+}
+
 /* skip: leading loops already opened by a row group (which owns threads).
  * Nodes that do not depend on the innermost loop variable are computed
  * before that loop: besides saving work, gcc's vectoriser gives up on a
@@ -351,6 +366,23 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         else wk_vec_push(&outer, e);
     }
     wk_lower_map_free(&memo);
+    /* A float division whose divisor is the same along the vector loop (a
+     * softmax's row sum) multiplies by its reciprocal, computed once before
+     * the loop: one division per row instead of per element, as eager's
+     * softmax does. Constant divisors (not nodes of `outer`) stay divisions:
+     * gcc already turns the exact ones into multiplications. */
+    WkLowerMap rcp = {0}, in_outer = {0};
+    int nrcp = 0;
+    for (int k = 0; k < outer.len; k++) wk_lower_map_put(&in_outer, outer.data[k], (const void *)1);
+    for (int k = 0; k < inner.len; k++) {
+        const WkLExpr *e = inner.data[k], *d = e->nargs > 1 ? e->a[1] : NULL;
+        if (e->op != WK_LX_DIV || !wk_dtype_is_float(e->dtype) || !wk_lower_map_get(&in_outer, d) ||
+            wk_lower_map_get(&rcp, d))
+            continue;
+        wk_lower_map_put(&rcp, d, (const void *)1);
+        nrcp++;
+    }
+    wk_lower_map_free(&in_outer);
     int rc = 0;
     for (int j = skip; j < n; j++) {
         char var[16];
@@ -362,10 +394,14 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         else if (j == n - 1) pragma = "#pragma omp simd";
         /* (collapse(2) is only used with 3+ loops: loops 0 and 1 stay perfectly nested) */
         if (j == n - 1 && emit_nodes(g, &outer, -1) < 0) rc = -1;
+        if (j == n - 1 && nrcp) emit_reciprocals(g, &outer, &rcp);
         open_loop(g, var, K->sizes[j], pragma);
     }
     if (inner_var < 0 && emit_nodes(g, &outer, -1) < 0) rc = -1;
+    if (nrcp) g->rcp = &rcp;
     if (rc == 0 && emit_nodes(g, &inner, -1) < 0) rc = -1;
+    g->rcp = NULL;
+    wk_lower_map_free(&rcp);
     for (int j = 0; j < K->nstores && rc == 0; j++) {
         WkStr v = {0};
         wk_str_append(&v, "");
@@ -467,9 +503,79 @@ static int emit_epilogue(Gen *g, const WkSchedKernel *K, const ExprVec *epi) {
     return 0;
 }
 
+/* A column sum with one output loop: the rows stream through in memory
+ * order, each thread summing a range of rows into its own accumulator row
+ * (at most OUT_ROW_MAX outputs at a time), then the threads' rows merge.
+ * Reading whole rows keeps the hardware prefetchers and the TLB on one
+ * sequential stream; walking a narrow column block down 16 KiB-strided rows
+ * restarts both on every row. */
+enum { OUT_ROW_MAX = 4096 };
+
+static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
+    RedInfo r = red_info(K);
+    int64_t S = K->sizes[0];
+    int par = K->numel * K->red_numel >= PAR_MIN_WORK && K->red_sizes[0] >= 2;
+    int64_t ob = S < OUT_ROW_MAX ? S : OUT_ROW_MAX;
+    int nanflag = r.is_max && r.fl;
+    const char *T = ctype(r.acc_t);
+    char value[200];
+    emit(g, "for (int64_t ib = 0; ib < %lld; ib += %lld) {", (long long)S, (long long)ob);
+    g->indent++;
+    emit(g, "const int64_t ie = ib + %lld < %lld ? ib + %lld : %lld;", (long long)ob, (long long)S, (long long)ob,
+         (long long)S);
+    emit(g, "%s tot[%lld];", T, (long long)ob);
+    if (nanflag) emit(g, "uint8_t totn[%lld];", (long long)ob);
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    emit(g, "tot[i0 - ib] = %s;", acc_init(&r));
+    if (nanflag) emit(g, "totn[i0 - ib] = 0;");
+    close_loops(g, 1);
+    if (par) emit(g, "#pragma omp parallel");
+    emit(g, "{");
+    g->indent++;
+    emit(g, "%s acc[%lld];", T, (long long)ob);
+    if (nanflag) emit(g, "uint8_t nanf[%lld];", (long long)ob);
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    emit(g, "acc[i0 - ib] = %s;", acc_init(&r));
+    if (nanflag) emit(g, "nanf[i0 - ib] = 0;");
+    close_loops(g, 1);
+    for (int j = 0; j < K->nred; j++) {
+        char var[16];
+        snprintf(var, sizeof var, "r%d", j);
+        open_loop(g, var, K->red_sizes[j], j == 0 && par ? "#pragma omp for schedule(static) nowait" : NULL);
+    }
+    emit(g, "#pragma omp simd");
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    if (emit_nodes(g, order, -1) < 0) return -1;
+    WkStr t = {0};
+    wk_str_append(&t, "");
+    ref(r.body, &t);
+    emit_update(g, &r, "acc[i0 - ib]", "nanf[i0 - ib]", t.data);
+    wk_str_free(&t);
+    close_loops(g, 1 + K->nred);
+    if (par) emit(g, "#pragma omp critical");
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {"); /* merge this thread's row */
+    g->indent++;
+    if (!r.is_max) emit(g, "tot[i0 - ib] %s= acc[i0 - ib];", r.is_prod ? "*" : "+");
+    else emit(g, "tot[i0 - ib] = acc[i0 - ib] %s tot[i0 - ib] ? acc[i0 - ib] : tot[i0 - ib];", r.is_min ? "<" : ">");
+    if (nanflag) emit(g, "totn[i0 - ib] |= nanf[i0 - ib];");
+    close_loops(g, 2); /* the merge loop, the thread's block */
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    final_value(&r, "tot[i0 - ib]", "totn[i0 - ib]", value, sizeof value);
+    emit_store(g, &K->stores[0], value);
+    if (K->nstores > 1 && emit_nodes(g, order, 0) < 0) return -1;
+    if (emit_epilogue(g, K, epi) < 0) return -1;
+    close_loops(g, 2);
+    return 0;
+}
+
 static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
     RedInfo r = red_info(K);
     int n = K->nloops;
+    if (n == 1) return gen_reduction_rows(g, K, order, epi);
     int64_t S = K->sizes[n - 1];
     int par = K->numel * K->red_numel >= PAR_MIN_WORK;
     int par_outer = par && n >= 2 && K->sizes[0] >= 4;
@@ -697,8 +803,9 @@ static const char prelude[] =
     "double cos(double);\n"
     "#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)\n"
     "/* libmvec from glibc 2.35 on */\n"
-    "#define WK_SIMD2(f) _Pragma(\"omp declare simd notinbranch\") float f##f(float); \\\n"
-    "    _Pragma(\"omp declare simd notinbranch\") double f(double);\n"
+    "/* (the parameter is not called f: f##f would paste two arguments, erferf) */\n"
+    "#define WK_SIMD2(name) _Pragma(\"omp declare simd notinbranch\") float name##f(float); \\\n"
+    "    _Pragma(\"omp declare simd notinbranch\") double name(double);\n"
     "WK_SIMD2(tan) WK_SIMD2(asin) WK_SIMD2(acos) WK_SIMD2(atan) WK_SIMD2(sinh) WK_SIMD2(cosh)\n"
     "WK_SIMD2(asinh) WK_SIMD2(acosh) WK_SIMD2(atanh) WK_SIMD2(erf) WK_SIMD2(erfc) WK_SIMD2(log1p)\n"
     "WK_SIMD2(expm1) WK_SIMD2(log2) WK_SIMD2(log10) WK_SIMD2(exp2)\n"

@@ -321,6 +321,9 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
     /* each stage's static kernel<i> functions get a stage prefix (Triton
      * kernels are named after the entry already) */
     int c = B->target == WK_TARGET_C;
+    /* a stage is self-contained (its prelude is guarded), so the unit may be
+     * cut here and its parts compiled in parallel (runtime/cc.c) */
+    if (c) wk_str_append(&B->src, WK_CC_PART_MARK);
     for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
     wk_str_append(&B->src, prog->source);
     for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);

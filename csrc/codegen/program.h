@@ -91,6 +91,11 @@ typedef struct {
 WkProgram *wk_compile_graph(const WkGraph *g);
 void wk_program_free(WkProgram *p);
 
+/* A line a plan's C unit carries before each stage: the unit may be cut at
+ * these lines into parts that compile on their own (each stage carries the
+ * guarded prelude), which runtime/cc.c compiles in parallel. */
+#define WK_CC_PART_MARK "/* wick-part */\n"
+
 /* ---- plans: a program as a sequence of steps ----------------------------
  * wk_compile_plan accepts any graph, EXTERN nodes included. It cuts the
  * graph into alternating stages, kernels and externs:

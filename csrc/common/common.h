@@ -94,6 +94,7 @@ void wk_sha256_hex(const void *p, size_t n, char out[65]);
     X(CACHE_DIR, "", "compiled-artifact cache; default ~/.cache/wick")                \
     X(CC, "", "C compiler for CPU kernels; default cc")                               \
     X(CFLAGS, "", "extra flags appended to the kernel compile line")                  \
+    X(CC_JOBS, "", "compiler processes per C unit (parts in parallel); default: usable CPUs, at most 4") \
     X(CACHE_LIMIT, "8", "compiled entries per code object before it runs eagerly")    \
     X(NUM_THREADS, "", "OpenMP threads for CPU kernels; default: all cores")           \
     X(SHIM, "1", "0: allocate outputs through torch.empty_strided, not PyTorch's C shim") \

@@ -93,6 +93,12 @@ const WkSym *wk_sym_mod(WkSymPool *p, const WkSym *a, const WkSym *b);
 const WkSym *wk_sym_min(WkSymPool *p, const WkSym *a, const WkSym *b);
 const WkSym *wk_sym_max(WkSymPool *p, const WkSym *a, const WkSym *b);
 int wk_sym_is_const(const WkSym *s, int64_t *out); /* 1 and *out set if constant */
+/* s rewritten knowing that var vars[k] ranges over [0, extents[k]) (loop
+ * indices): divisions and remainders that cancel go, so a composed view's
+ * index becomes affine where it is. Other variables are left as they are.
+ * Equal to s for every value of the variables within those ranges. */
+const WkSym *wk_sym_simplify_bounded(WkSymPool *p, const WkSym *s, const int *vars, const int64_t *extents,
+                                     int n);
 /* Evaluates with var i bound to values[i]; values may be NULL if s has no vars. */
 int64_t wk_sym_eval(const WkSym *s, const int64_t *values);
 /* Appends C syntax for s to out; `var_name` maps a var to its C spelling

@@ -380,6 +380,211 @@ static const WkSym *minmax(WkSymPool *p, WkSymKind kind, const WkSym *a, const W
 const WkSym *wk_sym_min(WkSymPool *p, const WkSym *a, const WkSym *b) { return minmax(p, WK_SYM_MIN, a, b); }
 const WkSym *wk_sym_max(WkSymPool *p, const WkSym *a, const WkSym *b) { return minmax(p, WK_SYM_MAX, a, b); }
 
+/* ---- simplification within loop bounds ---------------------------------
+ * The constructors' rewrites hold for every integer value; these need the
+ * ranges of the loop variables, which only the caller knows. A view chain
+ * (reshape of a permute of a reshape ...) composes into divisions and
+ * remainders of loop indices that cancel once ranges are known:
+ *   (i + r*1024) // 65536 = r // 64          when 0 <= i < 1024
+ *   (r // 64)*65536 + (r % 64)*1024 = r*1024 (always)
+ * and so become affine again, which fusion needs to collapse loops and pick
+ * the loop order of a reduction. */
+typedef struct { int known; int64_t lo, hi; } Range;
+typedef struct {
+    WkSymPool *p;
+    const int *vars;
+    const int64_t *extents;
+    int n;
+} Bounds;
+
+static Range range_unknown(void) { Range r = {0, 0, 0}; return r; }
+static Range range_of(const Bounds *B, const WkSym *s);
+
+static Range range_mul(Range x, Range y) {
+    if (!x.known || !y.known) return range_unknown();
+    int64_t c[4];
+    if (__builtin_mul_overflow(x.lo, y.lo, &c[0]) || __builtin_mul_overflow(x.lo, y.hi, &c[1]) ||
+        __builtin_mul_overflow(x.hi, y.lo, &c[2]) || __builtin_mul_overflow(x.hi, y.hi, &c[3]))
+        return range_unknown();
+    Range r = {1, c[0], c[0]};
+    for (int k = 1; k < 4; k++) {
+        if (c[k] < r.lo) r.lo = c[k];
+        if (c[k] > r.hi) r.hi = c[k];
+    }
+    return r;
+}
+
+static Range range_of(const Bounds *B, const WkSym *s) {
+    Range r = range_unknown(), x, y;
+    int64_t c;
+    switch (s->kind) {
+    case WK_SYM_CONST: r.known = 1; r.lo = r.hi = s->value; return r;
+    case WK_SYM_VAR:
+        for (int k = 0; k < B->n; k++)
+            if (B->vars[k] == s->var) {
+                r.known = 1;
+                r.hi = B->extents[k] > 0 ? B->extents[k] - 1 : 0;
+                return r;
+            }
+        return r;
+    default: break;
+    }
+    x = range_of(B, s->a);
+    y = range_of(B, s->b);
+    switch (s->kind) {
+    case WK_SYM_ADD:
+        if (x.known && y.known && !__builtin_add_overflow(x.lo, y.lo, &r.lo) && !__builtin_add_overflow(x.hi, y.hi, &r.hi))
+            r.known = 1;
+        return r;
+    case WK_SYM_MUL: return range_mul(x, y);
+    case WK_SYM_FLOORDIV:
+        if (x.known && wk_sym_is_const(s->b, &c) && c > 0) {
+            r.known = 1;
+            r.lo = floordiv64(x.lo, c);
+            r.hi = floordiv64(x.hi, c);
+        }
+        return r;
+    case WK_SYM_MOD:
+        if (wk_sym_is_const(s->b, &c) && c > 0) {
+            if (x.known && x.lo >= 0 && x.hi < c) return x;
+            r.known = 1;
+            r.hi = c - 1;
+        }
+        return r;
+    case WK_SYM_MIN:
+    case WK_SYM_MAX:
+        if (x.known && y.known) {
+            int mn = s->kind == WK_SYM_MIN;
+            r.known = 1;
+            r.lo = (x.lo < y.lo) == mn ? x.lo : y.lo;
+            r.hi = (x.hi < y.hi) == mn ? x.hi : y.hi;
+        }
+        return r;
+    default: return r;
+    }
+}
+
+/* Splits a's terms into k*U (coefficients k divides) and T (the rest, with
+ * the constant) when 0 <= T < k, for the largest such k among the terms'
+ * coefficients that divides c (1 < k < c). Then
+ *   a // c = U // (c/k)   and   a % c = k*(U % (c/k)) + T. */
+static int split_small(const Bounds *B, const WkSym *a, int64_t c, int64_t *k_out, const WkSym **u,
+                       const WkSym **t) {
+    TermVec terms = {0}, ut = {0}, tt = {0};
+    int64_t k0 = 0, best = 0;
+    collect_terms(a, 1, &terms, &k0);
+    for (int i = 0; i < terms.len; i++) {
+        int64_t k = terms.data[i].coeff;
+        if (k <= best || k <= 1 || k >= c || c % k != 0) continue;
+        ut.len = tt.len = 0;
+        for (int j = 0; j < terms.len; j++) {
+            Term tm = terms.data[j];
+            if (tm.coeff % k == 0) {
+                tm.coeff /= k;
+                wk_vec_push(&ut, tm);
+            } else {
+                wk_vec_push(&tt, tm);
+            }
+        }
+        Range rt = range_of(B, build_sum(B->p, &tt, k0));
+        if (rt.known && rt.lo >= 0 && rt.hi < k) best = k;
+    }
+    if (best) {
+        ut.len = tt.len = 0;
+        for (int j = 0; j < terms.len; j++) {
+            Term tm = terms.data[j];
+            if (tm.coeff % best == 0) {
+                tm.coeff /= best;
+                wk_vec_push(&ut, tm);
+            } else {
+                wk_vec_push(&tt, tm);
+            }
+        }
+        *k_out = best;
+        *u = build_sum(B->p, &ut, 0);
+        *t = build_sum(B->p, &tt, k0);
+    }
+    wk_vec_free(&terms);
+    wk_vec_free(&ut);
+    wk_vec_free(&tt);
+    return best != 0;
+}
+
+/* (x // m)*(c*m) + (x % m)*c = x*c, for every x (m > 0). */
+static const WkSym *recombine_sum(WkSymPool *p, const WkSym *s) {
+    TermVec terms = {0};
+    int64_t k = 0, m;
+    collect_terms(s, 1, &terms, &k);
+    int changed = 0;
+    for (int i = 0; i < terms.len; i++) {
+        const WkSym *q = terms.data[i].base;
+        if (q->kind != WK_SYM_FLOORDIV || !wk_sym_is_const(q->b, &m) || m <= 0) continue;
+        for (int j = 0; j < terms.len; j++) {
+            const WkSym *r = terms.data[j].base;
+            int64_t prod;
+            if (j == i || r->kind != WK_SYM_MOD || r->a != q->a || r->b != q->b) continue;
+            if (__builtin_mul_overflow(terms.data[j].coeff, m, &prod) || prod != terms.data[i].coeff) continue;
+            terms.data[i].base = q->a; /* x * c, and the remainder term goes */
+            terms.data[i].coeff = terms.data[j].coeff;
+            terms.data[j] = terms.data[--terms.len];
+            changed = 1;
+            i = -1; /* the new term may pair again: (x//m2)... */
+            break;
+        }
+    }
+    const WkSym *out = changed ? build_sum(p, &terms, k) : s;
+    wk_vec_free(&terms);
+    return out;
+}
+
+static const WkSym *simplify_bounded(const Bounds *B, const WkSym *s) {
+    WkSymPool *p = B->p;
+    int64_t c, k;
+    const WkSym *a, *b, *u, *t;
+    if (s->kind == WK_SYM_CONST || s->kind == WK_SYM_VAR) return s;
+    a = simplify_bounded(B, s->a);
+    b = simplify_bounded(B, s->b);
+    switch (s->kind) {
+    case WK_SYM_ADD: {
+        const WkSym *sum = wk_sym_add(p, a, b);
+        const WkSym *re = recombine_sum(p, sum);
+        return re == sum ? sum : simplify_bounded(B, re);
+    }
+    case WK_SYM_MUL: return wk_sym_mul(p, a, b);
+    case WK_SYM_FLOORDIV:
+    case WK_SYM_MOD: {
+        int div = s->kind == WK_SYM_FLOORDIV;
+        const WkSym *plain = div ? wk_sym_floordiv(p, a, b) : wk_sym_mod(p, a, b);
+        if (!wk_sym_is_const(b, &c) || c <= 0 || plain->kind != s->kind) return plain;
+        a = plain->a; /* the constructor may have split terms off */
+        Range ra = range_of(B, a);
+        if (ra.known && floordiv64(ra.lo, c) == floordiv64(ra.hi, c)) { /* one period */
+            int64_t q = floordiv64(ra.lo, c);
+            return div ? wk_sym_const(p, q) : wk_sym_add(p, a, wk_sym_const(p, -q * c));
+        }
+        if (!split_small(B, a, c, &k, &u, &t)) return plain;
+        const WkSym *m = wk_sym_const(p, c / k);
+        if (div) return simplify_bounded(B, wk_sym_floordiv(p, u, m));
+        return simplify_bounded(B, wk_sym_add(p, wk_sym_mul(p, wk_sym_mod(p, u, m), wk_sym_const(p, k)), t));
+    }
+    case WK_SYM_MIN:
+    case WK_SYM_MAX: {
+        Range x = range_of(B, a), y = range_of(B, b);
+        int mn = s->kind == WK_SYM_MIN;
+        if (x.known && y.known && x.hi <= y.lo) return mn ? a : b;
+        if (x.known && y.known && y.hi <= x.lo) return mn ? b : a;
+        return mn ? wk_sym_min(p, a, b) : wk_sym_max(p, a, b);
+    }
+    default: return s;
+    }
+}
+
+const WkSym *wk_sym_simplify_bounded(WkSymPool *p, const WkSym *s, const int *vars, const int64_t *extents,
+                                     int n) {
+    Bounds B = {p, vars, extents, n};
+    return simplify_bounded(&B, s);
+}
+
 /* ---- evaluation ---------------------------------------------------------- */
 int64_t wk_sym_eval(const WkSym *s, const int64_t *values) {
     int64_t x, y;

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,11 @@ static void cc_lock(void) {
     pthread_mutex_lock(&cc_mutex);
 }
 
+/* -O2, not -O3: the kernels' loops carry `omp simd`, which vectorises them
+ * at -O2 too; -O3's extra loop transforms cost a third more compile time
+ * for no measured kernel speed (bench/results/2026-12-01-1345-cpu2-compile). */
 static const char *const base_flags[] = {
-    "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
+    "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
 };
 
 /* ---- small file helpers ------------------------------------------------ */
@@ -220,10 +224,14 @@ static void argv_free(Argv *v) {
     wk_vec_free(v);
 }
 
-/* Runs argv (no shell), collecting stdout+stderr (up to a bound) into out.
- * Returns the exit status (128+sig when killed), or -1 with errno when it
- * could not start. */
-static int run_capture(Argv *argv, WkStr *out) {
+/* A started child whose stdout+stderr go to the pipe `fd`. */
+typedef struct {
+    pid_t pid;
+    int fd;
+} Child;
+
+/* Starts argv (no shell). 0, or -1 with errno when it could not start. */
+static int spawn_capture(Argv *argv, Child *ch) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return -1;
     posix_spawn_file_actions_t fa;
@@ -242,21 +250,38 @@ static int run_capture(Argv *argv, WkStr *out) {
         errno = err;
         return -1;
     }
+    ch->pid = pid;
+    ch->fd = fds[0];
+    return 0;
+}
+
+/* Collects a started child's output (up to a bound) into out and reaps it.
+ * Returns its exit status (128+sig when killed), or -1 with errno. */
+static int finish_capture(Child *ch, WkStr *out) {
     char buf[4096];
     for (;;) {
-        ssize_t r = read(fds[0], buf, sizeof buf - 1);
+        ssize_t r = read(ch->fd, buf, sizeof buf - 1);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         buf[r] = '\0';
         if (out->len < 256 * 1024) wk_str_append(out, buf);
     }
-    close(fds[0]);
+    close(ch->fd);
     int status;
-    while (waitpid(pid, &status, 0) < 0) {
+    while (waitpid(ch->pid, &status, 0) < 0) {
         if (errno != EINTR) return -1;
     }
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* Runs argv (no shell), collecting stdout+stderr (up to a bound) into out.
+ * Returns the exit status (128+sig when killed), or -1 with errno when it
+ * could not start. */
+static int run_capture(Argv *argv, WkStr *out) {
+    Child ch;
+    if (spawn_capture(argv, &ch) < 0) return -1;
+    return finish_capture(&ch, out);
 }
 
 /* Compiler identity: the command and its `--version` first line, cached
@@ -389,6 +414,99 @@ static int try_load(const char *so_path, const char *sum_path, void **handle) {
     return 0;
 }
 
+/* ---- compiling a unit in parts -------------------------------------------
+ * A plan's unit is marked (WK_CC_PART_MARK) before each stage. A big unit
+ * is cut at marks into about equal parts, compiled to objects by parallel
+ * compiler processes and linked once: the wall time of a cold compile
+ * shrinks with the CPUs. Any failure here falls back to compiling the unit
+ * whole, which reports errors against the one source. */
+enum { PARTS_MAX = 4, PART_MIN_BYTES = 16 * 1024 };
+
+static int usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Cut offsets (starts of parts 1..n-1) at marks; returns the number of parts. */
+static int plan_parts(const char *source, size_t *cuts) {
+    long jobs = *wk_env_str(WK_ENV_CC_JOBS) ? wk_env_int(WK_ENV_CC_JOBS) : usable_cpus();
+    size_t len = strlen(source);
+    int want = jobs < 1 ? 1 : jobs > PARTS_MAX ? PARTS_MAX : (int)jobs;
+    if ((size_t)want > len / PART_MIN_BYTES) want = (int)(len / PART_MIN_BYTES);
+    int n = 1;
+    const char *p = source;
+    while (n < want && (p = strstr(p + 1, WK_CC_PART_MARK))) {
+        size_t at = (size_t)(p - source);
+        if (at >= len * (size_t)n / (size_t)want) cuts[n++ - 1] = at;
+    }
+    return n;
+}
+
+/* 0: tmp_so linked from parts compiled in parallel; -1: not done (the
+ * caller compiles the unit whole). */
+static int compile_parts(const char *source, const char *cc, Argv *flags, const char *tmp_so) {
+    size_t cuts[PARTS_MAX];
+    int n = plan_parts(source, cuts);
+    if (n < 2) return -1;
+    WkStr src_path[PARTS_MAX] = {{0}}, obj_path[PARTS_MAX] = {{0}}, out = {0};
+    Child kids[PARTS_MAX];
+    int started = 0, ok = 1;
+    size_t len = strlen(source);
+    double t0 = now_s();
+    for (int i = 0; i < n && ok; i++) {
+        size_t from = i == 0 ? 0 : cuts[i - 1], to = i == n - 1 ? len : cuts[i];
+        wk_str_printf(&src_path[i], "%s.p%d.c", tmp_so, i);
+        wk_str_printf(&obj_path[i], "%s.p%d.o", tmp_so, i);
+        if (write_atomic(src_path[i].data, source + from, to - from) < 0) {
+            ok = 0;
+            break;
+        }
+        Argv argv = {0};
+        argv_split(&argv, cc);
+        for (int f = 0; f < flags->len; f++)
+            if (strcmp(flags->data[f], "-shared")) wk_vec_push(&argv, wk_xstrdup(flags->data[f]));
+        wk_vec_push(&argv, wk_xstrdup("-c"));
+        wk_vec_push(&argv, wk_xstrdup("-o"));
+        wk_vec_push(&argv, wk_xstrdup(obj_path[i].data));
+        wk_vec_push(&argv, wk_xstrdup(src_path[i].data));
+        if (spawn_capture(&argv, &kids[i]) < 0) ok = 0;
+        else started++;
+        argv_free(&argv);
+    }
+    for (int i = 0; i < started; i++) { /* reap every child, even after a failure */
+        out.len = 0;
+        if (finish_capture(&kids[i], &out) != 0) ok = 0;
+    }
+    for (int with_mvec = 1; ok && with_mvec >= 0; with_mvec--) {
+        Argv argv = {0};
+        argv_split(&argv, cc);
+        for (int f = 0; f < flags->len; f++) wk_vec_push(&argv, wk_xstrdup(flags->data[f]));
+        wk_vec_push(&argv, wk_xstrdup("-o"));
+        wk_vec_push(&argv, wk_xstrdup(tmp_so));
+        for (int i = 0; i < n; i++) wk_vec_push(&argv, wk_xstrdup(obj_path[i].data));
+        if (with_mvec) wk_vec_push(&argv, wk_xstrdup("-lmvec"));
+        wk_vec_push(&argv, wk_xstrdup("-lm"));
+        out.len = 0;
+        if (out.data) out.data[0] = '\0';
+        int st = run_capture(&argv, &out);
+        argv_free(&argv);
+        if (st == 0) break;
+        if (!(with_mvec && st > 0 && out.data && strstr(out.data, "mvec"))) ok = 0; /* no libmvec: retry */
+    }
+    if (ok) wk_log(WK_LOG_PERF, "cc %d parts in parallel: %.3fs", n, now_s() - t0);
+    for (int i = 0; i < n; i++) {
+        if (src_path[i].data) unlink(src_path[i].data);
+        if (obj_path[i].data) unlink(obj_path[i].data);
+        wk_str_free(&src_path[i]);
+        wk_str_free(&obj_path[i]);
+    }
+    wk_str_free(&out);
+    if (!ok) wk_error_clear(); /* the whole-unit compile reports its own */
+    return ok ? 0 : -1;
+}
+
 /* Compiles into a temporary, then publishes checksum and library. */
 static int compile_into(const char *dir, const char *key, const char *source, const char *cc,
                         Argv *flags) {
@@ -406,7 +524,8 @@ static int compile_into(const char *dir, const char *key, const char *source, co
         goto done;
     }
     close(fd);
-    for (int with_mvec = 1; with_mvec >= 0; with_mvec--) {
+    int in_parts = compile_parts(source, cc, flags, tmp_so.data) == 0;
+    for (int with_mvec = 1; !in_parts && with_mvec >= 0; with_mvec--) {
         argv_free(&argv);
         argv_split(&argv, cc);
         for (int i = 0; i < flags->len; i++) wk_vec_push(&argv, wk_xstrdup(flags->data[i]));

@@ -923,7 +923,23 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     /* the device: CPU graphs get C kernels (or Triton's interpreter with
      * WICK_TRITON=interpret), graphs on one CUDA device Triton kernels */
     int cuda = -1, several = 0, cpu_node = -2; /* cpu_node: first CPU value's node (-1: an input) */
+    /* only nodes the outputs need: a builder may leave dead nodes behind (a
+     * native attempt it then replaced by an extern), and the plan drops them */
+    char *live = wk_xcalloc((size_t)wk_graph_nnodes(g) + 1, 1);
+    for (int i = 0; i < wk_graph_noutputs(g); i++) {
+        int node = wk_graph_value(g, wk_graph_output_value(g, i))->node;
+        if (node >= 0) live[node] = 1;
+    }
+    for (int n = wk_graph_nnodes(g) - 1; n >= 0; n--) { /* nodes are in topological order */
+        if (!live[n]) continue;
+        const WkNode *node = wk_graph_node(g, n);
+        for (int i = 0; i < node->ninputs; i++) {
+            int producer = wk_graph_value(g, node->inputs[i])->node;
+            if (producer >= 0) live[producer] = 1;
+        }
+    }
     for (int n = -1; n < wk_graph_nnodes(g); n++) {
+        if (n >= 0 && !live[n]) continue;
         int count = n < 0 ? ninputs : wk_graph_node(g, n)->noutputs;
         for (int k = 0; k < count; k++) {
             const WkValue *v = n < 0 ? wk_graph_value(g, wk_graph_input_value(g, k))
@@ -941,8 +957,10 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
                      several ? "several CUDA devices; " : "",
                      cpu_node == -1 ? "an input" : !cn ? "nothing" :
                      cn->extern_name ? cn->extern_name : wk_op_info(cn->op)->name);
+        free(live);
         goto fail;
     }
+    free(live);
     int interpret = cuda < 0 && !strcmp(wk_env_str(WK_ENV_TRITON), "interpret");
     WkTarget target = cuda >= 0 || interpret ? WK_TARGET_TRITON : WK_TARGET_C;
     char why[300];

@@ -289,6 +289,12 @@ static int build_kernel(Fuse *f, int k) {
     Affine *acc = wk_xcalloc((size_t)nacc, sizeof *acc);
     const WkSym **raw = wk_xcalloc((size_t)nacc, sizeof *raw);
     int affine = 1;
+    /* the loop variables' ranges: view chains' divisions and remainders
+     * cancel within them, so more accesses are affine */
+    int bvars[2 * WK_MAX_DIMS], nb = 0;
+    int64_t bext[2 * WK_MAX_DIMS];
+    for (int d = 0; d < rep->ndim; d++, nb++) bvars[nb] = L->ivar_id[d], bext[nb] = rep->sizes[d];
+    for (int d = 0; d < nred; d++, nb++) bvars[nb] = L->rvar_id[d], bext[nb] = red_sizes[d];
     for (int a = 0; a < nacc; a++) {
         if (a >= nl && a < nl + nx) {
             raw[a] = idxs.data[a - nl]->idx[0];
@@ -297,6 +303,7 @@ static int build_kernel(Fuse *f, int k) {
             const WkSym *const *idx = a < nl ? loads.data[a]->idx : canon;
             raw[a] = linear_offset(S, value, idx);
         }
+        raw[a] = wk_sym_simplify_bounded(L->syms, raw[a], bvars, bext, nb);
         if (affine_of(L, raw[a], 1, &acc[a]) < 0) affine = 0;
     }
     Collapse ci, cr;

@@ -39,10 +39,11 @@ def supported(x, y):
 
 
 def unsupported(x):
-    try:  # a graph break inside a try block: the whole frame runs eagerly
+    # a graph break inside a loop with no tensor work before it: the whole
+    # frame runs eagerly (a try block no longer stops a break)
+    for _ in range(1):
         return x * x.sum().item()
-    except ZeroDivisionError:
-        return x
+    return x
 
 
 def inputs(shape=(3, 4), dtype=torch.float32):
@@ -131,6 +132,52 @@ def test_module_hooks_run_around_the_compiled_forward():
     assert_same(cm(x), want)
     assert len(calls) == 3  # eager once, compiled twice
     assert graphs_of(Net.forward) == 1  # forward itself compiled, hooks run as Python
+
+
+def test_compiled_module_calls_forward_directly_only_while_nothing_runs_between():
+    """wick.compile(module)(x) skips nn.Module.__call__ while neither module
+    has hooks and forward is unchanged; each change below takes the full
+    path again and must give eager's result."""
+    x = inputs()[0]
+    net = Net()
+    cm = wick.compile(net)
+    assert _C._module_call_is_forward(net, Net.forward)
+    assert_same(cm(x), net(x))
+    assert_same(cm(x), net(x))
+    calls = []
+    h = cm.register_forward_hook(lambda m, args, out: calls.append("wrapper") or out + 1)
+    assert_same(cm(x), net(x) + 1)
+    h.remove()
+    h = net.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    assert not _C._module_call_is_forward(net, Net.forward)
+    assert_same(cm(x), net(x))
+    h.remove()
+    h = torch.nn.modules.module.register_module_forward_hook(lambda m, args, out: out * 5)
+    try:
+        assert not _C._module_call_is_forward(net, Net.forward)
+        torch.testing.assert_close(cm(x), Net.forward(net, x) * 5 * 5)  # wrapper and module hooked
+    finally:
+        h.remove()
+    net.forward = lambda t: t - 7  # shadowed on the instance
+    assert_same(cm(x), x - 7)
+    del net.forward
+    assert_same(cm(x), net(x))
+    assert calls == ["wrapper"]
+    assert graphs_of(Net.forward) == 1
+
+
+def test_compiled_module_sees_forward_replaced_on_the_class():
+    class N(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    x = inputs()[0]
+    n = N()
+    cm = wick.compile(n)
+    assert_same(cm(x), x * 2)
+    N.forward = lambda self, x: x * 3
+    assert not _C._module_call_is_forward(n, cm._wick_forward_fn)
+    assert_same(cm(x), x * 3)
 
 
 def test_callable_without_python_code_just_runs():

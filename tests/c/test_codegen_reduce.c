@@ -231,7 +231,11 @@ static void test_large(void) {
     CHECK_STR_CONTAINS(p->source, "#pragma omp parallel for schedule(static) reduction(+:acc)");
     CHECK_STR_CONTAINS(p->source, "#pragma omp parallel for simd schedule(static) reduction(max:acc) reduction(|:nanf)");
     CHECK_STR_CONTAINS(p->source, "float accb = 0;");
-    CHECK_STR_CONTAINS(p->source, "double acc[64];" /* 384 outputs: blocks of 64 feed the threads */);
+    /* 512 outputs: each thread sums a range of whole rows into its own
+     * accumulator row, then the rows merge */
+    CHECK_STR_CONTAINS(p->source, "double acc[512];");
+    CHECK_STR_CONTAINS(p->source, "#pragma omp for schedule(static) nowait");
+    CHECK_STR_CONTAINS(p->source, "#pragma omp critical");
     float *xd = malloc(sizeof(float) * N), *yd = malloc(sizeof(float) * R * C);
     fill_f32(xd, N, -1, 1.5);
     fill_f32(yd, R * C, -2, 2);

@@ -378,6 +378,63 @@ static void test_fuzz_c(void) {
     rmdir(dir);
 }
 
+/* ---- simplification within loop bounds ------------------------------------ */
+static void test_bounded_view_chain(void) {
+    /* a [128, 1024] buffer read as [2, 64, 1024] and summed over the first two
+     * dims (i: the column, r: the flattened row): the composed view index */
+    const WkSym *i = wk_sym_var(P, "bi"), *r = wk_sym_var(P, "br");
+    int vars[2] = {i->var, r->var};
+    int64_t ext[2] = {1024, 128};
+    const WkSym *e = ADD(ADD(MUL(DIV(ADD(i, MUL(r, K(1024))), K(65536)), K(65536)), MOD(i, K(1024))),
+                         MUL(MOD(ADD(DIV(i, K(1024)), r), K(64)), K(1024)));
+    CHECK(wk_sym_simplify_bounded(P, e, vars, ext, 2) == ADD(i, MUL(r, K(1024))));
+    /* one period: i // 1024 = 0 and i % 1024 = i within [0, 1024) */
+    CHECK(wk_sym_simplify_bounded(P, DIV(i, K(1024)), vars, ext, 2) == K(0));
+    CHECK(wk_sym_simplify_bounded(P, MOD(i, K(1024)), vars, ext, 2) == i);
+    CHECK(wk_sym_simplify_bounded(P, MOD(i, K(512)), vars, ext, 2) == MOD(i, K(512)));
+    /* (r*4 + s) % 8 with s < 4: 4*(r % 2) + s */
+    const WkSym *s4 = wk_sym_var(P, "bs");
+    int vars3[3] = {i->var, r->var, s4->var};
+    int64_t ext3[3] = {1024, 128, 4};
+    CHECK(wk_sym_simplify_bounded(P, MOD(ADD(MUL(r, K(4)), s4), K(8)), vars3, ext3, 3) ==
+          ADD(MUL(MOD(r, K(2)), K(4)), s4));
+    /* a variable without a range stays as it is */
+    const WkSym *u = wk_sym_var(P, "bu");
+    CHECK(wk_sym_simplify_bounded(P, DIV(ADD(u, MUL(r, K(4))), K(8)), vars, ext, 2) == DIV(ADD(u, MUL(r, K(4))), K(8)));
+    /* min / max decided by ranges */
+    CHECK(wk_sym_simplify_bounded(P, MIN(i, K(5000)), vars, ext, 2) == i);
+}
+
+/* Random expressions over variables with ranges: the bounded rewrite gives
+ * the same value at every point of the box (checked at every point of small
+ * boxes). */
+static void test_fuzz_bounded(void) {
+    static const char *names[NVARS] = {"v0", "v1", "v2", "v10"};
+    int vars[NVARS];
+    int64_t ext[NVARS];
+    int bad = 0, changed = 0;
+    for (int v = 0; v < NVARS; v++) vars[v] = wk_sym_var(P, names[v])->var;
+    for (int round = 0; round < 40; round++) {
+        for (int v = 0; v < NVARS; v++) ext[v] = rnd(1, 4) * (rnd(0, 1) ? 4 : 1);
+        int64_t assign[NASSIGN][NVARS], ref[NASSIGN];
+        for (int n = 0; n < NASSIGN; n++)
+            for (int v = 0; v < NVARS; v++) assign[n][v] = rnd(0, ext[v] - 1);
+        for (int k = 0; k < 100; k++) {
+            const WkSym *e = gen((int)rnd(1, 5), assign, ref);
+            const WkSym *f = wk_sym_simplify_bounded(P, e, vars, ext, NVARS);
+            changed += f != e;
+            for (int n = 0; n < NASSIGN; n++)
+                if (eval_assign(f, assign[n]) != ref[n]) {
+                    if (bad++ < 5) fprintf(stderr, "bounded: %s", c_of(e)), fprintf(stderr, " -> %s = %lld, want %lld\n",
+                                           c_of(f), (long long)eval_assign(f, assign[n]), (long long)ref[n]);
+                    break;
+                }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(changed > 100); /* the rewrites fire, not just pass through */
+}
+
 int main(void) {
     P = wk_sympool_new();
     test_consing();
@@ -387,6 +444,8 @@ int main(void) {
     test_pool_independent();
     test_fuzz_eval();
     test_fuzz_c();
+    test_bounded_view_chain();
+    test_fuzz_bounded();
     wk_sympool_free(P);
     wk_str_free(&printed);
     return CHECK_DONE();

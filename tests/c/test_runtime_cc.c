@@ -317,6 +317,69 @@ static void test_concurrent_processes(void) {
     wk_cc_close(lib);
 }
 
+/* A unit marked into stages (as a plan's is) and big enough to be cut:
+ * compiled in parts by parallel compilers and linked, every stage's symbol
+ * works; one job compiles it whole, to the same results; a part that does
+ * not compile falls back to the whole unit, whose error names the source. */
+static void build_staged(WkStr *src, int nstages, int broken) {
+    src->len = 0;
+    wk_str_append(src, "");
+    for (int k = 0; k < nstages; k++) {
+        wk_str_append(src, WK_CC_PART_MARK);
+        wk_str_append(src, "#ifndef WK_T_PRELUDE\n#define WK_T_PRELUDE\n#include <stdint.h>\n#endif\n");
+        for (int f = 0; f < 100; f++) /* bulk, so the unit is worth cutting */
+            wk_str_printf(src, "static int64_t s%d_f%d(int64_t x) { return x * %d + %d; }\n", k, f, f + 1, k);
+        wk_str_printf(src, "__attribute__((visibility(\"default\"))) int64_t wk_stage_%d(int64_t x) {\n"
+                           "    int64_t acc = 0;\n", k);
+        for (int f = 0; f < 100; f++) wk_str_printf(src, "    acc += s%d_f%d(x);\n", k, f);
+        wk_str_printf(src, "    return acc%s;\n}\n", broken && k == nstages - 1 ? " +" : "");
+    }
+}
+
+static void test_parts(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/parts", tmp_root);
+    set_env("WICK_CACHE_DIR", dir);
+    WkStr src = {0};
+    build_staged(&src, 8, 0);
+    CHECK(src.len > 2 * 16 * 1024);
+    for (int jobs = 1; jobs <= 3; jobs += 2) {
+        char j[16];
+        snprintf(j, sizeof j, "%d", jobs);
+        set_env("WICK_CC_JOBS", j);
+        wk_str_printf(&src, "/* jobs %d */\n", jobs); /* a new key each time */
+        int hit = -1;
+        WkLib *lib = wk_cc_load(src.data, &hit);
+        CHECK(lib != NULL);
+        if (!lib) {
+            fprintf(stderr, "error: %s\n", wk_error_get());
+            continue;
+        }
+        CHECK_EQ_INT(hit, 0);
+        for (int k = 0; k < 8; k++) {
+            int64_t (*fn)(int64_t);
+            *(void **)&fn = wk_cc_symbol(lib, k == 0 ? "wk_stage_0" : k == 7 ? "wk_stage_7" : "wk_stage_3");
+            /* sum over f of (x*(f+1) + k) at x = 2: 2*5050 + 100k */
+            int kk = k == 0 ? 0 : k == 7 ? 7 : 3;
+            CHECK(fn && fn(2) == 10100 + 100 * kk);
+        }
+        wk_cc_close(lib);
+    }
+    /* no temporaries left behind */
+    DIR *d = opendir(dir);
+    int stray = 0;
+    for (struct dirent *e; d && (e = readdir(d));) stray += strstr(e->d_name, ".tmp") != NULL;
+    if (d) closedir(d);
+    CHECK_EQ_INT(stray, 0);
+    set_env("WICK_CC_JOBS", "2");
+    build_staged(&src, 8, 1);
+    CHECK(wk_cc_load(src.data, NULL) == NULL);
+    CHECK_STR_CONTAINS(wk_error_get(), "failed");
+    CHECK_STR_CONTAINS(wk_error_get(), ".c");
+    set_env("WICK_CC_JOBS", NULL);
+    wk_str_free(&src);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/wick-test-cc-XXXXXX");
     if (!mkdtemp(tmp_root)) return 2;
@@ -326,6 +389,7 @@ int main(void) {
     test_errors();
     test_unwritable_dir();
     test_concurrent_processes();
+    test_parts();
     rm_rf(tmp_root);
     return CHECK_DONE();
 }

@@ -216,8 +216,9 @@ def test_grad_blocks_are_entered_again_across_a_break(capsys):
     assert torch.is_grad_enabled()
     e = [e for e in entries(no_grad_block) if not e["eager"]][0]
     assert "print" in e["breaks"][0]["reason"]
-    (resume,) = e["breaks"][0]["resume"]
+    resume, handler = e["breaks"][0]["resume"]  # the rest of the block; the block's handler
     assert C.code_entries(resume)  # the rest of the block, captured
+    assert not C.code_entries(handler)  # nothing raised: never ran
     with pytest.raises(ValueError, match="inside the block"):
         compiled(no_grad_block_raises)(x)
     assert torch.is_grad_enabled()  # the block's __exit__ ran on the way out
@@ -226,11 +227,129 @@ def test_grad_blocks_are_entered_again_across_a_break(capsys):
         assert not torch.is_grad_enabled()
 
 
-def test_no_break_inside_a_try_block(capsys):
+def test_break_inside_a_try_block(capsys):
     x = torch.randn(3)
     assert_same(compiled(try_block)(x), try_block(x))
     (e,) = entries(try_block)
-    assert e["eager"] and "print" in e["reason"]
+    assert not e["eager"] and e["graph_count"] == 1 and "print" in e["breaks"][0]["reason"]
+    resume, handler = e["breaks"][0]["resume"]
+    assert [r["graph_count"] for r in C.code_entries(resume)] == [1]  # the rest, captured
+
+
+LOG = []
+
+
+def raise_if_empty(a):
+    LOG.append(a.numel())
+    if a.numel() == 0:
+        raise ValueError("empty")
+    if a.numel() == 1:
+        raise KeyError("one")
+    return a.numel()
+
+
+def try_except_finally(x):
+    y = x * 2
+    try:
+        n = raise_if_empty(y)  # runs in Python: a break inside the try
+        z = y + n
+    except ValueError as e:
+        LOG.append(str(e))
+        z = y - 1
+    finally:
+        LOG.append("finally")
+    return z.sin()
+
+
+def test_exception_from_the_break_reaches_the_same_handler():
+    """The instruction run in Python raises: its exception goes to the
+    try's handler (run by a resume function), finally runs once, an
+    exception no handler takes leaves with the user's traceback lines."""
+    cf = compiled(try_except_finally)
+    for shape in ((4,), (0,), (4,), (0, 3)):
+        x = torch.randn(shape)
+        LOG.clear()
+        exp = try_except_finally(x)
+        exp_log = list(LOG)
+        LOG.clear()
+        assert_same(cf(x), exp)
+        assert LOG == exp_log, (LOG, exp_log)
+    LOG.clear()
+    with pytest.raises(KeyError) as info:
+        cf(torch.randn(()))
+    assert LOG == [1, "finally"]
+    frames = [(f.name, f.lineno) for f in traceback.extract_tb(info.value.__traceback__)]
+    call = line_of(try_except_finally, "n = raise_if_empty(y)")
+    raised = line_of(raise_if_empty, 'raise KeyError("one")')
+    # the frame's line once (the handler's resume re-raises), the callee's
+    # raise last (the callee breaks too: its own frame and its resume's)
+    assert frames[1] == ("try_except_finally", call) and frames[-1] == ("raise_if_empty", raised), frames
+    assert frames.count(("try_except_finally", call)) == 1, frames
+    (e,) = [e for e in entries(try_except_finally) if not e["eager"]][:1]
+    resume, handler = e["breaks"][0]["resume"]
+    assert C.code_entries(handler)  # the handler ran in its resume function
+
+
+class Recorder:
+    def __init__(self, suppress=()):
+        self.log, self.suppress = [], suppress
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.log.append(("exit", et))
+        return et in self.suppress
+
+
+def user_cm(x, cm):
+    y = x.cos()
+    with cm as c:
+        c.log.append("body")
+        n = raise_if_empty(y)
+        y = y * n
+    return y + 1
+
+
+def test_break_inside_a_user_context_manager():
+    """BEFORE_WITH runs in Python (a break), the body is captured in the
+    resume function, and an exception from the body reaches __exit__ once,
+    which may suppress it."""
+    cf = compiled(user_cm)
+    for shape, suppress in (((3,), ()), ((0,), ()), ((0,), (ValueError,)), ((), (KeyError,)), ((5,), ())):
+        x = torch.randn(shape)
+        got_cm, exp_cm = Recorder(suppress), Recorder(suppress)
+        try:
+            exp, exp_err = user_cm(x, exp_cm), None
+        except Exception as e:
+            exp, exp_err = None, type(e)
+        try:
+            got, got_err = cf(x, got_cm), None
+        except Exception as e:
+            got, got_err = None, type(e)
+        assert got_err is exp_err and got_cm.log == exp_cm.log, (got_cm.log, exp_cm.log)
+        if exp is not None:
+            assert_same(got, exp)
+    graphs = [e["graph_count"] for e in entries(user_cm) if not e["eager"]]
+    assert graphs and graphs[0] == 1  # x.cos() before the with block
+
+
+def passes_an_int(x, k):
+    y = x * 2
+    print("wick-k", k)  # k is passed on, never computed with: unguarded
+    return y + k
+
+
+def test_unguarded_argument_at_a_break_is_the_calls(capsys):
+    """An int argument capture only passes on is read from the argument at
+    the break, not frozen to the first call's value (was a wrong result)."""
+    cf = compiled(passes_an_int)
+    for k in (0, 1, 2):
+        x = torch.randn(3)
+        assert_same(cf(x, k), passes_an_int(x, k))
+    out = capsys.readouterr().out.split("\n")
+    assert out[:6] == ["wick-k 0"] * 2 + ["wick-k 1"] * 2 + ["wick-k 2"] * 2, out
 
 
 def after_block(x):
@@ -341,3 +460,113 @@ def sets_attr_in_try(o, x):
 def test_attribute_write_python_refuses_is_not_modelled_as_done(capsys):
     x = torch.randn(3)
     assert_same(compiled(sets_attr_in_try)(object(), x), (x + 1) * 2)
+
+
+def make_stepper(scale):
+    count = 0
+
+    def step(x):
+        nonlocal count
+        a = x.sin() * scale
+        count += 1
+        print("wick-step", count)  # a break in a closure: the resume function needs its cells
+        return (a + count).cos()
+
+    return step, (lambda: count)
+
+
+def test_break_in_a_closure_uses_the_calls_cells(capsys):
+    """Two closures of one code with equal cell contents share cache
+    entries; each call's resume function is made over its own cells, and
+    the nonlocal write goes to the caller's cell (was: the first closure's)."""
+    x = torch.randn(4)
+    (s1, g1), (s2, g2) = make_stepper(2.0), make_stepper(2.0)
+    (e1, h1), (e2, h2) = make_stepper(2.0), make_stepper(2.0)
+    for s, e in ((s1, e1), (s2, e2), (s1, e1), (s2, e2), (s2, e2)):
+        assert_same(compiled(s)(x), e(x))
+    assert (g1(), g2()) == (h1(), h2()) == (2, 3)
+    (e,) = [e for e in entries(s1) if not e["eager"]][:1]
+    assert e["graph_count"] == 1 and "print" in e["breaks"][0]["reason"]
+    (resume,) = e["breaks"][0]["resume"]
+    assert resume.co_freevars == s1.__code__.co_freevars
+    assert [r["graph_count"] for r in C.code_entries(resume)][:1] == [1]
+
+
+def appends(x, out):
+    a = x.sin()
+    out.append(a)
+    b = a * 2
+    out.append(b)
+    out.append("tag")
+    if x.shape[0] > 3:
+        raise ValueError("too long")  # after the appends: they stay done
+    return b
+
+
+def appends_then_reads(x, out):
+    out.append(x * 2)
+    n = len(out)  # a read of the list: a break, the append replayed before it
+    return x + n
+
+
+def test_list_argument_appends_are_replayed_in_order():
+    cf = compiled(appends)
+    for n in (3, 5, 3, 0):
+        x = torch.randn(n)
+        exp, got = [1], [1]
+        for fn, lst in ((appends, exp), (cf, got)):
+            try:
+                res = fn(x, lst)
+            except ValueError:
+                res = None
+            if res is not None:
+                assert res is lst[2]  # the very tensor appended is returned
+        assert len(got) == len(exp) and got[0] == 1 and got[3] == "tag"
+        assert_same(got[1], exp[1])
+        assert_same(got[2], exp[2])
+    (e,) = [e for e in entries(appends) if not e["eager"]][:1]
+    assert e["graph_count"] == 1 and not e.get("breaks")  # one graph, the appends replayed
+    lst = [0]
+    assert_same(compiled(appends_then_reads)(torch.ones(2), lst), torch.ones(2) + 2)
+    assert len(lst) == 2
+
+
+def traceback_in_handler(x):
+    y = x * 2
+    try:
+        print("wick-tb")
+        raise IndexError()  # a raise inside the try: the handler runs in a resume function
+    except IndexError as e:
+        tb = e.__traceback__
+        return y + (tb is not None and tb.tb_frame.f_code.co_name == "traceback_in_handler")
+
+
+def test_handler_sees_the_traceback_eager_would(capsys):
+    x = torch.randn(3)
+    assert_same(compiled(traceback_in_handler)(x), traceback_in_handler(x))
+    assert_same(compiled(traceback_in_handler)(x), x * 2 + 1)
+
+
+class Plain:
+    pass
+
+
+def deletes(o, x):
+    y = x * 2
+    try:
+        del o.maybe
+    except AttributeError:
+        return y - 1
+    return y + 1
+
+
+def test_deleting_an_attribute_the_frame_did_not_set_runs_in_python():
+    """Whether `del o.maybe` raises depends on the object: it runs in
+    Python (a break), never as a replayed no-op (was: no AttributeError)."""
+    cf = compiled(deletes)
+    for has in (False, True, False, True):
+        o, p = Plain(), Plain()
+        if has:
+            o.maybe = p.maybe = 1
+        assert_same(cf(o, torch.ones(2)), deletes(p, torch.ones(2)))
+        assert not hasattr(o, "maybe") and not hasattr(p, "maybe")

@@ -227,9 +227,12 @@ def test_dropout_module_eval_is_identity_and_training_stays_extern():
     want = fn(x)
     torch.manual_seed(0)
     got = compiled(fn)(x)
-    assert got.shape == want.shape
+    assert torch.equal(got, want)  # same seed, same mask: the dropout ran as torch's
     e = entries(fn)[-1]
-    assert e["eager"] or "EXTERN" in e["graph"]
+    # never a native node: torch's dropout as an extern, or the call left to
+    # Python (the whole frame eager, or a break at the call with nothing before it)
+    assert e["eager"] or "EXTERN" in e["graph"] or (e["graph_count"] == 0 and e["breaks"])
+    assert "DROPOUT" not in e["graph"]
 
 
 # ---- casts, clone, contiguous ---------------------------------------------------

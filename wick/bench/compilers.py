@@ -310,6 +310,15 @@ class FakeFallback(FakeOk):
                 "compile_time_s": None}
 
 
+class DynamoWickRO(DynamoWick):
+    """torch.compile(model, backend="wick", mode="reduce-overhead"): graphs replayed as CUDA graphs."""
+
+    name = "dynamo+wick-ro"
+    description = "torch.compile(backend='wick', mode='reduce-overhead'): CUDA graphs"
+    mode = "reduce-overhead"
+    cuda_only = True
+
+
 # ----------------------------------------------------------------------------- registry
 COMPILERS: dict[str, Callable[[], Compiler]] = {
     "eager": Eager,
@@ -321,6 +330,7 @@ COMPILERS: dict[str, Callable[[], Compiler]] = {
     "wick+inductor": lambda: WickCompiler("wick+inductor", "wick.compile(backend='inductor'): wick capture, inductor",
                                           backend="inductor"),
     "dynamo+wick": DynamoWick,
+    "dynamo+wick-ro": DynamoWickRO,
 }
 
 FAKES: dict[str, Callable[[], Compiler]] = {

@@ -122,6 +122,7 @@ static int materializable(Sv *s) {
 
 static Sv *fold_call(Interp *I, PyObject *fn, const Args *a) {
     char buf[200];
+    const char *name = cap_callable_name(fn, buf, sizeof buf); /* before the call: it may clear an error */
     PyObject *t = PyTuple_New(a->npos);
     PyObject *kw = a->nkw ? PyDict_New() : NULL;
     if (!t || (a->nkw && !kw)) {
@@ -138,14 +139,13 @@ static Sv *fold_call(Interp *I, PyObject *fn, const Args *a) {
     PyObject *r = PyObject_Call(fn, t, kw);
     Py_DECREF(t);
     Py_XDECREF(kw);
-    const char *name = cap_callable_name(fn, buf, sizeof buf);
-    if (!r) return cap_py_failed(I, name), NULL;
+    if (!r) return cap_raise_current(I, name), NULL; /* folded on plain values: Python raises the same */
     return fold_result(I, r, name);
 }
 
 static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
     PyObject *example = NULL;
-    if (v->kind == SV_TENSOR || v->kind == SV_CONST || v->kind == SV_OPAQUE) example = v->obj;
+    if (v->kind == SV_TENSOR || v->kind == SV_CONST || v->kind == SV_OPAQUE || v->kind == SV_SCRATCH) example = v->obj;
     int r;
     if (example) {
         r = PyObject_IsInstance(example, cls);
@@ -157,7 +157,7 @@ static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
                           : v->kind == SV_FUNC  ? &PyFunction_Type
                           : v->kind == SV_OBJECT ? (PyTypeObject *)v->obj
                                                 : NULL;
-        if (v->kind == SV_TUPLE && v->obj && PyType_Check(v->obj)) t = (PyTypeObject *)v->obj;
+        if ((v->kind == SV_TUPLE || v->kind == SV_LIST) && v->obj && PyType_Check(v->obj)) t = (PyTypeObject *)v->obj;
         if (!t) return cap_unsupported(I, "isinstance() of a %s", sv_desc(v)), NULL;
         r = PyObject_IsSubclass((PyObject *)t, cls);
     }
@@ -296,6 +296,8 @@ static Sv *call_len(Interp *I, Sv *v) {
         if (m->ndim == 0) return cap_unsupported(I, "len() of a 0-d tensor"), NULL;
         return sv_const_Steal(I, PyLong_FromLongLong(cap_const_size(m, 0)));
     }
+    case SV_OBJECT: return cap_userobj_len(I, v);
+    case SV_SCRATCH: return cap_scratch_len(I, v);
     default: {
         SvList items = {0};
         if (v->kind == SV_OPAQUE && v->obj) { /* ModuleList, Sequential, ModuleDict */
@@ -343,7 +345,14 @@ static Sv *call_getattr(Interp *I, const Args *a, int has) {
         }
     }
     int sp = I->f->sp;
-    if (ops->getattr(I, o, name->obj, 0) < 0) return NULL;
+    Frame *f = I->f;
+    if (ops->getattr(I, o, name->obj, 0) < 0) {
+        /* an AttributeError raised reading it (a property's getter): the answer */
+        if (I->f != f || !cap_exc_matches(I, PyExc_AttributeError) || (!has && a->npos < 3)) return NULL;
+        cap_exc_clear(I);
+        I->f->sp = sp;
+        return has ? sv_const(I, Py_False) : a->pos[2];
+    }
     Sv *r = sv_pop(I);
     I->f->sp = sp;
     return has ? sv_const(I, Py_True) : r;
@@ -591,7 +600,8 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         /* type(x): fixed for a constant; the guarded exact type of an object
          * reached from an argument */
         Sv *x = a->pos[0];
-        if (x->kind == SV_CONST) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        if (x->kind == SV_CONST || x->kind == SV_SCRATCH) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
+        if (x->kind == SV_OBJECT) return sv_const(I, x->obj); /* made here: its class */
         if (x->kind == SV_OPAQUE && x->obj && x->arg >= 0) {
             wk_guard_type_at(I->guards, x->arg, x->path, Py_TYPE(x->obj));
             return sv_const(I, (PyObject *)Py_TYPE(x->obj));
@@ -634,7 +644,7 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
                 r = call_functools(I, "itertools", base, a);
             }
             Py_DECREF(m);
-            if (r || I->reason) return r;
+            if (r || CAP_FAILED(I)) return r;
         } else {
             Py_XDECREF(m);
         }
@@ -669,8 +679,8 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
             int c = v->kind == SV_FUNC || v->kind == SV_METHOD || (v->obj && v->kind != SV_TENSOR && PyCallable_Check(v->obj));
             return sv_const(I, c ? Py_True : Py_False);
         }
-        if ((r = call_iterating(I, n, a)) != NULL || I->reason) return r;
-        if ((r = call_reducing(I, fn, n, a)) != NULL || I->reason) return r;
+        if ((r = call_iterating(I, n, a)) != NULL || CAP_FAILED(I)) return r;
+        if ((r = call_reducing(I, fn, n, a)) != NULL || CAP_FAILED(I)) return r;
         if (strcmp(n, "abs") == 0 && a->npos == 1 && a->pos[0]->kind == SV_TENSOR) {
             int in = cap_tensor_value(I, a->pos[0]);
             return in < 0 ? NULL : cap_graph_op(I, WK_OP_ABS, &in, 1, NULL);
@@ -692,10 +702,36 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
  * answers the grad mode capture tracks (the entry guards the mode it
  * started in); the tracing/scripting/compiling queries are False, as they
  * are in eager Python. NULL without a reason when fn is none of them. */
+/* A torch query that raised (torch.cuda.is_current_stream_capturing on a
+ * build without CUDA): the exception propagates in captured code, guarded
+ * by a check that the query still raises. */
+static void query_raised(Interp *I, PyObject *fn, const char *n) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        cap_py_failed(I, n);
+        return;
+    }
+    PyObject *exc, *tb, *type;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyObject *m = PyImport_ImportModule("wick._capture_meta");
+    PyObject *check = m ? PyObject_CallMethod(m, "raises_check", "O", fn) : NULL;
+    Py_XDECREF(m);
+    if (!check) {
+        Py_XDECREF(type);
+        Py_XDECREF(exc);
+        Py_XDECREF(tb);
+        cap_py_failed(I, n);
+        return;
+    }
+    wk_guard_call_is(I->guards, check, Py_True);
+    Py_DECREF(check);
+    PyErr_Restore(type, exc, tb);
+    cap_raise_current(I, n);
+}
+
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     static const char *const queries[] = {"is_tracing", "is_scripting", "is_compiling", "_get_tracing_state",
                                           "is_autocast_enabled", "is_dynamo_compiling", "is_exporting",
-                                          "is_current_stream_capturing"};
+                                          "is_current_stream_capturing", "get_fastpath_enabled"};
     if (!PyCallable_Check(fn) || !cap_is_torch_callable(fn)) {
         if (!(cap_finfo_type && fn == cap_finfo_type) && !(cap_iinfo_type && fn == cap_iinfo_type)) return NULL;
     }
@@ -715,12 +751,38 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     Sv *r = NULL;
     if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
         r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
-    } else if (!a->npos && !a->nkw) {
+    } else if (strcmp(n, "_assert") == 0 && a->npos == 2 && !a->nkw && a->pos[0]->kind == SV_CONST) {
+        /* torch._assert(condition known now, message): None when it holds
+         * (the condition's sources are guarded where it was computed);
+         * when it fails, eager raises: that call runs eagerly */
+        int ok = PyObject_IsTrue(a->pos[0]->obj);
+        if (ok < 0) {
+            cap_py_failed(I, n);
+        } else if (ok) {
+            r = sv_const(I, Py_None);
+        } else {
+            cap_unsupported(I, "torch._assert() of a false condition (raises)");
+        }
+    } else if (!a->nkw && (!a->npos || (a->npos == 1 && strcmp(n, "is_autocast_enabled") == 0 &&
+                                         a->pos[0]->kind == SV_CONST && PyUnicode_CheckExact(a->pos[0]->obj)))) {
+        /* is_autocast_enabled("cpu"): the query with its argument bound, one
+         * object per argument (wick._capture_meta.bound_query), is what guards call */
+        PyObject *query = Py_NewRef(fn);
+        if (a->npos) {
+            PyObject *m = PyImport_ImportModule("wick._capture_meta");
+            Py_SETREF(query, m ? PyObject_CallMethod(m, "bound_query", "OO", fn, a->pos[0]->obj) : NULL);
+            Py_XDECREF(m);
+            if (!query) {
+                Py_DECREF(nm);
+                return cap_py_failed(I, n), NULL;
+            }
+        }
+        fn = query;
         for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++)
             if (strcmp(n, queries[i]) == 0) {
                 PyObject *v = PyObject_CallNoArgs(fn);
                 if (!v) {
-                    cap_py_failed(I, n);
+                    query_raised(I, fn, n);
                     break;
                 }
                 /* the answer is state that can change between calls (a CUDA
@@ -733,6 +795,7 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
                 }
                 break;
             }
+        Py_DECREF(query);
     } else if ((strcmp(n, "is_tensor") == 0 || strcmp(n, "is_floating_point") == 0 || strcmp(n, "numel") == 0 ||
                 strcmp(n, "is_complex") == 0) && a->npos == 1 && !a->nkw) {
         Sv *v = a->pos[0];

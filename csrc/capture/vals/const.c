@@ -97,6 +97,24 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         }
         return sv_push(I, sv_const_Steal(I, v));
     }
+    if (cap_is_exc_instance(o->obj) && Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr) {
+        /* e.args, e.__cause__ of an exception made during capture (it has no
+         * traceback: Python's would) */
+        if (PyUnicode_CompareWithASCIIString(name, "__traceback__") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "with_traceback") == 0)
+            return cap_unsupported(I, "the traceback of an exception raised during capture");
+        PyObject *v = PyObject_GetAttr(o->obj, name);
+        if (!v) return cap_raise_current(I, PyUnicode_AsUTF8(name));
+        if (!cap_is_plain(v) && !cap_is_exc_instance(v)) {
+            Py_DECREF(v);
+            return cap_unsupported(I, "attribute .%s of a %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
+        }
+        if (method && sv_push(I, I->null_sv) < 0) {
+            Py_DECREF(v);
+            return -1;
+        }
+        return sv_push(I, sv_const_Steal(I, v));
+    }
     if (o->obj == (PyObject *)&PyDict_Type || o->obj == (PyObject *)&PyLong_Type ||
         o->obj == (PyObject *)&PyFloat_Type || o->obj == (PyObject *)&PyUnicode_Type) {
         /* dict.fromkeys, int.from_bytes, str.join: builtin methods, folded on constants */
@@ -233,6 +251,18 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
 }
 
+/* A private Python helper of torch.nn.functional (_none_or_dtype,
+ * _canonical_mask, _mha_shape_check, ...): argument plumbing around ops,
+ * inlined like user code rather than run as one opaque extern call (they
+ * return None, dtypes and tuples, which an extern cannot). */
+static int functional_private_helper(PyObject *fn) {
+    if (!PyFunction_Check(fn)) return 0;
+    PyObject *mod = ((PyFunctionObject *)fn)->func_module, *name = ((PyFunctionObject *)fn)->func_name;
+    return mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch.nn.functional") == 0 &&
+           name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 1 && PyUnicode_READ_CHAR(name, 0) == '_' &&
+           PyUnicode_READ_CHAR(name, 1) != '_';
+}
+
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *fn = callable->obj;
     char buf[200];
@@ -240,16 +270,19 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *num = cap_fn_to_op ? PyDict_GetItemWithError(cap_fn_to_op, fn) : NULL;
     if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
     if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0, fn);
-    if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || I->reason) return res;
-    if ((res = cap_torch_query_call(I, fn, a)) != NULL || I->reason) return res;
-    if (cap_is_torch_callable(fn)) /* torch's own functions run as they are, inside the graph */
+    if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_torch_query_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if (cap_is_torch_callable(fn) && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
-    if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || I->reason)) return res;
+    if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
+    if ((res = cap_scratch_copy_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
-    if ((res = cap_ctxvar_call(I, fn, a)) != NULL || I->reason) return res;
-    if ((res = cap_builtin_call(I, fn, a)) != NULL || I->reason) return res;
-    if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || I->reason)) return res;
+    if ((res = cap_exc_new(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_ctxvar_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_scratch_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
 }
 
@@ -269,7 +302,7 @@ static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
     if (k->kind == SV_CONST && (PyTuple_Check(c->obj) || PyUnicode_CheckExact(c->obj)) &&
         (PyLong_CheckExact(k->obj) || PySlice_Check(k->obj))) {
         PyObject *r = PyObject_GetItem(c->obj, k->obj);
-        if (!r) return cap_py_failed(I, "subscript"), NULL;
+        if (!r) return cap_raise_current(I, "subscript"), NULL; /* IndexError of a constant: Python raises too */
         return sv_const_Steal(I, r);
     }
     if (!PyType_Check(c->obj) && !PyModule_Check(c->obj) && !cap_is_plain(c->obj)) {
@@ -368,8 +401,9 @@ static Sv *const_unary(Interp *I, int opcode, Sv *x) {
 }
 
 static WkRet *const_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
-    (void)I;
     (void)depth;
+    /* made at capture time: each call must see its own, with its traceback */
+    if (cap_is_exc_instance(s->obj)) return cap_unsupported(I, "an exception object leaving the frame"), NULL;
     WkRet *r = cap_ret_new(p, WK_RET_CONST);
     r->value = s->obj;
     return r;

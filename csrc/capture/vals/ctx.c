@@ -1,8 +1,9 @@
 /* vals/ctx.c — context managers whose effect capture models: torch.no_grad()
  * and torch.enable_grad() set the grad mode of the graph's ops inside the
  * block; contextlib.nullcontext() does nothing. BEFORE_WITH pushes the
- * __exit__ that the block's normal exit calls. Exception paths are never
- * interpreted: a captured body raises nothing. */
+ * __exit__ that the block's normal exit calls, and that WITH_EXCEPT_START
+ * calls when an exception modelled by vals/exc.c leaves the block (it
+ * restores the grad mode and returns None: the exception propagates). */
 #include <string.h>
 
 #include "../interp.h"
@@ -24,6 +25,19 @@ static int is_nullcontext(PyObject *fn) {
 /* torch.no_grad() / torch.enable_grad() / contextlib.nullcontext():
  * NULL without a reason when fn is none of them. */
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a) {
+    /* the ctx.clone bound method that @torch.no_grad() decorators call for
+     * each call (torch.utils._contextlib): torch's own clone makes
+     * type(ctx)() for these classes, which take no arguments */
+    if (PyMethod_Check(fn) && !a->npos && !a->nkw) {
+        PyObject *self = PyMethod_GET_SELF(fn), *func = PyMethod_GET_FUNCTION(fn);
+        PyObject *cls = (PyObject *)Py_TYPE(self);
+        PyObject *mod = PyFunction_Check(func) ? ((PyFunctionObject *)func)->func_module : NULL;
+        PyObject *fname = PyFunction_Check(func) ? ((PyFunctionObject *)func)->func_name : NULL;
+        if (((cap_no_grad_type && cls == cap_no_grad_type) || (cap_enable_grad_type && cls == cap_enable_grad_type)) &&
+            mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch.utils._contextlib") == 0 &&
+            fname && PyUnicode_CompareWithASCIIString(fname, "clone") == 0)
+            fn = cls;
+    }
     int grad = (cap_no_grad_type && fn == cap_no_grad_type) ? 0 : (cap_enable_grad_type && fn == cap_enable_grad_type) ? 1
                : is_nullcontext(fn)                        ? -1
                                                             : -2;

@@ -71,7 +71,13 @@ static int dict_truth(Interp *I, Sv *s, int *out) {
 static Sv *dict_subscript(Interp *I, Sv *d, Sv *k) {
     if (k->kind != SV_CONST) return cap_unsupported(I, "dict key of type %s", sv_desc(k)), NULL;
     Sv *v = cap_dict_lookup(d, k->obj);
-    if (!v) return cap_unsupported(I, "KeyError in a captured dict"), NULL;
+    if (!v) { /* the keys are known (built here, or guarded): Python raises */
+        PyObject *e = PyObject_CallOneArg(PyExc_KeyError, k->obj);
+        if (!e) return cap_py_failed(I, "KeyError"), NULL;
+        cap_raise(I, e);
+        Py_DECREF(e);
+        return NULL;
+    }
     return v;
 }
 

@@ -347,6 +347,13 @@ static int super_getattr(Interp *I, Sv *s, PyObject *name, int method) {
             return cap_unsupported(I, "super().%s is not a Python function", n);
         }
         wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, name, d);
+        if (cap_module_type && cls == (PyObject *)cap_module_type && strcmp(n, "__call__") == 0) {
+            /* super().__call__ reaching nn.Module's: the module call capture models */
+            Sv *bc = cap_module_base_call(I, s->self);
+            if (!bc) return cap_unsupported(I, "super().__call__ of a %s", sv_desc(s->self));
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, bc);
+        }
         Sv *fn = sv_const(I, d);
         if (method) {
             if (sv_push(I, fn) < 0) return -1;

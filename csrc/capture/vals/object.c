@@ -25,7 +25,7 @@ int cap_is_torch_module(PyObject *m) {
  * descriptors would run user code on every read: unsupported. */
 /* transformers' configs rename attributes in __getattribute__ through the
  * class's attribute_map and do nothing else: read like plain objects. */
-static int renaming_getattribute(PyTypeObject *tp) {
+int cap_renaming_getattribute(PyTypeObject *tp) {
     PyObject *n = PyUnicode_InternFromString("__getattribute__");
     PyObject *f = n ? _PyType_Lookup(tp, n) : NULL;
     Py_XDECREF(n);
@@ -52,12 +52,16 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     PyTypeObject *tp = Py_TYPE(o->obj);
     if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
         return cap_unsupported(I, "attribute assignment on an nn.Module");
-    if (tp->tp_setattro != PyObject_GenericSetAttr && !renaming_getattribute(tp))
+    if (tp->tp_setattro != PyObject_GenericSetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (!_PyObject_GetDictPtr(o->obj) || (descr && Py_TYPE(descr)->tp_descr_set)) /* Python raises, or runs code */
         return cap_unsupported(I, "attribute assignment on a %s without an instance dict entry", tp->tp_name);
     int i = overlay_find(I, o->obj, name);
+    /* del of an attribute this frame did not set: whether it exists (or
+     * raises AttributeError) depends on the object, which no guard pins */
+    if (!v && (i < 0 || !I->overlay.data[i].value))
+        return cap_unsupported(I, "deleting attribute .%s the frame did not set", PyUnicode_AsUTF8(name));
     if (i < 0) {
         CapOverlay e = {o->obj, Py_NewRef(name), v, o};
         wk_vec_push(&I->overlay, e);
@@ -90,7 +94,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     if (!nm) return cap_py_failed(I, "attribute name");
     PyTypeObject *tp = Py_TYPE(o->obj);
     int is_module = cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type);
-    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !renaming_getattribute(tp))
+    if (!is_module && tp->tp_getattro != PyObject_GenericGetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute .%s of %s (custom __getattr__)", nm, tp->tp_name);
     if (strcmp(nm, "__class__") == 0) { /* the exact type, which guards pin */
         wk_guard_type_at(I->guards, o->arg, o->path, tp);
@@ -182,7 +186,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
-               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || renaming_getattribute(Py_TYPE(v))) &&
+               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(Py_TYPE(v))) &&
                 Py_TYPE(v)->tp_dictoffset != 0 &&
                 !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
         wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
@@ -201,17 +205,28 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
 
 static int is_module(PyObject *o) { return cap_module_type && PyObject_TypeCheck(o, cap_module_type); }
 
+/* Which of torch's containers (ModuleList, Sequential, ModuleDict) o's
+ * class is or derives from (torchvision's Conv2dNormActivation is a
+ * Sequential): "ModuleList", ... or NULL. The dunders capture models for
+ * it are guarded to be torch's own (guard_protocol). */
+static const char *container_base(PyObject *o) {
+    if (!is_module(o)) return NULL;
+    PyObject *mro = Py_TYPE(o)->tp_mro;
+    for (Py_ssize_t i = 0; mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        const char *tn = t->tp_name;
+        if (strcmp(tn, "ModuleList") != 0 && strcmp(tn, "Sequential") != 0 && strcmp(tn, "ModuleDict") != 0) continue;
+        PyObject *m = PyDict_GetItemString(t->tp_dict, "__module__"); /* torch's, not a namesake */
+        if (m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "torch.nn.modules.container") == 0)
+            return tn;
+    }
+    return NULL;
+}
+
 /* The children of a module container, in order: (key, module) pairs from
  * its _modules dict. 0 when o is no such container. */
 static int module_children(PyObject *o, PyObject **mods_Borrow) {
-    if (!is_module(o)) return 0;
-    const char *tn = Py_TYPE(o)->tp_name;
-    if (strcmp(tn, "ModuleList") != 0 && strcmp(tn, "Sequential") != 0 && strcmp(tn, "ModuleDict") != 0) return 0;
-    PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__"); /* torch's, not a namesake */
-    int torchs = m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "torch.nn.modules.container") == 0;
-    Py_XDECREF(m);
-    PyErr_Clear();
-    if (!torchs) return 0;
+    if (!container_base(o)) return 0;
     PyObject *d = PyObject_GenericGetDict(o, NULL);
     if (!d) {
         PyErr_Clear();
@@ -262,15 +277,38 @@ static Sv *child(Interp *I, Sv *o, PyObject *key) {
     return r;
 }
 
+/* The container's _modules keys, in order, guarded as they are now: the
+ * number and order of the children decide what capture unrolls (each
+ * child's own type is guarded where it is read). */
+static int guard_children(Interp *I, Sv *o, PyObject *mods) {
+    if (o->arg < 0) return cap_unsupported(I, "iterating a module container not reached from the arguments");
+    Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;
+    PyObject *keys = PyDict_Keys(mods), *kt = keys ? PyList_AsTuple(keys) : NULL;
+    PyObject *path = kt ? PyTuple_New(np + 1) : NULL, *s_modules = path ? PyUnicode_InternFromString("_modules") : NULL;
+    Py_XDECREF(keys);
+    if (!s_modules) {
+        Py_XDECREF(kt);
+        Py_XDECREF(path);
+        return cap_py_failed(I, "module container keys");
+    }
+    for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
+    PyTuple_SET_ITEM(path, np, s_modules);
+    wk_guard_shape_at(I->guards, o->arg, path, mods, kt);
+    Py_DECREF(path);
+    Py_DECREF(kt);
+    return 0;
+}
+
 static int object_iterate(Interp *I, Sv *o, SvList *out) {
     PyObject *mods;
     if (!module_children(o->obj, &mods)) return cap_unsupported(I, "iterating a %s", cap_type_name(o->obj));
     if (guard_protocol(I, o, "__iter__") < 0) return -1;
-    int dict = strcmp(Py_TYPE(o->obj)->tp_name, "ModuleDict") == 0;
+    if (guard_children(I, o, mods) < 0) return -1;
+    int dict = strcmp(container_base(o->obj), "ModuleDict") == 0;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(mods, &pos, &k, &v)) {
-        if (v == Py_None) continue;
+        /* torch's __iter__ yields None entries too (calling one raises) */
         Sv *c = dict ? sv_const(I, k) : child(I, o, k);
         if (!c) return -1;
         wk_vec_push(out, c);
@@ -284,6 +322,21 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
         return cap_unsupported(I, "subscript of a %s by a %s", cap_type_name(o->obj), sv_desc(k)), NULL;
     if (guard_protocol(I, o, "__getitem__") < 0) return NULL;
     if (PyUnicode_CheckExact(k->obj)) return child(I, o, k->obj);
+    if (PySlice_Check(k->obj) && strcmp(Py_TYPE(o->obj)->tp_name, "ModuleList") == 0) {
+        /* layers[:n]: a ModuleList of those children; a list of them whose
+         * obj names the class (isinstance answers ModuleList; it is not
+         * returned: seq.c refuses to rebuild it) */
+        SvList items = {0};
+        Py_ssize_t start, stop, step;
+        if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return wk_vec_free(&items), cap_py_failed(I, "slice"), NULL;
+        Py_ssize_t n = PySlice_AdjustIndices(items.len, &start, &stop, step);
+        Sv *r = sv_new(I, SV_LIST);
+        for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, items.data[j]);
+        wk_vec_free(&items);
+        r->obj = Py_NewRef((PyObject *)Py_TYPE(o->obj));
+        return r;
+    }
     if (!PyLong_CheckExact(k->obj)) return cap_unsupported(I, "subscript of a module container by a %s", sv_desc(k)), NULL;
     SvList items = {0};
     if (object_iterate(I, o, &items) < 0) return wk_vec_free(&items), NULL;
@@ -315,7 +368,22 @@ static int object_truth(Interp *I, Sv *o, int *out) {
     return cap_unsupported(I, "truth value of a %s", tp->tp_name);
 }
 
+Sv *cap_module_base_call(Interp *I, Sv *self) {
+    if (self->kind != SV_OPAQUE || !is_module(self->obj) || self->arg < 0) return NULL;
+    Sv *v = sv_new(I, SV_OPAQUE);
+    v->obj = Py_NewRef(self->obj);
+    v->arg = self->arg;
+    v->path = Py_XNewRef(self->path);
+    v->value = CAP_MODULE_BASE_CALL;
+    return v;
+}
+
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    /* list.append on a list argument (its exact type is guarded): replayed
+     * after the graph (breaks.c); capture never reads the list itself */
+    if (o->arg >= 0 && !o->path && o->obj && PyList_CheckExact(o->obj) && I->brk &&
+        PyUnicode_CompareWithASCIIString(name, "append") == 0)
+        return cap_push_method(I, o, "append", method);
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
     return cap_object_attr(I, o, name, method);
 }
@@ -338,6 +406,27 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
             Py_DECREF(name);
             return cap_py_failed(I, "module hooks"), NULL;
         }
+        if (call && call != base_call && PyFunction_Check(call) && o->value != CAP_MODULE_BASE_CALL) {
+            /* a subclass's own __call__ (transformers' GradientCheckpointingLayer):
+             * inlined; its super().__call__ comes back here as the base call */
+            wk_guard_type_attr_is(I->guards, tp, call_name, call);
+            Py_DECREF(call_name);
+            Py_DECREF(name);
+            Sv *pos[72];
+            if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+            pos[0] = o;
+            for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+            Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+            return cap_inline_call(I, (PyFunctionObject *)call, &b);
+        }
+        if (o->value == CAP_MODULE_BASE_CALL) {
+            /* super().__call__ from that __call__: nn.Module's own, hooks checked below */
+            call = base_call;
+            if (call_name) {
+                PyObject *own = _PyType_Lookup(tp, call_name);
+                wk_guard_type_attr_is(I->guards, tp, call_name, own);
+            }
+        }
         if (!call || call != base_call || !hooks_free || !global_free) {
             Py_XDECREF(call_name);
             Py_DECREF(name);
@@ -345,7 +434,7 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
                                    !call || call != base_call ? "a custom __call__" : "the module has hooks"),
                    NULL;
         }
-        wk_guard_type_attr_is(I->guards, tp, call_name, call);
+        if (o->value != CAP_MODULE_BASE_CALL) wk_guard_type_attr_is(I->guards, tp, call_name, call);
         wk_guard_no_hooks_at(I->guards, o->arg, o->path);
         wk_guard_no_global_hooks(I->guards);
         Py_DECREF(call_name);

@@ -13,14 +13,19 @@ static int seq_truth(Interp *I, Sv *s, int *out) {
     return 0;
 }
 
-static int normalise_index(Interp *I, Sv *k, int len, int *out) {
+/* msg: what Python's IndexError says when the index is out of range */
+static int normalise_index(Interp *I, Sv *k, int len, int *out, const char *msg) {
     if (k->kind != SV_CONST || !(PyLong_CheckExact(k->obj) || PyBool_Check(k->obj)))
         return cap_unsupported(I, "index of type %s", sv_desc(k));
     long i = PyLong_AsLong(k->obj);
     if (i < 0) i += len;
-    if (PyErr_Occurred() || i < 0 || i >= len) {
+    if (PyErr_Occurred()) {
         PyErr_Clear();
         return cap_unsupported(I, "index out of range");
+    }
+    if (i < 0 || i >= len) { /* the length is known (built here, or guarded): Python raises */
+        PyErr_SetString(PyExc_IndexError, msg);
+        return cap_raise_current(I, "index");
     }
     *out = (int)i;
     return 0;
@@ -33,10 +38,12 @@ static Sv *seq_subscript(Interp *I, Sv *s, Sv *k) {
         n = PySlice_AdjustIndices(s->items.len, &start, &stop, step);
         Sv *r = sv_new(I, s->kind);
         for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) wk_vec_push(&r->items, s->items.data[j]);
+        if (s->kind == SV_LIST) r->obj = Py_XNewRef(s->obj); /* a ModuleList slice's slice is one too */
         return r;
     }
     int i;
-    if (normalise_index(I, k, s->items.len, &i) < 0) return NULL;
+    if (normalise_index(I, k, s->items.len, &i, s->kind == SV_TUPLE ? "tuple index out of range" : "list index out of range") < 0)
+        return NULL;
     return s->items.data[i];
 }
 
@@ -52,6 +59,26 @@ static int seq_iterate(Interp *I, Sv *s, SvList *out) {
 static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
     int base = nb >= NB_INPLACE_ADD ? nb - NB_INPLACE_ADD : nb;
     int xs = x->kind == SV_TUPLE || x->kind == SV_LIST, ys = y->kind == SV_TUPLE || y->kind == SV_LIST;
+    if ((x->kind == SV_LIST && x->obj) || (y->kind == SV_LIST && y->obj)) return NULL; /* ModuleList slices */
+    if (base == NB_ADD && (x->kind == SV_TUPLE || y->kind == SV_TUPLE)) {
+        /* torch.Size + a tuple of constants: torch.Size's own + on the values */
+        Sv *c = x->kind == SV_TUPLE ? y : x, *t = x->kind == SV_TUPLE ? x : y;
+        if (c->kind == SV_CONST && cap_size_type && Py_TYPE(c->obj) == (PyTypeObject *)cap_size_type && !t->obj) {
+            PyObject *tup = PyTuple_New(t->items.len);
+            if (!tup) return cap_py_failed(I, "+"), NULL;
+            for (int i = 0; i < t->items.len; i++) {
+                Sv *it = t->items.data[i];
+                if (it->kind != SV_CONST || !cap_is_plain(it->obj)) {
+                    Py_DECREF(tup);
+                    return NULL;
+                }
+                PyTuple_SET_ITEM(tup, i, Py_NewRef(it->obj));
+            }
+            PyObject *r = c == x ? PyNumber_Add(c->obj, tup) : PyNumber_Add(tup, c->obj);
+            Py_DECREF(tup);
+            return r ? sv_const_Steal(I, r) : (cap_py_failed(I, "+"), NULL);
+        }
+    }
     if (base == NB_ADD) {
         SvKind kind = xs ? x->kind : y->kind;
         int xc = x->kind == SV_CONST && (kind == SV_TUPLE ? PyTuple_CheckExact(x->obj) : PyList_CheckExact(x->obj));
@@ -82,7 +109,60 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
     return NULL;
 }
 
+/* The items of a tuple or list, symbolic or constant (tuple subclasses
+ * such as torch.Size and namedtuples compare as tuples): its kind, or 0. */
+static int seq_items(Interp *I, Sv *s, SvList *out) {
+    if (s->kind == SV_TUPLE || s->kind == SV_LIST) {
+        for (int i = 0; i < s->items.len; i++) wk_vec_push(out, s->items.data[i]);
+        return s->kind;
+    }
+    if (s->kind == SV_CONST && (PyTuple_Check(s->obj) || PyList_CheckExact(s->obj))) {
+        PyObject *seq = s->obj;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
+            wk_vec_push(out, sv_const(I, PySequence_Fast_GET_ITEM(seq, i)));
+        return PyTuple_Check(seq) ? SV_TUPLE : SV_LIST;
+    }
+    return 0;
+}
+
+/* == and != between tuples or lists, one of them built during capture: as
+ * Python compares them, item by item (identity first), each item's answer
+ * known now. NULL without a reason for other operators or operands. */
+static Sv *seq_compare(Interp *I, int cmp, Sv *x, Sv *y) {
+    if (cmp != 2 && cmp != 3) return NULL;
+    SvList a = {0}, b = {0};
+    int xk = seq_items(I, x, &a), yk = seq_items(I, y, &b), eq = -1;
+    Sv *res = NULL;
+    if (!xk || !yk) goto done;
+    if ((x->kind == SV_LIST && x->obj) || (y->kind == SV_LIST && y->obj)) eq = x == y; /* a ModuleList: identity */
+    else if (xk != yk || a.len != b.len) eq = 0;
+    else {
+        eq = 1;
+        for (int i = 0; i < a.len && eq; i++) {
+            if (a.data[i] == b.data[i]) continue;
+            Sv *r = cap_compare(I, 2, a.data[i], b.data[i]);
+            int t;
+            if (!r || r->kind != SV_CONST) {
+                if (r) cap_unsupported(I, "== of sequences holding a %s", sv_desc(a.data[i]));
+                eq = -1;
+                break;
+            }
+            if (cap_truth(I, r, &t) < 0) {
+                eq = -1;
+                break;
+            }
+            eq = t;
+        }
+    }
+    if (eq >= 0) res = sv_const(I, (eq == (cmp == 2)) ? Py_True : Py_False);
+done:
+    wk_vec_free(&a);
+    wk_vec_free(&b);
+    return res;
+}
+
 static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    if (s->kind == SV_LIST && s->obj) return cap_unsupported(I, "returning a slice of a ModuleList"), NULL;
     int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
     WkRet *r = cap_ret_new(p, named ? WK_RET_CALL : s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
     if (named) r->value = s->obj;
@@ -103,6 +183,7 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     int ok = 0;
     for (size_t i = 0; i < sizeof list_methods / sizeof list_methods[0]; i++)
         ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
+    if (s->kind == SV_LIST && s->obj) ok = 0; /* a ModuleList slice: its methods are ModuleList's */
     if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
     return cap_push_method(I, s, n, method);
 }
@@ -141,7 +222,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
     }
     if (strcmp(name, "pop") == 0 && nargs <= 1) {
         int i = s->items.len - 1;
-        if (nargs == 1 && normalise_index(I, a->pos[1], s->items.len, &i) < 0) return NULL;
+        if (nargs == 1 && normalise_index(I, a->pos[1], s->items.len, &i, "pop index out of range") < 0) return NULL;
         if (i < 0) return cap_unsupported(I, "pop from an empty list"), NULL;
         Sv *r = s->items.data[i];
         memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
@@ -182,7 +263,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
     if (s->kind != SV_LIST) return cap_unsupported(I, "item assignment on a %s", sv_desc(s));
     int i;
-    if (normalise_index(I, k, s->items.len, &i) < 0) return -1;
+    if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
     s->items.data[i] = v;
     return 0;
 }
@@ -190,6 +271,7 @@ int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
 /* x in seq, for constant x and items (tensors compare by identity first, as Python does) */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
     SvList items = {0};
+    if (seq->kind == SV_SCRATCH) return cap_scratch_contains(I, seq, x, out);
     if (seq->kind == SV_DICT) {
         *out = cap_dict_lookup(seq, x->kind == SV_CONST ? x->obj : NULL) != NULL;
         return x->kind == SV_CONST ? 0 : cap_unsupported(I, "'in' on a dict with a %s key", sv_desc(x));
@@ -246,6 +328,7 @@ const SvOps cap_tuple_kind = {
     .subscript = seq_subscript,
     .iterate = seq_iterate,
     .binary = seq_binary,
+    .compare = seq_compare,
     .reconstruct = seq_reconstruct,
 };
 
@@ -256,6 +339,7 @@ const SvOps cap_list_kind = {
     .subscript = seq_subscript,
     .iterate = seq_iterate,
     .binary = seq_binary,
+    .compare = seq_compare,
     .reconstruct = seq_reconstruct,
 };
 

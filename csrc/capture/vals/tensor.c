@@ -385,7 +385,7 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         }
         if (contiguous) return self;
         Sv *copy = cap_tensor_contiguous(I, self); /* a contiguous copy, as eager makes */
-        if (copy || I->reason) return copy;
+        if (copy || CAP_FAILED(I)) return copy;
     }
     if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
         if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
@@ -406,24 +406,44 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         return cap_convert(I, self, o->dtype);
     }
     if (strcmp(name, "to") == 0) {
-        Sv *dt = NULL;
-        if (a->npos == 2 && a->nkw == 0) dt = a->pos[1];
-        else if (a->npos == 1 && a->nkw == 1 &&
-                 PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dtype") == 0)
-            dt = a->kw[0];
-        else if (a->npos == 1 && a->nkw == 1 &&
-                 PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "device") == 0)
-            dt = a->kw[0];
-        if (dt && dt->kind == SV_CONST && cap_device_type && Py_TYPE(dt->obj) == (PyTypeObject *)cap_device_type) {
-            /* x.to(device) on the device x is on: x itself, as eager returns it */
+        /* x.to(dtype), x.to(device), x.to(device, dtype), x.to(device=, dtype=,
+         * non_blocking=, copy=False): staying on x's device, a dtype conversion
+         * (x itself when nothing changes, as eager returns it) */
+        Sv *dev_sv = NULL, *dt_sv = NULL;
+        int bad = a->npos > 3;
+        for (int i = 1; i < a->npos && !bad; i++) {
+            Sv *v = a->pos[i];
+            int is_dev = v->kind == SV_CONST && (PyUnicode_Check(v->obj) ||
+                                                 (cap_device_type && Py_TYPE(v->obj) == (PyTypeObject *)cap_device_type));
+            if (is_dev && !dev_sv && !dt_sv && i == 1) dev_sv = v;
+            else if (!dt_sv) dt_sv = v;
+            else bad = 1;
+        }
+        for (int k = 0; k < a->nkw && !bad; k++) {
+            const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
+            Sv *v = a->kw[k];
+            if (kn && strcmp(kn, "dtype") == 0 && !dt_sv) dt_sv = v;
+            else if (kn && strcmp(kn, "device") == 0 && !dev_sv) dev_sv = v;
+            else if (kn && strcmp(kn, "non_blocking") == 0 && v->kind == SV_CONST && PyBool_Check(v->obj)) continue;
+            else if (kn && strcmp(kn, "copy") == 0 && v->kind == SV_CONST && v->obj == Py_False) continue;
+            else bad = 1;
+        }
+        if (bad) return cap_unsupported(I, "%s() with these arguments", fname), NULL;
+        if (dev_sv && !(dev_sv->kind == SV_CONST && dev_sv->obj == Py_None)) {
+            if (dev_sv->kind != SV_CONST) return cap_unsupported(I, "%s() to a %s device", fname, sv_desc(dev_sv)), NULL;
+            PyObject *dev_obj = PyUnicode_Check(dev_sv->obj) ? PyObject_CallOneArg(cap_device_type, dev_sv->obj)
+                                                             : Py_NewRef(dev_sv->obj);
+            if (!dev_obj) return cap_raise_current(I, fname), NULL; /* a bad device string raises in Python too */
             WkDevice dev;
             int ok = 0;
-            if (cap_device_of(dt->obj, &dev, &ok) < 0) return cap_py_failed(I, fname), NULL;
-            if (ok && dev.type == m->device.type && (dev.type == WK_DEV_CPU || dev.index == m->device.index))
-                return self;
-            return cap_unsupported(I, "%s() to another device", fname), NULL;
+            int rc = cap_device_of(dev_obj, &dev, &ok);
+            Py_DECREF(dev_obj);
+            if (rc < 0) return cap_py_failed(I, fname), NULL;
+            if (!ok || dev.type != m->device.type || (dev.type != WK_DEV_CPU && dev.index >= 0 && dev.index != m->device.index))
+                return cap_unsupported(I, "%s() to another device", fname), NULL;
         }
-        int d = dt && dt->kind == SV_CONST ? cap_dtype_of_obj(dt->obj) : -1;
+        if (!dt_sv || (dt_sv->kind == SV_CONST && dt_sv->obj == Py_None)) return self;
+        int d = dt_sv->kind == SV_CONST ? cap_dtype_of_obj(dt_sv->obj) : -1;
         if (d < 0) return cap_unsupported(I, "%s() with arguments other than a dtype", fname), NULL;
         return cap_convert(I, self, d);
     }
@@ -639,6 +659,10 @@ static Sv *method_call(Interp *I, Sv *m, const Args *a) {
     case SV_TUPLE:
     case SV_LIST: return cap_seq_method_call(I, m->name, a);
     case SV_DICT: return cap_dict_method_call(I, m->name, a);
+    case SV_OPAQUE: /* a list argument's append (vals/object.c): a side effect */
+        if (strcmp(m->name, "append") == 0 && a->npos == 2 && !a->nkw)
+            return cap_list_append_effect(I, a->pos[0], a->pos[1]);
+        return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
     default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
     }
 }

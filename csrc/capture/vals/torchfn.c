@@ -156,7 +156,60 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
 
 /* F.relu(x, inplace=True) and the like: the op without the keyword, then x
  * takes the result in place (cap_inplace_update's rules). */
+/* The number of positional parameters of op's signature. */
+static int positional_params(WkOp op) {
+    const CapSig *sig = &cap_sigs[op];
+    int np = 0;
+    for (int i = 0; i < sig->n && !sig->p[i].kwonly; i++) np++;
+    return np;
+}
+
+/* nn.Hardswish and its kin pass inplace positionally, F.hardswish(x,
+ * self.inplace): when fn's own next positional parameter is `inplace`,
+ * the one extra positional argument is that keyword. 1 when *out was made
+ * (out_kw/out_names hold its keywords; names owned by the caller). */
+static int inplace_by_position(WkOp op, const Args *a, PyObject *fn, Args *out, Sv **out_kw, PyObject **out_names) {
+    int np = positional_params(op);
+    if (!fn || !PyFunction_Check(fn) || a->npos != np + 1 || a->nkw + 1 > CAP_MAX_PARAMS) return 0;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fn);
+    PyObject *names = co->co_argcount > np ? PyObject_GetAttrString((PyObject *)co, "co_varnames") : NULL;
+    int is_inplace = names && PyTuple_Check(names) && PyTuple_GET_SIZE(names) > np &&
+                     PyUnicode_Check(PyTuple_GET_ITEM(names, np)) &&
+                     PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names, np), "inplace") == 0;
+    Py_XDECREF(names);
+    PyErr_Clear();
+    if (!is_inplace) return 0;
+    PyObject *kwn = PyTuple_New(a->nkw + 1);
+    PyObject *s_inplace = kwn ? PyUnicode_InternFromString("inplace") : NULL;
+    if (!s_inplace) {
+        Py_XDECREF(kwn);
+        PyErr_Clear();
+        return 0;
+    }
+    for (int k = 0; k < a->nkw; k++) {
+        out_kw[k] = a->kw[k];
+        PyTuple_SET_ITEM(kwn, k, Py_NewRef(PyTuple_GET_ITEM(a->kwnames, k)));
+    }
+    out_kw[a->nkw] = a->pos[np];
+    PyTuple_SET_ITEM(kwn, a->nkw, s_inplace);
+    *out = (Args){a->pos, np, kwn, out_kw, a->nkw + 1};
+    *out_names = kwn;
+    return 1;
+}
+
+static Sv *cap_call_op_kw(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);
+
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
+    Args moved;
+    Sv *kw[CAP_MAX_PARAMS];
+    PyObject *names = NULL;
+    if (method || !inplace_by_position(op, a, fn, &moved, kw, &names)) return cap_call_op_kw(I, op, a, fname, method, fn);
+    Sv *r = cap_call_op_kw(I, op, &moved, fname, method, fn);
+    Py_DECREF(names);
+    return r;
+}
+
+static Sv *cap_call_op_kw(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
     int at = -1;
     for (int k = 0; k < a->nkw && at < 0; k++) {
         const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));

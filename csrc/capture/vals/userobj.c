@@ -1,7 +1,10 @@
 /* vals/userobj.c — instances of user classes created during capture: plain
- * classes and dataclasses (object.__new__, then __init__ inlined; the
- * attributes are kept symbolically) and namedtuples (a tuple whose class
- * names its fields). A returned instance is rebuilt by the transformed
+ * classes, classes of abc.ABCMeta (collections.abc.Sequence subclasses,
+ * transformers' DynamicLayer) and dataclasses (object.__new__, then
+ * __init__ inlined; the attributes are kept symbolically; the class's own
+ * Python __iter__/__len__/__getitem__/__bool__ inlined for iteration, len,
+ * subscripts and truth; a missing attribute raises AttributeError through
+ * vals/exc.c) and namedtuples (a tuple whose class names its fields). A returned instance is rebuilt by the transformed
  * code: namedtuples by calling the class with the items, other objects by
  * wick._capture_meta.rebuild_object(cls, names, *values), which sets the
  * attributes without running __init__ again. */
@@ -19,12 +22,29 @@ static int is_namedtuple(PyObject *cls) {
     return ok;
 }
 
+/* type, or abc.ABCMeta: its instances are made by object.__new__ like
+ * any class's once no abstract method is left (checked by the caller);
+ * isinstance against it asks ABCMeta's registry, as Python does. */
+static PyObject *abcmeta_type;
+
+static int plain_metaclass(PyObject *cls) {
+    if (Py_TYPE(cls) == &PyType_Type) return 1;
+    if (!abcmeta_type) {
+        PyObject *m = PyImport_ImportModule("abc");
+        abcmeta_type = m ? PyObject_GetAttrString(m, "ABCMeta") : NULL;
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+    return abcmeta_type && (PyObject *)Py_TYPE(cls) == abcmeta_type;
+}
+
 /* Python classes whose instances capture can model: a plain __new__
  * (object's), instances with a __dict__, no metaclass magic. */
 static int modelable_class(PyObject *cls) {
     if (!PyType_Check(cls)) return 0;
     PyTypeObject *tp = (PyTypeObject *)cls;
-    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || Py_TYPE(cls) != &PyType_Type) return 0;
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !plain_metaclass(cls)) return 0;
+    if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT) return 0; /* object.__new__ raises TypeError */
     if (tp->tp_new != PyBaseObject_Type.tp_new || tp->tp_dictoffset == 0) return 0;
     if (tp->tp_setattro != PyObject_GenericSetAttr || tp->tp_getattro != PyObject_GenericGetAttr) return 0;
     if (cap_module_type && PyType_IsSubtype(tp, cap_module_type)) return 0;
@@ -204,6 +224,10 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, sv_const(I, d));
         }
     }
+    if (!d && o->value != 1) { /* every attribute is known: Python raises */
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%s'", tp->tp_name, n);
+        return cap_raise_current(I, n);
+    }
     return cap_unsupported(I, "attribute .%s of a %s made during capture", n, tp->tp_name);
 }
 
@@ -218,13 +242,60 @@ int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     return cap_dict_set(I, o->self, sv_const(I, name), v);
 }
 
+/* o.<dunder>(args...) with the class's own Python function (guarded on
+ * the class), inlined. NULL without a reason when the class has none or a
+ * builtin one (*found = 0). */
+static Sv *call_dunder(Interp *I, Sv *o, const char *dunder, Sv *const *args, int nargs, int *found) {
+    *found = 0;
+    PyObject *n = PyUnicode_InternFromString(dunder);
+    if (!n) return cap_py_failed(I, dunder), NULL;
+    PyObject *f = _PyType_Lookup((PyTypeObject *)o->obj, n);
+    wk_guard_type_attr_is(I->guards, (PyTypeObject *)o->obj, n, f);
+    Py_DECREF(n);
+    if (!f || !PyFunction_Check(f)) return NULL;
+    *found = 1;
+    Sv *pos[4] = {o};
+    for (int i = 0; i < nargs && i < 3; i++) pos[i + 1] = args[i];
+    Args a = {pos, nargs + 1, NULL, NULL, 0};
+    return cap_inline_call(I, (PyFunctionObject *)f, &a);
+}
+
 static int object_truth(Interp *I, Sv *o, int *out) {
     PyTypeObject *tp = (PyTypeObject *)o->obj;
+    if (o->value != 1) {
+        int found;
+        Sv *r = call_dunder(I, o, "__bool__", NULL, 0, &found);
+        if (!found && !I->reason) r = call_dunder(I, o, "__len__", NULL, 0, &found);
+        if (found) return r ? cap_truth(I, r, out) : -1;
+        if (I->reason) return -1;
+    }
     if ((tp->tp_as_number && tp->tp_as_number->nb_bool) || (tp->tp_as_mapping && tp->tp_as_mapping->mp_length) ||
         (tp->tp_as_sequence && tp->tp_as_sequence->sq_length))
         return cap_unsupported(I, "truth value of a %s", tp->tp_name);
     *out = 1;
     return 0;
+}
+
+/* for x in o: the class's __iter__ (a generator function, collections.abc's
+ * Sequence.__iter__ included, which indexes until IndexError) inlined */
+static int object_iterate(Interp *I, Sv *o, SvList *out) {
+    int found;
+    Sv *it = o->value == 1 ? NULL : call_dunder(I, o, "__iter__", NULL, 0, &found);
+    if (o->value == 1 || (!found && !I->reason))
+        return cap_unsupported(I, "iterating a %s", ((PyTypeObject *)o->obj)->tp_name);
+    if (!it) return -1;
+    return cap_iterate(I, it, out);
+}
+
+/* len(o) through the class's __len__ */
+Sv *cap_userobj_len(Interp *I, Sv *o) {
+    int found;
+    if (o->kind != SV_OBJECT || o->value == 1) return NULL;
+    Sv *r = call_dunder(I, o, "__len__", NULL, 0, &found);
+    if (!found && !I->reason) return cap_unsupported(I, "len() of a %s", ((PyTypeObject *)o->obj)->tp_name), NULL;
+    if (r && (r->kind != SV_CONST || !PyLong_CheckExact(r->obj)))
+        return cap_unsupported(I, "__len__ returned a %s", sv_desc(r)), NULL;
+    return r;
 }
 
 static PyObject *rebuild_fn, *rebuild_output_fn;
@@ -263,7 +334,13 @@ static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
 /* out[k] of a ModelOutput made during capture: a str key is a field that
  * is not None; an int key indexes its non-None fields in order (to_tuple) */
 static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
-    if (o->value != 1 || k->kind != SV_CONST)
+    if (o->value != 1) {
+        int found;
+        Sv *r = call_dunder(I, o, "__getitem__", &k, 1, &found);
+        if (!found && !I->reason) return cap_unsupported(I, "subscript of a %s", ((PyTypeObject *)o->obj)->tp_name), NULL;
+        return r;
+    }
+    if (k->kind != SV_CONST)
         return cap_unsupported(I, "subscript of a %s", ((PyTypeObject *)o->obj)->tp_name), NULL;
     Sv *d = o->self;
     if (PyUnicode_CheckExact(k->obj)) {
@@ -291,5 +368,6 @@ const SvOps cap_object_kind = {
     .name = NULL,
     .truth = object_truth,
     .getattr = object_getattr,
+    .iterate = object_iterate,
     .reconstruct = object_reconstruct,
 };

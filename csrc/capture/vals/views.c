@@ -509,7 +509,7 @@ Sv *cap_tensor_getitem(Interp *I, Sv *self, Sv *key) {
     if (!m) return NULL;
     Layout L;
     Sv *r = layout_of(m, &L) == 0 ? getitem_view(I, self, key, &L) : NULL;
-    if (r || I->reason) return r;
+    if (r || CAP_FAILED(I)) return r;
     return cap_tensor_operator(I, "getitem", self, key);
 }
 
@@ -747,7 +747,7 @@ Sv *cap_view_call(Interp *I, const Args *a, const char *fname, PyObject *fn) {
         Layout L;
         if (layout_of(m, &L) == 0) r = view_rule(I, name, a, self, &L);
     }
-    if (r || I->reason) return r;
+    if (r || CAP_FAILED(I)) return r;
     if (!fn) return cap_unsupported(I, "%s(): arguments wick does not model", fname), NULL;
     return cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
 }

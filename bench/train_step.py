@@ -1,0 +1,100 @@
+"""Time one training step of the huggingface bench models, eager vs inductor vs wick, in one process.
+
+    python bench/train_step.py --models GPT2LMHeadModel --compilers eager,inductor,wick --repeats 7
+    python bench/train_step.py --models GPT2LMHeadModel --compilers wick --profile 20
+
+Same models, sizes and step (SGD, loss.backward) as ``python -m wick.bench``; timing interleaves
+the compilers so that load from other processes hits each alike. ``--profile N`` prints torch's
+profiler table (self CPU time per op) for N steps of each compiler: where a step's time goes,
+which ATen ops remain outside the compiled kernels.
+"""
+import argparse
+import copy
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from wick.bench import models as M  # noqa: E402
+
+
+def make_step(fwd, module, inputs, loss_fn):
+    opt = torch.optim.SGD(module.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        out = M.call(fwd, {k: v.clone() for k, v in inputs.items()})
+        loss = loss_fn(out)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--models", default="BertForMaskedLM,GPT2LMHeadModel,DistilBertForMaskedLM,LlamaForCausalLM")
+    p.add_argument("--compilers", default="eager,inductor,wick")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--profile", type=int, default=0)
+    p.add_argument("--rows", type=int, default=25)
+    p.add_argument("--threads", type=int, default=2,
+                   help="torch threads; 1 with the CPU-time column is the least noisy on a shared box")
+    p.add_argument("--mode", default="training", choices=["training", "inference"])
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    import torch._inductor.config as icfg
+    icfg.fallback_random = True
+    if "wick" in a.compilers:
+        import wick.backends  # noqa: F401
+    for name in a.models.split(","):
+        spec = [s for s in M.load_suite("huggingface") if s.name == name][0]
+        built = M.build_huggingface(spec, spec.batch, "cpu")
+        steps = {}
+        for comp in a.compilers.split(","):
+            module = copy.deepcopy(built.model)
+            if a.mode == "inference":
+                module.eval()
+            fwd = module if comp == "eager" else torch.compile(module, backend=comp)
+            if a.mode == "training":
+                st = make_step(fwd, module, built.inputs, built.loss)
+            else:
+                def st(fwd=fwd):
+                    with torch.no_grad():
+                        return M.call(fwd, built.inputs)
+            t0 = time.perf_counter()
+            st()
+            t1 = time.perf_counter()
+            st()
+            print(f"{name} {comp}: first call {t1 - t0:.2f} s", flush=True)
+            steps[comp] = st
+        times = {c: [] for c in steps}
+        cpu = {c: [] for c in steps}
+        for _ in range(a.repeats):
+            for c, st in steps.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(a.iters):
+                    st()
+                times[c].append((time.perf_counter() - t0) / a.iters * 1e3)
+                cpu[c].append((time.process_time() - c0) / a.iters * 1e3)
+        eager = statistics.median(times["eager"]) if "eager" in times else None
+        for c, ts in times.items():
+            med = statistics.median(ts)
+            sp = f"  speedup {eager / med:.2f}x" if eager else ""
+            print(f"{name} {a.mode} {c:9s} median {med:8.2f} ms  min {min(ts):8.2f}  "
+                  f"cpu {statistics.median(cpu[c]):8.2f} ms{sp}", flush=True)
+        if a.profile:
+            for c, st in steps.items():
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                    for _ in range(a.profile):
+                        st()
+                print(f"==== {name} {c}: {a.profile} steps")
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.rows))
+
+
+if __name__ == "__main__":
+    main()
