@@ -711,6 +711,8 @@ class _AtenImporter:
                 vid = g.op("FULL", [g.scalar(fill)], ints=list(self.meta_of(val)["sizes"]), dtype=val.dtype)
         except (_NotNative, ValueError, TypeError, IndexError):
             return None
+        if vid is None:  # scatter/index_put declined
+            return None
         got, m = g.value(vid), self.meta_of(val)
         if got["dtype"] != dt_name or tuple(got["sizes"]) != m["sizes"]:
             return None

@@ -443,3 +443,12 @@ def test_torch_compile_scatter_out_of_range_raises_eagers_error():
     torch._dynamo.reset()
     with pytest.raises(RuntimeError, match="out of bounds"):
         fn(rand((5, 3)), torch.tensor([[7, 0, 0]]), rand((1, 3)))
+
+
+def test_index_put_with_a_mask_stays_extern():
+    """A bool mask selects a data-dependent set: not a SCATTER, an extern call."""
+    fn = lambda x, m, v: x.index_put((m,), v)  # noqa: E731
+    x, m, v = rand((5, 5)), torch.tensor([True, False, True, False, False]), rand((5,))
+    got, infos = compiled_info(fn, x, m, v)
+    torch.testing.assert_close(got, fn(x, m, v))
+    assert infos and sum(i["extern"] for i in infos) >= 1, infos  # compiled (no fallback), the op extern
