@@ -681,6 +681,9 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
     /* a failure inside an inlined call leaves I->f at the callee: the break
      * is at the call in the compiled frame all the same (top_pc) */
     if (I->no_break || I->propagate || I->top_steps < 2) return 0;
+    /* inside an except block entered during capture, the code run at the
+     * break would not see the handled exception (sys.exc_info, __context__) */
+    if (I->handled) return 0;
     long step = I->top_steps - 1;
     int pc = I->top_pc;
     if (I->effect_step > 0 && I->effect_step <= I->top_steps) {

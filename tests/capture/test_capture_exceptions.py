@@ -216,3 +216,36 @@ def test_caught_is_one_graph_for_dynamo(name):
     x, y = _inputs()
     torch.compile(fn, backend=cnt)(x, y)
     assert cnt.frame_count == 1
+
+
+# ---- the exception state code run at a break would see ------------------------
+
+def _context_after_unsupported_in_handler(x):
+    # `xyzzy` is not defined: capture cannot model it; a break there would
+    # run it outside the except block capture had entered, losing __context__
+    try:
+        try:
+            x = x + 1
+            1 / 0
+        except ZeroDivisionError:
+            xyzzy  # noqa: F821
+    except NameError as e:
+        return x * 2, type(e.__context__).__name__, e.__traceback__ is not None
+
+
+def _raise_then_traceback(x):
+    try:
+        raise IndexError("i")
+    except IndexError as e:
+        tb = e.__traceback__
+    return x.sin(), tb is not None
+
+
+@pytest.mark.parametrize("fn", [_context_after_unsupported_in_handler, _raise_then_traceback])
+def test_exception_state_is_pythons_after_a_failure_in_a_handler(fn):
+    x = torch.randn(3, 4)
+    want = fn(x)
+    for _ in range(2):
+        got = compiled(fn)(x)
+        assert_same(got[0], want[0])
+        assert got[1:] == want[1:]
