@@ -80,7 +80,10 @@ TAKES_DTYPE = {"SUM", "MEAN", "PROD", "SOFTMAX", "LOG_SOFTMAX"}
 SKIPPED = {"SCALAR", "CONVERT",  # no promotion: their dtype is the attribute
            "LAYER_NORM",  # needs its normalized dims; tests/lower/test_ops_breadth.py checks it
            "VIEW",  # the input's dtype by construction; tests/lower/test_views.py checks views
-           "CAT", "PAD"}  # need their int attributes; tests/lower/test_cat_pad.py checks them
+           "CAT", "PAD",  # need their int attributes; tests/lower/test_cat_pad.py checks them
+           # indexing and creation: the data input's dtype, or the attribute's;
+           # tests/lower/test_indexing.py checks them against torch
+           "INDEX", "GATHER", "ONE_HOT", "SCATTER", "ARANGE", "FULL", "TRIL", "TRIU"}
 
 
 def op_rows():
