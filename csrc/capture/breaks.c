@@ -1125,7 +1125,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     b->in = wk_xcalloc((size_t)b->nin + 1, sizeof(WkRet *));
     for (int i = 0; ok && i < b->nin; i++) b->in[i] = stack_ret[ndeep + i];
     Sv *callable = NULL;
-    if (ok && b->opcode == CALL) {
+    if (ok && (b->opcode == CALL || b->opcode == CALL_FUNCTION_EX)) { /* both: [NULL or self, callable, ...] */
         Sv *c0 = stack[ndeep], *c1 = stack[ndeep + 1];
         callable = c0->kind == SV_NULL ? c1 : c0;
         if (callable->kind == SV_METHOD && callable->self) callable = NULL;

@@ -570,3 +570,34 @@ def test_deleting_an_attribute_the_frame_did_not_set_runs_in_python():
             o.maybe = p.maybe = 1
         assert_same(cf(o, torch.ones(2)), deletes(p, torch.ones(2)))
         assert not hasattr(o, "maybe") and not hasattr(p, "maybe")
+
+
+def _forwarding_decorator(func):
+    # as transformers' can_return_tuple: the compiled frame is this wrapper,
+    # the model code is the function it forwards *args/**kwargs to
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+    return wrapper
+
+
+@_forwarding_decorator
+def _work_then_break(x, *, scale):
+    y = (x * scale).sin().sum(-1)
+    print_sink.append(int(y.numel()))  # an outside list's append: replayed after the graph
+    z = torch.nn.CrossEntropyLoss()  # a module built in the frame: a break
+    return z(y.unsqueeze(0), torch.tensor([0])) + y.sum()
+
+
+print_sink = []
+
+
+def test_callee_behind_call_function_ex_is_captured_on_its_own():
+    x = torch.randn(4, 5)
+    want = _work_then_break(x, scale=2.0)
+    got = compiled(_work_then_break)(x, scale=2.0)
+    assert_same(got, want)
+    inner = _work_then_break.__closure__[0].cell_contents
+    assert inner.__name__ == "_work_then_break"
+    # the wrapper broke at func(*args, **kwargs); the function it calls got
+    # its own entries, with its tensor work in a graph before its own break
+    assert any(e.get("graph_count") for e in entries(inner)), entries(inner)
