@@ -180,7 +180,10 @@ def exc_generator(x, y):
     fn = ns["exc_generator"]
     x, y = _inputs()
     assert_same(compiled(fn)(x, y), fn(x, y))
-    assert any("inside an inlined generator" in r for r in reasons(fn)), reasons(fn)
+    # 3.12 compiles a generator's implicit StopIteration handler with
+    # CALL_INTRINSIC_1, which capture stops at first: the frame runs eagerly
+    # all the same, for that reason
+    assert any("inside an inlined generator" in r or "CALL_INTRINSIC_1" in r for r in reasons(fn)), reasons(fn)
 
 
 def test_torch_query_raising_is_guarded():
