@@ -78,47 +78,14 @@ void cap_breaks_reset(void) {
 
 /* ---- the original code's exception table ------------------------------------ */
 
-typedef struct {
-    int start, end, handler; /* instruction indexes (end exclusive) */
-    int depth, lasti;
-} ExcRange;
+typedef WkExcRange ExcRange;
 typedef WkVec(ExcRange) ExcRanges;
-
-static int read_exc_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int *out) {
-    if (*pos >= n) return -1;
-    unsigned b = p[(*pos)++], v = b & 63;
-    while (b & 64) {
-        if (*pos >= n) return -1;
-        b = p[(*pos)++];
-        v = (v << 6) | (b & 63);
-    }
-    *out = (int)v;
-    return 0;
-}
-
-static int unit_index(const WkInstr *raw, int n, int unit, int at_or_after) {
-    for (int k = 0; k < n; k++)
-        if (raw[k].start == unit || (at_or_after && raw[k].start > unit)) return k;
-    return at_or_after ? n : -1;
-}
 
 /* co_exceptiontable as ranges of instruction indexes; -1 on a table we do not understand. */
 static int exc_ranges(PyCodeObject *co, const WkInstr *raw, int n, ExcRanges *out) {
-    PyObject *t = co->co_exceptiontable;
-    if (!t || !PyBytes_Check(t)) return 0;
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(t);
-    Py_ssize_t len = PyBytes_GET_SIZE(t), pos = 0;
-    while (pos < len) {
-        int start, length, target, dl;
-        if (read_exc_varint(p, len, &pos, &start) < 0 || read_exc_varint(p, len, &pos, &length) < 0 ||
-            read_exc_varint(p, len, &pos, &target) < 0 || read_exc_varint(p, len, &pos, &dl) < 0)
-            return -1;
-        ExcRange r = {unit_index(raw, n, start, 0), unit_index(raw, n, start + length, 1),
-                      unit_index(raw, n, target, 0), dl >> 1, dl & 1};
-        if (r.start < 0 || r.handler < 0) return -1;
-        wk_vec_push(out, r);
-    }
-    return 0;
+    int len = wk_bc_exc_ranges(co, raw, n, &out->data);
+    out->len = out->cap = len > 0 ? len : 0;
+    return len < 0 ? -1 : 0;
 }
 
 /* ---- liveness of locals on the original bytecode ------------------------------ */

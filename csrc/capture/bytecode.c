@@ -144,6 +144,52 @@ static int read_svarint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos) {
     return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
 }
 
+/* Exception-table varints: 6-bit chunks, most significant first, 0x40 on
+ * all but the last (the start bit 0x80 marks an entry's first). -1 when
+ * the table ends inside one. */
+static int read_exc_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int *out) {
+    if (*pos >= n) return -1;
+    unsigned b = p[(*pos)++], v = b & 63;
+    while (b & 64) {
+        if (*pos >= n) return -1;
+        b = p[(*pos)++];
+        v = (v << 6) | (b & 63);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* The first instruction starting at code unit `unit` (or after it, when at_or_after). */
+static int index_of_unit(const WkInstr *raw, int n, int unit, int at_or_after) {
+    for (int k = 0; k < n; k++)
+        if (raw[k].start == unit || (at_or_after && raw[k].start > unit)) return k;
+    return at_or_after ? n : -1;
+}
+
+int wk_bc_exc_ranges(PyCodeObject *co, const WkInstr *raw, int n, WkExcRange **out) {
+    *out = NULL;
+    PyObject *t = co->co_exceptiontable;
+    if (!t || !PyBytes_Check(t)) return 0;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(t);
+    Py_ssize_t len = PyBytes_GET_SIZE(t), pos = 0;
+    WkVec(WkExcRange) ranges = {0};
+    while (pos < len) {
+        int start, length, target, dl;
+        if (read_exc_varint(p, len, &pos, &start) < 0 || read_exc_varint(p, len, &pos, &length) < 0 ||
+            read_exc_varint(p, len, &pos, &target) < 0 || read_exc_varint(p, len, &pos, &dl) < 0)
+            goto error;
+        WkExcRange r = {index_of_unit(raw, n, start, 0), index_of_unit(raw, n, start + length, 1),
+                        index_of_unit(raw, n, target, 0), dl >> 1, dl & 1};
+        if (r.start < 0 || r.handler < 0) goto error;
+        wk_vec_push(&ranges, r);
+    }
+    *out = ranges.data;
+    return ranges.len;
+error:
+    wk_vec_free(&ranges);
+    return -1;
+}
+
 /* Line of every code unit from the PEP 626/657 location table; -1 = none. */
 static int *unit_lines(PyCodeObject *co, int nunits) {
     int *lines = wk_xmalloc(sizeof(int) * (size_t)(nunits > 0 ? nunits : 1));

@@ -57,6 +57,15 @@ int wk_bc_jump_target(const WkInstr *ins, int n, int i);
 /* 0 for instructions after which control never reaches the next one
  * (returns, raises, unconditional jumps). */
 int wk_bc_falls_through(int opcode);
+/* One entry of co_exceptiontable, as indexes into the decoded instructions. */
+typedef struct {
+    int start, end, handler; /* instruction indexes (end exclusive) */
+    int depth, lasti;        /* stack depth at the handler; push the offset first */
+} WkExcRange;
+/* co's exception table over its n decoded instructions raw: a malloc'd
+ * array (caller frees; NULL when the table is empty) in *out and its length,
+ * or -1 for a table this decoder does not understand (nothing allocated). */
+int wk_bc_exc_ranges(PyCodeObject *co, const WkInstr *raw, int n, WkExcRange **out);
 
 /* Assembler. Emits instructions of the running interpreter's version;
  * version differences are inside the named helpers below. */

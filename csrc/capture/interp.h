@@ -187,7 +187,7 @@ typedef struct Frame {
     int is_generator; /* run to the end, values collected in yields */
     SvList yields;
     int pc;                   /* the instruction running now (where an exception is raised) */
-    struct CapExcRange *exc;  /* the code's exception table (vals/exc.c), owned */
+    WkExcRange *exc;          /* the code's exception table (wk_bc_exc_ranges), owned */
     int nexc;
 } Frame;
 
@@ -370,7 +370,6 @@ int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handl
  * after setting I->exc (a propagating exception, not a reason): the
  * interpreter unwinds to a handler of the frame's exception table, or out
  * of the frame. */
-typedef struct CapExcRange CapExcRange;
 int cap_exc_table(Interp *I, Frame *f, const WkInstr *raw, int n); /* 0 or -1 with a reason */
 int cap_raise(Interp *I, PyObject *exc_Borrow);
 /* The Python Exception now set becomes the propagating one (BaseExceptions

@@ -5,7 +5,7 @@
  * lookup folded at capture time, a torch query that raises on this build)
  * is an exception instance made at capture time (a constant Sv), held in
  * I->exc while it propagates. Like CPython, the interpreter looks the
- * raising instruction up in the frame's exception table (parsed here once
+ * raising instruction up in the frame's exception table (read by the bytecode layer once
  * per inlined frame): a handler found there gets the stack cut to its depth,
  * lasti and the exception pushed; none found, the frame is left and its
  * caller looks up the CALL it was inlined from. An exception that leaves the
@@ -24,53 +24,12 @@
 
 #include "../interp.h"
 
-struct CapExcRange {
-    int start, end, handler; /* instruction indexes (end exclusive) */
-    int depth, lasti;
-};
-
-static int read_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *pos, int *out) {
-    if (*pos >= n) return -1;
-    unsigned b = p[(*pos)++], v = b & 63;
-    while (b & 64) {
-        if (*pos >= n) return -1;
-        b = p[(*pos)++];
-        v = (v << 6) | (b & 63);
-    }
-    *out = (int)v;
-    return 0;
-}
-
-/* The first instruction starting at code unit `unit` (or after it, when at_or_after). */
-static int index_of_unit(const WkInstr *raw, int n, int unit, int at_or_after) {
-    for (int k = 0; k < n; k++)
-        if (raw[k].start == unit || (at_or_after && raw[k].start > unit)) return k;
-    return at_or_after ? n : -1;
-}
-
 int cap_exc_table(Interp *I, Frame *f, const WkInstr *raw, int n) {
-    PyObject *t = f->code->co_exceptiontable;
-    if (!t || !PyBytes_Check(t) || PyBytes_GET_SIZE(t) == 0) return 0;
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(t);
-    Py_ssize_t len = PyBytes_GET_SIZE(t), pos = 0;
-    WkVec(CapExcRange) out = {0};
-    while (pos < len) {
-        int start, length, target, dl;
-        if (read_varint(p, len, &pos, &start) < 0 || read_varint(p, len, &pos, &length) < 0 ||
-            read_varint(p, len, &pos, &target) < 0 || read_varint(p, len, &pos, &dl) < 0) {
-            wk_vec_free(&out);
-            return cap_unsupported(I, "exception table not understood");
-        }
-        CapExcRange r = {index_of_unit(raw, n, start, 0), index_of_unit(raw, n, start + length, 1),
-                         index_of_unit(raw, n, target, 0), dl >> 1, dl & 1};
-        if (r.start < 0 || r.handler < 0) {
-            wk_vec_free(&out);
-            return cap_unsupported(I, "exception table not understood");
-        }
-        wk_vec_push(&out, r);
-    }
-    f->exc = out.data;
-    f->nexc = out.len;
+    WkExcRange *ranges = NULL;
+    int len = wk_bc_exc_ranges(f->code, raw, n, &ranges);
+    if (len < 0) return cap_unsupported(I, "exception table not understood");
+    f->exc = ranges;
+    f->nexc = len;
     return 0;
 }
 
@@ -213,7 +172,7 @@ int cap_exc_unwind(Interp *I, int *next) {
     Frame *F = I->f;
     if (!I->exc || I->reason || I->propagate) return 0;
     for (int i = 0; i < F->nexc; i++) {
-        const CapExcRange *r = &F->exc[i];
+        const WkExcRange *r = &F->exc[i];
         if (F->pc < r->start || F->pc >= r->end) continue;
         if (F->sp < r->depth) return cap_unsupported(I, "exception handler deeper than the stack");
         F->sp = r->depth;
