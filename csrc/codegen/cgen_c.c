@@ -503,6 +503,18 @@ static int emit_epilogue(Gen *g, const WkSchedKernel *K, const ExprVec *epi) {
     return 0;
 }
 
+/* An output row block of accumulators (and NaN flags for max/min) over
+ * ib..ie, each set to the reduction's initial value. */
+static void emit_acc_row(Gen *g, const char *T, const char *acc, const char *nan, int64_t ob, const char *init) {
+    emit(g, "%s %s[%lld];", T, acc, (long long)ob);
+    if (nan) emit(g, "uint8_t %s[%lld];", nan, (long long)ob);
+    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+    g->indent++;
+    emit(g, "%s[i0 - ib] = %s;", acc, init);
+    if (nan) emit(g, "%s[i0 - ib] = 0;", nan);
+    close_loops(g, 1);
+}
+
 /* A column sum with one output loop: the rows stream through in memory
  * order, each thread summing a range of rows into its own accumulator row
  * (at most OUT_ROW_MAX outputs at a time), then the threads' rows merge.
@@ -523,23 +535,11 @@ static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *ord
     g->indent++;
     emit(g, "const int64_t ie = ib + %lld < %lld ? ib + %lld : %lld;", (long long)ob, (long long)S, (long long)ob,
          (long long)S);
-    emit(g, "%s tot[%lld];", T, (long long)ob);
-    if (nanflag) emit(g, "uint8_t totn[%lld];", (long long)ob);
-    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
-    g->indent++;
-    emit(g, "tot[i0 - ib] = %s;", acc_init(&r));
-    if (nanflag) emit(g, "totn[i0 - ib] = 0;");
-    close_loops(g, 1);
+    emit_acc_row(g, T, "tot", nanflag ? "totn" : NULL, ob, acc_init(&r));
     if (par) emit(g, "#pragma omp parallel");
     emit(g, "{");
     g->indent++;
-    emit(g, "%s acc[%lld];", T, (long long)ob);
-    if (nanflag) emit(g, "uint8_t nanf[%lld];", (long long)ob);
-    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
-    g->indent++;
-    emit(g, "acc[i0 - ib] = %s;", acc_init(&r));
-    if (nanflag) emit(g, "nanf[i0 - ib] = 0;");
-    close_loops(g, 1);
+    emit_acc_row(g, T, "acc", nanflag ? "nanf" : NULL, ob, acc_init(&r));
     for (int j = 0; j < K->nred; j++) {
         char var[16];
         snprintf(var, sizeof var, "r%d", j);
