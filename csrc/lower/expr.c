@@ -410,6 +410,22 @@ typedef struct {
     WkLowerMap memo; /* node -> node, for this environment */
 } Env;
 
+static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e);
+
+/* A LOAD's or READ's indirect operands substituted first: each one that
+ * changes renames its index variable (xfrom[i] -> xto[i]) in the index
+ * expressions. Returns how many were renamed. */
+static int subst_indirect(SubstCtx *c, Env *env, const WkLExpr *e, const WkSym **xfrom, const WkSym **xto) {
+    int nx = 0;
+    for (int k = 0; k < e->nargs; k++) {
+        const WkLExpr *ak = subst_rec(c, env, e->a[k]);
+        if (ak == e->a[k]) continue;
+        xfrom[nx] = wk_lower_indirect(c->L, e->a[k]);
+        xto[nx++] = wk_lower_indirect(c->L, ak);
+    }
+    return nx;
+}
+
 static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
     const WkLExpr *done = wk_lower_map_get(&env->memo, e);
     if (done) return done;
@@ -420,13 +436,7 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
     case WK_LX_LOAD: {
         /* indirect operands first: their variables are renamed after them */
         const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
-        int nx = 0;
-        for (int k = 0; k < e->nargs; k++) {
-            const WkLExpr *ak = subst_rec(c, env, e->a[k]);
-            if (ak == e->a[k]) continue;
-            xfrom[nx] = wk_lower_indirect(L, e->a[k]);
-            xto[nx++] = wk_lower_indirect(L, ak);
-        }
+        int nx = subst_indirect(c, env, e, xfrom, xto);
         const WkSym *idx[WK_MAX_DIMS];
         for (int k = 0; k < e->nidx; k++)
             idx[k] = subst_sym_x(L, e->idx[k], env->ivals, env->ni, env->rvals, env->nr, xfrom, xto, nx);
@@ -449,13 +459,7 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
         break;
     case WK_LX_READ: {
         const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
-        int nx = 0;
-        for (int k = 0; k < e->nargs; k++) {
-            const WkLExpr *ak = subst_rec(c, env, e->a[k]);
-            if (ak == e->a[k]) continue;
-            xfrom[nx] = wk_lower_indirect(L, e->a[k]);
-            xto[nx++] = wk_lower_indirect(L, ak);
-        }
+        int nx = subst_indirect(c, env, e, xfrom, xto);
         r = wk_lower_read(L, e->dtype, e->buf,
                           subst_sym_x(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr, xfrom, xto, nx));
         break;
