@@ -67,6 +67,16 @@ static int const_truth(Interp *I, Sv *s, int *out) {
     return cap_unsupported(I, "branch on a %s", cap_type_name(o));
 }
 
+/* Pushes an attribute's value v (stolen) as a constant, after the NULL a
+ * method load puts below it. */
+static int push_const_Steal(Interp *I, PyObject *v, int method) {
+    if (method && sv_push(I, I->null_sv) < 0) {
+        Py_DECREF(v);
+        return -1;
+    }
+    return sv_push(I, sv_const_Steal(I, v));
+}
+
 static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     if (PyModule_Check(o->obj) || o->obj == (PyObject *)cap_tensor_type) {
         PyObject *v = PyObject_GetAttr(o->obj, name);
@@ -76,11 +86,7 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             Py_DECREF(v);
             return cap_unsupported(I, "module attribute tensor .%s", PyUnicode_AsUTF8(name));
         }
-        if (method && sv_push(I, I->null_sv) < 0) {
-            Py_DECREF(v);
-            return -1;
-        }
-        return sv_push(I, sv_const_Steal(I, v));
+        return push_const_Steal(I, v, method);
     }
     /* x.dtype.is_floating_point, .itemsize; (1, 2).count, "a".upper: attributes
      * and methods of plain immutable values run no user code */
@@ -91,11 +97,7 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             Py_DECREF(v);
             return cap_unsupported(I, "attribute .%s of a %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
         }
-        if (method && sv_push(I, I->null_sv) < 0) {
-            Py_DECREF(v);
-            return -1;
-        }
-        return sv_push(I, sv_const_Steal(I, v));
+        return push_const_Steal(I, v, method);
     }
     if (cap_is_exc_instance(o->obj) && Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr) {
         /* e.args, e.__cause__ of an exception made during capture (it has no
@@ -109,22 +111,14 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             Py_DECREF(v);
             return cap_unsupported(I, "attribute .%s of a %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
         }
-        if (method && sv_push(I, I->null_sv) < 0) {
-            Py_DECREF(v);
-            return -1;
-        }
-        return sv_push(I, sv_const_Steal(I, v));
+        return push_const_Steal(I, v, method);
     }
     if (o->obj == (PyObject *)&PyDict_Type || o->obj == (PyObject *)&PyLong_Type ||
         o->obj == (PyObject *)&PyFloat_Type || o->obj == (PyObject *)&PyUnicode_Type) {
         /* dict.fromkeys, int.from_bytes, str.join: builtin methods, folded on constants */
         PyObject *v = PyObject_GetAttr(o->obj, name);
         if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
-        if (method && sv_push(I, I->null_sv) < 0) {
-            Py_DECREF(v);
-            return -1;
-        }
-        return sv_push(I, sv_const_Steal(I, v));
+        return push_const_Steal(I, v, method);
     }
     if (PyType_Check(o->obj) && !PyModule_Check(o->obj)) {
         /* a class attribute found in the class's own namespace chain: a
@@ -144,11 +138,7 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             if (strcmp(n, ok[i]) == 0) {
                 PyObject *v = PyObject_GetAttr(o->obj, name);
                 if (!v) return cap_py_failed(I, n);
-                if (method && sv_push(I, I->null_sv) < 0) {
-                    Py_DECREF(v);
-                    return -1;
-                }
-                return sv_push(I, sv_const_Steal(I, v));
+                return push_const_Steal(I, v, method);
             }
     }
     if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj)) {
@@ -204,11 +194,7 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         if (n && (strcmp(n, "get") == 0 || strcmp(n, "set") == 0 || strcmp(n, "reset") == 0)) {
             PyObject *v = PyObject_GetAttr(o->obj, name);
             if (!v) return cap_py_failed(I, n);
-            if (method && sv_push(I, I->null_sv) < 0) {
-                Py_DECREF(v);
-                return -1;
-            }
-            return sv_push(I, sv_const_Steal(I, v));
+            return push_const_Steal(I, v, method);
         }
     }
     if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj) &&
@@ -241,11 +227,7 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
                 PyObject *v = PyObject_GetAttr(o->obj, name);
                 if (!v) return cap_py_failed(I, n);
                 wk_guard_function(I->guards, o->obj);
-                if (method && sv_push(I, I->null_sv) < 0) {
-                    Py_DECREF(v);
-                    return -1;
-                }
-                return sv_push(I, sv_const_Steal(I, v));
+                return push_const_Steal(I, v, method);
             }
     }
     return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
