@@ -97,6 +97,43 @@ def rebuild_object(cls, names, *values):
     return obj
 
 
+def rebuild_module(cls, names, *values):
+    """An nn.Module made inside a captured frame, rebuilt after the graph:
+    object.__new__, the real nn.Module.__init__ (its bookkeeping and empty
+    hook dicts), then the instance dict capture computed, the parameters,
+    buffers and submodules merged into the dicts Module.__init__ made."""
+    import torch
+
+    obj = object.__new__(cls)
+    torch.nn.Module.__init__(obj)
+    own = obj.__dict__
+    for name, value in zip(names, values):
+        if name in ("_parameters", "_buffers", "_modules"):
+            own[name].update(value)
+        else:
+            object.__setattr__(obj, name, value)
+    return obj
+
+
+def setitem_copy(x, key, value):
+    """x with x[key] = value, as a new tensor: the extern call that stands
+    for item assignment on a graph intermediate (capture makes x this
+    value afterwards, as for an in-place operator)."""
+    y = x.clone()
+    y[key] = value
+    return y
+
+
+def no_module_registration_hooks():
+    """True while no global module, buffer or parameter registration hook
+    exists: capture models the construction of a Module (which would call
+    them) only then, and guards that it stays so."""
+    from torch.nn.modules import module as m
+
+    return not (m._global_module_registration_hooks or m._global_buffer_registration_hooks
+                or m._global_parameter_registration_hooks)
+
+
 _raising_checks = {}
 
 

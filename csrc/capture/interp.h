@@ -19,6 +19,8 @@
  *   vals/function.c  user functions, closures and cells: inlining pushes a
  *                    Frame.
  *   vals/builtins.c  builtins folded at capture time (len, isinstance, ...).
+ *   vals/newmodule.c nn.Module objects constructed during capture (an
+ *                    SV_OBJECT whose Module bookkeeping is modelled).
  *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
  *   vals/scratch.c   copies made at capture time that only capture sees
  *                    (copy.deepcopy of a guarded config object).
@@ -318,6 +320,7 @@ int cap_is_aliased(const Interp *I, int value);
 /* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
+int cap_tensor_setitem(Interp *I, Sv *x, Sv *key, Sv *v); /* x[key] = v on an unaliased intermediate */
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */
 Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
@@ -359,6 +362,20 @@ int cap_renaming_getattribute(PyTypeObject *tp); /* transformers' config __getat
  * (hooks checked, forward inlined). NULL when self is not such a module. */
 #define CAP_MODULE_BASE_CALL 2
 Sv *cap_module_base_call(Interp *I, Sv *self);
+
+/* vals/newmodule.c: nn.Module objects made during capture (SV_OBJECT with
+ * value CAP_OBJ_NEW_MODULE; a transformers ModelOutput is value 1) */
+#define CAP_OBJ_NEW_MODULE 2
+int cap_is_new_module(const Sv *s);
+Sv *cap_newmodule_new(Interp *I, PyObject *cls, const Args *a); /* NULL without a reason: not a Module class */
+/* nn.Module's bookkeeping functions (__init__, register_buffer, add_module,
+ * train, eval, ...) called on a module made here: modelled; NULL without a
+ * reason when f is none of them or self is not such a module */
+Sv *cap_newmodule_method(Interp *I, PyFunctionObject *f, const Args *a);
+int cap_newmodule_getattr(Interp *I, Sv *o, PyObject *name, int method);
+int cap_newmodule_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
+Sv *cap_newmodule_call(Interp *I, Sv *o, const Args *a);
+WkRet *cap_newmodule_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth);
 
 /* vals/userobj.c */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);

@@ -658,6 +658,7 @@ static int store_subscr(Interp *I) {
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
     if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
+    if (c->kind == SV_TENSOR) return cap_tensor_setitem(I, c, k, v);
     return cap_unsupported(I, "item assignment on a %s", sv_desc(c));
 }
 

@@ -58,7 +58,7 @@ def nonzero_fn(x):
 
 def inplace_method_fn(x):
     y = x + 1
-    y.add_(1)
+    y[0].add_(1)  # on an intermediate y.add_(1) is captured; through a view of it, not
     return y
 
 
@@ -92,7 +92,7 @@ CASES = [
     (print_fn, "print", "print("),
     (item_fn, "Tensor.item", "x.sum().item()"),
     (nonzero_fn, "torch.nonzero", "torch.nonzero"),
-    (inplace_method_fn, "Tensor.add_", "y.add_(1)"),
+    (inplace_method_fn, "Tensor.add_", "y[0].add_(1)"),
     (tolist_fn, "Tensor.tolist", "x.tolist()"),
     (branch_fn, "data-dependent branch on a tensor", "if x.sum() > 0"),
 ]

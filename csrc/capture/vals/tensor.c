@@ -448,6 +448,27 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         return cap_convert(I, self, d);
     }
     int op = cap_method_op(name);
+    size_t len = strlen(name);
+    if (op < 0 && self->kind == SV_TENSOR && len > 1 && len < 64 && name[len - 1] == '_' && name[0] != '_') {
+        /* x.masked_fill_(...) and kin: the out-of-place method Tensor has
+         * (a method, not requires_grad's attribute), then x takes its value
+         * (cap_inplace_update: intermediates nothing views, same shape) */
+        char base[64];
+        memcpy(base, name, len - 1);
+        base[len - 1] = '\0';
+        PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, base);
+        if (!fn) PyErr_Clear();
+        if (fn && PyObject_TypeCheck(fn, &PyMethodDescr_Type)) {
+            char bname[80];
+            snprintf(bname, sizeof bname, "Tensor.%s", base);
+            Sv *r = cap_extern_call(I, fn, bname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+            Py_DECREF(fn);
+            if (!r) return NULL;
+            if (r->kind != SV_TENSOR) return cap_unsupported(I, "%s() gave a %s", bname, sv_desc(r)), NULL;
+            return cap_inplace_update(I, self, r, fname);
+        }
+        Py_XDECREF(fn);
+    }
     if (op < 0) { /* Tensor.<name>(self, ...) through PyTorch */
         PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
         if (!fn) return cap_py_failed(I, fname), NULL;
@@ -595,6 +616,29 @@ static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
 }
 
 static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_getitem(I, s, key); }
+
+/* x[key] = v on an intermediate nothing else views (T5's _shift_right
+ * fills a new_zeros tensor by slices): an extern node computing the
+ * assigned copy (wick._capture_meta.setitem_copy), which x then stands
+ * for, as an in-place operator does. Inputs, views and viewed tensors stay
+ * unsupported (cap_inplace_update says why). */
+int cap_tensor_setitem(Interp *I, Sv *x, Sv *key, Sv *v) {
+    static PyObject *setitem_copy;
+    if (!setitem_copy) {
+        PyObject *m = PyImport_ImportModule("wick._capture_meta");
+        setitem_copy = m ? PyObject_GetAttrString(m, "setitem_copy") : NULL;
+        Py_XDECREF(m);
+        if (!setitem_copy) return cap_py_failed(I, "setitem_copy");
+    }
+    if (x->arg >= 0 || x->gname) return cap_unsupported(I, "item assignment on an input tensor");
+    if (cap_is_aliased(I, x->value) || value_is_aliased(I->g, x->value))
+        return cap_unsupported(I, "item assignment on a tensor that is a view or has views");
+    Sv *args[3] = {x, key, v};
+    Sv *r = cap_extern_call(I, setitem_copy, "Tensor.__setitem__", args, 3, NULL, NULL, 0);
+    if (!r) return -1;
+    if (r->kind != SV_TENSOR) return cap_unsupported(I, "item assignment on a Tensor gave a %s", sv_desc(r));
+    return cap_inplace_update(I, x, r, "item assignment") ? 0 : -1;
+}
 
 
 static int tensor_iterate(Interp *I, Sv *s, SvList *out) {
