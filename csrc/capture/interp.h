@@ -200,6 +200,15 @@ typedef struct {
     Sv *owner;
 } CapOverlay;
 
+/* An input tensor (an argument's, a module buffer, a global) the frame
+ * writes in place: its values take `value` from then on, and the
+ * transformed code copies that graph value into it after the graph. */
+typedef struct {
+    Sv *source; /* the first value read from it (arg/path or gname): where the copy goes */
+    int input;  /* the graph input it was read as */
+    int value;  /* the graph value it holds now */
+} CapWrite;
+
 typedef struct {
     PyObject *var; /* owned: a contextvars.ContextVar the frame set */
     Sv *value;     /* what it holds in the overlay */
@@ -229,6 +238,7 @@ struct Interp {
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
+    WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
     Sv *exc;                         /* an exception propagating (vals/exc.c), or NULL */
@@ -317,10 +327,15 @@ int cap_get_no_grad(const Interp *I, int value); /* computed with grad mode off 
 int cap_graph_needs_autograd(const Interp *I);
 void cap_mark_aliased(Interp *I, int value); /* shares storage with another graph value */
 int cap_is_aliased(const Interp *I, int value);
-/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded */
+/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded.
+ * An input tensor (x read from an argument or global) is written back after the graph (I->writes). */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
+/* The write entry of input tensor s (same source), or NULL */
+CapWrite *cap_write_of(Interp *I, const Sv *s);
+/* a VIEW of value v would see a later write into an input through the
+ * graph value, not the input's memory: -1 with a reason when v is written */
+int cap_check_view_of(Interp *I, int v, const char *what);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
-int cap_tensor_setitem(Interp *I, Sv *x, Sv *key, Sv *v); /* x[key] = v on an unaliased intermediate */
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */
 Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
