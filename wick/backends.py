@@ -1306,6 +1306,9 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     spec, out_type = imp.run(list(example_inputs))
     compiled = imp.g.compile(externs=imp.externs)
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
+    # views as plain aliases (as inductor's): AOTAutograd restores the aliasing
+    # of outputs that are views (of inputs and of intermediates) itself
+    compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
             "kernels": compiled.nkernels}

@@ -422,3 +422,27 @@ def test_one_hot_scatter_and_rsub_are_native():
     assert_same(got, f(x, idx, m))
     assert B.fallback_reasons == []
     assert B.compiled_graphs[-1]["externs"] == {}
+
+
+def test_view_outputs_alias_like_eager():
+    """View steps are plain aliases made in C (alias_views, as inductor's);
+    outputs that view an input or an intermediate still behave as eager's:
+    values, strides, and writes through them reach what they alias."""
+    def f(x, w):
+        h = x @ w                   # an extern: its views are view steps
+        return x.t(), h.t()[1:], h.view(-1)[2:7], (h * 2).t()
+
+    x, w = rand(4, 6, seed=40), rand(6, 5, seed=41)
+    cf = torch.compile(f, backend="wick")
+    with torch.no_grad():
+        got, want = cf(x, w), f(x, w)
+    assert_same(got, want)
+    assert [t.stride() for t in got] == [t.stride() for t in want]
+    assert [t.storage_offset() for t in got] == [t.storage_offset() for t in want]
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[-1]["views"] >= 3
+    got[0][1, 2] = 100.0        # x.t() is a view of x, as in eager
+    assert x[2, 1] == 100.0
+    for outs in (got, want):    # h.t()[1:][0, 1] is h[1, 1], which h.view(-1)[2:7][4] also shows
+        outs[1][0, 1] = -7.0
+        assert outs[2][4] == -7.0
