@@ -152,6 +152,33 @@ def test_conv_output_is_graph_output_and_views(channels_last):
     assert info["layout"] == "channels-last"
 
 
+class ConvNeXtBlock(nn.Module):
+    """timm's ConvNeXt block: depthwise 7x7, then NHWC by permute, LayerNorm,
+    an MLP of Linear layers, a layer scale, NCHW again and the shortcut."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.fc1, self.fc2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        self.gamma = nn.Parameter(torch.rand(c))
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.norm(y)))) * self.gamma
+        x = y.permute(0, 3, 1, 2) + x
+        return x.mean((2, 3)), x
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 32, 32), (3, 3, 20, 28)])
+def test_convnext_block(channels_last, shape):
+    torch.manual_seed(shape[0])
+    info = _check(ConvNeXtBlock().eval(), torch.randn(shape), channels_last)
+    assert info["layout"] == "channels-last"
+
+
 def test_empty_batch(channels_last):
     m = _bn_random(ResSE().eval(), 5)
     _check(m, torch.randn(0, 3, 8, 8), channels_last)
