@@ -56,7 +56,8 @@ def wanted(torch, gm, example_inputs, which):
              and _dim(torch, n.args[0]) == 4]
     if not convs:
         return "no 2-d convolution"
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor) and
+               not (t.dim() == 0 and t.device.type == "cpu")}  # eager mixes 0-d CPU tensors in
     if knob not in ("1", "on", "yes", "true") and devices != {"cuda"}:
         return "not a CUDA graph"
     return None
