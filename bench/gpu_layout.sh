@@ -1,16 +1,11 @@
 #!/bin/bash
-# One device call for issue 9's layout work (helper gpu9): build, the GPU tests,
-# bench/layout_check.py, then wick-bench rows. Knobs: MODELS, COMPILERS, TOTAL_S,
-# TESTS_S (GPU tests' limit, 0 skips them), ROW_TIMEOUT.
+# One device call for issue 9's layout work (helper gpu9): build, wick-bench rows,
+# the GPU tests, then bench/layout_check.py. Knobs: MODELS, COMPILERS, TOTAL_S,
+# TESTS_S (GPU tests' limit, 0 skips them), CHECK_S, ROW_TIMEOUT.
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 S0=$(date +%s)
 python3 setup.py -q build_ext --inplace --parallel 16 > $OUT/build.log 2>&1; echo "build $? in $(( $(date +%s) - S0 )) s"
-if [ "${TESTS_S:-60}" != 0 ]; then
-  timeout ${TESTS_S:-60} python3 -m pytest tests/gpu -p no:cacheprovider -p no:warnings -q -x 2>&1 | tail -c 20000 > $OUT/tests.log
-  grep -E "passed|failed|error" $OUT/tests.log | tail -3; grep "^FAILED\|^ERROR" $OUT/tests.log | cut -c1-300 | head
-fi
-timeout 60 python3 bench/layout_check.py > $OUT/layout_check.log 2>&1; tail -8 $OUT/layout_check.log | cut -c1-400
 echo "== bench at $(( $(date +%s) - S0 )) s"
 if [ -n "${MODELS:-}" ]; then
   # the wick-bench rows as bench/gpu_run.sh runs them, without its second build
@@ -22,4 +17,10 @@ if [ -n "${MODELS:-}" ]; then
   echo "wick-bench exit $?"
   grep "^| " $OUT/bench/report.md | cut -d'|' -f2-13,17 | cut -c1-260 | tail -n +3
 fi
+echo "== tests at $(( $(date +%s) - S0 )) s"
+if [ "${TESTS_S:-60}" != 0 ]; then
+  timeout ${TESTS_S:-60} python3 -m pytest tests/gpu/test_channels_last_gpu.py tests/gpu/test_triton_gpu.py -p no:cacheprovider -p no:warnings -q -x 2>&1 | tail -c 20000 > $OUT/tests.log
+  grep -E "passed|failed|error" $OUT/tests.log | tail -3; grep "^FAILED\|^ERROR" $OUT/tests.log | cut -c1-300 | head
+fi
+timeout ${CHECK_S:-45} python3 bench/layout_check.py > $OUT/layout_check.log 2>&1; tail -8 $OUT/layout_check.log | cut -c1-400
 echo "== done at $(( $(date +%s) - S0 )) s"
