@@ -77,5 +77,40 @@ def main():
                     print(f"{name}: {sorted(times)[5]:.3f} ms")
 
 
+def timm_models(names, batch=16):
+    """Each timm model (bf16 autocast inference): the layout the pass chose
+    for its graphs, wick's fallbacks, the error against eager, and times."""
+    import timm
+
+    for name in names:
+        torch._dynamo.reset()
+        os.environ.pop("WICK_CHANNELS_LAST", None)
+        torch.manual_seed(0)
+        m = timm.create_model(name, pretrained=False).cuda().eval()
+        x = torch.randn(batch, 3, 224, 224, device="cuda")
+        n0, f0 = len(wick.backends.compiled_graphs), len(wick.backends.fallback_reasons)
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            want = m(x)
+            f = torch.compile(m, backend="wick")
+            got = f(x)
+            err = ((got.float() - want.float()).norm() / want.float().norm()).item()
+            times = {}
+            for label, fn in (("eager", m), ("wick", f)):
+                for _ in range(3):
+                    fn(x)
+                s, t = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                for _ in range(20):
+                    fn(x)
+                t.record()
+                torch.cuda.synchronize()
+                times[label] = s.elapsed_time(t) / 20
+        layouts = [g.get("layout") for g in wick.backends.compiled_graphs[n0:]]
+        print(f"{name} batch {batch}: layouts {layouts}, fallbacks {wick.backends.fallback_reasons[f0:]}, "
+              f"rel err vs eager {err:.2e}, eager {times['eager']:.3f} ms, wick {times['wick']:.3f} ms")
+
+
 if __name__ == "__main__":
     main()
+    if len(sys.argv) > 1 and torch.cuda.is_available():
+        timm_models(sys.argv[1].split(","))
