@@ -15,6 +15,7 @@ torch is imported inside functions only: ``import wick`` must not need it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -1645,20 +1646,20 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     return gm
 
 
-def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None):
+def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None):
     """Compiles a wick Graph with a torch.compile backend (a name such as
     "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
     None or "wick": wick's own, through AOTAutograd, which is how a captured
     graph that needs autograd is compiled: forward and backward graphs both
     by wick). Returns a callable taking the graph inputs and returning a
-    tuple of outputs."""
+    tuple of outputs. mode: wick's backend's mode ("reduce-overhead")."""
     import torch
 
     if entry_grad is None:
         entry_grad = torch.is_grad_enabled()
     gm = to_fx(graph, externs, no_grad, entry_grad)
     if backend is None or backend == "wick":
-        backend = wick_backend
+        backend = functools.partial(wick_backend, mode=mode) if mode else wick_backend
     elif isinstance(backend, str):
         import torch._dynamo
 

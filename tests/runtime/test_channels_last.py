@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import wick  # noqa: F401
+import wick._C as C
 from wick import _layout
 from wick import backends as B
 
@@ -34,9 +35,14 @@ def channels_last(monkeypatch):
         return gm
 
     monkeypatch.setattr(_layout, "rewrite", spy)
+    C.env_reload()  # wick's capture reads the knob in C
     torch._dynamo.reset()
+    wick.reset()
     yield seen
+    monkeypatch.undo()
+    C.env_reload()
     torch._dynamo.reset()
+    wick.reset()
 
 
 def _bn_random(m, seed):
@@ -240,3 +246,39 @@ def test_triton_interpreter_child():
                        cwd=root)
     assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
     assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_wick_capture_goes_through_the_layout_pass(channels_last, autocast):
+    # wick's own capture: a graph with convolutions (on CUDA by default;
+    # here through WICK_CHANNELS_LAST=1) is compiled through AOTAutograd and
+    # the ATen importer, so the layout pass and batch norm's decomposition apply
+    m = _bn_random(ResSE().eval(), 11)
+    x = torch.randn(2, 3, 14, 14)
+    n0 = len(B.compiled_graphs)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        want = m(x)
+        f = wick.compile(m)
+        got = f(x)
+        got = f(x)
+    tol = 0.05 if autocast else 1e-4
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype and g.stride() == w.stride()
+        torch.testing.assert_close(g.float(), w.float(), rtol=tol, atol=tol)
+    assert [i["layout"] for i in B.compiled_graphs[n0:]] == ["channels-last"]
+    assert len(channels_last) == 1
+
+
+def test_wick_capture_native_without_the_knob(monkeypatch):
+    monkeypatch.delenv("WICK_CHANNELS_LAST", raising=False)
+    C.env_reload()
+    wick.reset()
+    m = _bn_random(ResSE().eval(), 12)
+    x = torch.randn(2, 3, 10, 10)
+    n0 = len(B.compiled_graphs)
+    with torch.no_grad():
+        want = m(x)
+        got = wick.compile(m)(x)
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert B.compiled_graphs[n0:] == []  # wick's native path: no ATen graph
