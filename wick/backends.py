@@ -15,6 +15,7 @@ torch is imported inside functions only: ``import wick`` must not need it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -311,16 +312,30 @@ def _wick_decompositions():
         # nll_loss_backward zero-fills a logits-sized tensor first)
         aten.nll_loss_forward, aten.nll_loss_backward,
     ])
+    # Batch norm in eval mode on CUDA is decomposed for 16-bit inputs too (as
+    # inductor does): float32 arithmetic with one rounding at the end, so the
+    # normalisation fuses with the convolution's epilogue (ReLU, the residual
+    # add) instead of a cuDNN pass of its own. The result may differ from
+    # cuDNN's in the last bit of a bfloat16 (another order of float32 steps).
+    eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
     for op, fn in wide.items():
-        table[op] = _wide_floats_only(torch, fn)
+        table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
     return table
 
 
-def _wide_floats_only(torch, fn):
+def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
+    """fn for float32/float64 inputs only (NotImplemented keeps the op as it
+    is). cuda_eval_training_arg: a batch norm that also takes 16-bit inputs on
+    CUDA when it is not training (None: the op never trains; k: args[k] says)."""
     def decompose(*args, **kwargs):
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
-            return NotImplemented
+            if cuda_eval_training_arg == -1 or not all(t.device.type == "cuda" for t in tensors):
+                return NotImplemented
+            k = cuda_eval_training_arg
+            training = kwargs.get("training", args[k] if k is not None and k < len(args) else False)
+            if training is not False:
+                return NotImplemented
         return fn(*args, **kwargs)
 
     return decompose
@@ -1150,6 +1165,12 @@ class _AtenImporter:
         # it directly saves a Python frame per extern call
         fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
         fn = fn or node.target
+        if picks is None and node.meta.get("wick_force_contiguous"):
+            # wick/_layout.py promised this value contiguous (an NHWC-ordered
+            # operand of a channels-last convolution); torch keeps its
+            # operand's layout, so the call's result is made contiguous
+            layout_inner = fn
+            fn = lambda *a, **k: layout_inner(*a, **k).contiguous()  # noqa: E731
         if (picks is None and metas[0]["device"] == "cpu" and self.device.type == "cuda"
                 and len(metas[0]["sizes"]) == 0):
             # a 0-d CPU tensor in a CUDA graph (lift_fresh_copy of a constant):
@@ -1302,6 +1323,16 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     """One ATen graph -> (callable taking the placeholders positionally, info)."""
     import torch
 
+    global _native_table
+    if _native_table is None:
+        _native_table = _aten_native()
+    layout = "as traced"
+    if not bindings:  # convolutions on channels-last tensors (wick/_layout.py)
+        from . import _layout
+
+        kinds = {target: kind for target, (_, kind) in _native_table.items()}
+        gm, why = _layout.apply(torch, gm, list(example_inputs), which, kinds)
+        layout = why or "channels-last"
     imp = _AtenImporter(torch, gm, bindings or {})
     spec, out_type = imp.run(list(example_inputs))
     compiled = imp.g.compile(externs=imp.externs)
@@ -1311,7 +1342,7 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
-            "kernels": compiled.nkernels}
+            "kernels": compiled.nkernels, "layout": layout}
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
     all_tensors = len(tensor_inputs) == nplaceholders
@@ -1344,7 +1375,8 @@ def _aten_compiler(which, cudagraphs=False):
         compiled_graphs.append(info)
         if _log_graphs():
             print(f"[wick:graphs] torch.compile {which} graph: {info['native']} native nodes in "
-                  f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}", file=sys.stderr)
+                  f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}, "
+                  f"layout: {info['layout']}", file=sys.stderr)
         if not _is_symbolic(torch, gm):
             def boxed(args):
                 return fn(*args)
@@ -1681,20 +1713,20 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     return gm
 
 
-def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None):
+def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None):
     """Compiles a wick Graph with a torch.compile backend (a name such as
     "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
     None or "wick": wick's own, through AOTAutograd, which is how a captured
     graph that needs autograd is compiled: forward and backward graphs both
     by wick). Returns a callable taking the graph inputs and returning a
-    tuple of outputs."""
+    tuple of outputs. mode: wick's backend's mode ("reduce-overhead")."""
     import torch
 
     if entry_grad is None:
         entry_grad = torch.is_grad_enabled()
     gm = to_fx(graph, externs, no_grad, entry_grad)
     if backend is None or backend == "wick":
-        backend = wick_backend
+        backend = functools.partial(wick_backend, mode=mode) if mode else wick_backend
     elif isinstance(backend, str):
         import torch._dynamo
 
