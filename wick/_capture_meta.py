@@ -60,7 +60,67 @@ def _meta(t):
     return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
 
 
+# outputs() answers memoised: the same call on inputs of the same metadata
+# has the same answer (each layer of a model repeats its calls; a model
+# captured again repeats all of them). Keyed by the function, the call
+# templates with every constant tagged by its exact type (True and 1 give
+# different dtypes), the inputs' metadata, and the state that decides output
+# dtypes and requires_grad: grad mode, inference mode, the default dtype,
+# autocast. Calls whose templates hold anything else are not memoised.
+_memo = {}
+_MEMO_MAX = 4096
+_ATOMS = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis), torch.dtype, torch.device,
+          torch.layout, torch.memory_format)
+
+
+class _NoKey(Exception):
+    pass
+
+
+def _freeze(t):
+    tp = type(t)
+    if tp is C.ExternInput:
+        return ("in", t.index)
+    if tp in _ATOMS:
+        return (tp, t)
+    if tp is tuple or tp is list:
+        return (tp, tuple(_freeze(x) for x in t))
+    if tp is dict:
+        return (dict, tuple((k, _freeze(v)) for k, v in t.items()))
+    if tp is slice:
+        return (slice, _freeze(t.start), _freeze(t.stop), _freeze(t.step))
+    raise _NoKey
+
+
+def _memo_key(fn, args, kwargs, inputs, grad_enabled):
+    try:
+        hash(fn)
+        key = (fn, _freeze(args), _freeze(kwargs), tuple(inputs), bool(grad_enabled),
+               torch.is_inference_mode_enabled(), torch.get_default_dtype(),
+               torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
+        hash(key)
+        return key
+    except (_NoKey, TypeError):
+        return None
+
+
 def outputs(fn, args, kwargs, inputs, grad_enabled=False):
+    """(structure, metas, aliased inputs, aliased outputs); shared between
+    equal calls: the caller only reads it."""
+    key = _memo_key(fn, args, kwargs, inputs, grad_enabled)
+    if key is not None:
+        hit = _memo.get(key)
+        if hit is not None:
+            return hit
+    out = _outputs(fn, args, kwargs, inputs, grad_enabled)
+    if key is not None:
+        if len(_memo) >= _MEMO_MAX:
+            _memo.clear()
+        _memo[key] = out
+    return out
+
+
+def _outputs(fn, args, kwargs, inputs, grad_enabled=False):
     mode = _fake_mode()
     with mode, torch.set_grad_enabled(grad_enabled):
         fakes = [_fake_input(*meta) for meta in inputs]

@@ -371,6 +371,8 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method);
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
 int cap_object_hasattr(Interp *I, Sv *o, PyObject *name);
 int cap_overlay_check(Interp *I);
+/* 1 when the frame wrote obj.name (*out: the value, NULL when deleted), else 0 */
+int cap_overlay_lookup(Interp *I, PyObject *obj, PyObject *name, Sv **out);
 int cap_renaming_getattribute(PyTypeObject *tp); /* transformers' config __getattribute__ (renames only) */
 /* super().__call__ of a module whose class has its own __call__: a view of
  * self (value CAP_MODULE_BASE_CALL) that, called, is nn.Module.__call__

@@ -8,10 +8,13 @@ see README). Backend "wick" (its C compiler; training through AOTAutograd)
 unless WICK_VISION_BACKEND names another (e.g. "eager" to check capture
 alone quickly).
 
-Not yet one graph (left out below, run eagerly with the reason recorded):
-torchvision's vit_b_16 (nn.MultiheadAttention's fast-path checks read
-Tensor.is_nested) and convnext_tiny (its Permute module keeps dims in a
-list attribute, which capture does not read)."""
+torchvision's vit_b_16 (image_size=64 here) goes through
+nn.MultiheadAttention's fast-path checks (Tensor.is_nested, has_torch_function,
+the dispatch-mode stack: answered at capture, vals/tensor.c and
+vals/builtins.c); in inference the fast path's torch._native_multi_head_attention
+is an extern node. convnext_tiny's Permute keeps its dims in a list
+attribute (read as a list guarded equal, vals/object.c) and its
+StochasticDepth logs API usage once (folded)."""
 import os
 
 import pytest
@@ -42,6 +45,8 @@ MODELS = {
     "timm_convnext_tiny": _timm("convnext_tiny"),
     "tv_resnet50": _tv("resnet50"),
     "tv_mobilenet_v3_large": _tv("mobilenet_v3_large"),
+    "tv_vit_b_16": _tv("vit_b_16", image_size=64),
+    "tv_convnext_tiny": _tv("convnext_tiny"),
 }
 # float32 through fused kernels in a different order than eager: deep
 # networks (50 layers, batch norm folded at run time) drift a little more

@@ -700,8 +700,19 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
 /* torch functions that answer questions about the program state or about
  * dtypes rather than compute tensors: folded now. torch.is_grad_enabled
  * answers the grad mode capture tracks (the entry guards the mode it
- * started in); the tracing/scripting/compiling queries are False, as they
- * are in eager Python. NULL without a reason when fn is none of them. */
+ * started in). torch.compiler.is_compiling() (and torch._dynamo's and
+ * torch._utils' is_compiling, which transformers' is_torchdynamo_compiling
+ * and is_tracing reach) answers True, as it does while Dynamo traces: wick
+ * is capturing a graph for a compiler, and library code asks it to leave
+ * out what a graph cannot hold (data-dependent early exits such as
+ * transformers' packed-sequence check, one-time registrations, warnings);
+ * the path it picks computes the same values, only without the shortcut.
+ * It needs no guard: every capture answers the same, and a frame that runs
+ * eagerly (a fallback, the instruction at a break) asks the real function.
+ * torch.compiler.is_dynamo_compiling() and is_exporting() stay False (wick
+ * is neither Dynamo nor export, and code behind them calls Dynamo's own
+ * APIs), and so do the jit tracing/scripting queries.
+ * NULL without a reason when fn is none of them. */
 /* A torch query that raised (torch.cuda.is_current_stream_capturing on a
  * build without CUDA): the exception propagates in captured code, guarded
  * by a check that the query still raises. */
@@ -728,6 +739,73 @@ static void query_raised(Interp *I, PyObject *fn, const char *n) {
     cap_raise_current(I, n);
 }
 
+/* 1 when v, as an argument of torch's has_torch_function checks, has no
+ * __torch_function__ of its own: graph tensors (exact Tensor or Parameter,
+ * which the checks skip), plain constants, and tuples/lists of those. */
+static int no_torch_function(const Sv *v, int depth) {
+    if (v->kind == SV_TENSOR) return !v->obj || cap_is_tensor_obj(v->obj);
+    if (v->kind == SV_CONST) return cap_is_plain(v->obj);
+    if ((v->kind == SV_TUPLE || v->kind == SV_LIST) && depth < 2) {
+        for (int i = 0; i < v->items.len; i++)
+            if (!no_torch_function(v->items.data[i], depth + 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* torch's own plumbing met when module code is inlined (nn.MultiheadAttention's
+ * fast-path checks, torchvision's API-usage logging): folded now.
+ * NULL without a reason when fn is none of them, or its arguments are not
+ * ones the answer is known for. */
+static Sv *torch_plumbing_call(Interp *I, PyObject *fn, const char *n, const Args *a) {
+    if (!strcmp(n, "_has_torch_function") || !strcmp(n, "_has_torch_function_unary") ||
+        !strcmp(n, "_has_torch_function_variadic")) {
+        /* torch.overrides.has_torch_function(args) and kin: False for graph
+         * tensors and constants (their types are guarded exact) */
+        if (a->nkw) return NULL;
+        for (int i = 0; i < a->npos; i++)
+            if (!no_torch_function(a->pos[i], 0)) return NULL;
+        return sv_const(I, Py_False);
+    }
+    int mode_stack = !strcmp(n, "_get_current_dispatch_mode_stack");
+    if ((mode_stack || !strcmp(n, "_len_torch_dispatch_stack")) && !a->npos && !a->nkw) {
+        /* the dispatch modes active now (none outside make_fx and fake
+         * tensor tracing): guarded, as the other state queries are; the
+         * stack itself (torch.utils._python_dispatch) is then empty */
+        if (mode_stack) {
+            PyObject *c = PyImport_ImportModule("torch._C");
+            fn = c ? PyObject_GetAttrString(c, "_len_torch_dispatch_stack") : NULL;
+            Py_XDECREF(c);
+            if (!fn) return cap_py_failed(I, n), NULL;
+            Py_DECREF(fn); /* torch._C keeps it alive */
+        }
+        PyObject *v = PyObject_CallNoArgs(fn);
+        if (!v) return cap_py_failed(I, n), NULL;
+        long k = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+        if (k != 0) { /* a mode is active: what it does is not modelled */
+            Py_DECREF(v);
+            PyErr_Clear();
+            return cap_unsupported(I, "torch dispatch modes are active"), NULL;
+        }
+        wk_guard_call_is(I->guards, fn, v); /* 0: a cached small int, compared by identity */
+        if (mode_stack) {
+            Py_DECREF(v);
+            return sv_seq(I, SV_LIST, NULL, 0);
+        }
+        return sv_const_Steal(I, v);
+    }
+    if (!strcmp(n, "_log_api_usage_once") && a->npos == 1 && !a->nkw && a->pos[0]->kind == SV_CONST &&
+        PyUnicode_CheckExact(a->pos[0]->obj)) {
+        /* once per process per key, and a no-op unless a C++ logger is
+         * subscribed: done now, at capture */
+        PyObject *v = PyObject_CallOneArg(fn, a->pos[0]->obj);
+        if (!v) return cap_py_failed(I, n), NULL;
+        Py_DECREF(v);
+        return sv_const(I, Py_None);
+    }
+    return NULL;
+}
+
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     static const char *const queries[] = {"is_tracing", "is_scripting", "is_compiling", "_get_tracing_state",
                                           "is_autocast_enabled", "is_dynamo_compiling", "is_exporting",
@@ -749,6 +827,10 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
         return NULL;
     }
     Sv *r = NULL;
+    if ((r = torch_plumbing_call(I, fn, n, a)) != NULL || CAP_FAILED(I)) {
+        Py_DECREF(nm);
+        return r;
+    }
     if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
         r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
     } else if (strcmp(n, "_assert") == 0 && a->npos == 2 && !a->nkw && a->pos[0]->kind == SV_CONST) {
@@ -778,6 +860,11 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
             }
         }
         fn = query;
+        if (strcmp(n, "is_compiling") == 0) {
+            Py_DECREF(query);
+            Py_DECREF(nm);
+            return sv_const(I, Py_True);
+        }
         for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++)
             if (strcmp(n, queries[i]) == 0) {
                 PyObject *v = PyObject_CallNoArgs(fn);

@@ -19,6 +19,7 @@ int cap_is_plain(PyObject *o) {
     /* torch.dtype: compared by identity in C, no arithmetic (that raises);
      * torch.device, finfo, iinfo: immutable descriptions */
     if (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) return 1;
+    if (cap_strided_layout && Py_TYPE(o) == Py_TYPE(cap_strided_layout)) return 1; /* torch.layout */
     if (PyCode_Check(o) || o == Py_Ellipsis || PySlice_Check(o)) return 1;
     if (PyFrozenSet_CheckExact(o)) return 1;
     if (cap_enum_type && PyObject_TypeCheck((PyObject *)Py_TYPE(o), (PyTypeObject *)cap_enum_type)) return 1;
@@ -78,6 +79,13 @@ static int push_const_Steal(Interp *I, PyObject *v, int method) {
 }
 
 static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    Sv *written;
+    if (I->overlay.len && cap_overlay_lookup(I, o->obj, name, &written)) {
+        /* the frame set this attribute of a pinned instance (vals/object.c) */
+        if (!written) return cap_unsupported(I, "read of deleted attribute .%s", PyUnicode_AsUTF8(name));
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, written);
+    }
     if (PyModule_Check(o->obj) || o->obj == (PyObject *)cap_tensor_type) {
         PyObject *v = PyObject_GetAttr(o->obj, name);
         if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
@@ -219,8 +227,8 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     if (PyFunction_Check(o->obj)) {
         /* what a function is made of: its code, defaults and names, pinned by
          * the function guard */
-        static const char *const ok[] = {"__code__", "__name__", "__qualname__", "__module__", "__defaults__",
-                                         "__kwdefaults__", "__doc__"};
+        static const char *const ok[] = {"__code__", "__name__",     "__qualname__", "__module__", "__defaults__",
+                                         "__kwdefaults__", "__doc__", "__class__"};
         const char *n = PyUnicode_AsUTF8(name);
         for (size_t i = 0; n && i < sizeof ok / sizeof ok[0]; i++)
             if (strcmp(n, ok[i]) == 0) {
@@ -240,9 +248,13 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
 static int functional_private_helper(PyObject *fn) {
     if (!PyFunction_Check(fn)) return 0;
     PyObject *mod = ((PyFunctionObject *)fn)->func_module, *name = ((PyFunctionObject *)fn)->func_name;
-    return mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch.nn.functional") == 0 &&
-           name && PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) > 1 && PyUnicode_READ_CHAR(name, 0) == '_' &&
-           PyUnicode_READ_CHAR(name, 1) != '_';
+    if (!mod || !PyUnicode_Check(mod) || PyUnicode_CompareWithASCIIString(mod, "torch.nn.functional") != 0 || !name ||
+        !PyUnicode_Check(name))
+        return 0;
+    /* F.multi_head_attention_forward returns (output, None) without weights,
+     * which one extern node cannot: its ops are captured one by one */
+    if (PyUnicode_CompareWithASCIIString(name, "multi_head_attention_forward") == 0) return 1;
+    return PyUnicode_GET_LENGTH(name) > 1 && PyUnicode_READ_CHAR(name, 0) == '_' && PyUnicode_READ_CHAR(name, 1) != '_';
 }
 
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {

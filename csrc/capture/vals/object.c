@@ -46,8 +46,26 @@ static int overlay_find(Interp *I, PyObject *obj, PyObject *name) {
     return -1;
 }
 
+/* An instance pinned by identity (a global object, a registry): a constant
+ * that is not a class, module, function or plain value. */
+static int pinned_instance(PyObject *o) {
+    return !PyType_Check(o) && !PyModule_Check(o) && !PyFunction_Check(o) && !PyCFunction_Check(o) &&
+           !PyMethod_Check(o) && !cap_is_plain(o) && !cap_is_tensor_obj(o);
+}
+
+int cap_overlay_lookup(Interp *I, PyObject *obj, PyObject *name, Sv **out) {
+    int i = I->overlay.len ? overlay_find(I, obj, name) : -1;
+    if (i < 0) return 0;
+    *out = I->overlay.data[i].value;
+    return 1;
+}
+
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
-    if (o->kind != SV_OPAQUE || !o->obj || o->arg < 0)
+    /* argument objects and pinned global instances (transformers' output
+     * collector flips its `compiling` flag while torch.compiler.is_compiling()
+     * answers True): written in the overlay, replayed after the graph */
+    int pinned = o->kind == SV_CONST && o->obj && pinned_instance(o->obj);
+    if (!pinned && (o->kind != SV_OPAQUE || !o->obj || o->arg < 0))
         return cap_unsupported(I, "attribute assignment on a %s", sv_desc(o));
     PyTypeObject *tp = Py_TYPE(o->obj);
     if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
@@ -87,6 +105,12 @@ int cap_overlay_check(Interp *I) {
                                    PyUnicode_AsUTF8(e->name), Py_TYPE(e->obj)->tp_name);
     }
     return 0;
+}
+
+static int plain_list(PyObject *l) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(l); i++)
+        if (!cap_is_plain(PyList_GET_ITEM(l, i))) return 0;
+    return 1;
 }
 
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
@@ -180,6 +204,27 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
                (cap_dtype_type && Py_TYPE(v) == (PyTypeObject *)cap_dtype_type) || (PyTuple_CheckExact(v) && cap_is_plain(v))) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
+    } else if (PyList_CheckExact(v) && PyList_GET_SIZE(v) <= 64 && plain_list(v)) {
+        /* a list of plain values (torchvision's Permute keeps its dims in
+         * one): guarded equal to a copy of it as it is now, read as a list
+         * Sv whose source is this path (returned, it is the same list);
+         * capture refuses to change it (vals/seq.c) */
+        PyObject *snapshot = PyList_GetSlice(v, 0, PyList_GET_SIZE(v));
+        if (!snapshot) {
+            Py_DECREF(v);
+            Py_DECREF(path);
+            return cap_py_failed(I, nm);
+        }
+        wk_guard_equals_at(I->guards, o->arg, path, snapshot);
+        s = sv_new(I, SV_LIST);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snapshot); i++)
+            wk_vec_push(&s->items, sv_const(I, PyList_GET_ITEM(snapshot, i)));
+        Py_DECREF(snapshot);
+        Py_DECREF(v);
+        s->arg = o->arg;
+        s->path = path;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
     } else if (PyCFunction_Check(v) && cap_is_torch_callable(v)) {
         /* a torch builtin held as an attribute (an activation's function):
          * compared by identity, called as a constant */

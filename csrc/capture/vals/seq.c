@@ -87,6 +87,10 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
         SvList items = {0};
         if (cap_iterate(I, x, &items) < 0 || cap_iterate(I, y, &items) < 0) return wk_vec_free(&items), NULL;
         if (nb >= NB_INPLACE_ADD && x->kind == SV_LIST) { /* l += [...] extends l */
+            if (x->arg >= 0 || x->gname) {
+                wk_vec_free(&items);
+                return cap_unsupported(I, "extending a list read from an argument or global"), NULL;
+            }
             wk_vec_free(&x->items);
             x->items = items;
             return x;
@@ -184,6 +188,10 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     for (size_t i = 0; i < sizeof list_methods / sizeof list_methods[0]; i++)
         ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
     if (s->kind == SV_LIST && s->obj) ok = 0; /* a ModuleList slice: its methods are ModuleList's */
+    /* a list read from an argument (object.c) is the real one: not changed here */
+    if (s->kind == SV_LIST && (s->arg >= 0 || s->gname) && strcmp(n, "index") != 0 && strcmp(n, "count") != 0 &&
+        strcmp(n, "copy") != 0)
+        ok = 0;
     if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
     return cap_push_method(I, s, n, method);
 }
@@ -262,6 +270,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
 /* STORE_SUBSCR on a list: l[i] = v */
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
     if (s->kind != SV_LIST) return cap_unsupported(I, "item assignment on a %s", sv_desc(s));
+    if (s->arg >= 0 || s->gname) return cap_unsupported(I, "item assignment on a list read from an argument");
     int i;
     if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
     s->items.data[i] = v;

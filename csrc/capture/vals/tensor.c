@@ -579,6 +579,23 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
                                          : PyObject_CallFunction(cap_device_type, "si", "cuda", m->device.index);
     } else if (strcmp(name, "is_cuda") == 0) {
         c = PyBool_FromLong(m->device.type == WK_DEV_CUDA);
+    } else if (strcmp(name, "is_cpu") == 0) {
+        c = PyBool_FromLong(m->device.type == WK_DEV_CPU);
+    } else if (strcmp(name, "layout") == 0) {
+        c = Py_NewRef(cap_strided_layout); /* graph tensors are dense and strided */
+    } else if (strcmp(name, "is_nested") == 0 || strcmp(name, "is_sparse") == 0 || strcmp(name, "is_quantized") == 0 ||
+               strcmp(name, "is_mkldnn") == 0 || strcmp(name, "is_meta") == 0) {
+        /* nn.MultiheadAttention's fast-path checks: graph values are dense
+         * strided tensors of a wick dtype on the CPU or CUDA; an input is
+         * asked (an old-style nested tensor is strided too, and its sizes,
+         * which the guards read, raise) */
+        if (t->obj) {
+            PyObject *r = PyObject_GetAttr(t->obj, name_obj);
+            if (!r) return cap_py_failed(I, name);
+            Py_DECREF(r);
+            if (r != Py_False) return cap_unsupported(I, "a tensor input whose .%s is not False", name);
+        }
+        c = Py_NewRef(Py_False);
     } else if (strcmp(name, "requires_grad") == 0) {
         /* inputs: read (and guarded) when loaded; node outputs: tracked */
         c = PyBool_FromLong(cap_get_rg(I, m->id));
