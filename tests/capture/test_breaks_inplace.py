@@ -73,6 +73,12 @@ def _same(a, b):
         assert type(a) is type(b) and len(a) == len(b)
         for p, q in zip(a, b):
             _same(p, q)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), (a, b)  # the same keys in the same order
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, set):
+        assert a == b, (a, b)
     elif isinstance(a, torch.nn.Module):
         for (n, p), (m, q) in zip(a.state_dict().items(), b.state_dict().items()):
             assert n == m

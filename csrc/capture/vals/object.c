@@ -379,11 +379,13 @@ Sv *cap_module_base_call(Interp *I, Sv *self) {
 }
 
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
-    /* list.append on a list argument (its exact type is guarded): replayed
-     * after the graph (breaks.c); capture never reads the list itself */
-    if (o->arg >= 0 && !o->path && o->obj && PyList_CheckExact(o->obj) && I->brk &&
-        PyUnicode_CompareWithASCIIString(name, "append") == 0)
-        return cap_push_method(I, o, "append", method);
+    /* list.append/extend/insert/clear and set.add/discard/clear on a list or
+     * set argument (its exact type is guarded): replayed after the graph
+     * (breaks.c); capture never reads the container itself */
+    if (o->arg >= 0 && !o->path && o->obj && I->brk && cap_container_effect_method(o->obj, name)) {
+        const char *nm = PyUnicode_AsUTF8(name);
+        return nm ? cap_push_method(I, o, nm, method) : cap_py_failed(I, "attribute name");
+    }
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
     return cap_object_attr(I, o, name, method);
 }
@@ -457,8 +459,19 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
     return cap_unsupported(I, "call of a %s object", tp->tp_name), NULL;
 }
 
+/* lst += items on a list argument: lst.extend(items) replayed (breaks.c),
+ * the list itself the result. NULL without a reason: not this case. */
+static Sv *object_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    if (nb != NB_INPLACE_ADD || x->kind != SV_OPAQUE || x->arg < 0 || x->path || !x->obj || !PyList_CheckExact(x->obj))
+        return NULL;
+    Sv *pos[2] = {x, y};
+    Args a = {pos, 2, NULL, NULL, 0};
+    return cap_container_effect(I, "extend", &a) ? x : NULL;
+}
+
 const SvOps cap_opaque_kind = {
     .call = object_call,
+    .binary = object_binary,
     .name = NULL,
     .truth = object_truth,
     .getattr = object_getattr,
