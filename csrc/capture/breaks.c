@@ -920,7 +920,18 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
         Sv *now = target ? sv_tensor(I, w->value) : NULL;
         WkRet *value = now ? cap_reconstruct(I, p, now, 0) : NULL;
         if (!value) return effects_fail(I, "an in-place write into an input tensor");
-        effect_push(st, WK_EFFECT_COPY, target, value, NULL);
+        if (w->no_grad) {
+            static PyObject *copy_no_grad;
+            if (!copy_no_grad) {
+                PyObject *m = PyImport_ImportModule("wick._capture_meta");
+                copy_no_grad = m ? PyObject_GetAttrString(m, "copy_no_grad") : NULL;
+                Py_XDECREF(m);
+                if (!copy_no_grad) return cap_py_failed(I, "wick._capture_meta.copy_no_grad");
+            }
+            effect_push(st, WK_EFFECT_CALL, target, value, copy_no_grad);
+        } else {
+            effect_push(st, WK_EFFECT_COPY, target, value, NULL);
+        }
         wk_vec_push(&st->written, input);
     }
     /* attribute writes to argument objects: the last value of each */

@@ -205,6 +205,7 @@ typedef struct {
     Sv *source; /* the first value read from it (arg/path or gname): where the copy goes */
     int input;  /* the graph input it was read as */
     int value;  /* the graph value it holds now */
+    int no_grad; /* it requires grad, written inside a no_grad block: copied back under no_grad */
 } CapWrite;
 
 typedef struct {

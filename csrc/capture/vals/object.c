@@ -46,9 +46,29 @@ static int overlay_find(Interp *I, PyObject *obj, PyObject *name) {
     return -1;
 }
 
+/* Is v read from o.name itself (o.w += x stores back the tensor it wrote in place)? */
+static int is_own_attr(const Sv *o, PyObject *name, const Sv *v) {
+    if (!v || v->arg < 0 || v->arg != o->arg || !v->path || v->gname || o->gname) return 0;
+    Py_ssize_t n = o->path ? PyTuple_GET_SIZE(o->path) : 0;
+    if (PyTuple_GET_SIZE(v->path) != n + 1) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(v->path, i), PyTuple_GET_ITEM(o->path, i), Py_EQ);
+        if (eq != 1) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(v->path, n), name, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    return eq == 1;
+}
+
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     if (o->kind != SV_OPAQUE || !o->obj || o->arg < 0)
         return cap_unsupported(I, "attribute assignment on a %s", sv_desc(o));
+    /* storing back what the attribute holds (unchanged by an overlay write):
+     * nothing changes, for modules too (their __setattr__ would re-register it) */
+    if (is_own_attr(o, name, v) && overlay_find(I, o->obj, name) < 0) return 0;
     PyTypeObject *tp = Py_TYPE(o->obj);
     if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
         return cap_unsupported(I, "attribute assignment on an nn.Module");
