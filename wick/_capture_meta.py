@@ -290,6 +290,14 @@ def _aliasing(outs, fakes):
     return [i for i, s in enumerate(ins) if s in shared], [k for k, s in enumerate(outs_s) if s in shared]
 
 
+def copy_no_grad(target, value):
+    """The write-back of an input that requires grad, which the frame wrote
+    in place inside a no_grad block (as eager allows there): copied under
+    no_grad too, so the tensor stays a leaf and its version counter moves."""
+    with torch.no_grad():
+        target.copy_(value)
+
+
 def rebuild_model_output(cls, names, *values):
     """A transformers ModelOutput the captured frame made: the class called
     with the same fields, as the frame called it."""

@@ -207,6 +207,7 @@ typedef struct {
     Sv *source; /* the first value read from it (arg/path or gname): where the copy goes */
     int input;  /* the graph input it was read as */
     int value;  /* the graph value it holds now */
+    int no_grad; /* it requires grad, written inside a no_grad block: copied back under no_grad */
 } CapWrite;
 
 typedef struct {
@@ -450,6 +451,7 @@ int cap_device_of(PyObject *dev, WkDevice *out, int *ok); /* a torch.device -> W
 /* vals/seq.c */
 Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a);
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v);
+int cap_seq_delete(Interp *I, Sv *s, Sv *k); /* del s[k] on a list built during capture */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out);
 
 /* vals/dict.c */
@@ -474,6 +476,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
 void cap_break_free(Interp *I, WkBreak *b); /* frees I's break state too; b may be NULL */
 /* 1 once the frame wrote to an outside object (attribute overlay, a dict argument). */
 int cap_break_effect_seen(Interp *I);
+/* all side effects pending, as one number (equal while nothing is written outside the frame) */
+unsigned long long cap_effects_fingerprint(Interp *I);
 /* -1 with a reason when a dict argument was changed (not replayed), else 0. */
 int cap_break_check_args(Interp *I);
 /* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */
@@ -483,6 +487,11 @@ Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote 
  * reads): kept in order and replayed after the graph. None, or NULL with a
  * reason. */
 Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
+/* 1 when obj (an exact list or set argument) has method `name` replayed by cap_container_effect */
+int cap_container_effect_method(PyObject *obj, PyObject *name);
+/* list.extend/insert/clear, set.add/discard/clear on an argument (a->pos[0]): kept in
+ * program order with the appends. None, or NULL with a reason. */
+Sv *cap_container_effect(Interp *I, const char *method, const Args *a);
 /* The side effects to replay after the graph (attribute writes, dict
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);

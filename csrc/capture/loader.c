@@ -69,45 +69,49 @@ finish:
 
 #define INPUTS_ON_STACK 64
 
-/* The start of t's storage, 0 for an empty one (a write into it changes
- * nothing), -1 with an exception. */
-static long long storage_start(PyObject *t) {
+/* t's storage as [*start, *start + *nbytes); 0, or -1 with an exception. */
+static int storage_range(PyObject *t, long long *start, long long *nbytes) {
     PyObject *st = PyObject_CallMethod(t, "untyped_storage", NULL);
     PyObject *p = st ? PyObject_CallMethod(st, "data_ptr", NULL) : NULL;
     PyObject *nb = p ? PyObject_CallMethod(st, "nbytes", NULL) : NULL;
-    long long r = -1;
-    if (nb) r = PyLong_AsLongLong(nb) > 0 ? PyLong_AsLongLong(p) : 0;
+    if (nb) {
+        *start = PyLong_AsLongLong(p);
+        *nbytes = PyLong_AsLongLong(nb);
+    }
     Py_XDECREF(st);
     Py_XDECREF(p);
     Py_XDECREF(nb);
-    return r == -1 && PyErr_Occurred() ? -1 : r;
+    return !nb || PyErr_Occurred() ? -1 : 0;
 }
 
 /* Capture read each written input as one tensor of its own: another input
- * from another source that is the same tensor or shares its storage would
- * see the write in eager, not in the graph. Then raise before the graph runs
- * (the transformed code's handler runs the frame eagerly). 0 or -1. */
+ * from another source that is the same tensor or shares its storage (its
+ * first element lies in the written storage: storages do not overlap) would
+ * see the write in eager, not in the graph. Then raise before the graph
+ * runs (the transformed code's handler runs the frame eagerly). 0 or -1. */
 static int check_written_alone(LoaderObject *self, PyObject *const *inputs) {
-    long long starts[INPUTS_ON_STACK];
-    long long *start = self->ninputs <= INPUTS_ON_STACK ? starts : wk_xcalloc((size_t)self->ninputs, sizeof(long long));
-    int rc = -1;
-    for (int i = 0; i < self->ninputs; i++)
-        if ((start[i] = storage_start(inputs[i])) == -1 && PyErr_Occurred()) goto finish;
     for (int k = 0; k < self->nwritten; k++) {
         int w = self->written[k];
+        long long start = 0, nbytes = 0;
+        if (storage_range(inputs[w], &start, &nbytes) < 0) return -1;
         for (int i = 0; i < self->ninputs; i++) {
             if (i == w || (self->roots[i] == self->roots[w] && self->nodes[i] == self->nodes[w])) continue;
-            if (inputs[i] == inputs[w] || (start[w] && start[i] == start[w])) {
+            int alias = inputs[i] == inputs[w];
+            if (!alias && nbytes > 0) {
+                PyObject *p = PyObject_CallMethod(inputs[i], "data_ptr", NULL);
+                long long at = p ? PyLong_AsLongLong(p) : -1;
+                Py_XDECREF(p);
+                if (at == -1 && PyErr_Occurred()) return -1;
+                alias = at >= start && at < start + nbytes;
+            }
+            if (alias) {
                 PyErr_SetString(PyExc_RuntimeError,
                                 "wick: a tensor the frame writes in place shares memory with another graph input");
-                goto finish;
+                return -1;
             }
         }
     }
-    rc = 0;
-finish:
-    if (start != starts) free(start);
-    return rc;
+    return 0;
 }
 
 static PyObject *loader_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {

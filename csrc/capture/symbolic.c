@@ -668,6 +668,20 @@ static int store_subscr(Interp *I) {
     return cap_unsupported(I, "item assignment on a %s", sv_desc(c));
 }
 
+/* del c[k]: a dict (its key removed; an absent key is dict.pop's KeyError,
+ * not modelled) or a list built during capture */
+static int delete_subscr(Interp *I) {
+    Sv *k = sv_pop(I), *c = k ? sv_pop(I) : NULL;
+    if (!c) return -1;
+    if (c->kind == SV_DICT) {
+        Sv *pos[2] = {c, k};
+        Args a = {pos, 2, NULL, NULL, 0};
+        return cap_dict_method_call(I, "pop", &a) ? 0 : -1;
+    }
+    if (c->kind == SV_LIST) return cap_seq_delete(I, c, k);
+    return cap_unsupported(I, "item deletion on a %s", sv_desc(c));
+}
+
 /* ---- the interpreter loop ------------------------------------------------------ */
 
 #define MAX_STEPS 2000000 /* instructions interpreted per compile: unrolled loops end here */
@@ -1060,6 +1074,9 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
 #endif
         case STORE_SUBSCR:
             rc = store_subscr(I);
+            break;
+        case DELETE_SUBSCR:
+            rc = delete_subscr(I);
             break;
         case STORE_GLOBAL: { /* replayed after the graph (breaks.c) */
             Sv *v = sv_pop(I);

@@ -175,12 +175,15 @@ typedef enum {
     WK_EFFECT_GLOBAL,  /* global name = value */
     WK_EFFECT_APPEND,  /* target.append(value) */
     WK_EFFECT_COPY,    /* target.copy_(value): an input tensor the frame wrote in place */
+    WK_EFFECT_CALL,    /* name(target[, index][, value]), its result dropped: name is an unbound
+                        * list or set method (list.insert, set.add, ...) */
 } WkEffectKind;
 
 typedef struct {
     WkEffectKind kind;
     WkRet *target, *value;
-    PyObject *name; /* borrowed: attribute or global name (str), or the item key */
+    WkRet *index;   /* CALL: list.insert's index, or NULL */
+    PyObject *name; /* borrowed: attribute or global name (str), the item key, or CALL's method */
 } WkEffect;
 
 typedef struct {

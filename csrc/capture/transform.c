@@ -212,22 +212,58 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
     return 0;
 }
 
-/* Side effects after the graph: statements, the stack as before. */
+/* A value read for an effect, kept in a temp (phase 1 of emit_effects). */
+static int read_into_temp(WkAsm *a, const WkRet *r, const int *out_locals, int i, char which) {
+    char name[48];
+    snprintf(name, sizeof name, "___wick_fx%d%c", i, which);
+    int local = wk_asm_local(a, name);
+    if (emit_ret(a, r, out_locals) < 0) return -1;
+    wk_asm_store_fast(a, local);
+    return local;
+}
+
+/* Side effects after the graph: statements, the stack as before. Two
+ * phases, as eager's reads all came before these writes: every target,
+ * index and value is read into a temp first (a source such as
+ * L['d']['b'] or L['o'].sub read after an earlier write of the replay
+ * would see it), then the writes run in program order. */
 static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
-    for (int i = 0; fx && i < fx->n; i++) {
+    int n = fx ? fx->n : 0;
+    int *tv = wk_xcalloc((size_t)n * 3 + 1, sizeof(int)); /* per effect: target, index, value temps */
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
         const WkEffect *e = &fx->items[i];
+        tv[3 * i] = e->target ? read_into_temp(a, e->target, out_locals, i, 't') : -1;
+        tv[3 * i + 1] = e->index ? read_into_temp(a, e->index, out_locals, i, 'i') : -1;
+        tv[3 * i + 2] = e->value ? read_into_temp(a, e->value, out_locals, i, 'v') : -1;
+        if ((e->target && tv[3 * i] < 0) || (e->index && tv[3 * i + 1] < 0) || (e->value && tv[3 * i + 2] < 0))
+            goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const WkEffect *e = &fx->items[i];
+        int target = tv[3 * i], index = tv[3 * i + 1], value = tv[3 * i + 2];
         if (e->kind == WK_EFFECT_APPEND || e->kind == WK_EFFECT_COPY) {
-            if (emit_ret(a, e->target, out_locals) < 0) return -1;
+            wk_asm_load_fast(a, target);
             wk_asm_load_method(a, e->kind == WK_EFFECT_COPY ? "copy_" : "append");
-            if (emit_ret(a, e->value, out_locals) < 0) return -1;
+            wk_asm_load_fast(a, value);
             wk_asm_call(a, 1);
             wk_asm_op(a, POP_TOP, 0);
             continue;
         }
+        if (e->kind == WK_EFFECT_CALL) { /* name(target[, index][, value]) */
+            wk_asm_push_null(a);
+            wk_asm_load_const(a, e->name);
+            wk_asm_load_fast(a, target);
+            if (index >= 0) wk_asm_load_fast(a, index);
+            if (value >= 0) wk_asm_load_fast(a, value);
+            wk_asm_call(a, 1 + (index >= 0) + (value >= 0));
+            wk_asm_op(a, POP_TOP, 0);
+            continue;
+        }
         const char *name = e->kind != WK_EFFECT_SETITEM && e->name ? PyUnicode_AsUTF8(e->name) : NULL;
-        if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) return -1;
-        if (e->value && emit_ret(a, e->value, out_locals) < 0) return -1;
-        if (e->target && emit_ret(a, e->target, out_locals) < 0) return -1;
+        if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) goto done;
+        if (value >= 0) wk_asm_load_fast(a, value);
+        if (target >= 0) wk_asm_load_fast(a, target);
         switch (e->kind) {
         case WK_EFFECT_SETATTR: wk_asm_op(a, STORE_ATTR, wk_asm_name(a, name)); break;
         case WK_EFFECT_DELATTR: wk_asm_op(a, DELETE_ATTR, wk_asm_name(a, name)); break;
@@ -242,10 +278,14 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
             break;
         case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
         case WK_EFFECT_APPEND:
-        case WK_EFFECT_COPY: break; /* above */
+        case WK_EFFECT_COPY:
+        case WK_EFFECT_CALL: break; /* above */
         }
     }
-    return 0;
+    rc = 0;
+done:
+    free(tv);
+    return rc;
 }
 
 /* The handler of a protected graph call: raise wk_graph_failed_type while

@@ -73,6 +73,12 @@ def _same(a, b):
         assert type(a) is type(b) and len(a) == len(b)
         for p, q in zip(a, b):
             _same(p, q)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), (a, b)  # the same keys in the same order
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, set):
+        assert a == b, (a, b)
     elif isinstance(a, torch.nn.Module):
         for (n, p), (m, q) in zip(a.state_dict().items(), b.state_dict().items()):
             assert n == m
@@ -470,3 +476,59 @@ def test_batchnorm_functional_with_reads_after():
         return y * 2 + rm.sum() + rv.mean()
 
     check(f, lambda: [t(6, 4), torch.zeros(4), torch.ones(4)], (1, 0, 0))
+
+
+class NormedUpdate(torch.nn.Module):
+    """Writes its own parameter inside no_grad, as weight normalisation or an
+    EMA of a codebook does (eager allows in-place on a leaf there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.lin.weight.mul_(0.5).add_(x.mean() * 0.01)
+        return x * 2
+
+
+class NormedFlag(NormedUpdate):
+    def forward(self, x):
+        with torch.no_grad():
+            self.lin.weight.mul_(0.5)
+            flag = self.lin.weight.requires_grad  # still a leaf that requires grad
+        return x * 2 if flag else x - 1
+
+
+class NormedThenUsed(NormedUpdate):
+    def forward(self, x):
+        with torch.no_grad():
+            self.lin.weight.div_(self.lin.weight.norm())
+        return self.lin(x)  # reads the leaf with grad on: eager's is a leaf, the graph's value is not
+
+
+def test_parameter_written_under_no_grad():
+    for grad in (False, True):
+        C.reset()
+        m = NormedUpdate()
+        _module_check(m, lambda i: t(4, 3, seed=i), True, grad=grad, expect=(1, 0, 0))
+        assert m.lin.weight.is_leaf and m.lin.weight.requires_grad
+    C.reset()
+    _module_check(NormedFlag(), lambda i: t(4, 3, seed=i), True, expect=(1, 0, 0))
+    # read again with grad on after the write: a break before the read, the
+    # result and its gradient as eager's
+    C.reset()
+    torch.manual_seed(0)
+    m = NormedThenUsed()
+    m2 = copy.deepcopy(m)
+    cm = wick.compile(m2)
+    for i in range(2):
+        x = t(4, 3, seed=i)
+        e, c = m(x), cm(x)
+        _same(e, c)
+        ge = torch.autograd.grad(e.sum(), m.lin.weight)
+        gc = torch.autograd.grad(c.sum(), m2.lin.weight)
+        _same(ge, gc)
+        _same(m, m2)
+    graphs, breaks, eager = counts(NormedThenUsed.forward)
+    assert graphs >= 1 and eager == 0, (graphs, breaks, eager)

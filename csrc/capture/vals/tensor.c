@@ -126,7 +126,9 @@ static int check_leaving_view(Interp *I, int v) {
  * reproduce, for an in-place write into input tensor x with result r. */
 static int input_write_check(Interp *I, Sv *x, Sv *r, int input, const char *what) {
     if (!I->brk || !x->obj) return cap_unsupported(I, "in-place %s on an input tensor capture cannot write back", what);
-    if (cap_get_rg(I, input))
+    /* eager refuses a leaf that requires grad outside no_grad (and records
+     * autograd history into a non-leaf): only inside a no_grad block */
+    if (cap_get_rg(I, input) && I->grad_enabled)
         return cap_unsupported(I, "in-place %s on an input tensor that requires grad", what);
     if (I->grad_enabled && cap_get_rg(I, r->value))
         return cap_unsupported(I, "in-place %s on an input tensor with a result that requires grad", what);
@@ -172,7 +174,7 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
         r = c;
     }
     if (is_input && !w) {
-        CapWrite nw = {x, old, r->value};
+        CapWrite nw = {x, old, r->value, cap_get_rg(I, old)};
         wk_vec_push(&I->writes, nw);
     } else if (w) {
         w->value = r->value;
@@ -250,9 +252,12 @@ static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
 int cap_tensor_value(Interp *I, Sv *s) {
     if (s->value >= 0 && is_stale(I, s->value))
         return cap_unsupported(I, "a view of a tensor read again after the tensor was written in place");
+    CapWrite *w = s->value < 0 ? cap_write_of(I, s) : NULL; /* an input the frame wrote: what it holds now */
+    if (w) s->value = w->value;
+    for (int i = 0; I->grad_enabled && s->value >= 0 && i < I->writes.len; i++)
+        if (I->writes.data[i].no_grad && I->writes.data[i].value == s->value) /* eager's is a leaf: its graph value is not */
+            return cap_unsupported(I, "a tensor that requires grad, written under no_grad, read with grad on");
     if (s->value >= 0) return s->value;
-    CapWrite *w = cap_write_of(I, s); /* an input the frame wrote: what it holds now */
-    if (w) return s->value = w->value;
     PyObject *t = s->obj;
     char src[256];
     if (sv_source(I, s, src, sizeof src) < 0) return -1;
@@ -597,8 +602,10 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
         }
         c = Py_NewRef(Py_False);
     } else if (strcmp(name, "requires_grad") == 0) {
-        /* inputs: read (and guarded) when loaded; node outputs: tracked */
-        c = PyBool_FromLong(cap_get_rg(I, m->id));
+        /* inputs: read (and guarded) when loaded, unchanged by a write
+         * into them (one that requires grad stays a leaf); node outputs: tracked */
+        CapWrite *w = cap_write_of(I, t);
+        c = PyBool_FromLong(cap_get_rg(I, w ? w->input : m->id));
     }
     if (c || PyErr_Occurred()) {
         if (!c) return cap_py_failed(I, name);
@@ -777,10 +784,8 @@ static Sv *method_call(Interp *I, Sv *m, const Args *a) {
     case SV_TUPLE:
     case SV_LIST: return cap_seq_method_call(I, m->name, a);
     case SV_DICT: return cap_dict_method_call(I, m->name, a);
-    case SV_OPAQUE: /* a list argument's append (vals/object.c): a side effect */
-        if (strcmp(m->name, "append") == 0 && a->npos == 2 && !a->nkw)
-            return cap_list_append_effect(I, a->pos[0], a->pos[1]);
-        return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
+    case SV_OPAQUE: /* a list or set argument's method (vals/object.c): a side effect */
+        return cap_container_effect(I, m->name, a);
     default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
     }
 }
