@@ -289,6 +289,10 @@ def _wick_decompositions():
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
         aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+        # 1 - mask in attention (rsub) and the ones/zeros a graph makes from
+        # another tensor's metadata: pointwise work and creation ops, not
+        # extern calls that allocate and fill
+        aten.rsub, aten.new_ones, aten.new_zeros, aten.new_full,
     ])
     # Normalisations and backward ops whose eager kernels keep float32
     # intermediates for 16-bit inputs in their own order: decomposed for
@@ -303,6 +307,10 @@ def _wick_decompositions():
         aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
         aten._native_batch_norm_legit_functional,
         aten.native_group_norm, aten.native_batch_norm_backward, aten.native_group_norm_backward,
+        # the cross-entropy loss: a gather, a masked sum and a one-element
+        # scatter that fuse with log_softmax and its backward (an extern
+        # nll_loss_backward zero-fills a logits-sized tensor first)
+        aten.nll_loss_forward, aten.nll_loss_backward,
     ])
     # Batch norm in eval mode on CUDA is decomposed for 16-bit inputs too (as
     # inductor does): float32 arithmetic with one rounding at the end, so the
@@ -452,6 +460,7 @@ class _AtenImporter:
                 continue
             users = list(node.users)
             agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default,
+                        torch.ops.aten.slice_backward.default,
                         torch.ops.aten.embedding.default, torch.ops.aten.index_select.default,
                         torch.ops.aten.gather.default, torch.ops.aten.index.Tensor)
             if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
@@ -541,7 +550,8 @@ class _AtenImporter:
                 self.nnative += 1
                 return multi
         if isinstance(val, torch.Tensor) and target in (torch.ops.aten.cat.default, torch.ops.aten.stack.default,
-                                                        torch.ops.aten.constant_pad_nd.default):
+                                                        torch.ops.aten.constant_pad_nd.default,
+                                                        torch.ops.aten.slice_backward.default):
             vid = self.try_cat_pad(node, val)
             if vid is not None:
                 self.nnative += 1
@@ -596,6 +606,25 @@ class _AtenImporter:
                         views.append(g.op("VIEW", [v], ints=[nd, *sz, *st, 0]))
                     ins = views
                 vid = g.op("CAT", ins, ints=[dim])
+            elif node.target is torch.ops.aten.slice_backward.default:
+                # the gradient of x[..., start:end] (step 1): zeros around it, a PAD
+                x = self.lookup(node.args[0])
+                sizes, dim, start, end, step = (self.concrete(a) for a in node.args[1:6])
+                if x[0] != "v" or step != 1 or not isinstance(dim, int):
+                    return None
+                nd = len(sizes)
+                dim = dim + nd if dim < 0 else dim
+                if not 0 <= dim < nd:
+                    return None
+                n = sizes[dim]
+                start = min(max(start + n if start < 0 else start, 0), n)
+                end = min(max(end + n if end < 0 else end, start), n)
+                if list(g.value(x[1])["sizes"]) != [end - start if d == dim else sizes[d] for d in range(nd)]:
+                    return None
+                per = []
+                for d in range(nd):
+                    per += [start, n - end] if d == dim else [0, 0]
+                vid = g.op("PAD", [x[1], g.scalar(0)], ints=per)
             else:
                 x = self.lookup(node.args[0])
                 pads = self.concrete(node.args[1])
@@ -1037,11 +1066,38 @@ class _AtenImporter:
             return None  # torch would compute something else: let torch do it
         if not self.on_graph_device(got["device"]) or not self.on_graph_device(m["device"]):
             return None  # e.g. a CPU 0-d tensor in a CUDA graph: the extern path moves it
-        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
-            return None  # eager keeps the input's layout here and it matters: so do we, via torch
         if got["is_wrapped_number"]:
             return None
+        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
+            # eager keeps the input's layout here and it matters: a pointwise
+            # result is written in that layout (a permutation of a dense one)
+            if kind in ("binary", "alpha", "ternary", "unary", "params", "clamp", "gelu", "convert",
+                        "clone", "to_copy"):
+                return self.in_layout(vid, m)
+            return None
         return vid
+
+    def in_layout(self, vid, m):
+        """Value `vid` (contiguous in wick) materialised in the dense layout
+        with eager's strides m["strides"]: a copy of its permuted view (the
+        producer's work is inlined into that copy's kernel), viewed back in
+        the logical dim order. None when eager's strides are no permutation
+        of a dense layout (overlapping, gaps)."""
+        g = self.g
+        sizes, strides = list(m["sizes"]), list(m["strides"])
+        nd = len(sizes)
+        perm = sorted(range(nd), key=lambda d: (-strides[d] if sizes[d] != 1 else 0, d))
+        psizes = [sizes[p] for p in perm]
+        dense = _contiguous_strides(psizes)
+        if any(psizes[d] != 1 and strides[perm[d]] != dense[d] for d in range(nd)):
+            return None
+        have = g.value(vid)["strides"]
+        permuted = g.op("VIEW", [vid], ints=[nd, *psizes, *[have[p] for p in perm], 0])
+        copy = g.op("CONVERT", [permuted], dtype=getattr(self.torch, g.value(vid)["dtype"]))
+        back = [0] * nd
+        for d in range(nd):
+            back[perm[d]] = dense[d]
+        return g.op("VIEW", [copy], ints=[nd, *sizes, *back, 0])
 
     def convert(self, vid, dtype):
         return self.g.op("CONVERT", [vid], dtype=dtype)
@@ -1183,6 +1239,14 @@ def _meta_contiguous(imp, node):
     return _is_contiguous(m["sizes"], m["strides"])
 
 
+def _contiguous_strides(sizes):
+    out, step = [0] * len(sizes), 1
+    for d in reversed(range(len(sizes))):
+        out[d] = step
+        step *= max(sizes[d], 1)
+    return out
+
+
 def _is_contiguous(sizes, strides):
     expected = 1
     for size, stride in reversed(list(zip(sizes, strides))):
@@ -1275,6 +1339,9 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     spec, out_type = imp.run(list(example_inputs))
     compiled = imp.g.compile(externs=imp.externs)
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
+    # views as plain aliases (as inductor's): AOTAutograd restores the aliasing
+    # of outputs that are views (of inputs and of intermediates) itself
+    compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
             "kernels": compiled.nkernels, "layout": layout}

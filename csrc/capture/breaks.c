@@ -45,6 +45,12 @@
  * inside the loop would nest one resume call per iteration). With no tensor
  * work before the loop there is no split.
  *
+ * Side effects (cap_effects_plan) are replayed by the transformed code after
+ * its graph: first the input tensors the frame wrote in place (copy_ of the
+ * written graph value; the GraphLoader refuses a call where one shares
+ * memory with another input), then attribute writes, dict arguments, closure
+ * cells, list appends and globals.
+ *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with
  * attribute writes or ContextVar changes pending, in a frame with cell
@@ -423,6 +429,7 @@ struct CapBreakState {
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
     WkVec(ListAppend) appends;  /* list.append on list arguments, in program order */
     WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
+    WkVec(int) written;         /* and the graph inputs its COPY effects write */
     int effects_failed;         /* a side effect the plan cannot replay */
     WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
 };
@@ -478,7 +485,8 @@ void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
 }
 
 int cap_break_effect_seen(Interp *I) {
-    if (I->overlay.len > 0 || (I->brk && (I->brk->globals.len > 0 || I->brk->appends.len > 0))) return 1;
+    if (I->overlay.len > 0 || I->writes.len > 0 || (I->brk && (I->brk->globals.len > 0 || I->brk->appends.len > 0)))
+        return 1;
     for (int i = 0; I->brk && i < I->brk->cells.len; i++)
         if (I->brk->cells.data[i].sv->cell != I->brk->cells.data[i].initial) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
@@ -539,6 +547,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         for (int i = 0; i < I->brk->globals.len; i++) Py_DECREF(I->brk->globals.data[i].name);
         wk_vec_free(&I->brk->globals);
         wk_vec_free(&I->brk->effects);
+        wk_vec_free(&I->brk->written);
         wk_vec_free(&I->brk->cells);
         wk_vec_free(&I->brk->first_step);
         wk_vec_free(&I->brk->appends);
@@ -801,6 +810,21 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     out->items = NULL;
     if (!st) return 0;
     st->effects.len = 0;
+    st->written.len = 0;
+    /* input tensors written in place, first: their targets are read from
+     * their sources before any attribute write below could rebind them */
+    for (int i = 0; i < I->writes.len; i++) {
+        CapWrite *w = &I->writes.data[i];
+        int input = -1;
+        for (int k = 0; k < wk_graph_ninputs(I->g) && input < 0; k++)
+            if (wk_graph_input_value(I->g, k) == w->input) input = k;
+        WkRet *target = input >= 0 ? cap_reconstruct(I, p, w->source, 0) : NULL;
+        Sv *now = target ? sv_tensor(I, w->value) : NULL;
+        WkRet *value = now ? cap_reconstruct(I, p, now, 0) : NULL;
+        if (!value) return effects_fail(I, "an in-place write into an input tensor");
+        effect_push(st, WK_EFFECT_COPY, target, value, NULL);
+        wk_vec_push(&st->written, input);
+    }
     /* attribute writes to argument objects: the last value of each */
     for (int i = 0; i < I->overlay.len; i++) {
         CapOverlay *e = &I->overlay.data[i];
@@ -876,6 +900,8 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     }
     out->n = st->effects.len;
     out->items = st->effects.data;
+    out->nwritten = st->written.len;
+    out->written = st->written.data;
     return 0;
 }
 

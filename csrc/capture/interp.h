@@ -19,6 +19,8 @@
  *   vals/function.c  user functions, closures and cells: inlining pushes a
  *                    Frame.
  *   vals/builtins.c  builtins folded at capture time (len, isinstance, ...).
+ *   vals/newmodule.c nn.Module objects constructed during capture (an
+ *                    SV_OBJECT whose Module bookkeeping is modelled).
  *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
  *   vals/scratch.c   copies made at capture time that only capture sees
  *                    (copy.deepcopy of a guarded config object).
@@ -198,6 +200,15 @@ typedef struct {
     Sv *owner;
 } CapOverlay;
 
+/* An input tensor (an argument's, a module buffer, a global) the frame
+ * writes in place: its values take `value` from then on, and the
+ * transformed code copies that graph value into it after the graph. */
+typedef struct {
+    Sv *source; /* the first value read from it (arg/path or gname): where the copy goes */
+    int input;  /* the graph input it was read as */
+    int value;  /* the graph value it holds now */
+} CapWrite;
+
 typedef struct {
     PyObject *var; /* owned: a contextvars.ContextVar the frame set */
     Sv *value;     /* what it holds in the overlay */
@@ -227,6 +238,7 @@ struct Interp {
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
+    WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
     Sv *exc;                         /* an exception propagating (vals/exc.c), or NULL */
@@ -315,8 +327,14 @@ int cap_get_no_grad(const Interp *I, int value); /* computed with grad mode off 
 int cap_graph_needs_autograd(const Interp *I);
 void cap_mark_aliased(Interp *I, int value); /* shares storage with another graph value */
 int cap_is_aliased(const Interp *I, int value);
-/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded */
+/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded.
+ * An input tensor (x read from an argument or global) is written back after the graph (I->writes). */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
+/* The write entry of input tensor s (same source), or NULL */
+CapWrite *cap_write_of(Interp *I, const Sv *s);
+/* a VIEW of value v would see a later write into an input through the
+ * graph value, not the input's memory: -1 with a reason when v is written */
+int cap_check_view_of(Interp *I, int v, const char *what);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */
@@ -359,6 +377,20 @@ int cap_renaming_getattribute(PyTypeObject *tp); /* transformers' config __getat
  * (hooks checked, forward inlined). NULL when self is not such a module. */
 #define CAP_MODULE_BASE_CALL 2
 Sv *cap_module_base_call(Interp *I, Sv *self);
+
+/* vals/newmodule.c: nn.Module objects made during capture (SV_OBJECT with
+ * value CAP_OBJ_NEW_MODULE; a transformers ModelOutput is value 1) */
+#define CAP_OBJ_NEW_MODULE 2
+int cap_is_new_module(const Sv *s);
+Sv *cap_newmodule_new(Interp *I, PyObject *cls, const Args *a); /* NULL without a reason: not a Module class */
+/* nn.Module's bookkeeping functions (__init__, register_buffer, add_module,
+ * train, eval, ...) called on a module made here: modelled; NULL without a
+ * reason when f is none of them or self is not such a module */
+Sv *cap_newmodule_method(Interp *I, PyFunctionObject *f, const Args *a);
+int cap_newmodule_getattr(Interp *I, Sv *o, PyObject *name, int method);
+int cap_newmodule_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
+Sv *cap_newmodule_call(Interp *I, Sv *o, const Args *a);
+WkRet *cap_newmodule_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth);
 
 /* vals/userobj.c */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);

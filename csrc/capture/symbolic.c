@@ -658,6 +658,13 @@ static int store_subscr(Interp *I) {
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
     if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
+    if (c->kind == SV_TENSOR) { /* x[k] = v: operator.setitem, functional on a clone (vals/extern.c) */
+        static PyObject *setitem;
+        if (!setitem && !(setitem = PyObject_GetAttrString(cap_operator_mod, "setitem")))
+            return cap_py_failed(I, "operator.setitem");
+        Sv *ops[3] = {c, k, v};
+        return cap_extern_call(I, setitem, "Tensor.__setitem__", ops, 3, NULL, NULL, 0) ? 0 : -1;
+    }
     return cap_unsupported(I, "item assignment on a %s", sv_desc(c));
 }
 
@@ -1728,6 +1735,7 @@ cleanup:
     for (int i = 0; i < I->keep.len; i++) Py_DECREF(I->keep.data[i]);
     wk_vec_free(&I->keep);
     wk_vec_free(&I->overlay);
+    wk_vec_free(&I->writes);
     cap_ctxvar_free(I);
     free(I->reason);
     free(I->exc_where);

@@ -3,7 +3,8 @@
 Each function is one *cause* of a break (print, logging, .item(), .tolist(),
 .numpy(), a C function, a global write, an attribute write on an argument,
 a list append or dict write on an argument, a branch or a loop on a tensor's
-value, an in-place op on an input, a call that raises on the empty input)
+value, an in-place op on an input (replayed, as the writes above), a call
+that raises on the empty input)
 placed in one *context* (the middle of tensor work, inside an inlined call,
 nested calls, loops with and without tensor work before them, many live
 values, inside an expression, keyword calls, at the start, at the end,
@@ -342,11 +343,9 @@ FREE_VAR_CONTEXTS = {"free_vars", "free_vars_try"}
 # capture does not model (BEFORE_WITH runs in Python)
 SELF_BREAKING = {"with_user_cm", "with_cm_suppress", "with_autocast"}
 # causes that are side effects capture replays after the graph: no break
-REPLAYED = {"global_write", "attr_write", "dict_write", "list_append"}
+REPLAYED = {"global_write", "attr_write", "dict_write", "list_append", "inplace_input"}
 # Where wick makes more graphs than PyTorch's capture (not done yet, each a
 # break where PyTorch's capture replays or models the construct):
-#  - inplace_input: in-place ops on input tensors are breaks, PyTorch's
-#    capture replays them (1 graph);
 #  - many_live: a list made before the break reaches the resume function as a
 #    list argument, and capture treats list arguments as opaque objects, so
 #    each subscript of it breaks again.
@@ -357,7 +356,7 @@ REPLAYED = {"global_write", "attr_write", "dict_write", "list_append"}
 #    user __enter__/__exit__ and models autocast);
 #  - with_nullcontext: a block re-entered across a break hands the resume
 #    function a real __exit__, whose normal call breaks again.
-MORE_THAN_DYNAMO_CAUSES = {"inplace_input"}
+MORE_THAN_DYNAMO_CAUSES = set()
 MORE_THAN_DYNAMO_CONTEXTS = {"many_live", "try_inlined", "with_user_cm", "with_cm_suppress", "with_autocast",
                              "with_nullcontext"}
 
@@ -584,9 +583,9 @@ EXPECTED = {  # (cause, context): (graphs, breaks) of the first call; reviewed, 
     ("print", "try_except"): (2, 1), ("logging", "try_except"): (2, 1), ("item", "try_except"): (2, 1), ("tolist", "try_except"): (2, 2), ("numpy", "try_except"): (2, 4), ("c_function", "try_except"): (2, 1), ("global_write", "try_except"): (1, 0), ("attr_write", "try_except"): (1, 0), ("list_append", "try_except"): (1, 0), ("dict_write", "try_except"): (1, 0), ("branch", "try_except"): (2, 1), ("while_tensor", "try_except"): (2, 1), ("inplace_input", "try_except"): (2, 1), ("raising_call", "try_except"): (2, 2),
     ("print", "try_nested"): (2, 1), ("logging", "try_nested"): (2, 1), ("item", "try_nested"): (2, 1), ("tolist", "try_nested"): (2, 2), ("numpy", "try_nested"): (2, 4), ("c_function", "try_nested"): (2, 1), ("global_write", "try_nested"): (1, 0), ("attr_write", "try_nested"): (1, 0), ("list_append", "try_nested"): (1, 0), ("dict_write", "try_nested"): (1, 0), ("branch", "try_nested"): (2, 1), ("while_tensor", "try_nested"): (2, 1), ("inplace_input", "try_nested"): (2, 1), ("raising_call", "try_nested"): (2, 2),
     ("print", "try_inlined"): (3, 2), ("logging", "try_inlined"): (3, 2), ("item", "try_inlined"): (4, 2), ("tolist", "try_inlined"): (3, 3), ("numpy", "try_inlined"): (3, 5), ("c_function", "try_inlined"): (3, 2), ("global_write", "try_inlined"): (1, 0), ("attr_write", "try_inlined"): (1, 0), ("list_append", "try_inlined"): (1, 0), ("dict_write", "try_inlined"): (1, 0), ("branch", "try_inlined"): (4, 2), ("while_tensor", "try_inlined"): (4, 2), ("inplace_input", "try_inlined"): (3, 2), ("raising_call", "try_inlined"): (3, 3),
-    ("print", "with_user_cm"): (2, 3), ("logging", "with_user_cm"): (2, 3), ("item", "with_user_cm"): (3, 3), ("tolist", "with_user_cm"): (2, 4), ("numpy", "with_user_cm"): (2, 6), ("c_function", "with_user_cm"): (2, 3), ("global_write", "with_user_cm"): (2, 2), ("attr_write", "with_user_cm"): (2, 2), ("list_append", "with_user_cm"): (2, 2), ("dict_write", "with_user_cm"): (2, 2), ("branch", "with_user_cm"): (3, 3), ("while_tensor", "with_user_cm"): (3, 3), ("inplace_input", "with_user_cm"): (2, 3), ("raising_call", "with_user_cm"): (2, 4),
-    ("print", "with_cm_suppress"): (3, 3), ("logging", "with_cm_suppress"): (3, 3), ("item", "with_cm_suppress"): (4, 3), ("tolist", "with_cm_suppress"): (3, 4), ("numpy", "with_cm_suppress"): (3, 6), ("c_function", "with_cm_suppress"): (3, 3), ("global_write", "with_cm_suppress"): (3, 2), ("attr_write", "with_cm_suppress"): (3, 2), ("list_append", "with_cm_suppress"): (3, 2), ("dict_write", "with_cm_suppress"): (3, 2), ("branch", "with_cm_suppress"): (4, 3), ("while_tensor", "with_cm_suppress"): (4, 3), ("inplace_input", "with_cm_suppress"): (3, 3), ("raising_call", "with_cm_suppress"): (3, 4),
-    ("print", "with_autocast"): (2, 4), ("logging", "with_autocast"): (2, 4), ("item", "with_autocast"): (3, 4), ("tolist", "with_autocast"): (2, 5), ("numpy", "with_autocast"): (2, 7), ("c_function", "with_autocast"): (2, 4), ("global_write", "with_autocast"): (2, 3), ("attr_write", "with_autocast"): (2, 3), ("list_append", "with_autocast"): (2, 3), ("dict_write", "with_autocast"): (2, 3), ("branch", "with_autocast"): (3, 4), ("while_tensor", "with_autocast"): (3, 4), ("inplace_input", "with_autocast"): (2, 4), ("raising_call", "with_autocast"): (2, 5),
+    ("print", "with_user_cm"): (2, 3), ("logging", "with_user_cm"): (2, 3), ("item", "with_user_cm"): (3, 3), ("tolist", "with_user_cm"): (2, 4), ("numpy", "with_user_cm"): (2, 6), ("c_function", "with_user_cm"): (2, 3), ("global_write", "with_user_cm"): (2, 2), ("attr_write", "with_user_cm"): (2, 2), ("list_append", "with_user_cm"): (2, 2), ("dict_write", "with_user_cm"): (2, 2), ("branch", "with_user_cm"): (3, 3), ("while_tensor", "with_user_cm"): (3, 3), ("inplace_input", "with_user_cm"): (2, 2), ("raising_call", "with_user_cm"): (2, 4),
+    ("print", "with_cm_suppress"): (3, 3), ("logging", "with_cm_suppress"): (3, 3), ("item", "with_cm_suppress"): (4, 3), ("tolist", "with_cm_suppress"): (3, 4), ("numpy", "with_cm_suppress"): (3, 6), ("c_function", "with_cm_suppress"): (3, 3), ("global_write", "with_cm_suppress"): (3, 2), ("attr_write", "with_cm_suppress"): (3, 2), ("list_append", "with_cm_suppress"): (3, 2), ("dict_write", "with_cm_suppress"): (3, 2), ("branch", "with_cm_suppress"): (4, 3), ("while_tensor", "with_cm_suppress"): (4, 3), ("inplace_input", "with_cm_suppress"): (3, 2), ("raising_call", "with_cm_suppress"): (3, 4),
+    ("print", "with_autocast"): (2, 4), ("logging", "with_autocast"): (2, 4), ("item", "with_autocast"): (3, 4), ("tolist", "with_autocast"): (2, 5), ("numpy", "with_autocast"): (2, 7), ("c_function", "with_autocast"): (2, 4), ("global_write", "with_autocast"): (2, 3), ("attr_write", "with_autocast"): (2, 3), ("list_append", "with_autocast"): (2, 3), ("dict_write", "with_autocast"): (2, 3), ("branch", "with_autocast"): (3, 4), ("while_tensor", "with_autocast"): (3, 4), ("inplace_input", "with_autocast"): (2, 3), ("raising_call", "with_autocast"): (2, 5),
     ("print", "with_nullcontext"): (3, 2), ("logging", "with_nullcontext"): (3, 2), ("item", "with_nullcontext"): (3, 2), ("tolist", "with_nullcontext"): (3, 3), ("numpy", "with_nullcontext"): (3, 5), ("c_function", "with_nullcontext"): (3, 2), ("global_write", "with_nullcontext"): (1, 0), ("attr_write", "with_nullcontext"): (1, 0), ("list_append", "with_nullcontext"): (1, 0), ("dict_write", "with_nullcontext"): (1, 0), ("branch", "with_nullcontext"): (3, 2), ("while_tensor", "with_nullcontext"): (3, 2), ("inplace_input", "with_nullcontext"): (3, 2), ("raising_call", "with_nullcontext"): (3, 3),
     ("print", "try_in_no_grad"): (2, 2), ("logging", "try_in_no_grad"): (2, 2), ("item", "try_in_no_grad"): (2, 2), ("tolist", "try_in_no_grad"): (2, 3), ("numpy", "try_in_no_grad"): (2, 5), ("c_function", "try_in_no_grad"): (2, 2), ("global_write", "try_in_no_grad"): (1, 0), ("attr_write", "try_in_no_grad"): (1, 0), ("list_append", "try_in_no_grad"): (1, 0), ("dict_write", "try_in_no_grad"): (1, 0), ("branch", "try_in_no_grad"): (2, 2), ("while_tensor", "try_in_no_grad"): (2, 2), ("inplace_input", "try_in_no_grad"): (2, 2), ("raising_call", "try_in_no_grad"): (2, 3),
     ("print", "free_vars"): (2, 1), ("logging", "free_vars"): (2, 1), ("item", "free_vars"): (2, 1), ("tolist", "free_vars"): (2, 2), ("numpy", "free_vars"): (2, 4), ("c_function", "free_vars"): (2, 1), ("global_write", "free_vars"): (1, 0), ("attr_write", "free_vars"): (1, 0), ("list_append", "free_vars"): (1, 0), ("dict_write", "free_vars"): (1, 0), ("branch", "free_vars"): (2, 1), ("while_tensor", "free_vars"): (2, 1), ("inplace_input", "free_vars"): (2, 1), ("raising_call", "free_vars"): (2, 2),

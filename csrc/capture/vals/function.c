@@ -116,6 +116,8 @@ static Sv *run_callee(Interp *I, Frame *fr) {
 
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a) {
     char buf[200];
+    Sv *modelled = cap_newmodule_method(I, f, a); /* nn.Module bookkeeping on a module made here */
+    if (modelled || CAP_FAILED(I)) return modelled;
     PyCodeObject *co = (PyCodeObject *)f->func_code;
     const char *name = cap_callable_name((PyObject *)f, buf, sizeof buf);
     if (check_code(I, co, name, I->f->depth + 1) < 0) return NULL;

@@ -149,6 +149,8 @@ Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a) {
         return t;
     }
     if (is_model_output(cls)) return model_output_new(I, cls, a);
+    if (cap_module_type && PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, cap_module_type))
+        return cap_newmodule_new(I, cls, a);
     if (!modelable_class(cls)) return NULL;
     Sv *o = sv_new(I, SV_OBJECT);
     o->obj = Py_NewRef(cls);
@@ -189,6 +191,7 @@ int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handl
 }
 
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
+    if (o->value == CAP_OBJ_NEW_MODULE) return cap_newmodule_getattr(I, o, name, method);
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return cap_py_failed(I, "attribute");
     PyTypeObject *tp = (PyTypeObject *)o->obj;
@@ -232,6 +235,7 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
 }
 
 int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    if (o->value == CAP_OBJ_NEW_MODULE) return cap_newmodule_setattr(I, o, name, v);
     if (o->value == 1) return cap_unsupported(I, "assignment to a field of a ModelOutput made during capture");
     if (!v) return cap_unsupported(I, "del of an attribute of a %s", ((PyTypeObject *)o->obj)->tp_name);
     PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
@@ -301,6 +305,7 @@ Sv *cap_userobj_len(Interp *I, Sv *o) {
 static PyObject *rebuild_fn, *rebuild_output_fn;
 
 static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
+    if (o->value == CAP_OBJ_NEW_MODULE) return cap_newmodule_reconstruct(I, p, o, depth);
     if (!rebuild_fn) {
         PyObject *m = PyImport_ImportModule("wick._capture_meta");
         rebuild_fn = m ? PyObject_GetAttrString(m, "rebuild_object") : NULL;
@@ -363,7 +368,43 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
     return cap_unsupported(I, "ModelOutput index"), NULL;
 }
 
+/* x <op> y with x an object made here whose class defines the operator in
+ * Python (ModuleList's `self += modules`): the in-place dunder for an
+ * in-place operator, else the plain one, inlined; NotImplemented (Python
+ * would try the other operand) is unsupported. NULL without a reason when
+ * the class has no such Python dunder. */
+static Sv *object_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    static const char *const names[] = {"add", "and", "floordiv", "lshift", "matmul", "mul", "mod",
+                                        "or",  "pow", "rshift",   "sub",    "truediv", "xor"};
+    if (x->kind != SV_OBJECT || x->value == 1) return NULL;
+    int inplace = nb >= NB_INPLACE_ADD, base = inplace ? nb - NB_INPLACE_ADD : nb;
+    if (base < 0 || base >= (int)(sizeof names / sizeof names[0])) return NULL;
+    char dunder[32];
+    int found = 0;
+    Sv *r = NULL;
+    if (inplace) {
+        snprintf(dunder, sizeof dunder, "__i%s__", names[base]);
+        r = call_dunder(I, x, dunder, &y, 1, &found);
+    }
+    if (!found && !CAP_FAILED(I)) {
+        snprintf(dunder, sizeof dunder, "__%s__", names[base]);
+        r = call_dunder(I, x, dunder, &y, 1, &found);
+    }
+    if (!found || !r) return r;
+    if (r->kind == SV_CONST && r->obj == Py_NotImplemented)
+        return cap_unsupported(I, "%s of a %s returned NotImplemented", dunder, ((PyTypeObject *)x->obj)->tp_name), NULL;
+    return r;
+}
+
+/* o(*args): a module made here is called as nn.Module.__call__ does */
+static Sv *object_call(Interp *I, Sv *o, const Args *a) {
+    if (o->value == CAP_OBJ_NEW_MODULE) return cap_newmodule_call(I, o, a);
+    return cap_unsupported(I, "call of a %s made during capture", ((PyTypeObject *)o->obj)->tp_name), NULL;
+}
+
 const SvOps cap_object_kind = {
+    .call = object_call,
+    .binary = object_binary,
     .subscript = object_subscript,
     .name = NULL,
     .truth = object_truth,

@@ -1,0 +1,136 @@
+"""transformers heads called with `labels=`: the loss computed inside
+forward. BERT's and T5's heads build `CrossEntropyLoss()` in forward (a
+module made in the frame, vals/newmodule.c), T5 shifts the labels into
+decoder inputs by tensor item assignment and masked_fill_ on a new tensor,
+LLaMA and GPT-2 call transformers' loss functions. Results (loss and
+logits) and gradients equal eager's; graph counts asserted.
+
+GPT-2: with loss_type unset, transformers' `loss_function` property logs
+through `logger.warning_once` on every call; PyTorch's capture breaks there
+(2 graphs, measured with transformers 5.24.0 and torch 2.13); wick does not
+replay logging calls yet, so that frame runs eagerly (results still equal):
+an expected failure, strict."""
+import pytest
+import torch
+
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403
+from test_capture_util import compiled, entries, reasons
+
+transformers = pytest.importorskip("transformers")
+T = transformers
+
+
+def _ids(n=8):
+    return torch.randint(0, 100, (2, n))
+
+
+def bert():
+    cfg = T.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=37, max_position_embeddings=64)
+    ids = _ids()
+    return T.BertForMaskedLM(cfg), dict(input_ids=ids, labels=ids)
+
+
+def t5():
+    cfg = T.T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=2,
+                     decoder_start_token_id=0, pad_token_id=0)
+    labels = _ids(6)
+    labels[0, -2:] = -100  # ignored positions, replaced by pad_token_id when shifted
+    return T.T5ForConditionalGeneration(cfg), dict(input_ids=_ids(), labels=labels)
+
+
+def llama():
+    cfg = T.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    ids = _ids()
+    return T.LlamaForCausalLM(cfg), dict(input_ids=ids, labels=ids)
+
+
+def gpt2():
+    cfg = T.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    ids = _ids()
+    return T.GPT2LMHeadModel(cfg), dict(input_ids=ids, labels=ids)
+
+
+MODELS = [bert, t5, llama, gpt2]
+NOT_ONE_GRAPH = {gpt2: "logger.warning_once in the loss_function property (PyTorch's capture: 2 graphs)"}
+VALIDATED = ("5.24.0",)
+
+
+def _one_graph_param(m):
+    if m in NOT_ONE_GRAPH:
+        return pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=NOT_ONE_GRAPH[m]))
+    if T.__version__ not in VALIDATED:
+        return pytest.param(m, marks=pytest.mark.xfail(strict=False, reason=f"validated with {VALIDATED}"))
+    return m
+
+
+def _tensors(out):
+    return [out.loss, out.logits]
+
+
+def _compare(got, expected):
+    assert type(got) is type(expected)
+    for a, b in zip(_tensors(got), _tensors(expected)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _infer(make):
+    torch.manual_seed(0)
+    model, kw = make()
+    model.eval()
+    with torch.no_grad():
+        expected = model(**kw)
+        got = compiled(type(model).forward)(model, **kw)
+    return expected, got, type(model).forward
+
+
+def _train(make):
+    torch.manual_seed(0)
+    model, kw = make()
+    model.eval()  # no dropout: eager and compiled compute the same function
+    params = [p for p in model.parameters() if p.requires_grad]
+    expected = model(**kw)
+    want = torch.autograd.grad(expected.loss, params, allow_unused=True)
+    got = compiled(type(model).forward)(model, **kw)
+    grads = torch.autograd.grad(got.loss, params, allow_unused=True)
+    return expected, got, want, grads, type(model).forward
+
+
+def _assert_one_graph(fn):
+    es = entries(fn)
+    assert es and not es[0]["eager"], reasons(fn)
+    assert es[0]["graph_count"] == 1 and not es[0].get("breaks"), reasons(fn)
+
+
+@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
+def test_loss_equals_eager(make):
+    expected, got, _ = _infer(make)
+    _compare(got, expected)
+
+
+@pytest.mark.parametrize("make", [_one_graph_param(m) for m in MODELS], ids=lambda f: f.__name__)
+def test_loss_is_one_graph(make):
+    C.reset()
+    *_, fn = _infer(make)
+    _assert_one_graph(fn)
+
+
+@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
+def test_loss_forward_backward_equals_eager(make):
+    expected, got, want, grads, _ = _train(make)
+    _compare(got, expected)
+    assert sum(g is not None for g in want) > 10
+    for g, w in zip(grads, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5 * max(1.0, w.abs().max().item()))
+
+
+@pytest.mark.parametrize("make", [_one_graph_param(m) for m in MODELS], ids=lambda f: f.__name__)
+def test_loss_forward_backward_is_one_graph(make):
+    C.reset()
+    *_, fn = _train(make)
+    _assert_one_graph(fn)
+    assert entries(fn)[0]["via_fx"]
