@@ -88,5 +88,6 @@ def test_views_cat_pad_on_cuda(dtype, noncontig):
     assert info and info[-1]["views"] > 0, info
     for w, g in zip(want, got):
         assert g.dtype == w.dtype and g.shape == w.shape and g.stride() == w.stride(), (g.stride(), w.stride())
-        tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
-        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+        # bf16: a fused kernel rounds once where eager rounds each op's result
+        rtol, atol = (1.6e-2, 0.125) if dtype == torch.bfloat16 else (1e-5, 1e-5)
+        torch.testing.assert_close(g, w, rtol=rtol, atol=atol)
