@@ -242,9 +242,30 @@ def rewrite(torch, gm, native_kinds):
                 env[w] = emit(aten.permute.default, [nhwc[w], TO_NCHW])
         # anything else (convolutions, pooling, views, externs): the same op on
         # the operands in their logical order, whatever strides they now have
-        env[n] = emit(n.target, torch.fx.node.map_arg(n.args, orig), torch.fx.node.map_arg(n.kwargs, orig))
+        args, kwargs = torch.fx.node.map_arg(n.args, orig), torch.fx.node.map_arg(n.kwargs, orig)
+        if all(_val(orig(a)) is _val(a) for a in n.all_input_nodes):
+            # operands as traced: so is the value (no fake run: most nodes of
+            # a graph far from its convolutions)
+            env[n] = new.call_function(n.target, args, kwargs)
+            env[n].meta["val"] = _val(n)
+            continue
+        env[n] = emit(n.target, args, kwargs)
     new.lint()
-    return torch.fx.GraphModule(gm, new)
+    return _Rewritten(gm, new)
+
+
+class _Rewritten:
+    """The rewritten graph with gm's attributes (its constants): what the
+    ATen importer reads. Not a GraphModule, whose Python code generation
+    would cost more than the whole rewrite; nothing calls it (a fallback
+    runs the original gm)."""
+
+    def __init__(self, gm, graph):
+        self._gm = gm
+        self.graph = graph
+
+    def __getattr__(self, name):
+        return getattr(self._gm, name)
 
 
 def apply(torch, gm, example_inputs, which, native_kinds):

@@ -580,7 +580,7 @@ class _AtenImporter:
         import torch.fx
 
         torch, g = self.torch, self.g
-        if val.device.type != "cpu" or val.layout != torch.strided:
+        if not self.on_graph_device(val.device) or val.layout != torch.strided:
             return None
         try:
             if node.target in (torch.ops.aten.cat.default, torch.ops.aten.stack.default):
@@ -817,7 +817,9 @@ class _AtenImporter:
         layout in the wick graph must be the one the fake input has, so the
         offsets mean the same memory."""
         torch, g = self.torch, self.g
-        if not node.args or val.device.type != "cpu" or val.layout != torch.strided:
+        # on the graph's device (CPU or CUDA alike: a view is an index remap in
+        # the kernels that read it, or one as_strided where a tensor is needed)
+        if not node.args or not self.on_graph_device(val.device) or val.layout != torch.strided:
             return None
         kind, vid = self.lookup(node.args[0])
         base = node.args[0].meta.get("val") if kind == "v" else None
