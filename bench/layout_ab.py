@@ -63,7 +63,15 @@ def main():
                     fn = torch.compile(m)
                 else:
                     os.environ["WICK_CHANNELS_LAST"] = "0" if v == "wick-nchw" else "auto"
-                    fn = torch.compile(m, backend="wick", mode="reduce-overhead" if v == "wick-ro" else None)
+                    if v == "wick-nchw":
+                        # a backend object of its own: Dynamo's cache entries are per
+                        # backend, so this compiles anew instead of reusing "wick"'s
+                        def nchw(gm, example_inputs):
+                            return wick.backends.wick_backend(gm, example_inputs)
+
+                        fn = torch.compile(m, backend=nchw)
+                    else:
+                        fn = torch.compile(m, backend="wick", mode="reduce-overhead" if v == "wick-ro" else None)
                 t0 = time.time()
                 out = fn(x).float()
                 torch.cuda.synchronize()

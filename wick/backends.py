@@ -1415,26 +1415,45 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
     PyTorch meta function that disagrees with its kernel, e.g. batch_norm on
     bfloat16) makes the runtime raise before any kernel reads the wrong data.
     The graph is functional, so running it eagerly from the start gives
-    eager's result; that graph stays eager from then on, with the reason."""
-    state = {"fn": boxed}
+    eager's result; that graph stays eager from then on, with the reason.
+    Likewise any error of the graph's first run (a kernel Triton could not
+    compile for this device, say) when eager runs the graph without one:
+    eager's result, the reason recorded; an error eager raises too is eager's."""
+    state = {"fn": boxed, "ran": False}
+
+    def first_run_failed(args, exc):
+        out = gm(*args)  # eager's own error, if it has one, propagates from here
+        reason = f"{which} graph at its first run: {type(exc).__name__}: {str(exc)[:300]}"
+        state["fn"] = _boxed_fallback(gm, reason)
+        return out
 
     def guarded(args):
         try:
-            return state["fn"](args)
+            out = state["fn"](args)
+            state["ran"] = True
+            return out
         except IndexError as exc:
             # a kernel met an index out of range (lower.h, "Indirect loads"):
             # the graph is functional, so eager from the start raises eager's
             # own error (or, should wick be wrong, gives eager's result)
             if not str(exc).startswith("wick: index out of range"):
+                if state["fn"] is boxed and not state["ran"]:
+                    return first_run_failed(args, exc)
                 raise
             return gm(*args)
         except (RuntimeError, TypeError) as exc:
             msg = str(exc)
             if (state["fn"] is not boxed or not msg.startswith("wick: extern")
                     or ("metadata" not in msg and "returned" not in msg)):
+                if state["fn"] is boxed and not state["ran"]:
+                    return first_run_failed(args, exc)
                 raise
             state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}")
             return state["fn"](args)
+        except Exception as exc:  # noqa: BLE001 - e.g. Triton's CompilationError
+            if state["fn"] is boxed and not state["ran"]:
+                return first_run_failed(args, exc)
+            raise
 
     guarded._boxed_call = True
     return guarded

@@ -282,3 +282,38 @@ def test_wick_capture_native_without_the_knob(monkeypatch):
     for w, g in zip(want, got):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
     assert B.compiled_graphs[n0:] == []  # wick's native path: no ATen graph
+
+
+def test_first_run_error_runs_the_graph_eagerly(monkeypatch):
+    # an error in a compiled graph's first run (a kernel the device's compiler
+    # refuses, say) gives eager's result with the reason recorded; an error
+    # eager raises as well stays eager's
+    real = B._compile_aten
+
+    def broken(*args, **kwargs):
+        fn, info = real(*args, **kwargs)
+
+        def run(*a):
+            raise RuntimeError("wick: simulated kernel compile failure")
+
+        return run, info
+
+    monkeypatch.setattr(B, "_compile_aten", broken)
+    torch._dynamo.reset()
+    n0 = len(B.fallback_reasons)
+
+    def f(x):
+        return torch.relu(x) * 2 + x.sum()
+
+    x = torch.randn(5, 7)
+    torch.testing.assert_close(torch.compile(f, backend="wick")(x), f(x))
+    assert any("first run" in r and "simulated" in r for r in B.fallback_reasons[n0:]), B.fallback_reasons[n0:]
+
+    torch._dynamo.reset()
+
+    def g(x, i):
+        return torch.gather(x, 0, i) + 1
+
+    with pytest.raises(RuntimeError, match="out of bounds|out of range"):
+        torch.compile(g, backend="wick")(torch.randn(3, 4), torch.tensor([[0, 10, 1, 2]]))
+    torch._dynamo.reset()
