@@ -263,7 +263,10 @@ def test_no_reference_leaks():
             cf(*args)
     gc.collect()
     after = [sys.getrefcount(a) for a in (x, y, n)]
-    assert after == before
+    assert after[:2] == before[:2]
+    # the small int 3 is shared by the whole process (a cache filled once
+    # elsewhere may hold one more): a leak per call would add 10000
+    assert abs(after[2] - before[2]) < 10, (before, after)
     assert len(gc.get_objects()) - objs < 100
 
 
