@@ -224,13 +224,29 @@ class Functional:
         self.written, self.kind = tuple(written), kind
         self.__name__ = getattr(fn, "__name__", "call")
         self.__qualname__ = "Functional(" + getattr(fn, "__qualname__", self.__name__) + ")"
+        # where the written inputs are: positions and keywords of the call
+        # itself (the common case, cloned without walking the templates)
+        ws = set(self.written)
+        self.flat = not any(type(t) in (tuple, list, dict) for t in list(args) + list(kwargs.values()))
+        self.pos = [(i, t.index) for i, t in enumerate(args) if isinstance(t, C.ExternInput) and t.index in ws]
+        self.kw = [(k, t.index) for k, t in kwargs.items() if isinstance(t, C.ExternInput) and t.index in ws]
 
     def __call__(self, *args, **kwargs):
         clones = {}
-        written = set(self.written)
-        a = _clone_written(self.args, args, written, clones)
-        kw = {k: _clone_written(self.kwargs[k], v, written, clones) for k, v in kwargs.items()}
-        out = self.fn(*a, **kw)
+        if self.flat:
+            a = list(args)
+            for i, k in self.pos:
+                c = clones.get(k)
+                a[i] = c if c is not None else clones.setdefault(k, args[i].clone())
+            for name, k in self.kw:
+                c = clones.get(k)
+                kwargs[name] = c if c is not None else clones.setdefault(k, kwargs[name].clone())
+            out = self.fn(*a, **kwargs)
+        else:
+            written = set(self.written)
+            a = _clone_written(self.args, args, written, clones)
+            kw = {k: _clone_written(self.kwargs[k], v, written, clones) for k, v in kwargs.items()}
+            out = self.fn(*a, **kw)
         tail = tuple(clones[k] for k in self.written)
         if self.kind == "none" or self.kind.startswith("self:"):
             return tail

@@ -916,7 +916,8 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
         int input = -1;
         for (int k = 0; k < wk_graph_ninputs(I->g) && input < 0; k++)
             if (wk_graph_input_value(I->g, k) == w->input) input = k;
-        WkRet *target = input >= 0 ? cap_reconstruct(I, p, w->source, 0) : NULL;
+        WkRet *target = input >= 0 ? cap_ret_new(p, WK_RET_WRITTEN) : NULL; /* the loader hands it over */
+        if (target) target->index = st->written.len;
         Sv *now = target ? sv_tensor(I, w->value) : NULL;
         WkRet *value = now ? cap_reconstruct(I, p, now, 0) : NULL;
         if (!value) return effects_fail(I, "an in-place write into an input tensor");

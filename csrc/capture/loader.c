@@ -88,30 +88,40 @@ static int storage_range(PyObject *t, long long *start, long long *nbytes) {
  * from another source that is the same tensor or shares its storage (its
  * first element lies in the written storage: storages do not overlap) would
  * see the write in eager, not in the graph. Then raise before the graph
- * runs (the transformed code's handler runs the frame eagerly). 0 or -1. */
+ * runs (the transformed code's handler runs the frame eagerly). Each input's
+ * data_ptr is read once. 0 or -1. */
 static int check_written_alone(LoaderObject *self, PyObject *const *inputs) {
-    for (int k = 0; k < self->nwritten; k++) {
-        int w = self->written[k];
-        long long start = 0, nbytes = 0;
-        if (storage_range(inputs[w], &start, &nbytes) < 0) return -1;
-        for (int i = 0; i < self->ninputs; i++) {
+    long long range_stack[2 * 16];
+    long long *range = self->nwritten <= 16 ? range_stack : wk_xcalloc((size_t)self->nwritten * 2, sizeof(long long));
+    int rc = -1;
+    for (int k = 0; k < self->nwritten; k++)
+        if (storage_range(inputs[self->written[k]], &range[2 * k], &range[2 * k + 1]) < 0) goto finish;
+    for (int i = 0; i < self->ninputs; i++) {
+        long long at = -2; /* not read yet */
+        for (int k = 0; k < self->nwritten; k++) {
+            int w = self->written[k];
             if (i == w || (self->roots[i] == self->roots[w] && self->nodes[i] == self->nodes[w])) continue;
             int alias = inputs[i] == inputs[w];
-            if (!alias && nbytes > 0) {
-                PyObject *p = PyObject_CallMethod(inputs[i], "data_ptr", NULL);
-                long long at = p ? PyLong_AsLongLong(p) : -1;
-                Py_XDECREF(p);
-                if (at == -1 && PyErr_Occurred()) return -1;
-                alias = at >= start && at < start + nbytes;
+            if (!alias && range[2 * k + 1] > 0) {
+                if (at == -2) {
+                    PyObject *p = PyObject_CallMethod(inputs[i], "data_ptr", NULL);
+                    at = p ? PyLong_AsLongLong(p) : -1;
+                    Py_XDECREF(p);
+                    if (at == -1 && PyErr_Occurred()) goto finish;
+                }
+                alias = at >= range[2 * k] && at < range[2 * k] + range[2 * k + 1];
             }
             if (alias) {
                 PyErr_SetString(PyExc_RuntimeError,
                                 "wick: a tensor the frame writes in place shares memory with another graph input");
-                return -1;
+                goto finish;
             }
         }
     }
-    return 0;
+    rc = 0;
+finish:
+    if (range != range_stack) free(range);
+    return rc;
 }
 
 static PyObject *loader_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -131,6 +141,16 @@ static PyObject *loader_vectorcall(PyObject *self_obj, PyObject *const *args, si
     if (self->nwritten && check_written_alone(self, inputs + 1) < 0) goto finish;
     res = PyObject_Vectorcall(self->compiled, inputs + 1, (size_t)self->ninputs | PY_VECTORCALL_ARGUMENTS_OFFSET,
                               NULL);
+    if (res && self->nwritten) { /* the written inputs after the outputs: the caller copies into them */
+        PyObject *seq = PySequence_Fast(res, "wick: a graph returned no sequence");
+        PyObject *all = seq ? PyTuple_New(PySequence_Fast_GET_SIZE(seq) + self->nwritten) : NULL;
+        Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+        for (Py_ssize_t i = 0; all && i < n; i++) PyTuple_SET_ITEM(all, i, Py_NewRef(PySequence_Fast_GET_ITEM(seq, i)));
+        for (int k = 0; all && k < self->nwritten; k++)
+            PyTuple_SET_ITEM(all, n + k, Py_NewRef(inputs[1 + self->written[k]]));
+        Py_XDECREF(seq);
+        Py_SETREF(res, all);
+    }
 finish:
     for (int i = 0; i < got; i++) Py_DECREF(inputs[1 + i]);
     if (inputs != stack) free(inputs);

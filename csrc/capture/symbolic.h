@@ -154,6 +154,8 @@ typedef enum {
     WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
                     * open across a graph break, re-entered (value: torch.set_grad_enabled) */
     WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
+    WK_RET_WRITTEN, /* written input `index` as the GraphLoader resolved it (returned after the
+                     * graph's outputs, WkEffects.written): the target of a COPY effect */
 } WkRetKind;
 
 typedef struct WkRet {

@@ -51,10 +51,17 @@ static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
     return 0;
 }
 
+/* the temps of the loader's written inputs: out_locals after the graph's
+ * outputs (set by emit_graph_call for the code being assembled) */
+static int written_base;
+
 static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     switch ((int)r->kind) {
     case WK_RET_OUTPUT:
         wk_asm_load_fast(a, out_locals[r->index]);
+        return 0;
+    case WK_RET_WRITTEN:
+        wk_asm_load_fast(a, out_locals[written_base + r->index]);
         return 0;
     case WK_RET_ARG:
         return load_arg_path(a, r->index, r->path);
@@ -196,6 +203,8 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
         wk_asm_try(a, start, end, guarded_handler, 0, 0);
     }
     if (emit_loader_call(a, compiled, input_args, input_paths, ninputs, fx) < 0) return -1;
+    written_base = noutputs;
+    noutputs += fx ? fx->nwritten : 0; /* the loader returns the written inputs after the outputs */
     if (noutputs > 0) {
         char name[64];
         for (int i = 0; i < noutputs; i++) {
@@ -311,7 +320,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
                                PyObject *const *input_paths, int ninputs, int noutputs, const WkRet *ret,
                                int line, const WkEffects *effects) {
     PyObject *res = NULL;
-    int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    int *out_locals = wk_xcalloc((size_t)noutputs + (effects ? effects->nwritten : 0) + 1, sizeof(int));
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
     if (line < 0) line = code->co_firstlineno;
@@ -423,7 +432,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
                                      PyObject *const *input_paths, int ninputs, int noutputs, const WkBreak *b,
                                      const WkEffects *effects) {
     PyObject *res = NULL;
-    int *out_locals = wk_xcalloc((size_t)noutputs + 1, sizeof(int));
+    int *out_locals = wk_xcalloc((size_t)noutputs + (effects ? effects->nwritten : 0) + 1, sizeof(int));
     int *arg_temps = NULL;
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;

@@ -425,6 +425,34 @@ int64_t cap_const_size(const WkValue *m, int d) {
 }
 
 /* self.name(*args) */
+/* x.add_(y) and the other elementwise in-place methods whose out-of-place
+ * form is an op of the table: that op, fused with the rest of the graph,
+ * then x takes the result (cap_inplace_update). Others (x.index_add_,
+ * x.copy_, x.uniform_, ...) are extern calls that write on a clone
+ * (vals/extern.c). NULL without a reason when not such a method. */
+static Sv *inplace_method(Interp *I, const char *name, const Args *a) {
+    static const char *const elementwise[] = {
+        "add_", "sub_", "mul_", "div_", "pow_", "neg_", "abs_", "exp_", "log_", "sqrt_", "rsqrt_", "sigmoid_",
+        "tanh_", "relu_", "clamp_", "clamp_min_", "clamp_max_", "sin_", "cos_", "floor_", "ceil_", "round_",
+        "sign_", "reciprocal_", "square_", "erf_", "masked_fill_", "lerp_", "addcmul_", "addcdiv_", "fmod_",
+        "remainder_", "log1p_", "expm1_", "trunc_", "frac_", "hardtanh_", "silu_", "gelu_"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof elementwise / sizeof *elementwise && !known; i++)
+        known = strcmp(name, elementwise[i]) == 0;
+    if (!known) return NULL;
+    char base[32];
+    snprintf(base, sizeof base, "%.*s", (int)strlen(name) - 1, name);
+    int op = cap_method_op(base);
+    if (op < 0 || op == WK_OP_VIEW) return NULL;
+    Sv *r = cap_tensor_method_call(I, base, a);
+    if (!r) return NULL;
+    if (r->kind != SV_TENSOR || r == a->pos[0])
+        return cap_unsupported(I, "Tensor.%s(): its out-of-place form gave no new tensor", name), NULL;
+    char what[48];
+    snprintf(what, sizeof what, "Tensor.%s()", name);
+    return cap_inplace_update(I, a->pos[0], r, what);
+}
+
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
     Sv *self = a->pos[0];
     char fname[80];
@@ -552,6 +580,8 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (d < 0) return cap_unsupported(I, "%s() with arguments other than a dtype", fname), NULL;
         return cap_convert(I, self, d);
     }
+    Sv *written = inplace_method(I, name, a);
+    if (written || CAP_FAILED(I)) return written;
     int op = cap_method_op(name);
     if (op < 0) { /* Tensor.<name>(self, ...) through PyTorch */
         PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
