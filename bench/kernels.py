@@ -3,7 +3,7 @@
 on memory-bound kernels, with this machine's copy bandwidth measured in the
 same run (so "% of bandwidth" compares like with like).
 
-    python bench/kernels.py [--rows R --cols C] [--repeats N] [--out DIR]
+    python bench/kernels.py [--rows R --cols C] [--repeats N] [--threads T] [--out DIR]
 
 Kernels (float32, R x C, default 4096 x 4096):
   pointwise  ((x * 1.5 + 0.5).relu() - y).sigmoid() * y    reads 2, writes 1 tensor
@@ -44,9 +44,14 @@ def main():
     p.add_argument("--rows", type=int, default=4096)
     p.add_argument("--cols", type=int, default=4096)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--threads", type=int, default=0, help="torch and wick threads (default: torch's)")
     p.add_argument("--out")
     a = p.parse_args()
+    if a.threads:
+        os.environ["WICK_NUM_THREADS"] = str(a.threads)  # read when wick loads
     import torch
+    if a.threads:
+        torch.set_num_threads(a.threads)
     import torch.nn.functional as F
 
     import wick  # noqa: F401  (registers backend="wick")

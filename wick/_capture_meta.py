@@ -10,10 +10,21 @@ aliased_outputs): structure is "tensor", or "tuple"/"list" with one meta per
 item, each meta is (dtype, device, sizes, strides, requires_grad), computed
 in the grad mode the captured frame has at the call, and the two lists give
 the inputs and outputs that share storage (views). Anything else (a Python number, None, a
-data-dependent shape) raises, and capture records the reason."""
+data-dependent shape) raises, and capture records the reason.
+
+A call that writes into some of its inputs (an in-place method, out=, a
+functional like batch_norm that updates running statistics) is seen by the
+version counters of the fakes. Then the structure is "functional:KIND" and
+the call becomes Functional(fn, ...): the written inputs are cloned first
+and returned after the call's own outputs, so the graph stays functional and
+capture rebinds each written value (and writes it back to an input after the
+graph). KIND is "none" (the call returns None), "self:K" (it returns written
+input K itself), or the structure of its own outputs; the fifth item lists
+the written inputs."""
 import functools
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import wick._C as C
 
@@ -112,20 +123,158 @@ def outputs(fn, args, kwargs, inputs, grad_enabled=False):
 def _outputs(fn, args, kwargs, inputs, grad_enabled=False):
     mode = _fake_mode()
     with mode, torch.set_grad_enabled(grad_enabled):
-        fakes = [
-            torch.empty_strided(sizes, strides, dtype=dtype, device=device).requires_grad_(rg)
-            for dtype, device, sizes, strides, rg in inputs
-        ]
-        out = fn(*_fill(args, fakes), **_fill(kwargs, fakes))
+        fakes = [_fake_input(*meta) for meta in inputs]
+        versions = [f._version for f in fakes]
+        with _Writes(fakes) as seen:
+            out = fn(*_fill(args, fakes), **_fill(kwargs, fakes))
+        written = sorted(seen.written | {i for i, f in enumerate(fakes) if f._version != versions[i]})
+    if written:
+        return _functional_outputs(fn, args, kwargs, inputs, grad_enabled, written)
     if isinstance(out, torch.Tensor):
         if any(out is f for f in fakes):
             raise TypeError("returns its input itself (an in-place or identity op)")
-        return ("tensor", [_meta(out)]) + _aliasing([out], fakes)
+        return ("tensor", [_meta(out)]) + _aliasing([out], fakes) + ([],)
     if isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
         if any(o is f for o in out for f in fakes):
             raise TypeError("returns one of its inputs itself")
-        return ("list" if isinstance(out, list) else "tuple", [_meta(o) for o in out]) + _aliasing(out, fakes)
+        return ("list" if isinstance(out, list) else "tuple", [_meta(o) for o in out]) + _aliasing(out, fakes) + ([],)
     raise TypeError(f"returns a {type(out).__name__}, not tensors")
+
+
+def _fake_input(dtype, device, sizes, strides, requires_grad):
+    """A fake tensor standing for one graph value. One that requires grad is
+    made a non-leaf (a strided view of a computed tensor), as graph values
+    are: an in-place call on it is then what eager allows on an
+    intermediate, not refused as on a leaf. (Capture refuses writes into
+    inputs that require grad itself.)"""
+    if not requires_grad:
+        return torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+    span = 1 + sum((n - 1) * st for n, st in zip(sizes, strides)) if all(n > 0 for n in sizes) else 0
+    with torch.enable_grad():
+        base = torch.empty(span, dtype=dtype, device=device).requires_grad_() * 1
+        return base.as_strided(sizes, strides)
+
+
+class _Writes(TorchDispatchMode):
+    """Which inputs the ATen ops of a call write, by their schemas: a
+    write the version counter does not see (batch_norm updates its running
+    statistics without bumping it) is found here. A write into a view of
+    an input is a write into that input."""
+
+    def __init__(self, fakes):
+        super().__init__()
+        self.by_storage = {}
+        for i, f in enumerate(fakes):
+            self.by_storage.setdefault(f.untyped_storage()._cdata, []).append(i)
+        self.written = set()
+
+    def _note(self, v):
+        if isinstance(v, torch.Tensor):
+            self.written.update(self.by_storage.get(v.untyped_storage()._cdata, ()))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                self._note(x)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        schema = getattr(func, "_schema", None)
+        if schema is not None:
+            def arg(i, a):
+                return args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+
+            names = [a.name for a in schema.arguments]
+            # native_batch_norm and its kin update running_mean/var in
+            # training without marking them written in their schemas
+            stats_written = "running_mean" in names and "training" in names and \
+                arg(names.index("training"), schema.arguments[names.index("training")]) is True
+            for i, a in enumerate(schema.arguments):
+                if (a.alias_info is not None and a.alias_info.is_write) or \
+                        (stats_written and a.name in ("running_mean", "running_var")):
+                    self._note(arg(i, a))
+        return func(*args, **kwargs)
+
+
+def _clone_written(template, value, written, clones):
+    """value (the filled template) with each written input replaced by its
+    clone, one clone per input however often it appears."""
+    if isinstance(template, C.ExternInput):
+        if template.index not in written:
+            return value
+        c = clones.get(template.index)
+        if c is None:
+            c = clones[template.index] = value.clone()
+        return c
+    if type(template) is tuple:
+        return tuple(_clone_written(t, v, written, clones) for t, v in zip(template, value))
+    if type(template) is list:
+        return [_clone_written(t, v, written, clones) for t, v in zip(template, value)]
+    if type(template) is dict:
+        return {k: _clone_written(template[k], v, written, clones) for k, v in value.items()}
+    return value
+
+
+class Functional:
+    """fn with the inputs it writes cloned first: returns its own tensor
+    outputs (none when it returns None or a written input itself), then the
+    written clones in the order of `written`. The graph's extern nodes call
+    it with the template filled as for fn."""
+
+    def __init__(self, fn, args, kwargs, written, kind):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.written, self.kind = tuple(written), kind
+        self.__name__ = getattr(fn, "__name__", "call")
+        self.__qualname__ = "Functional(" + getattr(fn, "__qualname__", self.__name__) + ")"
+
+    def __call__(self, *args, **kwargs):
+        clones = {}
+        written = set(self.written)
+        a = _clone_written(self.args, args, written, clones)
+        kw = {k: _clone_written(self.kwargs[k], v, written, clones) for k, v in kwargs.items()}
+        out = self.fn(*a, **kw)
+        tail = tuple(clones[k] for k in self.written)
+        if self.kind == "none" or self.kind.startswith("self:"):
+            return tail
+        if self.kind == "tensor":
+            return (out,) + tail
+        return tuple(out) + tail
+
+    def __repr__(self):
+        return f"<wick Functional {self.__qualname__} writes inputs {list(self.written)}>"
+
+
+def _functional_outputs(fn, args, kwargs, inputs, grad_enabled, written):
+    mode = _fake_mode()
+    with mode, torch.set_grad_enabled(grad_enabled):
+        fakes = [_fake_input(*meta) for meta in inputs]
+        clones = {}
+        a = _clone_written(args, _fill(args, fakes), set(written), clones)
+        kw = {k: _clone_written(kwargs[k], v, set(written), clones) for k, v in _fill(kwargs, fakes).items()}
+        before = {k: (tuple(c.shape), tuple(c.stride()), c.dtype) for k, c in clones.items()}
+        out = fn(*a, **kw)
+    if set(clones) != set(written):
+        raise TypeError("writes an input it does not take directly")
+    for k, c in clones.items():
+        if (tuple(c.shape), tuple(c.stride()), c.dtype) != before[k]:
+            raise TypeError("changes the shape or strides of an input in place")
+    tail = [clones[k] for k in written]
+    if out is None:
+        kind, own = "none", []
+    elif isinstance(out, torch.Tensor) and any(out is c for c in tail):
+        kind, own = "self:%d" % next(k for k in written if clones[k] is out), []
+    elif isinstance(out, torch.Tensor):
+        kind, own = "tensor", [out]
+    elif isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
+        kind, own = ("list" if isinstance(out, list) else "tuple"), list(out)
+    else:
+        raise TypeError(f"writes its inputs and returns a {type(out).__name__}")
+    if any(o is c for o in own for c in tail) or any(o is f for o in own for f in fakes):
+        raise TypeError("returns one of its inputs itself")
+    # the own outputs may view the inputs it does not write (or its clones: refused)
+    ins, outs = _aliasing(own, fakes) if own else ([], [])
+    if own and set(_aliasing(own, tail)[1]):
+        raise TypeError("returns a view of an input it writes")
+    return ("functional:" + kind, [_meta(o) for o in own + tail], ins, outs, written,
+            Functional(fn, args, kwargs, written, kind))
 
 
 def _aliasing(outs, fakes):
@@ -139,6 +288,14 @@ def _aliasing(outs, fakes):
     outs_s = [storage(o) for o in outs]
     shared = set(ins) & set(outs_s)
     return [i for i, s in enumerate(ins) if s in shared], [k for k, s in enumerate(outs_s) if s in shared]
+
+
+def copy_no_grad(target, value):
+    """The write-back of an input that requires grad, which the frame wrote
+    in place inside a no_grad block (as eager allows there): copied under
+    no_grad too, so the tensor stays a leaf and its version counter moves."""
+    with torch.no_grad():
+        target.copy_(value)
 
 
 def rebuild_model_output(cls, names, *values):
@@ -173,15 +330,6 @@ def rebuild_module(cls, names, *values):
         else:
             object.__setattr__(obj, name, value)
     return obj
-
-
-def setitem_copy(x, key, value):
-    """x with x[key] = value, as a new tensor: the extern call that stands
-    for item assignment on a graph intermediate (capture makes x this
-    value afterwards, as for an in-place operator)."""
-    y = x.clone()
-    y[key] = value
-    return y
 
 
 def no_module_registration_hooks():

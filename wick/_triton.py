@@ -128,27 +128,113 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
     return cubin, md.name, md.shared, md.num_warps, nparams
 
 
+def _compile_job(args):
+    """One compile_batch job in a worker process: True when it compiled."""
+    try:
+        compile_kernel(*args)
+        return True
+    except Exception:  # noqa: BLE001 - reported by the sequential retry
+        return False
+
+
+class _Workers:
+    """Compile worker processes: plain `python -c` children that import
+    Triton once and compile jobs sent one JSON line at a time (no fork of a
+    process holding CUDA state and threads, and no re-import of the user's
+    main module, as multiprocessing's spawn would do). Started at the first
+    large batch of a process, kept for the next ones."""
+
+    def __init__(self, n):
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in sys.path if p]))
+        cmd = [sys.executable, "-c", "from wick._triton import _worker_main; _worker_main()"]
+        self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+                                       bufsize=1) for _ in range(n)]
+
+    def map(self, args):
+        import queue
+        import threading
+
+        todo = queue.Queue()
+        for i, a in enumerate(args):
+            todo.put(i)
+        results = [False] * len(args)
+        broken = []
+
+        def feed(proc):
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    proc.stdin.write(json.dumps(args[i]) + "\n")
+                    line = proc.stdout.readline()
+                    results[i] = json.loads(line) is True
+                except (OSError, ValueError):
+                    broken.append(proc)
+                    return  # this job is left to compile_kernel's retry
+
+        threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in self.procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for p in broken:
+            self.procs.remove(p)
+            p.kill()
+        return results
+
+
+def _worker_main():
+    """A _Workers child: one JSON job per stdin line, one JSON answer per line."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever Triton prints goes to stderr, not into the answers
+    import triton  # noqa: F401  imported once, before the first job
+    for line in sys.stdin:
+        print(json.dumps(_compile_job(json.loads(line))), file=out)
+
+
+_workers = None  # None: not started; False: could not start
+
+
+def _process_workers(n):
+    global _workers
+    if _workers is None:
+        try:
+            _workers = _Workers(n)
+        except OSError:
+            _workers = False
+    return _workers if _workers and _workers.procs else None
+
+
 def compile_batch(cache_dir, path, src_hash, jobs, arch):
     """Compiles many (name, param_types, has_r, xblock, rblock, num_warps)
-    jobs at once into the cache, on threads (Triton's passes and ptxas run
-    without the GIL): a graph's kernels and their autotuning candidates
-    compile in parallel instead of one by one. A job that fails is left for
-    compile_kernel to redo (and report) when its kernel is loaded."""
+    jobs at once into the cache: a graph's kernels and their autotuning
+    candidates compile in parallel instead of one by one. Triton's front end
+    is Python and holds the GIL, so a large batch goes to worker processes
+    (WICK_TRITON_COMPILE_PROCS, default: the usable CPUs; 0: threads only),
+    a small one to threads (its passes and ptxas run without the GIL). A job
+    that fails is left for compile_kernel to redo (and report) when its
+    kernel is loaded."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(job):
-        try:
-            compile_kernel(cache_dir, path, src_hash, *job, arch, 1)
-            return True
-        except Exception:  # noqa: BLE001 - reported by the sequential retry
-            return False
-
+    args = [(cache_dir, path, src_hash, *job, arch, 1) for job in jobs]
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    procs = os.environ.get("WICK_TRITON_COMPILE_PROCS", "")
+    procs = int(procs) if procs.strip().isdigit() else min(ncpu, 32)
+    if procs > 1 and len(args) >= 8 and ncpu > 2:
+        workers = _process_workers(procs)
+        if workers is not None:
+            return workers.map(args)
     limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time
-    workers = max(1, min(len(jobs), limit if limit > 0 else (os.cpu_count() or 1), 32))
+    workers = max(1, min(len(jobs), limit if limit > 0 else ncpu, 32))
     if workers == 1:
-        return [one(j) for j in jobs]
+        return [_compile_job(a) for a in args]
     with ThreadPoolExecutor(workers) as ex:
-        return list(ex.map(one, jobs))
+        return list(ex.map(_compile_job, args))
 
 
 def launch_interpret(fn, args, xnumel, has_r, xblock, rblock):

@@ -15,6 +15,7 @@ torch is imported inside functions only: ``import wick`` must not need it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -288,6 +289,10 @@ def _wick_decompositions():
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
         aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+        # 1 - mask in attention (rsub) and the ones/zeros a graph makes from
+        # another tensor's metadata: pointwise work and creation ops, not
+        # extern calls that allocate and fill
+        aten.rsub, aten.new_ones, aten.new_zeros, aten.new_full,
     ])
     # Normalisations and backward ops whose eager kernels keep float32
     # intermediates for 16-bit inputs in their own order: decomposed for
@@ -302,17 +307,35 @@ def _wick_decompositions():
         aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
         aten._native_batch_norm_legit_functional,
         aten.native_group_norm, aten.native_batch_norm_backward, aten.native_group_norm_backward,
+        # the cross-entropy loss: a gather, a masked sum and a one-element
+        # scatter that fuse with log_softmax and its backward (an extern
+        # nll_loss_backward zero-fills a logits-sized tensor first)
+        aten.nll_loss_forward, aten.nll_loss_backward,
     ])
+    # Batch norm in eval mode on CUDA is decomposed for 16-bit inputs too (as
+    # inductor does): float32 arithmetic with one rounding at the end, so the
+    # normalisation fuses with the convolution's epilogue (ReLU, the residual
+    # add) instead of a cuDNN pass of its own. The result may differ from
+    # cuDNN's in the last bit of a bfloat16 (another order of float32 steps).
+    eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
     for op, fn in wide.items():
-        table[op] = _wide_floats_only(torch, fn)
+        table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
     return table
 
 
-def _wide_floats_only(torch, fn):
+def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
+    """fn for float32/float64 inputs only (NotImplemented keeps the op as it
+    is). cuda_eval_training_arg: a batch norm that also takes 16-bit inputs on
+    CUDA when it is not training (None: the op never trains; k: args[k] says)."""
     def decompose(*args, **kwargs):
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
-            return NotImplemented
+            if cuda_eval_training_arg == -1 or not all(t.device.type == "cuda" for t in tensors):
+                return NotImplemented
+            k = cuda_eval_training_arg
+            training = kwargs.get("training", args[k] if k is not None and k < len(args) else False)
+            if training is not False:
+                return NotImplemented
         return fn(*args, **kwargs)
 
     return decompose
@@ -437,6 +460,7 @@ class _AtenImporter:
                 continue
             users = list(node.users)
             agnostic = (torch.ops.aten.cat.default, torch.ops.aten.stack.default, torch.ops.aten.constant_pad_nd.default,
+                        torch.ops.aten.slice_backward.default,
                         torch.ops.aten.embedding.default, torch.ops.aten.index_select.default,
                         torch.ops.aten.gather.default, torch.ops.aten.index.Tensor)
             if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
@@ -526,7 +550,8 @@ class _AtenImporter:
                 self.nnative += 1
                 return multi
         if isinstance(val, torch.Tensor) and target in (torch.ops.aten.cat.default, torch.ops.aten.stack.default,
-                                                        torch.ops.aten.constant_pad_nd.default):
+                                                        torch.ops.aten.constant_pad_nd.default,
+                                                        torch.ops.aten.slice_backward.default):
             vid = self.try_cat_pad(node, val)
             if vid is not None:
                 self.nnative += 1
@@ -555,7 +580,7 @@ class _AtenImporter:
         import torch.fx
 
         torch, g = self.torch, self.g
-        if val.device.type != "cpu" or val.layout != torch.strided:
+        if not self.on_graph_device(val.device) or val.layout != torch.strided:
             return None
         try:
             if node.target in (torch.ops.aten.cat.default, torch.ops.aten.stack.default):
@@ -581,6 +606,25 @@ class _AtenImporter:
                         views.append(g.op("VIEW", [v], ints=[nd, *sz, *st, 0]))
                     ins = views
                 vid = g.op("CAT", ins, ints=[dim])
+            elif node.target is torch.ops.aten.slice_backward.default:
+                # the gradient of x[..., start:end] (step 1): zeros around it, a PAD
+                x = self.lookup(node.args[0])
+                sizes, dim, start, end, step = (self.concrete(a) for a in node.args[1:6])
+                if x[0] != "v" or step != 1 or not isinstance(dim, int):
+                    return None
+                nd = len(sizes)
+                dim = dim + nd if dim < 0 else dim
+                if not 0 <= dim < nd:
+                    return None
+                n = sizes[dim]
+                start = min(max(start + n if start < 0 else start, 0), n)
+                end = min(max(end + n if end < 0 else end, start), n)
+                if list(g.value(x[1])["sizes"]) != [end - start if d == dim else sizes[d] for d in range(nd)]:
+                    return None
+                per = []
+                for d in range(nd):
+                    per += [start, n - end] if d == dim else [0, 0]
+                vid = g.op("PAD", [x[1], g.scalar(0)], ints=per)
             else:
                 x = self.lookup(node.args[0])
                 pads = self.concrete(node.args[1])
@@ -773,7 +817,9 @@ class _AtenImporter:
         layout in the wick graph must be the one the fake input has, so the
         offsets mean the same memory."""
         torch, g = self.torch, self.g
-        if not node.args or val.device.type != "cpu" or val.layout != torch.strided:
+        # on the graph's device (CPU or CUDA alike: a view is an index remap in
+        # the kernels that read it, or one as_strided where a tensor is needed)
+        if not node.args or not self.on_graph_device(val.device) or val.layout != torch.strided:
             return None
         kind, vid = self.lookup(node.args[0])
         base = node.args[0].meta.get("val") if kind == "v" else None
@@ -1020,11 +1066,38 @@ class _AtenImporter:
             return None  # torch would compute something else: let torch do it
         if not self.on_graph_device(got["device"]) or not self.on_graph_device(m["device"]):
             return None  # e.g. a CPU 0-d tensor in a CUDA graph: the extern path moves it
-        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
-            return None  # eager keeps the input's layout here and it matters: so do we, via torch
         if got["is_wrapped_number"]:
             return None
+        if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
+            # eager keeps the input's layout here and it matters: a pointwise
+            # result is written in that layout (a permutation of a dense one)
+            if kind in ("binary", "alpha", "ternary", "unary", "params", "clamp", "gelu", "convert",
+                        "clone", "to_copy"):
+                return self.in_layout(vid, m)
+            return None
         return vid
+
+    def in_layout(self, vid, m):
+        """Value `vid` (contiguous in wick) materialised in the dense layout
+        with eager's strides m["strides"]: a copy of its permuted view (the
+        producer's work is inlined into that copy's kernel), viewed back in
+        the logical dim order. None when eager's strides are no permutation
+        of a dense layout (overlapping, gaps)."""
+        g = self.g
+        sizes, strides = list(m["sizes"]), list(m["strides"])
+        nd = len(sizes)
+        perm = sorted(range(nd), key=lambda d: (-strides[d] if sizes[d] != 1 else 0, d))
+        psizes = [sizes[p] for p in perm]
+        dense = _contiguous_strides(psizes)
+        if any(psizes[d] != 1 and strides[perm[d]] != dense[d] for d in range(nd)):
+            return None
+        have = g.value(vid)["strides"]
+        permuted = g.op("VIEW", [vid], ints=[nd, *psizes, *[have[p] for p in perm], 0])
+        copy = g.op("CONVERT", [permuted], dtype=getattr(self.torch, g.value(vid)["dtype"]))
+        back = [0] * nd
+        for d in range(nd):
+            back[perm[d]] = dense[d]
+        return g.op("VIEW", [copy], ints=[nd, *sizes, *back, 0])
 
     def convert(self, vid, dtype):
         return self.g.op("CONVERT", [vid], dtype=dtype)
@@ -1094,6 +1167,12 @@ class _AtenImporter:
         # it directly saves a Python frame per extern call
         fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
         fn = fn or node.target
+        if picks is None and node.meta.get("wick_force_contiguous"):
+            # wick/_layout.py promised this value contiguous (an NHWC-ordered
+            # operand of a channels-last convolution); torch keeps its
+            # operand's layout, so the call's result is made contiguous
+            layout_inner = fn
+            fn = lambda *a, **k: layout_inner(*a, **k).contiguous()  # noqa: E731
         if (picks is None and metas[0]["device"] == "cpu" and self.device.type == "cuda"
                 and len(metas[0]["sizes"]) == 0):
             # a 0-d CPU tensor in a CUDA graph (lift_fresh_copy of a constant):
@@ -1158,6 +1237,14 @@ def _meta_contiguous(imp, node):
     except _Unsupported:
         return False
     return _is_contiguous(m["sizes"], m["strides"])
+
+
+def _contiguous_strides(sizes):
+    out, step = [0] * len(sizes), 1
+    for d in reversed(range(len(sizes))):
+        out[d] = step
+        step *= max(sizes[d], 1)
+    return out
 
 
 def _is_contiguous(sizes, strides):
@@ -1238,13 +1325,26 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     """One ATen graph -> (callable taking the placeholders positionally, info)."""
     import torch
 
+    global _native_table
+    if _native_table is None:
+        _native_table = _aten_native()
+    layout = "as traced"
+    if not bindings:  # convolutions on channels-last tensors (wick/_layout.py)
+        from . import _layout
+
+        kinds = {target: kind for target, (_, kind) in _native_table.items()}
+        gm, why = _layout.apply(torch, gm, list(example_inputs), which, kinds)
+        layout = why or "channels-last"
     imp = _AtenImporter(torch, gm, bindings or {})
     spec, out_type = imp.run(list(example_inputs))
     compiled = imp.g.compile(externs=imp.externs)
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
+    # views as plain aliases (as inductor's): AOTAutograd restores the aliasing
+    # of outputs that are views (of inputs and of intermediates) itself
+    compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
-            "kernels": compiled.nkernels}
+            "kernels": compiled.nkernels, "layout": layout}
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
     all_tensors = len(tensor_inputs) == nplaceholders
@@ -1277,7 +1377,8 @@ def _aten_compiler(which, cudagraphs=False):
         compiled_graphs.append(info)
         if _log_graphs():
             print(f"[wick:graphs] torch.compile {which} graph: {info['native']} native nodes in "
-                  f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}", file=sys.stderr)
+                  f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}, "
+                  f"layout: {info['layout']}", file=sys.stderr)
         if not _is_symbolic(torch, gm):
             def boxed(args):
                 return fn(*args)
@@ -1614,20 +1715,20 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     return gm
 
 
-def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None):
+def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None):
     """Compiles a wick Graph with a torch.compile backend (a name such as
     "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
     None or "wick": wick's own, through AOTAutograd, which is how a captured
     graph that needs autograd is compiled: forward and backward graphs both
     by wick). Returns a callable taking the graph inputs and returning a
-    tuple of outputs."""
+    tuple of outputs. mode: wick's backend's mode ("reduce-overhead")."""
     import torch
 
     if entry_grad is None:
         entry_grad = torch.is_grad_enabled()
     gm = to_fx(graph, externs, no_grad, entry_grad)
     if backend is None or backend == "wick":
-        backend = wick_backend
+        backend = functools.partial(wick_backend, mode=mode) if mode else wick_backend
     elif isinstance(backend, str):
         import torch._dynamo
 

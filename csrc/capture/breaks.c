@@ -45,12 +45,19 @@
  * inside the loop would nest one resume call per iteration). With no tensor
  * work before the loop there is no split.
  *
+ * Side effects (cap_effects_plan) are replayed by the transformed code after
+ * its graph: first the input tensors the frame wrote in place (copy_ of the
+ * written graph value; the GraphLoader refuses a call where one shares
+ * memory with another input), then attribute writes, dict arguments, closure
+ * cells, list appends and globals.
+ *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with
  * attribute writes or ContextVar changes pending, in a frame with cell
  * variables (its locals captured by a closure it made), with a
  * mutable value shared by two live values, or with a live value that
  * cannot be rebuilt. */
+#include <stdint.h>
 #include <string.h>
 
 #include "interp.h"
@@ -407,8 +414,14 @@ typedef struct {
     Sv *value;
 } GlobalWrite;
 
+/* A method call on a list or set argument, replayed in program order:
+ * list.append / extend (an argument list) / insert / clear, set.add /
+ * discard / clear. The call never raises and returns nothing capture reads. */
 typedef struct {
-    Sv *list, *value;
+    Sv *list;       /* the container argument */
+    const char *method;
+    Sv *value;      /* its last argument, or NULL */
+    Sv *index;      /* insert's index, or NULL */
 } ListAppend;
 
 typedef struct {
@@ -421,8 +434,9 @@ struct CapBreakState {
     WkVec(ArgDict) arg_dicts;
     WkVec(RealCell) cells;      /* closure cells of real functions (vals/function.c) */
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
-    WkVec(ListAppend) appends;  /* list.append on list arguments, in program order */
+    WkVec(ListAppend) appends;  /* list and set methods on arguments, in program order */
     WkVec(WkEffect) effects;    /* the last plan (cap_effects_plan) */
+    WkVec(int) written;         /* and the graph inputs its COPY effects write */
     int effects_failed;         /* a side effect the plan cannot replay */
     WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
 };
@@ -478,12 +492,38 @@ void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
 }
 
 int cap_break_effect_seen(Interp *I) {
-    if (I->overlay.len > 0 || (I->brk && (I->brk->globals.len > 0 || I->brk->appends.len > 0))) return 1;
+    if (I->overlay.len > 0 || I->writes.len > 0 || (I->brk && (I->brk->globals.len > 0 || I->brk->appends.len > 0)))
+        return 1;
     for (int i = 0; I->brk && i < I->brk->cells.len; i++)
         if (I->brk->cells.data[i].sv->cell != I->brk->cells.data[i].initial) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
         if (arg_dict_changed(&I->brk->arg_dicts.data[i])) return 1;
     return 0;
+}
+
+/* Mixes every pending side effect into one number: unchanged while nothing
+ * outside the frame is written (a generator's run is checked with it). */
+unsigned long long cap_effects_fingerprint(Interp *I) {
+    unsigned long long h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (unsigned long long)(uintptr_t)(x)) * 1099511628211ull)
+    for (int i = 0; i < I->overlay.len; i++) {
+        MIX(I->overlay.data[i].obj);
+        MIX(I->overlay.data[i].value);
+    }
+    for (int i = 0; i < I->writes.len; i++) MIX(I->writes.data[i].value);
+    for (int i = 0; i < I->ctxvars.len; i++) MIX(I->ctxvars.data[i].value);
+    if (I->brk) {
+        for (int i = 0; i < I->brk->globals.len; i++) MIX(I->brk->globals.data[i].value);
+        MIX(I->brk->appends.len);
+        for (int i = 0; i < I->brk->cells.len; i++) MIX(I->brk->cells.data[i].sv->cell);
+        for (int i = 0; i < I->brk->arg_dicts.len; i++) {
+            Sv *d = I->brk->arg_dicts.data[i].dict;
+            MIX(d->items.len);
+            for (int k = 0; k < d->items.len; k++) MIX(d->items.data[k]);
+        }
+    }
+#undef MIX
+    return h;
 }
 
 /* ---- global writes ------------------------------------------------------------ */
@@ -517,7 +557,73 @@ Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
     if (!I->brk || list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))
         return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
     if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
-    ListAppend e = {list, value};
+    ListAppend e = {list, "append", value, NULL};
+    wk_vec_push(&I->brk->appends, e);
+    return sv_const(I, Py_None);
+}
+
+int cap_container_effect_method(PyObject *obj, PyObject *name) {
+    static const char *const list_methods[] = {"append", "extend", "insert", "clear"};
+    static const char *const set_methods[] = {"add", "discard", "clear"};
+    if (PyList_CheckExact(obj)) {
+        for (size_t i = 0; i < sizeof list_methods / sizeof *list_methods; i++)
+            if (PyUnicode_CompareWithASCIIString(name, list_methods[i]) == 0) return 1;
+    } else if (PySet_CheckExact(obj)) {
+        for (size_t i = 0; i < sizeof set_methods / sizeof *set_methods; i++)
+            if (PyUnicode_CompareWithASCIIString(name, set_methods[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+Sv *cap_container_effect(Interp *I, const char *method, const Args *a) {
+    Sv *c = a->pos[0];
+    int nargs = a->npos - 1;
+    int is_list = c->obj && PyList_CheckExact(c->obj), is_set = c->obj && PySet_CheckExact(c->obj);
+    if (!I->brk || c->arg < 0 || c->path || !(is_list || is_set) || a->nkw)
+        return cap_unsupported(I, "method %s() of a %s", method, sv_desc(c)), NULL;
+    int list_only = strcmp(method, "append") == 0 || strcmp(method, "extend") == 0 || strcmp(method, "insert") == 0;
+    int set_only = strcmp(method, "add") == 0 || strcmp(method, "discard") == 0;
+    if ((list_only && !is_list) || (set_only && !is_set))
+        return cap_unsupported(I, "method %s() of a %s", method, sv_desc(c)), NULL;
+    if (strcmp(method, "append") == 0 && nargs == 1) return cap_list_append_effect(I, c, a->pos[1]);
+    ListAppend e = {c, NULL, NULL, NULL};
+    if (strcmp(method, "clear") == 0 && nargs == 0) {
+        e.method = "clear";
+    } else if (strcmp(method, "insert") == 0 && nargs == 2 && a->pos[1]->kind == SV_CONST &&
+               PyLong_CheckExact(a->pos[1]->obj) && a->pos[2]->kind != SV_NULL) {
+        e = (ListAppend){c, "insert", a->pos[2], a->pos[1]};
+    } else if ((strcmp(method, "add") == 0 || strcmp(method, "discard") == 0) && nargs == 1) {
+        /* an unhashable value raises in Python: only constants that hash, and tensors */
+        Sv *v = a->pos[1];
+        if (!(v->kind == SV_TENSOR || (v->kind == SV_CONST && PyObject_Hash(v->obj) != -1))) {
+            PyErr_Clear();
+            return cap_unsupported(I, "set.%s() of a %s", method, sv_desc(v)), NULL;
+        }
+        e = (ListAppend){c, strcmp(method, "add") == 0 ? "add" : "discard", v, NULL};
+    } else if (strcmp(method, "extend") == 0 && nargs == 1) {
+        /* the items one by one when capture knows them; a list argument as it is then */
+        Sv *it = a->pos[1];
+        SvList items = {0};
+        if (it->kind == SV_TUPLE || it->kind == SV_LIST ||
+            (it->kind == SV_CONST && (PyTuple_CheckExact(it->obj) || PyList_CheckExact(it->obj)))) {
+            if (cap_iterate(I, it, &items) < 0) {
+                wk_vec_free(&items);
+                return NULL;
+            }
+            for (int i = 0; i < items.len; i++)
+                if (!cap_list_append_effect(I, c, items.data[i])) {
+                    wk_vec_free(&items);
+                    return NULL;
+                }
+            wk_vec_free(&items);
+            return sv_const(I, Py_None);
+        }
+        if (it->kind != SV_OPAQUE || it->arg < 0 || !it->obj || !PyList_CheckExact(it->obj))
+            return cap_unsupported(I, "list.extend() of a %s", sv_desc(it)), NULL;
+        e = (ListAppend){c, "extend", it, NULL};
+    } else {
+        return cap_unsupported(I, "%s.%s() with these arguments", cap_type_name(c->obj), method), NULL;
+    }
     wk_vec_push(&I->brk->appends, e);
     return sv_const(I, Py_None);
 }
@@ -539,6 +645,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         for (int i = 0; i < I->brk->globals.len; i++) Py_DECREF(I->brk->globals.data[i].name);
         wk_vec_free(&I->brk->globals);
         wk_vec_free(&I->brk->effects);
+        wk_vec_free(&I->brk->written);
         wk_vec_free(&I->brk->cells);
         wk_vec_free(&I->brk->first_step);
         wk_vec_free(&I->brk->appends);
@@ -711,8 +818,8 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++) {
         ArgDict *d = &I->brk->arg_dicts.data[i];
         if (d->dict != s) continue;
-        if (d->arg < 0 || arg_dict_changed(d))
-            return cap_unsupported(I, "a dict argument, changed or nested, live across a graph break"), NULL;
+        /* a changed one is the argument itself too: its changes are replayed before the break's instruction */
+        if (d->arg < 0) return cap_unsupported(I, "a dict nested in an argument, live across a graph break"), NULL;
         WkRet *r = cap_ret_new(p, WK_RET_ARG);
         r->index = d->arg;
         return r;
@@ -785,7 +892,7 @@ static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
 /* ---- side effects ------------------------------------------------------------- */
 
 static int effect_push(CapBreakState *st, WkEffectKind kind, WkRet *target, WkRet *value, PyObject *name) {
-    WkEffect e = {kind, target, value, name};
+    WkEffect e = {kind, target, value, NULL, name};
     wk_vec_push(&st->effects, e);
     return 0;
 }
@@ -801,6 +908,32 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     out->items = NULL;
     if (!st) return 0;
     st->effects.len = 0;
+    st->written.len = 0;
+    /* input tensors written in place, first: their targets are read from
+     * their sources before any attribute write below could rebind them */
+    for (int i = 0; i < I->writes.len; i++) {
+        CapWrite *w = &I->writes.data[i];
+        int input = -1;
+        for (int k = 0; k < wk_graph_ninputs(I->g) && input < 0; k++)
+            if (wk_graph_input_value(I->g, k) == w->input) input = k;
+        WkRet *target = input >= 0 ? cap_reconstruct(I, p, w->source, 0) : NULL;
+        Sv *now = target ? sv_tensor(I, w->value) : NULL;
+        WkRet *value = now ? cap_reconstruct(I, p, now, 0) : NULL;
+        if (!value) return effects_fail(I, "an in-place write into an input tensor");
+        if (w->no_grad) {
+            static PyObject *copy_no_grad;
+            if (!copy_no_grad) {
+                PyObject *m = PyImport_ImportModule("wick._capture_meta");
+                copy_no_grad = m ? PyObject_GetAttrString(m, "copy_no_grad") : NULL;
+                Py_XDECREF(m);
+                if (!copy_no_grad) return cap_py_failed(I, "wick._capture_meta.copy_no_grad");
+            }
+            effect_push(st, WK_EFFECT_CALL, target, value, copy_no_grad);
+        } else {
+            effect_push(st, WK_EFFECT_COPY, target, value, NULL);
+        }
+        wk_vec_push(&st->written, input);
+    }
     /* attribute writes to argument objects: the last value of each */
     for (int i = 0; i < I->overlay.len; i++) {
         CapOverlay *e = &I->overlay.data[i];
@@ -861,12 +994,22 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
      * during capture would be rebuilt as a second object: not replayed */
     for (int i = 0; i < st->appends.len; i++) {
         ListAppend *e = &st->appends.data[i];
-        if (is_mutable_kind(e->value) && e->value->arg < 0 && !e->value->gname)
+        if (e->value && is_mutable_kind(e->value) && e->value->arg < 0 && !e->value->gname)
             return effects_fail(I, "a list.append of a mutable value made by the frame");
         WkRet *target = live_value(I, p, e->list);
-        WkRet *value = target ? live_value(I, p, e->value) : NULL;
-        if (!value) return effects_fail(I, "a list.append on an argument");
-        effect_push(st, WK_EFFECT_APPEND, target, value, NULL);
+        WkRet *value = target && e->value ? live_value(I, p, e->value) : NULL;
+        if (!target || (e->value && !value)) return effects_fail(I, "a list or set method on an argument");
+        if (strcmp(e->method, "append") == 0) {
+            effect_push(st, WK_EFFECT_APPEND, target, value, NULL);
+            continue;
+        }
+        /* type(container).method(container, [index,] value), its result dropped */
+        PyObject *fn = keep(I, PyObject_GetAttrString((PyObject *)Py_TYPE(e->list->obj), e->method));
+        if (!fn) return cap_py_failed(I, "a container method");
+        WkRet *index = e->index ? live_value(I, p, e->index) : NULL;
+        if (e->index && !index) return effects_fail(I, "list.insert on an argument");
+        effect_push(st, WK_EFFECT_CALL, target, value, fn);
+        st->effects.data[st->effects.len - 1].index = index;
     }
     /* module globals */
     for (int i = 0; i < st->globals.len; i++) {
@@ -876,6 +1019,8 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     }
     out->n = st->effects.len;
     out->items = st->effects.data;
+    out->nwritten = st->written.len;
+    out->written = st->written.data;
     return 0;
 }
 

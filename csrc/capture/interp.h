@@ -200,6 +200,16 @@ typedef struct {
     Sv *owner;
 } CapOverlay;
 
+/* An input tensor (an argument's, a module buffer, a global) the frame
+ * writes in place: its values take `value` from then on, and the
+ * transformed code copies that graph value into it after the graph. */
+typedef struct {
+    Sv *source; /* the first value read from it (arg/path or gname): where the copy goes */
+    int input;  /* the graph input it was read as */
+    int value;  /* the graph value it holds now */
+    int no_grad; /* it requires grad, written inside a no_grad block: copied back under no_grad */
+} CapWrite;
+
 typedef struct {
     PyObject *var; /* owned: a contextvars.ContextVar the frame set */
     Sv *value;     /* what it holds in the overlay */
@@ -229,6 +239,7 @@ struct Interp {
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
+    WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
     WkVec(PyObject *) keep;          /* owned objects the return plan borrows */
     char *reason;                    /* set on fallback */
     Sv *exc;                         /* an exception propagating (vals/exc.c), or NULL */
@@ -317,10 +328,15 @@ int cap_get_no_grad(const Interp *I, int value); /* computed with grad mode off 
 int cap_graph_needs_autograd(const Interp *I);
 void cap_mark_aliased(Interp *I, int value); /* shares storage with another graph value */
 int cap_is_aliased(const Interp *I, int value);
-/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded */
+/* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded.
+ * An input tensor (x read from an argument or global) is written back after the graph (I->writes). */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
+/* The write entry of input tensor s (same source), or NULL */
+CapWrite *cap_write_of(Interp *I, const Sv *s);
+/* a VIEW of value v would see a later write into an input through the
+ * graph value, not the input's memory: -1 with a reason when v is written */
+int cap_check_view_of(Interp *I, int v, const char *what);
 Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a);
-int cap_tensor_setitem(Interp *I, Sv *x, Sv *key, Sv *v); /* x[key] = v on an unaliased intermediate */
 int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method);
 /* operator.<name>(x[, y]) as an extern node (y may be NULL) */
 Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y);
@@ -435,6 +451,7 @@ int cap_device_of(PyObject *dev, WkDevice *out, int *ok); /* a torch.device -> W
 /* vals/seq.c */
 Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a);
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v);
+int cap_seq_delete(Interp *I, Sv *s, Sv *k); /* del s[k] on a list built during capture */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out);
 
 /* vals/dict.c */
@@ -459,6 +476,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
 void cap_break_free(Interp *I, WkBreak *b); /* frees I's break state too; b may be NULL */
 /* 1 once the frame wrote to an outside object (attribute overlay, a dict argument). */
 int cap_break_effect_seen(Interp *I);
+/* all side effects pending, as one number (equal while nothing is written outside the frame) */
+unsigned long long cap_effects_fingerprint(Interp *I);
 /* -1 with a reason when a dict argument was changed (not replayed), else 0. */
 int cap_break_check_args(Interp *I);
 /* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */
@@ -468,6 +487,11 @@ Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote 
  * reads): kept in order and replayed after the graph. None, or NULL with a
  * reason. */
 Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
+/* 1 when obj (an exact list or set argument) has method `name` replayed by cap_container_effect */
+int cap_container_effect_method(PyObject *obj, PyObject *name);
+/* list.extend/insert/clear, set.add/discard/clear on an argument (a->pos[0]): kept in
+ * program order with the appends. None, or NULL with a reason. */
+Sv *cap_container_effect(Interp *I, const char *method, const Args *a);
 /* The side effects to replay after the graph (attribute writes, dict
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);

@@ -27,6 +27,8 @@ typedef struct {
     int *arg_of_root;    /* malloc'd: the frame argument each root is, -1: a global */
     uint64_t token;      /* the guards that hand resolved inputs over (0: none) */
     int *guard_nodes;    /* malloc'd after wk_loader_share: each input's node in the guards' tree */
+    int nwritten;
+    int *written;        /* malloc'd: inputs the caller writes back into (wk_loader_set_written) */
 } LoaderObject;
 
 #define NODES_ON_STACK 256
@@ -67,6 +69,51 @@ finish:
 
 #define INPUTS_ON_STACK 64
 
+/* t's storage as [*start, *start + *nbytes); 0, or -1 with an exception. */
+static int storage_range(PyObject *t, long long *start, long long *nbytes) {
+    PyObject *st = PyObject_CallMethod(t, "untyped_storage", NULL);
+    PyObject *p = st ? PyObject_CallMethod(st, "data_ptr", NULL) : NULL;
+    PyObject *nb = p ? PyObject_CallMethod(st, "nbytes", NULL) : NULL;
+    if (nb) {
+        *start = PyLong_AsLongLong(p);
+        *nbytes = PyLong_AsLongLong(nb);
+    }
+    Py_XDECREF(st);
+    Py_XDECREF(p);
+    Py_XDECREF(nb);
+    return !nb || PyErr_Occurred() ? -1 : 0;
+}
+
+/* Capture read each written input as one tensor of its own: another input
+ * from another source that is the same tensor or shares its storage (its
+ * first element lies in the written storage: storages do not overlap) would
+ * see the write in eager, not in the graph. Then raise before the graph
+ * runs (the transformed code's handler runs the frame eagerly). 0 or -1. */
+static int check_written_alone(LoaderObject *self, PyObject *const *inputs) {
+    for (int k = 0; k < self->nwritten; k++) {
+        int w = self->written[k];
+        long long start = 0, nbytes = 0;
+        if (storage_range(inputs[w], &start, &nbytes) < 0) return -1;
+        for (int i = 0; i < self->ninputs; i++) {
+            if (i == w || (self->roots[i] == self->roots[w] && self->nodes[i] == self->nodes[w])) continue;
+            int alias = inputs[i] == inputs[w];
+            if (!alias && nbytes > 0) {
+                PyObject *p = PyObject_CallMethod(inputs[i], "data_ptr", NULL);
+                long long at = p ? PyLong_AsLongLong(p) : -1;
+                Py_XDECREF(p);
+                if (at == -1 && PyErr_Occurred()) return -1;
+                alias = at >= start && at < start + nbytes;
+            }
+            if (alias) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "wick: a tensor the frame writes in place shares memory with another graph input");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static PyObject *loader_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     LoaderObject *self = (LoaderObject *)self_obj;
     Py_ssize_t nroots = PyVectorcall_NARGS(nargsf);
@@ -81,6 +128,7 @@ static PyObject *loader_vectorcall(PyObject *self_obj, PyObject *const *args, si
     int got = 0;
     if (resolve_inputs(self, args, nroots, inputs + 1) < 0) goto finish;
     got = self->ninputs;
+    if (self->nwritten && check_written_alone(self, inputs + 1) < 0) goto finish;
     res = PyObject_Vectorcall(self->compiled, inputs + 1, (size_t)self->ninputs | PY_VECTORCALL_ARGUMENTS_OFFSET,
                               NULL);
 finish:
@@ -98,6 +146,7 @@ static void loader_dealloc(PyObject *self_obj) {
     free(self->roots);
     free(self->arg_of_root);
     free(self->guard_nodes);
+    free(self->written);
     Py_TYPE(self_obj)->tp_free(self_obj);
 }
 
@@ -173,8 +222,28 @@ PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject
     for (int r = 0; r < nroots; r++) self->arg_of_root[r] = arg_of_root[r];
     self->token = 0;
     self->guard_nodes = NULL;
+    self->nwritten = 0;
+    self->written = NULL;
     PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
+}
+
+int wk_loader_set_written(PyObject *loader, const int *inputs, int n) {
+    if (Py_TYPE(loader) != &Loader_Type) {
+        PyErr_SetString(PyExc_SystemError, "wick: not a GraphLoader");
+        return -1;
+    }
+    LoaderObject *self = (LoaderObject *)loader;
+    for (int k = 0; k < n; k++)
+        if (inputs[k] < 0 || inputs[k] >= self->ninputs) {
+            PyErr_SetString(PyExc_SystemError, "wick: a written input out of range");
+            return -1;
+        }
+    free(self->written);
+    self->written = wk_xcalloc((size_t)n + 1, sizeof(int));
+    memcpy(self->written, inputs, sizeof(int) * (size_t)n);
+    self->nwritten = n;
+    return 0;
 }
 
 int wk_loader_share(PyObject *code, WkGuards *g) {

@@ -658,8 +658,28 @@ static int store_subscr(Interp *I) {
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
     if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
-    if (c->kind == SV_TENSOR) return cap_tensor_setitem(I, c, k, v);
+    if (c->kind == SV_TENSOR) { /* x[k] = v: operator.setitem, functional on a clone (vals/extern.c) */
+        static PyObject *setitem;
+        if (!setitem && !(setitem = PyObject_GetAttrString(cap_operator_mod, "setitem")))
+            return cap_py_failed(I, "operator.setitem");
+        Sv *ops[3] = {c, k, v};
+        return cap_extern_call(I, setitem, "Tensor.__setitem__", ops, 3, NULL, NULL, 0) ? 0 : -1;
+    }
     return cap_unsupported(I, "item assignment on a %s", sv_desc(c));
+}
+
+/* del c[k]: a dict (its key removed; an absent key is dict.pop's KeyError,
+ * not modelled) or a list built during capture */
+static int delete_subscr(Interp *I) {
+    Sv *k = sv_pop(I), *c = k ? sv_pop(I) : NULL;
+    if (!c) return -1;
+    if (c->kind == SV_DICT) {
+        Sv *pos[2] = {c, k};
+        Args a = {pos, 2, NULL, NULL, 0};
+        return cap_dict_method_call(I, "pop", &a) ? 0 : -1;
+    }
+    if (c->kind == SV_LIST) return cap_seq_delete(I, c, k);
+    return cap_unsupported(I, "item deletion on a %s", sv_desc(c));
 }
 
 /* ---- the interpreter loop ------------------------------------------------------ */
@@ -1055,6 +1075,9 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
         case STORE_SUBSCR:
             rc = store_subscr(I);
             break;
+        case DELETE_SUBSCR:
+            rc = delete_subscr(I);
+            break;
         case STORE_GLOBAL: { /* replayed after the graph (breaks.c) */
             Sv *v = sv_pop(I);
             rc = v ? cap_store_global(I, PyTuple_GET_ITEM(names, arg), v) : -1;
@@ -1411,7 +1434,29 @@ static PyObject *fallback_info_Ref(Interp *I) {
  * backend; None: wick's own through AOTAutograd, for graphs that need
  * autograd). Extern nodes and the grad mode of nodes inside no_grad blocks
  * travel with it. */
-static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g) {
+/* A graph wick compiles whose convolutions should run channels-last
+ * (WICK_CHANNELS_LAST: "auto" for graphs on CUDA, "1" on any device, "0"
+ * never): it goes through AOTAutograd and the ATen importer like a
+ * torch.compile graph, where wick/_layout.py rewrites the layout and batch
+ * norm decomposes into kernels that fuse with their neighbours. */
+static int conv_graph_for_layout(const WkGraph *g) {
+    const char *knob = wk_env_str(WK_ENV_CHANNELS_LAST);
+    if (!strcmp(knob, "0")) return 0;
+    int any_device = !strcmp(knob, "1"), cuda = 0, conv = 0;
+    for (int i = 0; i < wk_graph_ninputs(g); i++)
+        cuda |= wk_graph_value(g, wk_graph_input_value(g, i))->device.type == WK_DEV_CUDA;
+    for (int n = 0; n < wk_graph_nnodes(g); n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        if (node->op == WK_OP_EXTERN && node->extern_name && strstr(node->extern_name, "conv2d") &&
+            node->ninputs > 0 && wk_graph_value(g, node->inputs[0])->ndim == 4)
+            conv = 1;
+    }
+    return conv && (cuda || any_device);
+}
+
+/* options (the compile options, or NULL): mode="reduce-overhead" is passed on
+ * to wick's backend. */
+static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g, PyObject *options) {
     PyObject *mod = PyImport_ImportModule("wick.backends");
     if (!mod) return NULL;
     PyObject *no_grad = PyList_New(0);
@@ -1428,9 +1473,13 @@ static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph 
     if (examples) {
         for (int i = 0; i < I->input_tensors.len; i++)
             PyList_SET_ITEM(examples, i, Py_NewRef(I->input_tensors.data[i]));
-        res = PyObject_CallMethod(mod, "compile_graph_with", "OOOOOO", backend ? backend : Py_None, graph_obj,
-                                  examples, I->externs ? I->externs : Py_None, no_grad,
-                                  I->entry_grad ? Py_True : Py_False);
+        PyObject *mode = options && PyDict_Check(options) ? PyDict_GetItemString(options, "mode") : NULL;
+        PyObject *externs = I->externs ? I->externs : Py_None, *entry_grad = I->entry_grad ? Py_True : Py_False;
+        res = mode && mode != Py_None
+                  ? PyObject_CallMethod(mod, "compile_graph_with", "OOOOOOO", backend ? backend : Py_None, graph_obj,
+                                        examples, externs, no_grad, entry_grad, mode)
+                  : PyObject_CallMethod(mod, "compile_graph_with", "OOOOOO", backend ? backend : Py_None, graph_obj,
+                                        examples, externs, no_grad, entry_grad);
     }
     Py_XDECREF(no_grad);
     Py_XDECREF(examples);
@@ -1530,7 +1579,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             PyErr_Clear();
         }
         int autograd = cap_graph_needs_autograd(I);
-        via_fx = !I->backend_wick || autograd;
+        int layout = I->backend_wick && !autograd && conv_graph_for_layout(I->g);
+        via_fx = !I->backend_wick || autograd || layout;
         if (!via_fx) {
             compiled = I->externs && wk_graph_nexterns(I->g) ? wk_rt_compile_externs_Ref(I->g, I->externs)
                                                               : wk_rt_compile_Ref(I->g);
@@ -1563,7 +1613,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         } else {
             /* a torch backend, or wick's through AOTAutograd (forward and
              * backward compiled by wick) when node outputs require grad */
-            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g);
+            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g, layout ? options : NULL);
             if (!compiled) {
                 cap_py_failed(I, "backend");
                 goto finish;
@@ -1702,6 +1752,7 @@ cleanup:
     for (int i = 0; i < I->keep.len; i++) Py_DECREF(I->keep.data[i]);
     wk_vec_free(&I->keep);
     wk_vec_free(&I->overlay);
+    wk_vec_free(&I->writes);
     cap_ctxvar_free(I);
     free(I->reason);
     free(I->exc_where);

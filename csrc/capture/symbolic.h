@@ -129,6 +129,10 @@ PyObject **wk_guards_take_handover(uint64_t token, PyObject *const *frame_args, 
  * exception. */
 PyObject *wk_loader_new_Ref(PyObject *compiled, const int *input_roots, PyObject *const *input_paths, int ninputs,
                             const int *arg_of_root, int nroots);
+/* Inputs the graph's caller writes back into (WK_EFFECT_COPY): a call where
+ * one of them shares memory with another input (from another source) raises
+ * before the graph runs, so the frame runs eagerly. 0, or -1 with an exception. */
+int wk_loader_set_written(PyObject *loader, const int *inputs, int n);
 /* Links the GraphLoader among code's constants to the entry's guards (after
  * wk_guards_finalize): its inputs become nodes of their source tree, so a
  * passing check hands the resolved inputs over. 0, or -1 with an exception. */
@@ -170,17 +174,25 @@ typedef enum {
     WK_EFFECT_CLEAR,   /* target.clear() */
     WK_EFFECT_GLOBAL,  /* global name = value */
     WK_EFFECT_APPEND,  /* target.append(value) */
+    WK_EFFECT_COPY,    /* target.copy_(value): an input tensor the frame wrote in place */
+    WK_EFFECT_CALL,    /* name(target[, index][, value]), its result dropped: name is an unbound
+                        * list or set method (list.insert, set.add, ...) */
 } WkEffectKind;
 
 typedef struct {
     WkEffectKind kind;
     WkRet *target, *value;
-    PyObject *name; /* borrowed: attribute or global name (str), or the item key */
+    WkRet *index;   /* CALL: list.insert's index, or NULL */
+    PyObject *name; /* borrowed: attribute or global name (str), the item key, or CALL's method */
 } WkEffect;
 
 typedef struct {
     int n;
     WkEffect *items; /* owned by the plan's maker */
+    /* graph inputs the COPY effects write (owned by the plan's maker): the
+     * loader refuses a call where one shares memory with another input */
+    int nwritten;
+    const int *written;
 } WkEffects;
 
 

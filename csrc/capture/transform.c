@@ -123,7 +123,7 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
 /* PUSH_NULL; LOAD_CONST <GraphLoader>; <each distinct root>; CALL nroots:
  * the loader (loader.c) resolves the inputs' attribute paths in C. */
 static int emit_loader_call(WkAsm *a, PyObject *compiled, const int *input_args, PyObject *const *input_paths,
-                            int ninputs) {
+                            int ninputs, const WkEffects *fx) {
     int *roots = wk_xcalloc((size_t)ninputs + 1, sizeof(int));
     int *root_arg = wk_xcalloc((size_t)ninputs + 1, sizeof(int)); /* per root: frame argument, or -1 */
     PyObject **root_global = wk_xcalloc((size_t)ninputs + 1, sizeof(PyObject *)); /* its name when a global */
@@ -149,6 +149,10 @@ static int emit_loader_call(WkAsm *a, PyObject *compiled, const int *input_args,
     }
     PyObject *loader = wk_loader_new_Ref(compiled, roots, paths, ninputs, root_arg, nroots);
     if (!loader) goto done;
+    if (fx && fx->nwritten && wk_loader_set_written(loader, fx->written, fx->nwritten) < 0) {
+        Py_DECREF(loader);
+        goto done;
+    }
     wk_asm_push_null(a);
     wk_asm_load_const(a, loader);
     Py_DECREF(loader); /* the code's constants keep it */
@@ -181,7 +185,7 @@ static int setup_free_vars(WkAsm *a, PyCodeObject *code) {
  * guarded_handler >= 0: the call is protected; the handler (emit_graph_failed)
  * goes at that label. */
 static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, PyObject *const *input_paths,
-                           int ninputs, int noutputs, int *out_locals, int guarded_handler) {
+                           int ninputs, int noutputs, int *out_locals, int guarded_handler, const WkEffects *fx) {
     wk_asm_resume(a);
     if (!compiled) return 0;
     int start = -1, end = -1;
@@ -191,7 +195,7 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
         wk_asm_bind_label(a, start);
         wk_asm_try(a, start, end, guarded_handler, 0, 0);
     }
-    if (emit_loader_call(a, compiled, input_args, input_paths, ninputs) < 0) return -1;
+    if (emit_loader_call(a, compiled, input_args, input_paths, ninputs, fx) < 0) return -1;
     if (noutputs > 0) {
         char name[64];
         for (int i = 0; i < noutputs; i++) {
@@ -208,22 +212,58 @@ static int emit_graph_call(WkAsm *a, PyObject *compiled, const int *input_args, 
     return 0;
 }
 
-/* Side effects after the graph: statements, the stack as before. */
+/* A value read for an effect, kept in a temp (phase 1 of emit_effects). */
+static int read_into_temp(WkAsm *a, const WkRet *r, const int *out_locals, int i, char which) {
+    char name[48];
+    snprintf(name, sizeof name, "___wick_fx%d%c", i, which);
+    int local = wk_asm_local(a, name);
+    if (emit_ret(a, r, out_locals) < 0) return -1;
+    wk_asm_store_fast(a, local);
+    return local;
+}
+
+/* Side effects after the graph: statements, the stack as before. Two
+ * phases, as eager's reads all came before these writes: every target,
+ * index and value is read into a temp first (a source such as
+ * L['d']['b'] or L['o'].sub read after an earlier write of the replay
+ * would see it), then the writes run in program order. */
 static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
-    for (int i = 0; fx && i < fx->n; i++) {
+    int n = fx ? fx->n : 0;
+    int *tv = wk_xcalloc((size_t)n * 3 + 1, sizeof(int)); /* per effect: target, index, value temps */
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
         const WkEffect *e = &fx->items[i];
-        if (e->kind == WK_EFFECT_APPEND) {
-            if (emit_ret(a, e->target, out_locals) < 0) return -1;
-            wk_asm_load_method(a, "append");
-            if (emit_ret(a, e->value, out_locals) < 0) return -1;
+        tv[3 * i] = e->target ? read_into_temp(a, e->target, out_locals, i, 't') : -1;
+        tv[3 * i + 1] = e->index ? read_into_temp(a, e->index, out_locals, i, 'i') : -1;
+        tv[3 * i + 2] = e->value ? read_into_temp(a, e->value, out_locals, i, 'v') : -1;
+        if ((e->target && tv[3 * i] < 0) || (e->index && tv[3 * i + 1] < 0) || (e->value && tv[3 * i + 2] < 0))
+            goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const WkEffect *e = &fx->items[i];
+        int target = tv[3 * i], index = tv[3 * i + 1], value = tv[3 * i + 2];
+        if (e->kind == WK_EFFECT_APPEND || e->kind == WK_EFFECT_COPY) {
+            wk_asm_load_fast(a, target);
+            wk_asm_load_method(a, e->kind == WK_EFFECT_COPY ? "copy_" : "append");
+            wk_asm_load_fast(a, value);
             wk_asm_call(a, 1);
             wk_asm_op(a, POP_TOP, 0);
             continue;
         }
+        if (e->kind == WK_EFFECT_CALL) { /* name(target[, index][, value]) */
+            wk_asm_push_null(a);
+            wk_asm_load_const(a, e->name);
+            wk_asm_load_fast(a, target);
+            if (index >= 0) wk_asm_load_fast(a, index);
+            if (value >= 0) wk_asm_load_fast(a, value);
+            wk_asm_call(a, 1 + (index >= 0) + (value >= 0));
+            wk_asm_op(a, POP_TOP, 0);
+            continue;
+        }
         const char *name = e->kind != WK_EFFECT_SETITEM && e->name ? PyUnicode_AsUTF8(e->name) : NULL;
-        if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) return -1;
-        if (e->value && emit_ret(a, e->value, out_locals) < 0) return -1;
-        if (e->target && emit_ret(a, e->target, out_locals) < 0) return -1;
+        if (e->kind != WK_EFFECT_SETITEM && e->kind != WK_EFFECT_CLEAR && !name) goto done;
+        if (value >= 0) wk_asm_load_fast(a, value);
+        if (target >= 0) wk_asm_load_fast(a, target);
         switch (e->kind) {
         case WK_EFFECT_SETATTR: wk_asm_op(a, STORE_ATTR, wk_asm_name(a, name)); break;
         case WK_EFFECT_DELATTR: wk_asm_op(a, DELETE_ATTR, wk_asm_name(a, name)); break;
@@ -237,10 +277,15 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
             wk_asm_op(a, POP_TOP, 0);
             break;
         case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
-        case WK_EFFECT_APPEND: break; /* above */
+        case WK_EFFECT_APPEND:
+        case WK_EFFECT_COPY:
+        case WK_EFFECT_CALL: break; /* above */
         }
     }
-    return 0;
+    rc = 0;
+done:
+    free(tv);
+    return rc;
 }
 
 /* The handler of a protected graph call: raise wk_graph_failed_type while
@@ -274,7 +319,8 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     int impure = effects && effects->n > 0;
     int handler = impure && compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
     if (setup_free_vars(a, code) < 0) goto done;
-    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
+    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
+        goto done;
     if (emit_ret(a, ret, out_locals) < 0) goto done; /* read before the effects change its sources */
     if (emit_effects(a, effects, out_locals) < 0) goto done;
     wk_asm_return_value(a);
@@ -384,7 +430,8 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
     int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
     if (setup_free_vars(a, code) < 0) goto done;
-    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler) < 0) goto done;
+    if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
+        goto done;
     int grad_start = -1, grad_end = -1, grad_handler = -1;
     if (b->restore_grad >= 0 && b->set_grad) { /* blocks re-entered below: restore the mode on errors */
         grad_start = wk_asm_new_label(a);

@@ -28,6 +28,9 @@ typedef struct {
     int *dep_r;       /* [nexprs] 1 if the node depends on a reduction var, -1 unknown */
     int nexprs;
     const WkLowerMap *rcp; /* divisors hoisted as reciprocals (r<id>), or NULL */
+    /* row scratch (see "row scratch" below), for the kernel being generated */
+    const WkLowerMap *keep;   /* reduction node -> scratch number + 1: store it in wk_row<n>[r0] */
+    const WkLowerMap *reuse;  /* pointwise node -> scratch number + 1: read wk_row<n>[i1] */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -261,6 +264,11 @@ static int emit_nodes(Gen *g, const ExprVec *order, int phase) {
     for (int k = 0; k < order->len; k++) {
         const WkLExpr *e = order->data[k];
         if (phase >= 0 && depends_on_r(g, e) != phase) continue;
+        const void *row = g->reuse ? wk_lower_map_get(g->reuse, e) : NULL;
+        if (row) { /* kept by an earlier phase of the row group (row scratch) */
+            emit(g, "const %s t%d = wk_row%d[i1];", ctype(e->dtype), e->id, (int)(uintptr_t)row - 1);
+            continue;
+        }
         WkStr s = {0};
         wk_str_append(&s, "");
         if (g->rcp && e->op == WK_LX_DIV && wk_lower_map_get(g->rcp, e->a[1])) {
@@ -683,6 +691,10 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
         }
     }
     if (emit_nodes(g, order, 1) < 0) return -1;
+    for (int k = 0; g->keep && k < order->len; k++) {
+        const void *row = wk_lower_map_get(g->keep, order->data[k]);
+        if (row) emit(g, "wk_row%d[r0] = t%d;", (int)(uintptr_t)row - 1, order->data[k]->id);
+    }
     WkStr t = {0};
     wk_str_append(&t, "");
     ref(blocked ? r.body->a[0] : r.body, &t);
@@ -707,6 +719,146 @@ static void kernel_orders(const WkSchedKernel *K, ExprVec *order, ExprVec *epi) 
     topo(K->stores[0].expr, &seen, order);
     for (int j = 1; j < K->nstores; j++) topo(K->stores[j].expr, &seen, K->kind == WK_SCHED_REDUCTION ? epi : order);
     wk_lower_map_free(&seen);
+}
+
+/* ---- row scratch ---------------------------------------------------------
+ * In a row group, a costly value that a reduction phase computes for each
+ * element of the row (a softmax's exp(x - max), summed) is often needed
+ * again by a later pointwise phase over the same row (exp(x - max) / sum).
+ * The reduction phase keeps it in a per-thread row array on the stack, in
+ * cache, and the later phase reads it there: one exp per element, not two.
+ * The two nodes are the same computation with r0 renamed i1 (the schedule
+ * gives them different variables, so hash-consing does not unify them). */
+enum { SCRATCH_MAX = 4, SCRATCH_MAX_BYTES = 64 * 1024 };
+
+static int sym_same_renamed(const WkSym *a, const WkSym *b, int rv, int iv) {
+    if (a->kind != b->kind) return 0;
+    if (a->kind == WK_SYM_CONST) return a->value == b->value;
+    if (a->kind == WK_SYM_VAR) return (a->var == rv && b->var == iv) || (a->var == b->var && a->var != rv && a->var != iv);
+    return sym_same_renamed(a->a, b->a, rv, iv) && sym_same_renamed(a->b, b->b, rv, iv);
+}
+
+/* a (reduction phase, over r0) computes b (pointwise phase, over i1) with r0 = i1 */
+static int same_renamed(const WkLExpr *a, const WkLExpr *b, int rv, int iv) {
+    if (a->op != b->op || a->dtype != b->dtype || a->nargs != b->nargs) return 0;
+    switch (a->op) {
+    case WK_LX_CONST:
+        return a->i == b->i && (a->f == b->f || (a->f != a->f && b->f != b->f));
+    case WK_LX_READ:
+    case WK_LX_INDEX:
+        if ((a->op == WK_LX_READ && a->buf != b->buf) || !sym_same_renamed(a->idx[0], b->idx[0], rv, iv)) return 0;
+        break;
+    case WK_LX_BOUND:
+        if (a->i != b->i) return 0;
+        break;
+    case WK_LX_LOAD:
+    case WK_LX_REDUCE:
+        return 0;
+    default:
+        break;
+    }
+    for (int k = 0; k < a->nargs; k++)
+        if (!same_renamed(a->a[k], b->a[k], rv, iv)) return 0;
+    return 1;
+}
+
+/* Whether e calls a math function (what is worth keeping instead of redoing). */
+static int costly(const WkLExpr *e, WkLowerMap *memo) {
+    const void *m = wk_lower_map_get(memo, e);
+    if (m) return m == (const void *)2;
+    int c = 0;
+    switch (e->op) {
+    case WK_LX_EXP: case WK_LX_LOG: case WK_LX_TANH: case WK_LX_SIN: case WK_LX_COS: case WK_LX_TAN:
+    case WK_LX_ASIN: case WK_LX_ACOS: case WK_LX_ATAN: case WK_LX_SINH: case WK_LX_COSH: case WK_LX_ASINH:
+    case WK_LX_ACOSH: case WK_LX_ATANH: case WK_LX_ERF: case WK_LX_ERFC: case WK_LX_ERFINV: case WK_LX_LOG1P:
+    case WK_LX_EXPM1: case WK_LX_LOG2: case WK_LX_LOG10: case WK_LX_EXP2: case WK_LX_POW: case WK_LX_ATAN2:
+        c = 1;
+        break;
+    default:
+        for (int k = 0; k < e->nargs && !c; k++) c = costly(e->a[k], memo);
+    }
+    wk_lower_map_put(memo, e, (const void *)(uintptr_t)(c ? 2 : 1));
+    return c;
+}
+
+static void mark_subtree(const WkLExpr *e, WkLowerMap *covered) {
+    if (wk_lower_map_get(covered, e)) return;
+    wk_lower_map_put(covered, e, (const void *)1);
+    for (int k = 0; k < e->nargs; k++) mark_subtree(e->a[k], covered);
+}
+
+/* topo order of a kernel's stores that stops at reused nodes (read from a
+ * row, so their operands are not computed again) */
+static void topo_stop(const WkLExpr *e, WkLowerMap *seen, const WkLowerMap *stop, ExprVec *out) {
+    if (wk_lower_map_get(seen, e)) return;
+    wk_lower_map_put(seen, e, e);
+    if (!wk_lower_map_get(stop, e))
+        for (int k = 0; k < e->nargs; k++) topo_stop(e->a[k], seen, stop, out);
+    if (e->op != WK_LX_CONST && e->op != WK_LX_REDUCE) wk_vec_push(out, e);
+}
+
+/* Finds the scratch rows of group first..last: fills keep[k - first] and
+ * reuse[k - first], rebuilds the orders of the phases that reuse, and
+ * returns how many rows (declared as wk_row<n>[sizes[n]] of types[n]). */
+static int plan_scratch(Gen *g, int first, int last, ExprVec *orders, WkLowerMap *keep, WkLowerMap *reuse,
+                        int64_t *sizes, WkDType *types) {
+    const WkSchedule *S = g->S;
+    const WkLoopIR *L = S->L;
+    int n = 0;
+    int64_t bytes = 0;
+    const WkLExpr *kept[SCRATCH_MAX];
+    WkLowerMap memo = {0};
+    for (int m = first + 1; m <= last; m++) {
+        const WkSchedKernel *P = &S->kernels[m];
+        if (P->kind != WK_SCHED_POINTWISE || P->nloops != 2) continue;
+        int iv = L->ivar_id[1], rv = L->rvar_id[0];
+        WkLowerMap covered = {0}, dep = {0};
+        ExprVec *po = &orders[m - first];
+        int found = 0;
+        for (int j = po->len - 1; j >= 0 && n < SCRATCH_MAX; j--) {
+            const WkLExpr *b = po->data[j];
+            if (wk_lower_map_get(&covered, b) || !depends_on_var(b, iv, &dep) || !costly(b, &memo)) continue;
+            for (int k = first; k < m; k++) {
+                const WkSchedKernel *R = &S->kernels[k];
+                if (R->kind != WK_SCHED_REDUCTION || R->nloops != 1 || R->nred != 1 || R->reduce_outer ||
+                    R->red_sizes[0] != P->sizes[1])
+                    continue;
+                const ExprVec *ro = &orders[k - first];
+                const WkLExpr *a = NULL;
+                for (int q = 0; q < ro->len && !a; q++)
+                    if (depends_on_r(g, ro->data[q]) && same_renamed(ro->data[q], b, rv, iv)) a = ro->data[q];
+                if (!a) continue;
+                int row = -1;
+                for (int q = 0; q < n; q++)
+                    if (kept[q] == a) row = q;
+                int64_t nb = P->sizes[1] * (int64_t)(wk_dtype_size(a->dtype) < 4 ? 4 : wk_dtype_size(a->dtype));
+                if (row < 0 && bytes + nb > SCRATCH_MAX_BYTES) continue;
+                if (row < 0) {
+                    row = n++;
+                    kept[row] = a;
+                    sizes[row] = P->sizes[1];
+                    types[row] = a->dtype;
+                    bytes += nb;
+                    wk_lower_map_put(&keep[k - first], a, (const void *)(uintptr_t)(row + 1));
+                }
+                wk_lower_map_put(&reuse[m - first], b, (const void *)(uintptr_t)(row + 1));
+                mark_subtree(b, &covered);
+                found = 1;
+                break;
+            }
+        }
+        wk_lower_map_free(&covered);
+        wk_lower_map_free(&dep);
+        if (!found) continue;
+        ExprVec redo = {0};
+        WkLowerMap seen = {0};
+        for (int j = 0; j < P->nstores; j++) topo_stop(P->stores[j].expr, &seen, &reuse[m - first], &redo);
+        wk_lower_map_free(&seen);
+        wk_vec_free(po);
+        *po = redo;
+    }
+    wk_lower_map_free(&memo);
+    return n;
 }
 
 /* Kernels first..last (a row group, or one kernel) as one function. A row
@@ -745,17 +897,33 @@ static int gen_group(Gen *g, int first, int last) {
                                            : gen_pointwise(g, K, &orders[0], 0);
     } else {
         declare_buffers(g, first, last, &all);
+        int ng = last - first + 1;
+        WkLowerMap *keep = wk_xcalloc((size_t)ng, sizeof *keep), *reuse = wk_xcalloc((size_t)ng, sizeof *reuse);
+        int64_t row_sizes[SCRATCH_MAX];
+        WkDType row_types[SCRATCH_MAX];
+        int nrows = plan_scratch(g, first, last, orders, keep, reuse, row_sizes, row_types);
         open_loop(g, "i0", S->kernels[first].sizes[0],
                   work >= PAR_MIN_WORK ? "#pragma omp parallel for schedule(static)" : NULL);
+        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body */
+            emit(g, "%s wk_row%d[%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
         for (int k = first; k <= last && rc == 0; k++) {
             const WkSchedKernel *K = &S->kernels[k];
             emit(g, "{ /* kernel %d */", k);
             g->indent++;
+            g->keep = nrows ? &keep[k - first] : NULL;
+            g->reuse = nrows ? &reuse[k - first] : NULL;
             rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &orders[k - first], &epis[k - first], 1)
                                                : gen_pointwise(g, K, &orders[k - first], 1);
+            g->keep = g->reuse = NULL;
             close_loops(g, 1);
         }
         close_loops(g, 1);
+        for (int k = 0; k < ng; k++) {
+            wk_lower_map_free(&keep[k]);
+            wk_lower_map_free(&reuse[k]);
+        }
+        free(keep);
+        free(reuse);
     }
     emit(g, "return wk_oob;");
     g->indent--;

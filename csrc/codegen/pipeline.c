@@ -81,7 +81,7 @@ static WkProgram *compile_graph_named(const WkGraph *g, const char *entry, WkTar
         if (wk_lower_check(L) < 0) goto error;
     }
 
-    S = wk_sched_build(L);
+    S = wk_sched_build_for(L, target == WK_TARGET_TRITON);
     if (!S) goto error;
     if (L->xoverflow) { /* lower.h: some LOAD/READ's operands did not fit */
         wk_error_set("a load with more than %d indirect indices", WK_MAX_DIMS);

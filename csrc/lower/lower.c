@@ -920,6 +920,18 @@ static const WkLExpr *lower_SCATTER(Lower *c) {
     const WkLExpr *target = wk_lower_checked_index(L, wk_lower_load(L, ib, nd, pi), sizes[dim], wrap);
     const WkLExpr *hit = bin(c, WK_LX_EQ, target, wk_lower_index(L, c->canon[dim]));
     if (valid) hit = bin(c, WK_LX_AND, hit, valid);
+    if (count == 1) { /* one candidate per output element (a loss's one-hot gradient):
+                         pointwise, so it inlines into its consumers instead of
+                         materialising a reduction over one element */
+        const WkSym *ps[WK_MAX_DIMS];
+        for (int d = 0; d < nd; d++) ps[d] = sr->sizes[d] == 1 ? wk_sym_const(L->syms, 0) : p[d];
+        const WkLExpr *v = scalar_src ? wk_lower_cast(L, dt, sr->body)
+                                      : wk_lower_cast(L, dt, wk_lower_load(L, sb, nd, ps));
+        if (!add) return wk_lower_where(L, hit, v, xv);
+        WkDType acc = wk_dtype_is_float(dt) ? WK_F64 : WK_I64;
+        const WkLExpr *contrib = wk_lower_where(L, hit, wk_lower_cast(L, acc, v), wk_lower_const_i(L, acc, 0));
+        return wk_lower_cast(L, dt, bin(c, WK_LX_ADD, wk_lower_cast(L, acc, xv), contrib));
+    }
     if (add) {
         WkDType acc = wk_dtype_is_float(dt) ? WK_F64 : WK_I64;
         const WkSym *ps[WK_MAX_DIMS];

@@ -78,6 +78,7 @@ typedef struct {
     WkLib *lib;
     void (*set_num_threads)(int); /* omp_set_num_threads of the kernels' OpenMP, if any */
     int check_inputs;
+    int alias_views;       /* VIEW steps through the C shim's reinterpret (no autograd view) */
     int cache_hit;
     double compile_time_s;
     int ninputs;
@@ -102,6 +103,7 @@ static PyTypeObject Compiled_Type;
 static struct {
     int ready;
     PyObject *tensor_type;     /* torch.Tensor */
+    PyObject *parameter_type;  /* torch.nn.Parameter */
     PyObject *empty_strided;   /* torch.empty_strided */
     PyObject *dtypes[WK_NDTYPES];
     PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_, *s_as_strided, *s_storage_offset;
@@ -115,6 +117,11 @@ static int torch_ready(void) {
     if (!torch) return -1;
     int rc = -1;
     if (!(T.tensor_type = PyObject_GetAttrString(torch, "Tensor"))) goto done;
+    PyObject *nn = PyObject_GetAttrString(torch, "nn");
+    if (!nn) goto done;
+    T.parameter_type = PyObject_GetAttrString(nn, "Parameter");
+    Py_DECREF(nn);
+    if (!T.parameter_type) goto done;
     if (!(T.empty_strided = PyObject_GetAttrString(torch, "empty_strided"))) goto done;
     for (int dt = 0; dt < WK_NDTYPES; dt++)
         if (!(T.dtypes[dt] = PyObject_GetAttrString(torch, wk_dtype_name((WkDType)dt)))) goto done;
@@ -263,6 +270,9 @@ static int check_input(const CompiledObject *self, int i, PyObject *t) {
 }
 
 static int data_ptr(PyObject *t, void **out) {
+    if ((Py_IS_TYPE(t, (PyTypeObject *)T.tensor_type) || Py_IS_TYPE(t, (PyTypeObject *)T.parameter_type)) &&
+        wk_shim_data_ptr(t, out))
+        return 0; /* no Python call */
     PyObject *p = PyObject_CallMethodNoArgs(t, T.s_data_ptr);
     if (!p) return -1;
     *out = PyLong_AsVoidPtr(p);
@@ -584,6 +594,16 @@ static int run_view(CompiledObject *self, int step, PyObject **slots) {
     const WkStep *st = &self->plan->steps[step];
     const StepRt *rt = &self->steps[step];
     PyObject *base = slots[st->in_slots[0]];
+    if (self->alias_views && (Py_IS_TYPE(base, (PyTypeObject *)T.tensor_type) ||
+                              Py_IS_TYPE(base, (PyTypeObject *)T.parameter_type))) {
+        const WkSlot *vs = &self->plan->slots[st->out_slots[0]];
+        PyObject *view = wk_shim_alias_Ref(base, vs->ndim, vs->sizes, vs->strides, st->view_offset);
+        if (view) {
+            Py_XSETREF(slots[st->out_slots[0]], view);
+            return 0;
+        }
+        if (PyErr_Occurred()) return -1;
+    }
     PyObject *off = PyObject_CallMethodNoArgs(base, T.s_storage_offset);
     if (!off) return -1;
     long long base_off = PyLong_AsLongLong(off);
@@ -1116,6 +1136,18 @@ static int Compiled_set_check_inputs(CompiledObject *self, PyObject *v, void *c)
     return 0;
 }
 
+static PyObject *Compiled_get_alias_views(CompiledObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->alias_views);
+}
+static int Compiled_set_alias_views(CompiledObject *self, PyObject *v, void *c) {
+    (void)c;
+    int on = v ? PyObject_IsTrue(v) : 0;
+    if (on < 0) return -1;
+    self->alias_views = on;
+    return 0;
+}
+
 static const char *const buf_kinds[] = {"input", "output", "temp"};
 
 static PyObject *Compiled_get_buffers(CompiledObject *self, void *c) {
@@ -1237,6 +1269,9 @@ static PyGetSetDef Compiled_getset[] = {
     {"steps", (getter)Compiled_get_steps, NULL, "The steps a call runs, in order, as dicts.", NULL},
     {"check_inputs", (getter)Compiled_get_check_inputs, (setter)Compiled_set_check_inputs,
      "Whether calls validate their input tensors.", NULL},
+    {"alias_views", (getter)Compiled_get_alias_views, (setter)Compiled_set_alias_views,
+     "Whether view steps make plain aliases through the C shim (no autograd view of the base, "
+     "as inductor's views; for AOTAutograd's graphs), not Tensor.as_strided.", NULL},
     {"triton_kernels", (getter)Compiled_get_triton_kernels, NULL,
      "Triton launches: step, name, param dtypes, configs (XBLOCK, RBLOCK, warps), xnumel, has_r.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

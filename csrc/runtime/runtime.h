@@ -54,6 +54,17 @@ int wk_shim_available(void);
 PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt,
                                     void **data);
 uint64_t wk_shim_abi_version(void); /* 0 when unavailable */
+/* A tensor over base's storage (base: an exact torch.Tensor or Parameter,
+ * borrowed) with these sizes and strides, storage offset base's plus
+ * offset_increment: new reference. No autograd view of base (see shim.c).
+ * NULL without an exception when the shim cannot make it (use the Python
+ * path), NULL with one when the call failed. */
+/* 1 with tensor's data pointer (an exact torch.Tensor or Parameter,
+ * borrowed) in *data, read through the shim; 0 when the shim cannot (use
+ * Tensor.data_ptr()). */
+int wk_shim_data_ptr(PyObject *tensor, void **data);
+PyObject *wk_shim_alias_Ref(PyObject *base, int ndim, const int64_t *sizes, const int64_t *strides,
+                            int64_t offset_increment);
 
 /* ---- compiled.c -------------------------------------------------------- */
 /* Compiles g with the wick pipeline and returns a new CompiledGraph

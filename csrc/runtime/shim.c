@@ -5,6 +5,18 @@
  * THPVariable_Wrap, so a compiled call allocates without building Python
  * argument tuples or parsing keyword arguments.
  *
+ * Views (wk_shim_alias_Ref): aoti_torch__reinterpret_tensor makes a tensor
+ * over the base's storage with the given sizes, strides and offset, as
+ * inductor's generated code does for its views. Such a tensor is no autograd
+ * view of its base (no shared version counter), so the runtime uses it only
+ * where the caller said so (CompiledGraph.alias_views: AOTAutograd's graphs,
+ * whose aliasing AOTAutograd itself restores). The handle of a Python tensor
+ * is its THPVariable's at::Tensor member (torch/csrc/autograd/
+ * python_variable.h: right after PyObject_HEAD), also read for input data
+ * pointers (wk_shim_data_ptr); the first use checks that
+ * against the tensor's data pointer and dims, and a mismatch turns views back
+ * to the Python path for the process.
+ *
  * Owns: the resolved symbols (process-wide, resolved once). Every function
  * here returns the Python path's answer when a symbol is missing: callers
  * fall back to torch.empty_strided. Set WICK_SHIM=0 to force that path.
@@ -35,6 +47,10 @@ static struct {
     AOTITorchError (*get_data_ptr)(AtenTensorHandle, void **);
     AOTITorchError (*delete_tensor)(AtenTensorHandle);
     PyObject *(*wrap)(const void *tensor_base);
+    AOTITorchError (*reinterpret)(AtenTensorHandle, int64_t, const int64_t *, const int64_t *, int64_t,
+                                  AtenTensorHandle *);
+    AOTITorchError (*get_dim)(AtenTensorHandle, int64_t *);
+    int views; /* 0 unchecked, 1 usable, -1 Python path */
     int32_t cpu;
     int32_t dtype[WK_NDTYPES];
 } S;
@@ -60,6 +76,9 @@ static int resolve(void) {
     *(void **)&S.delete_tensor = sym(cpu, "aoti_torch_delete_tensor_object");
     /* PyObject* THPVariable_Wrap(const at::TensorBase&) */
     *(void **)&S.wrap = sym(py, "_Z16THPVariable_WrapRKN2at10TensorBaseE");
+    *(void **)&S.reinterpret = sym(cpu, "aoti_torch__reinterpret_tensor");
+    *(void **)&S.get_dim = sym(cpu, "aoti_torch_get_dim");
+    if (!S.reinterpret || !S.get_dim) S.views = -1;
     int ok = abi && device_cpu && S.empty_strided && S.get_data_ptr && S.delete_tensor && S.wrap;
     for (int dt = 0; ok && dt < WK_NDTYPES; dt++) {
         char name[64];
@@ -107,3 +126,41 @@ PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_
 }
 
 uint64_t wk_shim_abi_version(void) { return resolve() == 1 ? S.abi_version : 0; }
+
+/* The at::Tensor inside a torch.Tensor object (borrowed), see the top. */
+static AtenTensorHandle handle_of(PyObject *tensor) { return (char *)tensor + sizeof(PyObject); }
+
+/* One-time check that handle_of reads what Python sees. 1 usable, else -1. */
+static int check_views(PyObject *tensor) {
+    S.views = -1;
+    void *data = NULL;
+    int64_t dim = -1;
+    PyObject *ptr = PyObject_CallMethod(tensor, "data_ptr", NULL);
+    PyObject *nd = ptr ? PyObject_CallMethod(tensor, "dim", NULL) : NULL;
+    if (ptr && nd && S.get_data_ptr(handle_of(tensor), &data) == 0 && S.get_dim(handle_of(tensor), &dim) == 0 &&
+        PyLong_AsVoidPtr(ptr) == data && PyLong_AsLongLong(nd) == dim)
+        S.views = 1;
+    Py_XDECREF(ptr);
+    Py_XDECREF(nd);
+    PyErr_Clear();
+    wk_log(WK_LOG_PERF, "C shim views: %s", S.views == 1 ? "on" : "off, Python path");
+    return S.views;
+}
+
+int wk_shim_data_ptr(PyObject *tensor, void **data) {
+    if (resolve() != 1 || S.views < 0 || (S.views == 0 && check_views(tensor) != 1)) return 0;
+    return S.get_data_ptr(handle_of(tensor), data) == 0;
+}
+
+PyObject *wk_shim_alias_Ref(PyObject *base, int ndim, const int64_t *sizes, const int64_t *strides,
+                            int64_t offset_increment) {
+    if (resolve() != 1 || S.views < 0 || (S.views == 0 && check_views(base) != 1)) return NULL;
+    AtenTensorHandle h = NULL;
+    if (S.reinterpret(handle_of(base), ndim, sizes, strides, offset_increment, &h) != 0 || !h) {
+        PyErr_SetString(PyExc_RuntimeError, "wick: aoti_torch__reinterpret_tensor failed");
+        return NULL;
+    }
+    PyObject *t = S.wrap(h);
+    S.delete_tensor(h);
+    return t;
+}

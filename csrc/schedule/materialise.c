@@ -131,7 +131,7 @@ static void fill_materialised(WkSchedule *S) {
                     for (int j = 0; j < cons[u].len; j++) add_unique(&cons[v], cons[u].data[j]);
             }
             /* work per kernel: pointwise consumers of one shape share a loop nest */
-            int64_t total = 0;
+            int64_t total = 0, nkernels = 0;
             for (int k = 0; k < cons[v].len; k++) {
                 const WkLBuf *u = &L->bufs[cons[v].data[k]];
                 int dup = 0;
@@ -139,11 +139,19 @@ static void fill_materialised(WkSchedule *S) {
                     const WkLBuf *w = &L->bufs[cons[v].data[j]];
                     dup |= w->kind == WK_LBUF_POINTWISE && same_sizes(u, w);
                 }
-                if (!dup) total += work_of(u);
+                if (!dup) {
+                    total += work_of(u);
+                    nkernels++;
+                }
             }
             if (b->numel > 0 && total > b->numel) {
                 int cost = wk_sched_inline_cost(S, v);
-                double extra = (double)cost * ((double)total / (double)b->numel - 1.0);
+                double copies = (double)total / (double)b->numel - 1.0;
+                /* GPU: what matters is the arithmetic each consuming kernel adds per element
+                 * (a broadcast vector recomputed per element is cheap beside the memory
+                 * traffic), not the sum over the broadcast copies */
+                if (S->gpu && copies > (double)nkernels) copies = (double)nkernels;
+                double extra = (double)cost * copies;
                 if (extra > RECOMPUTE_BOUND) S->value_buf[v] = MAT_YES;
             }
         }

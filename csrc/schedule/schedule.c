@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-WkSchedule *wk_sched_build(WkLoopIR *L) {
+WkSchedule *wk_sched_build(WkLoopIR *L) { return wk_sched_build_for(L, 0); }
+
+WkSchedule *wk_sched_build_for(WkLoopIR *L, int gpu) {
     WkSchedule *S = wk_xcalloc(1, sizeof *S);
     S->L = L;
+    S->gpu = gpu;
     S->value_buf = wk_xcalloc((size_t)L->nbufs + 1, sizeof(int));
     if (wk_sched_materialise(S) < 0) goto error;
     if (wk_sched_fuse(S) < 0) goto error;

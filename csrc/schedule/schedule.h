@@ -75,11 +75,16 @@ typedef struct WkSchedule {
     int nkernels;
     WkSchedKernel *kernels;
     int64_t temps_bytes;             /* temps.c: the TEMP block (bufs[].offset place each TEMP) */
+    int gpu;                         /* materialise.c: recomputation judged per consumer kernel, not
+                                        per broadcast copy (a GPU kernel that streams memory has
+                                        arithmetic to spare; a materialised vector costs a launch) */
 } WkSchedule;
 
 /* schedule.c */
 /* Runs materialise, fuse, fuse_rows. NULL with wk_error set on failure. */
 WkSchedule *wk_sched_build(WkLoopIR *L);
+/* The same for a target: gpu != 0 sets WkSchedule.gpu (the Triton target). */
+WkSchedule *wk_sched_build_for(WkLoopIR *L, int gpu);
 void wk_sched_free(WkSchedule *S);
 char *wk_sched_print(const WkSchedule *S); /* caller frees */
 int wk_sched_check(const WkSchedule *S);   /* 0, or -1 with wk_error set */

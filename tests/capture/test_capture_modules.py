@@ -137,12 +137,17 @@ def inplace_param(self, x):
     return self.weight
 
 
-def test_inplace_on_attribute_falls_back():
+def test_inplace_on_attribute_is_written_back():
     m = Affine()
     x = torch.randn(5)
     with torch.no_grad():
         w0 = m.weight.clone()
         r = compiled(inplace_param)(m, x)
         assert r is m.weight and torch.allclose(m.weight, w0 + x)
-    (reason,) = reasons(inplace_param)
-    assert "in-place" in reason
+    assert m.weight.is_leaf and m.weight.requires_grad
+    # the parameter is written in no_grad (copied back after the graph), and
+    # the store of the same tensor back into the attribute changes nothing
+    assert not reasons(inplace_param) and graphs(inplace_param)
+    # with grad on, eager raises (a leaf that requires grad): so does the call
+    with pytest.raises(RuntimeError):
+        compiled(inplace_param)(m, x)

@@ -1,9 +1,10 @@
 """Tensor item assignment and in-place tensor methods on intermediates
 (T5's _shift_right: `shifted[..., 1:] = ids[..., :-1]`, then
-`shifted.masked_fill_(...)`): an extern node computing the updated copy
-(wick._capture_meta.setitem_copy, or the out-of-place method), which the
-tensor then stands for. On inputs, views or viewed tensors the in-place
-update is not modelled (the frame breaks or runs eagerly: results equal)."""
+`shifted.masked_fill_(...)`): an extern node running the write on a clone
+(wick._capture_meta.Functional), whose result the
+tensor then stands for. An input written so is copied back after the
+graph; on views or viewed tensors the in-place update is not modelled (the
+frame breaks or runs eagerly: results equal)."""
 import pytest
 import torch
 
@@ -133,7 +134,20 @@ def setitem_on_viewed(x):
     return v * 1
 
 
-@pytest.mark.parametrize("fn", [setitem_on_input, setitem_on_view, setitem_on_viewed])
+def test_setitem_on_input_is_written_back():
+    # an input written in place: the graph computes the new value, the
+    # transformed code copies it into the caller's tensor after the graph
+    x = torch.randn(3, 2)
+    x1, x2 = x.clone(), x.clone()
+    with torch.no_grad():
+        expected = setitem_on_input(x1)
+        got = compiled(setitem_on_input)(x2)
+    assert_same(got, expected)
+    assert torch.equal(x1, x2)
+    one_graph(setitem_on_input)
+
+
+@pytest.mark.parametrize("fn", [setitem_on_view, setitem_on_viewed])
 def test_setitem_on_aliased_tensors_is_not_modelled(fn):
     x = torch.randn(3, 2)
     x1, x2 = x.clone(), x.clone()

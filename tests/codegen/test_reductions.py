@@ -221,3 +221,46 @@ def test_float64_result_of_float32_input_adds_in_double():
              y.sum(dtype=torch.float64)]
     for got, w in zip(outs, wants):
         check(got, w, rtol=1e-13, atol=1e-12)
+
+
+def kernel_source(cg):
+    with open(cg.library_path[:-3] + ".c") as f:
+        src = f.read()
+    return src[src.index("/* kernel 0"):]  # the kernels, past the prelude's declarations
+
+
+@pytest.mark.parametrize("cols", [3, 257, 1000, 20000])
+def test_softmax_row_keeps_exp_for_its_normalisation(cols):
+    """In a row group the sum phase keeps exp(x - max) in a per-thread row
+    array and the normalisation reads it there (one exp per element); rows
+    above the scratch limit recompute it. Infinities and NaN as eager."""
+    x = make((40, cols), torch.float32, "contig", seed=13) * 4
+    x[3, 0] = float("inf")
+    x[5, cols // 2] = float("-inf")
+    x[7, cols - 1] = float("nan")
+    cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
+    check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
+    src = kernel_source(cg)
+    if cols * 4 <= 64 * 1024:
+        assert src.count("wk_row0[r0] =") == 1 and src.count("= wk_row0[i1];") == 1
+        assert src.count("expf(") == 1
+    else:
+        assert "wk_row" not in src and src.count("expf(") == 2
+
+
+def test_row_scratch_only_for_the_same_computation():
+    """exp of another input, or of the same input at another offset, is not
+    the kept value: those phases compute their own."""
+    a = make((64, 33), torch.float32, "contig", seed=14)
+    b = make((64, 33), torch.float32, "contig", seed=15)
+
+    def build(g, x, y):
+        s = g.op("sum", [g.op("exp", [x])], dims=[1], keepdim=True)
+        return [g.op("div", [g.op("exp", [y]), s]), g.op("mul", [g.op("exp", [x]), s])]
+
+    cg, outs = compile_run(build, a, b)
+    s = a.exp().sum(1, keepdim=True)
+    check(outs[0], b.exp() / s)
+    check(outs[1], a.exp() * s)
+    src = kernel_source(cg)
+    assert src.count("= wk_row0[i1];") == 1 and src.count("wk_row1") == 0

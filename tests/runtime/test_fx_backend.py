@@ -346,3 +346,103 @@ def test_batch_norm_and_group_norm_are_native(train):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert B.fallback_reasons == []
     assert B.compiled_graphs[g0:] and all(i["externs"] == {} for i in B.compiled_graphs[g0:])
+
+
+@pytest.mark.parametrize("heads,dim", [(2, 8), (3, 6)])
+def test_rotary_embedding_training_is_native_with_eager_strides(heads, dim):
+    """LLaMA's rotary embedding: pointwise ops on a transposed view, whose
+    eager results keep that permuted layout and feed an attention extern (and
+    are saved for backward), are native kernels writing that layout; their
+    backward's slice_backward is a PAD, not an extern that zero-fills."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(heads * dim, heads * dim)
+    x = rand(2, 5, heads * dim, seed=30).requires_grad_()
+    pos = torch.arange(5, dtype=torch.float32)[:, None] * torch.linspace(0.1, 1.0, dim)[None, :]
+    cos, sin = pos.cos(), pos.sin()
+
+    def rotate_half(q):
+        return torch.cat((-q[..., dim // 2:], q[..., :dim // 2]), -1)
+
+    def f(x):
+        q = lin(x).view(2, 5, heads, dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q).square().sum()
+
+    params = [x, lin.weight, lin.bias]
+    got, got_grads = grads_of(torch.compile(f, backend="wick"), params, x)
+    want, want_grads = grads_of(f, params, x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    assert B.fallback_reasons == []
+    for info in B.compiled_graphs[-2:]:
+        assert set(info["externs"]) <= {"aten.addmm.default", "aten.mm.default",
+                                        "aten._scaled_dot_product_flash_attention_for_cpu.default",
+                                        "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"}
+
+
+@pytest.mark.parametrize("ignore", [False, True])
+def test_cross_entropy_training_is_native(ignore):
+    """cross_entropy's nll_loss forward and backward decompose into a gather,
+    a masked mean and a one-element scatter fused with log_softmax and its
+    backward; ignored targets (-100) count as eager counts them."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 11)
+    x = rand(7, 6, seed=31).requires_grad_()
+    target = torch.randint(0, 11, (7,), generator=torch.Generator().manual_seed(3))
+    if ignore:
+        target[::3] = -100
+
+    def f(x, t):
+        return torch.nn.functional.cross_entropy(lin(x) * 1.5, t)
+
+    params = [x, lin.weight, lin.bias]
+    got, got_grads = grads_of(torch.compile(f, backend="wick"), params, x, target)
+    want, want_grads = grads_of(f, params, x, target)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    assert B.fallback_reasons == []
+    for info in B.compiled_graphs[-2:]:
+        assert not any("nll_loss" in name for name in info["externs"])
+
+
+def test_one_hot_scatter_and_rsub_are_native():
+    """scatter with one index per row along dim (a one-hot) and 1 - mask."""
+    def f(x, idx, m):
+        oh = torch.zeros_like(x).scatter(1, idx, 2.5)
+        acc = x.scatter_add(1, idx, x[:, :1])
+        return oh * x + acc, torch.rsub(m, 1.0) * x
+
+    x = rand(6, 9, seed=32)
+    idx = torch.tensor([[0], [8], [3], [3], [5], [1]])
+    m = rand(6, 9, seed=33)
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(x, idx, m)
+    assert_same(got, f(x, idx, m))
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[-1]["externs"] == {}
+
+
+def test_view_outputs_alias_like_eager():
+    """View steps are plain aliases made in C (alias_views, as inductor's);
+    outputs that view an input or an intermediate still behave as eager's:
+    values, strides, and writes through them reach what they alias."""
+    def f(x, w):
+        h = x @ w                   # an extern: its views are view steps
+        return x.t(), h.t()[1:], h.view(-1)[2:7], (h * 2).t()
+
+    x, w = rand(4, 6, seed=40), rand(6, 5, seed=41)
+    cf = torch.compile(f, backend="wick")
+    with torch.no_grad():
+        got, want = cf(x, w), f(x, w)
+    assert_same(got, want)
+    assert [t.stride() for t in got] == [t.stride() for t in want]
+    assert [t.storage_offset() for t in got] == [t.storage_offset() for t in want]
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[-1]["views"] >= 3
+    got[0][1, 2] = 100.0        # x.t() is a view of x, as in eager
+    assert x[2, 1] == 100.0
+    for outs in (got, want):    # h.t()[1:][0, 1] is h[1, 1], which h.view(-1)[2:7][4] also shows
+        outs[1][0, 1] = -7.0
+        assert outs[2][4] == -7.0

@@ -8,9 +8,13 @@
  * call on fake tensors (wick/_capture_meta.py). An unknown op therefore
  * never ends a graph; what ends it is a call whose result is not tensors
  * (a data-dependent Python value) or whose arguments capture cannot
- * express (an opaque object).
+ * express (an opaque object). A call that writes into its tensor inputs
+ * (found on the fake run) runs on clones of them that it returns as extra
+ * outputs (wick._capture_meta.Functional), and each written value is
+ * rebound (cap_inplace_update), so the graph stays functional.
  *
  * Owns: Interp.externs (the extern table handed to the runtime). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../interp.h"
@@ -36,6 +40,7 @@ static int init_extern(Interp *I) {
 
 typedef struct {
     WkVec(int) values; /* graph value of each extern input */
+    WkVec(Sv *) svs;   /* and the first value that named it (what a write rebinds) */
     PyObject *metas;   /* list of (dtype, device, sizes, strides, requires_grad) */
 } Inputs;
 
@@ -82,6 +87,7 @@ static PyObject *template_Ref(Interp *I, Inputs *in, Sv *s, int depth) {
             Py_DECREF(meta);
             k = in->values.len;
             wk_vec_push(&in->values, v);
+            wk_vec_push(&in->svs, s);
         }
         return PyObject_CallFunction(extern_input_type, "i", k);
     }
@@ -226,14 +232,23 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     }
     const char *structure;
     PyObject *metas;
-    PyObject *aliased_inputs = NULL, *aliased_outputs = NULL;
-    if (!PyArg_ParseTuple(out, "sOOO", &structure, &metas, &aliased_inputs, &aliased_outputs) ||
-        !PyList_Check(metas) || !PyList_Check(aliased_inputs) || !PyList_Check(aliased_outputs)) {
+    PyObject *aliased_inputs = NULL, *aliased_outputs = NULL, *written = NULL, *functional = NULL;
+    if (!PyArg_ParseTuple(out, "sOOOO|O", &structure, &metas, &aliased_inputs, &aliased_outputs, &written,
+                          &functional) ||
+        !PyList_Check(metas) || !PyList_Check(aliased_inputs) || !PyList_Check(aliased_outputs) ||
+        !PyList_Check(written) || (PyList_GET_SIZE(written) > 0) != (functional != NULL)) {
         cap_py_failed(I, "extern metadata");
         goto done;
     }
+    /* a call that writes into its inputs runs as Functional (clones written,
+     * returned after its own outputs): the written values are rebound below */
+    int nwritten = (int)PyList_GET_SIZE(written);
+    if (nwritten) {
+        structure += strlen("functional:");
+        fn = functional;
+    }
     int nout = (int)PyList_GET_SIZE(metas);
-    if (nout < 1 || nout > 64) {
+    if (nout < 1 || nout > 64 || nout < nwritten) {
         cap_unsupported(I, "%s() returns %d tensors", name, nout);
         goto done;
     }
@@ -260,18 +275,39 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     }
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(aliased_inputs); k++) {
         long i = PyLong_AsLong(PyList_GET_ITEM(aliased_inputs, k));
-        if (i >= 0 && i < in.values.len) cap_mark_aliased(I, in.values.data[i]);
+        if (i >= 0 && i < in.values.len) {
+            cap_mark_aliased(I, in.values.data[i]);
+            if (cap_check_view_of(I, in.values.data[i], name) < 0) goto done;
+        }
     }
     if (PyErr_Occurred()) {
         cap_py_failed(I, "extern aliasing");
         res = NULL;
         goto done;
     }
-    if (strcmp(structure, "tensor") == 0) {
+    int nown = nout - nwritten;
+    for (int j = 0; j < nwritten; j++) {
+        long k = PyLong_AsLong(PyList_GET_ITEM(written, j));
+        if (k < 0 || k >= in.values.len) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "wick: a written extern input out of range");
+            cap_py_failed(I, "extern writes");
+            goto done;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "%s()", name);
+        if (!cap_inplace_update(I, in.svs.data[k], sv_tensor(I, v + nown + j), what)) goto done;
+    }
+    if (strncmp(structure, "self:", 5) == 0) {
+        int k = atoi(structure + 5);
+        res = k >= 0 && k < in.svs.len ? in.svs.data[k] : NULL;
+        if (!res) cap_unsupported(I, "%s() returns an input it writes", name);
+    } else if (strcmp(structure, "none") == 0) {
+        res = sv_const(I, Py_None);
+    } else if (strcmp(structure, "tensor") == 0) {
         res = sv_tensor(I, v);
     } else {
         res = sv_new(I, strcmp(structure, "list") == 0 ? SV_LIST : SV_TUPLE);
-        for (int i = 0; i < nout; i++) wk_vec_push(&res->items, sv_tensor(I, v + i));
+        for (int i = 0; i < nown; i++) wk_vec_push(&res->items, sv_tensor(I, v + i));
     }
 done:
     Py_XDECREF(args);
@@ -280,6 +316,7 @@ done:
     Py_XDECREF(out);
     Py_XDECREF(entry);
     wk_vec_free(&in.values);
+    wk_vec_free(&in.svs);
     return res;
 }
 

@@ -104,12 +104,19 @@ static int check_code(Interp *I, PyCodeObject *co, const char *name, int depth) 
 }
 
 /* A generator is run to its end now and its values collected: what
- * consumers of generator expressions (sum, any, tuple, for) see, in order. */
+ * consumers of generator expressions (sum, any, tuple, for) see, in order.
+ * Its consumer may stop early (a for loop's break, zip with a shorter
+ * iterable), and Python then never runs the rest of its body: a generator
+ * that writes to anything outside the frame (side effects capture replays)
+ * is not modelled. */
 static Sv *run_callee(Interp *I, Frame *fr) {
     int ret_line;
     fr->is_generator = (fr->code->co_flags & CO_GENERATOR) != 0;
+    unsigned long long before = fr->is_generator ? cap_effects_fingerprint(I) : 0;
     Sv *r = cap_run_frame(I, fr, &ret_line);
     if (!r || !fr->is_generator) return r;
+    if (cap_effects_fingerprint(I) != before)
+        return cap_unsupported(I, "a generator with side effects (capture would run it ahead of its consumer)"), NULL;
     Sv *it = sv_seq(I, SV_ITER, fr->yields.data, fr->yields.len);
     return it;
 }

@@ -60,6 +60,23 @@ int cap_overlay_lookup(Interp *I, PyObject *obj, PyObject *name, Sv **out) {
     return 1;
 }
 
+/* Is v read from o.name itself (o.w += x stores back the tensor it wrote in place)? */
+static int is_own_attr(const Sv *o, PyObject *name, const Sv *v) {
+    if (!v || v->arg < 0 || v->arg != o->arg || !v->path || v->gname || o->gname) return 0;
+    Py_ssize_t n = o->path ? PyTuple_GET_SIZE(o->path) : 0;
+    if (PyTuple_GET_SIZE(v->path) != n + 1) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(v->path, i), PyTuple_GET_ITEM(o->path, i), Py_EQ);
+        if (eq != 1) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(v->path, n), name, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    return eq == 1;
+}
+
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     /* argument objects and pinned global instances (transformers' output
      * collector flips its `compiling` flag while torch.compiler.is_compiling()
@@ -67,6 +84,9 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     int pinned = o->kind == SV_CONST && o->obj && pinned_instance(o->obj);
     if (!pinned && (o->kind != SV_OPAQUE || !o->obj || o->arg < 0))
         return cap_unsupported(I, "attribute assignment on a %s", sv_desc(o));
+    /* storing back what the attribute holds (unchanged by an overlay write):
+     * nothing changes, for modules too (their __setattr__ would re-register it) */
+    if (is_own_attr(o, name, v) && overlay_find(I, o->obj, name) < 0) return 0;
     PyTypeObject *tp = Py_TYPE(o->obj);
     if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
         return cap_unsupported(I, "attribute assignment on an nn.Module");
@@ -424,11 +444,13 @@ Sv *cap_module_base_call(Interp *I, Sv *self) {
 }
 
 static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
-    /* list.append on a list argument (its exact type is guarded): replayed
-     * after the graph (breaks.c); capture never reads the list itself */
-    if (o->arg >= 0 && !o->path && o->obj && PyList_CheckExact(o->obj) && I->brk &&
-        PyUnicode_CompareWithASCIIString(name, "append") == 0)
-        return cap_push_method(I, o, "append", method);
+    /* list.append/extend/insert/clear and set.add/discard/clear on a list or
+     * set argument (its exact type is guarded): replayed after the graph
+     * (breaks.c); capture never reads the container itself */
+    if (o->arg >= 0 && !o->path && o->obj && I->brk && cap_container_effect_method(o->obj, name)) {
+        const char *nm = PyUnicode_AsUTF8(name);
+        return nm ? cap_push_method(I, o, nm, method) : cap_py_failed(I, "attribute name");
+    }
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
     return cap_object_attr(I, o, name, method);
 }
@@ -502,8 +524,19 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
     return cap_unsupported(I, "call of a %s object", tp->tp_name), NULL;
 }
 
+/* lst += items on a list argument: lst.extend(items) replayed (breaks.c),
+ * the list itself the result. NULL without a reason: not this case. */
+static Sv *object_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    if (nb != NB_INPLACE_ADD || x->kind != SV_OPAQUE || x->arg < 0 || x->path || !x->obj || !PyList_CheckExact(x->obj))
+        return NULL;
+    Sv *pos[2] = {x, y};
+    Args a = {pos, 2, NULL, NULL, 0};
+    return cap_container_effect(I, "extend", &a) ? x : NULL;
+}
+
 const SvOps cap_opaque_kind = {
     .call = object_call,
+    .binary = object_binary,
     .name = NULL,
     .truth = object_truth,
     .getattr = object_getattr,

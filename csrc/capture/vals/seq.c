@@ -277,6 +277,15 @@ int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
     return 0;
 }
 
+int cap_seq_delete(Interp *I, Sv *s, Sv *k) {
+    if (s->kind != SV_LIST || s->name) return cap_unsupported(I, "item deletion on a %s", sv_desc(s));
+    int i;
+    if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
+    memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
+    s->items.len--;
+    return 0;
+}
+
 /* x in seq, for constant x and items (tensors compare by identity first, as Python does) */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
     SvList items = {0};

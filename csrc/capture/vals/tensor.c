@@ -36,11 +36,28 @@ int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
 /* value_rg holds two bits per graph value: RG_REQUIRES (the value requires
  * grad, as eager would say) and RG_NO_GRAD (a node output computed with grad
  * mode off, inside a no_grad block): the FX path replays those grad modes. */
-enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4 };
+enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4, RG_STALE = 8 };
 
 static void set_rg_bits(Interp *I, int value, char bits) {
     while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
-    I->value_rg.data[value] = (char)((I->value_rg.data[value] & RG_ALIASED) | bits);
+    I->value_rg.data[value] = (char)((I->value_rg.data[value] & (RG_ALIASED | RG_STALE)) | bits);
+}
+
+/* A fourth bit, RG_STALE: a VIEW of a value that was then written in place
+ * (x[:, 0] read before x[...] = v). The graph's view still holds the values
+ * from before the write, eager's would see it: using it again is refused. */
+static int is_stale(const Interp *I, int value) {
+    return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_STALE);
+}
+
+static void mark_views_stale(Interp *I, int v) {
+    for (int i = 0; i < wk_graph_nnodes(I->g); i++) { /* nodes are in order: views of views follow */
+        const WkNode *n = wk_graph_node(I->g, i);
+        if (n->op != WK_OP_VIEW || (n->inputs[0] != v && !is_stale(I, n->inputs[0]))) continue;
+        int out = n->outputs[0];
+        while (I->value_rg.len <= out) wk_vec_push(&I->value_rg, 0);
+        I->value_rg.data[out] |= RG_STALE;
+    }
 }
 
 /* A third bit, RG_ALIASED: the value shares storage with another graph
@@ -56,27 +73,96 @@ int cap_is_aliased(const Interp *I, int value) {
     return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_ALIASED);
 }
 
-/* Does writing into value `v` reach memory another value sees (v is a VIEW,
- * or some VIEW reads v)? Then an in-place update cannot be a new value. */
-static int value_is_aliased(const WkGraph *g, int v) {
+/* Is value `v` a VIEW? Writing into it would reach its base: an in-place
+ * update cannot be a new value. (Views *of* v go stale instead.) */
+static int value_is_view(const WkGraph *g, int v) {
     const WkValue *m = wk_graph_value(g, v);
-    if (m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW) return 1;
-    for (int i = 0; i < wk_graph_nnodes(g); i++) {
-        const WkNode *n = wk_graph_node(g, i);
-        if (n->op == WK_OP_VIEW && n->inputs[0] == v) return 1;
+    return m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW;
+}
+
+/* Do a and b name the same input (the same argument path, or global)? */
+static int same_source(const Sv *a, const Sv *b) {
+    if (a->gname || b->gname) {
+        int eq = a->gname && b->gname ? PyUnicode_Compare(a->gname, b->gname) : 1;
+        if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
+        return eq == 0;
     }
+    if (a->arg < 0 || a->arg != b->arg) return 0;
+    if (!a->path || !b->path) return a->path == b->path;
+    int eq = PyObject_RichCompareBool(a->path, b->path, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    return eq == 1;
+}
+
+CapWrite *cap_write_of(Interp *I, const Sv *s) {
+    if (s->kind != SV_TENSOR || (s->arg < 0 && !s->gname)) return NULL;
+    for (int i = 0; i < I->writes.len; i++)
+        if (same_source(I->writes.data[i].source, s)) return &I->writes.data[i];
+    return NULL;
+}
+
+int cap_check_view_of(Interp *I, int v, const char *what) {
+    for (int i = 0; i < I->writes.len; i++)
+        if (I->writes.data[i].value == v)
+            return cap_unsupported(I, "%s of an input tensor the frame wrote in place", what);
     return 0;
 }
 
-/* x's tensor becomes r's value, as `x op= y` or F.relu(x, inplace=True) do:
- * only for intermediates that nothing else views, keeping x's shape and
- * dtype. Returns x. */
+/* A VIEW node output (through VIEWs) of an input the frame wrote is, in
+ * the graph, a view of the written value: fine to read there, but not a
+ * view of the input's memory, which eager's would be. It never leaves the
+ * graph (and a write into it is refused as into any view). */
+static int check_leaving_view(Interp *I, int v) {
+    int base = v;
+    for (;;) {
+        const WkValue *m = wk_graph_value(I->g, base);
+        if (m->node < 0 || wk_graph_node(I->g, m->node)->op != WK_OP_VIEW) break;
+        base = wk_graph_node(I->g, m->node)->inputs[0];
+    }
+    return base == v ? 0 : cap_check_view_of(I, base, "a view");
+}
+
+/* What eager refuses, or what the write-back after the graph could not
+ * reproduce, for an in-place write into input tensor x with result r. */
+static int input_write_check(Interp *I, Sv *x, Sv *r, int input, const char *what) {
+    if (!I->brk || !x->obj) return cap_unsupported(I, "in-place %s on an input tensor capture cannot write back", what);
+    /* eager refuses a leaf that requires grad outside no_grad (and records
+     * autograd history into a non-leaf): only inside a no_grad block */
+    if (cap_get_rg(I, input) && I->grad_enabled)
+        return cap_unsupported(I, "in-place %s on an input tensor that requires grad", what);
+    if (I->grad_enabled && cap_get_rg(I, r->value))
+        return cap_unsupported(I, "in-place %s on an input tensor with a result that requires grad", what);
+    const WkValue *m = wk_graph_value(I->g, input);
+    for (int d = 0; d < m->ndim; d++) {
+        int64_t size = 0, stride = 1;
+        /* more than one element at one address (an expanded tensor): eager refuses the write */
+        if (wk_sym_is_const(m->sizes[d], &size) && size > 1 && m->strides[d] &&
+            wk_sym_is_const(m->strides[d], &stride) && stride == 0)
+            return cap_unsupported(I, "in-place %s on an expanded input tensor", what);
+    }
+    PyObject *inf = PyObject_CallMethod(x->obj, "is_inference", NULL);
+    int is_inf = inf == Py_True;
+    Py_XDECREF(inf);
+    if (!inf) return cap_py_failed(I, "is_inference");
+    if (is_inf) return cap_unsupported(I, "in-place %s on an inference tensor", what);
+    return 0;
+}
+
+/* x's tensor becomes r's value, as `x op= y`, x.add_(y) or F.relu(x,
+ * inplace=True) do, keeping x's shape and dtype; every value that is x
+ * (the same graph value, or read from the same input) follows. Refused
+ * where a view of x would not see the write. An input tensor is written
+ * back after the graph (cap_effects_plan: x.copy_(value)). Returns x. */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     if (x->kind != SV_TENSOR) return r;
-    if (x->arg >= 0 || x->gname) return cap_unsupported(I, "in-place %s on an input tensor", what), NULL;
-    if (cap_is_aliased(I, x->value) || value_is_aliased(I->g, x->value))
+    int is_input = x->arg >= 0 || x->gname;
+    int old = cap_tensor_value(I, x);
+    if (old < 0) return NULL;
+    CapWrite *w = is_input ? cap_write_of(I, x) : NULL;
+    if (is_input && input_write_check(I, x, r, w ? w->input : old, what) < 0) return NULL;
+    if (cap_is_aliased(I, old) || value_is_view(I->g, old))
         return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
-    const WkValue *xm = wk_graph_value(I->g, x->value), *rm = wk_graph_value(I->g, r->value);
+    const WkValue *xm = wk_graph_value(I->g, old), *rm = wk_graph_value(I->g, r->value);
     int same_shape = xm->ndim == rm->ndim;
     for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
     if (!same_shape) return cap_unsupported(I, "in-place %s would change the shape", what), NULL;
@@ -87,7 +173,19 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
         if (!c) return NULL;
         r = c;
     }
+    if (is_input && !w) {
+        CapWrite nw = {x, old, r->value, cap_get_rg(I, old)};
+        wk_vec_push(&I->writes, nw);
+    } else if (w) {
+        w->value = r->value;
+    }
+    for (int i = 0; i < I->all.len; i++) {
+        Sv *s = I->all.data[i];
+        if (s->kind == SV_TENSOR && (s->value == old || (is_input && s->value < 0 && same_source(s, x))))
+            s->value = r->value;
+    }
     x->value = r->value;
+    mark_views_stale(I, old);
     return x;
 }
 
@@ -152,6 +250,13 @@ static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
 /* The graph value of a tensor Sv, adding the argument as a graph input on
  * first use. -1 on fallback. */
 int cap_tensor_value(Interp *I, Sv *s) {
+    if (s->value >= 0 && is_stale(I, s->value))
+        return cap_unsupported(I, "a view of a tensor read again after the tensor was written in place");
+    CapWrite *w = s->value < 0 ? cap_write_of(I, s) : NULL; /* an input the frame wrote: what it holds now */
+    if (w) s->value = w->value;
+    for (int i = 0; I->grad_enabled && s->value >= 0 && i < I->writes.len; i++)
+        if (I->writes.data[i].no_grad && I->writes.data[i].value == s->value) /* eager's is a leaf: its graph value is not */
+            return cap_unsupported(I, "a tensor that requires grad, written under no_grad, read with grad on");
     if (s->value >= 0) return s->value;
     PyObject *t = s->obj;
     char src[256];
@@ -448,27 +553,6 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         return cap_convert(I, self, d);
     }
     int op = cap_method_op(name);
-    size_t len = strlen(name);
-    if (op < 0 && self->kind == SV_TENSOR && len > 1 && len < 64 && name[len - 1] == '_' && name[0] != '_') {
-        /* x.masked_fill_(...) and kin: the out-of-place method Tensor has
-         * (a method, not requires_grad's attribute), then x takes its value
-         * (cap_inplace_update: intermediates nothing views, same shape) */
-        char base[64];
-        memcpy(base, name, len - 1);
-        base[len - 1] = '\0';
-        PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, base);
-        if (!fn) PyErr_Clear();
-        if (fn && PyObject_TypeCheck(fn, &PyMethodDescr_Type)) {
-            char bname[80];
-            snprintf(bname, sizeof bname, "Tensor.%s", base);
-            Sv *r = cap_extern_call(I, fn, bname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
-            Py_DECREF(fn);
-            if (!r) return NULL;
-            if (r->kind != SV_TENSOR) return cap_unsupported(I, "%s() gave a %s", bname, sv_desc(r)), NULL;
-            return cap_inplace_update(I, self, r, fname);
-        }
-        Py_XDECREF(fn);
-    }
     if (op < 0) { /* Tensor.<name>(self, ...) through PyTorch */
         PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
         if (!fn) return cap_py_failed(I, fname), NULL;
@@ -518,8 +602,10 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
         }
         c = Py_NewRef(Py_False);
     } else if (strcmp(name, "requires_grad") == 0) {
-        /* inputs: read (and guarded) when loaded; node outputs: tracked */
-        c = PyBool_FromLong(cap_get_rg(I, m->id));
+        /* inputs: read (and guarded) when loaded, unchanged by a write
+         * into them (one that requires grad stays a leaf); node outputs: tracked */
+        CapWrite *w = cap_write_of(I, t);
+        c = PyBool_FromLong(cap_get_rg(I, w ? w->input : m->id));
     }
     if (c || PyErr_Occurred()) {
         if (!c) return cap_py_failed(I, name);
@@ -634,30 +720,6 @@ static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
 
 static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_getitem(I, s, key); }
 
-/* x[key] = v on an intermediate nothing else views (T5's _shift_right
- * fills a new_zeros tensor by slices): an extern node computing the
- * assigned copy (wick._capture_meta.setitem_copy), which x then stands
- * for, as an in-place operator does. Inputs, views and viewed tensors stay
- * unsupported (cap_inplace_update says why). */
-int cap_tensor_setitem(Interp *I, Sv *x, Sv *key, Sv *v) {
-    static PyObject *setitem_copy;
-    if (!setitem_copy) {
-        PyObject *m = PyImport_ImportModule("wick._capture_meta");
-        setitem_copy = m ? PyObject_GetAttrString(m, "setitem_copy") : NULL;
-        Py_XDECREF(m);
-        if (!setitem_copy) return cap_py_failed(I, "setitem_copy");
-    }
-    if (x->arg >= 0 || x->gname) return cap_unsupported(I, "item assignment on an input tensor");
-    if (cap_is_aliased(I, x->value) || value_is_aliased(I->g, x->value))
-        return cap_unsupported(I, "item assignment on a tensor that is a view or has views");
-    Sv *args[3] = {x, key, v};
-    Sv *r = cap_extern_call(I, setitem_copy, "Tensor.__setitem__", args, 3, NULL, NULL, 0);
-    if (!r) return -1;
-    if (r->kind != SV_TENSOR) return cap_unsupported(I, "item assignment on a Tensor gave a %s", sv_desc(r));
-    return cap_inplace_update(I, x, r, "item assignment") ? 0 : -1;
-}
-
-
 static int tensor_iterate(Interp *I, Sv *s, SvList *out) {
     /* for row in t: t[0], t[1], ... (the length is guarded metadata) */
     const WkValue *m = cap_sv_meta(I, s);
@@ -684,8 +746,10 @@ static int tensor_getattr(Interp *I, Sv *s, PyObject *name, int method) {
 }
 
 static WkRet *tensor_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
-    (void)I;
     (void)depth;
+    if (is_stale(I, s->value))
+        return cap_unsupported(I, "a view of a tensor live after the tensor was written in place"), NULL;
+    if (check_leaving_view(I, s->value) < 0) return NULL;
     WkRet *r = cap_ret_new(p, WK_RET_OUTPUT);
     r->index = -1;
     for (int i = 0; i < p->outputs.len; i++)
@@ -720,10 +784,8 @@ static Sv *method_call(Interp *I, Sv *m, const Args *a) {
     case SV_TUPLE:
     case SV_LIST: return cap_seq_method_call(I, m->name, a);
     case SV_DICT: return cap_dict_method_call(I, m->name, a);
-    case SV_OPAQUE: /* a list argument's append (vals/object.c): a side effect */
-        if (strcmp(m->name, "append") == 0 && a->npos == 2 && !a->nkw)
-            return cap_list_append_effect(I, a->pos[0], a->pos[1]);
-        return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
+    case SV_OPAQUE: /* a list or set argument's method (vals/object.c): a side effect */
+        return cap_container_effect(I, m->name, a);
     default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
     }
 }

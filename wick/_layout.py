@@ -1,0 +1,280 @@
+"""Channels-last layout for convolutional ATen graphs (the torch.compile path).
+
+cuDNN's 16-bit convolutions run much faster on NHWC (channels-last) tensors
+than on NCHW ones. When an inference graph holds 2-d convolutions, this pass
+rewrites its FX graph, before wick imports it, so that:
+
+* the pointwise work feeding a convolution (the autocast conversion of its
+  weight and input, the previous block's normalisation and activation) is
+  computed in NHWC order: the node becomes the same op applied to
+  permute(x, [0, 2, 3, 1]) of each operand, a contiguous NHWC tensor, and
+  permute(result, [0, 3, 1, 2]) (a view: NCHW sizes, channels-last strides)
+  is what the convolution receives;
+* pointwise work and keepdim reductions that read a channels-last value
+  (a convolution's output, or a pooling of one) follow it into NHWC order,
+  so wick's kernels read and write memory in order (coalesced on the GPU)
+  instead of striding across channels;
+* every graph output keeps the strides eager gives it: an output whose layout
+  changed is copied back (a contiguous clone) where eager's is contiguous;
+  any other change abandons the pass.
+
+Values are unchanged: only operand order and strides move (the same ops on
+the same logical elements). The new nodes' fake-tensor metadata is computed
+by running each op on fake tensors, so the convolution's output strides are
+the ones its kernel will give. Graphs with stride-dependent ops (as_strided)
+are left alone, and so is any graph where a step fails (a view the new
+strides do not allow): the caller then imports the graph as it was.
+
+Knob: WICK_CHANNELS_LAST: unset or "auto": CUDA inference graphs with
+convolutions; "1": also CPU graphs (tests: strided layouts through the C and
+the interpreted Triton backends); "0": never.
+"""
+
+import operator
+import os
+
+# node.meta key: the node's value is promised contiguous where torch's own
+# kernel would keep its operand's permuted layout (see rewrite's emit)
+FORCE_CONTIGUOUS = "wick_force_contiguous"
+TO_NHWC = [0, 2, 3, 1]
+TO_NCHW = [0, 3, 1, 2]
+
+
+class _Abandon(Exception):
+    pass
+
+
+def wanted(torch, gm, example_inputs, which):
+    """Whether the pass should run on this graph: a reason string when not."""
+    knob = os.environ.get("WICK_CHANNELS_LAST", "auto").strip().lower()
+    if knob in ("0", "off", "no", "false"):
+        return "WICK_CHANNELS_LAST=0"
+    if which != "inference":
+        return "not an inference graph"  # saved activations would change layout too
+    conv = torch.ops.aten.convolution.default
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is conv
+             and _dim(torch, n.args[0]) == 4]
+    if not convs:
+        return "no 2-d convolution"
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor) and
+               not (t.dim() == 0 and t.device.type == "cpu")}  # eager mixes 0-d CPU tensors in
+    if knob not in ("1", "on", "yes", "true") and devices != {"cuda"}:
+        return "not a CUDA graph"
+    return None
+
+
+def _val(node):
+    return node.meta.get("val") if hasattr(node, "meta") else None
+
+
+def _dim(torch, node):
+    v = _val(node)
+    return v.dim() if isinstance(v, torch.Tensor) else -1
+
+
+def _is_cl(torch, t):
+    """Channels-last strides that are not also contiguous ones."""
+    return (isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last))
+
+
+def rewrite(torch, gm, native_kinds):
+    """A new GraphModule computing what gm computes, with channels-last
+    convolutions (see the module docstring), or raises _Abandon."""
+    import torch.fx
+    from torch._guards import detect_fake_mode
+
+    aten = torch.ops.aten
+    graph = gm.graph
+    stride_dependent = {aten.as_strided.default, aten.as_strided_scatter.default}
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target in stride_dependent:
+            raise _Abandon(f"{n.target} depends on strides")
+        if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem:
+            raise _Abandon(f"a call of {n.target}")
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    fake_mode = detect_fake_mode([_val(n) for n in placeholders if _val(n) is not None])
+    if fake_mode is None:
+        raise _Abandon("no fake-tensor mode on the placeholders")
+
+    conv = aten.convolution.default
+    pointwise_kinds = {"binary", "alpha", "ternary", "unary", "convert", "clone", "to_copy", "params", "clamp",
+                       "gelu"}
+
+    def pointwise(n):
+        kind = native_kinds.get(n.target)
+        return kind in pointwise_kinds and _dim(torch, n) == 4
+
+    # producers of a convolution's input or weight that are wick's own kernels:
+    # computed in NHWC order from the start
+    seeds = set()
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is conv and _dim(torch, n.args[0]) == 4:
+            for a in n.args[:2]:
+                if isinstance(a, torch.fx.Node) and a.op == "call_function" and pointwise(a):
+                    seeds.add(a)
+
+    new = torch.fx.Graph()
+    env = {}    # old node -> new node, in the old node's logical (NCHW) order
+    nhwc = {}   # old node -> new node holding it permuted to NHWC, contiguous
+    bcast = {}  # old node of rank < 4 -> new node: unsqueezed to 4-d, permuted to NHWC
+
+    def fake_of(x):
+        return torch.fx.node.map_arg(x, lambda m: m.meta["val"])
+
+    def emit(target, args, kwargs=None, contiguous=False):
+        """A new node and its fake value. contiguous: the value is promised
+        contiguous (wick's kernels write their outputs so; should the op stay
+        a call into torch, the importer makes that call's result contiguous)."""
+        kwargs = kwargs or {}
+        node = new.call_function(target, tuple(args), dict(kwargs))
+        try:
+            with fake_mode:
+                val = target(*fake_of(tuple(args)), **fake_of(dict(kwargs)))
+                if contiguous and isinstance(val, torch.Tensor) and not val.is_contiguous():
+                    val = val.contiguous()
+                    node.meta[FORCE_CONTIGUOUS] = True
+        except Exception as exc:  # noqa: BLE001 - e.g. a view the new strides do not allow
+            raise _Abandon(f"{getattr(target, '__name__', target)} on the new layout: {type(exc).__name__}: {exc}")
+        node.meta["val"] = val
+        return node
+
+    def orig(n):
+        if not isinstance(n, torch.fx.Node):
+            return n
+        if n not in env:
+            env[n] = emit(aten.permute.default, [nhwc[n], TO_NCHW])
+        return env[n]
+
+    def rep(n):
+        """n's value as an NHWC-ordered operand (n: a tensor node of rank <= 4)."""
+        r = _dim(torch, n)
+        if r == 4:
+            if n not in nhwc:
+                nhwc[n] = emit(aten.permute.default, [env[n], TO_NHWC])
+            return nhwc[n]
+        if r <= 0:
+            return orig(n)
+        if n not in bcast:
+            x = orig(n)
+            for _ in range(4 - r):
+                x = emit(aten.unsqueeze.default, [x, 0])
+            bcast[n] = emit(aten.permute.default, [x, TO_NHWC])
+        return bcast[n]
+
+    def follows_cl(a):
+        """a (an old node) is held channels-last because of this pass."""
+        if a in nhwc:
+            return True
+        if a in env and _dim(torch, a) == 4:
+            old, now = _val(a), _val(env[a])
+            return _is_cl(torch, now) and tuple(old.stride()) != tuple(now.stride())
+        return False
+
+    def tensor_args(n):
+        return [a for a in list(n.args) + list(n.kwargs.values())
+                if isinstance(a, torch.fx.Node) and isinstance(_val(a), torch.Tensor)]
+
+    def map_tensor_args(x):
+        return torch.fx.node.map_arg(x, lambda a: rep(a) if isinstance(_val(a), torch.Tensor) else orig(a))
+
+    reductions = {aten.mean.dim, aten.sum.dim_IntList, aten.amax.default}
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            env[n] = new.placeholder(n.target)
+            env[n].meta = dict(n.meta)
+            continue
+        if n.op == "get_attr":
+            env[n] = new.get_attr(n.target)
+            env[n].meta = dict(n.meta)
+            if "val" not in env[n].meta:
+                obj = gm
+                for part in str(n.target).split("."):
+                    obj = getattr(obj, part)
+                if isinstance(obj, torch.Tensor):
+                    env[n].meta["val"] = fake_mode.from_tensor(obj)
+                    n.meta["val"] = env[n].meta["val"]
+            continue
+        if n.op == "output":
+            outs = []
+            for a in (n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]):
+                if not isinstance(a, torch.fx.Node):
+                    outs.append(a)
+                    continue
+                o = orig(a)
+                old, now = _val(a), _val(o)
+                if isinstance(old, torch.Tensor) and tuple(old.stride()) != tuple(now.stride()):
+                    if not old.is_contiguous():
+                        raise _Abandon(f"output {a.name} has strides {tuple(old.stride())} in eager")
+                    o = emit(aten.clone.default, [o], {"memory_format": torch.contiguous_format})
+                    if tuple(_val(o).stride()) != tuple(old.stride()):
+                        raise _Abandon(f"output {a.name}: a contiguous clone has other strides")
+                outs.append(o)
+            new.output(type(n.args[0])(outs) if isinstance(n.args[0], (list, tuple)) else outs[0])
+            continue
+        targs = tensor_args(n)
+        if pointwise(n) and (n in seeds or any(follows_cl(a) for a in targs if _dim(torch, a) == 4)) and \
+                all(0 <= _dim(torch, a) <= 4 for a in targs):
+            nhwc[n] = emit(n.target, map_tensor_args(n.args), map_tensor_args(n.kwargs), contiguous=True)
+            continue
+        if n.target in reductions and _dim(torch, n) >= 0 and _dim(torch, n.args[0]) == 4 and \
+                follows_cl(n.args[0]) and len(n.args) >= 2 and isinstance(n.args[1], (list, tuple)) and n.args[1]:
+            dims = sorted({d % 4 for d in n.args[1]})
+            keepdim = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+            pdims = [TO_NHWC.index(d) for d in dims]
+            args = [rep(n.args[0]), pdims] + list(n.args[2:])
+            out = emit(n.target, args, dict(n.kwargs), contiguous=True)
+            if keepdim:
+                nhwc[n] = out
+                continue
+            kept = [TO_NHWC[p] for p in range(4) if p not in pdims]  # old dims, in the result's order
+            if kept == sorted(kept):
+                env[n] = out
+                continue
+            new.erase_node(out)
+        if n.target is conv and _dim(torch, n.args[0]) == 4 and isinstance(n.args[1], torch.fx.Node):
+            w = n.args[1]
+            if w not in nhwc and not _val(env[w]).is_contiguous(memory_format=torch.channels_last):
+                # a weight no kernel of the graph produces (a parameter
+                # outside autocast): one NHWC-ordered copy per call, so cuDNN
+                # answers channels-last and the activations follow
+                nhwc[w] = emit(aten.clone.default, [rep(w)], contiguous=True)
+                env[w] = emit(aten.permute.default, [nhwc[w], TO_NCHW])
+        # anything else (convolutions, pooling, views, externs): the same op on
+        # the operands in their logical order, whatever strides they now have
+        args, kwargs = torch.fx.node.map_arg(n.args, orig), torch.fx.node.map_arg(n.kwargs, orig)
+        if all(_val(orig(a)) is _val(a) for a in n.all_input_nodes):
+            # operands as traced: so is the value (no fake run: most nodes of
+            # a graph far from its convolutions)
+            env[n] = new.call_function(n.target, args, kwargs)
+            env[n].meta["val"] = _val(n)
+            continue
+        env[n] = emit(n.target, args, kwargs)
+    new.lint()
+    return _Rewritten(gm, new)
+
+
+class _Rewritten:
+    """The rewritten graph with gm's attributes (its constants): what the
+    ATen importer reads. Not a GraphModule, whose Python code generation
+    would cost more than the whole rewrite; nothing calls it (a fallback
+    runs the original gm)."""
+
+    def __init__(self, gm, graph):
+        self._gm = gm
+        self.graph = graph
+
+    def __getattr__(self, name):
+        return getattr(self._gm, name)
+
+
+def apply(torch, gm, example_inputs, which, native_kinds):
+    """(graph module to import, note): the rewritten graph, or gm itself with
+    the reason the pass did not run."""
+    why = wanted(torch, gm, example_inputs, which)
+    if why:
+        return gm, why
+    try:
+        return rewrite(torch, gm, native_kinds), None
+    except _Abandon as exc:
+        return gm, f"channels-last abandoned: {exc}"
