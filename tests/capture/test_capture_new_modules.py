@@ -299,3 +299,21 @@ def test_after_dynamo_patched_module_init():
     with torch.no_grad():
         assert_same(compiled(ce_default)(x, y), ce_default(x, y))
     one_graph(ce_default)
+
+
+def test_patched_module_method_is_inlined_not_modelled(monkeypatch):
+    """A program that patches nn.Module.register_buffer gets its patch run:
+    only torch's own function is modelled."""
+    calls = []
+    orig = nn.Module.register_buffer
+
+    def patched(self, name, tensor, persistent=True):
+        calls.append(name)
+        return orig(self, name, tensor, persistent)
+
+    monkeypatch.setattr(nn.Module, "register_buffer", patched)
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        got = compiled(user_module)(x)
+    assert_same(got, user_module(x))
+    assert calls.count("offset") == 2  # once in wick's run, once in eager's

@@ -77,7 +77,12 @@ static int init_tables(Interp *I) {
         if (module_fns[i]) continue;
         PyObject *f = PyObject_GetAttrString((PyObject *)cap_module_type, module_fn_names[i]);
         if (!f) return cap_py_failed(I, "nn.Module methods");
-        module_fns[i] = Py_NewRef(unwrap_dynamo_init(f));
+        PyObject *g = unwrap_dynamo_init(f);
+        /* only torch's own function is what the model stands for: one a
+         * program patched in before (not Dynamo's) is inlined as it is */
+        PyObject *mod = PyFunction_Check(g) ? ((PyFunctionObject *)g)->func_module : NULL;
+        int torchs = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch.nn.modules.module") == 0;
+        module_fns[i] = torchs ? Py_NewRef(g) : Py_NewRef(Py_None);
         Py_DECREF(f);
     }
     if (!s_training && !(s_training = PyUnicode_InternFromString("training"))) return cap_py_failed(I, "names");
