@@ -78,6 +78,8 @@ static int ensure_registry(void) {
     return 0;
 }
 
+int wk_graph_failed_type_ready(void) { return ensure_registry(); }
+
 void cap_breaks_reset(void) {
     if (resume_funcs) PyDict_Clear(resume_funcs);
     if (resume_origin) PyDict_Clear(resume_origin);

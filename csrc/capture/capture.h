@@ -212,8 +212,11 @@ enum {
     WK_ENTRY_GRAPH_FIRST = 1u << 2,
 };
 /* breaks.c: the exception class of WK_ENTRY_GRAPH_FIRST (an Exception), or
- * NULL before the first graph break. */
+ * NULL until wk_graph_failed_type_ready() or the first graph break made it. */
 extern PyObject *wk_graph_failed_type;
+/* Creates wk_graph_failed_type on first use: transformed code that protects
+ * its graph call needs it before any break was compiled. 0 or -1. */
+int wk_graph_failed_type_ready(void);
 
 /* Called by the hook on a cache miss, with the hook disabled on this thread.
  * fn/code are the frame's function and code, args its argument values

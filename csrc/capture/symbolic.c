@@ -652,6 +652,18 @@ static int contains(Interp *I, int invert) {
     return sv_push(I, sv_const(I, (found != invert) ? Py_True : Py_False));
 }
 
+#ifdef BINARY_SLICE
+/* 3.12's BINARY_SLICE and STORE_SLICE take start and stop from the stack:
+ * they become one slice constant on it, as 3.11's BUILD_SLICE gave. */
+static int push_stack_slice(Interp *I) {
+    Sv *stop = sv_pop(I), *start = stop ? sv_pop(I) : NULL;
+    if (!start) return -1;
+    if (start->kind != SV_CONST || stop->kind != SV_CONST) return cap_unsupported(I, "slice of symbolic values");
+    PyObject *sl = PySlice_New(start->obj, stop->obj, NULL);
+    return sl ? sv_push(I, sv_const_Steal(I, sl)) : cap_py_failed(I, "slice");
+}
+#endif
+
 static int store_subscr(Interp *I) {
     Sv *k = sv_pop(I), *c = k ? sv_pop(I) : NULL, *v = c ? sv_pop(I) : NULL;
     if (!v) return -1;
@@ -1043,18 +1055,14 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             rc = subscript(I);
             break;
 #ifdef BINARY_SLICE
-        case BINARY_SLICE: { /* 3.12: container[start:stop], the slice built from constants */
-            Sv *stop = sv_pop(I), *start = stop ? sv_pop(I) : NULL;
-            if (!start) return NULL;
-            if (start->kind != SV_CONST || stop->kind != SV_CONST) {
-                rc = cap_unsupported(I, "slice of symbolic values");
-                break;
-            }
-            PyObject *sl = PySlice_New(start->obj, stop->obj, NULL);
-            rc = sl ? sv_push(I, sv_const_Steal(I, sl)) : cap_py_failed(I, "slice");
+        case BINARY_SLICE: /* 3.12: container[start:stop] */
+            rc = push_stack_slice(I);
             if (rc == 0) rc = subscript(I);
             break;
-        }
+        case STORE_SLICE: /* 3.12: container[start:stop] = value */
+            rc = push_stack_slice(I);
+            if (rc == 0) rc = store_subscr(I);
+            break;
 #endif
 #ifdef LOAD_SUPER_ATTR
         case LOAD_SUPER_ATTR: { /* 3.12: super().name with the stack [super, __class__, self] */

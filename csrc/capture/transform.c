@@ -326,6 +326,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     if (line < 0) line = code->co_firstlineno;
     wk_asm_set_line(a, line);
     int impure = effects && effects->n > 0;
+    if (impure && compiled && wk_graph_failed_type_ready() < 0) goto done;
     int handler = impure && compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
@@ -437,6 +438,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
+    if (compiled && wk_graph_failed_type_ready() < 0) goto done;
     int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)

@@ -8,6 +8,8 @@ must be eager's; graph and break counts are pinned, and never more graphs
 than PyTorch's capture (torch.compile with a CompileCounter)."""
 import copy
 
+import sys
+
 import pytest
 import torch
 
@@ -243,6 +245,8 @@ def test_generator_with_side_effects_is_not_run_ahead():
     # the generator's appends past the consumer's stop never happen in
     # Python: the frame runs in Python, the list as eager leaves it
     check(stops_early, lambda: [t(4, 3), []], (0, 2, 1))
-    check(zips_shorter, lambda: [t(4, 3), []], (0, 0, 1))
+    # (3.12 inlines the comprehension into the frame (PEP 709): its three
+    # break attempts are counted there before the frame runs in Python)
+    check(zips_shorter, lambda: [t(4, 3), []], (0, 0, 1) if sys.version_info < (3, 12) else (0, 3, 1))
     # a generator without side effects may run ahead: one graph
     check(pure_stops_early, lambda: [t(4, 3)], (1, 0, 0))
