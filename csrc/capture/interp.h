@@ -299,6 +299,10 @@ int cap_push_method(Interp *I, Sv *self, const char *name, int method);
  * the result (after a NULL when `method`). 0 or -1. */
 int cap_push_property(Interp *I, Sv *self, Sv *getter, int method);
 WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth);
+/* fn(o.obj, names, *values) after the graph, for an object made in the frame
+ * whose instance dict is o->self (vals/userobj.c); fn is borrowed and kept
+ * alive by its module */
+WkRet *cap_rebuild_call(Interp *I, RetPlan *p, PyObject *fn, Sv *o, int depth);
 Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y);
 Sv *cap_compare(Interp *I, int cmp, Sv *x, Sv *y); /* cmp 0..5 = < <= == != > >= */
 const char *cap_nb_symbol(int nb);

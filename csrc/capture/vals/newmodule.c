@@ -479,19 +479,5 @@ Sv *cap_newmodule_call(Interp *I, Sv *o, const Args *a) {
 
 WkRet *cap_newmodule_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
     if (init_tables(I) < 0) return NULL;
-    Sv *d = o->self;
-    WkRet *r = cap_ret_new(p, WK_RET_CALL);
-    r->value = rebuild_module_fn;
-    r->nitems = d->items.len + 2;
-    r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
-    r->items[0] = cap_ret_new(p, WK_RET_CONST);
-    r->items[0]->value = o->obj;
-    PyObject *names = PyList_AsTuple(d->obj);
-    if (!names) return cap_py_failed(I, "rebuild"), NULL;
-    wk_vec_push(&I->keep, names);
-    r->items[1] = cap_ret_new(p, WK_RET_CONST);
-    r->items[1]->value = names;
-    for (int i = 0; i < d->items.len; i++)
-        if (!(r->items[i + 2] = cap_reconstruct(I, p, d->items.data[i], depth + 1))) return NULL;
-    return r;
+    return cap_rebuild_call(I, p, rebuild_module_fn, o, depth);
 }

@@ -319,9 +319,13 @@ static WkRet *object_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth) {
         if (!rebuild_output_fn) return cap_py_failed(I, "rebuild_model_output"), NULL;
     }
     /* rebuild_object(cls, names, *values); a ModelOutput: rebuild_model_output */
+    return cap_rebuild_call(I, p, o->value == 1 ? rebuild_output_fn : rebuild_fn, o, depth);
+}
+
+WkRet *cap_rebuild_call(Interp *I, RetPlan *p, PyObject *fn, Sv *o, int depth) {
     Sv *d = o->self;
     WkRet *r = cap_ret_new(p, WK_RET_CALL);
-    r->value = o->value == 1 ? rebuild_output_fn : rebuild_fn;
+    r->value = fn;
     r->nitems = d->items.len + 2;
     r->items = wk_xcalloc((size_t)r->nitems + 1, sizeof(WkRet *));
     r->items[0] = cap_ret_new(p, WK_RET_CONST);
