@@ -28,6 +28,7 @@ import torch
 
 import wick
 import wick._C as C
+from test_capture_util import break_counts as _counts, entry_tree as _tree
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
 
@@ -457,31 +458,6 @@ def _run(fn, x, y):
     except Exception as e:  # the same exception, eager or compiled
         out, err = None, type(e)
     return out, err, _snapshot(fn, x, box, lst, d)
-
-
-def _tree(code):
-    """Every cache entry of code and of the resume functions its breaks made."""
-    out, todo, seen = [], [code], set()
-    while todo:
-        c = todo.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        for e in C.code_entries(c):
-            out.append(e)
-            for b in e.get("breaks") or ():
-                todo.extend(b["resume"])
-                if b.get("callee") is not None:
-                    todo.append(b["callee"])
-    return out
-
-
-def _counts(fn):
-    es = _tree(fn.__code__)
-    graphs = sum(e["graph_count"] for e in es if not e["eager"])
-    breaks = sum(len(e.get("breaks") or ()) for e in es)
-    eager = sum(1 for e in es if e["eager"])
-    return graphs, breaks, eager
 
 
 _DYNAMO = {}

@@ -20,31 +20,10 @@ import torch.nn.functional as F
 import wick
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_capture_util import break_counts as counts, entry_tree as _tree
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
 GT = torch.zeros(3)  # a global tensor a function writes
-
-
-def _tree(code):
-    out, todo, seen = [], [code], set()
-    while todo:
-        c = todo.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        for e in C.code_entries(c):
-            out.append(e)
-            for b in e.get("breaks") or ():
-                todo.extend(b["resume"])
-                if b.get("callee") is not None:
-                    todo.append(b["callee"])
-    return out
-
-
-def counts(fn):
-    es = _tree(fn.__code__)
-    return (sum(e["graph_count"] for e in es if not e["eager"]), sum(len(e.get("breaks") or ()) for e in es),
-            sum(1 for e in es if e["eager"]))
 
 
 def dynamo_graphs(fn, args):

@@ -41,6 +41,31 @@ def reasons(fn):
     return [e["reason"] for e in es if e.get("eager")] + [b["reason"] for e in es for b in e.get("breaks") or ()]
 
 
+def entry_tree(code):
+    """Every cache entry of code and of the resume functions and callees its
+    breaks made."""
+    out, todo, seen = [], [code], set()
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        for e in C.code_entries(c):
+            out.append(e)
+            for b in e.get("breaks") or ():
+                todo.extend(b["resume"])
+                if b.get("callee") is not None:
+                    todo.append(b["callee"])
+    return out
+
+
+def break_counts(fn):
+    """(graphs compiled, breaks, entries that run eagerly) over fn's entry tree."""
+    es = entry_tree(fn.__code__)
+    return (sum(e["graph_count"] for e in es if not e["eager"]), sum(len(e.get("breaks") or ()) for e in es),
+            sum(1 for e in es if e["eager"]))
+
+
 _BINARY = {
     "ADD": lambda a, b: a + b,
     "SUB": lambda a, b: a - b,
