@@ -303,6 +303,10 @@ WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth);
  * whose instance dict is o->self (vals/userobj.c); fn is borrowed and kept
  * alive by its module */
 WkRet *cap_rebuild_call(Interp *I, RetPlan *p, PyObject *fn, Sv *o, int depth);
+/* type(o).__init__(o, *a) inlined for an object o made in the frame, the
+ * __init__ found (or its absence) guarded on tp (vals/userobj.c): 1 when a
+ * Python __init__ ran, 0 when tp has none, -1 on fallback */
+int cap_run_init(Interp *I, Sv *o, PyTypeObject *tp, const Args *a);
 Sv *cap_binary(Interp *I, int nb, Sv *x, Sv *y);
 Sv *cap_compare(Interp *I, int cmp, Sv *x, Sv *y); /* cmp 0..5 = < <= == != > >= */
 const char *cap_nb_symbol(int nb);

@@ -182,18 +182,9 @@ Sv *cap_newmodule_new(Interp *I, PyObject *cls, const Args *a) {
     o->obj = Py_NewRef(cls);
     o->value = CAP_OBJ_NEW_MODULE;
     if (!(o->self = cap_dict_new(I))) return NULL;
-    PyObject *init_name = PyUnicode_InternFromString("__init__");
-    PyObject *init = init_name ? _PyType_Lookup(tp, init_name) : NULL;
-    if (init_name) wk_guard_type_attr_is(I->guards, tp, init_name, init);
-    Py_XDECREF(init_name);
-    if (!init || !PyFunction_Check(init)) return cap_unsupported(I, "%s() without a Python __init__", tp->tp_name), NULL;
-    Sv *pos[72];
-    if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
-    pos[0] = o;
-    for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
-    Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
-    Sv *r = cap_inline_call(I, (PyFunctionObject *)init, &b);
-    if (!r) return NULL;
+    int ran = cap_run_init(I, o, tp, a);
+    if (ran < 0) return NULL;
+    if (!ran) return cap_unsupported(I, "%s() without a Python __init__", tp->tp_name), NULL;
     if (!own_dict(o, s_parameters))
         return cap_unsupported(I, "%s() made in the frame without nn.Module.__init__", tp->tp_name), NULL;
     return o;

@@ -156,22 +156,26 @@ Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a) {
     o->obj = Py_NewRef(cls);
     o->self = cap_dict_new(I);
     if (!o->self) return NULL;
-    PyObject *init_name = PyUnicode_InternFromString("__init__");
-    PyObject *init = init_name ? _PyType_Lookup((PyTypeObject *)cls, init_name) : NULL;
-    if (init) wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, init_name, init);
-    Py_XDECREF(init_name);
-    if (init && PyFunction_Check(init)) {
-        Sv *pos[72];
-        if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
-        pos[0] = o;
-        for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
-        Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
-        Sv *r = cap_inline_call(I, (PyFunctionObject *)init, &b);
-        if (!r) return NULL;
-    } else if (a->npos || a->nkw) {
+    int ran = cap_run_init(I, o, (PyTypeObject *)cls, a);
+    if (ran < 0) return NULL;
+    if (!ran && (a->npos || a->nkw))
         return cap_unsupported(I, "%s() with arguments and no Python __init__", ((PyTypeObject *)cls)->tp_name), NULL;
-    }
     return o;
+}
+
+int cap_run_init(Interp *I, Sv *o, PyTypeObject *tp, const Args *a) {
+    PyObject *init_name = PyUnicode_InternFromString("__init__");
+    if (!init_name) return cap_py_failed(I, "__init__");
+    PyObject *init = _PyType_Lookup(tp, init_name);
+    wk_guard_type_attr_is(I->guards, tp, init_name, init); /* also that none appears */
+    Py_DECREF(init_name);
+    if (!init || !PyFunction_Check(init)) return 0;
+    Sv *pos[72];
+    if (a->npos > 64) return cap_unsupported(I, "call with too many arguments");
+    pos[0] = o;
+    for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+    Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+    return cap_inline_call(I, (PyFunctionObject *)init, &b) ? 1 : -1;
 }
 
 /* namedtuple field access: t.name */
