@@ -13,13 +13,7 @@ import torch
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403
-from test_capture_util import assert_same, compiled, entries, reasons
-
-
-def one_graph(fn):
-    es = entries(fn)
-    assert es and not es[0]["eager"], reasons(fn)
-    assert es[0]["graph_count"] == 1 and not es[0].get("breaks"), reasons(fn)
+from test_capture_util import assert_same, compiled, entries, one_graph, reasons
 
 
 def gated(x):

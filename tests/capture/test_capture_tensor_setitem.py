@@ -9,13 +9,7 @@ import pytest
 import torch
 
 from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
-from test_capture_util import assert_same, compiled, entries, reasons
-
-
-def one_graph(fn):
-    es = entries(fn)
-    assert es and not es[0]["eager"], reasons(fn)
-    assert es[0]["graph_count"] == 1 and not es[0].get("breaks"), reasons(fn)
+from test_capture_util import assert_same, compiled, one_graph, reasons
 
 
 def shift_right(ids):

@@ -41,6 +41,13 @@ def reasons(fn):
     return [e["reason"] for e in es if e.get("eager")] + [b["reason"] for e in es for b in e.get("breaks") or ()]
 
 
+def one_graph(fn):
+    """fn's first cache entry is compiled as exactly one graph, without a break."""
+    es = entries(fn)
+    assert es and not es[0]["eager"], reasons(fn)
+    assert es[0]["graph_count"] == 1 and not es[0].get("breaks"), reasons(fn)
+
+
 def entry_tree(code):
     """Every cache entry of code and of the resume functions and callees its
     breaks made."""
