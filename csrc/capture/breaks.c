@@ -245,8 +245,13 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
     wk_asm_copy_free_vars(a);
     wk_asm_resume(a);
     for (int i = 0, v = 0; i < nstack; i++) {
-        if (layout[i] == 'N') wk_asm_op(a, PUSH_NULL, 0);
-        else wk_asm_op(a, LOAD_FAST, (int)nlocal + v++);
+        if (layout[i] == 'N') {
+            wk_asm_op(a, PUSH_NULL, 0);
+            continue;
+        }
+        /* the stack alone holds it, as in the original frame */
+        wk_asm_op(a, LOAD_FAST, (int)nlocal + v);
+        wk_asm_op(a, DELETE_FAST, (int)nlocal + v++);
     }
     wk_asm_jump(a, JUMP_FORWARD, labels[target]);
 
@@ -1129,13 +1134,19 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_py_failed(I, "graph break");
         goto done;
     }
-    /* locals live after the instruction or in the handler that catches it
-     * (one set: both resume functions take the same locals) */
+    /* the locals the resume function(s) take (one set for both): every
+     * bound one, live or not, since the original frame holds a value until
+     * the local is overwritten or the frame ends, and whether it is alive
+     * can be seen (weakrefs, finalizers, `with`-less cleanup in __del__).
+     * Not passed: a tensor the graph made that is not live after the
+     * instruction (it would only hold memory, as PyTorch's capture also
+     * frees such a value at the break), and everything at a raise that no
+     * handler of the frame catches (no resume function runs). */
     for (int j = 0; j < nloc; j++) {
         int is_live = (b->kind != WK_BREAK_RAISE && (live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
                                                      (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]))) ||
                       (guard && live[(size_t)guard->handler * (size_t)nloc + (size_t)j]);
-        if (!is_live) continue;
+        if (b->kind == WK_BREAK_RAISE && !guard) continue;
         PyObject *nm = PyTuple_GET_ITEM(orig_names, j);
         int cj = j;
         if (code != orig) { /* a resume frame: its locals are in another order */
@@ -1145,6 +1156,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         }
         Sv *v = cj >= 0 && cj < F->nlocals ? F->locals[cj] : NULL;
         if (!v || v->kind == SV_NULL) continue; /* unbound: stays unbound in the resume function */
+        if (!is_live && v->kind == SV_TENSOR && v->arg < 0 && !v->gname) continue;
         if (PyList_Append(local_names, nm) < 0) break;
         wk_vec_push(&slots, v);
     }

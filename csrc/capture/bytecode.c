@@ -408,6 +408,7 @@ static int str_index(WkAsm *a, PyObject *list, const char *name) {
 
 int wk_asm_name(WkAsm *a, const char *name) { return str_index(a, a->names, name); }
 int wk_asm_local(WkAsm *a, const char *name) { return str_index(a, a->varnames, name); }
+int wk_asm_nlocals(WkAsm *a) { return (int)PyList_GET_SIZE(a->varnames); }
 
 void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name) {
     PyObject *vn = PySequence_List(argnames);
