@@ -358,6 +358,9 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
             if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
         } else if (bp->kind == WK_BUF_OUTPUT) {
             if (wk_shim_available()) {
+                objs[b] = wk_shim_pooled_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, bp->nbytes, &ptrs[b]);
+                if (objs[b]) continue; /* pool blocks are advised when first made */
+                if (PyErr_Occurred()) goto done;
                 objs[b] = wk_shim_empty_strided_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, &ptrs[b]);
                 if (!objs[b]) goto done;
             } else {
@@ -1373,8 +1376,15 @@ static PyObject *py_cache_dir(PyObject *self, PyObject *unused) {
     return PyUnicode_FromString(wk_cc_cache_dir());
 }
 
+static PyObject *py_output_pool_bytes(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return PyLong_FromLongLong((long long)wk_shim_pool_cached_bytes());
+}
+
 static PyMethodDef rt_functions[] = {
     {"cache_dir", py_cache_dir, METH_NOARGS, "The compiled-artifact cache directory in use."},
+    {"output_pool_bytes", py_output_pool_bytes, METH_NOARGS,
+     "Bytes of freed large outputs the output pool holds for reuse (runtime/shim.c)."},
     {NULL, NULL, 0, NULL},
 };
 
