@@ -819,9 +819,30 @@ static PyObject *keep(Interp *I, PyObject *o_Steal) {
     return o_Steal;
 }
 
+/* Whether s is or holds an exception capture raised itself (I->raised). */
+static int is_raised(Interp *I, PyObject *o, int depth) {
+    if (!o || depth > 2) return 0;
+    for (int i = 0; i < I->raised.len; i++)
+        if (I->raised.data[i] == o) return 1;
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o))
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++)
+            if (is_raised(I, PySequence_Fast_ITEMS(o)[i], depth + 1)) return 1;
+    return 0;
+}
+
+static int holds_raised(Interp *I, const Sv *s, int depth) {
+    if (!s || depth > 32) return 0;
+    if (is_raised(I, s->obj, 0)) return 1;
+    for (int i = 0; i < s->items.len; i++)
+        if (holds_raised(I, s->items.data[i], depth + 1)) return 1;
+    return holds_raised(I, s->self, depth + 1) || holds_raised(I, s->cell, depth + 1);
+}
+
 /* One live value as the transformed code rebuilds it. */
 static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
     if (s->kind == SV_NULL) return cap_ret_new(p, WK_RET_NULL);
+    if (I->raised.len && holds_raised(I, s, 0))
+        return cap_unsupported(I, "an exception capture raised, live across a graph break"), NULL;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++) {
         ArgDict *d = &I->brk->arg_dicts.data[i];
         if (d->dict != s) continue;

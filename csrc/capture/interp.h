@@ -254,6 +254,7 @@ struct Interp {
     int top_pc;                      /* index of the compiled frame's current instruction */
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
+    WkVec(PyObject *) raised;        /* owned: exceptions capture raised itself (vals/exc.c) */
     long effect_step;                /* the top-level instruction that first wrote to an outside */
     int effect_pc;                   /* object (cap_break_effect_seen), or 0 */
     struct CapBreakState *brk;       /* owned, NULL when breaks are not considered */

@@ -1759,6 +1759,8 @@ cleanup:
     for (int i = 0; i < I->overlay.len; i++) Py_DECREF(I->overlay.data[i].name);
     for (int i = 0; i < I->keep.len; i++) Py_DECREF(I->keep.data[i]);
     wk_vec_free(&I->keep);
+    for (int i = 0; i < I->raised.len; i++) Py_DECREF(I->raised.data[i]);
+    wk_vec_free(&I->raised);
     wk_vec_free(&I->overlay);
     wk_vec_free(&I->writes);
     cap_ctxvar_free(I);
