@@ -385,16 +385,17 @@ def cold_child(name, variant, mode):
     """One first capture in this (fresh) process: the model's ops have never
     been captured here, so wick's extern-metadata memo and torch's fake-tensor
     cache start empty for them. Both systems are initialised first on an
-    unrelated pointwise function (imports and one-time set-up are not the
-    model's capture). Prints one JSON line."""
+    unrelated function (imports and one-time set-up, such as the fake-tensor
+    machinery both use for op metadata, are not the model's capture).
+    Prints one JSON line."""
     make = model_builders()[name]
     torch.manual_seed(0)
     model, kwargs = make()
     model.eval()
     grad = mode == "training"
 
-    def tiny(x):
-        return x * 2 + 1
+    def tiny(x):  # pointwise ops and one extern call (flip, roll: no model here uses them)
+        return torch.roll(torch.flip(x * 2 + 1, [0]), 1)
 
     wick.compile(tiny, backend="eager")(torch.ones(3))
     torch.compile(tiny, backend="eager")(torch.ones(3))
@@ -444,7 +445,7 @@ def report_cold(results, meta):
          f"Command: `{meta['command']}`", "",
          "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
          "One process per (model, variant, mode): the model built, two plain calls, both systems "
-         "initialised on an unrelated pointwise function, then one compiled call. Capture = that "
+         "initialised on an unrelated function (pointwise ops, flip, roll), then one compiled call. Capture = that "
          "call minus the second plain call, wall clock, ms. wick_eagerbackend = wick's capture with "
          "the graph run by torch ops; dynamo_eager = torch.compile(backend=\"eager\"): capture alone "
          "on both sides. Graphs: over the whole entry tree (resume functions and callees); wick "

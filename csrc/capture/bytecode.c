@@ -276,6 +276,16 @@ int wk_bc_jump_target(const WkInstr *ins, int n, int i) {
     return -2;
 }
 
+int wk_bc_opcode(const char *name) {
+    if (load_tables() < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (int i = 0; i < BC_MAXOP; i++)
+        if (op_names[i] && strcmp(op_names[i], name) == 0) return i;
+    return -1;
+}
+
 int wk_bc_falls_through(int opcode) { return !(opcode >= 0 && opcode < 256 && op_noreturn[opcode]); }
 
 int wk_bc_find(const WkInstr *instrs, int n, int offset) {

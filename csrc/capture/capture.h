@@ -57,6 +57,8 @@ int wk_bc_jump_target(const WkInstr *ins, int n, int i);
 /* 0 for instructions after which control never reaches the next one
  * (returns, raises, unconditional jumps). */
 int wk_bc_falls_through(int opcode);
+/* The running interpreter's opcode named `name` ("JUMP_FORWARD"), or -1. */
+int wk_bc_opcode(const char *name);
 /* One entry of co_exceptiontable, as indexes into the decoded instructions. */
 typedef struct {
     int start, end, handler; /* instruction indexes (end exclusive) */

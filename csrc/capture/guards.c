@@ -156,13 +156,30 @@ WkGuards *wk_guards_new(void) {
     return wk_xcalloc(1, sizeof(WkGuards));
 }
 
+/* The target of a weakref, borrowed (compared and printed only), or NULL
+ * once it died. 3.13 deprecates the borrowing accessor. */
+static PyObject *weak_target(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(ref, &o) <= 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(o); /* others hold it: the class dict or whoever keeps it alive */
+    return o;
+#else
+    PyObject *o = PyWeakref_GET_OBJECT(ref);
+    return o == Py_None ? NULL : o;
+#endif
+}
+
 /* TYPE_ATTR_IS: the value guarded (borrowed); a dead weakly held one is
  * a value no lookup returns (the guard fails) */
 static PyObject *type_attr_value(const Check *c) {
     static char dead;
     if (!c->value_ref) return c->value;
-    PyObject *v = PyWeakref_GET_OBJECT(c->value_ref);
-    return v == Py_None ? (PyObject *)&dead : v;
+    PyObject *v = weak_target(c->value_ref);
+    return v ? v : (PyObject *)&dead;
 }
 
 static void check_clear(Check *c) {
@@ -1632,8 +1649,8 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
                                         ((PyFunctionObject *)c->owner)->func_qualname);
             break;
         case CK_TYPE_ATTR_IS: {
-            PyObject *v = c->value_ref ? PyWeakref_GET_OBJECT(c->value_ref) : c->value;
-            const char *what = !v ? "nothing" : c->value_ref && v == Py_None ? "a dead function" : Py_TYPE(v)->tp_name;
+            PyObject *v = c->value_ref ? weak_target(c->value_ref) : c->value;
+            const char *what = c->value_ref && !v ? "a dead function" : !v ? "nothing" : Py_TYPE(v)->tp_name;
             line = PyUnicode_FromFormat("TYPE_ATTR_MATCH %s.%U is <%s at %p>", ((PyTypeObject *)c->owner)->tp_name,
                                         c->name, what, (void *)v);
             break;
