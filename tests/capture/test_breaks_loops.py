@@ -315,3 +315,53 @@ def test_traceback_shows_the_body_line():
         cf(torch.randn(3, 3), 5)
     lines = [f.lineno + 1 for f in ei.traceback]  # pytest counts from 0
     assert boom.__code__.co_firstlineno + 6 in lines
+
+
+# ---- counts against PyTorch's capture ---------------------------------------------------
+
+def _dynamo_graphs(fn, *args):
+    import torch._dynamo
+
+    n = [0]
+
+    def counting(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, backend=counting)(*args)
+    except Exception:
+        pass
+    torch._dynamo.reset()
+    return n[0]
+
+
+# (graphs, breaks) of the first call; more_than_dynamo: where PyTorch's
+# capture makes fewer graphs by unrolling what wick does not (3000
+# iterations into one graph; a list argument wick treats as opaque; a list
+# of tensors built in the frame, whose loop breaks on a tensor branch that
+# PyTorch's capture runs eagerly after one graph)
+COUNTS = [
+    (halve_until_small, lambda x: (x * 200,), (2, 3), False),
+    (while_no_work_before, lambda x: (x * 50,), (2, 3), False),
+    (body_breaks, lambda x: (x, 5), (3, 2), False),
+    (continue_and_else, lambda x: (x * 30,), (1, 2), False),
+    (long_range, lambda x: (x, x), (2, 1), True),
+    (over_list, lambda x: (x, [x] * 7), (2, 2), True),
+    (with_exits, lambda x: (x, 3.0), (2, 2), True),
+]
+
+
+@pytest.mark.parametrize("fn,make,expect,more", COUNTS, ids=[c[0].__name__ for c in COUNTS])
+def test_counts_against_pytorch_capture(fn, make, expect, more):
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(9))
+    cf = C.CompiledFunction(fn, OPTS)
+    _same(cf(*make(x)), fn(*make(x)))
+    graphs, breaks, eager = break_counts(fn)
+    assert (graphs, breaks) == expect and eager == 0
+    dyn = _dynamo_graphs(fn, *make(x))
+    if dyn and not more:
+        assert graphs <= dyn, (graphs, dyn)
+    if more:
+        assert graphs > dyn  # the gap above is real: drop the flag when it closes
