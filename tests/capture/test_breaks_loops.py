@@ -365,3 +365,67 @@ def test_counts_against_pytorch_capture(fn, make, expect, more):
         assert graphs <= dyn, (graphs, dyn)
     if more:
         assert graphs > dyn  # the gap above is real: drop the flag when it closes
+
+
+# ---- loops inside open blocks: the driver keeps them, the body runs inside -------------
+
+EVENTS = []
+
+
+def loop_in_no_grad(x, w):
+    y = x * w
+    with torch.no_grad():
+        while y.abs().sum() > 1:
+            y = y * 0.5 + w * 0
+    return y, y.requires_grad
+
+
+def loop_raising_in_try(x, n):
+    a = x + 1
+    try:
+        for i in range(n):
+            a = a * 2
+            print(end="")
+            if i == 3:
+                raise KeyError("k")
+    except KeyError:
+        a = a - 100
+    finally:
+        EVENTS.append(1)
+    return a
+
+
+def return_from_loop_in_try(x, n):
+    a = x.sin()
+    try:
+        for i in range(n):
+            a = a + 1
+            print(end="")
+            if a.sum() > 10:
+                return a, "early"
+    finally:
+        EVENTS.append(2)
+    return a, "late"
+
+
+@pytest.mark.parametrize("fn,args", [
+    (loop_in_no_grad, lambda: (torch.randn(5, requires_grad=True) * 10, torch.randn(5, requires_grad=True))),
+    (loop_raising_in_try, lambda: (torch.randn(3), 2)),
+    (loop_raising_in_try, lambda: (torch.randn(2, 3), 6)),
+    (return_from_loop_in_try, lambda: (torch.randn(3), 20)),
+    (return_from_loop_in_try, lambda: (torch.randn(3), 1)),
+], ids=["no_grad", "try_no_raise", "try_raise", "return_early", "return_late"])
+def test_loops_inside_blocks(fn, args):
+    cf = C.CompiledFunction(fn, OPTS)
+    for _ in range(2):
+        a = args()
+        EVENTS.clear()
+        exp = _call(fn, *a)
+        exp_events = list(EVENTS)
+        EVENTS.clear()
+        got = _call(cf, *a)
+        assert got[1] == exp[1] and EVENTS == exp_events
+        if exp[1] is None:
+            _same(got[0], exp[0])
+    graphs, breaks, eager = break_counts(fn)
+    assert graphs >= 2 and breaks >= 2 and eager == 0
