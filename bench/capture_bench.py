@@ -421,22 +421,31 @@ def cold_child(name, variant, mode):
     print("@@COLD@@" + json.dumps({"capture_s": capture, "graphs": graphs, "eager_entries": eager}))
 
 
-def bench_models_cold(names=None):
-    """Per model, variant and mode: the first capture, each in a fresh process."""
+def bench_models_cold(names=None, repeat=1):
+    """Per model, variant and mode: the first capture, each in a fresh
+    process; `repeat` processes per cell (alternating the variants), the
+    median capture time kept with every sample."""
     out = {}
     for name in model_builders():
         if names and name not in names:
             continue
         row = out.setdefault(name, {})
         for mode in ("inference", "training"):
-            for variant in COLD_VARIANTS:
-                r = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", name, variant, mode],
-                                   capture_output=True, text=True)
-                line = [ln for ln in r.stdout.splitlines() if ln.startswith("@@COLD@@")]
-                if r.returncode or not line:
-                    raise RuntimeError(f"cold child {name} {variant} {mode} failed:\n{r.stderr[-2000:]}")
-                row.setdefault(variant, {})[mode] = json.loads(line[-1][len("@@COLD@@"):])
-                print(name, mode, variant, row[variant][mode], flush=True)
+            samples = {v: [] for v in COLD_VARIANTS}
+            for _ in range(repeat):
+                for variant in COLD_VARIANTS:
+                    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", name, variant,
+                                        mode], capture_output=True, text=True)
+                    line = [ln for ln in r.stdout.splitlines() if ln.startswith("@@COLD@@")]
+                    if r.returncode or not line:
+                        raise RuntimeError(f"cold child {name} {variant} {mode} failed:\n{r.stderr[-2000:]}")
+                    samples[variant].append(json.loads(line[-1][len("@@COLD@@"):]))
+                    print(name, mode, variant, samples[variant][-1], flush=True)
+            for variant, got in samples.items():
+                res = dict(got[0])
+                res["capture_s"] = statistics.median(g["capture_s"] for g in got)
+                res["capture_samples_s"] = [g["capture_s"] for g in got]
+                row.setdefault(variant, {})[mode] = res
     return out
 
 
@@ -449,7 +458,7 @@ def report_cold(results, meta):
          "call minus the second plain call, wall clock, ms. wick_eagerbackend = wick's capture with "
          "the graph run by torch ops; dynamo_eager = torch.compile(backend=\"eager\"): capture alone "
          "on both sides. Graphs: over the whole entry tree (resume functions and callees); wick "
-         "entries that ran eagerly are listed.", "",
+         "entries that ran eagerly are listed. With --cold-repeat N: median of N processes per cell.", "",
          "| model | mode | wick capture ms | dynamo capture ms | ratio wick / dynamo | graphs wick / dynamo | wick eager entries |",
          "|---|---|---|---|---|---|---|"]
     ratios = []
@@ -585,6 +594,7 @@ def main():
     ap.add_argument("--fresh-process", action="store_true",
                     help="cold capture only: each model's first capture in a fresh process, wick vs Dynamo "
                          "(no per-call timing)")
+    ap.add_argument("--cold-repeat", type=int, default=1, help="with --fresh-process: processes per cell (median)")
     ap.add_argument("--cold-child", nargs=3, metavar=("MODEL", "VARIANT", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.cold_child:
@@ -592,7 +602,7 @@ def main():
         return
     if a.fresh_process:
         meta = {"command": " ".join(["python"] + sys.argv), "versions": versions()}
-        results = bench_models_cold(None if a.models in ("all", "none") else a.models.split(","))
+        results = bench_models_cold(None if a.models in ("all", "none") else a.models.split(","), a.cold_repeat)
         text = report_cold(results, meta)
         print(text)
         if a.out:

@@ -26,9 +26,11 @@
  * body entered other than at its start, an exit at another stack depth
  * than the body's statements (inside a with or except block opened in the
  * body), a local the body may leave unbound that is read after it, a local
- * read in the body that may be unbound when the loop starts, or an
- * exception the body raises that would go to a handler other than the one
- * around the whole loop. */
+ * read in the body that may be unbound when the loop starts, an exception
+ * the body raises that would go to a handler other than the one around the
+ * whole loop, or a handler around the loop that reads a local the body
+ * writes (an exception leaving the body function leaves the driver's
+ * locals as the last exit set them). */
 #include <stdint.h>
 #include <string.h>
 
@@ -321,6 +323,14 @@ int cap_loop_find(PyCodeObject *orig, const WkInstr *raw, int n, int at, CapLoop
         if (store >= 0 && store < nloc) written[store] = 1;
         if (clear >= 0 && clear < nloc) written[clear] = 1;
     }
+    /* an exception leaving the body function reaches the handler around
+     * the loop with the driver's locals, as the last exit left them: the
+     * handler must not read one the body writes */
+    for (int j = 0; lo->exc >= 0 && j < nloc; j++)
+        if (written[j] && live[(size_t)ex[lo->exc].handler * (size_t)nloc + (size_t)j]) {
+            refuse(why, "a loop in a try block whose handler reads a local the body writes");
+            goto done;
+        }
     boundb = must_bound(raw, n, nloc, jt, ex, nex, lo->start, entry_set, lo->in);
 
     /* exits: every edge out of the body; exit 0 goes back to the head */
