@@ -237,6 +237,7 @@ struct Interp {
     unsigned long long lazy_args;    /* constant arguments guarded by value only if read */
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
+    WkVec(int) autocast_casts;       /* (value, dtype, grad mode, its cast) per autocast cast made (vals/extern.c) */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
