@@ -95,6 +95,21 @@ def test_no_cast_outside_the_autocast_dtype_rules():
         assert_same(compiled(fn)(x, w, b), fn(x, w, b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("in_dtype", [torch.bfloat16, torch.float32])
+def test_cpu_fp32_policy_prod(in_dtype):
+    # the CPU's autocast runs prod in float32 (its fp32 list); other native
+    # ops keep their dtype there
+    def fn(x, w, b):
+        return (x[:2, :4] * 0.1 + 1).prod() + x.exp().sum() + torch.softmax(x, -1)
+
+    x, w, b = _inputs(dtype=in_dtype, seed=7)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want = fn(x, w, b)
+        got = compiled(fn)(x, w, b)
+    assert got.dtype == want.dtype
+    assert_same(got, want, **_tol(torch.bfloat16))
+
+
 def test_other_autocast_state_at_run_time():
     x, w, b = _inputs(seed=5)
     f = compiled(ln_linear_fn)

@@ -35,6 +35,8 @@ CASES = {
     "linear_softmax": lambda x, w: torch.softmax(F.linear(x, w), -1),
     "matmul_exp": lambda x, w: (x @ w.t()).exp(),
     "relu_add": lambda x, w: torch.relu(x) + x,
+    "prod": lambda x, w: (x[:2, :4] * 0.1 + 1).prod() + 1,
+    "sum_f64": lambda x, w: x.double().sum(-1),
 }
 
 

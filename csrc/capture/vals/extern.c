@@ -229,7 +229,7 @@ static int autocast_lower_op(const char *name) {
 
 /* The autocast dtype of device type dev (WkDType), or -1 when autocast is
  * off there; -2 with a Python error. */
-static int autocast_dtype(WkDeviceType dev) {
+int cap_autocast_dtype(WkDeviceType dev) {
     static PyObject *is_enabled, *get_dtype;
     if (!is_enabled) {
         PyObject *torch = PyImport_ImportModule("torch");
@@ -255,6 +255,33 @@ static int autocast_dtype(WkDeviceType dev) {
     return d >= 0 && wk_dtype_is_float((WkDType)d) ? d : -1;
 }
 
+/* ATen's autocast lists (autocast_mode.h for CUDA, autocast_mode.cpp for
+ * the CPU), the rows of the op table among them: the fp32 policy, and on
+ * CUDA the fp32_set_opt_dtype ops without a dtype (prod here; sum and
+ * softmax are handled where their dtype= is read, vals/torchfn.c). */
+int cap_autocast_fp32_op(WkOp op, WkDeviceType dev) {
+    if (dev != WK_DEV_CUDA) return op == WK_OP_PROD;
+    switch (op) {
+    case WK_OP_EXP: case WK_OP_EXPM1: case WK_OP_LOG: case WK_OP_LOG10: case WK_OP_LOG2: case WK_OP_LOG1P:
+    case WK_OP_TAN: case WK_OP_ASIN: case WK_OP_ACOS: case WK_OP_SINH: case WK_OP_COSH: case WK_OP_ERFINV:
+    case WK_OP_RSQRT: case WK_OP_RECIPROCAL: case WK_OP_POW: case WK_OP_SQUARE: case WK_OP_SOFTPLUS:
+    case WK_OP_LAYER_NORM: case WK_OP_LOGSUMEXP: case WK_OP_PROD:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+Sv *cap_autocast_to_fp32(Interp *I, Sv *t) {
+    if (t->kind != SV_TENSOR) return t;
+    const WkValue *m = cap_sv_meta(I, t);
+    if (!m) return NULL;
+    if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64 || m->dtype == WK_F32) return t;
+    int dt = cap_autocast_dtype(m->device.type);
+    if (dt == -2) return cap_py_failed(I, "autocast state"), NULL;
+    return dt < 0 ? t : cap_convert(I, t, WK_F32);
+}
+
 /* args[i] cast as autocast would cast it (itself when autocast leaves it);
  * 0, or -1 with the capture failure set. */
 static int autocast_args(Interp *I, Sv **args, int n) {
@@ -263,7 +290,7 @@ static int autocast_args(Interp *I, Sv **args, int n) {
         const WkValue *m = cap_sv_meta(I, args[i]);
         if (!m) return -1;
         if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64) continue;
-        int dt = autocast_dtype(m->device.type);
+        int dt = cap_autocast_dtype(m->device.type);
         if (dt == -2) return cap_py_failed(I, "autocast state"), -1;
         if (dt < 0 || dt == (int)m->dtype) continue;
         /* one cast per value: q, k and v projections read the same input */
