@@ -16,10 +16,12 @@ python3 setup.py -q build_ext --inplace --parallel 16 > $OUT/build.log 2>&1; ech
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
 if [ "${TESTS_S:-70}" != 0 ]; then
-  timeout ${TESTS_S:-70} python3 -m pytest ${TESTS:-tests/gpu} -p no:cacheprovider -p no:warnings -rfE -n 8 2>&1 \
-    | grep -v "DEBUG\|^$" | tail -c 60000 > $OUT/tests.log
+  # -v: each result's name as it comes (a run cut by its limit still names its failures)
+  timeout ${TESTS_S:-70} python3 -m pytest ${TESTS:-tests/gpu} -p no:cacheprovider -p no:warnings -rfE -vv --tb=short \
+    -n ${TESTS_N:-12} 2>&1 | grep -v "DEBUG\|^$\|PytestBenchmarkWarning\|warner(" | tail -c 200000 > $OUT/tests.log
   echo "tests (limit ${TESTS_S:-70} s):"; grep -E "passed|failed" $OUT/tests.log | tail -2
-  grep "^FAILED\|^ERROR" $OUT/tests.log | cut -c1-300 | head -20
+  echo "results: $(grep -c ' PASSED ' $OUT/tests.log) passed, $(grep -c ' SKIPPED ' $OUT/tests.log) skipped, $(grep -c ' FAILED ' $OUT/tests.log) failed"
+  grep "FAILED\|^ERROR\|^E  " $OUT/tests.log | cut -c1-300 | head -40
 fi
 IFS=';' read -ra ROWS <<< "${AB:-}"
 for row in "${ROWS[@]}"; do
