@@ -28,7 +28,7 @@ CASES = {
     "sum": lambda x, w: x.sum() + x.sum(-1, keepdim=True),
     "sum_dtype": lambda x, w: x.sum(-1, dtype=torch.bfloat16),
     "mean": lambda x, w: x.mean(-1),
-    "layer_norm": lambda x, w: F.layer_norm(x, (x.shape[-1],), w, None),
+    "layer_norm": lambda x, w: F.layer_norm(x, (x.shape[-1],), w[0], None),
     "logsumexp": lambda x, w: torch.logsumexp(x, -1),
     "softplus": lambda x, w: F.softplus(x),
     "gelu_linear": lambda x, w: F.gelu(F.linear(x, w)),
