@@ -652,7 +652,8 @@ class _AtenImporter:
     def try_indexing(self, node, val):
         """Indexing and creation ops (ops.def notes 11, 12) -> INDEX, GATHER,
         ARANGE, FULL, TRIL or TRIU nodes, or None (then an extern).
-        CPU graphs only: a C kernel reports an index out of range (the
+        Indexing on CPU graphs only (creation ops on every device): a C
+        kernel reports an index out of range (the
         runtime raises IndexError and the guard below reruns the graph
         eagerly for eager's own error); Triton kernels cannot yet (they clamp
         and only assert in Triton's debug mode)."""
@@ -661,9 +662,18 @@ class _AtenImporter:
         torch, g = self.torch, self.g
         aten = torch.ops.aten
         t = node.target
-        if val.device.type != "cpu" or self.device.type != "cpu" or val.layout != torch.strided:
+        if val.layout != torch.strided:
             return None
-        if os.environ.get("WICK_TRITON") == "interpret":  # CPU graphs on the Triton backend (tests)
+        # creation ops read no index: native on every device, Triton too
+        creation = t in (aten.tril.default, aten.triu.default, aten.arange.default, aten.arange.start,
+                         aten.arange.start_step, aten.full.default, aten.zeros.default, aten.ones.default,
+                         aten.full_like.default, aten.zeros_like.default, aten.ones_like.default)
+        if creation:
+            if not self.on_graph_device(val.device):
+                return None
+        elif val.device.type != "cpu" or self.device.type != "cpu":
+            return None
+        elif os.environ.get("WICK_TRITON") == "interpret":  # CPU graphs on the Triton backend (tests)
             return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}

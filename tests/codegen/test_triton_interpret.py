@@ -440,3 +440,29 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
         cubin, sym, shared, warps, nparams = _triton.compile_kernel(C.cache_dir(), path, "test", name, ptypes, has_r,
                                                                    x, r, w, 90, 1)
         assert cubin and sym == name and warps == w and nparams >= len(ptypes)
+
+
+@child_only
+@pytest.mark.parametrize("n", [5, 16])
+def test_creation_ops_native_through_torch_compile(n):
+    # arange, ones, full_like, zeros_like, tril and triu read no index: the
+    # ATen importer makes them native on every device (the Triton backend
+    # too), where indexing stays native on CPU graphs only
+    from wick import backends as B
+
+    def f(x):
+        pos = torch.arange(x.shape[-1], dtype=torch.int64)
+        mask = torch.tril(torch.ones(x.shape[-1], x.shape[-1], dtype=torch.bool))
+        y = torch.where(mask, x, torch.full_like(x, -1e4)) + pos.to(x.dtype)
+        z = torch.arange(2, 2 + 3 * x.shape[-1], 3, dtype=torch.float32) * torch.zeros_like(x) + torch.triu(x, 1)
+        return y.softmax(-1) + z, pos * 2
+
+    x = rand((n, n))
+    torch._dynamo.reset()
+    B.compiled_graphs.clear()
+    B.fallback_reasons.clear()
+    got, want = torch.compile(f, backend="wick")(x), f(x)
+    for a, b in zip(got, want):
+        close(a, b)
+    assert B.compiled_graphs and B.compiled_graphs[-1]["extern"] == 0, B.compiled_graphs
+    assert not B.fallback_reasons, B.fallback_reasons
