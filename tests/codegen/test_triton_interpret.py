@@ -466,3 +466,30 @@ def test_creation_ops_native_through_torch_compile(n):
         close(a, b)
     assert B.compiled_graphs and B.compiled_graphs[-1]["extern"] == 0, B.compiled_graphs
     assert not B.fallback_reasons, B.fallback_reasons
+
+
+@child_only
+def test_indexing_with_indices_in_range_by_construction():
+    # an embedding or index_select whose indices are an arange (through
+    # views and constant shifts) cannot go out of range: native on the
+    # Triton target; one indexed by an input stays an extern there
+    from wick import backends as B
+
+    def f(ids, wte, wpe):
+        pos = (torch.arange(ids.shape[1]) + 1).unsqueeze(0)
+        rows = torch.index_select(wte, 0, torch.arange(0, 6, 2))
+        return F.embedding(ids, wte) + F.embedding(pos, wpe), rows.sum(0)
+
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 10, (2, 7), generator=g)
+    wte, wpe = rand((10, 4)), rand((9, 4), seed=1)
+    torch._dynamo.reset()
+    B.compiled_graphs.clear()
+    B.fallback_reasons.clear()
+    got, want = torch.compile(f, backend="wick")(ids, wte, wpe), f(ids, wte, wpe)
+    for a, b in zip(got, want):
+        close(a, b)
+    assert not B.fallback_reasons, B.fallback_reasons
+    assert B.compiled_graphs[-1]["externs"] == {"aten.embedding.default": 1}, B.compiled_graphs
