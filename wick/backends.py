@@ -276,7 +276,7 @@ def _int_range(torch, node, depth=0):
 
 def _indices_in_range(torch, node):
     """Whether every index of indexing node `node` (embedding, index_select,
-    gather) is within its dimension, by construction."""
+    gather, index.Tensor) is within its dimension, by construction."""
     aten = torch.ops.aten
     t, args = node.target, node.args
 
@@ -295,9 +295,10 @@ def _indices_in_range(torch, node):
             return fits(args[2], size(args[0], args[1]))
         if t is aten.gather.default:
             return fits(args[2], size(args[0], args[1]))
-        # aten.index.Tensor stays an extern on the Triton target: the attention
-        # masks of transformers models (indices from arange) hit a Triton
-        # codegen failure ("index variable ... is not bound") not yet found
+        if t is aten.index.Tensor:
+            idx = args[1]
+            return isinstance(idx, (list, tuple)) and any(i is not None for i in idx) and all(
+                i is None or fits(i, size(args[0], d)) for d, i in enumerate(idx))
     except (IndexError, TypeError):
         return False
     return False

@@ -493,3 +493,29 @@ def test_indexing_with_indices_in_range_by_construction():
         close(a, b)
     assert not B.fallback_reasons, B.fallback_reasons
     assert B.compiled_graphs[-1]["externs"] == {"aten.embedding.default": 1}, B.compiled_graphs
+
+
+@child_only
+def test_attention_mask_indexing_native_through_torch_compile():
+    # the mask transformers builds: a padding mask indexed by aranges over
+    # batch and key positions, and-ed with a causal comparison; the aranges
+    # are inlined into the gather (an INDEX over indirect variables)
+    from wick import backends as B
+
+    def f(pad, x):
+        b = torch.arange(pad.shape[0])
+        q = torch.arange(x.shape[-1]) + 0
+        kv = torch.arange(pad.shape[1])
+        causal = kv[None, None, :] <= q[None, :, None]
+        mask = pad[b[:, None, None], kv[None, None, :]] & causal
+        return torch.where(mask, x.unsqueeze(0), -1e4).softmax(-1)
+
+    g = torch.Generator().manual_seed(9)
+    pad = torch.rand(3, 6, generator=g) > 0.2
+    x = rand((6, 6))
+    torch._dynamo.reset()
+    B.compiled_graphs.clear()
+    B.fallback_reasons.clear()
+    close(torch.compile(f, backend="wick")(pad, x), f(pad, x))
+    assert not B.fallback_reasons, B.fallback_reasons
+    assert B.compiled_graphs[-1]["extern"] == 0, B.compiled_graphs
