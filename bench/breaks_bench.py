@@ -44,7 +44,18 @@ def one_break_in_try(x, w):
     return out * 2.0 - w
 
 
-FUNCTIONS = {"one_break": one_break, "one_break_in_try": one_break_in_try}
+def loop_while(x, w):
+    """A while loop on a tensor's value (a trip count capture cannot know):
+    wick compiles the body as a function of its own, called per iteration
+    (csrc/capture/loops.c); PyTorch's capture runs a frame with a graph
+    break in a loop eagerly."""
+    y = torch.tanh(x * w) * 0.5
+    while y.abs().mean() > 0.01:
+        y = torch.tanh(y) * torch.sigmoid(w) * 0.6  # |y| shrinks: a few iterations
+    return y + x
+
+
+FUNCTIONS = {"one_break": one_break, "one_break_in_try": one_break_in_try, "loop_while": loop_while}
 
 
 def no_break(x, w):
@@ -111,9 +122,11 @@ def main():
         t_wick = bench(fw, args, a.repeat, number)
         t_ind = bench(fi, args, a.repeat, number)
         t_dyn_eager = bench(fe, args, a.repeat, number)
-        fnb = wick.compile(no_break)
-        fnb(*args)
-        t_wick_nobreak = bench(fnb, args, a.repeat, number)
+        t_wick_nobreak = float("nan")  # loop_while has no break-free twin
+        if fn is not loop_while:
+            fnb = wick.compile(no_break)
+            fnb(*args)
+            t_wick_nobreak = bench(fnb, args, a.repeat, number)
         rows.append({"n": n, "eager_us": t_eager * 1e6, "wick_us": t_wick * 1e6, "inductor_us": t_ind * 1e6,
                      "dynamo_eager_us": t_dyn_eager * 1e6, "wick_no_break_us": t_wick_nobreak * 1e6, "wick_graphs": wg, "wick_breaks": wb,
                      "torch_graphs": dg, "torch_breaks": db})

@@ -4,6 +4,8 @@ backend="eager": Dynamo's overhead alone, no compiler) and plain eager.
 
     python bench/capture_bench.py [--out DIR] [--repeat N] [--number N] [--quick]
                                   [--models all|none|bert,...] [--clock wall|cpu]
+    python bench/capture_bench.py --fresh-process [--models ...] [--out DIR]
+        (cold capture: each model's first capture in a process of its own)
 
 Cases (each variant gets code objects of its own, made with exec, so caches
 never mix):
@@ -354,6 +356,115 @@ def bench_models(number, repeat, names=None):
     return out
 
 
+def entry_tree_counts(code):
+    """(graphs, entries run eagerly) over code's cache entries and those of
+    the resume functions and callees its graph breaks made."""
+    graphs = eager = 0
+    todo, seen = [code], set()
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        for e in _C.code_entries(c):
+            if e["eager"]:
+                eager += 1
+            else:
+                graphs += int(e.get("graph_count") or 0)
+            for b in e.get("breaks") or ():
+                todo.extend(b["resume"])
+                if b.get("callee") is not None:
+                    todo.append(b["callee"])
+    return graphs, eager
+
+
+COLD_VARIANTS = ("wick_eagerbackend", "dynamo_eager")
+
+
+def cold_child(name, variant, mode):
+    """One first capture in this (fresh) process: the model's ops have never
+    been captured here, so wick's extern-metadata memo and torch's fake-tensor
+    cache start empty for them. Both systems are initialised first on an
+    unrelated function (imports and one-time set-up, such as the fake-tensor
+    machinery both use for op metadata, are not the model's capture).
+    Prints one JSON line."""
+    make = model_builders()[name]
+    torch.manual_seed(0)
+    model, kwargs = make()
+    model.eval()
+    grad = mode == "training"
+
+    def tiny(x):  # pointwise ops and one extern call (flip, roll: no model here uses them)
+        return torch.roll(torch.flip(x * 2 + 1, [0]), 1)
+
+    wick.compile(tiny, backend="eager")(torch.ones(3))
+    torch.compile(tiny, backend="eager")(torch.ones(3))
+    wick.reset()
+    torch._dynamo.reset()
+    rec = DynamoRecorder()
+    with torch.set_grad_enabled(grad):
+        model(**kwargs)  # eager's own first-call costs
+        t0 = time.perf_counter()
+        model(**kwargs)
+        once = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if variant == "dynamo_eager":
+            cm = torch.compile(model, backend=rec, dynamic=False)
+        else:
+            cm = wick.compile(model, backend="wick" if variant == "wick" else "eager")
+        cm(**kwargs)
+        capture = time.perf_counter() - t0 - once
+    if variant == "dynamo_eager":
+        graphs, eager = len(rec.graphs), 0
+    else:
+        graphs, eager = entry_tree_counts(type(model).forward.__code__)
+    print("@@COLD@@" + json.dumps({"capture_s": capture, "graphs": graphs, "eager_entries": eager}))
+
+
+def bench_models_cold(names=None):
+    """Per model, variant and mode: the first capture, each in a fresh process."""
+    out = {}
+    for name in model_builders():
+        if names and name not in names:
+            continue
+        row = out.setdefault(name, {})
+        for mode in ("inference", "training"):
+            for variant in COLD_VARIANTS:
+                r = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", name, variant, mode],
+                                   capture_output=True, text=True)
+                line = [ln for ln in r.stdout.splitlines() if ln.startswith("@@COLD@@")]
+                if r.returncode or not line:
+                    raise RuntimeError(f"cold child {name} {variant} {mode} failed:\n{r.stderr[-2000:]}")
+                row.setdefault(variant, {})[mode] = json.loads(line[-1][len("@@COLD@@"):])
+                print(name, mode, variant, row[variant][mode], flush=True)
+    return out
+
+
+def report_cold(results, meta):
+    L = ["# Cold capture: the first capture of each model in a fresh process, wick vs Dynamo", "",
+         f"Command: `{meta['command']}`", "",
+         "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+         "One process per (model, variant, mode): the model built, two plain calls, both systems "
+         "initialised on an unrelated function (pointwise ops, flip, roll), then one compiled call. Capture = that "
+         "call minus the second plain call, wall clock, ms. wick_eagerbackend = wick's capture with "
+         "the graph run by torch ops; dynamo_eager = torch.compile(backend=\"eager\"): capture alone "
+         "on both sides. Graphs: over the whole entry tree (resume functions and callees); wick "
+         "entries that ran eagerly are listed.", "",
+         "| model | mode | wick capture ms | dynamo capture ms | ratio wick / dynamo | graphs wick / dynamo | wick eager entries |",
+         "|---|---|---|---|---|---|---|"]
+    ratios = []
+    for name, row in results.items():
+        for mode in ("inference", "training"):
+            w, d = row["wick_eagerbackend"][mode], row["dynamo_eager"][mode]
+            ratio = w["capture_s"] / d["capture_s"]
+            ratios.append(ratio)
+            L.append(f"| {name} | {mode} | {w['capture_s'] * 1e3:.1f} | {d['capture_s'] * 1e3:.1f} | "
+                     f"{ratio:.3f} | {w['graphs']} / {d['graphs']} | {w['eager_entries']} |")
+    if ratios:
+        L += ["", f"Ratio range {min(ratios):.3f} to {max(ratios):.3f}; aim <= 0.10 each."]
+    return "\n".join(L) + "\n"
+
+
 # ---- report ----------------------------------------------------------------------------------------
 
 def versions():
@@ -471,7 +582,26 @@ def main():
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="per-call clock: wall (perf_counter) or cpu (this thread's CPU time: steadier when "
                          "other processes share the cores; capture times stay wall-clock)")
+    ap.add_argument("--fresh-process", action="store_true",
+                    help="cold capture only: each model's first capture in a fresh process, wick vs Dynamo "
+                         "(no per-call timing)")
+    ap.add_argument("--cold-child", nargs=3, metavar=("MODEL", "VARIANT", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.cold_child:
+        cold_child(*a.cold_child)
+        return
+    if a.fresh_process:
+        meta = {"command": " ".join(["python"] + sys.argv), "versions": versions()}
+        results = bench_models_cold(None if a.models in ("all", "none") else a.models.split(","))
+        text = report_cold(results, meta)
+        print(text)
+        if a.out:
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "results.json"), "w") as fh:
+                json.dump({"meta": meta, "results": results}, fh, indent=1, default=str)
+            with open(os.path.join(a.out, "report.md"), "w") as fh:
+                fh.write(text)
+        return
     global CLOCK
     CLOCK = time.thread_time if a.clock == "cpu" else time.perf_counter
     number, repeat = (20, 3) if a.quick else (a.number, a.repeat)

@@ -411,6 +411,14 @@ def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
     return decompose
 
 
+class _StandIn:
+    """An FX call the importer makes in place of one of the graph's (the
+    fields extern() reads: target, args, kwargs, meta, users)."""
+
+    def __init__(self, target, args, meta):
+        self.target, self.args, self.kwargs, self.meta, self.users = target, args, {}, meta, {}
+
+
 class _AtenImporter:
     def __init__(self, torch, gm, bindings):
         global _native_table
@@ -478,6 +486,7 @@ class _AtenImporter:
         self.device = devices.pop() if devices else torch.device("cpu")
         if self.device.type not in ("cpu", "cuda"):
             raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")
+        folds, folded_mms = self.addmm_folds()
         for i, node in enumerate(placeholders):
             val = node.meta.get("val", example_inputs[i])
             if isinstance(val, torch.Tensor):
@@ -501,8 +510,67 @@ class _AtenImporter:
                 continue
             if node.op != "call_function":
                 raise _Unsupported(f"FX node {node.op} {node.target}")
+            if node in folded_mms:
+                continue  # computed by the addmm its one user becomes
+            if node in folds:
+                self.env[node] = self.extern(folds[node], node.meta["val"])
+                continue
             self.env[node] = self.call(node)
         return self.outputs(output)
+
+    def addmm_folds(self):
+        """add(mm(a, b), t) -> addmm(t, a, b), one extern call where the mm's
+        result would otherwise be written, then read back by a kernel of its
+        own: the mm's only user is the add, and the add feeds no op that
+        could fuse it into a kernel anyway (e.g. a tied embedding's gradient,
+        the embedding's scatter plus the output projection's mm, a graph
+        output). t has the mm's shape or is a row vector over its columns;
+        float32/float64 on CPU, all of one dtype, no alpha. Returns ({add
+        node: a stand-in addmm node}, {folded mm and transpose nodes})."""
+        torch = self.torch
+        aten = torch.ops.aten
+        folds, mms = {}, set()
+        if self.device.type != "cpu":
+            return folds, mms
+        for node in self.gm.graph.nodes:
+            if node.op != "call_function" or node.target is not aten.add.Tensor or node.kwargs or len(node.args) != 2:
+                continue
+            for k in (0, 1):
+                mm, t = node.args[k], node.args[1 - k]
+                # through pairs of transposes (t(t(mm)): AOTAutograd's
+                # gradient of a weight read as w.t())
+                chain = []
+                while (isinstance(mm, torch.fx.Node) and mm.op == "call_function" and mm.target is aten.t.default
+                       and len(mm.users) == 1):
+                    chain.append(mm)
+                    mm = mm.args[0]
+                if len(chain) % 2:
+                    continue
+                if not (isinstance(mm, torch.fx.Node) and isinstance(t, torch.fx.Node) and mm is not t
+                        and mm.op == "call_function" and mm.target is aten.mm.default and len(mm.users) == 1
+                        and mm not in mms):
+                    continue
+                mv, tv, av = mm.meta.get("val"), t.meta.get("val"), node.meta.get("val")
+                if not all(isinstance(v, torch.Tensor) for v in (mv, tv, av)):
+                    continue
+                if (mv.dtype not in (torch.float32, torch.float64) or tv.dtype != mv.dtype or av.dtype != mv.dtype
+                        or mv.device.type != "cpu" or tv.device.type != "cpu"):
+                    continue
+                shape = tuple(self.concrete(s) for s in mv.shape)
+                if tuple(self.concrete(s) for s in av.shape) != shape or \
+                        not _is_contiguous(shape, tuple(self.concrete(s) for s in av.stride())):
+                    continue
+                tshape = tuple(self.concrete(s) for s in tv.shape)
+                if tshape != shape and tshape != shape[1:]:
+                    continue
+                if any(u.op == "call_function" and (u.target in _native_table or u.target in _view_ops())
+                       for u in node.users):
+                    continue
+                folds[node] = _StandIn(aten.addmm.default, (t, mm.args[0], mm.args[1]), node.meta)
+                mms.add(mm)
+                mms.update(chain)
+                break
+        return folds, mms
 
     def layout_free_nodes(self):
         """Nodes whose value may have any strides: not a graph output, and read

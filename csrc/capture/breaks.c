@@ -38,12 +38,15 @@
  * manager capture does not model is itself a break: __exit__ reaches the
  * resume function as a real value.
  *
- * A failure inside a loop splits the frame before the outermost loop
- * around it (at its GET_ITER for a for loop): the tensor work before the
- * loop is a graph, the loop and the rest run in a resume function, which
- * finds nothing before the loop to split off and runs eagerly (a break
- * inside the loop would nest one resume call per iteration). With no tensor
- * work before the loop there is no split.
+ * A failure inside a loop (a break in the body, a while loop on a tensor's
+ * value, more iterations than capture unrolls) splits the frame before the
+ * outermost loop around it (at its GET_ITER for a for loop): the tensor
+ * work before the loop is a graph, and the resume function there is the
+ * loop's driver (loops.c), which calls the body as a function of its own,
+ * captured and cached like any frame, once per iteration (a break inside
+ * the loop would otherwise nest one resume call per iteration). A loop
+ * loops.c refuses runs in a plain resume function, eagerly; with no tensor
+ * work before it, the frame runs eagerly.
  *
  * Side effects (cap_effects_plan) are replayed by the transformed code after
  * its graph: first the input tensors the frame wrote in place (copy_ of the
@@ -83,6 +86,7 @@ int wk_graph_failed_type_ready(void) { return ensure_registry(); }
 void cap_breaks_reset(void) {
     if (resume_funcs) PyDict_Clear(resume_funcs);
     if (resume_origin) PyDict_Clear(resume_origin);
+    cap_loops_reset();
 }
 
 /* ---- the original code's exception table ------------------------------------ */
@@ -154,6 +158,13 @@ static unsigned char *liveness(const WkInstr *raw, int n, int nloc, const ExcRan
     return live;
 }
 
+unsigned char *cap_liveness(const WkInstr *raw, int n, int nloc, const WkExcRange *ex, int nex) {
+    ExcRanges r = {0};
+    r.data = (ExcRange *)ex;
+    r.len = r.cap = nex;
+    return liveness(raw, n, nloc, &r);
+}
+
 /* ---- resume functions ------------------------------------------------------- */
 
 /* The original code a frame's code continues, and the number of prologue
@@ -198,7 +209,8 @@ static int is_deref_op(int op) {
  * `target` with the stack `layout` ('N': a NULL, 'V': a value, bottom
  * first) and the locals named in `local_names` as its first arguments. */
 static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, const ExcRanges *ex, int target,
-                                 const char *layout, PyObject *local_names, PyObject *name) {
+                                 const char *layout, PyObject *local_names, PyObject *name, const CapLoop *loop,
+                                 PyObject *body) {
     PyObject *res = NULL, *argnames = NULL, *varnames = NULL;
     int *labels = NULL;
     int nstack = (int)strlen(layout), nvals = 0;
@@ -245,15 +257,23 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
     wk_asm_copy_free_vars(a);
     wk_asm_resume(a);
     for (int i = 0, v = 0; i < nstack; i++) {
-        if (layout[i] == 'N') wk_asm_op(a, PUSH_NULL, 0);
-        else wk_asm_op(a, LOAD_FAST, (int)nlocal + v++);
+        if (layout[i] == 'N') {
+            wk_asm_op(a, PUSH_NULL, 0);
+            continue;
+        }
+        /* the stack alone holds it, as in the original frame */
+        wk_asm_op(a, LOAD_FAST, (int)nlocal + v);
+        wk_asm_op(a, DELETE_FAST, (int)nlocal + v++);
     }
     wk_asm_jump(a, JUMP_FORWARD, labels[target]);
 
-    /* the original, instruction for instruction */
+    /* the original, instruction for instruction (a loop driver's body is
+     * never reached: its start jumps to the body function's call) */
+    int call_label = loop ? wk_asm_new_label(a) : -1;
     for (int i = 0; i < n; i++) {
         const WkInstr *in = &raw[i];
         wk_asm_bind_label(a, labels[i]);
+        if (loop && i == loop->start) wk_asm_jump(a, JUMP_FORWARD, call_label);
         int ln, col, eln, ecol; /* the original's columns: tracebacks show the same carets */
         if (PyCode_Addr2Location(orig, in->offset * 2, &ln, &col, &eln, &ecol) && ln == in->line)
             wk_asm_set_position(a, ln, eln, col, ecol);
@@ -274,6 +294,7 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
         const ExcRange *r = &ex->data[e];
         wk_asm_try(a, labels[r->start], labels[r->end], labels[r->handler], r->depth, r->lasti);
     }
+    if (loop) cap_loop_emit_call(a, loop, labels, local_map, body, call_label);
     free(local_map);
     res = wk_asm_finish_Ref(a);
     goto done;
@@ -291,16 +312,18 @@ done:
 
 /* The resume function (borrowed from the cache), or NULL with an exception. */
 static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, const ExcRanges *ex, int target,
-                                 const char *layout, PyObject *local_names, PyObject *globals, PyObject *options) {
+                                 const char *layout, PyObject *local_names, PyObject *globals, PyObject *options,
+                                 const CapLoop *loop, PyObject *body) {
     if (ensure_registry() < 0) return NULL;
-    PyObject *key = Py_BuildValue("(OiyOn)", (PyObject *)orig, raw[target].offset, layout, local_names,
-                                  (Py_ssize_t)(uintptr_t)globals);
+    /* a loop driver is keyed apart from the plain resume function at its split */
+    PyObject *key = Py_BuildValue("(OiyOnO)", (PyObject *)orig, raw[target].offset, layout, local_names,
+                                  (Py_ssize_t)(uintptr_t)globals, body ? body : Py_None);
     if (!key) return NULL;
     PyObject *fn = PyDict_GetItemWithError(resume_funcs, key);
     if (!fn && !PyErr_Occurred()) {
         int line = raw[target].line >= 0 ? raw[target].line : orig->co_firstlineno;
         PyObject *name = resume_name_Ref(orig, line);
-        PyObject *code = name ? resume_code_Ref(orig, raw, n, ex, target, layout, local_names, name) : NULL;
+        PyObject *code = name ? resume_code_Ref(orig, raw, n, ex, target, layout, local_names, name, loop, body) : NULL;
         PyObject *f = code ? PyFunction_New(code, globals) : NULL;
         int nnew = -1;
         if (code) {
@@ -319,6 +342,7 @@ static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, 
     }
     Py_DECREF(key);
     if (!fn) return NULL;
+    if (loop) return fn; /* the driver runs in Python: its body function is what is captured */
     PyObject *fcode = PyFunction_GetCode(fn);
     if (wk_hook_mark_code((PyCodeObject *)fcode, options ? options : Py_None) < 0) return NULL;
     return fn;
@@ -791,9 +815,19 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
     if (head >= 0) {
         int at = head > 0 && raw[head - 1].opcode == GET_ITER ? head - 1 : head;
         long first = I->brk && at + prologue < I->brk->first_step.len ? I->brk->first_step.data[at + prologue] : 0;
+        if (at != head && first == 0) { /* a resume function that starts at the head, its iterator made */
+            at = head;
+            first = I->brk && at + prologue < I->brk->first_step.len ? I->brk->first_step.data[at + prologue] : 0;
+        }
+        /* a loop whose body can be a function of its own (loops.c) is
+         * worth the split even with nothing before it */
+        CapLoop lo;
+        const char *why;
+        int outlined = first - 1 >= 1 && cap_loop_find(orig, raw, n, at, &lo, &why) == 0;
+        if (outlined) cap_loop_free(&lo);
         free(raw);
         /* something of the original ran before it (not only the prologue) */
-        return first - 1 > prologue ? -(first - 1) : 0;
+        return first - 1 > prologue || outlined ? -(first - 1) : 0;
     }
     int ok = opc >= 0 && opc < n && classify(orig, &raw[opc], &b, &null_first) == 0;
     free(raw);
@@ -814,9 +848,30 @@ static PyObject *keep(Interp *I, PyObject *o_Steal) {
     return o_Steal;
 }
 
+/* Whether s is or holds an exception capture raised itself (I->raised). */
+static int is_raised(Interp *I, PyObject *o, int depth) {
+    if (!o || depth > 2) return 0;
+    for (int i = 0; i < I->raised.len; i++)
+        if (I->raised.data[i] == o) return 1;
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o))
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++)
+            if (is_raised(I, PySequence_Fast_ITEMS(o)[i], depth + 1)) return 1;
+    return 0;
+}
+
+static int holds_raised(Interp *I, const Sv *s, int depth) {
+    if (!s || depth > 32) return 0;
+    if (is_raised(I, s->obj, 0)) return 1;
+    for (int i = 0; i < s->items.len; i++)
+        if (holds_raised(I, s->items.data[i], depth + 1)) return 1;
+    return holds_raised(I, s->self, depth + 1) || holds_raised(I, s->cell, depth + 1);
+}
+
 /* One live value as the transformed code rebuilds it. */
 static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
     if (s->kind == SV_NULL) return cap_ret_new(p, WK_RET_NULL);
+    if (I->raised.len && holds_raised(I, s, 0))
+        return cap_unsupported(I, "an exception capture raised, live across a graph break"), NULL;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++) {
         ArgDict *d = &I->brk->arg_dicts.data[i];
         if (d->dict != s) continue;
@@ -1043,6 +1098,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     char *layout = NULL;
     WkBreak *b = wk_xcalloc(1, sizeof(WkBreak));
     WkVec(WkRet *) args = {0};
+    CapLoop loop = {0};
 
     if (F->depth != 0) {
         cap_unsupported(I, "graph break stopped outside the compiled frame");
@@ -1129,13 +1185,19 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_py_failed(I, "graph break");
         goto done;
     }
-    /* locals live after the instruction or in the handler that catches it
-     * (one set: both resume functions take the same locals) */
+    /* the locals the resume function(s) take (one set for both): every
+     * bound one, live or not, since the original frame holds a value until
+     * the local is overwritten or the frame ends, and whether it is alive
+     * can be seen (weakrefs, finalizers, `with`-less cleanup in __del__).
+     * Not passed: a tensor the graph made that is not live after the
+     * instruction (it would only hold memory, as PyTorch's capture also
+     * frees such a value at the break), and everything at a raise that no
+     * handler of the frame catches (no resume function runs). */
     for (int j = 0; j < nloc; j++) {
         int is_live = (b->kind != WK_BREAK_RAISE && (live[(size_t)targets[0] * (size_t)nloc + (size_t)j] ||
                                                      (targets[1] >= 0 && live[(size_t)targets[1] * (size_t)nloc + (size_t)j]))) ||
                       (guard && live[(size_t)guard->handler * (size_t)nloc + (size_t)j]);
-        if (!is_live) continue;
+        if (b->kind == WK_BREAK_RAISE && !guard) continue;
         PyObject *nm = PyTuple_GET_ITEM(orig_names, j);
         int cj = j;
         if (code != orig) { /* a resume frame: its locals are in another order */
@@ -1145,6 +1207,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         }
         Sv *v = cj >= 0 && cj < F->nlocals ? F->locals[cj] : NULL;
         if (!v || v->kind == SV_NULL) continue; /* unbound: stays unbound in the resume function */
+        if (!is_live && v->kind == SV_TENSOR && v->arg < 0 && !v->gname) continue;
         if (PyList_Append(local_names, nm) < 0) break;
         wk_vec_push(&slots, v);
     }
@@ -1248,7 +1311,15 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     free(stack);
     free(stack_ret);
     if (!ok) goto done;
-    if (b->split && p->outputs.len == 0) { /* only a Python call deeper: not worth it */
+    if (b->split) { /* the loop's body compiled one iteration at a time, where it can be */
+        const char *why;
+        if (cap_loop_find(orig, raw, n, pc, &loop, &why) == 0 &&
+            !(b->loop_body = cap_loop_body_function(orig, raw, n, &loop, F->globals, options))) {
+            cap_py_failed(I, "making the loop's body function");
+            goto done;
+        }
+    }
+    if (b->split && !b->loop_body && p->outputs.len == 0) { /* only a Python call deeper: not worth it */
         cap_unsupported(I, "no tensor work before the loop to compile");
         goto done;
     }
@@ -1267,7 +1338,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         char *lay2 = layout; /* a branch pops its condition: the resume sees the deep stack only */
         for (int k = 0; k < 2; k++) {
             if (targets[k] < 0) continue;
-            b->resume[k] = resume_function(orig, raw, n, &ex, targets[k], lay2, local_names, F->globals, options);
+            b->resume[k] = resume_function(orig, raw, n, &ex, targets[k], lay2, local_names, F->globals, options,
+                                           k == 0 && b->loop_body ? &loop : NULL, k == 0 ? b->loop_body : NULL);
             if (!b->resume[k]) {
                 cap_py_failed(I, "making the resume function");
                 goto done;
@@ -1280,7 +1352,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         memcpy(hl, layout, (size_t)guard->depth);
         for (int i = 0; i < guard->depth; i++) b->handler_nstack += hl[i] == 'V';
         strcat(hl, guard->lasti ? "VV" : "V");
-        b->handler = resume_function(orig, raw, n, &ex, guard->handler, hl, local_names, F->globals, options);
+        b->handler = resume_function(orig, raw, n, &ex, guard->handler, hl, local_names, F->globals, options, NULL,
+                                     NULL);
         free(hl);
         if (b->handler && guard->lasti) b->handler_lasti = keep(I, resume_instr_offset_Ref(b->handler, pc));
         if (!b->handler || (guard->lasti && !b->handler_lasti)) {
@@ -1299,6 +1372,7 @@ done:
         free(b);
     }
     wk_vec_free(&args);
+    cap_loop_free(&loop);
     free(layout);
     free(raw);
     free(live);

@@ -276,6 +276,16 @@ int wk_bc_jump_target(const WkInstr *ins, int n, int i) {
     return -2;
 }
 
+int wk_bc_opcode(const char *name) {
+    if (load_tables() < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (int i = 0; i < BC_MAXOP; i++)
+        if (op_names[i] && strcmp(op_names[i], name) == 0) return i;
+    return -1;
+}
+
 int wk_bc_falls_through(int opcode) { return !(opcode >= 0 && opcode < 256 && op_noreturn[opcode]); }
 
 int wk_bc_find(const WkInstr *instrs, int n, int offset) {
@@ -408,6 +418,7 @@ static int str_index(WkAsm *a, PyObject *list, const char *name) {
 
 int wk_asm_name(WkAsm *a, const char *name) { return str_index(a, a->names, name); }
 int wk_asm_local(WkAsm *a, const char *name) { return str_index(a, a->varnames, name); }
+int wk_asm_nlocals(WkAsm *a) { return (int)PyList_GET_SIZE(a->varnames); }
 
 void wk_asm_set_signature(WkAsm *a, PyObject *argnames, PyObject *name) {
     PyObject *vn = PySequence_List(argnames);

@@ -57,6 +57,8 @@ int wk_bc_jump_target(const WkInstr *ins, int n, int i);
 /* 0 for instructions after which control never reaches the next one
  * (returns, raises, unconditional jumps). */
 int wk_bc_falls_through(int opcode);
+/* The running interpreter's opcode named `name` ("JUMP_FORWARD"), or -1. */
+int wk_bc_opcode(const char *name);
 /* One entry of co_exceptiontable, as indexes into the decoded instructions. */
 typedef struct {
     int start, end, handler; /* instruction indexes (end exclusive) */
@@ -78,6 +80,7 @@ void wk_asm_free(WkAsm *a);
 int wk_asm_const(WkAsm *a, PyObject *value); /* co_consts index; borrows value, the code keeps a ref */
 int wk_asm_name(WkAsm *a, const char *name); /* co_names index */
 int wk_asm_local(WkAsm *a, const char *name);/* localsplus index of an argument, or a new local */
+int wk_asm_nlocals(WkAsm *a);                 /* locals so far: arguments and new ones */
 /* The code is a new function's: its arguments are `argnames` (a sequence
  * of str, plain positional; they become the first locals), its co_qualname
  * `name` (str; co_name stays the original's, which tracebacks show). Both

@@ -222,6 +222,65 @@ PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f) {
     return NULL;
 }
 
+/* The original frame whose code wk_frame_run_code runs now on this thread
+ * (innermost), so that the transformed code can let go of its arguments. */
+typedef struct {
+    _PyInterpreterFrame *frame;
+    int released;
+} RunningFrame;
+static _Thread_local RunningFrame running;
+
+int wk_frame_release_args(void) {
+    _PyInterpreterFrame *f = running.frame;
+    if (!f) return 0;
+    int nargs = wk_frame_nargs(FRAME_CODE(f));
+    for (int i = 0; i < nargs; i++) Py_CLEAR(f->localsplus[i]);
+    running.released = 1;
+    return 1;
+}
+
+/* The values of a call made by wk_frame_call_handing_over, until the frame
+ * of `code` takes them (wk_frame_take_handover). */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n;
+    PyObject *code;
+} Handover;
+static _Thread_local Handover handover;
+
+PyObject *wk_frame_call_handing_over(PyObject *fn, PyObject *box) {
+    if (!PyList_CheckExact(box)) {
+        PyErr_SetString(PyExc_SystemError, "wick: handover without a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(box);
+    PyObject **items = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + 1));
+    if (!items) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) items[i] = Py_NewRef(PyList_GET_ITEM(box, i));
+    if (PyList_SetSlice(box, 0, n, NULL) < 0) {
+        for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(items[i]);
+        PyMem_Free(items);
+        return NULL;
+    }
+    Handover outer = handover; /* a handover not taken (hook off): the next call's */
+    handover.items = items;
+    handover.n = n;
+    handover.code = PyFunction_Check(fn) ? PyFunction_GET_CODE(fn) : NULL;
+    PyObject *res = PyObject_Vectorcall(fn, items, (size_t)n, NULL);
+    handover = outer;
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]); /* NULL where the frame took them */
+    PyMem_Free(items);
+    return res;
+}
+
+void wk_frame_take_handover(struct _PyInterpreterFrame *f) {
+    if (!handover.items || (PyObject *)FRAME_CODE(f) != handover.code) return;
+    /* the frame holds its own references to its arguments (_PyEval_Vector
+     * took them before evaluating it); ours go */
+    for (Py_ssize_t i = 0; i < handover.n; i++) Py_CLEAR(handover.items[i]);
+    handover.items = NULL;
+}
+
 PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, PyCodeObject *nc,
                             int *kept) {
     if (kept) *kept = 0;
@@ -257,11 +316,17 @@ PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, Py
     for (int i = 0; i < nargs; i++) sh->localsplus[i] = Py_XNewRef(f->localsplus[i]);
     for (int i = nargs; i < nc->co_nlocalsplus; i++) sh->localsplus[i] = NULL;
 
+    RunningFrame outer = running;
+    running.frame = f;
+    running.released = 0;
     PyObject *res = _PyEval_EvalFrameDefault(ts, sh, 0);
+    int released = running.released;
+    running = outer;
     /* The shadow copied the arguments, so the original frame is still
      * fresh and can run instead (the caller's choice, for Exceptions only:
-     * KeyboardInterrupt and friends always propagate). */
-    int keep = kept && !res && PyErr_ExceptionMatches(PyExc_Exception);
+     * KeyboardInterrupt and friends always propagate), unless the
+     * transformed code let go of them (past its graph, at a break). */
+    int keep = kept && !res && !released && PyErr_ExceptionMatches(PyExc_Exception);
     if (kept) *kept = keep;
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -320,6 +385,14 @@ PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f) {
     (void)ts, (void)f;
     return NULL;
 }
+int wk_frame_release_args(void) { return 0; }
+PyObject *wk_frame_call_handing_over(PyObject *fn, PyObject *box) {
+    PyObject *args = PySequence_Tuple(box);
+    PyObject *res = args ? PyObject_Call(fn, args, NULL) : NULL;
+    Py_XDECREF(args);
+    return res;
+}
+void wk_frame_take_handover(struct _PyInterpreterFrame *f) { (void)f; }
 void *wk_frame_datastack_top(PyThreadState *ts) {
     (void)ts;
     return NULL;

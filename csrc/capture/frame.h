@@ -1,4 +1,5 @@
-/* frame.h — private interface between hook.c and frame.c.
+/* frame.h — private interface between hook.c and frame.c (transform.c
+ * uses the two break lifetime helpers).
  *
  * frame.c is the one translation unit that includes CPython's internal
  * frame headers; hook.c only sees the opaque struct _PyInterpreterFrame.
@@ -45,6 +46,19 @@ PyObject *wk_frame_run_code(PyThreadState *ts, struct _PyInterpreterFrame *f, Py
 /* Error return without running f: disposes of f where the version requires
  * it (3.12) and returns NULL. The exception must be set. */
 PyObject *wk_frame_fail(PyThreadState *ts, struct _PyInterpreterFrame *f);
+/* Lifetimes across a graph break. The transformed code, past its graph,
+ * lets the original frame (run by wk_frame_run_code) drop its arguments:
+ * from then on it cannot run instead, and the values live as long as the
+ * transformed code and the resume function hold them, as in eager.
+ * Returns 1 when a frame released them, 0 when none runs. */
+int wk_frame_release_args(void);
+/* fn(*box) with the list `box` emptied first and the values handed over:
+ * the frame of fn, on entering the hook (wk_frame_take_handover), becomes
+ * their only holder, so a value the resume function drops dies then (a
+ * call through the eval hook is not inlined: the caller's stack would
+ * hold its arguments until the call returns). New reference or NULL. */
+PyObject *wk_frame_call_handing_over(PyObject *fn, PyObject *box);
+void wk_frame_take_handover(struct _PyInterpreterFrame *f);
 /* Data-stack top, for balance checks in tests. */
 void *wk_frame_datastack_top(PyThreadState *ts);
 

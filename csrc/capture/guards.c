@@ -42,7 +42,8 @@ typedef struct {
     int arg;
     PyObject *path;     /* owned tuple of attribute names, or NULL: checks getattr(arg, ...) */
     PyTypeObject *type; /* owned: TYPE, EQUALS */
-    PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS */
+    PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS; TYPE_ATTR_IS: NULL when value_ref is set */
+    PyObject *value_ref; /* owned weakref, TYPE_ATTR_IS: a class attribute (a method) is not kept alive by the guard */
     PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS; TYPE/TENSOR of a global (arg -1) */
     PyObject *owner;    /* owned: ATTR_IS, DICT_IS, FUNC, CELL_IS */
     PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
@@ -155,10 +156,37 @@ WkGuards *wk_guards_new(void) {
     return wk_xcalloc(1, sizeof(WkGuards));
 }
 
+/* The target of a weakref, borrowed (compared and printed only), or NULL
+ * once it died. 3.13 deprecates the borrowing accessor. */
+static PyObject *weak_target(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(ref, &o) <= 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(o); /* others hold it: the class dict or whoever keeps it alive */
+    return o;
+#else
+    PyObject *o = PyWeakref_GET_OBJECT(ref);
+    return o == Py_None ? NULL : o;
+#endif
+}
+
+/* TYPE_ATTR_IS: the value guarded (borrowed); a dead weakly held one is
+ * a value no lookup returns (the guard fails) */
+static PyObject *type_attr_value(const Check *c) {
+    static char dead;
+    if (!c->value_ref) return c->value;
+    PyObject *v = weak_target(c->value_ref);
+    return v ? v : (PyObject *)&dead;
+}
+
 static void check_clear(Check *c) {
     Py_XDECREF(c->path);
     Py_XDECREF(c->type);
     Py_XDECREF(c->value);
+    Py_XDECREF(c->value_ref);
     Py_XDECREF(c->name);
     Py_XDECREF(c->owner);
     Py_XDECREF(c->defaults);
@@ -500,7 +528,10 @@ void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyOb
     Check c = {.kind = CK_TYPE_ATTR_IS, .arg = -1};
     c.owner = Py_NewRef((PyObject *)type);
     c.name = Py_NewRef(name);
-    c.value = Py_XNewRef(value);
+    /* a function deleted from its class dies as in eager (CPython's
+     * test_weakref WeakMethod tests): held weakly where it can be */
+    if (value && PyFunction_Check(value) && (c.value_ref = PyWeakref_NewRef(value, NULL)) == NULL) PyErr_Clear();
+    if (!c.value_ref) c.value = Py_XNewRef(value);
     add_check(g, c);
 }
 
@@ -987,7 +1018,7 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         break;
     }
     case CK_TYPE_ATTR_IS:
-        if (_PyType_Lookup((PyTypeObject *)c->owner, c->name) != c->value) {
+        if (_PyType_Lookup((PyTypeObject *)c->owner, c->name) != type_attr_value(c)) {
             snprintf(why_buf, sizeof why_buf, "%s.%s changed", ((PyTypeObject *)c->owner)->tp_name,
                      PyUnicode_AsUTF8(c->name));
             return 0;
@@ -1617,11 +1648,13 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
             line = PyUnicode_FromFormat("FUNCTION_MATCH %S has its __code__, __defaults__, __kwdefaults__",
                                         ((PyFunctionObject *)c->owner)->func_qualname);
             break;
-        case CK_TYPE_ATTR_IS:
+        case CK_TYPE_ATTR_IS: {
+            PyObject *v = c->value_ref ? weak_target(c->value_ref) : c->value;
+            const char *what = c->value_ref && !v ? "a dead function" : !v ? "nothing" : Py_TYPE(v)->tp_name;
             line = PyUnicode_FromFormat("TYPE_ATTR_MATCH %s.%U is <%s at %p>", ((PyTypeObject *)c->owner)->tp_name,
-                                        c->name, c->value ? Py_TYPE(c->value)->tp_name : "nothing",
-                                        (void *)c->value);
+                                        c->name, what, (void *)v);
             break;
+        }
         case CK_DICT_LACKS:
             line = PyUnicode_FromFormat("NO_INSTANCE_ATTR %s.%U", who, c->name);
             break;

@@ -489,6 +489,7 @@ static int graph_failed_first(PyCodeObject *co) {
 static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag) {
     WkEvalFn prev = prev_eval ? prev_eval : (WkEvalFn)_PyEval_EvalFrameDefault;
     ThreadFlags *t = &tls;
+    wk_frame_take_handover(f); /* a resume function's frame: its arguments are its own now */
     if (!t->enabled || t->suspended || shutting_down) return prev(ts, f, throwflag);
     PyCodeObject *co = wk_frame_code_if_eligible(ts, f, throwflag);
     if (!co) return prev(ts, f, throwflag);

@@ -189,6 +189,7 @@ typedef struct Frame {
     int is_generator; /* run to the end, values collected in yields */
     SvList yields;
     int pc;                   /* the instruction running now (where an exception is raised) */
+    long back_jumps;          /* backward jumps taken: loop iterations unrolled */
     WkExcRange *exc;          /* the code's exception table (wk_bc_exc_ranges), owned */
     int nexc;
 } Frame;
@@ -255,6 +256,7 @@ struct Interp {
     int top_pc;                      /* index of the compiled frame's current instruction */
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
+    WkVec(PyObject *) raised;        /* owned: exceptions capture raised itself (vals/exc.c) */
     long effect_step;                /* the top-level instruction that first wrote to an outside */
     int effect_pc;                   /* object (cap_break_effect_seen), or 0 */
     struct CapBreakState *brk;       /* owned, NULL when breaks are not considered */
@@ -451,6 +453,36 @@ int cap_scratch_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
 int cap_scratch_contains(Interp *I, Sv *seq, Sv *x, int *out);
 Sv *cap_scratch_len(Interp *I, Sv *s);
 
+/* loops.c: a loop compiled one iteration at a time (see there) */
+typedef struct {
+    int at;             /* where the frame splits: a for loop's GET_ITER, a while loop's head */
+    int head;           /* what the back edges jump to (a for loop's FOR_ITER) */
+    int start, back;    /* the body's first instruction; the last back edge */
+    int is_for, line;   /* line: the loop's, for the driver's call */
+    int base;           /* stack depth at the body's statements (a for loop's iterator included) */
+    int nstack;         /* stack items the body function takes (and the item FOR_ITER pushed) */
+    int item_local;     /* a for loop's item stored by its first instruction: that local, else -1 */
+    unsigned char *in;  /* per instruction: in the body */
+    int exc;            /* the exception-table entry around the whole loop, or -1 */
+    WkExcRange exc_range;
+    int nin_locals, *in_locals;  /* the original's locals the body takes, in order */
+    int nexits, *exit_target;    /* exit 0 is back to the head */
+    int **exit_locals, *exit_nlocals; /* the locals each exit hands back */
+} CapLoop;
+/* The loop that starts at instruction `at` of orig (a split point), or -1
+ * with *why set when it cannot be compiled one iteration at a time. */
+int cap_loop_find(PyCodeObject *orig, const WkInstr *raw, int n, int at, CapLoop *lo, const char **why);
+void cap_loop_free(CapLoop *lo);
+/* The body function (borrowed from a cache; its code marked for the hook), or NULL with an exception. */
+PyObject *cap_loop_body_function(PyCodeObject *orig, const WkInstr *raw, int n, const CapLoop *lo, PyObject *globals,
+                                 PyObject *options);
+/* The driver's call of the body and its dispatch to the exits, emitted at
+ * call_label (bound here) into the resume code being assembled from orig
+ * (labels: its instructions' labels; local_map: orig local -> new local). */
+void cap_loop_emit_call(WkAsm *a, const CapLoop *lo, const int *labels, const int *local_map, PyObject *body,
+                        int call_label);
+void cap_loops_reset(void);
+
 /* vals/ctx.c */
 int cap_before_with(Interp *I);
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
@@ -481,6 +513,10 @@ Sv *cap_dict_lookup(Sv *d, PyObject *key); /* borrowed; NULL when absent */
 Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a);
 
 /* breaks.c */
+/* live[i * nloc + j]: local j may be read at or after instruction i before it
+ * is written (the original bytecode raw, n instructions, its exception
+ * table ex). Malloc'd. */
+unsigned char *cap_liveness(const WkInstr *raw, int n, int nloc, const WkExcRange *ex, int nex);
 typedef struct CapBreakState CapBreakState;
 void cap_break_setup(Interp *I); /* after the arguments are set up */
 /* After a failed capture of `code`: the number of top-level instructions

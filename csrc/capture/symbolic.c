@@ -697,6 +697,10 @@ static int delete_subscr(Interp *I) {
 /* ---- the interpreter loop ------------------------------------------------------ */
 
 #define MAX_STEPS 2000000 /* instructions interpreted per compile: unrolled loops end here */
+/* loop iterations unrolled per frame: a longer loop (a huge range, a while
+ * loop that goes on) is a failure a graph break gets around, at the loop
+ * (its body compiled as a function of its own, loops.c) */
+#define MAX_UNROLL 1024
 
 /* Tests force internal errors: the n-th instruction interpreted by the next
  * compile raises (wick._C._inject_capture_error(n)). */
@@ -708,9 +712,13 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
     PyObject *consts = F->code->co_consts, *names = F->code->co_names;
     static long steps;
     if (F->depth == 0 && start == 0) steps = 0;
-    int next = start;
-    for (int pc = start; pc < n; pc = next) {
+    int next = start, prev = -1;
+    for (int pc = start; pc < n; prev = pc, pc = next) {
         const Ins *in = &ins[pc];
+        if (pc <= prev && ++F->back_jumps > MAX_UNROLL) {
+            cap_unsupported(I, "a loop of more than %d iterations (not unrolled)", MAX_UNROLL);
+            return NULL;
+        }
         next = pc + 1;
         F->pc = pc;
         int arg = in->arg;
@@ -1652,8 +1660,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (info && brk && break_reason) {
         /* the break: where, why, and what continues after it */
         PyObject *resumes = PyList_New(0);
-        PyObject *const fns[3] = {brk->resume[0], brk->resume[1], brk->handler};
-        for (int k = 0; resumes && k < 3; k++)
+        PyObject *const fns[4] = {brk->resume[0], brk->resume[1], brk->handler, brk->loop_body};
+        for (int k = 0; resumes && k < 4; k++)
             if (fns[k] && PyList_Append(resumes, PyFunction_GetCode(fns[k])) < 0) Py_CLEAR(resumes);
         PyObject *bd = resumes ? Py_BuildValue("{s:s,s:O,s:i,s:O,s:O}", "reason", break_reason, "file",
                                                code->co_filename, "line", brk->line, "resume", resumes, "callee",
@@ -1760,6 +1768,8 @@ cleanup:
     for (int i = 0; i < I->overlay.len; i++) Py_DECREF(I->overlay.data[i].name);
     for (int i = 0; i < I->keep.len; i++) Py_DECREF(I->keep.data[i]);
     wk_vec_free(&I->keep);
+    for (int i = 0; i < I->raised.len; i++) Py_DECREF(I->raised.data[i]);
+    wk_vec_free(&I->raised);
     wk_vec_free(&I->overlay);
     wk_vec_free(&I->writes);
     cap_ctxvar_free(I);

@@ -238,6 +238,7 @@ typedef struct {
     WkRet **in;          /* nin operands, bottom first (WK_RET_NULL allowed) */
     PyObject *resume[2]; /* borrowed: the resume functions (NULL where none) */
     PyObject *callee;    /* borrowed: the code of the Python function the CALL runs as its own frame, or NULL */
+    PyObject *loop_body; /* borrowed: a split's loop body function (breaks.c, loops.c): resume[0] is its driver */
     /* grad-mode blocks re-entered (WK_RET_ENTER): until the resume function
      * returns, an exception restores grad mode `restore_grad` by calling
      * set_grad (borrowed); restore_grad -1: none re-entered */

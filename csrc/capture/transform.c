@@ -23,6 +23,7 @@
  * graph points at the user's source. */
 #include <opcode.h>
 
+#include "frame.h"
 #include "symbolic.h"
 
 /* LOAD_FAST arg; LOAD_ATTR name...  (or LOAD_GLOBAL path when arg is -1) */
@@ -363,11 +364,70 @@ static int emit_break_instruction(WkAsm *a, const WkBreak *b) {
     return 0;
 }
 
-/* PUSH_NULL; LOAD_CONST resume; args... (from their temps when the break
- * is protected: the handler passes the same objects) */
+/* Lifetimes across a break. Eager keeps a value while a local or the stack
+ * holds it; the transformed code must not keep it longer. So, once the
+ * values for the resume call are on the stack: the original frame drops
+ * its arguments (release_args), every local of the transformed code is
+ * set to None (the live values a protected break's handler needs stay
+ * until the instruction has run), and the resume function is called
+ * through call_resume(resume, [values...]), which hands the values over to
+ * its frame (frame.c): a call through the eval hook is not inlined, so the
+ * stack of a plain CALL would hold them until the resume function returns. */
+static PyObject *release_args(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    wk_frame_release_args();
+    Py_RETURN_NONE;
+}
+
+static PyObject *call_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "wick: call_resume(resume, values)");
+        return NULL;
+    }
+    return wk_frame_call_handing_over(args[0], args[1]);
+}
+
+static PyMethodDef release_args_def = {"release_args", release_args, METH_NOARGS, NULL};
+static PyMethodDef call_resume_def = {"call_resume", (PyCFunction)(void (*)(void))call_resume, METH_FASTCALL, NULL};
+static PyObject *release_args_fn, *call_resume_fn; /* made once, kept for the process */
+
+static int lifetime_fns_ready(void) {
+    if (!release_args_fn && !(release_args_fn = PyCFunction_New(&release_args_def, NULL))) return -1;
+    if (!call_resume_fn && !(call_resume_fn = PyCFunction_New(&call_resume_def, NULL))) return -1;
+    return 0;
+}
+
+/* release_args(); every local but `keep` (n of them) = None */
+static void emit_drop_locals(WkAsm *a, const int *keep, int nkeep) {
+    wk_asm_push_null(a);
+    wk_asm_load_const(a, release_args_fn);
+    wk_asm_call(a, 0);
+    wk_asm_op(a, POP_TOP, 0);
+    for (int i = 0, n = wk_asm_nlocals(a); i < n; i++) {
+        int kept = 0;
+        for (int k = 0; k < nkeep; k++) kept |= keep[k] == i;
+        if (kept) continue;
+        wk_asm_load_const(a, Py_None);
+        wk_asm_store_fast(a, i);
+    }
+}
+
+/* the locals in `temps` = None */
+static void emit_clear_temps(WkAsm *a, const int *temps, int n) {
+    for (int i = 0; temps && i < n; i++) {
+        wk_asm_load_const(a, Py_None);
+        wk_asm_store_fast(a, temps[i]);
+    }
+}
+
+/* PUSH_NULL; LOAD_CONST call_resume; LOAD_CONST resume; args... (from their
+ * temps when the break is protected: the handler passes the same objects).
+ * The call: BUILD_LIST n; CALL 2. */
 static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const int *out_locals,
                             const int *arg_temps, int nargs) {
     wk_asm_op(a, PUSH_NULL, 0);
+    wk_asm_load_const(a, call_resume_fn);
     if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
     else wk_asm_load_const(a, resume);
     for (int i = 0; i < nargs; i++) {
@@ -411,9 +471,11 @@ static int emit_break_handler(WkAsm *a, const WkBreak *b, const int *arg_temps, 
     if (emit_resume_head(a, b, b->handler, NULL, arg_temps, n) < 0) return -1;
     if (b->handler_lasti) wk_asm_load_const(a, b->handler_lasti);
     int nargs = n + (b->handler_lasti != NULL) + 1;
-    wk_asm_op(a, COPY, nargs + 2); /* the exception, kept below so that no local holds it */
+    wk_asm_op(a, COPY, nargs + 3); /* the exception, kept below so that no local holds it */
+    emit_clear_temps(a, arg_temps, n);
+    wk_asm_op(a, BUILD_LIST, nargs);
     wk_asm_bind_label(a, start);
-    wk_asm_call(a, nargs);
+    wk_asm_call(a, 2); /* call_resume(resume, [values]) */
     wk_asm_bind_label(a, end);
     wk_asm_try(a, start, end, again, 0, 0);
     wk_asm_op(a, SWAP, 2);
@@ -439,6 +501,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (!a) goto done;
     wk_asm_set_line(a, b->line >= 0 ? b->line : code->co_firstlineno);
     if (compiled && wk_graph_failed_type_ready() < 0) goto done;
+    if (lifetime_fns_ready() < 0) goto done;
     int handler = compiled && wk_graph_failed_type ? wk_asm_new_label(a) : -1;
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
@@ -475,16 +538,20 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
+        emit_drop_locals(a, arg_temps, arg_temps ? b->nargs : 0);
         if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (emit_break_instruction(a, b) < 0) goto done;
         if (prot_end >= 0) wk_asm_bind_label(a, prot_end);
-        wk_asm_call(a, b->nargs + b->nout);
+        emit_clear_temps(a, arg_temps, b->nargs);
+        wk_asm_op(a, BUILD_LIST, b->nargs + b->nout);
+        wk_asm_call(a, 2);
         wk_asm_return_value(a);
         break;
     case WK_BREAK_RAISE:
         for (int i = 0; i < b->nin; i++)
             if (emit_ret(a, b->in[i], out_locals) < 0) goto done;
         if (emit_effects(a, effects, out_locals) < 0) goto done;
+        if (arg_temps) emit_drop_locals(a, arg_temps, b->nargs); /* the handler's resume holds them */
         if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (b->col >= 0) wk_asm_set_position(a, b->line, b->endline, b->col, b->endcol);
         wk_asm_op(a, RAISE_VARARGS, b->oparg);
@@ -501,7 +568,9 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
             if (k == 0 && prot_end >= 0) wk_asm_bind_label(a, prot_end);
             if (emit_resume_head(a, b, b->resume[k], out_locals, arg_temps, b->nargs) < 0) goto done;
             if (emit_effects(a, effects, out_locals) < 0) goto done;
-            wk_asm_call(a, b->nargs);
+            emit_drop_locals(a, NULL, 0);
+            wk_asm_op(a, BUILD_LIST, b->nargs);
+            wk_asm_call(a, 2);
             wk_asm_return_value(a);
         }
         break;

@@ -530,6 +530,10 @@ static void emit_acc_row(Gen *g, const char *T, const char *acc, const char *nan
  * sequential stream; walking a narrow column block down 16 KiB-strided rows
  * restarts both on every row. */
 enum { OUT_ROW_MAX = 4096 };
+/* A float32 column sum adds each row into float lanes (full vector width,
+ * half the accumulator bytes) and folds them into the double row every
+ * COL_BLOCK rows: as accurate as the row sums' RED_BLOCK blocking. */
+enum { COL_BLOCK = 16 };
 
 static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
     RedInfo r = red_info(K);
@@ -539,6 +543,8 @@ static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *ord
     int nanflag = r.is_max && r.fl;
     const char *T = ctype(r.acc_t);
     char value[200];
+    int blocked = !r.is_max && !r.is_prod && r.out_t == WK_F32 && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST &&
+                  r.body->a[0]->dtype == WK_F32 && K->nred == 1 && K->red_sizes[0] > COL_BLOCK;
     emit(g, "for (int64_t ib = 0; ib < %lld; ib += %lld) {", (long long)S, (long long)ob);
     g->indent++;
     emit(g, "const int64_t ie = ib + %lld < %lld ? ib + %lld : %lld;", (long long)ob, (long long)S, (long long)ob,
@@ -548,6 +554,10 @@ static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *ord
     emit(g, "{");
     g->indent++;
     emit_acc_row(g, T, "acc", nanflag ? "nanf" : NULL, ob, acc_init(&r));
+    if (blocked) {
+        emit_acc_row(g, "float", "facc", NULL, ob, "0");
+        emit(g, "int64_t nrows = 0;");
+    }
     for (int j = 0; j < K->nred; j++) {
         char var[16];
         snprintf(var, sizeof var, "r%d", j);
@@ -559,10 +569,28 @@ static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *ord
     if (emit_nodes(g, order, -1) < 0) return -1;
     WkStr t = {0};
     wk_str_append(&t, "");
-    ref(r.body, &t);
-    emit_update(g, &r, "acc[i0 - ib]", "nanf[i0 - ib]", t.data);
+    ref(blocked ? r.body->a[0] : r.body, &t);
+    emit_update(g, &r, blocked ? "facc[i0 - ib]" : "acc[i0 - ib]", "nanf[i0 - ib]", t.data);
     wk_str_free(&t);
-    close_loops(g, 1 + K->nred);
+    close_loops(g, 1);
+    if (blocked) { /* fold the float lanes into the double row */
+        emit(g, "if (++nrows == %d) {", COL_BLOCK);
+        g->indent++;
+        emit(g, "nrows = 0;");
+        emit(g, "#pragma omp simd");
+        emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+        g->indent++;
+        emit(g, "acc[i0 - ib] += (double)facc[i0 - ib];");
+        emit(g, "facc[i0 - ib] = 0;");
+        close_loops(g, 2);
+    }
+    close_loops(g, K->nred);
+    if (blocked) {
+        emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+        g->indent++;
+        emit(g, "acc[i0 - ib] += (double)facc[i0 - ib];");
+        close_loops(g, 1);
+    }
     if (par) emit(g, "#pragma omp critical");
     emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {"); /* merge this thread's row */
     g->indent++;

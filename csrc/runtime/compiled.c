@@ -420,6 +420,12 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         if (bp->kind == WK_BUF_INPUT) {
             if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
         } else if (bp->kind == WK_BUF_OUTPUT) {
+            /* large CPU outputs over the pool's warm blocks (shim.c) */
+            if (!self->triton && wk_shim_available()) {
+                objs[b] = wk_shim_pooled_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, bp->nbytes, &ptrs[b]);
+                if (objs[b]) continue; /* pool blocks are advised when first made */
+                if (PyErr_Occurred()) goto done;
+            }
             objs[b] = new_buffer_Ref(self, bp->ndim, bp->sizes, bp->strides, bp->dtype, rt->out_args[b], &ptrs[b]);
             if (!objs[b]) goto done;
             if (!self->triton) advise_huge_pages(ptrs[b], bp->nbytes);
@@ -1546,10 +1552,17 @@ static PyObject *py_host_profile(PyObject *self, PyObject *args) {
     return d;
 }
 
+static PyObject *py_output_pool_bytes(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return PyLong_FromLongLong((long long)wk_shim_pool_cached_bytes());
+}
+
 static PyMethodDef rt_functions[] = {
     {"cache_dir", py_cache_dir, METH_NOARGS, "The compiled-artifact cache directory in use."},
     {"host_profile", py_host_profile, METH_VARARGS,
      "host_profile(reset=False): {phase: (count, seconds)} of graphs compiled with WICK_HOST_PROFILE=1."},
+    {"output_pool_bytes", py_output_pool_bytes, METH_NOARGS,
+     "Bytes of freed large outputs the output pool holds for reuse (runtime/shim.c)."},
     {NULL, NULL, 0, NULL},
 };
 

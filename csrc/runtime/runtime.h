@@ -62,6 +62,15 @@ int wk_shim_cuda_available(void);
  * (use the Python attributes). tensor: an exact torch.Tensor or Parameter. */
 int wk_shim_meta(PyObject *tensor, WkDType *dtype, int *ndim, const int64_t **sizes, const int64_t **strides);
 uint64_t wk_shim_abi_version(void); /* 0 when unavailable */
+/* A new CPU tensor (new reference) over a block of the output pool (see
+ * shim.c: reused warm memory for outputs of WK_POOL_MIN_BYTES or more), its
+ * data pointer in *data. NULL without an exception when the pool does not
+ * serve it (too small, WICK_OUTPUT_POOL=0, no torch_from_blob, no memory):
+ * use wk_shim_empty_strided_Ref. nbytes: the storage the strides span. */
+enum { WK_POOL_MIN_BYTES = 4 << 20 };
+PyObject *wk_shim_pooled_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt, int64_t nbytes,
+                             void **data);
+int64_t wk_shim_pool_cached_bytes(void); /* bytes the pool holds now (tests) */
 /* A tensor over base's storage (base: an exact torch.Tensor or Parameter,
  * borrowed) with these sizes and strides, storage offset base's plus
  * offset_increment: new reference. No autograd view of base (see shim.c).

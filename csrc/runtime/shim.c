@@ -17,7 +17,21 @@
  * against the tensor's data pointer and dims, and a mismatch turns views back
  * to the Python path for the process.
  *
- * Owns: the resolved symbols (process-wide, resolved once). Every function
+ * The output pool (wk_shim_pooled_Ref): a large output (>= 4 MiB) is made
+ * with torch_from_blob over a block whose deleter gives it back to a small
+ * process-wide pool instead of the C library, and the next output of that
+ * size (rounded to 2 MiB) takes it. A fresh block from the allocator is a
+ * new mapping: every 4 KiB page faults on first write and the OS zeroes it,
+ * a write pass over the output before the kernel's own (a quarter of a
+ * softmax's time at 64 MiB). A reused block is already mapped and warm. The
+ * pool keeps the most recently freed blocks, at most WICK_OUTPUT_POOL MiB
+ * (oldest given back to the C library first); such a tensor's storage is
+ * not resizable (resize_ past its size raises, as for torch.from_numpy's).
+ * The deleter runs wherever torch frees the storage (any thread, GIL or
+ * not): the pool has its own mutex and never calls into Python.
+ *
+ * Owns: the resolved symbols (process-wide, resolved once) and the pool's
+ * cached blocks. Every function
  * here returns the Python path's answer when a symbol is missing: callers
  * fall back to torch.empty_strided. Set WICK_SHIM=0 to force that path.
  *
@@ -31,8 +45,10 @@
 #include <Python.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "runtime.h"
 
@@ -55,6 +71,11 @@ static struct {
     AOTITorchError (*get_strides)(AtenTensorHandle, int64_t **);
     AOTITorchError (*get_dtype)(AtenTensorHandle, int32_t *);
     int views; /* 0 unchecked, 1 usable, -1 Python path */
+    /* torch_from_blob (stable C shim, torch >= 2.11): NULL turns the pool off */
+    AOTITorchError (*from_blob)(void *, int64_t, const int64_t *, const int64_t *, int64_t, int32_t, int32_t,
+                                int32_t, AtenTensorHandle *, int32_t, const uint8_t *, int64_t,
+                                void (*)(void *, void *), void *);
+    int32_t layout_strided;
     int32_t cpu;
     int32_t cuda; /* -1: no CUDA device type in this libtorch */
     int32_t dtype[WK_NDTYPES];
@@ -90,6 +111,11 @@ static int resolve(void) {
     int32_t (*device_cuda)(void);
     *(void **)&device_cuda = sym(cpu, "aoti_torch_device_type_cuda");
     S.cuda = device_cuda ? device_cuda() : -1;
+    *(void **)&S.from_blob = sym(cpu, "torch_from_blob");
+    int32_t (*layout_strided)(void);
+    *(void **)&layout_strided = sym(cpu, "aoti_torch_layout_strided");
+    if (layout_strided) S.layout_strided = layout_strided();
+    else S.from_blob = NULL;
     int ok = abi && device_cpu && S.empty_strided && S.get_data_ptr && S.delete_tensor && S.wrap;
     for (int dt = 0; ok && dt < WK_NDTYPES; dt++) {
         char name[64];
@@ -139,6 +165,102 @@ PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_
     }
     S.delete_tensor(h);
     return t;
+}
+
+/* ---- the output pool (see the top) ------------------------------------- */
+
+enum { POOL_ALIGN = 1 << 21, POOL_SLOTS = 32 };
+
+static struct {
+    pthread_mutex_t lock;
+    int64_t cap;              /* bytes; 0 off (WICK_OUTPUT_POOL, read at each take) */
+    int n;                    /* cached blocks, oldest first */
+    void *ptr[POOL_SLOTS];
+    size_t bytes[POOL_SLOTS];
+    size_t cached;            /* sum of bytes[] */
+} P = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, {0}, 0};
+
+static void pool_drop_oldest_locked(void **freed) {
+    *freed = P.ptr[0];
+    P.cached -= P.bytes[0];
+    P.n--;
+    memmove(P.ptr, P.ptr + 1, (size_t)P.n * sizeof *P.ptr);
+    memmove(P.bytes, P.bytes + 1, (size_t)P.n * sizeof *P.bytes);
+}
+
+/* torch_from_blob's deleter: the block back to the pool, or to the C
+ * library when it does not fit; ctx carries the block's size */
+static void pool_release(void *data, void *ctx) {
+    size_t bytes = (size_t)(uintptr_t)ctx;
+    void *evicted[POOL_SLOTS + 1];
+    int nevicted = 0;
+    pthread_mutex_lock(&P.lock);
+    if (P.cap > 0 && bytes <= (size_t)P.cap) {
+        while (P.n && (P.n == POOL_SLOTS || P.cached + bytes > (size_t)P.cap))
+            pool_drop_oldest_locked(&evicted[nevicted++]);
+        P.ptr[P.n] = data;
+        P.bytes[P.n++] = bytes;
+        P.cached += bytes;
+        data = NULL;
+    }
+    pthread_mutex_unlock(&P.lock);
+    free(data);
+    for (int i = 0; i < nevicted; i++) free(evicted[i]);
+}
+
+/* A block of exactly `bytes` (a POOL_ALIGN multiple): the newest cached one
+ * of that size, else a new one (huge pages asked for before first touch).
+ * cap: the pool's size now; blocks past it go back to the C library. */
+static void *pool_take(size_t bytes, int64_t cap) {
+    void *p = NULL, *evicted[POOL_SLOTS];
+    int nevicted = 0;
+    pthread_mutex_lock(&P.lock);
+    P.cap = cap;
+    while (P.n && P.cached > (size_t)cap) pool_drop_oldest_locked(&evicted[nevicted++]);
+    for (int i = P.n - 1; i >= 0; i--) {
+        if (P.bytes[i] != bytes) continue;
+        p = P.ptr[i];
+        P.cached -= bytes;
+        P.n--;
+        memmove(P.ptr + i, P.ptr + i + 1, (size_t)(P.n - i) * sizeof *P.ptr);
+        memmove(P.bytes + i, P.bytes + i + 1, (size_t)(P.n - i) * sizeof *P.bytes);
+        break;
+    }
+    pthread_mutex_unlock(&P.lock);
+    for (int i = 0; i < nevicted; i++) free(evicted[i]);
+    if (p || !cap) return p;
+    p = aligned_alloc(POOL_ALIGN, bytes);
+#ifdef MADV_HUGEPAGE
+    if (p) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+PyObject *wk_shim_pooled_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt, int64_t nbytes,
+                             void **data) {
+    if (nbytes < WK_POOL_MIN_BYTES || resolve() != 1 || !S.from_blob) return NULL;
+    long mib = wk_env_int(WK_ENV_OUTPUT_POOL);
+    size_t bytes = ((size_t)nbytes + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1);
+    void *block = pool_take(bytes, mib > 0 ? (int64_t)mib << 20 : 0);
+    if (!block) return NULL; /* pool off, or the plain path reports the shortage */
+    AtenTensorHandle h = NULL;
+    /* device index -1: "cpu", as torch's own CPU tensors (0 is refused) */
+    if (S.from_blob(block, ndim, sizes, strides, 0, S.dtype[dt], S.cpu, -1, &h, S.layout_strided, NULL, 0,
+                    pool_release, (void *)(uintptr_t)bytes) != 0 || !h) {
+        pool_release(block, (void *)(uintptr_t)bytes);
+        return NULL;
+    }
+    PyObject *t = S.wrap(h); /* the storage now owns the block: its deleter gives it back */
+    S.delete_tensor(h);
+    if (t) *data = block;
+    return t;
+}
+
+int64_t wk_shim_pool_cached_bytes(void) {
+    pthread_mutex_lock(&P.lock);
+    int64_t n = (int64_t)P.cached;
+    pthread_mutex_unlock(&P.lock);
+    return n;
 }
 
 uint64_t wk_shim_abi_version(void) { return resolve() == 1 ? S.abi_version : 0; }

@@ -264,3 +264,17 @@ def test_row_scratch_only_for_the_same_computation():
     check(outs[1], a.exp() * s)
     src = kernel_source(cg)
     assert src.count("= wk_row0[i1];") == 1 and src.count("wk_row1") == 0
+
+
+@pytest.mark.parametrize("rows,cols", [(17, 5), (16, 40), (33, 300), (1000, 1000), (4099, 600)])
+def test_float32_column_sums_add_rows_in_float_lanes_then_double(rows, cols):
+    """x.sum(0) / mean(0) of float32: each row goes into float lanes, folded
+    into a double row every few rows (any row count: a partial last block;
+    the large ones take the parallel per-thread path): within float32
+    rounding of the exact sum, as eager's."""
+    x = make((rows, cols), torch.float32, "contig", seed=40) + 100  # large offsets: float lanes would drift
+    cg, outs = compile_run(lambda g, a: [g.op("sum", [a], dims=[0]), g.op("mean", [a], dims=[0], keepdim=True)], x)
+    exact = x.double().sum(0)
+    torch.testing.assert_close(outs[0].double(), exact, rtol=2e-7, atol=0)
+    torch.testing.assert_close(outs[1].double(), (exact / rows)[None], rtol=2e-7, atol=0)
+    assert ("facc" in kernel_source(cg)) == (rows > 16)  # 16 rows or fewer: the double row alone

@@ -470,6 +470,80 @@ def test_outputs_allocated_through_the_c_shim_or_python(shim, tmp_path):
     assert want in r.stderr
 
 
+# ---- the output pool: freed large outputs reused warm (csrc/runtime/shim.c) ----
+
+def _pool_graph():
+    g = C.Graph()
+    x = g.input(torch.float32, (1100, 1024), (1024, 1))  # 4.3 MiB outputs: pooled
+    s = g.input(torch.float32, (3, 5), (5, 1))            # small: never pooled
+    g.output(g.op("EXP", [g.op("MUL", [x, g.scalar(0.5)])]))
+    g.output(g.op("ADD", [x, g.scalar(1.0)]))
+    g.output(g.op("NEG", [s]))
+    return g.compile()
+
+
+def test_output_pool_reuses_freed_large_outputs(monkeypatch):
+    monkeypatch.setenv("WICK_OUTPUT_POOL", "64")
+    C.env_reload()
+    c = _pool_graph()
+    x = torch.randn(1100, 1024, generator=torch.Generator().manual_seed(3))
+    s = torch.randn(3, 5)
+    e, a, n = c(x, s)
+    torch.testing.assert_close(e, (x * 0.5).exp())
+    torch.testing.assert_close(a, x + 1)
+    assert torch.equal(n, -s) and n.untyped_storage().resizable()  # small: torch's allocator
+    if e.untyped_storage().resizable():
+        pytest.skip("this torch has no torch_from_blob: outputs come from its allocator")
+    ptrs = {e.data_ptr(), a.data_ptr()}
+    assert all(p % (1 << 21) == 0 for p in ptrs)  # whole 2 MiB blocks
+    before = C.output_pool_bytes()
+    del e, a
+    assert C.output_pool_bytes() == before + 2 * (6 << 20)  # 4.3 MiB rounded up to 6
+    # the next call takes the freed blocks: same memory, values rewritten
+    x2 = x * -2
+    e, a, n = c(x2, s)
+    assert {e.data_ptr(), a.data_ptr()} == ptrs and C.output_pool_bytes() == before
+    torch.testing.assert_close(e, (x2 * 0.5).exp())
+    torch.testing.assert_close(a, x2 + 1)
+    # an output lives on as a normal tensor: autograd, views, in-place ops,
+    # freed from another thread without the GIL's help
+    v = a.view(-1)[7:9].mul_(0)
+    assert torch.equal(a.view(-1)[7:9], v) and a.view(-1)[6] == x2.view(-1)[6] + 1
+    box = [e]
+    del e
+    t = threading.Thread(target=box.clear)
+    t.start()
+    t.join()
+    assert C.output_pool_bytes() == before + (6 << 20)
+    # the cap: a smaller pool gives the blocks past it back at the next take
+    monkeypatch.setenv("WICK_OUTPUT_POOL", "0")
+    C.env_reload()
+    e2, a2, _ = c(x, s)
+    assert C.output_pool_bytes() == 0 and e2.untyped_storage().resizable()
+    torch.testing.assert_close(e2, (x * 0.5).exp())
+    del a
+    assert C.output_pool_bytes() == 0  # pool off: a freed block goes back to the C library
+
+
+def test_output_pool_under_torch_compile_keeps_values(monkeypatch):
+    monkeypatch.setenv("WICK_OUTPUT_POOL", "64")
+    C.env_reload()
+    import wick.backends  # noqa: F401
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: torch.softmax(x * 2, -1), backend="wick")
+    outs = []
+    for k in range(4):  # some outputs kept alive, some freed and reused
+        x = torch.randn(1030, 1030, generator=torch.Generator().manual_seed(k))
+        y = f(x)
+        torch.testing.assert_close(y, torch.softmax(x * 2, -1))
+        if k % 2:
+            outs.append((x, y))
+    for x, y in outs:
+        torch.testing.assert_close(y, torch.softmax(x * 2, -1))
+    torch._dynamo.reset()
+
+
 # ---- temporaries share bytes by liveness (csrc/schedule/temps.c) -------------
 
 @pytest.mark.parametrize("shape", [(64, 48), (3, 5), (0, 4)])

@@ -407,6 +407,46 @@ def test_cross_entropy_training_is_native(ignore):
         assert not any("nll_loss" in name for name in info["externs"])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_tied_embedding_gradient_folds_mm_and_add_into_addmm(dtype):
+    """A weight used as an embedding and as the output projection (GPT-2's
+    tied lm_head): its gradient is the embedding's scatter plus an mm, summed;
+    the sum folds into one addmm instead of an mm and a kernel reading it
+    back. Also t + x @ w with t a graph output's addend of the mm's shape,
+    and a row-vector t."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(13, 6).to(dtype)
+    idx = torch.tensor([[1, 4, 4, 12], [0, 1, 7, 7]])
+
+    def f(idx):
+        h = torch.tanh(emb(idx))
+        return (h @ emb.weight.t()).square().mean()
+
+    params = [emb.weight]
+    got, got_grads = grads_of(torch.compile(f, backend="wick"), params, idx)
+    want, want_grads = grads_of(f, params, idx)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grads[0], want_grads[0])
+    assert B.fallback_reasons == []
+    bw = B.compiled_graphs[-1]
+    assert bw["graph"] == "backward" and "aten.addmm.default" in bw["externs"]
+
+    def g(x, w, t, r):
+        return t + x @ w, x @ w + r, (x @ w + t).relu()
+
+    x, w, t, r = rand(5, 7, dtype=dtype, seed=1), rand(7, 3, dtype=dtype, seed=2), \
+        rand(5, 3, dtype=dtype, seed=3), rand(3, dtype=dtype, seed=4)
+    with torch.no_grad():
+        got = torch.compile(g, backend="wick")(x, w, t, r)
+    want = g(x, w, t, r)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+        assert a.stride() == b.stride()
+    info = B.compiled_graphs[-1]
+    # two folded; the third add fuses with the relu in a kernel instead
+    assert info["externs"] == {"aten.addmm.default": 2, "aten.mm.default": 1}
+
+
 def test_one_hot_scatter_and_rsub_are_native():
     """scatter with one index per row along dim (a one-hot) and 1 - mask."""
     def f(x, idx, m):

@@ -45,9 +45,10 @@ int cap_raise(Interp *I, PyObject *exc) {
         PyException_SetContext(exc, Py_NewRef(I->handled->obj));
     I->exc = sv_const(I, exc);
     /* the object is capture's own, without the traceback and context Python
-     * would give it: a later break would hand it (or what was derived from
-     * it) to real code, so a frame with a modelled raise never breaks */
-    I->no_break = 1;
+     * would give it: a break must not hand it to real code (breaks.c
+     * refuses one where a value it rebuilds holds it; a handler open at the
+     * break is refused there too) */
+    wk_vec_push(&I->raised, Py_NewRef(exc));
     free(I->exc_where);
     WkStr s = {0};
     PyObject *msg = PyObject_Str(exc);
