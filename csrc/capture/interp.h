@@ -238,6 +238,7 @@ struct Interp {
     unsigned long long lazy_args;    /* constant arguments guarded by value only if read */
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
+    WkVec(int) autocast_casts;       /* (value, dtype, grad mode, its cast) per autocast cast made (vals/extern.c) */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
@@ -328,6 +329,16 @@ int cap_operand_value(Interp *I, Sv *s, const char *what);
 const WkValue *cap_sv_meta(Interp *I, Sv *s);
 Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs);
 Sv *cap_convert(Interp *I, Sv *t, int dtype);
+/* torch.autocast (vals/extern.c): the autocast dtype of device type dev,
+ * -1 when autocast is off there, -2 with a Python error. */
+int cap_autocast_dtype(WkDeviceType dev);
+/* Ops autocast runs in float32 on dev (ATen's fp32 policy, and ops whose
+ * eager form reaches one: square is pow): 1 or 0. */
+int cap_autocast_fp32_op(WkOp op, WkDeviceType dev);
+/* t cast to float32 as autocast's fp32 policy casts it (a floating tensor
+ * other than float64 on a device where autocast is on), else t itself;
+ * NULL on failure. */
+Sv *cap_autocast_to_fp32(Interp *I, Sv *t);
 PyObject *cap_torch_size_Ref(const WkValue *m);
 int64_t cap_const_size(const WkValue *m, int d);
 void cap_set_rg(Interp *I, int value, int rg);

@@ -47,6 +47,15 @@ typedef struct {
     PyObject *kwargs;     /* dict template, or NULL */
     int args_dynamic;     /* the templates hold ExternInput placeholders */
     int kwargs_dynamic;
+    /* the call as a vectorcall, prepared at load (kwargs keys all str):
+     * items[i] for positional i < nargs, then the keyword values in kwnames'
+     * order; kind[i] >= 0 is the node's tensor input kind[i], ITEM_CONST the
+     * item itself, ITEM_NESTED a container holding placeholders (built per
+     * call by substitute_Ref). NULL items: the generic PyObject_Call path. */
+    PyObject **items;     /* borrowed from args/kwargs */
+    int *kind;
+    Py_ssize_t nargs, nitems;
+    PyObject *kwnames;    /* tuple of str, or NULL */
     Py_ssize_t npicks;    /* > 0: output k is result[pick[k]] */
     Py_ssize_t *pick;
 } ExternEntry;
@@ -78,6 +87,7 @@ typedef struct {
     WkLib *lib;
     void (*set_num_threads)(int); /* omp_set_num_threads of the kernels' OpenMP, if any */
     int check_inputs;
+    int profile;           /* WICK_HOST_PROFILE at compile time: time the phases of each call */
     int alias_views;       /* VIEW steps through the C shim's reinterpret (no autograd view) */
     int cache_hit;
     double compile_time_s;
@@ -304,6 +314,55 @@ static void advise_huge_pages(void *ptr, int64_t nbytes) {
 
 enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
 
+/* ---- host-time profile (WICK_HOST_PROFILE=1) -----------------------------
+ * Where a call's host time goes, summed over the process: the whole call,
+ * buffer allocation of kernel steps, kernel launches (C entry or Triton
+ * launches), extern calls, the check of their outputs, and view steps.
+ * Read (and reset) with wick._C.host_profile(). A graph reads the knob when
+ * it is compiled; off, each phase costs one branch. */
+enum { PH_CALL, PH_ALLOC, PH_LAUNCH, PH_EXTERN, PH_EXTERN_OUT, PH_VIEW, PH_COUNT };
+static const char *const phase_names[PH_COUNT] = {"call", "alloc", "launch", "extern", "extern_out", "view"};
+static struct {
+    double seconds[PH_COUNT];
+    long long count[PH_COUNT];
+} prof;
+
+static void prof_add(int on, int phase, double t0) {
+    if (!on) return;
+    prof.seconds[phase] += now_s() - t0;
+    prof.count[phase]++;
+}
+
+/* A new tensor for a kernel step's buffer (new reference), its data pointer
+ * in *ptr: through the C shim where it can (no Python call), else
+ * torch.empty_strided with the prebuilt (sizes, strides) pair `args` (NULL:
+ * built here). */
+static PyObject *new_buffer_Ref(const CompiledObject *self, int ndim, const int64_t *sizes,
+                                const int64_t *strides, WkDType dtype, PyObject *args, void **ptr) {
+    if (wk_shim_available() && (self->cuda_device < 0 || wk_shim_cuda_available()))
+        return wk_shim_empty_strided_Ref(ndim, sizes, strides, dtype, self->cuda_device, ptr);
+    PyObject *sz = args ? Py_NewRef(PyTuple_GET_ITEM(args, 0)) : int_tuple_Ref(sizes, ndim);
+    PyObject *st = !sz ? NULL : args ? Py_NewRef(PyTuple_GET_ITEM(args, 1)) : int_tuple_Ref(strides, ndim);
+    PyObject *t = NULL;
+    if (st) {
+        PyObject *call_args[4] = {sz, st, T.dtypes[dtype], self->device_obj};
+        t = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
+    }
+    Py_XDECREF(sz);
+    Py_XDECREF(st);
+    if (t && data_ptr(t, ptr) < 0) Py_CLEAR(t);
+    return t;
+}
+
+/* Triton under the interpreter takes tensors, not pointers: temporary b as
+ * a tensor over its bytes of the step's block (new reference). */
+static PyObject *temp_view_Ref(PyObject *block, const WkBufferPlan *bp) {
+    PyObject *part = PyObject_CallMethod(block, "narrow", "iLL", 0, (long long)bp->offset, (long long)bp->nbytes);
+    PyObject *typed = part ? PyObject_CallMethod(part, "view", "O", T.dtypes[bp->dtype]) : NULL;
+    Py_XDECREF(part);
+    return typed;
+}
+
 static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     const WkStep *st = &self->plan->steps[step];
     StepRt *rt = &self->steps[step];
@@ -312,6 +371,8 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     PyObject *stack_objs[STACK_BUFS];
     void **ptrs = stack_ptrs;
     PyObject **objs = stack_objs; /* OUTPUT buffers' tensors (owned) */
+    PyObject *temp_block = NULL;  /* Triton: the step's temporaries, one tensor */
+    double t0 = self->profile ? now_s() : 0;
     if (p->nbufs > STACK_BUFS) {
         ptrs = PyMem_Calloc((size_t)p->nbufs, sizeof *ptrs);
         objs = PyMem_Calloc((size_t)p->nbufs, sizeof *objs);
@@ -328,10 +389,17 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
     int rc = -1, b;
     /* temporaries: the step's reusable block, or a private one if another
      * call of this graph is running it right now (GIL released in kernels);
-     * Triton kernels get tensors from PyTorch's allocator instead */
+     * Triton kernels get one block from PyTorch's allocator per call (its
+     * reuse is ordered after the kernels queued on the stream), each
+     * temporary at the schedule's offset, as on the CPU */
     char *temps = NULL;
     int own_block = 0;
-    if (rt->temps_bytes && !self->triton) {
+    if (rt->temps_bytes && self->triton) {
+        int64_t nbytes = (int64_t)rt->temps_bytes, one = 1;
+        void *base = NULL;
+        if (!(temp_block = new_buffer_Ref(self, 1, &nbytes, &one, WK_U8, NULL, &base))) goto cleanup;
+        temps = base;
+    } else if (rt->temps_bytes) {
         if (!rt->temps_busy) {
             if (!rt->temps && (rt->temps = aligned_alloc(64, rt->temps_bytes)))
                 advise_huge_pages(rt->temps, (int64_t)rt->temps_bytes);
@@ -351,29 +419,23 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         const WkBufferPlan *bp = &p->bufs[b];
         if (bp->kind == WK_BUF_INPUT) {
             if (data_ptr(slots[st->in_slots[bp->index]], &ptrs[b]) < 0) goto done;
-        } else if (self->triton) {
-            PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
-                                      T.dtypes[bp->dtype], self->device_obj};
-            objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
-            if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
         } else if (bp->kind == WK_BUF_OUTPUT) {
-            if (wk_shim_available()) {
+            /* large CPU outputs over the pool's warm blocks (shim.c) */
+            if (!self->triton && wk_shim_available()) {
                 objs[b] = wk_shim_pooled_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, bp->nbytes, &ptrs[b]);
                 if (objs[b]) continue; /* pool blocks are advised when first made */
                 if (PyErr_Occurred()) goto done;
-                objs[b] = wk_shim_empty_strided_Ref(bp->ndim, bp->sizes, bp->strides, bp->dtype, &ptrs[b]);
-                if (!objs[b]) goto done;
-            } else {
-                PyObject *call_args[4] = {PyTuple_GET_ITEM(rt->out_args[b], 0), PyTuple_GET_ITEM(rt->out_args[b], 1),
-                                          T.dtypes[bp->dtype], T.cpu};
-                objs[b] = PyObject_Vectorcall(T.empty_strided, call_args, 2, T.alloc_kwnames);
-                if (!objs[b] || data_ptr(objs[b], &ptrs[b]) < 0) goto done;
             }
-            advise_huge_pages(ptrs[b], bp->nbytes);
+            objs[b] = new_buffer_Ref(self, bp->ndim, bp->sizes, bp->strides, bp->dtype, rt->out_args[b], &ptrs[b]);
+            if (!objs[b]) goto done;
+            if (!self->triton) advise_huge_pages(ptrs[b], bp->nbytes);
         } else {
             ptrs[b] = temps + rt->temp_offset[b];
+            if (self->triton && self->cuda_device < 0 && !(objs[b] = temp_view_Ref(temp_block, bp))) goto done;
         }
     }
+    prof_add(self->profile, PH_ALLOC, t0);
+    if (self->profile) t0 = now_s();
 
     if (self->triton) {
         PyObject *stack_views[STACK_BUFS], **views = stack_views;
@@ -386,10 +448,11 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         int trc = wk_triton_run(self->triton, step, p, views, ptrs);
         if (views != stack_views) PyMem_Free(views);
         if (trc < 0) goto done;
+        prof_add(self->profile, PH_LAUNCH, t0);
         goto outputs;
     }
 
-    /* The thread count is per calling thread in OpenMP: set it where we run. */
+/* The thread count is per calling thread in OpenMP: set it where we run. */
     long nthreads = 0;
     if (self->set_num_threads) {
         nthreads = wk_env_int(WK_ENV_NUM_THREADS);
@@ -407,6 +470,7 @@ static int run_kernels(CompiledObject *self, int step, PyObject **slots) {
         PyErr_SetString(PyExc_IndexError, "wick: index out of range in a compiled kernel");
         goto done;
     }
+    prof_add(self->profile, PH_LAUNCH, t0);
 
 outputs:
     for (int j = 0; j < st->nout; j++) {
@@ -418,8 +482,9 @@ outputs:
 done:
     for (int k = 0; k <= b && k < p->nbufs; k++) Py_XDECREF(objs[k]);
     if (own_block) rt->temps_busy = 0;
-    else free(temps);
+    else if (!temp_block) free(temps);
 cleanup:
+    Py_XDECREF(temp_block);
     if (ptrs != stack_ptrs) {
         PyMem_Free(ptrs);
         PyMem_Free(objs);
@@ -501,13 +566,20 @@ static int store_extern_output(CompiledObject *self, const WkStep *st, int k, Py
         Py_XSETREF(slots[sl], Py_NewRef(o));
         return 0;
     }
-    PyObject *dt = PyObject_GetAttr(o, T.s_dtype);
-    if (!dt) return -1;
-    int dtype_ok = dt == T.dtypes[s->dtype];
-    Py_DECREF(dt);
-    int64_t sizes[WK_MAX_DIMS + 1], strides[WK_MAX_DIMS + 1];
-    int ndim = 0;
-    if (dtype_ok && read_shape(o, sizes, strides, &ndim) < 0) return -1;
+    int64_t sizes_store[WK_MAX_DIMS + 1], strides_store[WK_MAX_DIMS + 1];
+    const int64_t *sizes = sizes_store, *strides = strides_store;
+    int ndim = 0, dtype_ok;
+    WkDType dtype;
+    if ((Py_IS_TYPE(o, (PyTypeObject *)T.tensor_type) || Py_IS_TYPE(o, (PyTypeObject *)T.parameter_type)) &&
+        wk_shim_meta(o, &dtype, &ndim, &sizes, &strides)) { /* no Python call */
+        dtype_ok = dtype == s->dtype;
+    } else {
+        PyObject *dt = PyObject_GetAttr(o, T.s_dtype);
+        if (!dt) return -1;
+        dtype_ok = dt == T.dtypes[s->dtype];
+        Py_DECREF(dt);
+        if (dtype_ok && read_shape(o, sizes_store, strides_store, &ndim) < 0) return -1;
+    }
     if (!dtype_ok || ndim != s->ndim || memcmp(sizes, s->sizes, sizeof(int64_t) * (size_t)ndim) != 0) {
         char want[256];
         format_ints(want, sizeof want, s->sizes, s->ndim);
@@ -538,10 +610,57 @@ static int store_extern_output(CompiledObject *self, const WkStep *st, int k, Py
     return 0;
 }
 
+enum { ITEM_CONST = -1, ITEM_NESTED = -2, STACK_ITEMS = 24 };
+
+/* e's call with its prepared items (see ExternEntry): no argument tuple or
+ * keyword dict is built, constant items (stride lists and the like) are
+ * passed as they are. New reference, NULL with an exception. */
+static PyObject *call_prepared(const ExternEntry *e, PyObject *const *in, int nin) {
+    PyObject *stack[STACK_ITEMS], **argv = stack;
+    char owned_stack[STACK_ITEMS], *owned = owned_stack;
+    if (e->nitems > STACK_ITEMS) {
+        argv = PyMem_Calloc((size_t)e->nitems, sizeof *argv);
+        owned = PyMem_Calloc((size_t)e->nitems, 1);
+        if (!argv || !owned) {
+            PyMem_Free(argv);
+            PyMem_Free(owned);
+            return PyErr_NoMemory();
+        }
+    }
+    PyObject *result = NULL;
+    Py_ssize_t i;
+    for (i = 0; i < e->nitems; i++) {
+        int k = e->kind[i];
+        owned[i] = 0;
+        if (k >= 0) {
+            if (k >= nin) {
+                PyErr_Format(PyExc_IndexError, "wick: ExternInput(%d) but the extern node has %d inputs", k, nin);
+                goto done;
+            }
+            argv[i] = in[k];
+        } else if (k == ITEM_CONST) {
+            argv[i] = e->items[i];
+        } else {
+            if (!(argv[i] = substitute_Ref(e->items[i], in, nin))) goto done;
+            owned[i] = 1;
+        }
+    }
+    result = PyObject_Vectorcall(e->fn, argv, (size_t)e->nargs, e->kwnames);
+done:
+    for (Py_ssize_t j = 0; j < i; j++)
+        if (owned[j]) Py_DECREF(argv[j]);
+    if (argv != stack) {
+        PyMem_Free(argv);
+        PyMem_Free(owned);
+    }
+    return result;
+}
+
 static int run_extern(CompiledObject *self, int step, PyObject **slots) {
     const WkStep *st = &self->plan->steps[step];
     const ExternEntry *e = &self->externs[st->extern_index];
     PyObject *stack_in[STACK_BUFS], **in = stack_in;
+    double t0 = self->profile ? now_s() : 0;
     if (st->nin > STACK_BUFS && !(in = PyMem_Calloc((size_t)st->nin, sizeof *in))) {
         PyErr_NoMemory();
         return -1;
@@ -551,12 +670,16 @@ static int run_extern(CompiledObject *self, int step, PyObject **slots) {
     int rc = -1;
     if (!e->args) {
         result = PyObject_Vectorcall(e->fn, in, (size_t)st->nin, NULL);
+    } else if (e->items) {
+        result = call_prepared(e, in, st->nin);
     } else {
         args = e->args_dynamic ? substitute_Ref(e->args, in, st->nin) : Py_NewRef(e->args);
         if (args && e->kwargs) kwargs = e->kwargs_dynamic ? substitute_Ref(e->kwargs, in, st->nin) : Py_NewRef(e->kwargs);
         if (args && (kwargs || !e->kwargs)) result = PyObject_Call(e->fn, args, kwargs);
     }
     if (!result) goto done;
+    prof_add(self->profile, PH_EXTERN, t0);
+    if (self->profile) t0 = now_s();
     if (e->npicks) {
         for (int k = 0; k < st->nout; k++) {
             PyObject *o = PySequence_GetItem(result, e->pick[k]);
@@ -581,6 +704,7 @@ static int run_extern(CompiledObject *self, int step, PyObject **slots) {
         }
         if (store_extern_output(self, st, 0, result, slots) < 0) goto done;
     }
+    prof_add(self->profile, PH_EXTERN_OUT, t0);
     rc = 0;
 done:
     Py_XDECREF(result);
@@ -639,6 +763,7 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
             if (check_input(self, i, args[i]) < 0) return NULL;
 
     const WkPlan *plan = self->plan;
+    double t_call = self->profile ? now_s() : 0;
     PyObject *stack_slots[STACK_SLOTS], **slots = stack_slots;
     if (plan->nslots > STACK_SLOTS) {
         if (!(slots = PyMem_Calloc((size_t)plan->nslots, sizeof *slots))) return PyErr_NoMemory();
@@ -649,9 +774,11 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
     for (int i = 0; i < self->ninputs; i++) Py_XSETREF(slots[self->input_slot[i]], Py_NewRef(args[i]));
     for (int s = 0; s < plan->nsteps; s++) {
         WkStepKind kind = plan->steps[s].kind;
+        double tv = self->profile && kind == WK_STEP_VIEW ? now_s() : 0;
         int rc = kind == WK_STEP_KERNELS ? run_kernels(self, s, slots)
                  : kind == WK_STEP_VIEW  ? run_view(self, s, slots)
                                          : run_extern(self, s, slots);
+        if (kind == WK_STEP_VIEW) prof_add(self->profile, PH_VIEW, tv);
         if (rc < 0) goto done;
         for (int r = 0; r < self->steps[s].nrelease; r++) Py_CLEAR(slots[self->steps[s].release[r]]);
     }
@@ -669,6 +796,7 @@ static PyObject *Compiled_vectorcall(PyObject *callable, PyObject *const *args, 
 done:
     for (int k = 0; k < plan->nslots; k++) Py_XDECREF(slots[k]);
     if (slots != stack_slots) PyMem_Free(slots);
+    prof_add(self->profile, PH_CALL, t_call);
     return result;
 }
 
@@ -680,6 +808,9 @@ static void clear_externs(CompiledObject *self) {
         Py_XDECREF(e->fn);
         Py_XDECREF(e->args);
         Py_XDECREF(e->kwargs);
+        Py_XDECREF(e->kwnames);
+        free(e->items);
+        free(e->kind);
         free(e->pick);
     }
     free(self->externs);
@@ -783,6 +914,36 @@ static int scan_placeholders(PyObject *t) {
     return 0;
 }
 
+/* The vectorcall form of e's templates (see ExternEntry); leaves e->items
+ * NULL (the generic path) when a keyword is not a str. */
+static int prepare_call(ExternEntry *e) {
+    Py_ssize_t nargs = PyTuple_GET_SIZE(e->args), nkw = e->kwargs ? PyDict_GET_SIZE(e->kwargs) : 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (e->kwargs && PyDict_Next(e->kwargs, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k)) return 0;
+    PyObject *names = nkw ? PyTuple_New(nkw) : NULL;
+    if (nkw && !names) return -1;
+    e->items = wk_xcalloc((size_t)(nargs + nkw) + 1, sizeof *e->items);
+    e->kind = wk_xcalloc((size_t)(nargs + nkw) + 1, sizeof *e->kind);
+    for (Py_ssize_t i = 0; i < nargs; i++) e->items[i] = PyTuple_GET_ITEM(e->args, i);
+    pos = 0;
+    for (Py_ssize_t i = 0; e->kwargs && PyDict_Next(e->kwargs, &pos, &k, &v); i++) {
+        e->items[nargs + i] = v;
+        PyTuple_SET_ITEM(names, i, Py_NewRef(k));
+    }
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
+        PyObject *t = e->items[i];
+        e->kind[i] = Py_IS_TYPE(t, &ExternInput_Type) ? (int)((ExternInputObject *)t)->index
+                     : scan_placeholders(t)           ? ITEM_NESTED
+                                                      : ITEM_CONST;
+    }
+    e->nargs = nargs;
+    e->nitems = nargs + nkw;
+    e->kwnames = names;
+    return 0;
+}
+
 static int load_externs(CompiledObject *self, PyObject *table, int needed) {
     if (!table || table == Py_None) {
         if (needed > 0) {
@@ -823,6 +984,7 @@ static int load_externs(CompiledObject *self, PyObject *table, int needed) {
             if (!(e->kwargs = PyDict_Copy(kw))) goto error;
             e->kwargs_dynamic = scan_placeholders(e->kwargs);
         }
+        if (prepare_call(e) < 0) goto error;
         PyObject *picks = len > 3 ? PyTuple_GET_ITEM(item, 3) : Py_None;
         if (picks != Py_None) {
             PyObject *ps = PySequence_Fast(picks, "wick: an extern's picks must be a sequence of ints");
@@ -920,12 +1082,9 @@ static int prepare_steps(CompiledObject *self) {
         for (int b = 0; b < p->nbufs; b++) {
             const WkBufferPlan *bp = &p->bufs[b];
             if (bp->kind == WK_BUF_TEMP) rt->temp_offset[b] = bp->offset; /* the schedule's placement (C) */
-            if (bp->kind == WK_BUF_INPUT || (bp->kind == WK_BUF_TEMP && !self->triton)) continue;
-            /* a Triton temporary is a flat tensor of its span */
-            int64_t flat = bp->nbytes / (wk_dtype_size(bp->dtype) > 0 ? wk_dtype_size(bp->dtype) : 1), one = 1;
-            int temp = bp->kind == WK_BUF_TEMP;
-            PyObject *sz = temp ? int_tuple_Ref(&flat, 1) : int_tuple_Ref(bp->sizes, bp->ndim);
-            PyObject *stt = sz ? (temp ? int_tuple_Ref(&one, 1) : int_tuple_Ref(bp->strides, bp->ndim)) : NULL;
+            if (bp->kind != WK_BUF_OUTPUT) continue; /* temporaries live in the step's block */
+            PyObject *sz = int_tuple_Ref(bp->sizes, bp->ndim);
+            PyObject *stt = sz ? int_tuple_Ref(bp->strides, bp->ndim) : NULL;
             rt->out_args[b] = stt ? PyTuple_Pack(2, sz, stt) : NULL;
             Py_XDECREF(sz);
             Py_XDECREF(stt);
@@ -1066,6 +1225,7 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
     }
     wk_error_clear();
     self->check_inputs = 1;
+    self->profile = wk_env_int(WK_ENV_HOST_PROFILE) > 0;
     self->cache_hit = hit;
     if (prepare_steps(self) < 0 || load_externs(self, externs, wk_graph_extern_table_size(g)) < 0) {
         Py_DECREF(self);
@@ -1376,6 +1536,22 @@ static PyObject *py_cache_dir(PyObject *self, PyObject *unused) {
     return PyUnicode_FromString(wk_cc_cache_dir());
 }
 
+/* host_profile(reset=False): {phase: (count, seconds)} of the graphs
+ * compiled with WICK_HOST_PROFILE=1, summed since the last reset. */
+static PyObject *py_host_profile(PyObject *self, PyObject *args) {
+    (void)self;
+    int reset = 0;
+    if (!PyArg_ParseTuple(args, "|p:host_profile", &reset)) return NULL;
+    PyObject *d = PyDict_New();
+    for (int ph = 0; d && ph < PH_COUNT; ph++) {
+        PyObject *v = Py_BuildValue("(Ld)", prof.count[ph], prof.seconds[ph]);
+        if (!v || PyDict_SetItemString(d, phase_names[ph], v) < 0) Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    if (d && reset) memset(&prof, 0, sizeof prof);
+    return d;
+}
+
 static PyObject *py_output_pool_bytes(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyLong_FromLongLong((long long)wk_shim_pool_cached_bytes());
@@ -1383,6 +1559,8 @@ static PyObject *py_output_pool_bytes(PyObject *self, PyObject *unused) {
 
 static PyMethodDef rt_functions[] = {
     {"cache_dir", py_cache_dir, METH_NOARGS, "The compiled-artifact cache directory in use."},
+    {"host_profile", py_host_profile, METH_VARARGS,
+     "host_profile(reset=False): {phase: (count, seconds)} of graphs compiled with WICK_HOST_PROFILE=1."},
     {"output_pool_bytes", py_output_pool_bytes, METH_NOARGS,
      "Bytes of freed large outputs the output pool holds for reuse (runtime/shim.c)."},
     {NULL, NULL, 0, NULL},

@@ -49,10 +49,18 @@ const char *wk_cc_cache_dir(void);
 /* 1 if outputs can be allocated through PyTorch's C shim (symbols found in
  * the loaded libtorch, WICK_SHIM not 0), else 0: use torch.empty_strided. */
 int wk_shim_available(void);
-/* A new CPU tensor (new reference) and its data pointer in *data; NULL with
- * a Python exception on failure. Call only when wk_shim_available(). */
+/* A new tensor (new reference) on the CPU (cuda_device -1) or on CUDA
+ * device cuda_device (PyTorch's caching allocator), and its data pointer in
+ * *data; NULL with a Python exception on failure. Call only when
+ * wk_shim_available() (and, for CUDA, wk_shim_cuda_available()). */
 PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt,
-                                    void **data);
+                                    int cuda_device, void **data);
+int wk_shim_cuda_available(void);
+/* 1 with tensor's dtype (WK_NDTYPES for one wick does not name), dims,
+ * sizes and strides (borrowed: valid while the tensor lives and is not
+ * resized) read through the shim, no Python call; 0 when the shim cannot
+ * (use the Python attributes). tensor: an exact torch.Tensor or Parameter. */
+int wk_shim_meta(PyObject *tensor, WkDType *dtype, int *ndim, const int64_t **sizes, const int64_t **strides);
 uint64_t wk_shim_abi_version(void); /* 0 when unavailable */
 /* A new CPU tensor (new reference) over a block of the output pool (see
  * shim.c: reused warm memory for outputs of WK_POOL_MIN_BYTES or more), its

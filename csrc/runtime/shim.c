@@ -66,6 +66,10 @@ static struct {
     AOTITorchError (*reinterpret)(AtenTensorHandle, int64_t, const int64_t *, const int64_t *, int64_t,
                                   AtenTensorHandle *);
     AOTITorchError (*get_dim)(AtenTensorHandle, int64_t *);
+    /* metadata readers (optional: wk_shim_meta answers 0 without them) */
+    AOTITorchError (*get_sizes)(AtenTensorHandle, int64_t **);
+    AOTITorchError (*get_strides)(AtenTensorHandle, int64_t **);
+    AOTITorchError (*get_dtype)(AtenTensorHandle, int32_t *);
     int views; /* 0 unchecked, 1 usable, -1 Python path */
     /* torch_from_blob (stable C shim, torch >= 2.11): NULL turns the pool off */
     AOTITorchError (*from_blob)(void *, int64_t, const int64_t *, const int64_t *, int64_t, int32_t, int32_t,
@@ -73,6 +77,7 @@ static struct {
                                 void (*)(void *, void *), void *);
     int32_t layout_strided;
     int32_t cpu;
+    int32_t cuda; /* -1: no CUDA device type in this libtorch */
     int32_t dtype[WK_NDTYPES];
 } S;
 
@@ -100,6 +105,12 @@ static int resolve(void) {
     *(void **)&S.reinterpret = sym(cpu, "aoti_torch__reinterpret_tensor");
     *(void **)&S.get_dim = sym(cpu, "aoti_torch_get_dim");
     if (!S.reinterpret || !S.get_dim) S.views = -1;
+    *(void **)&S.get_sizes = sym(cpu, "aoti_torch_get_sizes");
+    *(void **)&S.get_strides = sym(cpu, "aoti_torch_get_strides");
+    *(void **)&S.get_dtype = sym(cpu, "aoti_torch_get_dtype");
+    int32_t (*device_cuda)(void);
+    *(void **)&device_cuda = sym(cpu, "aoti_torch_device_type_cuda");
+    S.cuda = device_cuda ? device_cuda() : -1;
     *(void **)&S.from_blob = sym(cpu, "torch_from_blob");
     int32_t (*layout_strided)(void);
     *(void **)&layout_strided = sym(cpu, "aoti_torch_layout_strided");
@@ -129,14 +140,19 @@ static int resolve(void) {
 
 int wk_shim_available(void) { return resolve() == 1; }
 
+int wk_shim_cuda_available(void) { return resolve() == 1 && S.cuda >= 0; }
+
 PyObject *wk_shim_empty_strided_Ref(int ndim, const int64_t *sizes, const int64_t *strides, WkDType dt,
-                                    void **data) {
-    if (resolve() != 1) {
+                                    int cuda_device, void **data) {
+    if (resolve() != 1 || (cuda_device >= 0 && S.cuda < 0)) {
         PyErr_SetString(PyExc_RuntimeError, "wick: the C shim is not available");
         return NULL;
     }
     AtenTensorHandle h = NULL;
-    if (S.empty_strided(ndim, sizes, strides, S.dtype[dt], S.cpu, 0, &h) != 0 || !h) {
+    /* on CUDA: PyTorch's caching allocator, on the current stream, as
+     * torch.empty_strided(..., device="cuda:i") would */
+    if (S.empty_strided(ndim, sizes, strides, S.dtype[dt], cuda_device >= 0 ? S.cuda : S.cpu,
+                        cuda_device >= 0 ? cuda_device : 0, &h) != 0 || !h) {
         PyErr_Format(PyExc_MemoryError, "wick: aoti_torch_empty_strided failed for a %s tensor of %d dims",
                      wk_dtype_name(dt), ndim);
         return NULL;
@@ -267,6 +283,30 @@ static int check_views(PyObject *tensor) {
     PyErr_Clear();
     wk_log(WK_LOG_PERF, "C shim views: %s", S.views == 1 ? "on" : "off, Python path");
     return S.views;
+}
+
+int wk_shim_meta(PyObject *tensor, WkDType *dtype, int *ndim, const int64_t **sizes, const int64_t **strides) {
+    if (resolve() != 1 || S.views < 0 || !S.get_sizes || !S.get_strides || !S.get_dtype ||
+        (S.views == 0 && check_views(tensor) != 1))
+        return 0;
+    AtenTensorHandle h = handle_of(tensor);
+    int64_t dim;
+    int32_t code;
+    int64_t *sz, *st;
+    if (S.get_dim(h, &dim) != 0 || S.get_dtype(h, &code) != 0 || S.get_sizes(h, &sz) != 0 ||
+        S.get_strides(h, &st) != 0)
+        return 0;
+    int dt = 0;
+    while (dt < WK_NDTYPES && S.dtype[dt] != code) dt++;
+    if (dt == WK_NDTYPES) {
+        *dtype = WK_NDTYPES; /* a dtype wick has no name for: matches no slot */
+    } else {
+        *dtype = (WkDType)dt;
+    }
+    *ndim = (int)dim;
+    *sizes = sz;
+    *strides = st;
+    return 1;
 }
 
 int wk_shim_data_ptr(PyObject *tensor, void **data) {

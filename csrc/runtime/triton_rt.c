@@ -546,6 +546,11 @@ static int run_interpret(WkTriton *t, KernelRt *kr, PyObject *const *bufs, PyObj
 /* A new scratch tensor for kernel k (split reductions' partials). */
 static int new_scratch(WkTriton *t, const WkTritonKernel *k, PyObject **scratch, void **ptr) {
     Py_CLEAR(*scratch);
+    if (t->device >= 0 && wk_shim_available() && wk_shim_cuda_available()) { /* no Python call */
+        int64_t elems = k->scratch_elems > 0 ? k->scratch_elems : 1, one = 1;
+        *scratch = wk_shim_empty_strided_Ref(1, &elems, &one, k->scratch_dtype, t->device, ptr);
+        return *scratch ? 0 : -1;
+    }
     PyObject *n = PyLong_FromLongLong(k->scratch_elems > 0 ? k->scratch_elems : 1);
     PyObject *kw = n ? Py_BuildValue("{s:O,s:O}", "dtype", t->dtypes[k->scratch_dtype], "device", t->device_obj)
                      : NULL;
@@ -567,7 +572,8 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
     if (!krs) return 0;
     PyObject *scratch = NULL;
     void *scratch_ptr = NULL;
-    int rc = -1;
+    int rc = -1, entered = 0;
+    CUcontext prev = NULL;
     if (t->device < 0) {
         for (int k = 0; k < p->ntriton; k++) {
             if (p->triton[k].xnumel == 0) continue;
@@ -580,6 +586,9 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
     if (!t->prepared) prepare_all(t);
     CUstream stream;
     if (current_stream(t, &stream) < 0) goto done;
+    /* the device's context, once for the step's launches */
+    if (enter_ctx(t, &prev) < 0) goto done;
+    entered = 1;
     for (int ki = 0; ki < p->ntriton; ki++) {
         KernelRt *kr = &krs[ki];
         const WkTritonKernel *k = kr->k;
@@ -594,14 +603,11 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
             PyErr_Format(PyExc_RuntimeError, "wick: Triton kernel %s failed to compile earlier", k->name);
             goto done;
         }
-        CUcontext prev;
-        if (enter_ctx(t, &prev) < 0) goto done;
-        int lrc = launch(kr, l, &k->configs[kr->chosen], ptrs, scratch_ptr, stream);
-        leave_ctx(t, prev);
-        if (lrc < 0) goto done;
+        if (launch(kr, l, &k->configs[kr->chosen], ptrs, scratch_ptr, stream) < 0) goto done;
     }
     rc = 0;
 done:
+    if (entered) leave_ctx(t, prev);
     /* the caching allocator orders the scratch's reuse after the kernels
      * queued on this stream */
     Py_XDECREF(scratch);

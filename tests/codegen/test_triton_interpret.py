@@ -440,3 +440,82 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
         cubin, sym, shared, warps, nparams = _triton.compile_kernel(C.cache_dir(), path, "test", name, ptypes, has_r,
                                                                    x, r, w, 90, 1)
         assert cubin and sym == name and warps == w and nparams >= len(ptypes)
+
+
+@child_only
+@pytest.mark.parametrize("n", [5, 16])
+def test_creation_ops_native_through_torch_compile(n):
+    # arange, ones, full_like, zeros_like, tril and triu read no index: the
+    # ATen importer makes them native on every device (the Triton backend
+    # too), where indexing stays native on CPU graphs only
+    from wick import backends as B
+
+    def f(x):
+        pos = torch.arange(x.shape[-1], dtype=torch.int64)
+        mask = torch.tril(torch.ones(x.shape[-1], x.shape[-1], dtype=torch.bool))
+        y = torch.where(mask, x, torch.full_like(x, -1e4)) + pos.to(x.dtype)
+        z = torch.arange(2, 2 + 3 * x.shape[-1], 3, dtype=torch.float32) * torch.zeros_like(x) + torch.triu(x, 1)
+        return y.softmax(-1) + z, pos * 2
+
+    x = rand((n, n))
+    torch._dynamo.reset()
+    B.compiled_graphs.clear()
+    B.fallback_reasons.clear()
+    got, want = torch.compile(f, backend="wick")(x), f(x)
+    for a, b in zip(got, want):
+        close(a, b)
+    assert B.compiled_graphs and B.compiled_graphs[-1]["extern"] == 0, B.compiled_graphs
+    assert not B.fallback_reasons, B.fallback_reasons
+
+
+@child_only
+def test_indexing_with_indices_in_range_by_construction():
+    # an embedding or index_select whose indices are an arange (through
+    # views and constant shifts) cannot go out of range: native on the
+    # Triton target; one indexed by an input stays an extern there
+    from wick import backends as B
+
+    def f(ids, wte, wpe):
+        pos = (torch.arange(ids.shape[1]) + 1).unsqueeze(0)
+        rows = torch.index_select(wte, 0, torch.arange(0, 6, 2))
+        return F.embedding(ids, wte) + F.embedding(pos, wpe), rows.sum(0)
+
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 10, (2, 7), generator=g)
+    wte, wpe = rand((10, 4)), rand((9, 4), seed=1)
+    torch._dynamo.reset()
+    B.compiled_graphs.clear()
+    B.fallback_reasons.clear()
+    got, want = torch.compile(f, backend="wick")(ids, wte, wpe), f(ids, wte, wpe)
+    for a, b in zip(got, want):
+        close(a, b)
+    assert not B.fallback_reasons, B.fallback_reasons
+    assert B.compiled_graphs[-1]["externs"] == {"aten.embedding.default": 1}, B.compiled_graphs
+
+
+@child_only
+def test_attention_mask_indexing_native_through_torch_compile():
+    # the mask transformers builds: a padding mask indexed by aranges over
+    # batch and key positions, and-ed with a causal comparison; the aranges
+    # are inlined into the gather (an INDEX over indirect variables)
+    from wick import backends as B
+
+    def f(pad, x):
+        b = torch.arange(pad.shape[0])
+        q = torch.arange(x.shape[-1]) + 0
+        kv = torch.arange(pad.shape[1])
+        causal = kv[None, None, :] <= q[None, :, None]
+        mask = pad[b[:, None, None], kv[None, None, :]] & causal
+        return torch.where(mask, x.unsqueeze(0), -1e4).softmax(-1)
+
+    g = torch.Generator().manual_seed(9)
+    pad = torch.rand(3, 6, generator=g) > 0.2
+    x = rand((6, 6))
+    torch._dynamo.reset()
+    B.compiled_graphs.clear()
+    B.fallback_reasons.clear()
+    close(torch.compile(f, backend="wick")(pad, x), f(pad, x))
+    assert not B.fallback_reasons, B.fallback_reasons
+    assert B.compiled_graphs[-1]["extern"] == 0, B.compiled_graphs

@@ -269,3 +269,32 @@ def test_transformers_bf16_through_torch_compile(name):
         got = torch.compile(model, backend="wick")(input_ids=ids).logits
     close(got.float(), want.float(), 5e-2, 5e-2)
     assert backends.compiled_graphs and not backends.fallback_reasons, backends.fallback_reasons
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_transformers_bf16_through_wick_capture(name):
+    # wick's own capture inside CUDA autocast: the casts of linear/matmul/
+    # attention inputs are graph nodes (vals/extern.c), results eager's
+    transformers = pytest.importorskip("transformers")
+    wick.reset()
+    torch.manual_seed(0)
+    if name == "bert":
+        cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=256, vocab_size=1000)
+        model = transformers.BertForMaskedLM(cfg)
+    else:
+        cfg = transformers.GPT2Config(n_embd=128, n_layer=2, n_head=4, vocab_size=1000, n_positions=128)
+        model = transformers.GPT2LMHeadModel(cfg)
+    model = model.to(DEV).eval()
+    ids = torch.randint(0, 1000, (4, 64), device=DEV)
+    f = wick.compile(model)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        want = model(input_ids=ids).logits
+        for _ in range(2):
+            got = f(input_ids=ids).logits
+    assert got.dtype == want.dtype
+    close(got.float(), want.float(), 5e-2, 5e-2)
+    with torch.no_grad():  # autocast off afterwards: eager's float32 result
+        close(f(input_ids=ids).logits, model(input_ids=ids).logits, 1e-3, 1e-3)
+    st = wick.stats()
+    assert st["graphs"] >= 1 and not st["fallbacks"], st

@@ -191,10 +191,140 @@ static Sv *dropout_identity(PyObject *fn, Sv *const *pos, int npos, PyObject *kw
     return NULL;
 }
 
+/* ---- autocast's casts as graph nodes ----------------------------------------
+ * Inside torch.autocast, the ops of autocast's lower-precision list cast each
+ * floating input (float64 excepted) on the autocast device to the autocast
+ * dtype before they run. Called as externs, they would do those casts at run
+ * time, each an eager kernel of its own (three per linear: input, weight,
+ * bias) that nothing fuses with. Capture makes them CONVERT nodes instead:
+ * they fuse into the kernels that produce the inputs (a layer norm writes
+ * its bfloat16 copy in the same pass), and the extern, still run inside
+ * autocast, finds its inputs in the autocast dtype and casts nothing. The
+ * values are eager's (the same rounding, once). Autocast on or off is in
+ * the tensor guards' dispatch keys; another autocast dtype at run time makes
+ * the extern's output dtype differ from its metadata, which the runtime
+ * reports before any kernel reads it. Only top-level tensor arguments are
+ * cast here; autocast still casts whatever else at run time. */
+static const char *const autocast_lower_ops[] = {
+    "linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
+};
+
+static int autocast_lower_op(const char *name) {
+    const char *base = strrchr(name, '.');
+    base = base ? base + 1 : name;
+    char op[64];
+    size_t n = strlen(base);
+    if (n >= sizeof op) return 0;
+    memcpy(op, base, n + 1);
+    if (n > 4 && !strncmp(op, "__", 2) && !strcmp(op + n - 2, "__")) { /* __matmul__, __rmatmul__ */
+        op[n - 2] = '\0';
+        size_t skip = op[2] == 'r' ? 3 : 2;
+        memmove(op, op + skip, strlen(op + skip) + 1);
+    }
+    for (size_t i = 0; i < sizeof autocast_lower_ops / sizeof *autocast_lower_ops; i++)
+        if (!strcmp(op, autocast_lower_ops[i])) return 1;
+    return 0;
+}
+
+/* The autocast dtype of device type dev (WkDType), or -1 when autocast is
+ * off there; -2 with a Python error. */
+int cap_autocast_dtype(WkDeviceType dev) {
+    static PyObject *is_enabled, *get_dtype;
+    if (!is_enabled) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        if (!torch) return -2;
+        is_enabled = PyObject_GetAttrString(torch, "is_autocast_enabled");
+        get_dtype = is_enabled ? PyObject_GetAttrString(torch, "get_autocast_dtype") : NULL;
+        Py_DECREF(torch);
+        if (!get_dtype) {
+            Py_CLEAR(is_enabled);
+            return -2;
+        }
+    }
+    const char *type = dev == WK_DEV_CUDA ? "cuda" : "cpu";
+    PyObject *on = PyObject_CallFunction(is_enabled, "s", type);
+    if (!on) return -2;
+    int enabled = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (enabled <= 0) return enabled < 0 ? -2 : -1;
+    PyObject *dt = PyObject_CallFunction(get_dtype, "s", type);
+    if (!dt) return -2;
+    int d = cap_dtype_of_obj(dt);
+    Py_DECREF(dt);
+    return d >= 0 && wk_dtype_is_float((WkDType)d) ? d : -1;
+}
+
+/* ATen's autocast lists (autocast_mode.h for CUDA, autocast_mode.cpp for
+ * the CPU), the rows of the op table among them: the fp32 policy, and on
+ * CUDA the fp32_set_opt_dtype ops without a dtype (prod here; sum and
+ * softmax are handled where their dtype= is read, vals/torchfn.c). */
+int cap_autocast_fp32_op(WkOp op, WkDeviceType dev) {
+    if (dev != WK_DEV_CUDA) return op == WK_OP_PROD;
+    switch (op) {
+    case WK_OP_EXP: case WK_OP_EXPM1: case WK_OP_LOG: case WK_OP_LOG10: case WK_OP_LOG2: case WK_OP_LOG1P:
+    case WK_OP_TAN: case WK_OP_ASIN: case WK_OP_ACOS: case WK_OP_SINH: case WK_OP_COSH: case WK_OP_ERFINV:
+    case WK_OP_RSQRT: case WK_OP_RECIPROCAL: case WK_OP_POW: case WK_OP_SQUARE: case WK_OP_SOFTPLUS:
+    case WK_OP_LAYER_NORM: case WK_OP_LOGSUMEXP: case WK_OP_PROD:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+Sv *cap_autocast_to_fp32(Interp *I, Sv *t) {
+    if (t->kind != SV_TENSOR) return t;
+    const WkValue *m = cap_sv_meta(I, t);
+    if (!m) return NULL;
+    if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64 || m->dtype == WK_F32) return t;
+    int dt = cap_autocast_dtype(m->device.type);
+    if (dt == -2) return cap_py_failed(I, "autocast state"), NULL;
+    return dt < 0 ? t : cap_convert(I, t, WK_F32);
+}
+
+/* args[i] cast as autocast would cast it (itself when autocast leaves it);
+ * 0, or -1 with the capture failure set. */
+static int autocast_args(Interp *I, Sv **args, int n) {
+    for (int i = 0; i < n; i++) {
+        if (args[i]->kind != SV_TENSOR) continue;
+        const WkValue *m = cap_sv_meta(I, args[i]);
+        if (!m) return -1;
+        if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64) continue;
+        int dt = cap_autocast_dtype(m->device.type);
+        if (dt == -2) return cap_py_failed(I, "autocast state"), -1;
+        if (dt < 0 || dt == (int)m->dtype) continue;
+        /* one cast per value: q, k and v projections read the same input */
+        Sv *c = NULL;
+        for (int k = 0; !c && k + 3 < I->autocast_casts.len; k += 4) {
+            const int *e = &I->autocast_casts.data[k];
+            if (e[0] == m->id && e[1] == dt && e[2] == I->grad_enabled) c = sv_tensor(I, e[3]);
+        }
+        if (!c) {
+            if (!(c = cap_convert(I, args[i], dt))) return -1;
+            int cast = cap_tensor_value(I, c);
+            if (cast < 0) return -1;
+            wk_vec_push(&I->autocast_casts, m->id);
+            wk_vec_push(&I->autocast_casts, dt);
+            wk_vec_push(&I->autocast_casts, I->grad_enabled);
+            wk_vec_push(&I->autocast_casts, cast);
+        }
+        args[i] = c;
+    }
+    return 0;
+}
+
 Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
                     Sv *const *kw, int nkw) {
     Sv *same = dropout_identity(fn, pos, npos, kwnames, kw, nkw);
     if (same) return same;
+    Sv *cast_pos[16], *cast_kw[16];
+    if (npos <= 16 && nkw <= 16 && autocast_lower_op(name)) {
+        for (int i = 0; i < npos; i++) cast_pos[i] = pos[i];
+        for (int i = 0; i < nkw; i++) cast_kw[i] = kw[i];
+        if (autocast_args(I, cast_pos, npos) < 0 || autocast_args(I, cast_kw, nkw) < 0) return NULL;
+        pos = cast_pos;
+        kw = cast_kw;
+    }
     if (init_extern(I) < 0) return NULL;
     if (!I->externs && !(I->externs = PyList_New(0))) return cap_py_failed(I, "extern"), NULL;
     Inputs in = {0};

@@ -355,7 +355,36 @@ const WkValue *cap_sv_meta(Interp *I, Sv *s) {
 /* Result Sv of a graph op, or NULL (reason set). In grad mode, a floating
  * output of an input that requires grad requires grad too (eager's rule for
  * these differentiable ops); such a graph is compiled through AOTAutograd. */
+/* Inside torch.autocast, an op autocast runs in float32 on the inputs'
+ * device (cap_autocast_fp32_op) gets float32 copies of its 16-bit floating
+ * tensor inputs first, as eager's autocast casts them: eager's dtype and
+ * precision. Python numbers (SCALAR nodes) keep their wrapped-number role.
+ * Autocast on or off is in the tensor guards' dispatch keys. in_out: the
+ * operands, replaced by their casts; -1 on failure. */
+static int autocast_fp32_operands(Interp *I, WkOp op, int *in_out, int n) {
+    const WkValue *first = NULL;
+    for (int i = 0; i < n && !first; i++) {
+        const WkValue *v = wk_graph_value(I->g, in_out[i]);
+        if (v->node < 0 || wk_graph_node(I->g, v->node)->op != WK_OP_SCALAR) first = v;
+    }
+    if (!first || !cap_autocast_fp32_op(op, first->device.type)) return 0;
+    for (int i = 0; i < n; i++) {
+        const WkValue *v = wk_graph_value(I->g, in_out[i]);
+        if (v->node >= 0 && wk_graph_node(I->g, v->node)->op == WK_OP_SCALAR) continue;
+        Sv *c = cap_autocast_to_fp32(I, sv_tensor(I, in_out[i]));
+        if (!c) return -1;
+        in_out[i] = c->value;
+    }
+    return 0;
+}
+
 Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs) {
+    int cast[4]; /* the fp32-policy ops have at most three operands */
+    if (n <= 4 && (cap_autocast_fp32_op(op, WK_DEV_CUDA) || cap_autocast_fp32_op(op, WK_DEV_CPU))) {
+        for (int i = 0; i < n; i++) cast[i] = in[i];
+        if (autocast_fp32_operands(I, op, cast, n) < 0) return NULL;
+        in = cast;
+    }
     int rg = 0;
     for (int i = 0; I->grad_enabled && i < n; i++) rg |= cap_get_rg(I, in[i]);
     int v = wk_graph_op(I->g, op, in, n, attrs);
@@ -717,6 +746,14 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     case NB_TRUE_DIVIDE: op = WK_OP_DIV; break;
     case NB_POWER: op = WK_OP_POW; break;
     default: return cap_tensor_operator(I, nb_operator_name(base), x, y);
+    }
+    /* number / tensor is Tensor.__rtruediv__, reciprocal(y) * x in eager:
+     * in autocast's float32 on CUDA when y is a 16-bit floating tensor */
+    if (op == WK_OP_DIV && x->kind != SV_TENSOR && y->kind == SV_TENSOR) {
+        const WkValue *ym = cap_sv_meta(I, y);
+        if (!ym) return NULL;
+        if (cap_autocast_fp32_op(WK_OP_RECIPROCAL, ym->device.type) && !(y = cap_autocast_to_fp32(I, y)))
+            return NULL;
     }
     int in[2];
     if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;

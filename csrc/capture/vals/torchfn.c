@@ -87,6 +87,20 @@ static int is_one(PyObject *o) {
     return 0;
 }
 
+/* ATen's fp32_set_opt_dtype policy on CUDA (sum, softmax, log_softmax,
+ * prod without dtype=): inside autocast, a 16-bit or float32 floating first
+ * argument on CUDA runs with dtype=torch.float32. 1 when that applies to x,
+ * 0 when not, -1 on failure. */
+static int autocast_opt_dtype_fp32(Interp *I, Sv *x) {
+    if (x->kind != SV_TENSOR) return 0;
+    const WkValue *m = cap_sv_meta(I, x);
+    if (!m) return -1;
+    if (m->device.type != WK_DEV_CUDA || !wk_dtype_is_float(m->dtype) || m->dtype == WK_F64) return 0;
+    int dt = cap_autocast_dtype(WK_DEV_CUDA);
+    if (dt == -2) return cap_py_failed(I, "autocast state");
+    return dt >= 0;
+}
+
 static Sv *extern_of(Interp *I, PyObject *fn, const char *fname, const Args *a, const char *what) {
     if (fn) return cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
     return cap_unsupported(I, "%s(): %s is not supported", fname, what), NULL;
@@ -99,6 +113,14 @@ static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, 
     if (b[0]->kind != SV_TENSOR) return extern_of(I, fn, fname, a, "a non-tensor input");
     const WkValue *x = cap_sv_meta(I, b[0]);
     if (!x) return NULL;
+    /* inside autocast on CUDA, layer_norm runs in float32 on float32 copies
+     * of input, weight and bias (fp32 policy): so does the native node */
+    if (cap_autocast_fp32_op(WK_OP_LAYER_NORM, x->device.type)) {
+        static const int tensors[] = {0, 2, 3};
+        for (int i = 0; i < 3; i++)
+            if (!(b[tensors[i]] = cap_autocast_to_fp32(I, b[tensors[i]]))) return NULL;
+        if (!(x = cap_sv_meta(I, b[0]))) return NULL;
+    }
     WkAttrs at = {0};
     /* normalized_shape: an int or a constant sequence of ints (held in at.dims for now) */
     PyObject *shape = b[1]->kind == SV_CONST ? b[1]->obj : NULL;
@@ -312,6 +334,11 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
         if (op != WK_OP_AMAX) {
             int dt;
             if (read_dtype(I, b[3], &dt, fname) < 0) return NULL;
+            if (dt < 0 && op == WK_OP_SUM) {
+                int f = autocast_opt_dtype_fp32(I, b[0]);
+                if (f < 0) return NULL;
+                if (f) dt = WK_F32;
+            }
             if (dt >= 0) {
                 at.dtype = (WkDType)dt;
                 at.has_dtype = 1;
@@ -333,6 +360,11 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
             b[2]->kind != SV_CONST || (b[2]->obj != Py_None && cap_dtype_of_obj(b[2]->obj) < 0))
             return extern_of(I, fn, fname, a, "dim or dtype");
         if (read_dims(I, b[1], &at, fname) < 0 || read_dtype(I, b[2], &dt, fname) < 0) return NULL;
+        if (dt < 0) {
+            int f = autocast_opt_dtype_fp32(I, b[0]);
+            if (f < 0) return NULL;
+            if (f) dt = WK_F32;
+        }
         if (dt >= 0) {
             Sv *c = cap_convert(I, b[0], dt);
             if (!c) return NULL;
