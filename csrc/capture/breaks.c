@@ -1313,8 +1313,13 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     if (!ok) goto done;
     if (b->split) { /* the loop's body compiled one iteration at a time, where it can be */
         const char *why;
-        if (cap_loop_find(orig, raw, n, pc, &loop, &why) == 0 &&
-            !(b->loop_body = cap_loop_body_function(orig, raw, n, &loop, F->globals, options))) {
+        int found = cap_loop_find(orig, raw, n, pc, &loop, &why) == 0;
+        /* the driver passes the stack below the loop to the body function as
+         * arguments: no NULL there (3.12 inlines comprehensions into calls'
+         * argument expressions) */
+        for (int i = 0; found && i < ndeep; i++)
+            if (layout[i] == 'N') found = 0;
+        if (found && !(b->loop_body = cap_loop_body_function(orig, raw, n, &loop, F->globals, options))) {
             cap_py_failed(I, "making the loop's body function");
             goto done;
         }
