@@ -530,10 +530,12 @@ static void emit_acc_row(Gen *g, const char *T, const char *acc, const char *nan
  * sequential stream; walking a narrow column block down 16 KiB-strided rows
  * restarts both on every row. */
 enum { OUT_ROW_MAX = 4096 };
-/* A float32 column sum adds each row into float lanes (full vector width,
- * half the accumulator bytes) and folds them into the double row every
- * COL_BLOCK rows: as accurate as the row sums' RED_BLOCK blocking. */
-enum { COL_BLOCK = 16 };
+/* A large float32 column sum adds each row into float lanes (full vector
+ * width, half the accumulator bytes) and folds them into the double row
+ * every COL_BLOCK rows: as accurate as the row sums' RED_BLOCK blocking.
+ * Only from COL_BLOCK_MIN_WORK elements: on small ones (a training step's
+ * bias gradients, 128 x 512) the blocked loop measured slower, not faster. */
+enum { COL_BLOCK = 16, COL_BLOCK_MIN_WORK = 1 << 20 };
 
 static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
     RedInfo r = red_info(K);
@@ -544,7 +546,8 @@ static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *ord
     const char *T = ctype(r.acc_t);
     char value[200];
     int blocked = !r.is_max && !r.is_prod && r.out_t == WK_F32 && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST &&
-                  r.body->a[0]->dtype == WK_F32 && K->nred == 1 && K->red_sizes[0] > COL_BLOCK;
+                  r.body->a[0]->dtype == WK_F32 && K->nred == 1 && K->red_sizes[0] > COL_BLOCK &&
+                  K->numel * K->red_numel >= COL_BLOCK_MIN_WORK;
     emit(g, "for (int64_t ib = 0; ib < %lld; ib += %lld) {", (long long)S, (long long)ob);
     g->indent++;
     emit(g, "const int64_t ie = ib + %lld < %lld ? ib + %lld : %lld;", (long long)ob, (long long)S, (long long)ob,

@@ -266,7 +266,7 @@ def test_row_scratch_only_for_the_same_computation():
     assert src.count("= wk_row0[i1];") == 1 and src.count("wk_row1") == 0
 
 
-@pytest.mark.parametrize("rows,cols", [(17, 5), (16, 40), (33, 300), (1000, 1000), (4099, 600)])
+@pytest.mark.parametrize("rows,cols", [(17, 5), (16, 40), (33, 300), (1000, 1000), (1031, 1100), (4099, 600)])
 def test_float32_column_sums_add_rows_in_float_lanes_then_double(rows, cols):
     """x.sum(0) / mean(0) of float32: each row goes into float lanes, folded
     into a double row every few rows (any row count: a partial last block;
@@ -277,4 +277,5 @@ def test_float32_column_sums_add_rows_in_float_lanes_then_double(rows, cols):
     exact = x.double().sum(0)
     torch.testing.assert_close(outs[0].double(), exact, rtol=2e-7, atol=0)
     torch.testing.assert_close(outs[1].double(), (exact / rows)[None], rtol=2e-7, atol=0)
-    assert ("facc" in kernel_source(cg)) == (rows > 16)  # 16 rows or fewer: the double row alone
+    # float lanes from 2^20 elements (and more than 16 rows): else the double row alone
+    assert ("facc" in kernel_source(cg)) == (rows > 16 and rows * cols >= 1 << 20)
