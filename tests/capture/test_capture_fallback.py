@@ -264,9 +264,10 @@ def test_no_reference_leaks():
     gc.collect()
     after = [sys.getrefcount(a) for a in (x, y, n)]
     assert after[:2] == before[:2]
-    # the small int 3 is shared by the whole process (a cache filled once
-    # elsewhere may hold one more): a leak per call would add 10000
-    assert abs(after[2] - before[2]) < 10, (before, after)
+    # the small int 3 is shared by the whole process: caches filled or
+    # emptied elsewhere move its count by a few either way (a drop of 10 was
+    # seen after other test files); a leak per call would add 10000
+    assert after[2] - before[2] < 10, (before, after)
     assert len(gc.get_objects()) - objs < 100
 
 
