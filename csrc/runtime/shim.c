@@ -3,7 +3,11 @@
  * models use), found with dlsym in the libtorch this process already loaded.
  * The tensor handle it returns is handed to Python through libtorch_python's
  * THPVariable_Wrap, so a compiled call allocates without building Python
- * argument tuples or parsing keyword arguments.
+ * argument tuples or parsing keyword arguments. On CUDA (the Triton target)
+ * the same call allocates from PyTorch's caching allocator on the device
+ * (aoti_torch_device_type_cuda), as torch.empty_strided(device=) would.
+ * Extern outputs' dtype, sizes and strides are read through the shim too
+ * (wk_shim_meta), from the tensor's handle as below.
  *
  * Views (wk_shim_alias_Ref): aoti_torch__reinterpret_tensor makes a tensor
  * over the base's storage with the given sizes, strides and offset, as
