@@ -28,7 +28,7 @@ import torch
 
 import wick
 import wick._C as C
-from test_capture_util import break_counts as _counts, entry_tree as _tree
+from test_capture_util import break_counts as _counts, dynamo_graph_count, entry_tree as _tree
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
 
@@ -465,24 +465,10 @@ _DYNAMO = {}
 
 
 def dynamo_graphs(fn, x, y):
-    """Graphs PyTorch's capture makes for one call (a counting backend)."""
-    import torch._dynamo
-
-    n = [0]
-
-    def counting(gm, example_inputs):
-        n[0] += 1
-        return gm.forward
-
-    torch._dynamo.reset()
+    """Graphs PyTorch's capture makes for one call (0: not comparable)."""
     box, lst, d = _state()
     fn.__globals__["G"] = 0
-    try:
-        torch.compile(fn, backend=counting)(x.clone(), y, box, lst, d)
-    except Exception:
-        pass
-    torch._dynamo.reset()
-    return n[0]
+    return dynamo_graph_count(lambda compile: compile(fn)(x.clone(), y, box, lst, d))
 
 
 SHAPES = [(4, 6), (3,), (0, 5), ()]

@@ -160,6 +160,34 @@ class RefGraph:
         return tuple(env[o] for o in self.outputs)
 
 
+def dynamo_graph_count(run):
+    """Graphs PyTorch's capture makes when run(compile) calls the function
+    compiled by compile(fn): a counting backend. 0 when that capture raised,
+    or skipped a frame and ran part of the tensor work eagerly (torch 2.13 on
+    3.12 skips a resume function whose loop breaks): fewer graphs then mean
+    less compiled, not a better capture, so there is nothing to compare."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    n = [0]
+
+    def counting(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        run(lambda fn: torch.compile(fn, backend=counting))
+    except Exception:
+        n[0] = 0
+    frames = dict(counters.get("frames", {}))
+    torch._dynamo.reset()
+    if frames.get("total", 0) != frames.get("ok", 0):
+        return 0
+    return n[0]
+
+
 def install_ref_backend(monkeypatch):
     import wick.backends as B
 
