@@ -234,76 +234,6 @@ _view_table = None
 _indexing_table = None
 
 
-_RANGE_VIEWS = ("unsqueeze.default", "expand.default", "view.default", "_unsafe_view.default", "reshape.default",
-                "slice.Tensor", "select.int", "squeeze.dim", "squeeze.default", "permute.default", "t.default",
-                "transpose.int", "alias.default", "clone.default", "contiguous.default")
-
-
-def _int_range(torch, node, depth=0):
-    """(lo, hi): bounds of the values of FX node `node` when they come from
-    aten.arange with constant arguments through views, slices, copies and
-    additions of constants; None when not known."""
-    import torch.fx
-
-    aten = torch.ops.aten
-    if not isinstance(node, torch.fx.Node) or node.op != "call_function" or depth > 16:
-        return None
-    t, args = node.target, node.args
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dtype not in (torch.int64, torch.int32):
-        return None
-    if t in (aten.arange.default, aten.arange.start, aten.arange.start_step):
-        start = args[0] if t is not aten.arange.default else 0
-        step = args[2] if t is aten.arange.start_step and len(args) > 2 else node.kwargs.get("step", 1)
-        if not all(type(v) is int for v in (start, step)) or val.dim() != 1:
-            return None
-        n = int(val.shape[0])
-        if n == 0:
-            return (0, -1)
-        last = start + (n - 1) * step
-        return (min(start, last), max(start, last))
-    name = getattr(t, "__name__", "")
-    if any(name == v for v in _RANGE_VIEWS) or t is aten._to_copy.default:
-        return _int_range(torch, args[0], depth + 1) if args else None
-    if t in (aten.add.Tensor, aten.sub.Tensor) and len(args) == 2 and type(args[1]) is int and not node.kwargs:
-        r = _int_range(torch, args[0], depth + 1)
-        if r is None:
-            return None
-        k = args[1] if t is aten.add.Tensor else -args[1]
-        return (r[0] + k, r[1] + k)
-    return None
-
-
-def _indices_in_range(torch, node):
-    """Whether every index of indexing node `node` (embedding, index_select,
-    gather, index.Tensor) is within its dimension, by construction."""
-    aten = torch.ops.aten
-    t, args = node.target, node.args
-
-    def size(x, d):
-        v = x.meta.get("val") if hasattr(x, "meta") else None
-        return int(v.shape[d]) if isinstance(v, torch.Tensor) and -v.dim() <= d < v.dim() else None
-
-    def fits(idx, n):
-        r = _int_range(torch, idx)
-        return r is not None and n is not None and (r[0] > r[1] or (0 <= r[0] and r[1] < n))
-
-    try:
-        if t is aten.embedding.default:
-            return fits(args[1], size(args[0], 0))
-        if t is aten.index_select.default:
-            return fits(args[2], size(args[0], args[1]))
-        if t is aten.gather.default:
-            return fits(args[2], size(args[0], args[1]))
-        if t is aten.index.Tensor:
-            idx = args[1]
-            return isinstance(idx, (list, tuple)) and any(i is not None for i in idx) and all(
-                i is None or fits(i, size(args[0], d)) for d, i in enumerate(idx))
-    except (IndexError, TypeError):
-        return False
-    return False
-
-
 def _indexing_ops():
     """ATen ops AtenImporter.try_indexing makes native (indirect loads and
     creation ops, ops.def notes 11 and 12)."""
@@ -790,8 +720,7 @@ class _AtenImporter:
     def try_indexing(self, node, val):
         """Indexing and creation ops (ops.def notes 11, 12) -> INDEX, GATHER,
         ARANGE, FULL, TRIL or TRIU nodes, or None (then an extern).
-        Indexing on CPU graphs only (creation ops on every device): a C
-        kernel reports an index out of range (the
+        CPU graphs only: a C kernel reports an index out of range (the
         runtime raises IndexError and the guard below reruns the graph
         eagerly for eager's own error); Triton kernels cannot yet (they clamp
         and only assert in Triton's debug mode)."""
@@ -800,22 +729,10 @@ class _AtenImporter:
         torch, g = self.torch, self.g
         aten = torch.ops.aten
         t = node.target
-        if val.layout != torch.strided:
+        if val.device.type != "cpu" or self.device.type != "cpu" or val.layout != torch.strided:
             return None
-        # creation ops read no index: native on every device, Triton too
-        creation = t in (aten.tril.default, aten.triu.default, aten.arange.default, aten.arange.start,
-                         aten.arange.start_step, aten.full.default, aten.zeros.default, aten.ones.default,
-                         aten.full_like.default, aten.zeros_like.default, aten.ones_like.default)
-        # indexing on the Triton target only where every index is in range
-        # by construction (an arange through views: the mask and position
-        # ids of transformers models); Triton kernels cannot report one
-        if creation:
-            if not self.on_graph_device(val.device):
-                return None
-        elif (val.device.type != "cpu" or self.device.type != "cpu"
-              or os.environ.get("WICK_TRITON") == "interpret"):  # CPU graphs on the Triton backend (tests)
-            if not self.on_graph_device(val.device) or not _indices_in_range(torch, node):
-                return None
+        if os.environ.get("WICK_TRITON") == "interpret":  # CPU graphs on the Triton backend (tests)
+            return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
 

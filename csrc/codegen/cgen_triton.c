@@ -293,17 +293,6 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
         return 0;
     }
     case WK_LX_INDEX: {
-        /* indirect variables (lower.h), as READ binds them */
-        for (int k = 0; k < e->nargs; k++) {
-            int var = wk_lower_indirect(g->S->L, e->a[k])->var;
-            if (var >= g->nvars) {
-                wk_error_set("Triton codegen: indirect variable out of the table");
-                return -1;
-            }
-            g->vtext[var] = ref(g, e->a[k]);
-            if (!g->vtext[var]) return -1;
-            g->vaxis[var] = (signed char)(1 | (on_r(g, e->a[k]) ? 2 : 0));
-        }
         WkStr v = {0};
         wk_str_append(&v, "");
         if (sym_py(g, e->idx[0], &v) < 0) {

@@ -223,9 +223,6 @@ const WkLExpr *wk_lower_index(WkLoopIR *L, const WkSym *value) {
     WkLExpr t = blank(WK_LX_INDEX, WK_I64);
     t.nidx = 1;
     t.idx[0] = value;
-    /* an index over indirect variables (an arange inlined into a gather's
-     * source) keeps their bound expressions as operands, as LOAD does */
-    set_xoperands(L, &t, &value, 1);
     return intern(L, &t);
 }
 
@@ -457,12 +454,9 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
         }
         break;
     }
-    case WK_LX_INDEX: {
-        const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
-        int nx = subst_indirect(c, env, e, xfrom, xto);
-        r = wk_lower_index(L, subst_sym_x(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr, xfrom, xto, nx));
+    case WK_LX_INDEX:
+        r = wk_lower_index(L, wk_lower_subst_sym(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr));
         break;
-    }
     case WK_LX_READ: {
         const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
         int nx = subst_indirect(c, env, e, xfrom, xto);

@@ -206,16 +206,13 @@ static const WkLExpr *to_reads(WkSchedule *S, const WkLExpr *e, WkLowerMap *read
     const WkLExpr *r = e;
     if (e->op == WK_LX_LOAD || e->op == WK_LX_INDEX) {
         r = wk_lower_map_get(reads, e);
-        if ((r->op == WK_LX_READ || r->op == WK_LX_INDEX) && r->nargs) {
-            /* indirect: its operands as READs too, renamed (an INDEX over
-             * indirect variables: an arange inlined into a gather's source) */
+        if (r->op == WK_LX_READ && r->nargs) { /* indirect: its operands as READs too, renamed */
             const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
             for (int k = 0; k < r->nargs; k++) {
                 xfrom[k] = wk_lower_indirect(S->L, r->a[k]);
                 xto[k] = wk_lower_indirect(S->L, to_reads(S, r->a[k], reads, memo));
             }
-            const WkSym *renamed = wk_lower_rename_xvars(S->L, r->idx[0], xfrom, xto, r->nargs);
-            r = r->op == WK_LX_READ ? wk_lower_read(S->L, r->dtype, r->buf, renamed) : wk_lower_index(S->L, renamed);
+            r = wk_lower_read(S->L, r->dtype, r->buf, wk_lower_rename_xvars(S->L, r->idx[0], xfrom, xto, r->nargs));
         }
     } else if (e->nargs) {
         const WkLExpr *a[3] = {NULL, NULL, NULL};
