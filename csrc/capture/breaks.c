@@ -917,7 +917,7 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
 }
 
 static int is_mutable_kind(const Sv *s) {
-    return s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_OBJECT || s->kind == SV_ITER;
+    return s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_OBJECT || s->kind == SV_ITER || s->kind == SV_SET;
 }
 
 /* Each mutable value made during capture is rebuilt as a new object per

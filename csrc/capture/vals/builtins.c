@@ -154,6 +154,7 @@ static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
                           : v->kind == SV_TUPLE ? &PyTuple_Type
                           : v->kind == SV_LIST  ? &PyList_Type
                           : v->kind == SV_DICT  ? &PyDict_Type
+                          : v->kind == SV_SET   ? &PySet_Type
                           : v->kind == SV_FUNC  ? &PyFunction_Type
                           : v->kind == SV_OBJECT ? (PyTypeObject *)v->obj
                                                 : NULL;
@@ -290,6 +291,7 @@ static Sv *call_len(Interp *I, Sv *v) {
     case SV_TUPLE:
     case SV_LIST:
     case SV_DICT: return sv_const_Steal(I, PyLong_FromLong(v->items.len));
+    case SV_SET: return sv_const_Steal(I, PyLong_FromSsize_t(PySet_GET_SIZE(v->obj)));
     case SV_TENSOR: {
         const WkValue *m = cap_sv_meta(I, v);
         if (!m) return NULL;
@@ -648,6 +650,10 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         } else {
             Py_XDECREF(m);
         }
+    }
+    if (fn == (PyObject *)&PySet_Type || fn == (PyObject *)&PyFrozenSet_Type) {
+        Sv *r = cap_set_call(I, fn, a);
+        if (r || CAP_FAILED(I)) return r;
     }
     int all_plain = 1;
     for (int i = 0; i < a->npos; i++) all_plain &= a->pos[i]->kind == SV_CONST && cap_is_plain(a->pos[i]->obj);
