@@ -541,6 +541,10 @@ void cap_break_note_step(Interp *I, int pc);
  * outputs it needs in p. 0, or -1 with a reason. */
 int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyObject *options);
 void cap_break_free(Interp *I, WkBreak *b); /* frees I's break state too; b may be NULL */
+/* After a break's capture failed on a set made in the frame shared by two
+ * live values: the earlier step to try the break at (before the set was
+ * made), or 0. Reading it clears it. */
+long cap_break_take_retry(void);
 /* 1 once the frame wrote to an outside object (attribute overlay, a dict argument). */
 int cap_break_effect_seen(Interp *I);
 /* all side effects pending, as one number (equal while nothing is written outside the frame) */

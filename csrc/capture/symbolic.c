@@ -1737,7 +1737,11 @@ finish:
         if (!cap_effects_failed(I)) I->effect_step = 0;
         long step = cap_break_step(I, code);
         if (step != 0) {
+            cap_break_take_retry();
             entry = compile_frame(fn, code, args, nargs, options, step, I->reason);
+            long retry = cap_break_take_retry();
+            if (!entry && !PyErr_Occurred() && step > 0 && retry > 0 && retry < step)
+                entry = compile_frame(fn, code, args, nargs, options, retry, I->reason);
             if (!entry && PyErr_Occurred()) I->propagate = 1;
             if (entry || I->propagate) goto cleanup;
         }

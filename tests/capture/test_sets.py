@@ -204,3 +204,29 @@ def test_set_across_break():
     torch.testing.assert_close(got[0], exp[0])
     assert got[1] == exp[1] and type(got[1]) is set
     assert graphs(set_across_break)
+
+
+def opaque(v):
+    return len(v)
+
+
+def set_to_unknown_call(x, log):
+    y = x.relu()
+    s = set(["a", "b"])  # a call: the break can be there (not at a BUILD_SET)
+    log.append(len(s))
+    n = opaque.__call__(s)  # an unmodelled call: the set is on the stack and in a local
+    s.add("c")
+    return y * n, s
+
+
+def test_shared_set_breaks_before_it_is_made():
+    """A set shared by a local and the stack at a break would be rebuilt as
+    two objects: the break moves to before the set is made instead."""
+    C.reset()
+    x = t(4, 3)
+    cf = C.CompiledFunction(set_to_unknown_call, OPTS)
+    for _ in range(2):
+        exp, got = set_to_unknown_call(x, []), cf(x, [])
+        torch.testing.assert_close(got[0], exp[0])
+        assert got[1] == exp[1] == {"a", "b", "c"}
+    assert not fallbacks(set_to_unknown_call) and graphs(set_to_unknown_call)

@@ -9,6 +9,7 @@
  * or an unknown object put in a set is not modelled (the reason is
  * recorded: a break or an eager run). A set that escapes the frame is
  * rebuilt after the graph as set(<its final elements>). */
+#include <limits.h>
 #include <string.h>
 
 #include "../interp.h"
@@ -27,12 +28,18 @@ static int exact_hashable(PyObject *o, int depth) {
         return 1;
     }
     if (PyFrozenSet_CheckExact(o)) {
-        Py_ssize_t pos = 0;
-        PyObject *k;
-        Py_hash_t h;
-        while (_PySet_NextEntry(o, &pos, &k, &h))
-            if (!exact_hashable(k, depth + 1)) return 0;
-        return 1;
+        PyObject *it = PyObject_GetIter(o), *k;
+        int ok = it != NULL;
+        while (ok && (k = PyIter_Next(it)) != NULL) {
+            ok = exact_hashable(k, depth + 1);
+            Py_DECREF(k);
+        }
+        Py_XDECREF(it);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            ok = 0;
+        }
+        return ok;
     }
     return 0;
 }
@@ -61,21 +68,24 @@ static PyObject *element_obj(Sv *v, int depth) {
     return NULL;
 }
 
+/* value: the compiled frame's instruction count when the set was made, so
+ * that a break the set would be shared across can move before it (breaks.c) */
+static Sv *set_sv_Steal(Interp *I, PyObject *o) {
+    Sv *r = sv_new(I, SV_SET);
+    r->obj = o;
+    r->value = I->top_steps < INT_MAX ? (int)I->top_steps : -1;
+    return r;
+}
+
 Sv *cap_set_new(Interp *I) {
     PyObject *s = PySet_New(NULL);
     if (!s) return cap_py_failed(I, "set()"), NULL;
-    Sv *r = sv_new(I, SV_SET);
-    r->obj = s;
-    return r;
+    return set_sv_Steal(I, s);
 }
 
 static Sv *set_wrap_Steal(Interp *I, PyObject *o) {
     if (!o) return NULL;
-    if (PySet_CheckExact(o)) {
-        Sv *r = sv_new(I, SV_SET);
-        r->obj = o;
-        return r;
-    }
+    if (PySet_CheckExact(o)) return set_sv_Steal(I, o);
     return sv_const_Steal(I, o);
 }
 
