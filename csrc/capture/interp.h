@@ -131,6 +131,10 @@ struct Sv {
     Sv *self;        /* METHOD bound by a plain attribute load; FUNC: defaults tuple Sv; else NULL */
     Sv *cell;        /* CELL: contents; FUNC: closure tuple Sv */
     SvList items;    /* TUPLE, LIST, ITER; DICT: values in key order */
+    /* SET: its mutations so far. ITER over a set (cell = that SET): the
+     * set's mutations and size when iteration started (vals/set.c) */
+    long version;
+    Py_ssize_t set_size;
 };
 
 typedef struct {
@@ -516,6 +520,13 @@ int cap_set_update(Interp *I, Sv *s, Sv *other);
 Sv *cap_set_call(Interp *I, PyObject *fn, const Args *a); /* set()/frozenset(); NULL without a reason: not those */
 Sv *cap_set_method_call(Interp *I, const char *name, const Args *a);
 int cap_set_contains(Interp *I, Sv *s, Sv *x, int *out);
+/* it (an SV_ITER) walks the first set among srcs: FOR_ITER checks that set
+ * (cap_set_iter_check). 0, or -1 with a reason when two sets are walked at once. */
+int cap_set_link_iter(Interp *I, Sv *it, Sv *const *srcs, int n);
+/* Before each step of an iterator over a set: RuntimeError (propagating,
+ * as Python raises it) once the set changed size, a reason when it changed
+ * otherwise (the order Python would go on in is not modelled). 0 / -1. */
+int cap_set_iter_check(Interp *I, Sv *it);
 
 /* vals/dict.c */
 Sv *cap_dict_new(Interp *I);

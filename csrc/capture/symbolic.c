@@ -942,8 +942,10 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
                 wk_vec_free(&items);
                 break;
             }
-            rc = sv_push(I, sv_seq(I, SV_ITER, items.data, items.len));
+            Sv *it = sv_seq(I, SV_ITER, items.data, items.len);
             wk_vec_free(&items);
+            rc = cap_set_link_iter(I, it, &s, 1);
+            if (rc == 0) rc = sv_push(I, it);
             break;
         }
         case N_FOR_ITER: {
@@ -953,6 +955,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
                 rc = cap_unsupported(I, "for over a %s", sv_desc(it));
                 break;
             }
+            if ((rc = cap_set_iter_check(I, it)) < 0) break;
             if (it->value < it->items.len) {
                 rc = sv_push(I, it->items.data[it->value++]);
             } else {

@@ -230,3 +230,75 @@ def test_shared_set_breaks_before_it_is_made():
         torch.testing.assert_close(got[0], exp[0])
         assert got[1] == exp[1] == {"a", "b", "c"}
     assert not fallbacks(set_to_unknown_call) and graphs(set_to_unknown_call)
+
+
+def grow_while_iterating(x):
+    s = set([1, 2, 3])
+    try:
+        for i in s:
+            s.update([4])
+    except RuntimeError:
+        return x - 1
+    return x + 1
+
+
+def shrink_while_iterating(x):
+    s = {1, 2, 3}
+    n = 0
+    for v in enumerate(s):
+        n += 1
+        s.discard(3)
+    return x * n
+
+
+def swap_while_iterating(x):
+    s = {1, 2, 3}
+    seen = []
+    for v in s:
+        seen.append(v)
+        if v == 1:
+            s.discard(2)
+            s.add(9)  # same size: the order Python goes on in is not modelled
+    return x * len(seen), seen
+
+
+def mutate_after_loop(x):
+    s = {1, 2}
+    for v in s:
+        x = x + v
+    s.add(5)  # the loop is over: no longer checked
+    return x, s
+
+
+def reversed_set(x):
+    try:
+        reversed({1, 2})
+    except TypeError:
+        return x - 1
+    return x
+
+
+def test_changed_while_iterating():
+    """As CPython's test_set.test_changingSizeWhileIterating: a size change
+    raises RuntimeError at the next step; any other change is refused."""
+    check(grow_while_iterating, lambda: [t(4, 3)], (1, 0, 0), dynamo=False)
+    check(mutate_after_loop, lambda: [t(4, 3)], (1, 0, 0), dynamo=False)
+    for fn in (shrink_while_iterating, swap_while_iterating, reversed_set):
+        C.reset()
+        x = t(4, 3)
+        exp_err = got_err = None
+        try:
+            exp = fn(x)
+        except Exception as e:
+            exp_err = type(e)
+        try:
+            got = C.CompiledFunction(fn, OPTS)(x)
+        except Exception as e:
+            got_err = type(e)
+        assert got_err is exp_err, fn
+        if exp_err is None:
+            torch.testing.assert_close(got if isinstance(got, torch.Tensor) else got[0],
+                                       exp if isinstance(exp, torch.Tensor) else exp[0])
+            assert isinstance(exp, torch.Tensor) or got[1:] == exp[1:]
+        if fn is swap_while_iterating:
+            assert any("set changed" in str(r) for r in reasons(fn)), reasons(fn)

@@ -213,10 +213,15 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             wk_vec_push(&items, sv_seq(I, SV_TUPLE, pair, 2));
         }
         wk_vec_free(&src);
-        return items_sv(I, SV_ITER, &items);
+        Sv *it = items_sv(I, SV_ITER, &items);
+        return cap_set_link_iter(I, it, a->pos, 1) < 0 ? NULL : it;
     }
     if (strcmp(n, "zip") == 0) {
         if (a->nkw || a->npos > 8) return NULL;
+        /* zip stops at the first iterable that ends, before asking the
+         * others: only a first set is asked for its next item every step */
+        for (int k = 1; k < a->npos; k++)
+            if (a->pos[k]->kind == SV_SET) return cap_unsupported(I, "zip() over a set after another iterable"), NULL;
         SvList src[8] = {{0}};
         int len = -1;
         for (int k = 0; k < a->npos; k++) {
@@ -232,13 +237,16 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             wk_vec_push(&items, sv_seq(I, SV_TUPLE, t, a->npos));
         }
         for (int k = 0; k < a->npos; k++) wk_vec_free(&src[k]);
-        return items_sv(I, SV_ITER, &items);
+        Sv *it = items_sv(I, SV_ITER, &items);
+        return a->npos && cap_set_link_iter(I, it, a->pos, 1) < 0 ? NULL : it;
     }
     SvKind kind = strcmp(n, "list") == 0 ? SV_LIST : strcmp(n, "tuple") == 0 ? SV_TUPLE : SV_ITER;
     if (strcmp(n, "reversed") != 0 && strcmp(n, "list") != 0 && strcmp(n, "tuple") != 0 && strcmp(n, "iter") != 0)
         return NULL;
     if (a->nkw || a->npos > 1) return NULL;
     if (a->npos == 0) return kind == SV_ITER ? NULL : sv_seq(I, kind, NULL, 0);
+    if (a->pos[0]->kind == SV_SET && strcmp(n, "reversed") == 0)
+        return cap_unsupported(I, "reversed() of a set (Python raises TypeError)"), NULL;
     if (kind == SV_ITER && a->pos[0]->kind == SV_ITER && strcmp(n, "iter") == 0) return a->pos[0];
     if (cap_iterate(I, a->pos[0], &items) < 0) return wk_vec_free(&items), NULL;
     if (strcmp(n, "reversed") == 0)
@@ -247,7 +255,8 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             items.data[i] = items.data[j];
             items.data[j] = t;
         }
-    return items_sv(I, kind, &items);
+    Sv *r = items_sv(I, kind, &items);
+    return kind == SV_ITER && cap_set_link_iter(I, r, a->pos, 1) < 0 ? NULL : r;
 }
 
 /* sum/any/all/min/max over a symbolic sequence: constants fold, tensors sum */

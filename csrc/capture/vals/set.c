@@ -93,6 +93,7 @@ int cap_set_add(Interp *I, Sv *s, Sv *v) {
     PyObject *e = element_obj(v, 0);
     if (!e) return cap_unsupported(I, "a %s put in a set", sv_desc(v));
     int r = PySet_Add(s->obj, e);
+    s->version++;
     Py_DECREF(e);
     return r < 0 ? cap_py_failed(I, "set.add") : 0;
 }
@@ -129,6 +130,7 @@ static PyObject *operand_obj(Interp *I, Sv *v) {
 int cap_set_update(Interp *I, Sv *s, Sv *other) {
     PyObject *o = operand_obj(I, other);
     if (!o) return -1;
+    s->version++;
     PyObject *name = PyUnicode_InternFromString("update");
     PyObject *r = name ? PyObject_CallMethodOneArg(s->obj, name, o) : NULL;
     Py_XDECREF(name);
@@ -177,6 +179,7 @@ static Sv *set_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if (!xok || !yok) return NULL;
     PyObject *r;
     if (inplace && x->kind == SV_SET) {
+        x->version++;
         r = base == NB_OR ? PyNumber_InPlaceOr(x->obj, y->obj)
             : base == NB_AND ? PyNumber_InPlaceAnd(x->obj, y->obj)
             : base == NB_SUBTRACT ? PyNumber_InPlaceSubtract(x->obj, y->obj)
@@ -257,6 +260,9 @@ Sv *cap_set_method_call(Interp *I, const char *name, const Args *a) {
         }
         PyTuple_SET_ITEM(args, i, o);
     }
+    if (takes_element || !strcmp(name, "update") || !strcmp(name, "clear") || !strcmp(name, "pop") ||
+        strstr(name, "_update"))
+        s->version++;
     PyObject *m = PyObject_GetAttrString(s->obj, name);
     PyObject *r = m ? PyObject_Call(m, args, NULL) : NULL;
     Py_XDECREF(m);
@@ -277,6 +283,30 @@ int cap_set_contains(Interp *I, Sv *s, Sv *x, int *out) {
     if (r < 0) return cap_py_failed(I, "in");
     *out = r;
     return 0;
+}
+
+int cap_set_link_iter(Interp *I, Sv *it, Sv *const *srcs, int n) {
+    for (int i = 0; i < n; i++) {
+        if (srcs[i]->kind != SV_SET) continue;
+        if (it->cell) return cap_unsupported(I, "iterating two sets at once");
+        it->cell = srcs[i];
+        it->version = srcs[i]->version;
+        it->set_size = PySet_GET_SIZE(srcs[i]->obj);
+    }
+    return 0;
+}
+
+int cap_set_iter_check(Interp *I, Sv *it) {
+    Sv *s = it->cell;
+    if (!s || s->kind != SV_SET || s->version == it->version) return 0;
+    if (PySet_GET_SIZE(s->obj) != it->set_size) {
+        PyObject *exc = PyObject_CallFunction(PyExc_RuntimeError, "s", "Set changed size during iteration");
+        if (!exc) return cap_py_failed(I, "for");
+        int r = cap_raise(I, exc);
+        Py_DECREF(exc);
+        return r;
+    }
+    return cap_unsupported(I, "a set changed while a for loop walks it");
 }
 
 const SvOps cap_set_kind = {
