@@ -917,7 +917,7 @@ static WkRet *live_value(Interp *I, RetPlan *p, Sv *s) {
 }
 
 static int is_mutable_kind(const Sv *s) {
-    return s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_OBJECT || s->kind == SV_ITER;
+    return s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_OBJECT || s->kind == SV_ITER || s->kind == SV_SET;
 }
 
 /* Each mutable value made during capture is rebuilt as a new object per
@@ -928,6 +928,17 @@ static int is_arg_dict(Interp *I, const Sv *s) {
     return 0;
 }
 
+/* A set made in the frame (vals/set.c) shared by two live values: the
+ * break can move to before the instruction that made it (the set is then
+ * made by Python in the resume function). The step to retry with, or 0. */
+static long retry_step;
+
+long cap_break_take_retry(void) {
+    long r = retry_step;
+    retry_step = 0;
+    return r;
+}
+
 static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
     if (!s || depth > 32) return 0;
     if (s->kind == SV_LIST && s->name) /* a dict view modelled as a list (vals/dict.c) */
@@ -935,8 +946,10 @@ static int check_sharing(Interp *I, Sv *s, SvList *seen, int depth) {
     if (is_arg_dict(I, s)) return 0; /* rebuilt by identity (live_value) */
     if (is_mutable_kind(s) && s->arg < 0 && !s->gname) {
         for (int i = 0; i < seen->len; i++)
-            if (seen->data[i] == s)
+            if (seen->data[i] == s) {
+                if (s->kind == SV_SET && s->value > 1 && !I->split) retry_step = s->value - 1;
                 return cap_unsupported(I, "a %s shared by two live values across a graph break", sv_desc(s));
+            }
         wk_vec_push(seen, s);
     }
     if (s->kind == SV_TUPLE || s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_ITER)

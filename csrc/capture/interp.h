@@ -24,6 +24,8 @@
  *   vals/ctx.c       context managers (torch.no_grad / enable_grad).
  *   vals/scratch.c   copies made at capture time that only capture sees
  *                    (copy.deepcopy of a guarded config object).
+ *   vals/set.c       sets built during capture (BUILD_SET, set()): a real
+ *                    set of exactly known elements.
  *   vals/exc.c       exceptions raised inside captured code: a propagating
  *                    exception (I->exc) unwinds through each inlined frame's
  *                    exception table, as CPython does.
@@ -109,6 +111,8 @@ typedef enum {
                    * value = 1 if it was set before (| 2 once reset used it) */
     SV_SCRATCH,   /* a real object made at capture time that only capture sees
                    * (a deep copy of a guarded argument object, vals/scratch.c): obj */
+    SV_SET,       /* a set built during capture of exactly known elements: obj = a real
+                   * set (owned) only capture sees (vals/set.c) */
     SV_NKINDS
 } SvKind;
 
@@ -127,6 +131,10 @@ struct Sv {
     Sv *self;        /* METHOD bound by a plain attribute load; FUNC: defaults tuple Sv; else NULL */
     Sv *cell;        /* CELL: contents; FUNC: closure tuple Sv */
     SvList items;    /* TUPLE, LIST, ITER; DICT: values in key order */
+    /* SET: its mutations so far. ITER over a set (cell = that SET): the
+     * set's mutations and size when iteration started (vals/set.c) */
+    long version;
+    Py_ssize_t set_size;
 };
 
 typedef struct {
@@ -165,7 +173,7 @@ typedef struct SvOps {
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
     cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
-    cap_ctx_token_kind, cap_scratch_kind;
+    cap_ctx_token_kind, cap_scratch_kind, cap_set_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
 
@@ -505,6 +513,21 @@ int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v);
 int cap_seq_delete(Interp *I, Sv *s, Sv *k); /* del s[k] on a list built during capture */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out);
 
+/* vals/set.c: sets built during capture (SV_SET) */
+Sv *cap_set_new(Interp *I);
+int cap_set_add(Interp *I, Sv *s, Sv *v);      /* 0, or -1 with a reason (an element not known exactly) */
+int cap_set_update(Interp *I, Sv *s, Sv *other);
+Sv *cap_set_call(Interp *I, PyObject *fn, const Args *a); /* set()/frozenset(); NULL without a reason: not those */
+Sv *cap_set_method_call(Interp *I, const char *name, const Args *a);
+int cap_set_contains(Interp *I, Sv *s, Sv *x, int *out);
+/* it (an SV_ITER) walks the first set among srcs: FOR_ITER checks that set
+ * (cap_set_iter_check). 0, or -1 with a reason when two sets are walked at once. */
+int cap_set_link_iter(Interp *I, Sv *it, Sv *const *srcs, int n);
+/* Before each step of an iterator over a set: RuntimeError (propagating,
+ * as Python raises it) once the set changed size, a reason when it changed
+ * otherwise (the order Python would go on in is not modelled). 0 / -1. */
+int cap_set_iter_check(Interp *I, Sv *it);
+
 /* vals/dict.c */
 Sv *cap_dict_new(Interp *I);
 int cap_dict_set(Interp *I, Sv *d, Sv *key, Sv *value);
@@ -529,6 +552,10 @@ void cap_break_note_step(Interp *I, int pc);
  * outputs it needs in p. 0, or -1 with a reason. */
 int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyObject *options);
 void cap_break_free(Interp *I, WkBreak *b); /* frees I's break state too; b may be NULL */
+/* After a break's capture failed on a set made in the frame shared by two
+ * live values: the earlier step to try the break at (before the set was
+ * made), or 0. Reading it clears it. */
+long cap_break_take_retry(void);
 /* 1 once the frame wrote to an outside object (attribute overlay, a dict argument). */
 int cap_break_effect_seen(Interp *I);
 /* all side effects pending, as one number (equal while nothing is written outside the frame) */

@@ -46,7 +46,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
     [SV_SUPER] = &cap_super_kind,       [SV_CTX_TOKEN] = &cap_ctx_token_kind,
-    [SV_SCRATCH] = &cap_scratch_kind,
+    [SV_SCRATCH] = &cap_scratch_kind,   [SV_SET] = &cap_set_kind,
 };
 
 Sv *sv_new(Interp *I, SvKind kind) {
@@ -942,8 +942,10 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
                 wk_vec_free(&items);
                 break;
             }
-            rc = sv_push(I, sv_seq(I, SV_ITER, items.data, items.len));
+            Sv *it = sv_seq(I, SV_ITER, items.data, items.len);
             wk_vec_free(&items);
+            rc = cap_set_link_iter(I, it, &s, 1);
+            if (rc == 0) rc = sv_push(I, it);
             break;
         }
         case N_FOR_ITER: {
@@ -953,6 +955,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
                 rc = cap_unsupported(I, "for over a %s", sv_desc(it));
                 break;
             }
+            if ((rc = cap_set_iter_check(I, it)) < 0) break;
             if (it->value < it->items.len) {
                 rc = sv_push(I, it->items.data[it->value++]);
             } else {
@@ -990,6 +993,29 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             }
             if (in->op == LIST_APPEND) wk_vec_push(&list->items, v);
             else rc = cap_iterate(I, v, &list->items);
+            break;
+        }
+        case BUILD_SET: {
+            if (arg > F->sp) {
+                rc = cap_unsupported(I, "symbolic stack underflow");
+                break;
+            }
+            Sv *set = cap_set_new(I);
+            for (int i = F->sp - arg; set && i < F->sp; i++) /* added bottom first, as CPython does */
+                if (cap_set_add(I, set, F->stack[i]) < 0) set = NULL;
+            F->sp -= arg;
+            rc = set ? sv_push(I, set) : -1;
+            break;
+        }
+        case SET_ADD:
+        case SET_UPDATE: {
+            Sv *v = sv_pop(I), *set = v ? sv_peek(I, arg) : NULL;
+            if (!set) return NULL;
+            if (set->kind != SV_SET) {
+                rc = cap_unsupported(I, "%s on a %s", wk_bc_opname(in->op), sv_desc(set));
+                break;
+            }
+            rc = in->op == SET_ADD ? cap_set_add(I, set, v) : cap_set_update(I, set, v);
             break;
         }
         case BUILD_MAP: {
@@ -1714,7 +1740,11 @@ finish:
         if (!cap_effects_failed(I)) I->effect_step = 0;
         long step = cap_break_step(I, code);
         if (step != 0) {
+            cap_break_take_retry();
             entry = compile_frame(fn, code, args, nargs, options, step, I->reason);
+            long retry = cap_break_take_retry();
+            if (!entry && !PyErr_Occurred() && step > 0 && retry > 0 && retry < step)
+                entry = compile_frame(fn, code, args, nargs, options, retry, I->reason);
             if (!entry && PyErr_Occurred()) I->propagate = 1;
             if (entry || I->propagate) goto cleanup;
         }

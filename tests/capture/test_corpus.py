@@ -93,6 +93,27 @@ CONSTRUCTS = {
     "dataclass_return": "return Box(OP(x), scale=3.0)",
     "user_object": "acc = Acc(x).add(OP(y)).add(y)\nreturn acc.last + acc.items[1]",
     "super": "c = Child(2.0)\nreturn c.f(OP(x)) + c.s",
+    # sets built in the frame (BUILD_SET / SET_ADD / SET_UPDATE, set(), methods, operators)
+    "set_display": "k = x.dim()\ns = {k, 3, 'a'}\nif 2 in s and 5 not in s:\n    return OP(x) * len(s)\nreturn y",
+    "set_comp": "s = {i % 3 for i in range(7)}\nacc = x\nfor v in sorted(s):\n    acc = acc + OP(y) * v\nreturn acc",
+    "set_update_star": "xs = [1, 2, 2, x.size(0)]\ns = {*xs, 9}\nreturn OP(x) * len(s) + sum(s)",
+    "set_builtin": "s = set([x.size(1), 6, 1])\nt = set()\nif not t and s:\n    return OP(x) + len(s)\nreturn y",
+    "set_add_discard": "s = {1}\ns.add(x.dim())\ns.add(1)\ns.discard(7)\ns.remove(1)\nreturn OP(x) * len(s) + min(s)",
+    "set_ops": "a = {1, 2, x.dim()}\nb = {2, 3}\nn = len(a | b) * 100 + len(a & b) * 10 + len(a - b)\nreturn OP(x) + n + len(a ^ b)",
+    "set_inplace_ops": "a = {1, 2, 3}\na |= {4}\na -= {1}\na &= {2, 3, 4, 5}\nreturn OP(y) * sum(a)",
+    "set_methods": "a = {1, 2, 3}\nu = a.union([4], (5,))\ni = a.intersection({2, 3, 9})\nd = a.difference({1})\nreturn OP(x) * len(u) + sum(i) - sum(d)",
+    "set_update_method": "s = set()\nfor name in ('w', 'b', 'w'):\n    s.update([name])\nacc = x\nfor n in sorted(s):\n    acc = acc + OP(y) * len(n)\nreturn acc",
+    "set_subset": "a = {1, 2}\nb = {1, 2, 3}\nif a <= b and a < b and b >= a and a.issubset(b) and a != b and a == {2, 1}:\n    return OP(x)\nreturn y",
+    "set_iterate_order": "s = {'q', 'w', 'e', 'r', 7, 3.5, None}\nacc = x\nfor i, v in enumerate(s):\n    acc = acc + OP(y) * (i + 1) * len(str(v))\nreturn acc",
+    "set_list_tuple": "s = {3, 1, 2}\nl = list(s)\nt = tuple(s)\nreturn OP(x) * l[0] + t[-1] + len(l)",
+    "set_tuple_elems": "s = {(1, 'a'), (2, 'b'), (1, 'a')}\nif (2, 'b') in s and (x.dim(), 'b') in s:\n    return OP(x) * len(s)\nreturn y",
+    "set_dtypes": "s = {x.dtype, torch.float64}\nif torch.float32 in s:\n    return OP(x).to(torch.float64 if len(s) > 2 else x.dtype)\nreturn y",
+    "set_return": "s = {1, 2}\ns.add(x.dim() + 10)\nreturn OP(x), s",
+    "set_in_list_return": "s = set()\ns.add('k')\nreturn [OP(x), s, frozenset(s)]",
+    "set_any_all": "s = {1, 2, 3}\nif all(v > 0 for v in s) and any(v == 3 for v in s) and max(s) == 3:\n    return OP(x) + y\nreturn y",
+    "set_dedupe_keys": "d = {'a': x, 'b': y}\nseen = set()\nacc = 0\nfor k in ['a', 'b', 'a']:\n    if k in seen:\n        continue\n    seen.add(k)\n    acc = acc + OP(d[k])\nreturn acc",
+    "set_pop_copy": "s = {5}\nc = s.copy()\nv = s.pop()\nc.clear()\nreturn OP(x) * v + len(s) + len(c)",
+    "set_isinstance_truth": "s = {0}\nif isinstance(s, set) and s and not set():\n    return OP(x)\nreturn y",
 }
 
 HEADER = """import torch, math, operator, functools, itertools, contextlib, collections, dataclasses

@@ -154,6 +154,7 @@ static Sv *fold_isinstance(Interp *I, Sv *v, PyObject *cls) {
                           : v->kind == SV_TUPLE ? &PyTuple_Type
                           : v->kind == SV_LIST  ? &PyList_Type
                           : v->kind == SV_DICT  ? &PyDict_Type
+                          : v->kind == SV_SET   ? &PySet_Type
                           : v->kind == SV_FUNC  ? &PyFunction_Type
                           : v->kind == SV_OBJECT ? (PyTypeObject *)v->obj
                                                 : NULL;
@@ -212,10 +213,15 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             wk_vec_push(&items, sv_seq(I, SV_TUPLE, pair, 2));
         }
         wk_vec_free(&src);
-        return items_sv(I, SV_ITER, &items);
+        Sv *it = items_sv(I, SV_ITER, &items);
+        return cap_set_link_iter(I, it, a->pos, 1) < 0 ? NULL : it;
     }
     if (strcmp(n, "zip") == 0) {
         if (a->nkw || a->npos > 8) return NULL;
+        /* zip stops at the first iterable that ends, before asking the
+         * others: only a first set is asked for its next item every step */
+        for (int k = 1; k < a->npos; k++)
+            if (a->pos[k]->kind == SV_SET) return cap_unsupported(I, "zip() over a set after another iterable"), NULL;
         SvList src[8] = {{0}};
         int len = -1;
         for (int k = 0; k < a->npos; k++) {
@@ -231,13 +237,16 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             wk_vec_push(&items, sv_seq(I, SV_TUPLE, t, a->npos));
         }
         for (int k = 0; k < a->npos; k++) wk_vec_free(&src[k]);
-        return items_sv(I, SV_ITER, &items);
+        Sv *it = items_sv(I, SV_ITER, &items);
+        return a->npos && cap_set_link_iter(I, it, a->pos, 1) < 0 ? NULL : it;
     }
     SvKind kind = strcmp(n, "list") == 0 ? SV_LIST : strcmp(n, "tuple") == 0 ? SV_TUPLE : SV_ITER;
     if (strcmp(n, "reversed") != 0 && strcmp(n, "list") != 0 && strcmp(n, "tuple") != 0 && strcmp(n, "iter") != 0)
         return NULL;
     if (a->nkw || a->npos > 1) return NULL;
     if (a->npos == 0) return kind == SV_ITER ? NULL : sv_seq(I, kind, NULL, 0);
+    if (a->pos[0]->kind == SV_SET && strcmp(n, "reversed") == 0)
+        return cap_unsupported(I, "reversed() of a set (Python raises TypeError)"), NULL;
     if (kind == SV_ITER && a->pos[0]->kind == SV_ITER && strcmp(n, "iter") == 0) return a->pos[0];
     if (cap_iterate(I, a->pos[0], &items) < 0) return wk_vec_free(&items), NULL;
     if (strcmp(n, "reversed") == 0)
@@ -246,7 +255,8 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             items.data[i] = items.data[j];
             items.data[j] = t;
         }
-    return items_sv(I, kind, &items);
+    Sv *r = items_sv(I, kind, &items);
+    return kind == SV_ITER && cap_set_link_iter(I, r, a->pos, 1) < 0 ? NULL : r;
 }
 
 /* sum/any/all/min/max over a symbolic sequence: constants fold, tensors sum */
@@ -290,6 +300,7 @@ static Sv *call_len(Interp *I, Sv *v) {
     case SV_TUPLE:
     case SV_LIST:
     case SV_DICT: return sv_const_Steal(I, PyLong_FromLong(v->items.len));
+    case SV_SET: return sv_const_Steal(I, PyLong_FromSsize_t(PySet_GET_SIZE(v->obj)));
     case SV_TENSOR: {
         const WkValue *m = cap_sv_meta(I, v);
         if (!m) return NULL;
@@ -648,6 +659,10 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         } else {
             Py_XDECREF(m);
         }
+    }
+    if (fn == (PyObject *)&PySet_Type || fn == (PyObject *)&PyFrozenSet_Type) {
+        Sv *r = cap_set_call(I, fn, a);
+        if (r || CAP_FAILED(I)) return r;
     }
     int all_plain = 1;
     for (int i = 0; i < a->npos; i++) all_plain &= a->pos[i]->kind == SV_CONST && cap_is_plain(a->pos[i]->obj);

@@ -290,6 +290,7 @@ int cap_seq_delete(Interp *I, Sv *s, Sv *k) {
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
     SvList items = {0};
     if (seq->kind == SV_SCRATCH) return cap_scratch_contains(I, seq, x, out);
+    if (seq->kind == SV_SET) return cap_set_contains(I, seq, x, out);
     if (seq->kind == SV_DICT) {
         *out = cap_dict_lookup(seq, x->kind == SV_CONST ? x->obj : NULL) != NULL;
         return x->kind == SV_CONST ? 0 : cap_unsupported(I, "'in' on a dict with a %s key", sv_desc(x));

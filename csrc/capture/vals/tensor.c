@@ -851,6 +851,7 @@ static Sv *method_call(Interp *I, Sv *m, const Args *a) {
     case SV_TUPLE:
     case SV_LIST: return cap_seq_method_call(I, m->name, a);
     case SV_DICT: return cap_dict_method_call(I, m->name, a);
+    case SV_SET: return cap_set_method_call(I, m->name, a);
     case SV_OPAQUE: /* a list or set argument's method (vals/object.c): a side effect */
         return cap_container_effect(I, m->name, a);
     default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
