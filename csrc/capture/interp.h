@@ -131,10 +131,15 @@ struct Sv {
     Sv *self;        /* METHOD bound by a plain attribute load; FUNC: defaults tuple Sv; else NULL */
     Sv *cell;        /* CELL: contents; FUNC: closure tuple Sv */
     SvList items;    /* TUPLE, LIST, ITER; DICT: values in key order */
-    /* SET: its mutations so far. ITER over a set (cell = that SET): the
+    /* SET, LIST: its mutations so far. ITER over a set (cell = that SET): the
      * set's mutations and size when iteration started (vals/set.c) */
     long version;
     Py_ssize_t set_size;
+    /* ITER: the lists it walks (borrowed) and the sum of their versions when
+     * it was made: an ITER's items are a snapshot, so a list changed while a
+     * loop walks it must end capture there (cap_list_iter_check) */
+    SvList lists;
+    long lists_version;
 };
 
 typedef struct {
@@ -527,6 +532,12 @@ int cap_set_link_iter(Interp *I, Sv *it, Sv *const *srcs, int n);
  * as Python raises it) once the set changed size, a reason when it changed
  * otherwise (the order Python would go on in is not modelled). 0 / -1. */
 int cap_set_iter_check(Interp *I, Sv *it);
+/* Lists an ITER walks: cap_list_link_iter records the SV_LIST ones among srcs
+ * (any number), cap_list_iter_check refuses (-1, reason recorded) a step of a
+ * loop after one of them changed; cap_list_changed counts a list's mutation. */
+void cap_list_link_iter(Sv *it, Sv *const *srcs, int n);
+int cap_list_iter_check(Interp *I, Sv *it);
+void cap_list_changed(Sv *list);
 
 /* vals/dict.c */
 Sv *cap_dict_new(Interp *I);

@@ -85,6 +85,7 @@ static void sv_free(Sv *s) {
     Py_XDECREF(s->gname);
     free(s->name);
     wk_vec_free(&s->items);
+    wk_vec_free(&s->lists);
     free(s);
 }
 
@@ -945,6 +946,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             Sv *it = sv_seq(I, SV_ITER, items.data, items.len);
             wk_vec_free(&items);
             rc = cap_set_link_iter(I, it, &s, 1);
+            cap_list_link_iter(it, &s, 1);
             if (rc == 0) rc = sv_push(I, it);
             break;
         }
@@ -955,7 +957,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
                 rc = cap_unsupported(I, "for over a %s", sv_desc(it));
                 break;
             }
-            if ((rc = cap_set_iter_check(I, it)) < 0) break;
+            if ((rc = cap_set_iter_check(I, it)) < 0 || (rc = cap_list_iter_check(I, it)) < 0) break;
             if (it->value < it->items.len) {
                 rc = sv_push(I, it->items.data[it->value++]);
             } else {
@@ -991,6 +993,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
                 rc = cap_unsupported(I, "list.extend of a %s", sv_desc(list));
                 break;
             }
+            cap_list_changed(list);
             if (in->op == LIST_APPEND) wk_vec_push(&list->items, v);
             else rc = cap_iterate(I, v, &list->items);
             break;

@@ -8,7 +8,7 @@ import torch
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403
-from test_capture_util import assert_same, compiled, entries
+from test_capture_util import assert_same, compiled, entries, one_graph, reasons
 
 
 class Net:
@@ -260,3 +260,61 @@ def test_torch_state_queries_are_guarded():
             torch.set_autocast_enabled(False)
     assert_same(f(x), x * 2)
     assert len(graphs(autocast_branch)) == 2
+
+
+# A loop walks a snapshot of a list's items in capture; CPython's list
+# iterator reads the live list. A list changed while a loop walks it must
+# end capture (eager's result), not give the snapshot's.
+def _list_grows(x):
+    items, n = [1, 2], 0
+    for v in items:
+        n += 1
+        if n < 4:
+            items.append(v)
+    return x * n, items
+
+
+def _list_grows_under_enumerate(x):
+    items = [x, x + 1]
+    for i, v in enumerate(items):
+        if i < 3:
+            items.append(v * 2)
+    return sum(items)
+
+
+def _item_ahead_replaced(x):
+    items, out = [x, x, x], []
+    for i, v in enumerate(items):
+        if i == 0:
+            items[2] = v * 10
+        out.append(v)
+    return out[2]
+
+
+def _second_zipped_list_grows(x):
+    a, b = [x, x + 1], [x * 2, x * 3]
+    for u, v in zip(a, b):
+        b.append(u + v)
+    return b[-1] + len(b)
+
+
+def _other_list_grows(x):
+    xs, out = [x, x * 2, x * 3], []
+    for v in xs:
+        out.append(v.sin())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [_list_grows, _list_grows_under_enumerate, _item_ahead_replaced,
+                                _second_zipped_list_grows, _other_list_grows])
+@pytest.mark.parametrize("shape", [(3,), (2, 4), ()])
+def test_list_changed_while_a_loop_walks_it(fn, shape):
+    x = torch.randn(shape)
+    f = compiled(fn)
+    for _ in range(2):
+        assert_same(f(x), fn(x))
+    if fn is _other_list_grows:  # appending to another list is modelled: one graph
+        one_graph(fn)
+    else:
+        assert reasons(fn), "the changed list must end capture"
+

@@ -214,6 +214,7 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
         }
         wk_vec_free(&src);
         Sv *it = items_sv(I, SV_ITER, &items);
+        cap_list_link_iter(it, a->pos, 1);
         return cap_set_link_iter(I, it, a->pos, 1) < 0 ? NULL : it;
     }
     if (strcmp(n, "zip") == 0) {
@@ -238,6 +239,7 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
         }
         for (int k = 0; k < a->npos; k++) wk_vec_free(&src[k]);
         Sv *it = items_sv(I, SV_ITER, &items);
+        cap_list_link_iter(it, a->pos, a->npos);
         return a->npos && cap_set_link_iter(I, it, a->pos, 1) < 0 ? NULL : it;
     }
     SvKind kind = strcmp(n, "list") == 0 ? SV_LIST : strcmp(n, "tuple") == 0 ? SV_TUPLE : SV_ITER;
@@ -256,6 +258,7 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
             items.data[j] = t;
         }
     Sv *r = items_sv(I, kind, &items);
+    if (kind == SV_ITER) cap_list_link_iter(r, a->pos, 1);
     return kind == SV_ITER && cap_set_link_iter(I, r, a->pos, 1) < 0 ? NULL : r;
 }
 
@@ -421,6 +424,7 @@ static Sv *call_functools(Interp *I, const char *mod, const char *n, const Args 
             if (cap_iterate(I, a->pos[k], &items) < 0) return wk_vec_free(&items), NULL;
         Sv *r = sv_seq(I, SV_ITER, items.data, items.len);
         wk_vec_free(&items);
+        cap_list_link_iter(r, a->pos, a->npos);
         return r;
     }
     if ((strcmp(n, "product") == 0 || strcmp(n, "combinations") == 0) && !a->nkw) {

@@ -327,6 +327,23 @@ static PyTypeObject *self_type(Sv *self) {
     return NULL;
 }
 
+/* A name in a class's own dict, borrowed, or NULL (an error set when the
+ * lookup failed). 3.12 keeps the dict of a static builtin type (object,
+ * dict, ...) per interpreter, tp_dict NULL: PyType_GetDict finds it. The
+ * dict outlives the reference dropped here (the type or the interpreter
+ * holds it), so the item stays valid. */
+static PyObject *type_dict_lookup(PyTypeObject *tp, PyObject *name) {
+#if PY312
+    PyObject *dict = PyType_GetDict(tp);
+    if (!dict) return NULL;
+    PyObject *d = PyDict_GetItemWithError(dict, name);
+    Py_DECREF(dict);
+    return d;
+#else
+    return tp->tp_dict ? PyDict_GetItemWithError(tp->tp_dict, name) : NULL;
+#endif
+}
+
 static int super_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     PyTypeObject *tp = self_type(s->self);
     const char *n = PyUnicode_AsUTF8(name);
@@ -337,7 +354,7 @@ static int super_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     while (i < len && PyTuple_GET_ITEM(mro, i) != s->obj) i++;
     for (i++; i < len; i++) {
         PyObject *cls = PyTuple_GET_ITEM(mro, i);
-        PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, name);
+        PyObject *d = type_dict_lookup((PyTypeObject *)cls, name);
         if (!d) {
             if (PyErr_Occurred()) return cap_py_failed(I, n);
             continue;

@@ -91,6 +91,7 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
                 wk_vec_free(&items);
                 return cap_unsupported(I, "extending a list read from an argument or global"), NULL;
             }
+            cap_list_changed(x);
             wk_vec_free(&x->items);
             x->items = items;
             return x;
@@ -209,10 +210,12 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
     int nargs = a->npos - 1;
     if (a->nkw) return cap_unsupported(I, "%s() with keywords", name), NULL;
     if (strcmp(name, "append") == 0 && nargs == 1) {
+        cap_list_changed(s);
         wk_vec_push(&s->items, a->pos[1]);
         return sv_const(I, Py_None);
     }
     if (strcmp(name, "extend") == 0 && nargs == 1) {
+        cap_list_changed(s);
         if (cap_iterate(I, a->pos[1], &s->items) < 0) return NULL;
         return sv_const(I, Py_None);
     }
@@ -223,6 +226,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
         if (i < 0) i += s->items.len;
         if (i < 0) i = 0;
         if (i > s->items.len) i = s->items.len;
+        cap_list_changed(s);
         wk_vec_push(&s->items, NULL);
         memmove(&s->items.data[i + 1], &s->items.data[i], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
         s->items.data[i] = a->pos[2];
@@ -233,11 +237,13 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
         if (nargs == 1 && normalise_index(I, a->pos[1], s->items.len, &i, "pop index out of range") < 0) return NULL;
         if (i < 0) return cap_unsupported(I, "pop from an empty list"), NULL;
         Sv *r = s->items.data[i];
+        cap_list_changed(s);
         memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
         s->items.len--;
         return r;
     }
     if (strcmp(name, "reverse") == 0 && nargs == 0) {
+        cap_list_changed(s);
         for (int i = 0, j = s->items.len - 1; i < j; i++, j--) {
             Sv *t = s->items.data[i];
             s->items.data[i] = s->items.data[j];
@@ -247,6 +253,7 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
     }
     if (strcmp(name, "copy") == 0 && nargs == 0) return sv_seq(I, SV_LIST, s->items.data, s->items.len);
     if (strcmp(name, "clear") == 0 && nargs == 0) {
+        cap_list_changed(s);
         s->items.len = 0;
         return sv_const(I, Py_None);
     }
@@ -267,12 +274,35 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
     return cap_unsupported(I, "method %s() of a %s", name, sv_desc(s)), NULL;
 }
 
+void cap_list_changed(Sv *list) {
+    list->version++;
+}
+
+static long lists_version(const Sv *it) {
+    long v = 0;
+    for (int i = 0; i < it->lists.len; i++) v += it->lists.data[i]->version;
+    return v;
+}
+
+void cap_list_link_iter(Sv *it, Sv *const *srcs, int n) {
+    for (int i = 0; i < n; i++)
+        if (srcs[i]->kind == SV_LIST) wk_vec_push(&it->lists, srcs[i]);
+    it->lists_version = lists_version(it);
+}
+
+/* Versions only grow, so their sum is unchanged exactly when no list is */
+int cap_list_iter_check(Interp *I, Sv *it) {
+    if (!it->lists.len || lists_version(it) == it->lists_version) return 0;
+    return cap_unsupported(I, "a list changed while a for loop walks it");
+}
+
 /* STORE_SUBSCR on a list: l[i] = v */
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
     if (s->kind != SV_LIST) return cap_unsupported(I, "item assignment on a %s", sv_desc(s));
     if (s->arg >= 0 || s->gname) return cap_unsupported(I, "item assignment on a list read from an argument");
     int i;
     if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
+    cap_list_changed(s);
     s->items.data[i] = v;
     return 0;
 }
@@ -281,6 +311,7 @@ int cap_seq_delete(Interp *I, Sv *s, Sv *k) {
     if (s->kind != SV_LIST || s->name) return cap_unsupported(I, "item deletion on a %s", sv_desc(s));
     int i;
     if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
+    cap_list_changed(s);
     memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
     s->items.len--;
     return 0;
