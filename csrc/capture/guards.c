@@ -32,10 +32,12 @@ typedef enum {
     CK_DICT_ITEM_IS, /* dict `owner` (pinned) maps name (any key) to value (identity; NULL: absent) */
     CK_PINNED_EQUALS, /* object `owner` (pinned) == value (a snapshot) */
     CK_CALL_IS,    /* owner() (a pinned torch query, no arguments) returns value (identity: a bool or None) */
+    CK_MODULE_PLAIN_ATTR, /* name is in none of the _parameters, _buffers, _modules of the nn.Module
+                           * getattr(arg, *path): Module.__setattr__ stores it in the instance __dict__ */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4, 2};
 
 typedef struct {
     CheckKind kind;
@@ -545,6 +547,37 @@ void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name
     Check c = {.kind = CK_DICT_LACKS, .arg = arg, .path = Py_XNewRef(path)};
     c.name = Py_NewRef(name);
     add_check(g, c);
+}
+
+void wk_guard_module_plain_attr_at(WkGuards *g, int arg, PyObject *path, PyObject *name) {
+    for (int k = 0; k < g->checks.len; k++) {
+        Check *o = &g->checks.data[k];
+        if (o->kind == CK_MODULE_PLAIN_ATTR && o->arg == arg && same_path(o->path, path) &&
+            PyUnicode_Compare(o->name, name) == 0)
+            return;
+    }
+    Check c = {.kind = CK_MODULE_PLAIN_ATTR, .arg = arg, .path = Py_XNewRef(path)};
+    c.name = Py_NewRef(name);
+    add_check(g, c);
+}
+
+/* 1 when name is in none of module x's registries (read from its instance
+ * __dict__, as Module.__setattr__ reads them), 0 otherwise. */
+int wk_guards_module_plain_attr(PyObject *x, PyObject *name) {
+    static const char *const registries[] = {"_parameters", "_buffers", "_modules"};
+    PyObject **dp = _PyObject_GetDictPtr(x);
+    if (!dp || !*dp) return 0;
+    for (size_t i = 0; i < sizeof registries / sizeof *registries; i++) {
+        PyObject *reg = PyDict_GetItemString(*dp, registries[i]);
+        if (!reg) continue;
+        if (!PyDict_Check(reg)) return 0;
+        PyObject *v = PyDict_GetItemWithError(reg, name);
+        if (v || PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
 }
 
 void wk_guard_shape_at(WkGuards *g, int arg, PyObject *path, PyObject *container, PyObject *shape) {
@@ -1079,6 +1112,13 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_MODULE_PLAIN_ATTR:
+        if (!wk_guards_module_plain_attr(x, c->name)) {
+            snprintf(why_buf, sizeof why_buf, "%s registers %s as a parameter, buffer or submodule",
+                     who_of(g, c, nb, sizeof nb), PyUnicode_AsUTF8(c->name));
+            return 0;
+        }
+        break;
     case CK_NO_HOOKS:
         if (!no_hooks_memo(memo_of(g, c), x)) {
             snprintf(why_buf, sizeof why_buf, "%s has module hooks", who_of(g, c, nb, sizeof nb));
@@ -1657,6 +1697,9 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         }
         case CK_DICT_LACKS:
             line = PyUnicode_FromFormat("NO_INSTANCE_ATTR %s.%U", who, c->name);
+            break;
+        case CK_MODULE_PLAIN_ATTR:
+            line = PyUnicode_FromFormat("MODULE_PLAIN_ATTR %s.%U", who, c->name);
             break;
         case CK_NO_HOOKS:
             line = PyUnicode_FromFormat("NO_MODULE_HOOKS %s", who);

@@ -39,6 +39,11 @@ void wk_guard_freevar_is(WkGuards *g, int i, PyObject *value);
 void wk_guard_type_attr_is(WkGuards *g, PyTypeObject *type, PyObject *name, PyObject *value);
 /* name is not in the instance __dict__ of getattr(arg, *path). */
 void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name);
+/* name is in none of the _parameters/_buffers/_modules of the nn.Module
+ * getattr(arg, *path) (so Module.__setattr__ keeps it in its __dict__);
+ * wk_guards_module_plain_attr tests that on a module now (borrowed). */
+void wk_guard_module_plain_attr_at(WkGuards *g, int arg, PyObject *path, PyObject *name);
+int wk_guards_module_plain_attr(PyObject *module, PyObject *name);
 /* the nn.Module getattr(arg, *path) has no hooks; no global module hooks. */
 void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path);
 /* getattr/getitem(arg, *path) is an exact tuple of length `shape` (an int)

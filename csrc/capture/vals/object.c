@@ -77,6 +77,64 @@ static int is_own_attr(const Sv *o, PyObject *name, const Sv *v) {
     return eq == 1;
 }
 
+/* Names a fresh nn.Module keeps in its instance __dict__ (training, the
+ * registries, hook dicts): capture reads them itself, so a write to one is
+ * not modelled. New reference to a set, or NULL with an exception. */
+static PyObject *module_internal_names_Ref(void) {
+    static PyObject *names;
+    if (!names) {
+        PyObject *m = PyObject_CallNoArgs((PyObject *)cap_module_type);
+        PyObject **dp = m ? _PyObject_GetDictPtr(m) : NULL;
+        names = dp && *dp ? PySet_New(*dp) : NULL;
+        Py_XDECREF(m);
+        if (!names) return NULL;
+    }
+    return Py_NewRef(names);
+}
+
+/* o.name = v on an nn.Module argument, checked to be what Module.__setattr__
+ * does for a plain value: the class keeps nn.Module's __setattr__, name is
+ * no parameter, buffer or submodule of o (guarded: the replay's setattr then
+ * stores into the instance __dict__ as eager does), and v is no Parameter,
+ * Buffer or Module (those register it). 0, or -1 with a reason. */
+static int module_setattr_check(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    const char *nm = PyUnicode_AsUTF8(name);
+    if (!nm) return cap_py_failed(I, "attribute name");
+    if (o->kind != SV_OPAQUE || o->arg < 0)
+        return cap_unsupported(I, "attribute assignment on an nn.Module capture cannot replay it to");
+    static PyObject *s_setattr, *s_delattr;
+    if (!s_setattr && !(s_setattr = PyUnicode_InternFromString("__setattr__"))) return cap_py_failed(I, nm);
+    if (!s_delattr && !(s_delattr = PyUnicode_InternFromString("__delattr__"))) return cap_py_failed(I, nm);
+    PyObject *own = _PyType_Lookup(tp, v ? s_setattr : s_delattr);
+    if (!own || own != _PyType_Lookup(cap_module_type, v ? s_setattr : s_delattr))
+        return cap_unsupported(I, "attribute assignment on a %s (its own %s)", tp->tp_name,
+                               v ? "__setattr__" : "__delattr__");
+    PyObject *internal = module_internal_names_Ref();
+    if (!internal) return cap_py_failed(I, nm);
+    int is_internal = PySet_Contains(internal, name);
+    Py_DECREF(internal);
+    if (is_internal != 0) {
+        PyErr_Clear();
+        return cap_unsupported(I, "assignment to nn.Module bookkeeping attribute .%s", nm);
+    }
+    if (!wk_guards_module_plain_attr(o->obj, name))
+        return cap_unsupported(I, "assignment to .%s, a parameter, buffer or submodule of a %s", nm, tp->tp_name);
+    PyObject *vo = v ? v->obj : NULL;
+    int registers = v && (cap_is_new_module(v) || v->kind == SV_SCRATCH ||
+                          (vo && v->kind != SV_CONST && PyObject_TypeCheck(vo, cap_module_type)) ||
+                          (vo && v->kind != SV_CONST && PyObject_TypeCheck(vo, cap_tensor_type) &&
+                           Py_TYPE(vo) != cap_tensor_type) ||
+                          (vo && v->kind == SV_CONST && (PyObject_TypeCheck(vo, cap_module_type) ||
+                                                         PyObject_TypeCheck(vo, cap_tensor_type))));
+    if (registers)
+        return cap_unsupported(I, "assignment of a %s to an nn.Module attribute (it registers it)", sv_desc(v));
+    wk_guard_type_attr_is(I->guards, tp, v ? s_setattr : s_delattr, own);
+    wk_guard_type_attr_is(I->guards, tp, name, _PyType_Lookup(tp, name));
+    wk_guard_module_plain_attr_at(I->guards, o->arg, o->path, name);
+    return 0;
+}
+
 int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     /* argument objects and pinned global instances (transformers' output
      * collector flips its `compiling` flag while torch.compiler.is_compiling()
@@ -88,9 +146,9 @@ int cap_object_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
      * nothing changes, for modules too (their __setattr__ would re-register it) */
     if (is_own_attr(o, name, v) && overlay_find(I, o->obj, name) < 0) return 0;
     PyTypeObject *tp = Py_TYPE(o->obj);
-    if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type))
-        return cap_unsupported(I, "attribute assignment on an nn.Module");
-    if (tp->tp_setattro != PyObject_GenericSetAttr && !cap_renaming_getattribute(tp))
+    int module = cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type);
+    if (module && module_setattr_check(I, o, name, v) < 0) return -1;
+    if (!module && tp->tp_setattro != PyObject_GenericSetAttr && !cap_renaming_getattribute(tp))
         return cap_unsupported(I, "attribute assignment on a %s (custom __setattr__)", tp->tp_name);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (!_PyObject_GetDictPtr(o->obj) || (descr && Py_TYPE(descr)->tp_descr_set)) /* Python raises, or runs code */

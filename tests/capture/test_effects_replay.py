@@ -1,0 +1,271 @@
+"""Side effects replayed after the graph instead of breaking (issue 8, part
+two): attribute writes on nn.Module arguments (Module.__setattr__'s plain
+case: the instance __dict__), mutations of list arguments of known values
+(item writes, del, pop, remove, reverse, sort: the final contents replayed
+into the same list), dict argument methods (setdefault, popitem, clear),
+and objects the frame makes that escape into an argument (rebuilt after
+the graph, one object per value). Each function runs eagerly and through
+wick on equal copies of its arguments: results, exceptions and the state
+of every argument afterwards (module attributes included) must be eager's;
+graph and break counts are pinned and compared with PyTorch's capture."""
+import copy
+
+import pytest
+import torch
+
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_breaks_inplace import _same, counts, dynamo_graphs, t
+
+OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
+
+
+def _state(a):
+    """What a test compares of an argument: a module's or object's plain
+    attributes besides its tensors' values."""
+    if isinstance(a, torch.nn.Module):
+        plain = {k: v for k, v in vars(a).items() if not k.startswith("_") and k != "training"}
+        return [plain, dict(a.named_parameters()), dict(a.named_buffers()),
+                [n for n, _ in a.named_children()]]
+    if hasattr(a, "__dict__") and not isinstance(a, type):
+        return [type(a).__name__, {k: _state(v) for k, v in vars(a).items()}]
+    if isinstance(a, list):
+        return [_state(v) for v in a]
+    if isinstance(a, dict):
+        return {k: _state(v) for k, v in a.items()}
+    return a
+
+
+def _same_state(a, b):
+    sa, sb = _state(a), _state(b)
+    _same_deep(sa, sb)
+
+
+def _same_deep(a, b):
+    if isinstance(a, dict):
+        assert list(a) == list(b), (a, b)
+        for k in a:
+            _same_deep(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for p, q in zip(a, b):
+            _same_deep(p, q)
+    else:
+        _same(a, b) if isinstance(a, torch.Tensor) else None
+        if not isinstance(a, torch.Tensor):
+            assert type(a) is type(b) and a == b, (a, b)
+
+
+def run_both(fn, make_args, calls=2):
+    """Runs fn eagerly and compiled on equal copies, `calls` times; returns
+    the compiled function's (graphs, breaks, fallbacks) after the first call."""
+    C.reset()
+    cf = C.CompiledFunction(fn, OPTS)
+    first = None
+    for i in range(calls):
+        args = make_args(i) if _takes_index(make_args) else make_args()
+        ea, ca = copy.deepcopy(args), copy.deepcopy(args)
+        try:
+            exp, exp_err = fn(*ea), None
+        except Exception as e:
+            exp, exp_err = None, type(e)
+        try:
+            got, got_err = cf(*ca), None
+        except Exception as e:
+            got, got_err = None, type(e)
+        assert got_err is exp_err, (got_err, exp_err)
+        if exp_err is None:
+            _same_deep(_state(exp) if not isinstance(exp, torch.Tensor) else [exp],
+                       _state(got) if not isinstance(got, torch.Tensor) else [got])
+        for a, b in zip(ea, ca):
+            _same_state(a, b)
+        if first is None:
+            first = counts(fn)
+    return first
+
+
+def _takes_index(f):
+    import inspect
+    try:
+        return len(inspect.signature(f).parameters) == 1
+    except (TypeError, ValueError):
+        return False
+
+
+def check(fn, make_args, expect, dynamo=True, calls=2):
+    first = run_both(fn, make_args, calls)
+    assert first == expect, first
+    if dynamo:
+        args = make_args(0) if _takes_index(make_args) else make_args()
+        dyn = dynamo_graphs(fn, copy.deepcopy(args))
+        if dyn:
+            assert first[0] <= dyn, (first, dyn)
+
+
+# ---- attribute writes on nn.Module arguments ----------------------------------
+
+
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        self.last = x.shape[0]
+        return self.lin(x) * self.calls
+
+
+class Cache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(3))
+
+    def forward(self, x):
+        self.cache = x.sin() * self.scale
+        y = self.cache + 1  # reads the value written above
+        self.note = "seen"
+        return y
+
+
+class ReadBack(torch.nn.Module):
+    def forward(self, x):
+        self.k = 2
+        self.k = self.k * 3
+        if hasattr(self, "k"):
+            x = x + self.k
+        return x
+
+
+class DelOwn(torch.nn.Module):
+    def forward(self, x):
+        self.tmp = x * 2
+        y = self.tmp + 1
+        del self.tmp
+        return y, hasattr(self, "tmp")
+
+
+class WritesThenRaises(torch.nn.Module):
+    def forward(self, x):
+        self.before = x.shape[0]
+        if x.shape[0] > 3:
+            raise ValueError("too long")
+        self.after = 1
+        return x + 1
+
+
+def module_args(mod_cls, shape=(4, 3)):
+    torch.manual_seed(0)
+    m = mod_cls()
+    return lambda: [m, t(*shape)]
+
+
+def call_module(m, x):
+    return m(x)
+
+
+def test_module_attribute_counter():
+    # each call reads a new self.calls: guarded, so a second entry (as Dynamo)
+    check(call_module, module_args(Counter), (1, 0, 0))
+
+
+def test_module_attribute_tensor_written_and_read_back():
+    check(call_module, module_args(Cache), (1, 0, 0))
+
+
+def test_module_attribute_rewritten_and_read():
+    check(call_module, module_args(ReadBack), (1, 0, 0))
+
+
+def test_module_attribute_deleted_after_write():
+    check(call_module, module_args(DelOwn), (1, 0, 0))
+
+
+def test_module_attribute_writes_when_call_raises():
+    # the raise is a break: the write before it is replayed, then Python raises
+    check(call_module, module_args(WritesThenRaises, (5, 3)), (0, 2, 0), dynamo=False)
+    check(call_module, module_args(WritesThenRaises, (2, 3)), (1, 0, 0))
+
+
+def test_module_counter_past_the_cache_limit():
+    # self.calls changes every call: one entry per value up to the cache
+    # limit, then the frame runs eagerly; the state stays eager's throughout
+    torch.manual_seed(0)
+    m = Counter()
+    me = copy.deepcopy(m)
+    C.reset()
+    cf = C.CompiledFunction(call_module, OPTS)
+    x = t(4, 3)
+    for i in range(12):
+        torch.testing.assert_close(cf(m, x), call_module(me, x))
+        assert m.calls == me.calls == i + 1 and m.last == me.last
+    assert "calls" in m.__dict__ and "calls" not in m._buffers
+
+
+class SetsParam(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        self.w = torch.nn.Parameter(x.sum(0).detach())
+        return x * 2
+
+
+class SetsBufferName(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.zeros(3))
+
+    def forward(self, x):
+        self.b = x.sum(0)  # Module.__setattr__ puts it in _buffers
+        return self.b + 1
+
+
+class SetsSubmodule(torch.nn.Module):
+    def forward(self, x):
+        self.sub = torch.nn.ReLU()
+        return self.sub(x)
+
+
+class OwnSetattr(torch.nn.Module):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        object.__setattr__(self, "log", name)
+
+    def forward(self, x):
+        self.v = 1
+        return x + 1
+
+
+@pytest.mark.parametrize("cls", [SetsParam, SetsBufferName, SetsSubmodule, OwnSetattr],
+                         ids=lambda c: c.__name__)
+def test_module_registering_writes_are_not_replayed_blindly(cls):
+    # what Module.__setattr__ registers (or a class's own __setattr__) is
+    # not modelled: the write runs in Python; the state is eager's
+    first = run_both(call_module, module_args(cls))
+    assert first[1] + first[2] >= 1, first
+
+
+def test_module_guard_on_a_name_that_becomes_a_buffer():
+    # an entry compiled for a module where .last is plain must not replay
+    # into one whose .last is a registered buffer
+    torch.manual_seed(0)
+    m1, m2 = Counter(), Counter()
+    m2.register_buffer("last", torch.zeros(()))
+    C.reset()
+    cf = C.CompiledFunction(call_module, OPTS)
+    x = t(4, 3)
+    cf(m1, x)
+    me = copy.deepcopy(m2)
+    try:
+        exp, err = call_module(me, x), None
+    except Exception as e:
+        exp, err = None, type(e)
+    try:
+        got, gerr = cf(m2, x), None
+    except Exception as e:
+        got, gerr = None, type(e)
+    assert err is gerr
+    assert m2.calls == me.calls and "last" in m2._buffers
