@@ -435,6 +435,16 @@ typedef struct {
     PyObject *keys; /* owned tuple: the keys as set up */
 } ArgDict;
 
+/* A list argument capture reads (cap_arg_list_expose): an SV_LIST of its
+ * items, guarded equal to them; its final items replace the real list's
+ * after the graph when the frame changed it. */
+typedef struct {
+    Sv *list;
+    PyObject *obj; /* owned: the argument list itself */
+    int n;
+    Sv **items; /* as exposed */
+} ArgList;
+
 typedef struct {
     PyObject *name; /* owned */
     Sv *value;
@@ -458,6 +468,7 @@ typedef struct {
 
 struct CapBreakState {
     WkVec(ArgDict) arg_dicts;
+    WkVec(ArgList) arg_lists;   /* list arguments exposed as SV_LISTs, first exposed first */
     WkVec(RealCell) cells;      /* closure cells of real functions (vals/function.c) */
     WkVec(GlobalWrite) globals; /* writes to the compiled frame's module globals, first write first */
     WkVec(ListAppend) appends;  /* list and set methods on arguments, in program order */
@@ -505,6 +516,79 @@ static int arg_dict_changed(const ArgDict *d) {
     return 0;
 }
 
+static int arg_list_changed(const ArgList *l) {
+    const Sv *s = l->list;
+    if (s->items.len != l->n) return 1;
+    for (int k = 0; k < l->n; k++)
+        if (s->items.data[k] != l->items[k]) return 1;
+    return 0;
+}
+
+int cap_is_arg_list(Interp *I, const Sv *s) {
+    for (int i = 0; I->brk && i < I->brk->arg_lists.len; i++)
+        if (I->brk->arg_lists.data[i].list == s) return 1;
+    return 0;
+}
+
+/* len() and truth of a list argument do not expose it: a loop that grows
+ * a list its body function checks (if len(out) > k) would make one entry
+ * per length; they stay breaks. */
+int cap_arg_list_expose(Interp *I, Sv *s) {
+    if (!I->brk || s->kind != SV_OPAQUE || s->arg < 0 || s->path || s->gname || !s->obj || !PyList_CheckExact(s->obj))
+        return 0;
+    PyObject *l = s->obj;
+    if (PyList_GET_SIZE(l) > 64) return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(l); i++)
+        if (!cap_is_plain(PyList_GET_ITEM(l, i))) return 0;
+    /* methods already kept for replay on it (append, insert, clear) are
+     * applied to the items instead (below); an extend by another list
+     * argument, whose items capture does not know, keeps it as it was */
+    for (int i = 0; i < I->brk->appends.len; i++)
+        if (I->brk->appends.data[i].list == s && strcmp(I->brk->appends.data[i].method, "extend") == 0) return 0;
+    /* the same list passed twice: one set of changes per object */
+    for (int i = 0; i < I->nargs; i++)
+        if (i != s->arg && I->args[i] == l) return 0;
+    PyObject *snapshot = PyList_GetSlice(l, 0, PyList_GET_SIZE(l));
+    if (!snapshot) return cap_py_failed(I, "a list argument");
+    wk_guard_equals_at(I->guards, s->arg, NULL, snapshot);
+    wk_guard_arg_distinct(I->guards, s->arg);
+    s->kind = SV_LIST;
+    s->obj = NULL; /* an SV_LIST with obj is a ModuleList slice: the reference moves to the record */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snapshot); i++)
+        wk_vec_push(&s->items, sv_const(I, PyList_GET_ITEM(snapshot, i)));
+    Py_DECREF(snapshot);
+    ArgList rec = {s, l, s->items.len, wk_xcalloc((size_t)s->items.len + 1, sizeof(Sv *))};
+    memcpy(rec.items, s->items.data, sizeof(Sv *) * (size_t)s->items.len);
+    wk_vec_push(&I->brk->arg_lists, rec);
+    int kept = 0;
+    for (int i = 0; i < I->brk->appends.len; i++) {
+        ListAppend *e = &I->brk->appends.data[i];
+        if (e->list != s) {
+            I->brk->appends.data[kept++] = *e;
+            continue;
+        }
+        if (strcmp(e->method, "clear") == 0) {
+            s->items.len = 0;
+        } else if (strcmp(e->method, "append") == 0) {
+            wk_vec_push(&s->items, e->value);
+        } else { /* insert at a constant index, clamped as list.insert does */
+            long at = PyLong_AsLong(e->index->obj);
+            if (at == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return cap_unsupported(I, "list.insert index");
+            }
+            if (at < 0) at += s->items.len;
+            if (at < 0) at = 0;
+            if (at > s->items.len) at = s->items.len;
+            wk_vec_push(&s->items, NULL);
+            memmove(&s->items.data[at + 1], &s->items.data[at], (size_t)(s->items.len - 1 - at) * sizeof(Sv *));
+            s->items.data[at] = e->value;
+        }
+    }
+    I->brk->appends.len = kept;
+    return 1;
+}
+
 Sv *cap_cell_lookup(Interp *I, PyObject *cell) {
     for (int i = 0; I->brk && i < I->brk->cells.len; i++)
         if (I->brk->cells.data[i].cell == cell) return I->brk->cells.data[i].sv;
@@ -524,6 +608,8 @@ int cap_break_effect_seen(Interp *I) {
         if (I->brk->cells.data[i].sv->cell != I->brk->cells.data[i].initial) return 1;
     for (int i = 0; I->brk && i < I->brk->arg_dicts.len; i++)
         if (arg_dict_changed(&I->brk->arg_dicts.data[i])) return 1;
+    for (int i = 0; I->brk && i < I->brk->arg_lists.len; i++)
+        if (arg_list_changed(&I->brk->arg_lists.data[i])) return 1;
     return 0;
 }
 
@@ -546,6 +632,11 @@ unsigned long long cap_effects_fingerprint(Interp *I) {
             Sv *d = I->brk->arg_dicts.data[i].dict;
             MIX(d->items.len);
             for (int k = 0; k < d->items.len; k++) MIX(d->items.data[k]);
+        }
+        for (int i = 0; i < I->brk->arg_lists.len; i++) {
+            Sv *l = I->brk->arg_lists.data[i].list;
+            MIX(l->items.len);
+            for (int k = 0; k < l->items.len; k++) MIX(l->items.data[k]);
         }
     }
 #undef MIX
@@ -668,6 +759,11 @@ void cap_break_free(Interp *I, WkBreak *b) {
             Py_XDECREF(I->brk->arg_dicts.data[i].keys);
         }
         wk_vec_free(&I->brk->arg_dicts);
+        for (int i = 0; i < I->brk->arg_lists.len; i++) {
+            free(I->brk->arg_lists.data[i].items);
+            Py_XDECREF(I->brk->arg_lists.data[i].obj);
+        }
+        wk_vec_free(&I->brk->arg_lists);
         for (int i = 0; i < I->brk->globals.len; i++) Py_DECREF(I->brk->globals.data[i].name);
         wk_vec_free(&I->brk->globals);
         wk_vec_free(&I->brk->effects);
@@ -1038,6 +1134,28 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
             if (!value) return effects_fail(I, "a dict argument item");
             effect_push(st, WK_EFFECT_SETITEM, target, value, PyList_GET_ITEM(s->obj, k));
         }
+    }
+    /* list arguments capture read and changed: cleared, then given their
+     * final items (the same list object, as eager leaves it) */
+    for (int i = 0; i < st->arg_lists.len; i++) {
+        ArgList *l = &st->arg_lists.data[i];
+        if (!arg_list_changed(l)) continue;
+        Sv *s = l->list;
+        for (int k = 0; k < s->items.len; k++) {
+            Sv *v = s->items.data[k];
+            if (is_mutable_kind(v) && v->arg < 0 && !v->gname && !cap_is_arg_list(I, v))
+                return effects_fail(I, "a list argument holding a mutable value made by the frame");
+        }
+        WkRet *target = cap_ret_new(p, WK_RET_ARG);
+        target->index = s->arg;
+        WkRet *items = ret_new_items(p, WK_RET_LIST, s->items.len);
+        for (int k = 0; k < s->items.len; k++)
+            if (!(items->items[k] = live_value(I, p, s->items.data[k]))) return effects_fail(I, "a list argument item");
+        PyObject *clear = keep(I, PyObject_GetAttrString((PyObject *)&PyList_Type, "clear"));
+        PyObject *extend = keep(I, PyObject_GetAttrString((PyObject *)&PyList_Type, "extend"));
+        if (!clear || !extend) return cap_py_failed(I, "list methods");
+        effect_push(st, WK_EFFECT_CALL, target, NULL, clear);
+        effect_push(st, WK_EFFECT_CALL, target, items, extend);
     }
     /* closure cells of real functions (nonlocal writes in inlined closures) */
     static PyObject *s_contents;

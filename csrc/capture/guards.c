@@ -34,10 +34,11 @@ typedef enum {
     CK_CALL_IS,    /* owner() (a pinned torch query, no arguments) returns value (identity: a bool or None) */
     CK_MODULE_PLAIN_ATTR, /* name is in none of the _parameters, _buffers, _modules of the nn.Module
                            * getattr(arg, *path): Module.__setattr__ stores it in the instance __dict__ */
+    CK_ARG_DISTINCT, /* argument arg is no other argument (identity) */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4, 2};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4, 2, 1};
 
 typedef struct {
     CheckKind kind;
@@ -558,6 +559,12 @@ void wk_guard_module_plain_attr_at(WkGuards *g, int arg, PyObject *path, PyObjec
     }
     Check c = {.kind = CK_MODULE_PLAIN_ATTR, .arg = arg, .path = Py_XNewRef(path)};
     c.name = Py_NewRef(name);
+    add_check(g, c);
+}
+
+void wk_guard_arg_distinct(WkGuards *g, int arg) {
+    if (has_check_at(g, CK_ARG_DISTINCT, arg, NULL)) return;
+    Check c = {.kind = CK_ARG_DISTINCT, .arg = arg};
     add_check(g, c);
 }
 
@@ -1112,6 +1119,8 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     }
+    case CK_ARG_DISTINCT: /* needs every argument: wk_guards_check_memo */
+        break;
     case CK_MODULE_PLAIN_ATTR:
         if (!wk_guards_module_plain_attr(x, c->name)) {
             snprintf(why_buf, sizeof why_buf, "%s registers %s as a parameter, buffer or submodule",
@@ -1621,6 +1630,14 @@ static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int na
                 goto fail;
             }
         }
+        if (c->kind == CK_ARG_DISTINCT) {
+            for (int k = 0; k < nargs; k++)
+                if (k != c->arg && args[k] == x) {
+                    snprintf(why_buf, sizeof why_buf, "%s is also another argument", arg_name(g, c->arg, nb, sizeof nb));
+                    goto fail;
+                }
+            continue;
+        }
         if (c->path && x) {
             int err = 0;
             PyObject *v = resolve_path_Ref(g, c, args, nargs, x, &err);
@@ -1697,6 +1714,9 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         }
         case CK_DICT_LACKS:
             line = PyUnicode_FromFormat("NO_INSTANCE_ATTR %s.%U", who, c->name);
+            break;
+        case CK_ARG_DISTINCT:
+            line = PyUnicode_FromFormat("ARG_DISTINCT %s", who);
             break;
         case CK_MODULE_PLAIN_ATTR:
             line = PyUnicode_FromFormat("MODULE_PLAIN_ATTR %s.%U", who, c->name);

@@ -571,6 +571,13 @@ long cap_break_take_retry(void);
 int cap_break_effect_seen(Interp *I);
 /* all side effects pending, as one number (equal while nothing is written outside the frame) */
 unsigned long long cap_effects_fingerprint(Interp *I);
+/* A list argument of at most 64 plain values (no attribute path) the frame
+ * reads or changes: s (an SV_OPAQUE) becomes an SV_LIST of its items in
+ * place, guarded equal to them and distinct from the other arguments; the
+ * items it ends with are replayed into the real list after the graph.
+ * 1 exposed, 0 not eligible (s unchanged), -1 with a reason. */
+int cap_arg_list_expose(Interp *I, Sv *s);
+int cap_is_arg_list(Interp *I, const Sv *s); /* an exposed list argument, which capture may change */
 /* -1 with a reason when a dict argument was changed (not replayed), else 0. */
 int cap_break_check_args(Interp *I);
 /* STORE_GLOBAL to the compiled frame's module: kept until replayed. 0 / -1. */

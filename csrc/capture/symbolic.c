@@ -668,6 +668,7 @@ static int push_stack_slice(Interp *I) {
 static int store_subscr(Interp *I) {
     Sv *k = sv_pop(I), *c = k ? sv_pop(I) : NULL, *v = c ? sv_pop(I) : NULL;
     if (!v) return -1;
+    if (c->kind == SV_OPAQUE && cap_arg_list_expose(I, c) < 0) return -1;
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
     if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
@@ -686,6 +687,7 @@ static int store_subscr(Interp *I) {
 static int delete_subscr(Interp *I) {
     Sv *k = sv_pop(I), *c = k ? sv_pop(I) : NULL;
     if (!c) return -1;
+    if (c->kind == SV_OPAQUE && cap_arg_list_expose(I, c) < 0) return -1;
     if (c->kind == SV_DICT) {
         Sv *pos[2] = {c, k};
         Args a = {pos, 2, NULL, NULL, 0};

@@ -44,6 +44,8 @@ void wk_guard_dict_lacks_at(WkGuards *g, int arg, PyObject *path, PyObject *name
  * wk_guards_module_plain_attr tests that on a module now (borrowed). */
 void wk_guard_module_plain_attr_at(WkGuards *g, int arg, PyObject *path, PyObject *name);
 int wk_guards_module_plain_attr(PyObject *module, PyObject *name);
+/* argument arg is not the same object as any other argument of the call */
+void wk_guard_arg_distinct(WkGuards *g, int arg);
 /* the nn.Module getattr(arg, *path) has no hooks; no global module hooks. */
 void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path);
 /* getattr/getitem(arg, *path) is an exact tuple of length `shape` (an int)

@@ -314,6 +314,9 @@ static Sv *call_len(Interp *I, Sv *v) {
     case SV_SCRATCH: return cap_scratch_len(I, v);
     default: {
         SvList items = {0};
+        /* a list argument's length is not read (cap_arg_list_expose says why) */
+        if (v->kind == SV_OPAQUE && v->obj && PyList_CheckExact(v->obj))
+            return cap_unsupported(I, "len() of a list argument"), NULL;
         if (v->kind == SV_OPAQUE && v->obj) { /* ModuleList, Sequential, ModuleDict */
             if (cap_iterate(I, v, &items) < 0) return wk_vec_free(&items), NULL;
             /* the count stands for the class's __len__: torch's own, guarded */

@@ -424,6 +424,8 @@ static int guard_children(Interp *I, Sv *o, PyObject *mods) {
 
 static int object_iterate(Interp *I, Sv *o, SvList *out) {
     PyObject *mods;
+    int exposed = cap_arg_list_expose(I, o);
+    if (exposed) return exposed < 0 ? -1 : cap_iterate(I, o, out);
     if (!module_children(o->obj, &mods)) return cap_unsupported(I, "iterating a %s", cap_type_name(o->obj));
     if (guard_protocol(I, o, "__iter__") < 0) return -1;
     if (guard_children(I, o, mods) < 0) return -1;
@@ -441,6 +443,8 @@ static int object_iterate(Interp *I, Sv *o, SvList *out) {
 
 static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
     PyObject *mods;
+    int exposed = cap_arg_list_expose(I, o);
+    if (exposed) return exposed < 0 ? NULL : SV_OPS(o)->subscript(I, o, k);
     if (!module_children(o->obj, &mods) || k->kind != SV_CONST)
         return cap_unsupported(I, "subscript of a %s by a %s", cap_type_name(o->obj), sv_desc(k)), NULL;
     if (guard_protocol(I, o, "__getitem__") < 0) return NULL;
@@ -509,6 +513,9 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         const char *nm = PyUnicode_AsUTF8(name);
         return nm ? cap_push_method(I, o, nm, method) : cap_py_failed(I, "attribute name");
     }
+    /* other list methods read the items: the list is exposed (breaks.c) */
+    int exposed = cap_arg_list_expose(I, o);
+    if (exposed) return exposed < 0 ? -1 : SV_OPS(o)->getattr(I, o, name, method);
     if (o->arg < 0) return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
     return cap_object_attr(I, o, name, method);
 }

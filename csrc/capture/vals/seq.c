@@ -87,7 +87,7 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
         SvList items = {0};
         if (cap_iterate(I, x, &items) < 0 || cap_iterate(I, y, &items) < 0) return wk_vec_free(&items), NULL;
         if (nb >= NB_INPLACE_ADD && x->kind == SV_LIST) { /* l += [...] extends l */
-            if (x->arg >= 0 || x->gname) {
+            if ((x->arg >= 0 || x->gname) && !cap_is_arg_list(I, x)) {
                 wk_vec_free(&items);
                 return cap_unsupported(I, "extending a list read from an argument or global"), NULL;
             }
@@ -182,7 +182,8 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
     int handled = 0;
     int r = cap_namedtuple_attr(I, s, name, method, &handled);
     if (handled || r < 0) return r;
-    static const char *const list_methods[] = {"append", "extend", "insert", "pop", "index", "count", "reverse", "copy", "clear"};
+    static const char *const list_methods[] = {"append", "extend",  "insert", "pop",  "index", "count",
+                                               "reverse", "copy", "clear", "remove", "sort"};
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return cap_py_failed(I, "attribute name");
     int ok = 0;
@@ -190,8 +191,8 @@ static int seq_getattr(Interp *I, Sv *s, PyObject *name, int method) {
         ok |= strcmp(n, list_methods[i]) == 0 && (s->kind == SV_LIST || i == 4 || i == 5);
     if (s->kind == SV_LIST && s->obj) ok = 0; /* a ModuleList slice: its methods are ModuleList's */
     /* a list read from an argument (object.c) is the real one: not changed here */
-    if (s->kind == SV_LIST && (s->arg >= 0 || s->gname) && strcmp(n, "index") != 0 && strcmp(n, "count") != 0 &&
-        strcmp(n, "copy") != 0)
+    if (s->kind == SV_LIST && (s->arg >= 0 || s->gname) && !cap_is_arg_list(I, s) && strcmp(n, "index") != 0 &&
+        strcmp(n, "count") != 0 && strcmp(n, "copy") != 0)
         ok = 0;
     if (!ok) return cap_unsupported(I, "attribute .%s of a %s", n, sv_desc(s));
     return cap_push_method(I, s, n, method);
@@ -251,6 +252,42 @@ Sv *cap_seq_method_call(Interp *I, const char *name, const Args *a) {
         }
         return sv_const(I, Py_None);
     }
+    if (strcmp(name, "remove") == 0 && nargs == 1) {
+        for (int i = 0; i < s->items.len; i++) {
+            int e = eq_const(s->items.data[i], a->pos[1]);
+            if (e < 0) return cap_unsupported(I, "remove() on symbolic items"), NULL;
+            if (!e) continue;
+            cap_list_changed(s);
+            memmove(&s->items.data[i], &s->items.data[i + 1], (size_t)(s->items.len - 1 - i) * sizeof(Sv *));
+            s->items.len--;
+            return sv_const(I, Py_None);
+        }
+        PyErr_SetString(PyExc_ValueError, "list.remove(x): x not in list");
+        return cap_raise_current(I, "remove"), NULL;
+    }
+    if (strcmp(name, "sort") == 0 && nargs == 0) {
+        /* constants sorted by Python itself (stable, its comparisons); a
+         * comparison that raises is Python's to raise, at the call */
+        PyObject *vals = PyList_New(s->items.len);
+        if (!vals) return cap_py_failed(I, "sort"), NULL;
+        for (int i = 0; i < s->items.len; i++) {
+            Sv *v = s->items.data[i];
+            if (v->kind != SV_CONST || !cap_is_plain(v->obj)) {
+                Py_DECREF(vals);
+                return cap_unsupported(I, "sort() of a list holding a %s", sv_desc(v)), NULL;
+            }
+            PyList_SET_ITEM(vals, i, Py_NewRef(v->obj));
+        }
+        if (PyList_Sort(vals) < 0) {
+            Py_DECREF(vals);
+            PyErr_Clear();
+            return cap_unsupported(I, "sort() whose comparisons raise"), NULL;
+        }
+        cap_list_changed(s);
+        for (int i = 0; i < s->items.len; i++) s->items.data[i] = sv_const(I, PyList_GET_ITEM(vals, i));
+        Py_DECREF(vals);
+        return sv_const(I, Py_None);
+    }
     if (strcmp(name, "copy") == 0 && nargs == 0) return sv_seq(I, SV_LIST, s->items.data, s->items.len);
     if (strcmp(name, "clear") == 0 && nargs == 0) {
         cap_list_changed(s);
@@ -299,7 +336,38 @@ int cap_list_iter_check(Interp *I, Sv *it) {
 /* STORE_SUBSCR on a list: l[i] = v */
 int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
     if (s->kind != SV_LIST) return cap_unsupported(I, "item assignment on a %s", sv_desc(s));
-    if (s->arg >= 0 || s->gname) return cap_unsupported(I, "item assignment on a list read from an argument");
+    if ((s->arg >= 0 || s->gname) && !cap_is_arg_list(I, s))
+        return cap_unsupported(I, "item assignment on a list read from an argument");
+    if (s->obj) return cap_unsupported(I, "item assignment on a ModuleList slice");
+    if (k->kind == SV_CONST && PySlice_Check(k->obj)) {
+        /* l[a:b] = items (step 1), or an extended slice of as many items */
+        Py_ssize_t start, stop, step;
+        SvList items = {0};
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return cap_py_failed(I, "slice");
+        Py_ssize_t n = PySlice_AdjustIndices(s->items.len, &start, &stop, step);
+        if (v->kind != SV_LIST && v->kind != SV_TUPLE &&
+            !(v->kind == SV_CONST && (PyTuple_CheckExact(v->obj) || PyList_CheckExact(v->obj))))
+            return cap_unsupported(I, "slice assignment of a %s", sv_desc(v));
+        if (cap_iterate(I, v, &items) < 0) return wk_vec_free(&items), -1;
+        if (step != 1) {
+            if (items.len != n) {
+                wk_vec_free(&items);
+                return cap_unsupported(I, "extended slice assignment of another length");
+            }
+            for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) s->items.data[j] = items.data[i];
+        } else {
+            if (stop < start) stop = start;
+            SvList out = {0};
+            for (Py_ssize_t i = 0; i < start; i++) wk_vec_push(&out, s->items.data[i]);
+            for (int i = 0; i < items.len; i++) wk_vec_push(&out, items.data[i]);
+            for (Py_ssize_t i = stop; i < s->items.len; i++) wk_vec_push(&out, s->items.data[i]);
+            wk_vec_free(&s->items);
+            s->items = out;
+        }
+        wk_vec_free(&items);
+        cap_list_changed(s);
+        return 0;
+    }
     int i;
     if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
     cap_list_changed(s);
@@ -308,7 +376,24 @@ int cap_seq_store(Interp *I, Sv *s, Sv *k, Sv *v) {
 }
 
 int cap_seq_delete(Interp *I, Sv *s, Sv *k) {
-    if (s->kind != SV_LIST || s->name) return cap_unsupported(I, "item deletion on a %s", sv_desc(s));
+    if (s->kind != SV_LIST || s->name || s->obj) return cap_unsupported(I, "item deletion on a %s", sv_desc(s));
+    /* a list read from an argument or global is the real one: only an exposed argument list's changes are replayed */
+    if ((s->arg >= 0 || s->gname) && !cap_is_arg_list(I, s))
+        return cap_unsupported(I, "item deletion on a list read from an argument");
+    if (k->kind == SV_CONST && PySlice_Check(k->obj)) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return cap_py_failed(I, "slice");
+        Py_ssize_t n = PySlice_AdjustIndices(s->items.len, &start, &stop, step);
+        unsigned char *drop = wk_xcalloc((size_t)s->items.len + 1, 1);
+        for (Py_ssize_t i = 0, j = start; i < n; i++, j += step) drop[j] = 1;
+        int w = 0;
+        for (int i = 0; i < s->items.len; i++)
+            if (!drop[i]) s->items.data[w++] = s->items.data[i];
+        free(drop);
+        s->items.len = w;
+        cap_list_changed(s);
+        return 0;
+    }
     int i;
     if (normalise_index(I, k, s->items.len, &i, "list assignment index out of range") < 0) return -1;
     cap_list_changed(s);
@@ -320,6 +405,7 @@ int cap_seq_delete(Interp *I, Sv *s, Sv *k) {
 /* x in seq, for constant x and items (tensors compare by identity first, as Python does) */
 int cap_contains(Interp *I, Sv *seq, Sv *x, int *out) {
     SvList items = {0};
+    if (seq->kind == SV_OPAQUE && cap_arg_list_expose(I, seq) < 0) return -1;
     if (seq->kind == SV_SCRATCH) return cap_scratch_contains(I, seq, x, out);
     if (seq->kind == SV_SET) return cap_set_contains(I, seq, x, out);
     if (seq->kind == SV_DICT) {
