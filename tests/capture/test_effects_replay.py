@@ -269,3 +269,214 @@ def test_module_guard_on_a_name_that_becomes_a_buffer():
         got, gerr = None, type(e)
     assert err is gerr
     assert m2.calls == me.calls and "last" in m2._buffers
+
+
+# ---- list arguments of known values: their items modelled, the final list replayed
+
+
+def list_setitem(x, lst):
+    lst[0] = x.sin()
+    lst[-1] = 7
+    return x + 1
+
+
+def list_setslice(x, lst):
+    lst[1:3] = [x * 2]
+    lst[::2] = [0] * len(lst[::2])
+    return x + lst[-1]
+
+
+def list_del(x, lst):
+    del lst[0]
+    del lst[-2:]
+    return x + 1
+
+
+def list_pop_last(x, lst):
+    v = lst.pop()
+    return x + v
+
+
+def list_pop_index(x, lst):
+    a = lst.pop(0)
+    b = lst.pop(-1)
+    return x * a + b
+
+
+def list_remove(x, lst):
+    lst.remove(2)
+    return x + lst[0]
+
+
+def list_reverse(x, lst):
+    lst.reverse()
+    return x * lst[0]
+
+
+def list_sort(x, lst):
+    lst.sort()
+    return x * lst[-1]
+
+
+def list_read_only(x, lst):
+    s = x
+    for v in lst:
+        s = s + v
+    return s * lst[1]
+
+
+def list_mixed(x, lst):
+    lst.append(x.cos())
+    lst.insert(0, 9)
+    v = lst.pop(1)
+    lst += [x * v]
+    lst.sort if False else None
+    return lst[0] + x
+
+
+def list_append_then_read(x, lst):
+    lst.append(3)
+    return x + lst[-1]
+
+
+def list_returned(x, lst):
+    lst.pop()
+    lst.append(x * 3)
+    return lst
+
+
+def list_index_count(x, lst):
+    lst.append(lst.index(2) + lst.count(1))
+    return x + lst[-1]
+
+
+def list_in(x, lst):
+    if 3 in lst:
+        lst.remove(3)
+        return x + 1
+    return x - 1
+
+
+def _plain_lists():
+    return lambda: [t(4, 3), [1, 2, 3, 1]]
+
+
+@pytest.mark.parametrize("fn", [list_setitem, list_setslice, list_del, list_pop_last, list_pop_index,
+                                list_remove, list_reverse, list_sort, list_read_only, list_mixed,
+                                list_append_then_read, list_returned, list_index_count, list_in],
+                         ids=lambda f: f.__name__)
+def test_list_argument_mutations_one_graph(fn):
+    check(fn, _plain_lists(), (1, 0, 0))
+
+
+def test_list_values_guarded():
+    # another list's contents: a second entry, results still eager's
+    C.reset()
+    cf = C.CompiledFunction(list_pop_last, OPTS)
+    x = t(3)
+    for lst in ([1.0, 2.0], [1.0, 5.0], [4.0]):
+        a, b = list(lst), list(lst)
+        torch.testing.assert_close(cf(x, a), list_pop_last(x, b))
+        assert a == b
+
+
+def list_pop_empty(x, lst):
+    lst.append(1)
+    lst.clear()
+    return x + lst.pop()
+
+
+def list_remove_missing(x, lst):
+    lst.remove(99)
+    return x
+
+
+def list_sort_mixed(x, lst):
+    lst.sort()
+    return x
+
+
+def list_index_out_of_range(x, lst):
+    lst[0] = 5
+    lst[10] = x
+    return x
+
+
+@pytest.mark.parametrize("fn,make", [
+    (list_pop_empty, lambda: [t(3), [1]]),
+    (list_remove_missing, lambda: [t(3), [1, 2]]),
+    (list_sort_mixed, lambda: [t(3), [1, "a"]]),
+    (list_index_out_of_range, lambda: [t(3), [1, 2]]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_list_argument_errors_are_eager_errors(fn, make):
+    # Python raises at the instruction; what the frame changed before is
+    # replayed first, so the list is eager's too
+    run_both(fn, make)
+
+
+def same_list_twice(x, a, b):
+    a.pop()
+    b.pop()
+    return x + 1
+
+
+def test_list_passed_twice_stays_one_object():
+    C.reset()
+    cf = C.CompiledFunction(same_list_twice, OPTS)
+    x = t(3)
+    l1, l2 = [1, 2, 3], [1, 2, 3]
+    cf(x, l1, [1, 2, 3])
+    same_list_twice(x, l2, [1, 2, 3])
+    assert l1 == l2
+    shared, eshared = [1, 2, 3], [1, 2, 3]
+    cf(x, shared, shared)
+    same_list_twice(x, eshared, eshared)
+    assert shared == eshared == [1]
+
+
+def list_of_tensors_pop(x, lst):
+    return x + lst.pop()
+
+
+def test_list_of_tensors_is_not_exposed():
+    # items that are not plain values: the list stays opaque, the pop a break
+    first = run_both(list_of_tensors_pop, lambda: [t(3), [t(3, seed=1), t(3, seed=2)]])
+    assert first[1] >= 1, first
+
+
+def loop_grows_list(x, out):
+    for i in range(3):
+        out.append(i)
+        x = x + out[-1]
+    return x
+
+
+def test_list_argument_in_unrolled_loop():
+    check(loop_grows_list, lambda: [t(4, 3), [5]], (1, 0, 0))
+
+
+def list_then_break(x, lst):
+    lst.pop(0)
+    lst[0] = x.sum()
+    print("wick-list-break", len(lst))
+    lst.reverse()
+    return x + 1
+
+
+def test_list_changes_replayed_before_a_break(capsys):
+    check(list_then_break, lambda: [t(4, 3), [1, 2, 3]], (2, 3, 0), dynamo=False)  # len(): a break of its own
+    assert capsys.readouterr().out.count("wick-list-break 2") == 4
+
+
+def list_then_raise(x, lst):
+    lst[0] = x * 2
+    lst.pop()
+    if x.shape[0] > 3:
+        raise ValueError("too long")
+    lst.append(1)
+    return x
+
+
+def test_list_changes_when_the_call_raises():
+    check(list_then_raise, lambda: [t(5, 3), [1, 2, 3]], (1, 1, 0), dynamo=False)
+    check(list_then_raise, lambda: [t(2, 3), [1, 2, 3]], (1, 0, 0))
