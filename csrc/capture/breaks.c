@@ -1063,6 +1063,14 @@ static int effect_push(CapBreakState *st, WkEffectKind kind, WkRet *target, WkRe
     return 0;
 }
 
+/* Not a mutable value made in the frame, or one cap_reconstruct rebuilds as
+ * one object for all its references (lists, dicts, sets, user objects; not
+ * iterators or dict views) */
+static int rebuildable_once(const Sv *v) {
+    if (!is_mutable_kind(v) || v->arg >= 0 || v->gname) return 1;
+    return v->kind != SV_ITER && !(v->kind == SV_LIST && (v->name || v->obj));
+}
+
 static int effects_fail(Interp *I, const char *what) {
     if (I->brk) I->brk->effects_failed = 1;
     return cap_unsupported(I, "%s (not replayed)", what);
@@ -1141,11 +1149,9 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
         ArgList *l = &st->arg_lists.data[i];
         if (!arg_list_changed(l)) continue;
         Sv *s = l->list;
-        for (int k = 0; k < s->items.len; k++) {
-            Sv *v = s->items.data[k];
-            if (is_mutable_kind(v) && v->arg < 0 && !v->gname && !cap_is_arg_list(I, v))
+        for (int k = 0; k < s->items.len; k++)
+            if (!rebuildable_once(s->items.data[k]))
                 return effects_fail(I, "a list argument holding a mutable value made by the frame");
-        }
         WkRet *target = cap_ret_new(p, WK_RET_ARG);
         target->index = s->arg;
         WkRet *items = ret_new_items(p, WK_RET_LIST, s->items.len);
@@ -1180,10 +1186,11 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
         effect_push(st, value ? WK_EFFECT_SETATTR : WK_EFFECT_DELATTR, target, value, s_contents);
     }
     /* appends to list arguments, in program order; a mutable value made
-     * during capture would be rebuilt as a second object: not replayed */
+     * during capture is rebuilt once, shared with every other reference to
+     * it (cap_reconstruct); an iterator or a dict view is not rebuilt */
     for (int i = 0; i < st->appends.len; i++) {
         ListAppend *e = &st->appends.data[i];
-        if (e->value && is_mutable_kind(e->value) && e->value->arg < 0 && !e->value->gname)
+        if (e->value && !rebuildable_once(e->value))
             return effects_fail(I, "a list.append of a mutable value made by the frame");
         WkRet *target = live_value(I, p, e->list);
         WkRet *value = target && e->value ? live_value(I, p, e->value) : NULL;

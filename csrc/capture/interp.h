@@ -278,6 +278,10 @@ struct Interp {
 struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
+    /* mutable values made in the frame, rebuilt once: the same WkRet (marked
+     * shared) wherever the value reaches Python again (cap_reconstruct) */
+    WkVec(Sv *) rebuilt_sv;
+    WkVec(WkRet *) rebuilt_ret;
 };
 
 /* A handler failed: a reason is recorded, or an exception propagates

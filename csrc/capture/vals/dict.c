@@ -62,6 +62,24 @@ int cap_dict_update(Interp *I, Sv *d, Sv *other) {
     return cap_unsupported(I, "dict update from a %s", sv_desc(other));
 }
 
+static int raise_key_error(Interp *I, PyObject *key) {
+    PyObject *e = PyObject_CallOneArg(PyExc_KeyError, key);
+    if (!e) return cap_py_failed(I, "KeyError");
+    cap_raise(I, e);
+    Py_DECREF(e);
+    return -1;
+}
+
+/* d | other (a new dict) and d |= other (d updated in place, d the result) */
+static Sv *dict_binary(Interp *I, int nb, Sv *x, Sv *y) {
+    if ((nb != NB_OR && nb != NB_INPLACE_OR) || x->kind != SV_DICT ||
+        !(y->kind == SV_DICT || (y->kind == SV_CONST && PyDict_CheckExact(y->obj))))
+        return NULL;
+    Sv *r = x;
+    if (nb == NB_OR && (!(r = cap_dict_new(I)) || cap_dict_update(I, r, x) < 0)) return NULL;
+    return cap_dict_update(I, r, y) < 0 ? NULL : r;
+}
+
 static int dict_truth(Interp *I, Sv *s, int *out) {
     (void)I;
     *out = s->items.len > 0;
@@ -87,7 +105,8 @@ static int dict_iterate(Interp *I, Sv *d, SvList *out) {
 }
 
 static int dict_getattr(Interp *I, Sv *s, PyObject *name, int method) {
-    static const char *const methods[] = {"items", "keys", "values", "get", "update", "pop", "setdefault", "copy"};
+    static const char *const methods[] = {"items", "keys",  "values", "get",  "update",
+                                           "pop",   "setdefault", "copy", "clear", "popitem"};
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return cap_py_failed(I, "attribute name");
     int ok = 0;
@@ -130,7 +149,7 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {
         Sv *dflt = nargs == 2 ? a->pos[2] : NULL;
         if (i < 0) {
             if (!dflt && name[0] != 'g') {
-                if (name[0] == 'p') return cap_unsupported(I, "KeyError in dict.pop()"), NULL;
+                if (name[0] == 'p') return raise_key_error(I, k->obj), NULL;
                 dflt = sv_const(I, Py_None);
             }
             if (!dflt) dflt = sv_const(I, Py_None);
@@ -150,6 +169,22 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {
         for (int k = 0; k < a->nkw; k++)
             if (cap_dict_set(I, d, sv_const(I, PyTuple_GET_ITEM(a->kwnames, k)), a->kw[k]) < 0) return NULL;
         return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "clear") == 0 && !nargs) {
+        if (PyList_SetSlice(d->obj, 0, PyList_GET_SIZE(d->obj), NULL) < 0) return cap_py_failed(I, "dict.clear"), NULL;
+        d->items.len = 0;
+        return sv_const(I, Py_None);
+    }
+    if (strcmp(name, "popitem") == 0 && !nargs) { /* the last key inserted, as a (key, value) pair */
+        Py_ssize_t last = PyList_GET_SIZE(d->obj) - 1;
+        if (last < 0) {
+            PyErr_SetString(PyExc_KeyError, "popitem(): dictionary is empty");
+            return cap_raise_current(I, "popitem"), NULL;
+        }
+        Sv *pair[2] = {sv_const(I, PyList_GET_ITEM(d->obj, last)), d->items.data[last]};
+        if (PySequence_DelItem(d->obj, last) < 0) return cap_py_failed(I, "dict.popitem"), NULL;
+        d->items.len--;
+        return sv_seq(I, SV_TUPLE, pair, 2);
     }
     if (strcmp(name, "copy") == 0 && !nargs) {
         Sv *r = cap_dict_new(I);
@@ -175,5 +210,6 @@ const SvOps cap_dict_kind = {
     .getattr = dict_getattr,
     .subscript = dict_subscript,
     .iterate = dict_iterate,
+    .binary = dict_binary,
     .reconstruct = dict_reconstruct,
 };
