@@ -330,7 +330,6 @@ def list_mixed(x, lst):
     lst.insert(0, 9)
     v = lst.pop(1)
     lst += [x * v]
-    lst.sort if False else None
     return lst[0] + x
 
 
@@ -480,3 +479,186 @@ def list_then_raise(x, lst):
 def test_list_changes_when_the_call_raises():
     check(list_then_raise, lambda: [t(5, 3), [1, 2, 3]], (1, 1, 0), dynamo=False)
     check(list_then_raise, lambda: [t(2, 3), [1, 2, 3]], (1, 0, 0))
+
+
+# ---- dict argument methods ------------------------------------------------------
+
+
+def dict_setdefault(x, d):
+    v = d.setdefault("a", 5)
+    d.setdefault("z", x * 2)
+    return x + v
+
+
+def dict_popitem(x, d):
+    k, v = d.popitem()
+    return x + v, k
+
+
+def dict_clear_fill(x, d):
+    d.clear()
+    d["q"] = x.exp()
+    return x + 1
+
+
+def dict_update_forms(x, d):
+    d.update({"b": x * 2})
+    d.update(c=3)
+    return x + d["a"]
+
+
+def dict_pop_default(x, d):
+    return x + d.pop("zz", 7) + d.pop("a")
+
+
+def dict_or(x, d):
+    d |= {"n": 1}
+    e = d | {"m": x}
+    return e, x + 1
+
+
+def dict_del_readd(x, d):
+    del d["a"]
+    d["a"] = x
+    return x * 2
+
+
+@pytest.mark.parametrize("fn", [dict_setdefault, dict_popitem, dict_clear_fill, dict_update_forms,
+                                dict_pop_default, dict_or, dict_del_readd], ids=lambda f: f.__name__)
+def test_dict_argument_methods(fn):
+    check(fn, lambda: [t(4, 3), {"a": 1, "b": 2}], (1, 0, 0))
+
+
+def dict_popitem_empty(x, d):
+    d.popitem()
+    return x
+
+
+def dict_pop_missing(x, d):
+    d["k"] = 1
+    d.pop("missing")
+    return x
+
+
+@pytest.mark.parametrize("fn", [dict_popitem_empty, dict_pop_missing], ids=lambda f: f.__name__)
+def test_dict_errors_are_eager_errors(fn):
+    run_both(fn, lambda: [t(3), {}])
+
+
+# ---- new mutable objects escaping into arguments: rebuilt once ------------------
+
+
+class Box:
+    pass
+
+
+def obj_appended(x, lst):
+    o = Box()
+    o.t = x * 2
+    o.n = 3
+    lst.append(o)
+    return x + 1
+
+
+def list_into_dict(x, d):
+    d["k"] = [x, x + 1]
+    return x + 1
+
+
+def list_returned_and_appended(x, lst):
+    inner = [x.sin()]
+    lst.append(inner)
+    return inner
+
+
+def obj_appended_twice(x, lst):
+    o = Box()
+    o.t = x * 2
+    lst.append(o)
+    lst.append(o)
+    return o
+
+
+def shared_in_dict(x, d):
+    inner = [x]
+    d["a"] = inner
+    d["b"] = inner
+    inner.append(1)
+    return x + 1
+
+
+def dict_into_list_arg(x, lst):
+    lst[0] = {"t": x * 3}
+    return x
+
+
+def obj_on_argument_object(x, holder):
+    o = Box()
+    o.v = x + 1
+    holder.child = o
+    return o
+
+
+def _lists():
+    return lambda: [t(4, 3), [1, 2]]
+
+
+@pytest.mark.parametrize("fn,make", [
+    (obj_appended, _lists()),
+    (list_into_dict, lambda: [t(4, 3), {"a": 1}]),
+    (list_returned_and_appended, _lists()),
+    (obj_appended_twice, _lists()),
+    (shared_in_dict, lambda: [t(4, 3), {}]),
+    (dict_into_list_arg, _lists()),
+    (obj_on_argument_object, lambda: [t(4, 3), Box()]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_new_objects_escape_into_arguments(fn, make):
+    check(fn, make, (1, 0, 0))
+
+
+def test_one_object_through_two_references():
+    C.reset()
+    x = t(4, 3)
+    lst = []
+    r = C.CompiledFunction(list_returned_and_appended, OPTS)(x, lst)
+    assert r is lst[0]
+    r.append(5)
+    assert lst[0][-1] == 5
+    lst = []
+    o = C.CompiledFunction(obj_appended_twice, OPTS)(x, lst)
+    assert lst[0] is lst[1] is o
+    d = {}
+    C.CompiledFunction(shared_in_dict, OPTS)(x, d)
+    assert d["a"] is d["b"] and d["a"][-1] == 1
+    holder = Box()
+    o = C.CompiledFunction(obj_on_argument_object, OPTS)(x, holder)
+    assert holder.child is o
+
+
+def returns_same_twice(x):
+    inner = [x * 2]
+    return inner, inner
+
+
+def test_returned_twice_is_one_list():
+    C.reset()
+    a, b = C.CompiledFunction(returns_same_twice, OPTS)(t(4, 3))
+    assert a is b
+    assert counts(returns_same_twice) == (1, 0, 0)
+
+
+def escapes_then_break(x, lst):
+    inner = [x * 2]
+    lst.append(inner)
+    print("wick-escape-break", len(lst))
+    inner.append(3)
+    return inner
+
+
+def test_escaped_object_across_a_break(capsys):
+    C.reset()
+    lst, elst = [], []
+    r = C.CompiledFunction(escapes_then_break, OPTS)(t(4, 3), lst)
+    e = escapes_then_break(t(4, 3), elst)
+    assert r is lst[0] and len(r) == len(e) == 2
+    assert capsys.readouterr().out.count("wick-escape-break 1") == 2
