@@ -140,6 +140,16 @@ struct Sv {
      * loop walks it must end capture there (cap_list_iter_check) */
     SvList lists;
     long lists_version;
+    /* ITER made by a generator function (vals/function.c), run ahead when
+     * made: gen 1 when next() may take its items one at a time (its body
+     * read only its tensor and constant arguments), with what that run
+     * depended on: the side effects pending, the grad mode, and the graph
+     * value of each tensor argument (gen_args) then */
+    int gen;
+    unsigned long long gen_effects;
+    int gen_grad;
+    SvList gen_args;
+    WkVec(int) gen_values;
 };
 
 typedef struct {
@@ -396,6 +406,12 @@ Sv *cap_signature_call(Interp *I, PyObject *fn, const Args *a); /* inspect.signa
 
 /* vals/function.c */
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a);
+/* next(it[, default]) on an iterator a generator made (see Sv.gen); NULL
+ * without a reason when it is no such iterator */
+Sv *cap_generator_next(Interp *I, const Args *a);
+/* -1 with a reason when something a generator's iterator `it` could have
+ * read changed since it ran (Sv.gen); 0 otherwise, or for other iterators */
+int cap_generator_check(Interp *I, Sv *it);
 Sv *cap_inline_made_func(Interp *I, Sv *func, const Args *a);
 int cap_make_function(Interp *I, int flags);
 int cap_deref_load(Interp *I, int index);

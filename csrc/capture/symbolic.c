@@ -86,6 +86,8 @@ static void sv_free(Sv *s) {
     free(s->name);
     wk_vec_free(&s->items);
     wk_vec_free(&s->lists);
+    wk_vec_free(&s->gen_args);
+    wk_vec_free(&s->gen_values);
     free(s);
 }
 

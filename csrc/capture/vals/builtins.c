@@ -694,6 +694,8 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     if (n && strcmp(n, "hasattr") == 0) return call_getattr(I, a, 1);
     if (n && !all_plain) {
         Sv *r;
+        if (strcmp(n, "next") == 0 && (r = cap_generator_next(I, a)) != NULL) return r;
+        if (CAP_FAILED(I)) return NULL;
         if (strcmp(n, "len") == 0 && a->npos == 1 && !a->nkw) return call_len(I, a->pos[0]);
         if (strcmp(n, "isinstance") == 0 && a->npos == 2 && !a->nkw) return call_isinstance(I, a);
         if (strcmp(n, "callable") == 0 && a->npos == 1 && !a->nkw) {

@@ -118,7 +118,46 @@ static Sv *run_callee(Interp *I, Frame *fr) {
     if (cap_effects_fingerprint(I) != before)
         return cap_unsupported(I, "a generator with side effects (capture would run it ahead of its consumer)"), NULL;
     Sv *it = sv_seq(I, SV_ITER, fr->yields.data, fr->yields.len);
+    /* next() may take the items one at a time when nothing but the
+     * arguments fed the run: no closure, arguments tensors or constants */
+    PyCodeObject *co = fr->code;
+    int nparams = co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) +
+                  !!(co->co_flags & CO_VARKEYWORDS);
+    it->gen = co->co_nfreevars == 0 && co->co_ncellvars == 0 ? 1 : 2;
+    for (int i = 0; i < nparams && i < fr->nlocals; i++) {
+        Sv *p = fr->locals[i];
+        if (p && p->kind == SV_TENSOR) {
+            wk_vec_push(&it->gen_args, p);
+            wk_vec_push(&it->gen_values, p->value);
+        } else if (!p || p->kind != SV_CONST || !cap_is_plain(p->obj)) {
+            it->gen = 2;
+        }
+    }
+    it->gen_effects = before;
+    it->gen_grad = I->grad_enabled;
     return it;
+}
+
+int cap_generator_check(Interp *I, Sv *it) {
+    if (!it->gen) return 0;
+    /* its body ran when it was made: exact only while nothing it could
+     * read has changed since (eager runs it as it is consumed) */
+    int same = cap_effects_fingerprint(I) == it->gen_effects && I->grad_enabled == it->gen_grad;
+    for (int i = 0; same && i < it->gen_args.len; i++) same = it->gen_args.data[i]->value == it->gen_values.data[i];
+    return same ? 0 : cap_unsupported(I, "a generator consumed after a change it could see (it ran when made)");
+}
+
+Sv *cap_generator_next(Interp *I, const Args *a) {
+    if (a->nkw || a->npos < 1 || a->npos > 2 || a->pos[0]->kind != SV_ITER || !a->pos[0]->gen) return NULL;
+    Sv *it = a->pos[0];
+    if (it->gen != 1) return cap_unsupported(I, "next() of a generator that reads more than its arguments"), NULL;
+    if (cap_generator_check(I, it) < 0) return NULL;
+    if (it->value < 0) it->value = 0;
+    if (it->value >= it->items.len) {
+        if (a->npos == 2) return a->pos[1];
+        return cap_unsupported(I, "next() of an exhausted generator"), NULL;
+    }
+    return it->items.data[it->value++];
 }
 
 Sv *cap_inline_call(Interp *I, PyFunctionObject *f, const Args *a) {

@@ -48,7 +48,7 @@ static Sv *seq_subscript(Interp *I, Sv *s, Sv *k) {
 }
 
 static int seq_iterate(Interp *I, Sv *s, SvList *out) {
-    (void)I;
+    if (s->kind == SV_ITER && cap_generator_check(I, s) < 0) return -1;
     int from = s->kind == SV_ITER ? s->value : 0;
     for (int i = from < 0 ? 0 : from; i < s->items.len; i++) wk_vec_push(out, s->items.data[i]);
     if (s->kind == SV_ITER) s->value = s->items.len; /* consumed */
