@@ -934,6 +934,20 @@ static int values_equal(PyObject *a, PyObject *b) {
         double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
         return memcmp(&x, &y, sizeof x) == 0;
     }
+    /* the items of a tuple or list of constants one by one, each of the
+     * same exact type: [1, 2] == [1.0, True] for Python, not for capture
+     * (range(), str(), isinstance see the difference) */
+    if ((PyTuple_CheckExact(a) || PyList_CheckExact(a)) && Py_TYPE(a) == Py_TYPE(b)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+        if (n != PySequence_Fast_GET_SIZE(b)) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PySequence_Fast_GET_ITEM(a, i), *y = PySequence_Fast_GET_ITEM(b, i);
+            if (Py_TYPE(x) != Py_TYPE(y)) return 0;
+            int eq = values_equal(x, y);
+            if (eq != 1) return eq;
+        }
+        return 1;
+    }
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 

@@ -744,3 +744,19 @@ def test_generator_with_side_effects_is_never_run_ahead():
     # (the generator runs in Python; state and results eager's)
     first = run_both(next_with_side_effects, lambda: [t(4, 3), []])
     assert first[1] + first[2] >= 1, first
+
+
+def list_item_types(x, lst):
+    v = lst.pop()
+    return x + len(str(v))
+
+
+def test_list_guard_checks_item_types():
+    # [1, 2] == [1, 2.0] for Python; the entry for ints must not serve floats
+    C.reset()
+    cf = C.CompiledFunction(list_item_types, OPTS)
+    x = t(3)
+    for lst in ([1, 2], [1, 2.0], [1, True]):
+        a, b = list(lst), list(lst)
+        torch.testing.assert_close(cf(x, a), list_item_types(x, b))
+        assert a == b
