@@ -760,3 +760,217 @@ def test_list_guard_checks_item_types():
         a, b = list(lst), list(lst)
         torch.testing.assert_close(cf(x, a), list_item_types(x, b))
         assert a == b
+
+
+# ---- more shapes of the same effects ---------------------------------------------
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Counter()
+
+    def forward(self, x):
+        self.inner.tag = "set-by-outer"
+        self.steps = getattr(self, "steps", 0) + 1
+        return self.inner(x)
+
+
+def test_module_attribute_on_a_submodule():
+    check(call_module, module_args(Outer), (1, 0, 0))
+
+
+class LoopWrites(torch.nn.Module):
+    def forward(self, x):
+        for i in range(3):
+            self.last_i = i
+            x = x + self.last_i
+        return x
+
+
+def test_module_attribute_written_in_a_loop():
+    check(call_module, module_args(LoopWrites), (1, 0, 0))
+
+
+class WritesList(torch.nn.Module):
+    def forward(self, x):
+        self.hist = [x.shape[0], x.sum()]
+        return x * 2, self.hist
+
+
+def test_module_attribute_holding_a_new_list_is_one_object():
+    torch.manual_seed(0)
+    m = WritesList()
+    C.reset()
+    out, hist = C.CompiledFunction(call_module, OPTS)(m, t(4, 3))
+    assert hist is m.hist and hist[0] == 4
+    check(call_module, module_args(WritesList), (1, 0, 0))
+
+
+class TrainingFlip(torch.nn.Module):
+    def forward(self, x):
+        self.training = False
+        return x + 1
+
+
+def test_module_training_flag_write_is_not_modelled():
+    first = run_both(call_module, module_args(TrainingFlip))
+    assert first[1] + first[2] >= 1, first
+
+
+def mutate_in_helper(lst, v):
+    lst[0] = v
+    lst.reverse()
+
+
+def list_mutated_in_helper(x, lst):
+    mutate_in_helper(lst, x * 2)
+    return x + 1
+
+
+def test_list_argument_mutated_in_an_inlined_helper():
+    check(list_mutated_in_helper, _plain_lists(), (1, 0, 0))
+
+
+def list_returned_identity(x, lst):
+    lst.sort()
+    lst.pop(0)
+    return lst, x * 2
+
+
+def test_mutated_list_argument_returned_is_the_same_list():
+    C.reset()
+    lst = [3, 1, 2]
+    r, _ = C.CompiledFunction(list_returned_identity, OPTS)(t(3), lst)
+    assert r is lst and lst == [2, 3]
+
+
+def list_slice_delete_step(x, lst):
+    del lst[::2]
+    return x + lst[0]
+
+
+def list_extended_slice_write(x, lst):
+    lst[::2] = [x, x * 2]
+    return x
+
+
+def list_negative_insert(x, lst):
+    lst.insert(-1, x)
+    lst.insert(-100, 0)
+    lst.insert(100, 9)
+    return x + lst[0]
+
+
+@pytest.mark.parametrize("fn", [list_slice_delete_step, list_extended_slice_write, list_negative_insert],
+                         ids=lambda f: f.__name__)
+def test_list_argument_slices_and_inserts(fn):
+    check(fn, _plain_lists(), (1, 0, 0))
+
+
+def list_contains_after_change(x, lst):
+    lst.append(5)
+    return x + (1 if 5 in lst else 0)
+
+
+def test_list_contains_sees_the_change():
+    check(list_contains_after_change, _plain_lists(), (1, 0, 0))
+
+
+def empty_list_pop(x, lst):
+    return x + lst.pop()
+
+
+def test_empty_list_argument_pop_raises_as_eager():
+    run_both(empty_list_pop, lambda: [t(3), []])
+
+
+def list_read_then_appended_by_python(x, lst):
+    v = lst[0]
+    lst.append(v * 2)
+    return x * v
+
+
+def test_list_argument_recompiles_on_new_values():
+    C.reset()
+    cf = C.CompiledFunction(list_read_then_appended_by_python, OPTS)
+    x = t(3)
+    for first in (1, 2, 1):
+        a, b = [first], [first]
+        torch.testing.assert_close(cf(x, a), list_read_then_appended_by_python(x, b))
+        assert a == b
+
+
+def dict_and_list_together(x, d, lst):
+    d["n"] = lst.pop()
+    lst.insert(0, d.pop("a"))
+    return x + d["n"]
+
+
+def test_dict_and_list_arguments_together():
+    check(dict_and_list_together, lambda: [t(4, 3), {"a": 1}, [5, 6]], (1, 0, 0))
+
+
+def set_made_escapes(x, d):
+    s = {1, 2}
+    d["s"] = s
+    s.add(3)
+    return x + 1, s
+
+
+def test_set_made_in_frame_escapes_into_a_dict_once():
+    C.reset()
+    d = {}
+    _, s = C.CompiledFunction(set_made_escapes, OPTS)(t(3), d)
+    assert d["s"] is s and s == {1, 2, 3}
+    check(set_made_escapes, lambda: [t(4, 3), {}], (1, 0, 0))
+
+
+class DelUnset(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.old = 1
+
+    def forward(self, x):
+        del self.old  # not set by the frame: whether it exists is not guarded
+        return x + 1
+
+
+def test_module_delete_of_an_attribute_the_frame_did_not_set():
+    first = run_both(call_module, module_args(DelUnset), calls=1)
+    assert first[1] + first[2] >= 1, first
+
+
+class StoresInput(torch.nn.Module):
+    def forward(self, x, y):
+        self.saved = y  # an argument tensor: stored by identity
+        return x + self.saved
+
+
+def test_module_attribute_holding_an_input_tensor():
+    torch.manual_seed(0)
+    m = StoresInput()
+    C.reset()
+    y = t(4, 3, seed=5)
+    C.CompiledFunction(lambda m, x, y: m(x, y), OPTS)(m, t(4, 3), y)
+    assert m.saved is y
+
+
+def list_comprehension_over_argument(x, lst):
+    return [x * v for v in lst if v > 1]
+
+
+def test_list_argument_read_by_a_comprehension():
+    check(list_comprehension_over_argument, _plain_lists(), (1, 0, 0))
+
+
+def list_sort_then_break(x, lst):
+    lst.sort()
+    y = x * lst[0]
+    print("wick-sorted", lst)
+    return y + lst[-1]
+
+
+def test_sorted_list_argument_replayed_before_a_break(capsys):
+    run_both(list_sort_then_break, lambda: [t(4, 3), [3, 1, 2]])
+    assert capsys.readouterr().out.count("wick-sorted [1, 2, 3]") == 4
