@@ -278,6 +278,7 @@ struct Interp {
 struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
+    SvList rebuilt;     /* the mutable values rebuilt so far (borrowed): each once */
 };
 
 /* A handler failed: a reason is recorded, or an exception propagates

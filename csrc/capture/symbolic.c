@@ -272,6 +272,16 @@ WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
     }
     const SvOps *ops = SV_OPS(s);
     if (!ops->reconstruct) return cap_unsupported(I, "returning a %s", sv_desc(s)), NULL;
+    if (s->kind == SV_LIST || s->kind == SV_DICT || s->kind == SV_SET || s->kind == SV_OBJECT) {
+        /* each reconstruction makes a new object: a mutable value the frame
+         * made that reaches Python twice (returned and stored, twice in the
+         * result) would come back as two objects where eager has one */
+        for (int i = 0; i < p->rebuilt.len; i++)
+            if (p->rebuilt.data[i] == s)
+                return cap_unsupported(I, "a %s the frame made reaches Python through two references", sv_desc(s)),
+                       NULL;
+        wk_vec_push(&p->rebuilt, s);
+    }
     return ops->reconstruct(I, p, s, depth);
 }
 
@@ -282,6 +292,7 @@ static void plan_free(RetPlan *p) {
     }
     wk_vec_free(&p->all);
     wk_vec_free(&p->outputs);
+    wk_vec_free(&p->rebuilt);
 }
 
 /* ---- globals ---------------------------------------------------------------- */

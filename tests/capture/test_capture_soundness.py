@@ -318,3 +318,40 @@ def test_list_changed_while_a_loop_walks_it(fn, shape):
     else:
         assert reasons(fn), "the changed list must end capture"
 
+
+
+# A list, dict or object the frame made is rebuilt after the graph: one that
+# reaches Python through two references must stay one object, as in eager.
+class _Holder:
+    pass
+
+
+def _list_stored_and_returned(h, x):
+    items = [x * 2]
+    h.items = items
+    return items, x + 1
+
+
+def _dict_twice_in_the_result(h, x):
+    d = {"a": x.sin()}
+    return d, d
+
+
+def _list_returned_once(h, x):
+    return [x * 2, x.cos()]
+
+
+@pytest.mark.parametrize("fn", [_list_stored_and_returned, _dict_twice_in_the_result, _list_returned_once])
+def test_new_container_keeps_its_identity(fn):
+    x = torch.randn(5)
+    f = compiled(fn)
+    for _ in range(2):
+        h, he = _Holder(), _Holder()
+        got, want = f(h, x), fn(he, x)
+        assert_same(got, want)
+        if fn is _list_stored_and_returned:
+            assert got[0] is h.items
+        if fn is _dict_twice_in_the_result:
+            assert got[0] is got[1]
+    if fn is _list_returned_once:
+        one_graph(fn)
