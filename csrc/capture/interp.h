@@ -278,7 +278,8 @@ struct Interp {
 struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
-    SvList rebuilt;     /* the mutable values rebuilt so far (borrowed): each once */
+    SvList rebuilt;            /* the mutable values the frame made, rebuilt so far (borrowed) */
+    WkVec(WkRet *) rebuilt_as; /* their plans (NULL while one is made): named again, not remade */
 };
 
 /* A handler failed: a reason is recorded, or an exception propagates
