@@ -288,10 +288,8 @@ struct Interp {
 struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
-    /* mutable values made in the frame, rebuilt once: the same WkRet (marked
-     * shared) wherever the value reaches Python again (cap_reconstruct) */
-    WkVec(Sv *) rebuilt_sv;
-    WkVec(WkRet *) rebuilt_ret;
+    SvList rebuilt;            /* the mutable values the frame made, rebuilt so far (borrowed) */
+    WkVec(WkRet *) rebuilt_as; /* their plans (NULL while one is made): named again, not remade */
 };
 
 /* A handler failed: a reason is recorded, or an exception propagates

@@ -172,10 +172,6 @@ typedef struct WkRet {
     PyObject *path;  /* WK_RET_ARG: tuple of attribute names, or NULL (borrowed) */
     int nitems;
     struct WkRet **items;
-    /* one mutable object reached through several references (a list both
-     * returned and appended to an argument): the first emission builds it
-     * and keeps it in a temp, the others load that temp */
-    int shared;
 } WkRet;
 
 /* Side effects on objects from outside the frame, replayed by the
