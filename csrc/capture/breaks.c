@@ -1292,6 +1292,54 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         ok = 0;
         cap_unsupported(I, "graph break with the grad mode changed outside a with block");
     }
+    /* open autocast blocks, outermost first: each is entered again as
+     * torch.autocast(device, dtype=, enabled=, cache_enabled=); replayed
+     * from the entry state they must give the state the frame has now */
+    int ac_dt[2] = {CAP_AUTOCAST_ENTRY, CAP_AUTOCAST_ENTRY}, ac_fast[2] = {0, 0};
+    for (int i = 0; ok && i < F->sp; i++) {
+        if (stack[i]->kind != SV_AUTOCAST_EXIT) continue;
+        PyObject *st = stack[i]->obj;
+        int k = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(st, 0), "cuda") == 0;
+        if (stack[i]->value != ac_dt[k] || (ac_dt[k] != CAP_AUTOCAST_ENTRY && stack[i]->version != ac_fast[k])) {
+            ok = 0;
+            cap_unsupported(I, "graph break in autocast blocks that do not nest");
+            break;
+        }
+        ac_fast[k] = cap_dtype_of_obj(PyTuple_GET_ITEM(st, 2));
+        ac_dt[k] = PyTuple_GET_ITEM(st, 1) == Py_True ? ac_fast[k] : -1;
+        if (!b->autocast_restore) {
+            PyObject *m = PyImport_ImportModule("wick._capture_meta");
+            b->autocast_save = keep(I, m ? PyObject_GetAttrString(m, "autocast_save") : NULL);
+            b->autocast_restore = keep(I, m ? PyObject_GetAttrString(m, "autocast_restore") : NULL);
+            Py_XDECREF(m);
+        }
+        PyObject *ft = PyImport_ImportModule("functools");
+        PyObject *partial = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+        PyObject *ac = PyObject_GetAttrString(cap_torch_mod, "autocast");
+        PyObject *pargs = ac ? Py_BuildValue("(OO)", ac, PyTuple_GET_ITEM(st, 0)) : NULL;
+        PyObject *kw = pargs ? Py_BuildValue("{sOsOsO}", "dtype", PyTuple_GET_ITEM(st, 2), "enabled",
+                                             PyTuple_GET_ITEM(st, 1), "cache_enabled", PyTuple_GET_ITEM(st, 3))
+                             : NULL;
+        WkRet *r = cap_ret_new(p, WK_RET_ENTER);
+        r->value = keep(I, kw ? PyObject_Call(partial, pargs, kw) : NULL);
+        r->index = -1; /* called with no arguments */
+        Py_XDECREF(ft);
+        Py_XDECREF(partial);
+        Py_XDECREF(ac);
+        Py_XDECREF(pargs);
+        Py_XDECREF(kw);
+        if (!r->value || !b->autocast_save || !b->autocast_restore) {
+            ok = 0;
+            cap_py_failed(I, "graph break");
+            break;
+        }
+        stack_ret[i] = r;
+    }
+    for (int k = 0; ok && k < 2; k++)
+        if (ac_dt[k] != I->autocast_dt[k] || (ac_dt[k] != CAP_AUTOCAST_ENTRY && ac_fast[k] != I->autocast_fast[k])) {
+            ok = 0;
+            cap_unsupported(I, "graph break with the autocast state changed outside a with block");
+        }
     for (int i = 0; ok && i < F->sp; i++)
         if (!stack_ret[i]) ok = (stack_ret[i] = live_value(I, p, stack[i])) != NULL;
     for (int i = 0; ok && i < nlive; i++) {

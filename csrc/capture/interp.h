@@ -98,6 +98,9 @@ typedef enum {
     SV_OPAQUE,    /* an object reached from an argument (module, instance) */
     SV_GRAD_CTX,  /* torch.no_grad() / torch.enable_grad(): value = the grad mode it sets */
     SV_GRAD_EXIT, /* its __exit__ after BEFORE_WITH: value = the grad mode it restores */
+    SV_AUTOCAST_EXIT, /* a torch.autocast block's __exit__ after BEFORE_WITH (vals/ctx.c):
+                       * obj = the (device, enabled, dtype, cache_enabled) it entered,
+                       * value/version = the device's modelled state it restores */
     SV_ITER,      /* an iterator over unrolled items: items, pos */
     SV_DICT,      /* a dict built during capture: keys (constants) and items */
     SV_CELL,      /* a closure cell of an inlined frame: cell = contents (NULL if empty) */
@@ -177,7 +180,7 @@ typedef struct SvOps {
 } SvOps;
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
-    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_autocast_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
     cap_ctx_token_kind, cap_scratch_kind, cap_set_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
@@ -252,6 +255,11 @@ struct Interp {
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(int) autocast_casts;       /* (value, dtype, grad mode, its cast) per autocast cast made (vals/extern.c) */
+    /* autocast inside the frame (a torch.autocast block, vals/ctx.c), per
+     * device type (0 cpu, 1 cuda): autocast_dt is the autocast dtype there
+     * (-1: off); CAP_AUTOCAST_ENTRY: torch's state at entry, unchanged */
+    int autocast_dt[2];
+    int autocast_fast[2];            /* the autocast dtype setting (kept when off) */
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
@@ -342,9 +350,17 @@ int cap_operand_value(Interp *I, Sv *s, const char *what);
 const WkValue *cap_sv_meta(Interp *I, Sv *s);
 Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs);
 Sv *cap_convert(Interp *I, Sv *t, int dtype);
-/* torch.autocast (vals/extern.c): the autocast dtype of device type dev,
- * -1 when autocast is off there, -2 with a Python error. */
-int cap_autocast_dtype(WkDeviceType dev);
+/* torch.autocast (vals/extern.c): the autocast dtype of device type dev
+ * where the frame is now (its own autocast blocks, else torch's state at
+ * entry), -1 when autocast is off there, -2 with a Python error. */
+int cap_autocast_dtype(Interp *I, WkDeviceType dev);
+#define CAP_AUTOCAST_ENTRY (-100)
+/* fn wrapped so that it runs under the autocast state the frame has now
+ * when a block of the frame changed it (new reference; fn itself, new,
+ * when not); NULL with the capture failure set. */
+PyObject *cap_autocast_wrap_Ref(Interp *I, PyObject *fn);
+/* a block of the frame set the autocast state: its externs run under it */
+int cap_autocast_changed(Interp *I);
 /* Ops autocast runs in float32 on dev (ATen's fp32 policy, and ops whose
  * eager form reaches one: square is pow): 1 or 0. */
 int cap_autocast_fp32_op(WkOp op, WkDeviceType dev);
@@ -497,8 +513,12 @@ void cap_loop_emit_call(WkAsm *a, const CapLoop *lo, const int *labels, const in
 void cap_loops_reset(void);
 
 /* vals/ctx.c */
-int cap_before_with(Interp *I);
+/* BEFORE_WITH; `result_unused`: the next instruction drops __enter__'s result */
+int cap_before_with(Interp *I, int result_unused);
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
+/* torch.is_autocast_enabled / get_autocast_dtype(name) inside the frame's
+ * own autocast block: the modelled answer; NULL (no reason) otherwise. */
+Sv *cap_autocast_query(Interp *I, const char *name, const Args *a);
 
 /* vals/contextvar.c */
 int cap_ctxvar_is(PyObject *o);

@@ -43,6 +43,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_NULL] = &cap_null_kind,         [SV_CONST] = &cap_const_kind,       [SV_TENSOR] = &cap_tensor_kind,
     [SV_TUPLE] = &cap_tuple_kind,       [SV_LIST] = &cap_list_kind,         [SV_METHOD] = &cap_method_kind,
     [SV_OPAQUE] = &cap_opaque_kind,     [SV_GRAD_CTX] = &cap_grad_ctx_kind, [SV_GRAD_EXIT] = &cap_grad_exit_kind,
+    [SV_AUTOCAST_EXIT] = &cap_autocast_exit_kind,
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
     [SV_SUPER] = &cap_super_kind,       [SV_CTX_TOKEN] = &cap_ctx_token_kind,
@@ -894,7 +895,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             rc = contains(I, arg & 1);
             break;
         case BEFORE_WITH:
-            rc = cap_before_with(I);
+            rc = cap_before_with(I, pc + 1 < n && ins[pc + 1].op == POP_TOP);
             break;
         case N_JUMP:
             next = in->target;
@@ -1565,6 +1566,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->stop_step = stop_step < 0 ? -stop_step : stop_step; /* negative: a split (breaks.c) */
     I->split = stop_step < 0;
 
+    I->autocast_dt[0] = I->autocast_dt[1] = CAP_AUTOCAST_ENTRY;
     int tr = cap_init_torch();
     if (tr < 0) {
         cap_py_failed(I, "importing torch");

@@ -152,7 +152,8 @@ typedef enum {
     WK_RET_NULL,   /* a NULL stack slot (below a callable): graph breaks only */
     WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
     WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
-                    * open across a graph break, re-entered (value: torch.set_grad_enabled) */
+                    * open across a graph break, re-entered (value: torch.set_grad_enabled);
+                    * index -1: value() (an autocast block: a partial of torch.autocast) */
     WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
     WK_RET_WRITTEN, /* written input `index` as the GraphLoader resolved it (returned after the
                      * graph's outputs, WkEffects.written): the target of a COPY effect */
@@ -244,6 +245,10 @@ typedef struct {
      * set_grad (borrowed); restore_grad -1: none re-entered */
     int restore_grad;
     PyObject *set_grad;
+    /* autocast blocks re-entered: the state at entry is saved by calling
+     * autocast_save() and, on an exception before the resume function
+     * returns, put back by autocast_restore(saved) (both borrowed, or NULL) */
+    PyObject *autocast_save, *autocast_restore;
     /* A break inside a try or with block: the instruction is protected, and
      * an exception it raises is handed to `handler` (borrowed: a resume
      * function that starts at the block's handler) with the locals, the

@@ -100,8 +100,8 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
     case WK_RET_ENTER: /* set_grad_enabled(mode) sets the mode now; its __exit__ restores it */
         wk_asm_push_null(a);
         wk_asm_load_const(a, r->value);
-        wk_asm_load_const(a, r->index ? Py_True : Py_False);
-        wk_asm_call(a, 1);
+        if (r->index >= 0) wk_asm_load_const(a, r->index ? Py_True : Py_False);
+        wk_asm_call(a, r->index >= 0 ? 1 : 0);
         wk_asm_op(a, BEFORE_WITH, 0);
         wk_asm_op(a, POP_TOP, 0); /* __enter__'s result; __exit__ stays */
         return 0;
@@ -399,13 +399,17 @@ static int lifetime_fns_ready(void) {
 }
 
 /* release_args(); every local but `keep` (n of them) = None */
+/* the local holding autocast_save()'s state (the error handler reads it
+ * after the resume call), or -1; set by the break's emitter */
+static int autocast_saved_local = -1;
+
 static void emit_drop_locals(WkAsm *a, const int *keep, int nkeep) {
     wk_asm_push_null(a);
     wk_asm_load_const(a, release_args_fn);
     wk_asm_call(a, 0);
     wk_asm_op(a, POP_TOP, 0);
     for (int i = 0, n = wk_asm_nlocals(a); i < n; i++) {
-        int kept = 0;
+        int kept = i == autocast_saved_local;
         for (int k = 0; k < nkeep; k++) kept |= keep[k] == i;
         if (kept) continue;
         wk_asm_load_const(a, Py_None);
@@ -506,8 +510,16 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
         goto done;
-    int grad_start = -1, grad_end = -1, grad_handler = -1;
-    if (b->restore_grad >= 0 && b->set_grad) { /* blocks re-entered below: restore the mode on errors */
+    int grad_start = -1, grad_end = -1, grad_handler = -1, autocast_saved = -1;
+    if (b->autocast_save && b->autocast_restore) { /* the state the blocks re-entered below change */
+        autocast_saved = wk_asm_local(a, "___wick_autocast_saved");
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, b->autocast_save);
+        wk_asm_call(a, 0);
+        wk_asm_store_fast(a, autocast_saved);
+    }
+    autocast_saved_local = autocast_saved;
+    if ((b->restore_grad >= 0 && b->set_grad) || autocast_saved >= 0) { /* blocks re-entered below: restore the mode on errors */
         grad_start = wk_asm_new_label(a);
         grad_end = wk_asm_new_label(a);
         grad_handler = wk_asm_new_label(a);
@@ -580,16 +592,26 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (grad_start >= 0) {
         wk_asm_bind_label(a, grad_end);
         wk_asm_bind_label(a, grad_handler); /* [exc] */
-        wk_asm_push_null(a);
-        wk_asm_load_const(a, b->set_grad);
-        wk_asm_load_const(a, b->restore_grad ? Py_True : Py_False);
-        wk_asm_call(a, 1);
-        wk_asm_op(a, POP_TOP, 0);
+        if (b->restore_grad >= 0 && b->set_grad) {
+            wk_asm_push_null(a);
+            wk_asm_load_const(a, b->set_grad);
+            wk_asm_load_const(a, b->restore_grad ? Py_True : Py_False);
+            wk_asm_call(a, 1);
+            wk_asm_op(a, POP_TOP, 0);
+        }
+        if (autocast_saved >= 0) {
+            wk_asm_push_null(a);
+            wk_asm_load_const(a, b->autocast_restore);
+            wk_asm_load_fast(a, autocast_saved);
+            wk_asm_call(a, 1);
+            wk_asm_op(a, POP_TOP, 0);
+        }
         wk_asm_op(a, RERAISE, 0);
     }
     if (handler >= 0) emit_graph_failed(a, handler);
     res = wk_asm_finish_Ref(a);
 done:
+    autocast_saved_local = -1;
     if (a) wk_asm_free(a);
     free(out_locals);
     free(arg_temps);
