@@ -468,3 +468,13 @@ def autocast_restore(saved):
         torch.set_autocast_enabled(d, on)
         torch.set_autocast_dtype(d, dt)
     torch.set_autocast_cache_enabled(cache)
+
+
+def make_function(code, globals, defaults, kwdefaults, closure):
+    """A function the captured frame made before a graph break, made again
+    after the graph (its closure's cells are the ones the resume function
+    shares)."""
+    fn = type(make_function)(code, globals, None, defaults, closure)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn

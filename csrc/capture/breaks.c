@@ -186,6 +186,46 @@ static PyObject *resume_name_Ref(PyCodeObject *orig, int line) {
     return PyUnicode_FromFormat(RESUME_PREFIX "%s_at_%d", base, line);
 }
 
+/* co_localspluskinds: a slot captured by a closure (an argument too, when
+ * it is one); free variables carry a flag of their own */
+#define LOCALSPLUS_CELL 0x40
+#define LOCALSPLUS_FREE 0x80
+
+/* Whether localsplus slot i of co is a cell variable of its own. */
+static int is_cell_slot(PyCodeObject *co, int i) {
+    if (i < 0 || i >= co->co_nlocalsplus) return 0;
+    unsigned char k = (unsigned char)PyBytes_AS_STRING(co->co_localspluskinds)[i];
+    return (k & LOCALSPLUS_CELL) && !(k & LOCALSPLUS_FREE);
+}
+
+/* The resume function's free variables: the original's own cells (which
+ * the transformed code makes at the break, or passes on from its own
+ * closure), then the original's free variables. New reference. */
+static PyObject *resume_freevars_Ref(PyCodeObject *orig) {
+    PyObject *names = PyList_New(0), *fv = PyCode_GetFreevars(orig), *res = NULL;
+    if (!names || !fv) goto done;
+    for (int i = 0; i < orig->co_nlocalsplus; i++)
+        if (is_cell_slot(orig, i) && PyList_Append(names, PyTuple_GET_ITEM(orig->co_localsplusnames, i)) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fv); i++)
+        if (PyList_Append(names, PyTuple_GET_ITEM(fv, i)) < 0) goto done;
+    res = PyList_AsTuple(names);
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(fv);
+    return res;
+}
+
+/* The resume code's free-variable index of original localsplus slot i. */
+static int resume_free_index(PyCodeObject *orig, int i) {
+    int first_free = orig->co_nlocalsplus - orig->co_nfreevars, k = 0;
+    for (int j = 0; j < orig->co_nlocalsplus && j < first_free; j++) {
+        if (!is_cell_slot(orig, j)) continue;
+        if (j == i) return k;
+        k++;
+    }
+    return i >= first_free ? k + (i - first_free) : -1;
+}
+
 /* Instructions whose oparg is a cell or free variable's localsplus index */
 static int is_deref_op(int op) {
     switch (op) {
@@ -229,13 +269,12 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
         PyTuple_SET_ITEM(argnames, nlocal + v++, s);
     }
     wk_asm_set_signature(a, argnames, name);
-    if (orig->co_nfreevars) { /* the same free variables: the transformed code passes its cells */
-        PyObject *fv = PyCode_GetFreevars(orig);
+    if (orig->co_nfreevars || orig->co_ncellvars) { /* the transformed code passes the cells */
+        PyObject *fv = resume_freevars_Ref(orig);
         if (!fv) goto done;
         wk_asm_set_freevars(a, fv);
         Py_DECREF(fv);
     }
-    int first_free = orig->co_nlocalsplus - orig->co_nfreevars;
     /* the copy keeps co_names and co_consts indexes: only locals move */
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
         const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
@@ -246,6 +285,7 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
     int nv = (int)PyTuple_GET_SIZE(varnames);
     int *local_map = wk_xcalloc((size_t)nv + 1, sizeof(int));
     for (int j = 0; j < nv; j++) {
+        if (is_cell_slot(orig, j)) continue; /* an argument that is a cell: a free variable here */
         const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, j));
         local_map[j] = s ? wk_asm_local(a, s) : 0;
     }
@@ -281,10 +321,12 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
             wk_asm_set_line(a, in->line);
         int def, use = local_use(in, &def), t = wk_bc_jump_target(raw, n, i);
         if (t == -2) goto layout_changed_map;
-        if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS) wk_asm_op(a, NOP, 0); /* the prologue's */
+        if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS || in->opcode == MAKE_CELL)
+            wk_asm_op(a, NOP, 0); /* the prologue's */
         else if (is_deref_op(in->opcode)) {
-            if (in->oparg < first_free) goto layout_changed_map; /* a cell variable: refused before */
-            wk_asm_deref(a, in->opcode, in->oparg - first_free);
+            int fi = resume_free_index(orig, in->oparg);
+            if (fi < 0) goto layout_changed_map;
+            wk_asm_deref(a, in->opcode, fi);
         } else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
         else if (use >= 0 || def >= 0) wk_asm_op(a, in->opcode, local_map[use >= 0 ? use : def]);
         else wk_asm_op(a, in->opcode, in->oparg);
@@ -511,6 +553,20 @@ Sv *cap_cell_lookup(Interp *I, PyObject *cell) {
     return NULL;
 }
 
+PyObject *cap_cell_real(Interp *I, Sv *c, int *own) {
+    *own = -1;
+    PyObject *cell = NULL;
+    for (int i = 0; I->brk && i < I->brk->cells.len; i++)
+        if (I->brk->cells.data[i].sv == c) cell = I->brk->cells.data[i].cell;
+    if (!cell) return NULL;
+    Frame *top = I->f;
+    while (top->parent) top = top->parent;
+    PyObject *closure = top->fn ? top->fn->func_closure : NULL;
+    for (Py_ssize_t k = 0; closure && PyTuple_Check(closure) && k < PyTuple_GET_SIZE(closure); k++)
+        if (PyTuple_GET_ITEM(closure, k) == cell) *own = (int)k;
+    return cell;
+}
+
 void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
     if (!I->brk) return;
     RealCell rc = {cell, c, c->cell};
@@ -681,6 +737,8 @@ void cap_break_free(Interp *I, WkBreak *b) {
     if (b) {
         free(b->args);
         free(b->in);
+        free(b->cells);
+        free(b->cell_table);
         free(b);
     }
 }
@@ -1117,10 +1175,11 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break stopped outside the compiled frame");
         goto done;
     }
-    if (code->co_ncellvars || orig->co_ncellvars) {
-        cap_unsupported(I, "graph break in a frame with cell variables (its locals captured by a closure)");
+    if (code != orig && code->co_ncellvars) { /* a resume frame's cells are free variables */
+        cap_unsupported(I, "graph break in a frame with cell variables of its own");
         goto done;
     }
+    p->cells_ok = 1; /* cells made in capture are made again at the break */
     if (!(raw = wk_bc_decode(orig, &n))) {
         cap_py_failed(I, "decoding bytecode");
         goto done;
@@ -1218,6 +1277,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
             for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(cur_names); k++)
                 if (PyUnicode_Compare(PyTuple_GET_ITEM(cur_names, k), nm) == 0) cj = (int)k;
         }
+        if (is_cell_slot(orig, j)) continue; /* passed in the resume function's closure */
         Sv *v = cj >= 0 && cj < F->nlocals ? F->locals[cj] : NULL;
         if (!v || v->kind == SV_NULL) continue; /* unbound: stays unbound in the resume function */
         if (!is_live && v->kind == SV_TENSOR && v->arg < 0 && !v->gname) continue;
@@ -1390,7 +1450,22 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     b->nargs = args.len;
-    b->nfree = orig->co_nfreevars;
+    b->nfree = code->co_nfreevars;
+    if (code == orig && orig->co_ncellvars) {
+        /* the frame's own cells, made at the break: closures made before it
+         * and the resume function share each */
+        b->cells = wk_xcalloc((size_t)orig->co_nlocalsplus + 1, sizeof(WkRet *));
+        for (int i = 0; i < orig->co_nlocalsplus && i < F->nlocals; i++) {
+            if (!is_cell_slot(orig, i)) continue;
+            Sv *c = F->locals[i];
+            if (!c || c->kind != SV_CELL) {
+                cap_unsupported(I, "graph break before the frame's cells are made");
+                goto done;
+            }
+            if (!(b->cells[b->ncells++] = cap_reconstruct(I, p, c, 0))) goto done;
+        }
+    }
+
     b->nlocals = nlive;
     b->args = args.data;
     args.data = NULL;
@@ -1432,9 +1507,12 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     b = NULL;
     rc = 0;
 done:
+    if (rc < 0) p->cells_ok = 0;
     if (b) {
         free(b->args);
         free(b->in);
+        free(b->cells);
+        free(b->cell_table);
         free(b);
     }
     wk_vec_free(&args);

@@ -143,6 +143,7 @@ struct Sv {
      * loop walks it must end capture there (cap_list_iter_check) */
     SvList lists;
     long lists_version;
+    PyObject *globals; /* FUNC: the globals of the frame that made it (borrowed from that function) */
 };
 
 typedef struct {
@@ -286,6 +287,13 @@ struct Interp {
 struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
+    /* cells made during capture (MAKE_CELL), rebuilt once each by the
+     * transformed code of a graph break (WK_RET_CELL): every closure made
+     * before the break and the resume function share it. cells_ok: the
+     * plan makes them (a break); else such a cell cannot be rebuilt */
+    int cells_ok;
+    SvList cell_svs;
+    WkVec(WkRet *) cell_rets;
 };
 
 /* A handler failed: a reason is recorded, or an exception propagates
@@ -613,6 +621,9 @@ int cap_effects_failed(Interp *I); /* the last plan failed on a side effect */
  * (so writes are seen by every inlined call), its writes replayed as effects. */
 Sv *cap_cell_lookup(Interp *I, PyObject *cell); /* NULL: not seen yet */
 void cap_cell_register(Interp *I, PyObject *cell, Sv *c);
+/* The real cell (borrowed) an SV_CELL stands for, or NULL for a cell made
+ * during capture; *own: its index in the compiled frame's closure, or -1. */
+PyObject *cap_cell_real(Interp *I, Sv *c, int *own);
 void cap_breaks_reset(void);                /* forget the resume functions */
 
 #endif /* WICK_CAPTURE_INTERP_H */

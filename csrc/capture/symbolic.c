@@ -282,6 +282,8 @@ static void plan_free(RetPlan *p) {
         free(p->all.data[i]);
     }
     wk_vec_free(&p->all);
+    wk_vec_free(&p->cell_svs);
+    wk_vec_free(&p->cell_rets);
     wk_vec_free(&p->outputs);
 }
 
@@ -1598,6 +1600,11 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (!ret && I->stopped && !I->reason && !I->propagate) {
         if (cap_break_plan(I, code, &plan, &brk, options) < 0 || cap_effects_plan(I, &plan, &effects) < 0)
             goto finish;
+        /* every cell the plan makes, the effects' too: made once, up front */
+        free(brk->cell_table);
+        brk->ncell_table = plan.cell_rets.len;
+        brk->cell_table = wk_xcalloc((size_t)plan.cell_rets.len + 1, sizeof(WkRet *));
+        memcpy(brk->cell_table, plan.cell_rets.data, sizeof(WkRet *) * (size_t)plan.cell_rets.len);
         ret_line = brk->line >= 0 ? brk->line : ret_line;
     } else {
         if (!ret || cap_ctxvar_check(I) < 0) goto finish;

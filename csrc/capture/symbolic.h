@@ -155,6 +155,8 @@ typedef enum {
                     * open across a graph break, re-entered (value: torch.set_grad_enabled);
                     * index -1: value() (an autocast block: a partial of torch.autocast) */
     WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
+    WK_RET_CELL,    /* a new cell, made once (number `index`) before anything reads it, holding
+                     * items[0] (nitems 0: empty); read again it is the same cell */
     WK_RET_WRITTEN, /* written input `index` as the GraphLoader resolved it (returned after the
                      * graph's outputs, WkEffects.written): the target of a COPY effect */
 } WkRetKind;
@@ -233,6 +235,11 @@ typedef struct {
     int endline, col, endcol; /* and columns (col -1: none), for tracebacks */
     int nargs, nin, nout;
     int nfree;           /* free variables: each resume function is made at the break over the frame's cells */
+    int ncells;          /* the frame's own cell variables, in localsplus order: the resume
+                          * function's first free variables, made at the break (WK_RET_CELL) */
+    WkRet **cells;       /* ncells (owned array); cell_table: every WK_RET_CELL of the plan */
+    int ncell_table;
+    WkRet **cell_table;
     int split;           /* no instruction: the resume function starts where the frame stopped */
     int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */

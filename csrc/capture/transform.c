@@ -26,6 +26,11 @@
 #include "frame.h"
 #include "symbolic.h"
 
+/* the locals holding the cells a graph break makes (WK_RET_CELL index ->
+ * local), set by the break's emitter for the code being assembled */
+static int *cell_locals;
+static int ncell_locals;
+
 /* LOAD_FAST arg; LOAD_ATTR name...  (or LOAD_GLOBAL path when arg is -1) */
 static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
     if (arg < 0) {
@@ -89,6 +94,10 @@ static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
         return 0;
     case WK_RET_NULL:
         wk_asm_op(a, PUSH_NULL, 0);
+        return 0;
+    case WK_RET_CELL:
+        if (r->index < 0 || r->index >= ncell_locals) break;
+        wk_asm_load_fast(a, cell_locals[r->index]);
         return 0;
     case WK_RET_FREEVAR:
 #if PY_VERSION_HEX >= 0x030D0000
@@ -410,6 +419,7 @@ static void emit_drop_locals(WkAsm *a, const int *keep, int nkeep) {
     wk_asm_op(a, POP_TOP, 0);
     for (int i = 0, n = wk_asm_nlocals(a); i < n; i++) {
         int kept = i == autocast_saved_local;
+        for (int k = 0; k < ncell_locals; k++) kept |= cell_locals[k] == i;
         for (int k = 0; k < nkeep; k++) kept |= keep[k] == i;
         if (kept) continue;
         wk_asm_load_const(a, Py_None);
@@ -432,7 +442,24 @@ static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const 
                             const int *arg_temps, int nargs) {
     wk_asm_op(a, PUSH_NULL, 0);
     wk_asm_load_const(a, call_resume_fn);
-    if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
+    if (b->ncells) { /* over the cells made at the break, then this call's */
+        for (int i = 0; i < b->ncells; i++)
+            if (emit_ret(a, b->cells[i], out_locals) < 0) return -1;
+        for (int i = 0; i < b->nfree; i++)
+#if PY_VERSION_HEX >= 0x030D0000
+            wk_asm_deref(a, LOAD_FAST, i);
+#else
+            wk_asm_deref(a, LOAD_CLOSURE, i);
+#endif
+        wk_asm_build_tuple(a, b->ncells + b->nfree);
+        wk_asm_load_const(a, PyFunction_GetCode(resume));
+#if PY_VERSION_HEX >= 0x030D0000
+        wk_asm_op(a, MAKE_FUNCTION, 0);
+        wk_asm_op(a, SET_FUNCTION_ATTRIBUTE, 8);
+#else
+        wk_asm_op(a, MAKE_FUNCTION, 8);
+#endif
+    } else if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
     else wk_asm_load_const(a, resume);
     for (int i = 0; i < nargs; i++) {
         if (arg_temps) wk_asm_load_fast(a, arg_temps[i]);
@@ -510,6 +537,30 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
         goto done;
+    /* the cells the break makes, all before anything reads one (a cell can
+     * hold a closure over itself), each filled once all exist */
+    ncell_locals = b->ncell_table;
+    cell_locals = wk_xcalloc((size_t)b->ncell_table + 1, sizeof(int));
+    for (int i = 0; i < b->ncell_table; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "___wick_cell%d", i);
+        cell_locals[i] = wk_asm_local(a, name);
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, (PyObject *)&PyCell_Type);
+        wk_asm_call(a, 0);
+        wk_asm_store_fast(a, cell_locals[i]);
+    }
+    for (int i = 0; i < b->ncell_table; i++) {
+        const WkRet *c = b->cell_table[i];
+        if (c->kind != WK_RET_CELL || c->index != i) {
+            PyErr_SetString(PyExc_SystemError, "wick: a graph break's cells out of order");
+            goto done;
+        }
+        if (!c->nitems) continue;
+        if (emit_ret(a, c->items[0], out_locals) < 0) goto done;
+        wk_asm_load_fast(a, cell_locals[i]);
+        wk_asm_op(a, STORE_ATTR, wk_asm_name(a, "cell_contents"));
+    }
     int grad_start = -1, grad_end = -1, grad_handler = -1, autocast_saved = -1;
     if (b->autocast_save && b->autocast_restore) { /* the state the blocks re-entered below change */
         autocast_saved = wk_asm_local(a, "___wick_autocast_saved");
@@ -612,6 +663,9 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     res = wk_asm_finish_Ref(a);
 done:
     autocast_saved_local = -1;
+    free(cell_locals);
+    cell_locals = NULL;
+    ncell_locals = 0;
     if (a) wk_asm_free(a);
     free(out_locals);
     free(arg_temps);
