@@ -507,7 +507,14 @@ struct CapBreakState {
     WkVec(int) written;         /* and the graph inputs its COPY effects write */
     int effects_failed;         /* a side effect the plan cannot replay */
     WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
+    SvList exits;               /* real __exit__ methods the frame called (vals/ctx.c), in order */
 };
+
+int cap_break_note_exit(Interp *I, Sv *exit_method) {
+    if (!I->brk) return cap_unsupported(I, "__exit__ of a block entered before the frame");
+    wk_vec_push(&I->brk->exits, exit_method);
+    return 0;
+}
 
 void cap_break_note_step(Interp *I, int pc) {
     CapBreakState *st = I->brk;
@@ -729,6 +736,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         wk_vec_free(&I->brk->effects);
         wk_vec_free(&I->brk->written);
         wk_vec_free(&I->brk->cells);
+        wk_vec_free(&I->brk->exits);
         wk_vec_free(&I->brk->first_step);
         wk_vec_free(&I->brk->appends);
         free(I->brk);
@@ -1037,6 +1045,12 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     if (!st) return 0;
     st->effects.len = 0;
     st->written.len = 0;
+    /* real __exit__ calls: run first, right after the graph (transform.c) */
+    for (int i = 0; i < st->exits.len; i++) {
+        WkRet *target = live_value(I, p, st->exits.data[i]);
+        if (!target) return effects_fail(I, "an __exit__ call");
+        effect_push(st, WK_EFFECT_EXIT, target, NULL, NULL);
+    }
     /* input tensors written in place, first: their targets are read from
      * their sources before any attribute write below could rebind them */
     for (int i = 0; i < I->writes.len; i++) {
@@ -1315,7 +1329,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     }
     /* open grad-mode blocks, outermost first: each is entered again with
      * the mode it set (the next one's restore mode, or the mode now) */
-    int ok = 1, mode = I->entry_grad;
+    int ok = 1, mode = I->grad_base >= 0 ? I->grad_base : I->entry_grad;
     b->restore_grad = -1;
     for (int i = 0; ok && i < F->sp; i++) {
         if (stack[i]->kind != SV_GRAD_EXIT) continue;
@@ -1335,7 +1349,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
             PyObject *fn = c ? PyObject_GetAttrString(c, "_set_grad_enabled") : NULL;
             Py_XDECREF(c);
             b->set_grad = keep(I, fn);
-            b->restore_grad = I->entry_grad;
+            b->restore_grad = I->grad_base >= 0 ? I->grad_base : I->entry_grad;
         }
         WkRet *r = cap_ret_new(p, WK_RET_ENTER);
         r->value = keep(I, PyObject_GetAttrString(cap_torch_mod, "set_grad_enabled"));
@@ -1355,7 +1369,8 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     /* open autocast blocks, outermost first: each is entered again as
      * torch.autocast(device, dtype=, enabled=, cache_enabled=); replayed
      * from the entry state they must give the state the frame has now */
-    int ac_dt[2] = {CAP_AUTOCAST_ENTRY, CAP_AUTOCAST_ENTRY}, ac_fast[2] = {0, 0};
+    int ac_dt[2] = {I->autocast_base_dt[0], I->autocast_base_dt[1]};
+    int ac_fast[2] = {I->autocast_base_fast[0], I->autocast_base_fast[1]};
     for (int i = 0; ok && i < F->sp; i++) {
         if (stack[i]->kind != SV_AUTOCAST_EXIT) continue;
         PyObject *st = stack[i]->obj;

@@ -261,6 +261,10 @@ struct Interp {
      * (-1: off); CAP_AUTOCAST_ENTRY: torch's state at entry, unchanged */
     int autocast_dt[2];
     int autocast_fast[2];            /* the autocast dtype setting (kept when off) */
+    /* the state after the real __exit__ of blocks entered before the frame
+     * (a resume function's), which the transformed code calls right after
+     * the graph: -1 / CAP_AUTOCAST_ENTRY where none ran */
+    int grad_base, autocast_base_dt[2], autocast_base_fast[2];
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
@@ -276,6 +280,7 @@ struct Interp {
     long stop_step;                  /* > 0: stop once this many have run (the break) */
     int split;                       /* the stop is a split before a loop: nothing runs there */
     int top_pc;                      /* index of the compiled frame's current instruction */
+    int next_op;                     /* the opcode after the innermost frame's current one (-1: none) */
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
     WkVec(PyObject *) raised;        /* owned: exceptions capture raised itself (vals/exc.c) */
@@ -527,6 +532,13 @@ Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
 /* torch.is_autocast_enabled / get_autocast_dtype(name) inside the frame's
  * own autocast block: the modelled answer; NULL (no reason) otherwise. */
 Sv *cap_autocast_query(Interp *I, const char *name, const Args *a);
+/* exit(None, None, None) of a bound __exit__ of a real torch.set_grad_enabled
+ * or torch.autocast object (a block a resume function got open): the state
+ * it restores is modelled, the call replayed after the graph; NULL without
+ * a reason when o is no such method. */
+Sv *cap_real_exit_call(Interp *I, Sv *o, const Args *a);
+/* breaks.c: records such a call for cap_effects_plan; -1 with a reason. */
+int cap_break_note_exit(Interp *I, Sv *exit_method);
 
 /* vals/contextvar.c */
 int cap_ctxvar_is(PyObject *o);

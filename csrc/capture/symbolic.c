@@ -725,6 +725,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
         }
         next = pc + 1;
         F->pc = pc;
+        I->next_op = pc + 1 < n ? ins[pc + 1].op : -1;
         int arg = in->arg;
         if (in->line >= 0) F->line = in->line;
         if (F->depth == 0) { /* graph breaks count the compiled frame's instructions */
@@ -1569,6 +1570,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->split = stop_step < 0;
 
     I->autocast_dt[0] = I->autocast_dt[1] = CAP_AUTOCAST_ENTRY;
+    I->autocast_base_dt[0] = I->autocast_base_dt[1] = CAP_AUTOCAST_ENTRY;
+    I->grad_base = -1;
     int tr = cap_init_torch();
     if (tr < 0) {
         cap_py_failed(I, "importing torch");

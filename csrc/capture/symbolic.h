@@ -182,6 +182,8 @@ typedef enum {
     WK_EFFECT_COPY,    /* target.copy_(value): an input tensor the frame wrote in place */
     WK_EFFECT_CALL,    /* name(target[, index][, value]), its result dropped: name is an unbound
                         * list or set method (list.insert, set.add, ...) */
+    WK_EFFECT_EXIT,    /* target(None, None, None): the real __exit__ of a grad-mode or autocast
+                        * block the frame left (vals/ctx.c); run right after the graph */
 } WkEffectKind;
 
 typedef struct {

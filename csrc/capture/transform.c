@@ -246,12 +246,31 @@ static int read_into_temp(WkAsm *a, const WkRet *r, const int *out_locals, int i
  * index and value is read into a temp first (a source such as
  * L['d']['b'] or L['o'].sub read after an earlier write of the replay
  * would see it), then the writes run in program order. */
+/* The real __exit__ calls of blocks the frame left (WK_EFFECT_EXIT), right
+ * after the graph: the state they restore is the one the rest runs in. */
+static int emit_exit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
+    for (int i = 0; fx && i < fx->n; i++) {
+        const WkEffect *e = &fx->items[i];
+        if (e->kind != WK_EFFECT_EXIT) continue;
+        wk_asm_push_null(a);
+        if (emit_ret(a, e->target, out_locals) < 0) return -1;
+        for (int k = 0; k < 3; k++) wk_asm_load_const(a, Py_None);
+        wk_asm_call(a, 3);
+        wk_asm_op(a, POP_TOP, 0);
+    }
+    return 0;
+}
+
 static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
     int n = fx ? fx->n : 0;
     int *tv = wk_xcalloc((size_t)n * 3 + 1, sizeof(int)); /* per effect: target, index, value temps */
     int rc = -1;
     for (int i = 0; i < n; i++) {
         const WkEffect *e = &fx->items[i];
+        if (e->kind == WK_EFFECT_EXIT) { /* emit_exit_effects' */
+            tv[3 * i] = tv[3 * i + 1] = tv[3 * i + 2] = -1;
+            continue;
+        }
         tv[3 * i] = e->target ? read_into_temp(a, e->target, out_locals, i, 't') : -1;
         tv[3 * i + 1] = e->index ? read_into_temp(a, e->index, out_locals, i, 'i') : -1;
         tv[3 * i + 2] = e->value ? read_into_temp(a, e->value, out_locals, i, 'v') : -1;
@@ -261,6 +280,7 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
     for (int i = 0; i < n; i++) {
         const WkEffect *e = &fx->items[i];
         int target = tv[3 * i], index = tv[3 * i + 1], value = tv[3 * i + 2];
+        if (e->kind == WK_EFFECT_EXIT) continue;
         if (e->kind == WK_EFFECT_APPEND || e->kind == WK_EFFECT_COPY) {
             wk_asm_load_fast(a, target);
             wk_asm_load_method(a, e->kind == WK_EFFECT_COPY ? "copy_" : "append");
@@ -298,6 +318,7 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
         case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
         case WK_EFFECT_APPEND:
         case WK_EFFECT_COPY:
+        case WK_EFFECT_EXIT:
         case WK_EFFECT_CALL: break; /* above */
         }
     }
@@ -341,6 +362,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
         goto done;
+    if (emit_exit_effects(a, effects, out_locals) < 0) goto done;
     if (emit_ret(a, ret, out_locals) < 0) goto done; /* read before the effects change its sources */
     if (emit_effects(a, effects, out_locals) < 0) goto done;
     wk_asm_return_value(a);
@@ -537,6 +559,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
         goto done;
+    if (emit_exit_effects(a, effects, out_locals) < 0) goto done;
     /* the cells the break makes, all before anything reads one (a cell can
      * hold a closure over itself), each filled once all exist */
     ncell_locals = b->ncell_table;

@@ -18,6 +18,15 @@
 static Sv *autocast_call(Interp *I, PyObject *fn, const Args *a);
 
 static PyObject *nullcontext_type; /* contextlib.nullcontext, looked up once */
+static PyObject *set_grad_type;     /* torch.set_grad_enabled, looked up once */
+
+static int set_grad_enabled_type(PyObject *fn) {
+    if (!set_grad_type && cap_torch_mod) {
+        set_grad_type = PyObject_GetAttrString(cap_torch_mod, "set_grad_enabled");
+        PyErr_Clear();
+    }
+    return set_grad_type && fn == set_grad_type;
+}
 
 static int is_nullcontext(PyObject *fn) {
     if (!nullcontext_type) {
@@ -48,6 +57,20 @@ Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a) {
             mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch.utils._contextlib") == 0 &&
             fname && PyUnicode_CompareWithASCIIString(fname, "clone") == 0)
             fn = cls;
+    }
+    if (set_grad_enabled_type(fn)) {
+        /* torch.set_grad_enabled(mode) sets the mode when it is made and
+         * restores the one before on __exit__: as the with statement's own
+         * expression (nothing runs between the call and BEFORE_WITH) that is
+         * a block that sets `mode`; alone, it changes the frame's mode */
+        Sv *mode = a->npos == 1 && !a->nkw ? a->pos[0] : a->nkw == 1 && !a->npos ? a->kw[0] : NULL;
+        if (a->nkw && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "mode") != 0) mode = NULL;
+        if (!mode || mode->kind != SV_CONST || !PyBool_Check(mode->obj))
+            return cap_unsupported(I, "torch.set_grad_enabled() of a %s", mode ? sv_desc(mode) : "call"), NULL;
+        if (I->next_op != BEFORE_WITH) return cap_unsupported(I, "torch.set_grad_enabled() outside a with statement"), NULL;
+        Sv *res = sv_new(I, SV_GRAD_CTX);
+        res->value = mode->obj == Py_True;
+        return res;
     }
     int grad = (cap_no_grad_type && fn == cap_no_grad_type) ? 0 : (cap_enable_grad_type && fn == cap_enable_grad_type) ? 1
                : is_nullcontext(fn)                        ? -1
@@ -95,15 +118,21 @@ static PyObject *torch_call_Ref(const char *path, const char *attr, PyObject *ar
     return r;
 }
 
-/* The autocast dtype setting of device index k where the frame is now. */
+/* The autocast dtype setting of device index k where the frame is now
+ * (torch.autocast's default dtype): the caller's is read through a guarded
+ * query, so a call under another outer autocast dtype captures again. */
 static int autocast_fast_dtype(Interp *I, int k) {
     if (I->autocast_dt[k] != CAP_AUTOCAST_ENTRY) return I->autocast_fast[k];
-    PyObject *dev = PyUnicode_FromString(k ? "cuda" : "cpu");
-    PyObject *dt = dev ? torch_call_Ref("torch", "get_autocast_dtype", dev) : NULL;
-    Py_XDECREF(dev);
-    if (!dt) return -2;
-    int d = cap_dtype_of_obj(dt);
-    Py_DECREF(dt);
+    PyObject *m = PyImport_ImportModule("wick._capture_meta");
+    PyObject *get = m && cap_torch_mod ? PyObject_GetAttrString(cap_torch_mod, "get_autocast_dtype") : NULL;
+    PyObject *query = get ? PyObject_CallMethod(m, "bound_query", "Os", get, k ? "cuda" : "cpu") : NULL;
+    PyObject *dt = query ? PyObject_CallNoArgs(query) : NULL;
+    int d = dt ? cap_dtype_of_obj(dt) : -2;
+    if (dt) wk_guard_call_is(I->guards, query, dt);
+    Py_XDECREF(m);
+    Py_XDECREF(get);
+    Py_XDECREF(query);
+    Py_XDECREF(dt);
     return d;
 }
 
@@ -271,4 +300,80 @@ Sv *cap_autocast_query(Interp *I, const char *name, const Args *a) {
     if (I->autocast_dt[k] == CAP_AUTOCAST_ENTRY) return NULL;
     if (dtype_query) return sv_const(I, cap_dtype_objs[I->autocast_fast[k]]);
     return sv_const(I, I->autocast_dt[k] >= 0 ? Py_True : Py_False);
+}
+
+/* o.__self__.<name> guarded equal to what it is now; new reference or NULL */
+static PyObject *guarded_self_attr(Interp *I, Sv *o, const char *name) {
+    PyObject *v = PyObject_GetAttrString(PyMethod_GET_SELF(o->obj), name);
+    PyObject *path = v ? Py_BuildValue("(ss)", "__self__", name) : NULL;
+    if (path) {
+        PyObject *full = o->path ? PySequence_Concat(o->path, path) : Py_NewRef(path);
+        if (full) wk_guard_equals_at(I->guards, o->arg, full, v);
+        Py_XDECREF(full);
+    }
+    Py_XDECREF(path);
+    if (!v || PyErr_Occurred()) {
+        Py_CLEAR(v);
+        cap_py_failed(I, "__exit__");
+    }
+    return v;
+}
+
+Sv *cap_real_exit_call(Interp *I, Sv *o, const Args *a) {
+    if (!o->obj || !PyMethod_Check(o->obj) || o->arg < 0) return NULL;
+    PyObject *func = PyMethod_GET_FUNCTION(o->obj), *self = PyMethod_GET_SELF(o->obj);
+    PyObject *cls = (PyObject *)Py_TYPE(self);
+    autocast_types_ready();
+    int grad = set_grad_enabled_type(cls), autocast = !grad && autocast_types[0] && cls == autocast_types[0];
+    if (!grad && !autocast) return NULL;
+    PyObject *own = PyObject_GetAttrString(cls, "__exit__");
+    int is_exit = own == func;
+    Py_XDECREF(own);
+    PyErr_Clear();
+    if (!is_exit) return NULL;
+    if (a->npos != 3 || a->nkw) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (a->pos[i]->kind != SV_CONST) return NULL;
+    /* (None, None, None), or an exception leaving the block (WITH_EXCEPT_START):
+     * neither exit swallows it, and the replay after the graph comes first
+     * as eager's call did */
+    int raising = PyExceptionInstance_Check(a->pos[1]->obj) && a->pos[2]->obj == Py_None;
+    if (!raising && (a->pos[0]->obj != Py_None || a->pos[1]->obj != Py_None || a->pos[2]->obj != Py_None))
+        return NULL;
+    PyObject *fpath = Py_BuildValue("(s)", "__func__");
+    PyObject *full = fpath && o->path ? PySequence_Concat(o->path, fpath) : Py_XNewRef(fpath);
+    if (full) wk_guard_equals_at(I->guards, o->arg, full, func);
+    Py_XDECREF(full);
+    Py_XDECREF(fpath);
+    if (grad) {
+        PyObject *prev = guarded_self_attr(I, o, "prev");
+        if (!prev) return NULL;
+        int mode = PyObject_IsTrue(prev);
+        Py_DECREF(prev);
+        if (mode < 0) return cap_py_failed(I, "__exit__"), NULL;
+        if (cap_break_note_exit(I, o) < 0) return NULL;
+        I->grad_enabled = I->grad_base = mode;
+        return sv_const(I, Py_None);
+    }
+    PyObject *device = guarded_self_attr(I, o, "device");
+    PyObject *prev = device ? guarded_self_attr(I, o, "prev") : NULL;
+    PyObject *fast = prev ? guarded_self_attr(I, o, "prev_fastdtype") : NULL;
+    Sv *res = NULL;
+    if (fast) {
+        int k = PyUnicode_Check(device) ? (PyUnicode_CompareWithASCIIString(device, "cpu") == 0 ? 0
+                                           : PyUnicode_CompareWithASCIIString(device, "cuda") == 0 ? 1 : -1)
+                                        : -1;
+        int dt = cap_dtype_of_obj(fast);
+        if (k < 0 || (dt != WK_BF16 && dt != WK_F16 && dt != WK_F32) || !PyBool_Check(prev)) {
+            cap_unsupported(I, "__exit__ of an autocast capture does not model");
+        } else if (cap_break_note_exit(I, o) == 0) {
+            I->autocast_fast[k] = I->autocast_base_fast[k] = dt;
+            I->autocast_dt[k] = I->autocast_base_dt[k] = prev == Py_True ? dt : -1;
+            res = sv_const(I, Py_False);
+        }
+    }
+    Py_XDECREF(device);
+    Py_XDECREF(prev);
+    Py_XDECREF(fast);
+    return res;
 }
