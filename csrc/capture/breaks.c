@@ -56,10 +56,19 @@
  *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with
- * attribute writes or ContextVar changes pending, in a frame with cell
- * variables (its locals captured by a closure it made), with a
+ * attribute writes or ContextVar changes pending, with a
  * mutable value shared by two live values, or with a live value that
- * cannot be rebuilt. */
+ * cannot be rebuilt.
+ *
+ * A frame with cell variables breaks too: the resume code's free variables
+ * are the original's cells (localsplus order), then its free variables;
+ * the transformed code makes each cell once (WK_RET_CELL), fills it from
+ * the graph, and makes the resume function over them, so a closure made
+ * before the break (made again over the same cells) and the resume
+ * function see each other's writes. Open grad-mode and autocast blocks are
+ * entered again by the transformed code; the resume function's call of
+ * such a block's real __exit__ is modelled (vals/ctx.c) and replayed right
+ * after its graph. */
 #include <stdint.h>
 #include <string.h>
 
@@ -841,6 +850,24 @@ static int backend_limit(const char *reason) {
     return 0;
 }
 
+/* Which instructions normal flow reaches (not only exception handling): a
+ * back edge from code only a handler reaches is no loop. 3.12 places a with
+ * block's exceptional exit at the end of the code, whence it jumps back to
+ * the code after the block. Owned by the caller. */
+static unsigned char *normal_flow(const WkInstr *raw, int n) {
+    unsigned char *normal = wk_xcalloc((size_t)n + 1, 1);
+    int *todo = wk_xmalloc(sizeof(int) * (size_t)(n + 1)), ntodo = 0;
+    if (n > 0) normal[0] = 1, todo[ntodo++] = 0;
+    while (ntodo > 0) {
+        int i = todo[--ntodo];
+        int succ[2] = {wk_bc_falls_through(raw[i].opcode) && i + 1 < n ? i + 1 : -1, wk_bc_jump_target(raw, n, i)};
+        for (int k = 0; k < 2; k++)
+            if (succ[k] >= 0 && succ[k] < n && !normal[succ[k]]) normal[succ[k]] = 1, todo[ntodo++] = succ[k];
+    }
+    free(todo);
+    return normal;
+}
+
 /* The top-level step to stop before, or 0 when no break can help. */
 long cap_break_step(Interp *I, PyCodeObject *code) {
     if (backend_limit(I->reason)) return 0;
@@ -874,10 +901,13 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
      * the same failure finds nothing before the loop to split off: that
      * frame runs eagerly, never one resume call deeper per iteration */
     int head = -1;
+    unsigned char *normal = normal_flow(raw, n);
     for (int j = 0; opc >= 0 && opc < n && j < n; j++) {
         int t = wk_bc_jump_target(raw, n, j);
+        if (!normal[j]) continue;
         if (t >= 0 && t <= j && t <= opc && opc <= j && (head < 0 || t < head)) head = t;
     }
+    free(normal);
     if (head >= 0) {
         int at = head > 0 && raw[head - 1].opcode == GET_ITER ? head - 1 : head;
         long first = I->brk && at + prologue < I->brk->first_step.len ? I->brk->first_step.data[at + prologue] : 0;
@@ -1231,13 +1261,16 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
      * call the next resume function from within itself, one Python frame
      * deeper per iteration: as PyTorch's capture does, run such a frame
      * eagerly (the code before the loop is not worth the recursion). */
+    unsigned char *normal = normal_flow(raw, n);
     for (int j = 0; j < n; j++) {
         int t = wk_bc_jump_target(raw, n, j);
-        if (!b->split && t >= 0 && t <= j && t <= pc && pc <= j) {
+        if (!b->split && normal[j] && t >= 0 && t <= j && t <= pc && pc <= j) {
+            free(normal);
             cap_unsupported(I, "graph break inside a loop");
             goto done;
         }
     }
+    free(normal);
     if (exc_ranges(orig, raw, n, &ex) < 0) {
         cap_unsupported(I, "graph break: exception table not understood");
         goto done;
