@@ -211,8 +211,10 @@ static Sv *autocast_call(Interp *I, PyObject *fn, const Args *a) {
 }
 
 /* An autocast instance made outside the frame (the one @torch.autocast(...)
- * keeps in its wrapper's closure): its settings as a modelled context. */
-static Sv *autocast_instance(Interp *I, PyObject *o) {
+ * keeps in its wrapper's closure, guarded by identity there): its settings
+ * as a modelled context; read from an argument, each is guarded equal. */
+static Sv *autocast_instance(Interp *I, Sv *src) {
+    PyObject *o = src->obj;
     autocast_types_ready();
     if (!autocast_types[0] || PyObject_IsInstance(o, autocast_types[0]) != 1) {
         PyErr_Clear();
@@ -224,6 +226,17 @@ static Sv *autocast_instance(Interp *I, PyObject *o) {
     PyObject *enabled = dtype ? PyObject_GetAttrString(o, "_enabled") : NULL;
     PyObject *cache = enabled ? PyObject_GetAttrString(o, "_cache_enabled") : NULL;
     Sv *res = NULL;
+    if (cache && src->arg >= 0) {
+        static const char *const attrs[4] = {"device", "fast_dtype", "_enabled", "_cache_enabled"};
+        PyObject *vals[4] = {device, dtype, enabled, cache};
+        for (int i = 0; i < 4; i++) {
+            PyObject *step = Py_BuildValue("(s)", attrs[i]);
+            PyObject *path = step && src->path ? PySequence_Concat(src->path, step) : Py_XNewRef(step);
+            if (path) wk_guard_equals_at(I->guards, src->arg, path, vals[i]);
+            Py_XDECREF(path);
+            Py_XDECREF(step);
+        }
+    }
     if (cache) res = autocast_state(I, device, dtype, enabled, cache);
     else PyErr_Clear();
     Py_XDECREF(device);
@@ -261,7 +274,7 @@ int cap_before_with(Interp *I, int result_unused) {
     Sv *ctx = sv_pop(I);
     if (!ctx) return -1;
     if ((ctx->kind == SV_OPAQUE || ctx->kind == SV_CONST) && ctx->obj) {
-        Sv *ac = autocast_instance(I, ctx->obj);
+        Sv *ac = autocast_instance(I, ctx);
         if (!ac && CAP_FAILED(I)) return -1;
         if (ac) ctx = ac;
     }
