@@ -299,6 +299,8 @@ struct RetPlan {
     int cells_ok;
     SvList cell_svs;
     WkVec(WkRet *) cell_rets;
+    SvList rebuilt;            /* the mutable values the frame made, rebuilt so far (borrowed) */
+    WkVec(WkRet *) rebuilt_as; /* their plans (NULL while one is made): named again, not remade */
 };
 
 /* A handler failed: a reason is recorded, or an exception propagates

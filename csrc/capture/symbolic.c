@@ -273,7 +273,22 @@ WkRet *cap_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
     }
     const SvOps *ops = SV_OPS(s);
     if (!ops->reconstruct) return cap_unsupported(I, "returning a %s", sv_desc(s)), NULL;
-    return ops->reconstruct(I, p, s, depth);
+    if (s->kind != SV_LIST && s->kind != SV_DICT && s->kind != SV_SET && s->kind != SV_OBJECT)
+        return ops->reconstruct(I, p, s, depth);
+    /* a mutable value the frame made is one object however many references
+     * reach Python: its plan is made once and named again (transform.c
+     * emits it once and reloads it) */
+    for (int i = 0; i < p->rebuilt.len; i++) {
+        if (p->rebuilt.data[i] != s) continue;
+        if (!p->rebuilt_as.data[i]) return cap_unsupported(I, "a %s that contains itself", sv_desc(s)), NULL;
+        return p->rebuilt_as.data[i];
+    }
+    int at = p->rebuilt.len;
+    wk_vec_push(&p->rebuilt, s);
+    wk_vec_push(&p->rebuilt_as, (WkRet *)NULL);
+    WkRet *r = ops->reconstruct(I, p, s, depth);
+    p->rebuilt_as.data[at] = r;
+    return r;
 }
 
 static void plan_free(RetPlan *p) {
@@ -285,6 +300,8 @@ static void plan_free(RetPlan *p) {
     wk_vec_free(&p->cell_svs);
     wk_vec_free(&p->cell_rets);
     wk_vec_free(&p->outputs);
+    wk_vec_free(&p->rebuilt);
+    wk_vec_free(&p->rebuilt_as);
 }
 
 /* ---- globals ---------------------------------------------------------------- */

@@ -61,7 +61,39 @@ static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
  * outputs (set by emit_graph_call for the code being assembled) */
 static int written_base;
 
+/* A plan names one WkRet in several places when the frame made one mutable
+ * object that reaches Python through several references (returned and
+ * stored, twice in a result): eager has one object there, so its first
+ * emission keeps the new object in a temp and later ones load that temp.
+ * Valid along one path of the code being assembled: reset per code object,
+ * cut back at the start of each branch. */
+typedef struct {
+    const WkRet *ret;
+    int local;
+} SharedRet;
+static WkVec(SharedRet) shared_rets;
+
+static int emit_ret_once(WkAsm *a, const WkRet *r, const int *out_locals);
+
 static int emit_ret(WkAsm *a, const WkRet *r, const int *out_locals) {
+    if (r->kind != WK_RET_LIST && r->kind != WK_RET_DICT && r->kind != WK_RET_CALL)
+        return emit_ret_once(a, r, out_locals);
+    for (int i = 0; i < shared_rets.len; i++)
+        if (shared_rets.data[i].ret == r) {
+            wk_asm_load_fast(a, shared_rets.data[i].local);
+            return 0;
+        }
+    if (emit_ret_once(a, r, out_locals) < 0) return -1;
+    char name[48];
+    snprintf(name, sizeof name, "___wick_shared%d", shared_rets.len);
+    SharedRet e = {r, wk_asm_local(a, name)};
+    wk_asm_op(a, COPY, 1);
+    wk_asm_store_fast(a, e.local);
+    wk_vec_push(&shared_rets, e);
+    return 0;
+}
+
+static int emit_ret_once(WkAsm *a, const WkRet *r, const int *out_locals) {
     switch ((int)r->kind) {
     case WK_RET_OUTPUT:
         wk_asm_load_fast(a, out_locals[r->index]);
@@ -352,6 +384,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
                                int line, const WkEffects *effects) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + (effects ? effects->nwritten : 0) + 1, sizeof(int));
+    shared_rets.len = 0;
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
     if (line < 0) line = code->co_firstlineno;
@@ -549,6 +582,7 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
                                      const WkEffects *effects) {
     PyObject *res = NULL;
     int *out_locals = wk_xcalloc((size_t)noutputs + (effects ? effects->nwritten : 0) + 1, sizeof(int));
+    shared_rets.len = 0;
     int *arg_temps = NULL;
     WkAsm *a = wk_asm_new(code);
     if (!a) goto done;
@@ -649,7 +683,9 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
         if (prot_start >= 0) wk_asm_bind_label(a, prot_start);
         if (emit_ret(a, b->in[0], out_locals) < 0) goto done;
         wk_asm_pop_jump_if(a, b->jump_if_true, jumped);
+        int shared_before = shared_rets.len;
         for (int k = 0; k < 2; k++) {
+            shared_rets.len = shared_before; /* temps stored on the other path are unset on this one */
             if (k == 1) wk_asm_bind_label(a, jumped);
             if (k == 0 && prot_end >= 0) wk_asm_bind_label(a, prot_end);
             if (emit_resume_head(a, b, b->resume[k], out_locals, arg_temps, b->nargs) < 0) goto done;

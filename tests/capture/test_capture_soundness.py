@@ -318,3 +318,105 @@ def test_list_changed_while_a_loop_walks_it(fn, shape):
     else:
         assert reasons(fn), "the changed list must end capture"
 
+
+
+# A list, dict or object the frame made is rebuilt after the graph: one that
+# reaches Python through two references must stay one object, as in eager.
+class _Holder:
+    pass
+
+
+def _list_stored_and_returned(h, x):
+    items = [x * 2]
+    h.items = items
+    return items, x + 1
+
+
+def _dict_twice_in_the_result(h, x):
+    d = {"a": x.sin()}
+    return d, d
+
+
+def _list_returned_once(h, x):
+    return [x * 2, x.cos()]
+
+
+def _set_in_two_places(h, x):
+    s = {1, 2}
+    return {"keys": s, "pair": (s, x.exp())}
+
+
+def _object_in_list_and_attr(h, x):
+    o = _Holder()
+    o.t = x.tanh()
+    h.obj = o
+    return [o, o], x - 1
+
+
+def _list_across_a_break(h, x):
+    items = [x.sin()]
+    h.items = items
+    print(end="")  # a graph break: the resume function gets the same list
+    items.append(x.cos())
+    return items
+
+
+def _list_across_a_branch(h, x):
+    items = [x.sin()]
+    h.items = items
+    if x.sum() > 0:  # a data-dependent jump: both sides get the same list
+        items.append(x)
+    return items, items
+
+
+def _list_containing_itself(h, x):
+    items = [x.sin()]
+    items.append(items)
+    return items
+
+
+CASES_IDENTITY = [_list_stored_and_returned, _dict_twice_in_the_result, _list_returned_once, _set_in_two_places,
+                  _object_in_list_and_attr, _list_across_a_break, _list_across_a_branch, _list_containing_itself]
+
+
+def _same_shape_of_references(got, want, h, he):
+    """the references to one object in eager's result and holder are to one object in wick's too"""
+    def refs(r, holder):
+        out = [r] + (list(r) if isinstance(r, (list, tuple)) else [])
+        if isinstance(r, tuple):
+            for v in r:
+                out += list(v.values()) if isinstance(v, dict) else list(v) if isinstance(v, (list, tuple)) else []
+        if isinstance(r, dict):
+            out += list(r.values())
+            for v in r.values():
+                out += list(v) if isinstance(v, tuple) else []
+        out += [getattr(holder, "items", None), getattr(holder, "obj", None)]
+        return [o for o in out if not isinstance(o, (torch.Tensor, type(None)))]
+    a, b = refs(got, h), refs(want, he)
+    assert len(a) == len(b)
+    for i in range(len(a)):
+        for j in range(len(a)):
+            assert (a[i] is a[j]) == (b[i] is b[j]), (i, j)
+
+
+@pytest.mark.parametrize("fn", CASES_IDENTITY, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_new_container_keeps_its_identity(fn, sign):
+    x = torch.randn(5).abs() * sign
+    f = compiled(fn)
+    for _ in range(2):
+        h, he = _Holder(), _Holder()
+        got, want = f(h, x), fn(he, x)
+        if fn is _list_containing_itself:
+            assert got[1] is got and want[1] is want
+            assert_same(got[0], want[0])
+            continue
+        if fn is _object_in_list_and_attr:
+            assert_same(got[0][0].t, want[0][0].t)
+            assert_same(got[1], want[1])
+        else:
+            assert_same(got, want)
+        _same_shape_of_references(got, want, h, he)
+    if fn in (_list_stored_and_returned, _dict_twice_in_the_result, _list_returned_once, _set_in_two_places,
+              _object_in_list_and_attr):
+        one_graph(fn)

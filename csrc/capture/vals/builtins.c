@@ -262,11 +262,88 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
     return kind == SV_ITER && cap_set_link_iter(I, r, a->pos, 1) < 0 ? NULL : r;
 }
 
+/* sorted/min/max with key=, reverse= or default=: the items may be any
+ * values (tensors, modules) as long as their keys are plain constants at
+ * capture time. Python itself orders the positions by those keys, so ties,
+ * stability and reverse= behave exactly as eager; the key is called once per
+ * item, in order, as eager calls it. NULL without a reason for keywords this
+ * does not model. */
+static Sv *call_ordering_by_key(Interp *I, PyObject *fn, const char *n, const Args *a) {
+    int is_sorted = strcmp(n, "sorted") == 0;
+    Sv *key = NULL, *dflt = NULL;
+    PyObject *reverse = Py_False;
+    for (int i = 0; i < a->nkw; i++) {
+        const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, i));
+        Sv *v = a->kw[i];
+        if (!kn) return cap_py_failed(I, n), NULL;
+        if (strcmp(kn, "key") == 0) key = v->kind == SV_CONST && v->obj == Py_None ? NULL : v;
+        else if (is_sorted && strcmp(kn, "reverse") == 0 && v->kind == SV_CONST && cap_is_plain(v->obj))
+            reverse = v->obj;
+        else if (!is_sorted && strcmp(kn, "default") == 0) dflt = v;
+        else return NULL;
+    }
+    SvList items = {0};
+    if (cap_iterate(I, a->pos[0], &items) < 0) return wk_vec_free(&items), NULL;
+    if (!items.len && !is_sorted) {
+        wk_vec_free(&items);
+        if (dflt) return dflt;
+        return cap_unsupported(I, "%s() of an empty sequence (raises)", n), NULL;
+    }
+    PyObject *keys = PyList_New(items.len);
+    for (int i = 0; keys && i < items.len; i++) {
+        Sv *k = items.data[i];
+        if (key) {
+            Args one = {&items.data[i], 1, NULL, NULL, 0};
+            if (!(k = cap_call(I, key, &one))) break;
+        }
+        if (k->kind != SV_CONST || !cap_is_plain(k->obj)) {
+            cap_unsupported(I, "%s() with keys that are not constants at capture time", n);
+            break;
+        }
+        PyList_SET_ITEM(keys, i, Py_NewRef(k->obj));
+    }
+    if (!keys || CAP_FAILED(I)) {
+        Py_XDECREF(keys);
+        wk_vec_free(&items);
+        return keys ? NULL : (cap_py_failed(I, n), NULL);
+    }
+    /* order positions 0..n-1 by keys[i] with the builtin itself */
+    PyObject *count = PyLong_FromLong(items.len);
+    PyObject *positions = count ? PyObject_CallOneArg((PyObject *)&PyRange_Type, count) : NULL;
+    Py_XDECREF(count);
+    PyObject *getter = PyObject_GetAttrString(keys, "__getitem__");
+    PyObject *kw = Py_BuildValue("{s:O}", "key", getter ? getter : Py_None);
+    if (kw && is_sorted) PyDict_SetItemString(kw, "reverse", reverse);
+    PyObject *t = positions ? PyTuple_Pack(1, positions) : NULL;
+    PyObject *r = t && kw && getter ? PyObject_Call(fn, t, kw) : NULL;
+    Py_XDECREF(t);
+    Py_XDECREF(kw);
+    Py_XDECREF(getter);
+    Py_XDECREF(positions);
+    Py_DECREF(keys);
+    Sv *res = NULL;
+    if (!r) {
+        cap_py_failed(I, n);
+    } else if (is_sorted) {
+        SvList out = {0};
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); i++)
+            wk_vec_push(&out, items.data[PyLong_AsLong(PyList_GET_ITEM(r, i))]);
+        res = items_sv(I, SV_LIST, &out);
+    } else {
+        res = items.data[PyLong_AsLong(r)];
+    }
+    Py_XDECREF(r);
+    wk_vec_free(&items);
+    return res;
+}
+
 /* sum/any/all/min/max over a symbolic sequence: constants fold, tensors sum */
 static Sv *call_reducing(Interp *I, PyObject *fn, const char *n, const Args *a) {
     if (strcmp(n, "sum") && strcmp(n, "any") && strcmp(n, "all") && strcmp(n, "min") && strcmp(n, "max") &&
         strcmp(n, "sorted"))
         return NULL;
+    if (a->nkw && a->npos == 1 && (!strcmp(n, "sorted") || !strcmp(n, "min") || !strcmp(n, "max")))
+        return call_ordering_by_key(I, fn, n, a);
     if (a->nkw || a->npos < 1) return NULL;
     if (a->npos > 1 && strcmp(n, "sum") != 0) return NULL; /* min(a, b): handled by plain folding */
     SvList items = {0};
