@@ -404,3 +404,77 @@ def bound_query(fn, *args):
     if q is None:
         q = _bound_queries[key] = functools.partial(fn, *args)
     return q
+
+
+class UnderAutocast:
+    """An extern called inside a `with torch.autocast(...)` block of the
+    captured frame. The graph runs in the caller's autocast state, so the
+    call sets the block's state (per device type: (device, enabled, dtype),
+    or None where the block left it) around itself, as eager ran it inside
+    the block. Equal wrappers hash equal: outputs() memoises on them."""
+
+    __slots__ = ("fn", "states", "__name__", "__qualname__")
+
+    def __init__(self, fn, states):
+        self.fn = fn
+        self.states = tuple(s for s in states if s is not None)
+        self.__name__ = getattr(fn, "__name__", "extern")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+
+    def __call__(self, *args, **kwargs):
+        prev = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d, _, _ in self.states]
+        try:
+            for d, on, dt in self.states:
+                torch.set_autocast_enabled(d, on)
+                torch.set_autocast_dtype(d, dt)
+            return self.fn(*args, **kwargs)
+        finally:
+            for d, on, dt in prev:
+                torch.set_autocast_enabled(d, on)
+                torch.set_autocast_dtype(d, dt)
+
+    def __eq__(self, other):
+        return type(other) is UnderAutocast and self.fn == other.fn and self.states == other.states
+
+    def __hash__(self):
+        return hash((UnderAutocast, self.fn, self.states))
+
+    def __repr__(self):
+        return f"UnderAutocast({self.fn!r}, {self.states!r})"
+
+
+def autocast_save():
+    """The autocast state a frame that re-enters autocast blocks after a
+    graph break starts from (autocast_restore puts it back on an error
+    raised before the resume function's own with blocks take over)."""
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return (nesting, torch.is_autocast_cache_enabled(),
+            tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")))
+
+
+def autocast_restore(saved):
+    nesting, cache, states = saved
+    while True:
+        now = torch.autocast_decrement_nesting()
+        if now < nesting:
+            torch.autocast_increment_nesting()
+            break
+        if now == nesting:
+            break
+    if nesting == 0:
+        torch.clear_autocast_cache()
+    for d, on, dt in states:
+        torch.set_autocast_enabled(d, on)
+        torch.set_autocast_dtype(d, dt)
+    torch.set_autocast_cache_enabled(cache)
+
+
+def make_function(code, globals, defaults, kwdefaults, closure):
+    """A function the captured frame made before a graph break, made again
+    after the graph (its closure's cells are the ones the resume function
+    shares)."""
+    fn = type(make_function)(code, globals, None, defaults, closure)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn

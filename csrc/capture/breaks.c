@@ -56,10 +56,19 @@
  *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with
- * attribute writes or ContextVar changes pending, in a frame with cell
- * variables (its locals captured by a closure it made), with a
+ * attribute writes or ContextVar changes pending, with a
  * mutable value shared by two live values, or with a live value that
- * cannot be rebuilt. */
+ * cannot be rebuilt.
+ *
+ * A frame with cell variables breaks too: the resume code's free variables
+ * are the original's cells (localsplus order), then its free variables;
+ * the transformed code makes each cell once (WK_RET_CELL), fills it from
+ * the graph, and makes the resume function over them, so a closure made
+ * before the break (made again over the same cells) and the resume
+ * function see each other's writes. Open grad-mode and autocast blocks are
+ * entered again by the transformed code; the resume function's call of
+ * such a block's real __exit__ is modelled (vals/ctx.c) and replayed right
+ * after its graph. */
 #include <stdint.h>
 #include <string.h>
 
@@ -186,6 +195,46 @@ static PyObject *resume_name_Ref(PyCodeObject *orig, int line) {
     return PyUnicode_FromFormat(RESUME_PREFIX "%s_at_%d", base, line);
 }
 
+/* co_localspluskinds: a slot captured by a closure (an argument too, when
+ * it is one); free variables carry a flag of their own */
+#define LOCALSPLUS_CELL 0x40
+#define LOCALSPLUS_FREE 0x80
+
+/* Whether localsplus slot i of co is a cell variable of its own. */
+static int is_cell_slot(PyCodeObject *co, int i) {
+    if (i < 0 || i >= co->co_nlocalsplus) return 0;
+    unsigned char k = (unsigned char)PyBytes_AS_STRING(co->co_localspluskinds)[i];
+    return (k & LOCALSPLUS_CELL) && !(k & LOCALSPLUS_FREE);
+}
+
+/* The resume function's free variables: the original's own cells (which
+ * the transformed code makes at the break, or passes on from its own
+ * closure), then the original's free variables. New reference. */
+static PyObject *resume_freevars_Ref(PyCodeObject *orig) {
+    PyObject *names = PyList_New(0), *fv = PyCode_GetFreevars(orig), *res = NULL;
+    if (!names || !fv) goto done;
+    for (int i = 0; i < orig->co_nlocalsplus; i++)
+        if (is_cell_slot(orig, i) && PyList_Append(names, PyTuple_GET_ITEM(orig->co_localsplusnames, i)) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fv); i++)
+        if (PyList_Append(names, PyTuple_GET_ITEM(fv, i)) < 0) goto done;
+    res = PyList_AsTuple(names);
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(fv);
+    return res;
+}
+
+/* The resume code's free-variable index of original localsplus slot i. */
+static int resume_free_index(PyCodeObject *orig, int i) {
+    int first_free = orig->co_nlocalsplus - orig->co_nfreevars, k = 0;
+    for (int j = 0; j < orig->co_nlocalsplus && j < first_free; j++) {
+        if (!is_cell_slot(orig, j)) continue;
+        if (j == i) return k;
+        k++;
+    }
+    return i >= first_free ? k + (i - first_free) : -1;
+}
+
 /* Instructions whose oparg is a cell or free variable's localsplus index */
 static int is_deref_op(int op) {
     switch (op) {
@@ -229,13 +278,12 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
         PyTuple_SET_ITEM(argnames, nlocal + v++, s);
     }
     wk_asm_set_signature(a, argnames, name);
-    if (orig->co_nfreevars) { /* the same free variables: the transformed code passes its cells */
-        PyObject *fv = PyCode_GetFreevars(orig);
+    if (orig->co_nfreevars || orig->co_ncellvars) { /* the transformed code passes the cells */
+        PyObject *fv = resume_freevars_Ref(orig);
         if (!fv) goto done;
         wk_asm_set_freevars(a, fv);
         Py_DECREF(fv);
     }
-    int first_free = orig->co_nlocalsplus - orig->co_nfreevars;
     /* the copy keeps co_names and co_consts indexes: only locals move */
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig->co_names); i++) {
         const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(orig->co_names, i));
@@ -246,6 +294,7 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
     int nv = (int)PyTuple_GET_SIZE(varnames);
     int *local_map = wk_xcalloc((size_t)nv + 1, sizeof(int));
     for (int j = 0; j < nv; j++) {
+        if (is_cell_slot(orig, j)) continue; /* an argument that is a cell: a free variable here */
         const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, j));
         local_map[j] = s ? wk_asm_local(a, s) : 0;
     }
@@ -281,10 +330,12 @@ static PyObject *resume_code_Ref(PyCodeObject *orig, const WkInstr *raw, int n, 
             wk_asm_set_line(a, in->line);
         int def, use = local_use(in, &def), t = wk_bc_jump_target(raw, n, i);
         if (t == -2) goto layout_changed_map;
-        if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS) wk_asm_op(a, NOP, 0); /* the prologue's */
+        if (in->opcode == RESUME || in->opcode == COPY_FREE_VARS || in->opcode == MAKE_CELL)
+            wk_asm_op(a, NOP, 0); /* the prologue's */
         else if (is_deref_op(in->opcode)) {
-            if (in->oparg < first_free) goto layout_changed_map; /* a cell variable: refused before */
-            wk_asm_deref(a, in->opcode, in->oparg - first_free);
+            int fi = resume_free_index(orig, in->oparg);
+            if (fi < 0) goto layout_changed_map;
+            wk_asm_deref(a, in->opcode, fi);
         } else if (t >= 0) wk_asm_jump(a, in->opcode, labels[t]);
         else if (use >= 0 || def >= 0) wk_asm_op(a, in->opcode, local_map[use >= 0 ? use : def]);
         else wk_asm_op(a, in->opcode, in->oparg);
@@ -476,7 +527,14 @@ struct CapBreakState {
     WkVec(int) written;         /* and the graph inputs its COPY effects write */
     int effects_failed;         /* a side effect the plan cannot replay */
     WkVec(long) first_step;     /* per top-level instruction: the step it first ran at (0: never) */
+    SvList exits;               /* real __exit__ methods the frame called (vals/ctx.c), in order */
 };
+
+int cap_break_note_exit(Interp *I, Sv *exit_method) {
+    if (!I->brk) return cap_unsupported(I, "__exit__ of a block entered before the frame");
+    wk_vec_push(&I->brk->exits, exit_method);
+    return 0;
+}
 
 void cap_break_note_step(Interp *I, int pc) {
     CapBreakState *st = I->brk;
@@ -593,6 +651,20 @@ Sv *cap_cell_lookup(Interp *I, PyObject *cell) {
     for (int i = 0; I->brk && i < I->brk->cells.len; i++)
         if (I->brk->cells.data[i].cell == cell) return I->brk->cells.data[i].sv;
     return NULL;
+}
+
+PyObject *cap_cell_real(Interp *I, Sv *c, int *own) {
+    *own = -1;
+    PyObject *cell = NULL;
+    for (int i = 0; I->brk && i < I->brk->cells.len; i++)
+        if (I->brk->cells.data[i].sv == c) cell = I->brk->cells.data[i].cell;
+    if (!cell) return NULL;
+    Frame *top = I->f;
+    while (top->parent) top = top->parent;
+    PyObject *closure = top->fn ? top->fn->func_closure : NULL;
+    for (Py_ssize_t k = 0; closure && PyTuple_Check(closure) && k < PyTuple_GET_SIZE(closure); k++)
+        if (PyTuple_GET_ITEM(closure, k) == cell) *own = (int)k;
+    return cell;
 }
 
 void cap_cell_register(Interp *I, PyObject *cell, Sv *c) {
@@ -769,6 +841,7 @@ void cap_break_free(Interp *I, WkBreak *b) {
         wk_vec_free(&I->brk->effects);
         wk_vec_free(&I->brk->written);
         wk_vec_free(&I->brk->cells);
+        wk_vec_free(&I->brk->exits);
         wk_vec_free(&I->brk->first_step);
         wk_vec_free(&I->brk->appends);
         free(I->brk);
@@ -777,6 +850,8 @@ void cap_break_free(Interp *I, WkBreak *b) {
     if (b) {
         free(b->args);
         free(b->in);
+        free(b->cells);
+        free(b->cell_table);
         free(b);
     }
 }
@@ -871,6 +946,24 @@ static int backend_limit(const char *reason) {
     return 0;
 }
 
+/* Which instructions normal flow reaches (not only exception handling): a
+ * back edge from code only a handler reaches is no loop. 3.12 places a with
+ * block's exceptional exit at the end of the code, whence it jumps back to
+ * the code after the block. Owned by the caller. */
+static unsigned char *normal_flow(const WkInstr *raw, int n) {
+    unsigned char *normal = wk_xcalloc((size_t)n + 1, 1);
+    int *todo = wk_xmalloc(sizeof(int) * (size_t)(n + 1)), ntodo = 0;
+    if (n > 0) normal[0] = 1, todo[ntodo++] = 0;
+    while (ntodo > 0) {
+        int i = todo[--ntodo];
+        int succ[2] = {wk_bc_falls_through(raw[i].opcode) && i + 1 < n ? i + 1 : -1, wk_bc_jump_target(raw, n, i)};
+        for (int k = 0; k < 2; k++)
+            if (succ[k] >= 0 && succ[k] < n && !normal[succ[k]]) normal[succ[k]] = 1, todo[ntodo++] = succ[k];
+    }
+    free(todo);
+    return normal;
+}
+
 /* The top-level step to stop before, or 0 when no break can help. */
 long cap_break_step(Interp *I, PyCodeObject *code) {
     if (backend_limit(I->reason)) return 0;
@@ -904,10 +997,13 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
      * the same failure finds nothing before the loop to split off: that
      * frame runs eagerly, never one resume call deeper per iteration */
     int head = -1;
+    unsigned char *normal = normal_flow(raw, n);
     for (int j = 0; opc >= 0 && opc < n && j < n; j++) {
         int t = wk_bc_jump_target(raw, n, j);
+        if (!normal[j]) continue;
         if (t >= 0 && t <= j && t <= opc && opc <= j && (head < 0 || t < head)) head = t;
     }
+    free(normal);
     if (head >= 0) {
         int at = head > 0 && raw[head - 1].opcode == GET_ITER ? head - 1 : head;
         long first = I->brk && at + prologue < I->brk->first_step.len ? I->brk->first_step.data[at + prologue] : 0;
@@ -1083,6 +1179,12 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     if (!st) return 0;
     st->effects.len = 0;
     st->written.len = 0;
+    /* real __exit__ calls: run first, right after the graph (transform.c) */
+    for (int i = 0; i < st->exits.len; i++) {
+        WkRet *target = live_value(I, p, st->exits.data[i]);
+        if (!target) return effects_fail(I, "an __exit__ call");
+        effect_push(st, WK_EFFECT_EXIT, target, NULL, NULL);
+    }
     /* input tensors written in place, first: their targets are read from
      * their sources before any attribute write below could rebind them */
     for (int i = 0; i < I->writes.len; i++) {
@@ -1242,10 +1344,11 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         cap_unsupported(I, "graph break stopped outside the compiled frame");
         goto done;
     }
-    if (code->co_ncellvars || orig->co_ncellvars) {
-        cap_unsupported(I, "graph break in a frame with cell variables (its locals captured by a closure)");
+    if (code != orig && code->co_ncellvars) { /* a resume frame's cells are free variables */
+        cap_unsupported(I, "graph break in a frame with cell variables of its own");
         goto done;
     }
+    p->cells_ok = 1; /* cells made in capture are made again at the break */
     if (!(raw = wk_bc_decode(orig, &n))) {
         cap_py_failed(I, "decoding bytecode");
         goto done;
@@ -1283,13 +1386,16 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
      * call the next resume function from within itself, one Python frame
      * deeper per iteration: as PyTorch's capture does, run such a frame
      * eagerly (the code before the loop is not worth the recursion). */
+    unsigned char *normal = normal_flow(raw, n);
     for (int j = 0; j < n; j++) {
         int t = wk_bc_jump_target(raw, n, j);
-        if (!b->split && t >= 0 && t <= j && t <= pc && pc <= j) {
+        if (!b->split && normal[j] && t >= 0 && t <= j && t <= pc && pc <= j) {
+            free(normal);
             cap_unsupported(I, "graph break inside a loop");
             goto done;
         }
     }
+    free(normal);
     if (exc_ranges(orig, raw, n, &ex) < 0) {
         cap_unsupported(I, "graph break: exception table not understood");
         goto done;
@@ -1343,6 +1449,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
             for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(cur_names); k++)
                 if (PyUnicode_Compare(PyTuple_GET_ITEM(cur_names, k), nm) == 0) cj = (int)k;
         }
+        if (is_cell_slot(orig, j)) continue; /* passed in the resume function's closure */
         Sv *v = cj >= 0 && cj < F->nlocals ? F->locals[cj] : NULL;
         if (!v || v->kind == SV_NULL) continue; /* unbound: stays unbound in the resume function */
         if (!is_live && v->kind == SV_TENSOR && v->arg < 0 && !v->gname) continue;
@@ -1380,7 +1487,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     }
     /* open grad-mode blocks, outermost first: each is entered again with
      * the mode it set (the next one's restore mode, or the mode now) */
-    int ok = 1, mode = I->entry_grad;
+    int ok = 1, mode = I->grad_base >= 0 ? I->grad_base : I->entry_grad;
     b->restore_grad = -1;
     for (int i = 0; ok && i < F->sp; i++) {
         if (stack[i]->kind != SV_GRAD_EXIT) continue;
@@ -1400,7 +1507,7 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
             PyObject *fn = c ? PyObject_GetAttrString(c, "_set_grad_enabled") : NULL;
             Py_XDECREF(c);
             b->set_grad = keep(I, fn);
-            b->restore_grad = I->entry_grad;
+            b->restore_grad = I->grad_base >= 0 ? I->grad_base : I->entry_grad;
         }
         WkRet *r = cap_ret_new(p, WK_RET_ENTER);
         r->value = keep(I, PyObject_GetAttrString(cap_torch_mod, "set_grad_enabled"));
@@ -1417,6 +1524,55 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         ok = 0;
         cap_unsupported(I, "graph break with the grad mode changed outside a with block");
     }
+    /* open autocast blocks, outermost first: each is entered again as
+     * torch.autocast(device, dtype=, enabled=, cache_enabled=); replayed
+     * from the entry state they must give the state the frame has now */
+    int ac_dt[2] = {I->autocast_base_dt[0], I->autocast_base_dt[1]};
+    int ac_fast[2] = {I->autocast_base_fast[0], I->autocast_base_fast[1]};
+    for (int i = 0; ok && i < F->sp; i++) {
+        if (stack[i]->kind != SV_AUTOCAST_EXIT) continue;
+        PyObject *st = stack[i]->obj;
+        int k = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(st, 0), "cuda") == 0;
+        if (stack[i]->value != ac_dt[k] || (ac_dt[k] != CAP_AUTOCAST_ENTRY && stack[i]->version != ac_fast[k])) {
+            ok = 0;
+            cap_unsupported(I, "graph break in autocast blocks that do not nest");
+            break;
+        }
+        ac_fast[k] = cap_dtype_of_obj(PyTuple_GET_ITEM(st, 2));
+        ac_dt[k] = PyTuple_GET_ITEM(st, 1) == Py_True ? ac_fast[k] : -1;
+        if (!b->autocast_restore) {
+            PyObject *m = PyImport_ImportModule("wick._capture_meta");
+            b->autocast_save = keep(I, m ? PyObject_GetAttrString(m, "autocast_save") : NULL);
+            b->autocast_restore = keep(I, m ? PyObject_GetAttrString(m, "autocast_restore") : NULL);
+            Py_XDECREF(m);
+        }
+        PyObject *ft = PyImport_ImportModule("functools");
+        PyObject *partial = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+        PyObject *ac = PyObject_GetAttrString(cap_torch_mod, "autocast");
+        PyObject *pargs = ac ? Py_BuildValue("(OO)", ac, PyTuple_GET_ITEM(st, 0)) : NULL;
+        PyObject *kw = pargs ? Py_BuildValue("{sOsOsO}", "dtype", PyTuple_GET_ITEM(st, 2), "enabled",
+                                             PyTuple_GET_ITEM(st, 1), "cache_enabled", PyTuple_GET_ITEM(st, 3))
+                             : NULL;
+        WkRet *r = cap_ret_new(p, WK_RET_ENTER);
+        r->value = keep(I, kw ? PyObject_Call(partial, pargs, kw) : NULL);
+        r->index = -1; /* called with no arguments */
+        Py_XDECREF(ft);
+        Py_XDECREF(partial);
+        Py_XDECREF(ac);
+        Py_XDECREF(pargs);
+        Py_XDECREF(kw);
+        if (!r->value || !b->autocast_save || !b->autocast_restore) {
+            ok = 0;
+            cap_py_failed(I, "graph break");
+            break;
+        }
+        stack_ret[i] = r;
+    }
+    for (int k = 0; ok && k < 2; k++)
+        if (ac_dt[k] != I->autocast_dt[k] || (ac_dt[k] != CAP_AUTOCAST_ENTRY && ac_fast[k] != I->autocast_fast[k])) {
+            ok = 0;
+            cap_unsupported(I, "graph break with the autocast state changed outside a with block");
+        }
     for (int i = 0; ok && i < F->sp; i++)
         if (!stack_ret[i]) ok = (stack_ret[i] = live_value(I, p, stack[i])) != NULL;
     for (int i = 0; ok && i < nlive; i++) {
@@ -1467,7 +1623,22 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
         goto done;
     }
     b->nargs = args.len;
-    b->nfree = orig->co_nfreevars;
+    b->nfree = code->co_nfreevars;
+    if (code == orig && orig->co_ncellvars) {
+        /* the frame's own cells, made at the break: closures made before it
+         * and the resume function share each */
+        b->cells = wk_xcalloc((size_t)orig->co_nlocalsplus + 1, sizeof(WkRet *));
+        for (int i = 0; i < orig->co_nlocalsplus && i < F->nlocals; i++) {
+            if (!is_cell_slot(orig, i)) continue;
+            Sv *c = F->locals[i];
+            if (!c || c->kind != SV_CELL) {
+                cap_unsupported(I, "graph break before the frame's cells are made");
+                goto done;
+            }
+            if (!(b->cells[b->ncells++] = cap_reconstruct(I, p, c, 0))) goto done;
+        }
+    }
+
     b->nlocals = nlive;
     b->args = args.data;
     args.data = NULL;
@@ -1509,9 +1680,12 @@ int cap_break_plan(Interp *I, PyCodeObject *code, RetPlan *p, WkBreak **out, PyO
     b = NULL;
     rc = 0;
 done:
+    if (rc < 0) p->cells_ok = 0;
     if (b) {
         free(b->args);
         free(b->in);
+        free(b->cells);
+        free(b->cell_table);
         free(b);
     }
     wk_vec_free(&args);

@@ -98,6 +98,9 @@ typedef enum {
     SV_OPAQUE,    /* an object reached from an argument (module, instance) */
     SV_GRAD_CTX,  /* torch.no_grad() / torch.enable_grad(): value = the grad mode it sets */
     SV_GRAD_EXIT, /* its __exit__ after BEFORE_WITH: value = the grad mode it restores */
+    SV_AUTOCAST_EXIT, /* a torch.autocast block's __exit__ after BEFORE_WITH (vals/ctx.c):
+                       * obj = the (device, enabled, dtype, cache_enabled) it entered,
+                       * value/version = the device's modelled state it restores */
     SV_ITER,      /* an iterator over unrolled items: items, pos */
     SV_DICT,      /* a dict built during capture: keys (constants) and items */
     SV_CELL,      /* a closure cell of an inlined frame: cell = contents (NULL if empty) */
@@ -140,6 +143,7 @@ struct Sv {
      * loop walks it must end capture there (cap_list_iter_check) */
     SvList lists;
     long lists_version;
+    PyObject *globals; /* FUNC: the globals of the frame that made it (borrowed from that function) */
     /* ITER made by a generator function (vals/function.c), run ahead when
      * made: gen 1 when next() may take its items one at a time (its body
      * read only its tensor and constant arguments), with what that run
@@ -187,7 +191,7 @@ typedef struct SvOps {
 } SvOps;
 
 extern const SvOps cap_null_kind, cap_const_kind, cap_tensor_kind, cap_tuple_kind, cap_list_kind, cap_method_kind,
-    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
+    cap_opaque_kind, cap_grad_ctx_kind, cap_grad_exit_kind, cap_autocast_exit_kind, cap_iter_kind, cap_dict_kind, cap_cell_kind, cap_func_kind, cap_partial_kind, cap_object_kind, cap_super_kind,
     cap_ctx_token_kind, cap_scratch_kind, cap_set_kind;
 extern const SvOps *const cap_sv_ops[SV_NKINDS];
 #define SV_OPS(s) (cap_sv_ops[(s)->kind])
@@ -262,6 +266,15 @@ struct Interp {
     unsigned long long loaded_args;  /* arguments the compiled frame loaded */
     PyObject *externs;               /* list: the extern table (vals/extern.c), or NULL */
     WkVec(int) autocast_casts;       /* (value, dtype, grad mode, its cast) per autocast cast made (vals/extern.c) */
+    /* autocast inside the frame (a torch.autocast block, vals/ctx.c), per
+     * device type (0 cpu, 1 cuda): autocast_dt is the autocast dtype there
+     * (-1: off); CAP_AUTOCAST_ENTRY: torch's state at entry, unchanged */
+    int autocast_dt[2];
+    int autocast_fast[2];            /* the autocast dtype setting (kept when off) */
+    /* the state after the real __exit__ of blocks entered before the frame
+     * (a resume function's), which the transformed code calls right after
+     * the graph: -1 / CAP_AUTOCAST_ENTRY where none ran */
+    int grad_base, autocast_base_dt[2], autocast_base_fast[2];
     WkVec(CapOverlay) overlay;       /* attribute writes to argument objects (vals/object.c) */
     WkVec(CapCtxVar) ctxvars;        /* ContextVar values the frame set (vals/contextvar.c) */
     WkVec(CapWrite) writes;          /* input tensors written in place (vals/tensor.c) */
@@ -277,6 +290,7 @@ struct Interp {
     long stop_step;                  /* > 0: stop once this many have run (the break) */
     int split;                       /* the stop is a split before a loop: nothing runs there */
     int top_pc;                      /* index of the compiled frame's current instruction */
+    int next_op;                     /* the opcode after the innermost frame's current one (-1: none) */
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
     WkVec(PyObject *) raised;        /* owned: exceptions capture raised itself (vals/exc.c) */
@@ -288,6 +302,13 @@ struct Interp {
 struct RetPlan {
     WkVec(WkRet *) all;
     WkVec(int) outputs; /* graph value id of each graph output */
+    /* cells made during capture (MAKE_CELL), rebuilt once each by the
+     * transformed code of a graph break (WK_RET_CELL): every closure made
+     * before the break and the resume function share it. cells_ok: the
+     * plan makes them (a break); else such a cell cannot be rebuilt */
+    int cells_ok;
+    SvList cell_svs;
+    WkVec(WkRet *) cell_rets;
     SvList rebuilt;            /* the mutable values the frame made, rebuilt so far (borrowed) */
     WkVec(WkRet *) rebuilt_as; /* their plans (NULL while one is made): named again, not remade */
 };
@@ -354,9 +375,17 @@ int cap_operand_value(Interp *I, Sv *s, const char *what);
 const WkValue *cap_sv_meta(Interp *I, Sv *s);
 Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs);
 Sv *cap_convert(Interp *I, Sv *t, int dtype);
-/* torch.autocast (vals/extern.c): the autocast dtype of device type dev,
- * -1 when autocast is off there, -2 with a Python error. */
-int cap_autocast_dtype(WkDeviceType dev);
+/* torch.autocast (vals/extern.c): the autocast dtype of device type dev
+ * where the frame is now (its own autocast blocks, else torch's state at
+ * entry), -1 when autocast is off there, -2 with a Python error. */
+int cap_autocast_dtype(Interp *I, WkDeviceType dev);
+#define CAP_AUTOCAST_ENTRY (-100)
+/* fn wrapped so that it runs under the autocast state the frame has now
+ * when a block of the frame changed it (new reference; fn itself, new,
+ * when not); NULL with the capture failure set. */
+PyObject *cap_autocast_wrap_Ref(Interp *I, PyObject *fn);
+/* a block of the frame set the autocast state: its externs run under it */
+int cap_autocast_changed(Interp *I);
 /* Ops autocast runs in float32 on dev (ATen's fp32 policy, and ops whose
  * eager form reaches one: square is pow): 1 or 0. */
 int cap_autocast_fp32_op(WkOp op, WkDeviceType dev);
@@ -515,8 +544,19 @@ void cap_loop_emit_call(WkAsm *a, const CapLoop *lo, const int *labels, const in
 void cap_loops_reset(void);
 
 /* vals/ctx.c */
-int cap_before_with(Interp *I);
+/* BEFORE_WITH; `result_unused`: the next instruction drops __enter__'s result */
+int cap_before_with(Interp *I, int result_unused);
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a);
+/* torch.is_autocast_enabled / get_autocast_dtype(name) inside the frame's
+ * own autocast block: the modelled answer; NULL (no reason) otherwise. */
+Sv *cap_autocast_query(Interp *I, const char *name, const Args *a);
+/* exit(None, None, None) of a bound __exit__ of a real torch.set_grad_enabled
+ * or torch.autocast object (a block a resume function got open): the state
+ * it restores is modelled, the call replayed after the graph; NULL without
+ * a reason when o is no such method. */
+Sv *cap_real_exit_call(Interp *I, Sv *o, const Args *a);
+/* breaks.c: records such a call for cap_effects_plan; -1 with a reason. */
+int cap_break_note_exit(Interp *I, Sv *exit_method);
 
 /* vals/contextvar.c */
 int cap_ctxvar_is(PyObject *o);
@@ -618,6 +658,9 @@ int cap_effects_failed(Interp *I); /* the last plan failed on a side effect */
  * (so writes are seen by every inlined call), its writes replayed as effects. */
 Sv *cap_cell_lookup(Interp *I, PyObject *cell); /* NULL: not seen yet */
 void cap_cell_register(Interp *I, PyObject *cell, Sv *c);
+/* The real cell (borrowed) an SV_CELL stands for, or NULL for a cell made
+ * during capture; *own: its index in the compiled frame's closure, or -1. */
+PyObject *cap_cell_real(Interp *I, Sv *c, int *own);
 void cap_breaks_reset(void);                /* forget the resume functions */
 
 #endif /* WICK_CAPTURE_INTERP_H */

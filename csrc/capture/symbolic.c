@@ -43,6 +43,7 @@ const SvOps *const cap_sv_ops[SV_NKINDS] = {
     [SV_NULL] = &cap_null_kind,         [SV_CONST] = &cap_const_kind,       [SV_TENSOR] = &cap_tensor_kind,
     [SV_TUPLE] = &cap_tuple_kind,       [SV_LIST] = &cap_list_kind,         [SV_METHOD] = &cap_method_kind,
     [SV_OPAQUE] = &cap_opaque_kind,     [SV_GRAD_CTX] = &cap_grad_ctx_kind, [SV_GRAD_EXIT] = &cap_grad_exit_kind,
+    [SV_AUTOCAST_EXIT] = &cap_autocast_exit_kind,
     [SV_ITER] = &cap_iter_kind,         [SV_DICT] = &cap_dict_kind,         [SV_CELL] = &cap_cell_kind,
     [SV_FUNC] = &cap_func_kind,         [SV_PARTIAL] = &cap_partial_kind,   [SV_OBJECT] = &cap_object_kind,
     [SV_SUPER] = &cap_super_kind,       [SV_CTX_TOKEN] = &cap_ctx_token_kind,
@@ -298,6 +299,8 @@ static void plan_free(RetPlan *p) {
         free(p->all.data[i]);
     }
     wk_vec_free(&p->all);
+    wk_vec_free(&p->cell_svs);
+    wk_vec_free(&p->cell_rets);
     wk_vec_free(&p->outputs);
     wk_vec_free(&p->rebuilt);
     wk_vec_free(&p->rebuilt_as);
@@ -743,6 +746,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
         }
         next = pc + 1;
         F->pc = pc;
+        I->next_op = pc + 1 < n ? ins[pc + 1].op : -1;
         int arg = in->arg;
         if (in->line >= 0) F->line = in->line;
         if (F->depth == 0) { /* graph breaks count the compiled frame's instructions */
@@ -915,7 +919,7 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             rc = contains(I, arg & 1);
             break;
         case BEFORE_WITH:
-            rc = cap_before_with(I);
+            rc = cap_before_with(I, pc + 1 < n && ins[pc + 1].op == POP_TOP);
             break;
         case N_JUMP:
             next = in->target;
@@ -1586,6 +1590,9 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     I->stop_step = stop_step < 0 ? -stop_step : stop_step; /* negative: a split (breaks.c) */
     I->split = stop_step < 0;
 
+    I->autocast_dt[0] = I->autocast_dt[1] = CAP_AUTOCAST_ENTRY;
+    I->autocast_base_dt[0] = I->autocast_base_dt[1] = CAP_AUTOCAST_ENTRY;
+    I->grad_base = -1;
     int tr = cap_init_torch();
     if (tr < 0) {
         cap_py_failed(I, "importing torch");
@@ -1617,6 +1624,11 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     if (!ret && I->stopped && !I->reason && !I->propagate) {
         if (cap_break_plan(I, code, &plan, &brk, options) < 0 || cap_effects_plan(I, &plan, &effects) < 0)
             goto finish;
+        /* every cell the plan makes, the effects' too: made once, up front */
+        free(brk->cell_table);
+        brk->ncell_table = plan.cell_rets.len;
+        brk->cell_table = wk_xcalloc((size_t)plan.cell_rets.len + 1, sizeof(WkRet *));
+        memcpy(brk->cell_table, plan.cell_rets.data, sizeof(WkRet *) * (size_t)plan.cell_rets.len);
         ret_line = brk->line >= 0 ? brk->line : ret_line;
     } else {
         if (!ret || cap_ctxvar_check(I) < 0) goto finish;

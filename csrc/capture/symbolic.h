@@ -159,8 +159,11 @@ typedef enum {
     WK_RET_NULL,   /* a NULL stack slot (below a callable): graph breaks only */
     WK_RET_ATTR,   /* getattr(items[0], `value`) (a str): a bound method at a graph break */
     WK_RET_ENTER,  /* the __exit__ of `value`(index) entered with BEFORE_WITH: a grad-mode block
-                    * open across a graph break, re-entered (value: torch.set_grad_enabled) */
+                    * open across a graph break, re-entered (value: torch.set_grad_enabled);
+                    * index -1: value() (an autocast block: a partial of torch.autocast) */
     WK_RET_FREEVAR, /* the cell of the frame's free variable `index` (its closure's, per call) */
+    WK_RET_CELL,    /* a new cell, made once (number `index`) before anything reads it, holding
+                     * items[0] (nitems 0: empty); read again it is the same cell */
     WK_RET_WRITTEN, /* written input `index` as the GraphLoader resolved it (returned after the
                      * graph's outputs, WkEffects.written): the target of a COPY effect */
 } WkRetKind;
@@ -186,6 +189,8 @@ typedef enum {
     WK_EFFECT_COPY,    /* target.copy_(value): an input tensor the frame wrote in place */
     WK_EFFECT_CALL,    /* name(target[, index][, value]), its result dropped: name is an unbound
                         * list or set method (list.insert, set.add, ...) */
+    WK_EFFECT_EXIT,    /* target(None, None, None): the real __exit__ of a grad-mode or autocast
+                        * block the frame left (vals/ctx.c); run right after the graph */
 } WkEffectKind;
 
 typedef struct {
@@ -239,6 +244,11 @@ typedef struct {
     int endline, col, endcol; /* and columns (col -1: none), for tracebacks */
     int nargs, nin, nout;
     int nfree;           /* free variables: each resume function is made at the break over the frame's cells */
+    int ncells;          /* the frame's own cell variables, in localsplus order: the resume
+                          * function's first free variables, made at the break (WK_RET_CELL) */
+    WkRet **cells;       /* ncells (owned array); cell_table: every WK_RET_CELL of the plan */
+    int ncell_table;
+    WkRet **cell_table;
     int split;           /* no instruction: the resume function starts where the frame stopped */
     int nlocals;         /* the first nlocals args are locals, the others the stack below the operands */
     WkRet **args;        /* nargs values */
@@ -251,6 +261,10 @@ typedef struct {
      * set_grad (borrowed); restore_grad -1: none re-entered */
     int restore_grad;
     PyObject *set_grad;
+    /* autocast blocks re-entered: the state at entry is saved by calling
+     * autocast_save() and, on an exception before the resume function
+     * returns, put back by autocast_restore(saved) (both borrowed, or NULL) */
+    PyObject *autocast_save, *autocast_restore;
     /* A break inside a try or with block: the instruction is protected, and
      * an exception it raises is handed to `handler` (borrowed: a resume
      * function that starts at the block's handler) with the locals, the

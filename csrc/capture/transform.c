@@ -26,6 +26,11 @@
 #include "frame.h"
 #include "symbolic.h"
 
+/* the locals holding the cells a graph break makes (WK_RET_CELL index ->
+ * local), set by the break's emitter for the code being assembled */
+static int *cell_locals;
+static int ncell_locals;
+
 /* LOAD_FAST arg; LOAD_ATTR name...  (or LOAD_GLOBAL path when arg is -1) */
 static int load_arg_path(WkAsm *a, int arg, PyObject *path) {
     if (arg < 0) {
@@ -122,6 +127,10 @@ static int emit_ret_once(WkAsm *a, const WkRet *r, const int *out_locals) {
     case WK_RET_NULL:
         wk_asm_op(a, PUSH_NULL, 0);
         return 0;
+    case WK_RET_CELL:
+        if (r->index < 0 || r->index >= ncell_locals) break;
+        wk_asm_load_fast(a, cell_locals[r->index]);
+        return 0;
     case WK_RET_FREEVAR:
 #if PY_VERSION_HEX >= 0x030D0000
         wk_asm_deref(a, LOAD_FAST, r->index);
@@ -132,8 +141,8 @@ static int emit_ret_once(WkAsm *a, const WkRet *r, const int *out_locals) {
     case WK_RET_ENTER: /* set_grad_enabled(mode) sets the mode now; its __exit__ restores it */
         wk_asm_push_null(a);
         wk_asm_load_const(a, r->value);
-        wk_asm_load_const(a, r->index ? Py_True : Py_False);
-        wk_asm_call(a, 1);
+        if (r->index >= 0) wk_asm_load_const(a, r->index ? Py_True : Py_False);
+        wk_asm_call(a, r->index >= 0 ? 1 : 0);
         wk_asm_op(a, BEFORE_WITH, 0);
         wk_asm_op(a, POP_TOP, 0); /* __enter__'s result; __exit__ stays */
         return 0;
@@ -269,12 +278,31 @@ static int read_into_temp(WkAsm *a, const WkRet *r, const int *out_locals, int i
  * index and value is read into a temp first (a source such as
  * L['d']['b'] or L['o'].sub read after an earlier write of the replay
  * would see it), then the writes run in program order. */
+/* The real __exit__ calls of blocks the frame left (WK_EFFECT_EXIT), right
+ * after the graph: the state they restore is the one the rest runs in. */
+static int emit_exit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
+    for (int i = 0; fx && i < fx->n; i++) {
+        const WkEffect *e = &fx->items[i];
+        if (e->kind != WK_EFFECT_EXIT) continue;
+        wk_asm_push_null(a);
+        if (emit_ret(a, e->target, out_locals) < 0) return -1;
+        for (int k = 0; k < 3; k++) wk_asm_load_const(a, Py_None);
+        wk_asm_call(a, 3);
+        wk_asm_op(a, POP_TOP, 0);
+    }
+    return 0;
+}
+
 static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
     int n = fx ? fx->n : 0;
     int *tv = wk_xcalloc((size_t)n * 3 + 1, sizeof(int)); /* per effect: target, index, value temps */
     int rc = -1;
     for (int i = 0; i < n; i++) {
         const WkEffect *e = &fx->items[i];
+        if (e->kind == WK_EFFECT_EXIT) { /* emit_exit_effects' */
+            tv[3 * i] = tv[3 * i + 1] = tv[3 * i + 2] = -1;
+            continue;
+        }
         tv[3 * i] = e->target ? read_into_temp(a, e->target, out_locals, i, 't') : -1;
         tv[3 * i + 1] = e->index ? read_into_temp(a, e->index, out_locals, i, 'i') : -1;
         tv[3 * i + 2] = e->value ? read_into_temp(a, e->value, out_locals, i, 'v') : -1;
@@ -284,6 +312,7 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
     for (int i = 0; i < n; i++) {
         const WkEffect *e = &fx->items[i];
         int target = tv[3 * i], index = tv[3 * i + 1], value = tv[3 * i + 2];
+        if (e->kind == WK_EFFECT_EXIT) continue;
         if (e->kind == WK_EFFECT_APPEND || e->kind == WK_EFFECT_COPY) {
             wk_asm_load_fast(a, target);
             wk_asm_load_method(a, e->kind == WK_EFFECT_COPY ? "copy_" : "append");
@@ -321,6 +350,7 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
         case WK_EFFECT_GLOBAL: wk_asm_op(a, STORE_GLOBAL, wk_asm_name(a, name)); break;
         case WK_EFFECT_APPEND:
         case WK_EFFECT_COPY:
+        case WK_EFFECT_EXIT:
         case WK_EFFECT_CALL: break; /* above */
         }
     }
@@ -365,6 +395,7 @@ PyObject *wk_cap_transform_Ref(PyCodeObject *code, PyObject *compiled, const int
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
         goto done;
+    if (emit_exit_effects(a, effects, out_locals) < 0) goto done;
     if (emit_ret(a, ret, out_locals) < 0) goto done; /* read before the effects change its sources */
     if (emit_effects(a, effects, out_locals) < 0) goto done;
     wk_asm_return_value(a);
@@ -432,13 +463,18 @@ static int lifetime_fns_ready(void) {
 }
 
 /* release_args(); every local but `keep` (n of them) = None */
+/* the local holding autocast_save()'s state (the error handler reads it
+ * after the resume call), or -1; set by the break's emitter */
+static int autocast_saved_local = -1;
+
 static void emit_drop_locals(WkAsm *a, const int *keep, int nkeep) {
     wk_asm_push_null(a);
     wk_asm_load_const(a, release_args_fn);
     wk_asm_call(a, 0);
     wk_asm_op(a, POP_TOP, 0);
     for (int i = 0, n = wk_asm_nlocals(a); i < n; i++) {
-        int kept = 0;
+        int kept = i == autocast_saved_local;
+        for (int k = 0; k < ncell_locals; k++) kept |= cell_locals[k] == i;
         for (int k = 0; k < nkeep; k++) kept |= keep[k] == i;
         if (kept) continue;
         wk_asm_load_const(a, Py_None);
@@ -461,7 +497,24 @@ static int emit_resume_head(WkAsm *a, const WkBreak *b, PyObject *resume, const 
                             const int *arg_temps, int nargs) {
     wk_asm_op(a, PUSH_NULL, 0);
     wk_asm_load_const(a, call_resume_fn);
-    if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
+    if (b->ncells) { /* over the cells made at the break, then this call's */
+        for (int i = 0; i < b->ncells; i++)
+            if (emit_ret(a, b->cells[i], out_locals) < 0) return -1;
+        for (int i = 0; i < b->nfree; i++)
+#if PY_VERSION_HEX >= 0x030D0000
+            wk_asm_deref(a, LOAD_FAST, i);
+#else
+            wk_asm_deref(a, LOAD_CLOSURE, i);
+#endif
+        wk_asm_build_tuple(a, b->ncells + b->nfree);
+        wk_asm_load_const(a, PyFunction_GetCode(resume));
+#if PY_VERSION_HEX >= 0x030D0000
+        wk_asm_op(a, MAKE_FUNCTION, 0);
+        wk_asm_op(a, SET_FUNCTION_ATTRIBUTE, 8);
+#else
+        wk_asm_op(a, MAKE_FUNCTION, 8);
+#endif
+    } else if (b->nfree) wk_asm_make_closure(a, PyFunction_GetCode(resume)); /* over this call's cells */
     else wk_asm_load_const(a, resume);
     for (int i = 0; i < nargs; i++) {
         if (arg_temps) wk_asm_load_fast(a, arg_temps[i]);
@@ -540,8 +593,41 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (setup_free_vars(a, code) < 0) goto done;
     if (emit_graph_call(a, compiled, input_args, input_paths, ninputs, noutputs, out_locals, handler, effects) < 0)
         goto done;
-    int grad_start = -1, grad_end = -1, grad_handler = -1;
-    if (b->restore_grad >= 0 && b->set_grad) { /* blocks re-entered below: restore the mode on errors */
+    if (emit_exit_effects(a, effects, out_locals) < 0) goto done;
+    /* the cells the break makes, all before anything reads one (a cell can
+     * hold a closure over itself), each filled once all exist */
+    ncell_locals = b->ncell_table;
+    cell_locals = wk_xcalloc((size_t)b->ncell_table + 1, sizeof(int));
+    for (int i = 0; i < b->ncell_table; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "___wick_cell%d", i);
+        cell_locals[i] = wk_asm_local(a, name);
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, (PyObject *)&PyCell_Type);
+        wk_asm_call(a, 0);
+        wk_asm_store_fast(a, cell_locals[i]);
+    }
+    for (int i = 0; i < b->ncell_table; i++) {
+        const WkRet *c = b->cell_table[i];
+        if (c->kind != WK_RET_CELL || c->index != i) {
+            PyErr_SetString(PyExc_SystemError, "wick: a graph break's cells out of order");
+            goto done;
+        }
+        if (!c->nitems) continue;
+        if (emit_ret(a, c->items[0], out_locals) < 0) goto done;
+        wk_asm_load_fast(a, cell_locals[i]);
+        wk_asm_op(a, STORE_ATTR, wk_asm_name(a, "cell_contents"));
+    }
+    int grad_start = -1, grad_end = -1, grad_handler = -1, autocast_saved = -1;
+    if (b->autocast_save && b->autocast_restore) { /* the state the blocks re-entered below change */
+        autocast_saved = wk_asm_local(a, "___wick_autocast_saved");
+        wk_asm_push_null(a);
+        wk_asm_load_const(a, b->autocast_save);
+        wk_asm_call(a, 0);
+        wk_asm_store_fast(a, autocast_saved);
+    }
+    autocast_saved_local = autocast_saved;
+    if ((b->restore_grad >= 0 && b->set_grad) || autocast_saved >= 0) { /* blocks re-entered below: restore the mode on errors */
         grad_start = wk_asm_new_label(a);
         grad_end = wk_asm_new_label(a);
         grad_handler = wk_asm_new_label(a);
@@ -616,16 +702,29 @@ PyObject *wk_cap_transform_break_Ref(PyCodeObject *code, PyObject *compiled, con
     if (grad_start >= 0) {
         wk_asm_bind_label(a, grad_end);
         wk_asm_bind_label(a, grad_handler); /* [exc] */
-        wk_asm_push_null(a);
-        wk_asm_load_const(a, b->set_grad);
-        wk_asm_load_const(a, b->restore_grad ? Py_True : Py_False);
-        wk_asm_call(a, 1);
-        wk_asm_op(a, POP_TOP, 0);
+        if (b->restore_grad >= 0 && b->set_grad) {
+            wk_asm_push_null(a);
+            wk_asm_load_const(a, b->set_grad);
+            wk_asm_load_const(a, b->restore_grad ? Py_True : Py_False);
+            wk_asm_call(a, 1);
+            wk_asm_op(a, POP_TOP, 0);
+        }
+        if (autocast_saved >= 0) {
+            wk_asm_push_null(a);
+            wk_asm_load_const(a, b->autocast_restore);
+            wk_asm_load_fast(a, autocast_saved);
+            wk_asm_call(a, 1);
+            wk_asm_op(a, POP_TOP, 0);
+        }
         wk_asm_op(a, RERAISE, 0);
     }
     if (handler >= 0) emit_graph_failed(a, handler);
     res = wk_asm_finish_Ref(a);
 done:
+    autocast_saved_local = -1;
+    free(cell_locals);
+    cell_locals = NULL;
+    ncell_locals = 0;
     if (a) wk_asm_free(a);
     free(out_locals);
     free(arg_temps);

@@ -249,7 +249,9 @@ def test_generator_with_side_effects_is_not_run_ahead():
     # compiled: one graph), the list as eager leaves it
     check(stops_early, lambda: [t(4, 3), []], (1, 4, 0))
     # (3.12 inlines the comprehension into the frame (PEP 709): its three
-    # break attempts are counted there before the frame runs in Python)
-    check(zips_shorter, lambda: [t(4, 3), []], (0, 0, 1) if sys.version_info < (3, 12) else (0, 3, 1))
+    # break attempts are counted there before the frame runs in Python; on
+    # 3.11 the comprehension's function, made before the break, is made
+    # again after it, and the resume functions break on in turn: no graph)
+    check(zips_shorter, lambda: [t(4, 3), []], (0, 5, 1) if sys.version_info < (3, 12) else (0, 3, 1))
     # a generator without side effects may run ahead: one graph
     check(pure_stops_early, lambda: [t(4, 3)], (1, 0, 0))

@@ -932,6 +932,10 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
         Py_DECREF(nm);
         return r;
     }
+    if ((r = cap_autocast_query(I, n, a)) != NULL) {
+        Py_DECREF(nm);
+        return r;
+    }
     if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
         r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
     } else if (strcmp(n, "_assert") == 0 && a->npos == 2 && !a->nkw && a->pos[0]->kind == SV_CONST) {

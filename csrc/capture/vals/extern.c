@@ -227,9 +227,9 @@ static int autocast_lower_op(const char *name) {
     return 0;
 }
 
-/* The autocast dtype of device type dev (WkDType), or -1 when autocast is
- * off there; -2 with a Python error. */
-int cap_autocast_dtype(WkDeviceType dev) {
+/* The autocast dtype of device type dev (WkDType) in torch's state now, or
+ * -1 when autocast is off there; -2 with a Python error. */
+static int torch_autocast_dtype(WkDeviceType dev) {
     static PyObject *is_enabled, *get_dtype;
     if (!is_enabled) {
         PyObject *torch = PyImport_ImportModule("torch");
@@ -255,6 +255,48 @@ int cap_autocast_dtype(WkDeviceType dev) {
     return d >= 0 && wk_dtype_is_float((WkDType)d) ? d : -1;
 }
 
+int cap_autocast_dtype(Interp *I, WkDeviceType dev) {
+    int k = dev == WK_DEV_CUDA ? 1 : 0;
+    if (I && I->autocast_dt[k] != CAP_AUTOCAST_ENTRY) return I->autocast_dt[k];
+    return torch_autocast_dtype(dev);
+}
+
+int cap_autocast_changed(Interp *I) {
+    /* even a block that sets the state the caller has now: the graph may
+     * run later under another dtype that the tensor guards do not tell */
+    return I->autocast_dt[0] != CAP_AUTOCAST_ENTRY || I->autocast_dt[1] != CAP_AUTOCAST_ENTRY;
+}
+
+PyObject *cap_autocast_wrap_Ref(Interp *I, PyObject *fn) {
+    int changed = cap_autocast_changed(I);
+    if (changed < 0) return cap_py_failed(I, "autocast state"), NULL;
+    if (!changed) return Py_NewRef(fn);
+    /* the graph runs in the caller's state: an extern inside the frame's
+     * own autocast block sets the block's state around its call */
+    PyObject *states = PyTuple_New(2);
+    if (!states) return cap_py_failed(I, "autocast state"), NULL;
+    for (int k = 0; k < 2; k++) {
+        int dt = I->autocast_dt[k];
+        PyObject *st;
+        if (dt == CAP_AUTOCAST_ENTRY)
+            st = Py_NewRef(Py_None);
+        else
+            st = Py_BuildValue("(sOO)", k ? "cuda" : "cpu", dt >= 0 ? Py_True : Py_False,
+                               cap_dtype_objs[dt >= 0 ? dt : I->autocast_fast[k]]);
+        if (!st) {
+            Py_DECREF(states);
+            return cap_py_failed(I, "autocast state"), NULL;
+        }
+        PyTuple_SET_ITEM(states, k, st);
+    }
+    PyObject *m = PyImport_ImportModule("wick._capture_meta");
+    PyObject *w = m ? PyObject_CallMethod(m, "UnderAutocast", "OO", fn, states) : NULL;
+    Py_XDECREF(m);
+    Py_DECREF(states);
+    if (!w) cap_py_failed(I, "autocast wrapper");
+    return w;
+}
+
 /* ATen's autocast lists (autocast_mode.h for CUDA, autocast_mode.cpp for
  * the CPU), the rows of the op table among them: the fp32 policy, and on
  * CUDA the fp32_set_opt_dtype ops without a dtype (prod here; sum and
@@ -277,7 +319,7 @@ Sv *cap_autocast_to_fp32(Interp *I, Sv *t) {
     const WkValue *m = cap_sv_meta(I, t);
     if (!m) return NULL;
     if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64 || m->dtype == WK_F32) return t;
-    int dt = cap_autocast_dtype(m->device.type);
+    int dt = cap_autocast_dtype(I, m->device.type);
     if (dt == -2) return cap_py_failed(I, "autocast state"), NULL;
     return dt < 0 ? t : cap_convert(I, t, WK_F32);
 }
@@ -290,7 +332,7 @@ static int autocast_args(Interp *I, Sv **args, int n) {
         const WkValue *m = cap_sv_meta(I, args[i]);
         if (!m) return -1;
         if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64) continue;
-        int dt = cap_autocast_dtype(m->device.type);
+        int dt = cap_autocast_dtype(I, m->device.type);
         if (dt == -2) return cap_py_failed(I, "autocast state"), -1;
         if (dt < 0 || dt == (int)m->dtype) continue;
         /* one cast per value: q, k and v projections read the same input */
@@ -327,6 +369,9 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     }
     if (init_extern(I) < 0) return NULL;
     if (!I->externs && !(I->externs = PyList_New(0))) return cap_py_failed(I, "extern"), NULL;
+    PyObject *under_autocast = cap_autocast_wrap_Ref(I, fn);
+    if (!under_autocast) return NULL;
+    fn = under_autocast;
     Inputs in = {0};
     Sv *res = NULL;
     PyObject *args = PyTuple_New(npos), *kwargs = PyDict_New(), *out = NULL, *entry = NULL;
@@ -440,6 +485,7 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
         for (int i = 0; i < nown; i++) wk_vec_push(&res->items, sv_tensor(I, v + i));
     }
 done:
+    Py_DECREF(under_autocast);
     Py_XDECREF(args);
     Py_XDECREF(kwargs);
     Py_XDECREF(in.metas);

@@ -214,6 +214,8 @@ int cap_make_function(Interp *I, int flags) {
     fn->obj = Py_NewRef(code->obj);
     fn->self = defaults;
     fn->cell = closure;
+    fn->globals = I->f->globals;
+    fn->version = (flags & 0x04) != 0; /* annotations: dropped here, so not rebuilt */
     if (kwd) wk_vec_push(&fn->items, kwd);
     return sv_push(I, fn);
 }
@@ -299,8 +301,68 @@ static int func_truth(Interp *I, Sv *s, int *out) {
     return 0;
 }
 
-const SvOps cap_func_kind = {.name = "function", .call = func_call, .truth = func_truth};
-const SvOps cap_cell_kind = {.name = "cell"};
+/* A function made during capture that a graph break's resume function (or
+ * the closure it returns) needs: made again after the graph from its code,
+ * globals, defaults and closure, whose cells are the ones the resume
+ * function shares (WK_RET_CELL). */
+static WkRet *func_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    if (!p->cells_ok) return cap_unsupported(I, "returning a function made in the frame"), NULL;
+    if (s->version || !s->globals) return cap_unsupported(I, "a function with annotations made in the frame"), NULL;
+    static PyObject *make_fn;
+    if (!make_fn) {
+        PyObject *m = PyImport_ImportModule("wick._capture_meta");
+        make_fn = m ? PyObject_GetAttrString(m, "make_function") : NULL;
+        Py_XDECREF(m);
+        if (!make_fn) return cap_py_failed(I, "make_function"), NULL;
+    }
+    WkRet *r = cap_ret_new(p, WK_RET_CALL);
+    r->value = make_fn;
+    r->nitems = 5;
+    r->items = wk_xcalloc(6, sizeof(WkRet *));
+    r->items[0] = cap_ret_new(p, WK_RET_CONST);
+    r->items[0]->value = s->obj;
+    r->items[1] = cap_ret_new(p, WK_RET_CONST);
+    r->items[1]->value = s->globals;
+    Sv *parts[3] = {s->self, s->items.len ? s->items.data[0] : NULL, s->cell};
+    for (int i = 0; i < 3; i++) {
+        if (!parts[i]) {
+            r->items[2 + i] = cap_ret_new(p, WK_RET_CONST);
+            r->items[2 + i]->value = Py_None;
+        } else if (!(r->items[2 + i] = cap_reconstruct(I, p, parts[i], depth + 1))) {
+            return NULL;
+        }
+    }
+    return r;
+}
+
+static WkRet *cell_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
+    int own = -1;
+    PyObject *real = cap_cell_real(I, s, &own);
+    if (real) { /* a real function's cell: its writes are replayed as effects */
+        WkRet *r = cap_ret_new(p, own >= 0 ? WK_RET_FREEVAR : WK_RET_CONST);
+        r->value = real;
+        r->index = own;
+        return r;
+    }
+    if (!p->cells_ok) return cap_unsupported(I, "returning a cell made in the frame"), NULL;
+    for (int i = 0; i < p->cell_svs.len; i++)
+        if (p->cell_svs.data[i] == s) return p->cell_rets.data[i];
+    WkRet *r = cap_ret_new(p, WK_RET_CELL);
+    r->index = p->cell_rets.len;
+    wk_vec_push(&p->cell_svs, s);
+    wk_vec_push(&p->cell_rets, r); /* before its contents: they may hold a closure over it */
+    if (s->cell) {
+        WkRet *c = cap_reconstruct(I, p, s->cell, depth + 1);
+        if (!c) return NULL;
+        r->items = wk_xcalloc(2, sizeof(WkRet *));
+        r->items[0] = c;
+        r->nitems = 1;
+    }
+    return r;
+}
+
+const SvOps cap_func_kind = {.name = "function", .call = func_call, .truth = func_truth, .reconstruct = func_reconstruct};
+const SvOps cap_cell_kind = {.name = "cell", .reconstruct = cell_reconstruct};
 
 /* ---- bound methods and functools.partial --------------------------------- */
 

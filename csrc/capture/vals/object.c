@@ -525,6 +525,8 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
  * type's __call__ inlined. */
 static Sv *object_call(Interp *I, Sv *o, const Args *a) {
     PyTypeObject *tp = Py_TYPE(o->obj);
+    Sv *exited = cap_real_exit_call(I, o, a);
+    if (exited || CAP_FAILED(I)) return exited;
     if (o->arg < 0) return cap_unsupported(I, "call of a %s", tp->tp_name), NULL;
     PyObject *name = PyUnicode_InternFromString(is_module(o->obj) ? "forward" : "__call__");
     if (!name) return cap_py_failed(I, "call"), NULL;

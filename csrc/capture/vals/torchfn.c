@@ -96,7 +96,7 @@ static int autocast_opt_dtype_fp32(Interp *I, Sv *x) {
     const WkValue *m = cap_sv_meta(I, x);
     if (!m) return -1;
     if (m->device.type != WK_DEV_CUDA || !wk_dtype_is_float(m->dtype) || m->dtype == WK_F64) return 0;
-    int dt = cap_autocast_dtype(WK_DEV_CUDA);
+    int dt = cap_autocast_dtype(I, WK_DEV_CUDA);
     if (dt == -2) return cap_py_failed(I, "autocast state");
     return dt >= 0;
 }
