@@ -413,12 +413,14 @@ static void emit_reciprocals(Gen *g, const ExprVec *outer, const WkLowerMap *rcp
     }
 }
 
-/* In a row group's later phase, the first phase has already pulled row i0
- * into cache and this phase computes on it (a softmax's exps) while memory
- * idles: each block of the reduction prefetches the same block of row
- * i0 + 1 of the inputs it reads, so the next row's first phase finds it
- * cached. Spread over the blocks, not issued at once: a burst of a whole
- * row's prefetches measured no faster than none. */
+/* In a row group's later phases, the first phase has already pulled row i0
+ * into cache and these compute on it (a softmax's exps, a layer norm's
+ * variance and scaling) while memory idles: each block of a reduction
+ * (RED_BLOCK) or of a streamed pointwise row (NT_CHUNK) prefetches the same
+ * block of row i0 + 1 of the inputs it reads, so the next row's first phase
+ * finds it cached. Spread over the blocks, not issued at once: a burst of a
+ * whole row's prefetches measured no faster than none. (Both later phases
+ * of a layer norm prefetching measured faster than either alone.) */
 static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const char *lo, const char *hi) {
     const WkLoopIR *L = g->S->L;
     for (int k = 0; k < order->len; k++) {
@@ -828,6 +830,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
                   r.body->a[0]->dtype == WK_F32 &&
                   K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
     char value[200];
+    int pf_blocks = g->prefetch_rows && !blocked && !inner_par && K->nred == 1;
 
     for (int j = skip; j < K->nloops; j++) {
         char var[16];
@@ -858,6 +861,15 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             emit(g, "#pragma omp simd reduction(+:accb)");
             emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
             g->indent++;
+        } else if (last && pf_blocks) { /* blocks only to spread the prefetches */
+            int64_t S = K->red_sizes[j];
+            emit(g, "for (int64_t rb = 0; rb < %lld; rb += %d) {", (long long)S, RED_BLOCK);
+            g->indent++;
+            emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
+            emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
+            emit(g, "%s", pragma);
+            emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
+            g->indent++;
         } else {
             open_loop(g, var, K->red_sizes[j], pragma);
         }
@@ -878,7 +890,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
         emit_update(g, &r, "acc", "nanf", t.data);
     }
     wk_str_free(&t);
-    close_loops(g, K->nred);
+    close_loops(g, K->nred + pf_blocks);
     final_value(&r, "acc", "nanf", value, sizeof value);
     emit_store(g, &K->stores[0], value);
     if (emit_epilogue(g, K, epi) < 0) return -1;
