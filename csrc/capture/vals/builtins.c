@@ -262,6 +262,21 @@ static Sv *call_iterating(Interp *I, const char *n, const Args *a) {
     return kind == SV_ITER && cap_set_link_iter(I, r, a->pos, 1) < 0 ? NULL : r;
 }
 
+/* next(it[, default]) on an iterator over known items (iter() of a list,
+ * tuple, dict view or set): the step a for loop over it takes, with the
+ * same checks that the container did not change under it. An exhausted
+ * iterator without a default raises StopIteration eagerly. NULL without a
+ * reason for other iterators. */
+static Sv *call_next(Interp *I, const Args *a) {
+    if (a->nkw || a->npos < 1 || a->npos > 2 || a->pos[0]->kind != SV_ITER || a->pos[0]->gen) return NULL;
+    Sv *it = a->pos[0];
+    if (cap_set_iter_check(I, it) < 0 || cap_list_iter_check(I, it) < 0) return NULL;
+    if (it->value < 0) it->value = 0;
+    if (it->value < it->items.len) return it->items.data[it->value++];
+    if (a->npos == 2) return a->pos[1];
+    return cap_unsupported(I, "next() of an exhausted iterator (raises StopIteration)"), NULL;
+}
+
 /* sorted/min/max with key=, reverse= or default=: the items may be any
  * values (tensors, modules) as long as their keys are plain constants at
  * capture time. Python itself orders the positions by those keys, so ties,
@@ -773,6 +788,7 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         Sv *r;
         if (strcmp(n, "next") == 0 && (r = cap_generator_next(I, a)) != NULL) return r;
         if (CAP_FAILED(I)) return NULL;
+        if (strcmp(n, "next") == 0) return call_next(I, a);
         if (strcmp(n, "len") == 0 && a->npos == 1 && !a->nkw) return call_len(I, a->pos[0]);
         if (strcmp(n, "isinstance") == 0 && a->npos == 2 && !a->nkw) return call_isinstance(I, a);
         if (strcmp(n, "callable") == 0 && a->npos == 1 && !a->nkw) {
