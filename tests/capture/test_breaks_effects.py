@@ -15,6 +15,7 @@ import torch
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_capture_util import run_eager_and_compiled
 from test_breaks_inplace import _same, counts, dynamo_graphs, t
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
@@ -25,16 +26,7 @@ def check(fn, make_args, expect, dynamo=True):
     cf = C.CompiledFunction(fn, OPTS)
     first = None
     for i in range(2):
-        args = make_args()
-        ea, ca = copy.deepcopy(args), copy.deepcopy(args)
-        try:
-            exp, exp_err = fn(*ea), None
-        except Exception as e:
-            exp, exp_err = None, type(e)
-        try:
-            got, got_err = cf(*ca), None
-        except Exception as e:
-            got, got_err = None, type(e)
+        exp, exp_err, got, got_err, ea, ca = run_eager_and_compiled(fn, cf, make_args())
         assert got_err is exp_err, (got_err, exp_err)
         if exp_err is None:
             _same(exp, got)

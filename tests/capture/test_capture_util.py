@@ -188,6 +188,25 @@ def dynamo_graph_count(run):
     return n[0]
 
 
+def run_eager_and_compiled(fn, compiled_fn, args):
+    """fn eagerly and compiled_fn on separate deep copies of args, exceptions
+    caught: (eager result, its exception type, compiled result, its exception
+    type, the eager copy of args, the compiled copy), for tests that compare
+    results and the state of every argument afterwards."""
+    import copy
+
+    ea, ca = copy.deepcopy(args), copy.deepcopy(args)
+    try:
+        exp, exp_err = fn(*ea), None
+    except Exception as e:
+        exp, exp_err = None, type(e)
+    try:
+        got, got_err = compiled_fn(*ca), None
+    except Exception as e:
+        got, got_err = None, type(e)
+    return exp, exp_err, got, got_err, ea, ca
+
+
 def install_ref_backend(monkeypatch):
     import wick.backends as B
 

@@ -15,6 +15,7 @@ import torch
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
+from test_capture_util import run_eager_and_compiled
 from test_breaks_inplace import _same, counts, dynamo_graphs, t
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
@@ -64,15 +65,7 @@ def run_both(fn, make_args, calls=2):
     first = None
     for i in range(calls):
         args = make_args(i) if _takes_index(make_args) else make_args()
-        ea, ca = copy.deepcopy(args), copy.deepcopy(args)
-        try:
-            exp, exp_err = fn(*ea), None
-        except Exception as e:
-            exp, exp_err = None, type(e)
-        try:
-            got, got_err = cf(*ca), None
-        except Exception as e:
-            got, got_err = None, type(e)
+        exp, exp_err, got, got_err, ea, ca = run_eager_and_compiled(fn, cf, args)
         assert got_err is exp_err, (got_err, exp_err)
         if exp_err is None:
             _same_deep(_state(exp) if not isinstance(exp, torch.Tensor) else [exp],
