@@ -31,7 +31,7 @@ $(STAMP):
 ifneq ($(VENV),)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0 numpy pytest setuptools wheel transformers==5.24.0 expecttest triton==3.9.0
+	$(PY) -m pip install -q torch==2.13.0 numpy pytest pytest-xdist setuptools wheel transformers==5.24.0 expecttest triton==3.9.0
 endif
 	$(PY) -c "import torch, pytest, setuptools; print('torch', torch.__version__)"
 	touch $@
@@ -50,8 +50,12 @@ build/ctest/%: tests/c/%.c $(CORE_SRC) $(CORE_HDR) $(wildcard tests/c/*.h)
 ctest: $(CTESTS)
 	@set -e; for t in $(CTESTS); do echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 $$t; done
 
+# Two workers where pytest-xdist is installed (the venv make creates has it):
+# the suite is CPU-bound, and one worker leaves a core idle while it waits on
+# the C compiler. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 pytest: build
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(PYTEST_WORKERS)")
 
 # The torch-free bytecode layer on every CPython that pyenv has (3.11+).
 test-pyversions:
