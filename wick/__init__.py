@@ -266,9 +266,16 @@ def _register_with_torch():
     if _C is None:
         return
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         return
+    try:
+        # lowered gelu(+inf) answers as torch's vectorised kernel does on this
+        # machine: NaN on AVX-512 builds, inf with AVX2
+        probe = torch.nn.functional.gelu(torch.full((64,), float("inf")))
+        _C.set_gelu_inf_is_nan(bool(probe.isnan().any()))
+    except Exception as exc:
+        print(f"wick: could not ask torch how gelu(inf) behaves here: {exc}", file=sys.stderr)
     try:
         from . import backends
 

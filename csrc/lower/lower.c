@@ -359,16 +359,19 @@ static const WkLExpr *lower_NAN_TO_NUM(Lower *c) {
 }
 
 /* ---- activations (floating inputs; parameters are scalar inputs) ------- */
+static int gelu_inf_is_nan = 1;
+void wk_lower_set_gelu_inf_is_nan(int is_nan) { gelu_inf_is_nan = is_nan != 0; }
+
 /* 0.5 x (1 + erf(x / sqrt 2)); -inf gives NaN (inf * 0) as in torch. At
- * +inf torch's float32/bfloat16 vector kernel (contiguous inputs, the usual
- * case) gives NaN, its scalar kernel (strided inputs) and float64 inf: we
- * follow the vector kernel. */
+ * +inf the formula gives inf; torch's float32/bfloat16 vector kernel
+ * (contiguous inputs, the usual case) gives NaN on AVX-512 builds, and we
+ * follow the vector kernel of the machine (wk_lower_set_gelu_inf_is_nan). */
 static const WkLExpr *lower_GELU(Lower *c) {
     WkDType dt = c->out->dtype;
     const WkLExpr *x = arg_as(c, 0, dt);
     const WkLExpr *e = un(c, WK_LX_ERF, bin(c, WK_LX_MUL, x, cf(c, dt, 0.70710678118654752440)));
     const WkLExpr *r = bin(c, WK_LX_MUL, bin(c, WK_LX_MUL, x, cf(c, dt, 0.5)), bin(c, WK_LX_ADD, cf(c, dt, 1.0), e));
-    if (dt != WK_F32 && dt != WK_BF16) return r;
+    if ((dt != WK_F32 && dt != WK_BF16) || !gelu_inf_is_nan) return r;
     return wk_lower_where(c->L, bin(c, WK_LX_EQ, x, cf(c, dt, INFINITY)), cf(c, dt, NAN), r);
 }
 static const WkLExpr *lower_GELU_TANH(Lower *c) { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */

@@ -174,6 +174,12 @@ typedef struct WkLoopIR {
                                          operands: its DAG is wrong, the pipeline refuses the graph */
 } WkLoopIR;
 
+/* gelu(+inf) in float32/bfloat16: PyTorch's vectorised CPU kernel gives NaN
+ * where it is built for AVX-512 and inf with AVX2 (its scalar kernel and
+ * float64 give inf everywhere). Process-wide, set once from torch's own
+ * answer on this machine (wick/backends.py); NaN until then. */
+void wk_lower_set_gelu_inf_is_nan(int is_nan);
+
 /* Constructors. All return the canonical node; CAST of a CONST folds. */
 const WkLExpr *wk_lower_const_f(WkLoopIR *L, WkDType dt, double v);
 const WkLExpr *wk_lower_const_i(WkLoopIR *L, WkDType dt, int64_t v);

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "../lower/lower.h"
 
 typedef int (*EntryFn)(void **buffers); /* nonzero: an index out of range */
 
@@ -1557,10 +1558,20 @@ static PyObject *py_output_pool_bytes(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong((long long)wk_shim_pool_cached_bytes());
 }
 
+static PyObject *py_set_gelu_inf_is_nan(PyObject *self, PyObject *flag) {
+    (void)self;
+    int v = PyObject_IsTrue(flag);
+    if (v < 0) return NULL;
+    wk_lower_set_gelu_inf_is_nan(v);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef rt_functions[] = {
     {"cache_dir", py_cache_dir, METH_NOARGS, "The compiled-artifact cache directory in use."},
     {"host_profile", py_host_profile, METH_VARARGS,
      "host_profile(reset=False): {phase: (count, seconds)} of graphs compiled with WICK_HOST_PROFILE=1."},
+    {"set_gelu_inf_is_nan", py_set_gelu_inf_is_nan, METH_O,
+     "set_gelu_inf_is_nan(flag): lowered gelu(+inf) in float32/bfloat16 gives NaN (torch's AVX-512 kernel) or inf."},
     {"output_pool_bytes", py_output_pool_bytes, METH_NOARGS,
      "Bytes of freed large outputs the output pool holds for reuse (runtime/shim.c)."},
     {NULL, NULL, 0, NULL},
