@@ -14,12 +14,22 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Below this many element-iterations a kernel runs on one thread: starting
  * a parallel region costs more than it saves. */
 enum { PAR_MIN_WORK = 32768, PAR_MIN_ROWS = 32, PAR_MIN_REDUCE = 4096 };
+/* Largest row streamed through a stack row (non-temporal stores): 64 KiB
+ * keeps it in L2 beside the row scratch. */
+enum { NT_ROW_MAX_BYTES = 64 * 1024 };
+/* Elements a streamed row is computed in at a time: the staging array
+ * (4 KiB) stays in L1 beside the row's inputs; a whole-row staging array
+ * measured slower than plain stores on a layer norm (its 4 rows of 16 KiB
+ * overflowed L1). */
+enum { NT_CHUNK = 1024 };
 
 typedef struct {
     const WkSchedule *S;
@@ -31,6 +41,7 @@ typedef struct {
     /* row scratch (see "row scratch" below), for the kernel being generated */
     const WkLowerMap *keep;   /* reduction node -> scratch number + 1: store it in wk_row<n>[r0] */
     const WkLowerMap *reuse;  /* pointwise node -> scratch number + 1: read wk_row<n>[i1] */
+    int64_t prefetch_rows;    /* row group phase after the first: rows of i0 (prefetch row i0 + 1), else 0 */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -350,11 +361,84 @@ static int depends_on_var(const WkLExpr *e, int var, WkLowerMap *memo) {
     return d;
 }
 
+/* s is `var + terms without var`: consecutive values of var address
+ * consecutive elements (a contiguous row). */
+static int unit_in(const WkSym *s, int var) {
+    if (s->kind == WK_SYM_VAR) return s->var == var;
+    if (s->kind != WK_SYM_ADD) return 0;
+    return (unit_in(s->a, var) && !sym_has_var(s->b, var)) || (unit_in(s->b, var) && !sym_has_var(s->a, var));
+}
+
+/* The last-level cache one core sees (outputs above it are streamed, see
+ * gen_pointwise). The kernel's sysfs entry first: on a multi-die CPU the C
+ * library may report the whole package's L3 (256 MiB where one core's
+ * share is 32 MiB); then the C library; 32 MiB where neither says. */
+static int64_t llc_bytes(void) {
+    static int64_t cached;
+    if (!cached) {
+        int64_t v = 0;
+        FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+        if (f) {
+            long long n = 0;
+            char unit = 0;
+            if (fscanf(f, "%lld%c", &n, &unit) >= 1)
+                v = (int64_t)n * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+            fclose(f);
+        }
+        if (v <= 0) v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        cached = v > 0 ? v : (int64_t)32 << 20;
+    }
+    return cached;
+}
+
+/* C text of an offset with loop variables respelled (for prefetch addresses) */
+typedef struct {
+    const WkSymPool *pool;
+    int iv, rv;
+    const char *iv_text, *rv_text;
+} Respell;
+
+static const char *respell_var(void *ctx, int var) {
+    const Respell *r = ctx;
+    if (var == r->iv) return r->iv_text;
+    if (var == r->rv) return r->rv_text;
+    return wk_sym_var_name(r->pool, var);
+}
+
 static void emit_reciprocals(Gen *g, const ExprVec *outer, const WkLowerMap *rcp) {
     for (int k = 0; k < outer->len; k++) {
         const WkLExpr *d = outer->data[k];
         if (!wk_lower_map_get(rcp, d)) continue;
         emit(g, "const %s r%d = (%s)1 / t%d;", ctype(d->dtype), d->id, ctype(d->dtype), d->id);
+    }
+}
+
+/* In a row group's later phases, the first phase has already pulled row i0
+ * into cache and these compute on it (a softmax's exps, a layer norm's
+ * variance and scaling) while memory idles: each block of a reduction
+ * (RED_BLOCK) or of a streamed pointwise row (NT_CHUNK) prefetches the same
+ * block of row i0 + 1 of the inputs it reads, so the next row's first phase
+ * finds it cached. Spread over the blocks, not issued at once: a burst of a
+ * whole row's prefetches measured no faster than none. (Both later phases
+ * of a layer norm prefetching measured faster than either alone.) */
+static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const char *lo, const char *hi) {
+    const WkLoopIR *L = g->S->L;
+    for (int k = 0; k < order->len; k++) {
+        const WkLExpr *e = order->data[k];
+        if (e->op != WK_LX_READ || !unit_in(e->idx[0], var) || !sym_has_var(e->idx[0], L->ivar_id[0]))
+            continue;
+        int dup = 0; /* the same read twice (hash-consing makes that rare) */
+        for (int q = 0; q < k && !dup; q++) dup = order->data[q]->op == WK_LX_READ && order->data[q]->buf == e->buf;
+        if (dup) continue;
+        Respell rs = {L->syms, L->ivar_id[0], var, "(i0 + 1)", "wk_p"};
+        WkStr off = {0};
+        wk_str_append(&off, "");
+        wk_sym_to_c(L->syms, e->idx[0], &off, respell_var, &rs);
+        size_t esz = wk_dtype_size(g->S->bufs[e->buf].dtype);
+        emit(g, "if (i0 + 1 < %lld)", (long long)g->prefetch_rows);
+        emit(g, "    for (int64_t wk_p = %s; wk_p < %s; wk_p += %d) __builtin_prefetch(&b%d[%s], 0, 3);", lo, hi,
+             (int)(64 / (esz ? esz : 1)), e->buf, off.data);
+        wk_str_free(&off);
     }
 }
 
@@ -391,6 +475,19 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         nrcp++;
     }
     wk_lower_map_free(&in_outer);
+    /* A row phase whose float32 output is larger than the last-level cache
+     * (it cannot stay cached for a later reader anyway) computes each row
+     * into a stack row and streams it out with non-temporal stores: no read
+     * for ownership of the output's lines, a third less memory traffic than
+     * plain stores, and the input rows the next phases read stay cached. */
+    int *nt = wk_xcalloc((size_t)K->nstores + 1, sizeof *nt);
+    int64_t row = n > 0 ? K->sizes[n - 1] : 0;
+    int any_nt = 0;
+    if (skip == 1 && n == 2 && K->numel * 4 >= llc_bytes() && row * 4 <= NT_ROW_MAX_BYTES)
+        for (int j = 0; j < K->nstores; j++) {
+            nt[j] = g->S->bufs[K->stores[j].buf].dtype == WK_F32 && unit_in(K->stores[j].offset, inner_var);
+            any_nt |= nt[j];
+        }
     int rc = 0;
     for (int j = skip; j < n; j++) {
         char var[16];
@@ -403,6 +500,20 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         /* (collapse(2) is only used with 3+ loops: loops 0 and 1 stay perfectly nested) */
         if (j == n - 1 && emit_nodes(g, &outer, -1) < 0) rc = -1;
         if (j == n - 1 && nrcp) emit_reciprocals(g, &outer, &rcp);
+        if (j == n - 1 && any_nt) {
+            int64_t chunk = row < NT_CHUNK ? row : NT_CHUNK;
+            for (int q = 0; q < K->nstores; q++)
+                if (nt[q]) emit(g, "float wk_nt%d[%lld];", q, (long long)chunk);
+            emit(g, "for (int64_t wk_c = 0; wk_c < %lld; wk_c += %lld) {", (long long)row, (long long)chunk);
+            g->indent++;
+            emit(g, "const int64_t wk_ce = wk_c + %lld < %lld ? wk_c + %lld : %lld;", (long long)chunk,
+                 (long long)row, (long long)chunk, (long long)row);
+            if (g->prefetch_rows) emit_prefetch_next_row(g, &inner, inner_var, "wk_c", "wk_ce");
+            emit(g, "%s", pragma);
+            emit(g, "for (int64_t %s = wk_c; %s < wk_ce; %s++) {", var, var, var);
+            g->indent++;
+            continue;
+        }
         open_loop(g, var, K->sizes[j], pragma);
     }
     if (inner_var < 0 && emit_nodes(g, &outer, -1) < 0) rc = -1;
@@ -414,10 +525,27 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         WkStr v = {0};
         wk_str_append(&v, "");
         ref(K->stores[j].expr, &v);
-        emit_store(g, &K->stores[j], v.data);
+        if (nt[j]) emit(g, "wk_nt%d[i%d - wk_c] = %s;", j, n - 1, v.data);
+        else emit_store(g, &K->stores[j], v.data);
         wk_str_free(&v);
     }
-    close_loops(g, n - skip);
+    if (any_nt) {
+        close_loops(g, 1); /* the vector loop; then stream the chunk */
+        for (int j = 0; j < K->nstores; j++) {
+            if (!nt[j]) continue;
+            WkStr off = {0};
+            wk_str_append(&off, "");
+            wk_sym_to_c(g->S->L->syms, K->stores[j].offset, &off, NULL, NULL);
+            emit(g, "{ const int64_t i%d = wk_c; wk_stream_f32(&b%d[%s], wk_nt%d, wk_ce - wk_c); }", n - 1,
+                 K->stores[j].buf, off.data, j);
+            wk_str_free(&off);
+        }
+        close_loops(g, 1);
+        emit(g, "wk_stream_fence();");
+    } else {
+        close_loops(g, n - skip);
+    }
+    free(nt);
     wk_vec_free(&outer);
     wk_vec_free(&inner);
     return rc;
@@ -530,9 +658,9 @@ static void emit_acc_row(Gen *g, const char *T, const char *acc, const char *nan
  * sequential stream; walking a narrow column block down 16 KiB-strided rows
  * restarts both on every row. */
 enum { OUT_ROW_MAX = 4096 };
-/* A large float32 column sum adds each row into float lanes (full vector
- * width, half the accumulator bytes) and folds them into the double row
- * every COL_BLOCK rows: as accurate as the row sums' RED_BLOCK blocking.
+/* A large float32 column sum adds COL_BLOCK rows in float lanes (full
+ * vector width) and folds each block into the double row: as accurate as
+ * the row sums' RED_BLOCK blocking.
  * Only from COL_BLOCK_MIN_WORK elements: on small ones (a training step's
  * bias gradients, 128 x 512) the blocked loop measured slower, not faster. */
 enum { COL_BLOCK = 16, COL_BLOCK_MIN_WORK = 1 << 20 };
@@ -558,41 +686,55 @@ static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *ord
     g->indent++;
     emit_acc_row(g, T, "acc", nanflag ? "nanf" : NULL, ob, acc_init(&r));
     if (blocked) {
-        emit_acc_row(g, "float", "facc", NULL, ob, "0");
-        emit(g, "int64_t nrows = 0;");
-    }
-    for (int j = 0; j < K->nred; j++) {
-        char var[16];
-        snprintf(var, sizeof var, "r%d", j);
-        open_loop(g, var, K->red_sizes[j], j == 0 && par ? "#pragma omp for schedule(static) nowait" : NULL);
-    }
-    emit(g, "#pragma omp simd");
-    emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
-    g->indent++;
-    if (emit_nodes(g, order, -1) < 0) return -1;
-    WkStr t = {0};
-    wk_str_append(&t, "");
-    ref(blocked ? r.body->a[0] : r.body, &t);
-    emit_update(g, &r, blocked ? "facc[i0 - ib]" : "acc[i0 - ib]", "nanf[i0 - ib]", t.data);
-    wk_str_free(&t);
-    close_loops(g, 1);
-    if (blocked) { /* fold the float lanes into the double row */
-        emit(g, "if (++nrows == %d) {", COL_BLOCK);
+        /* COL_BLOCK rows at a time, each lane adding its column down them in
+         * a register: the rows stream in order, COL_BLOCK streams at once,
+         * and the accumulator row is touched once per block instead of once
+         * per row. A full block's trip count is a literal, which lets gcc
+         * vectorise the column loop around it. */
+        int64_t N = K->red_sizes[0];
+        if (par) emit(g, "#pragma omp for schedule(static) nowait");
+        emit(g, "for (int64_t rb = 0; rb < %lld; rb += %d) {", (long long)N, COL_BLOCK);
         g->indent++;
-        emit(g, "nrows = 0;");
+        for (int full = 1; full >= 0; full--) {
+            if (full) emit(g, "if (rb + %d <= %lld) {", COL_BLOCK, (long long)N);
+            else emit(g, "} else {");
+            g->indent++;
+            emit(g, "#pragma omp simd");
+            emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
+            g->indent++;
+            emit(g, "float facc = 0;");
+            if (full) emit(g, "for (int64_t r0 = rb; r0 < rb + %d; r0++) {", COL_BLOCK);
+            else emit(g, "for (int64_t r0 = rb; r0 < %lld; r0++) {", (long long)N);
+            g->indent++;
+            if (emit_nodes(g, order, -1) < 0) return -1;
+            WkStr t = {0};
+            wk_str_append(&t, "");
+            ref(r.body->a[0], &t);
+            emit(g, "facc += %s;", t.data);
+            wk_str_free(&t);
+            close_loops(g, 1);
+            emit(g, "acc[i0 - ib] += (double)facc;");
+            close_loops(g, 1);
+            g->indent--;
+        }
+        emit(g, "}");
+        close_loops(g, 1);
+    } else {
+        for (int j = 0; j < K->nred; j++) {
+            char var[16];
+            snprintf(var, sizeof var, "r%d", j);
+            open_loop(g, var, K->red_sizes[j], j == 0 && par ? "#pragma omp for schedule(static) nowait" : NULL);
+        }
         emit(g, "#pragma omp simd");
         emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
         g->indent++;
-        emit(g, "acc[i0 - ib] += (double)facc[i0 - ib];");
-        emit(g, "facc[i0 - ib] = 0;");
-        close_loops(g, 2);
-    }
-    close_loops(g, K->nred);
-    if (blocked) {
-        emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {");
-        g->indent++;
-        emit(g, "acc[i0 - ib] += (double)facc[i0 - ib];");
-        close_loops(g, 1);
+        if (emit_nodes(g, order, -1) < 0) return -1;
+        WkStr t = {0};
+        wk_str_append(&t, "");
+        ref(r.body, &t);
+        emit_update(g, &r, "acc[i0 - ib]", "nanf[i0 - ib]", t.data);
+        wk_str_free(&t);
+        close_loops(g, 1 + K->nred);
     }
     if (par) emit(g, "#pragma omp critical");
     emit(g, "for (int64_t i0 = ib; i0 < ie; i0++) {"); /* merge this thread's row */
@@ -688,6 +830,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
                   r.body->a[0]->dtype == WK_F32 &&
                   K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
     char value[200];
+    int pf_blocks = g->prefetch_rows && !blocked && !inner_par && K->nred == 1;
 
     for (int j = skip; j < K->nloops; j++) {
         char var[16];
@@ -714,7 +857,17 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             g->indent++;
             emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
             emit(g, "float accb = 0;");
+            if (g->prefetch_rows) emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
             emit(g, "#pragma omp simd reduction(+:accb)");
+            emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
+            g->indent++;
+        } else if (last && pf_blocks) { /* blocks only to spread the prefetches */
+            int64_t S = K->red_sizes[j];
+            emit(g, "for (int64_t rb = 0; rb < %lld; rb += %d) {", (long long)S, RED_BLOCK);
+            g->indent++;
+            emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
+            emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
+            emit(g, "%s", pragma);
             emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
             g->indent++;
         } else {
@@ -737,7 +890,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
         emit_update(g, &r, "acc", "nanf", t.data);
     }
     wk_str_free(&t);
-    close_loops(g, K->nred);
+    close_loops(g, K->nred + pf_blocks);
     final_value(&r, "acc", "nanf", value, sizeof value);
     emit_store(g, &K->stores[0], value);
     if (emit_epilogue(g, K, epi) < 0) return -1;
@@ -943,9 +1096,11 @@ static int gen_group(Gen *g, int first, int last) {
             g->indent++;
             g->keep = nrows ? &keep[k - first] : NULL;
             g->reuse = nrows ? &reuse[k - first] : NULL;
+            g->prefetch_rows = k > first && work * 4 >= llc_bytes() ? S->kernels[first].sizes[0] : 0;
             rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &orders[k - first], &epis[k - first], 1)
                                                : gen_pointwise(g, K, &orders[k - first], 1);
             g->keep = g->reuse = NULL;
+            g->prefetch_rows = 0;
             close_loops(g, 1);
         }
         close_loops(g, 1);
@@ -1093,6 +1248,22 @@ static const char prelude[] =
     "    return x;\n"
     "}\n"
     "static inline float wk_erfinvf(float y) { return (float)wk_erfinv((double)y); }\n"
+    "/* a finished piece of a large output, written around the caches (no read\n"
+    "   for ownership, no eviction of the rows being read); the fence orders\n"
+    "   the weakly ordered stores before other threads read them */\n"
+    "#if defined(__AVX__)\n"
+    "#include <immintrin.h>\n"
+    "static inline void wk_stream_f32(float *dst, const float *src, int64_t n) {\n"
+    "    int64_t k = 0;\n"
+    "    for (; k < n && ((uintptr_t)(dst + k) & 31); k++) dst[k] = src[k];\n"
+    "    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));\n"
+    "    for (; k < n; k++) dst[k] = src[k];\n"
+    "}\n"
+    "static inline void wk_stream_fence(void) { _mm_sfence(); }\n"
+    "#else\n"
+    "static inline void wk_stream_f32(float *dst, const float *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }\n"
+    "static inline void wk_stream_fence(void) {}\n"
+    "#endif\n"
     "#endif\n"
     "\n";
 

@@ -279,3 +279,51 @@ def test_float32_column_sums_add_rows_in_float_lanes_then_double(rows, cols):
     torch.testing.assert_close(outs[1].double(), (exact / rows)[None], rtol=2e-7, atol=0)
     # float lanes from 2^20 elements (and more than 16 rows): else the double row alone
     assert ("facc" in kernel_source(cg)) == (rows > 16 and rows * cols >= 1 << 20)
+
+
+def llc_bytes():
+    """The last-level cache size the C code generator reads (cgen_c.c llc_bytes)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
+    return int(text.rstrip("KM")) * scale
+
+
+def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
+    """A softmax and a layer norm whose output is larger than the last-level
+    cache write it with non-temporal stores, chunk by chunk (rows of odd
+    length: unaligned row starts and a partial last chunk), and prefetch the
+    next row in their later phases: values as eager, infinities and NaN
+    included."""
+    rows, cols = 2049, 4097  # 33.6 MB of float32 output: above a 32 MiB cache
+    x = make((rows, cols), torch.float32, "contig", seed=50) * 4
+    x[3, 0] = float("inf")
+    x[5, cols // 2] = float("-inf")
+    x[7, cols - 1] = float("nan")
+    x[rows - 1, :] = float("-inf")
+    w = make((cols,), torch.float32, "contig", seed=51)
+
+    def layer_norm_build(g, a, ww):
+        mu = g.op("mean", [a], dims=[1], keepdim=True)
+        d = g.op("sub", [a, mu])
+        var = g.op("mean", [g.op("mul", [d, d])], dims=[1], keepdim=True)
+        inv = g.op("div", [g.scalar(1.0), g.op("sqrt", [g.op("add", [var, g.scalar(1e-5)])])])
+        return [g.op("mul", [g.op("mul", [d, inv]), ww])]
+
+    cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
+    check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
+    src = kernel_source(cg)
+    xf = x.clone()
+    xf[~torch.isfinite(xf)] = 0
+    cg2, (got2,) = compile_run(layer_norm_build, xf, w)
+    check(got2, torch.nn.functional.layer_norm(xf, (cols,), eps=1e-5) * w, rtol=1e-4, atol=1e-5)
+    src2 = kernel_source(cg2)
+    llc = llc_bytes()
+    if llc is not None:
+        streams = rows * cols * 4 >= llc
+        for s in (src, src2):
+            assert ("wk_stream_f32(" in s) == streams and ("__builtin_prefetch(" in s) == streams
+            assert s.count("wk_stream_fence();") == (1 if streams else 0)
