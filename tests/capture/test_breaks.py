@@ -29,6 +29,7 @@ import torch
 import wick
 import wick._C as C
 from test_capture_util import break_counts as _counts, dynamo_graph_count, entry_tree as _tree
+from test_capture_util import fresh_wick  # noqa: F401  (the fixture pytestmark names)
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
 
@@ -474,12 +475,7 @@ def dynamo_graphs(fn, x, y):
 SHAPES = [(4, 6), (3,), (0, 5), ()]
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    C.reset()
-    wick.reset()
-    yield
-    C.reset()
+pytestmark = pytest.mark.usefixtures("fresh_wick")
 
 
 @pytest.mark.parametrize("cause,context", CASES, ids=[f"{c}-{k}" for c, k in CASES])

@@ -23,6 +23,7 @@ import torch
 import wick
 import wick._C as C
 from test_capture_util import OPTS, break_counts
+from test_capture_util import fresh_wick  # noqa: F401  (the fixture pytestmark names)
 
 
 class Obj:
@@ -166,12 +167,7 @@ def dynamo_graphs(fn, make_args):
     return n[0]
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    C.reset()
-    wick.reset()
-    yield
-    C.reset()
+pytestmark = pytest.mark.usefixtures("fresh_wick")
 
 
 def _args(shape, dtype):

@@ -19,6 +19,7 @@ import torch
 import wick
 import wick._C as C
 from test_capture_util import break_counts, dynamo_graph_count, entry_tree
+from test_capture_util import fresh_wick  # noqa: F401  (the fixture pytestmark names)
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
 
@@ -27,12 +28,7 @@ log.addHandler(logging.NullHandler())
 log.propagate = False
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    C.reset()
-    wick.reset()
-    yield
-    C.reset()
+pytestmark = pytest.mark.usefixtures("fresh_wick")
 
 
 def _inputs(seed=0):

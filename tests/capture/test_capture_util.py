@@ -269,6 +269,18 @@ def _wick_cache_dir():
     C.env_reload()
 
 
+@pytest.fixture
+def fresh_wick():
+    """wick's caches and cache entries cleared around a test (files that do
+    not use the ref backend take it with `pytestmark`)."""
+    import wick
+
+    C.reset()
+    wick.reset()
+    yield
+    C.reset()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_capture(monkeypatch):
     install_ref_backend(monkeypatch)
