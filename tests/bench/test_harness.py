@@ -165,7 +165,7 @@ def fake_run(tmp_path_factory):
     runs = [
         (out_i, ["--modes", "inference", "--timeout", "90", "--compilers",
                  "fake_ok,fake_wrong,fake_crash,fake_raise,fake_fallback,wick-ro"]),
-        (out_h, ["--modes", "inference", "--timeout", "15", "--compilers", "fake_hang", "--no-plots"]),
+        (out_h, ["--modes", "inference", "--timeout", "45", "--compilers", "fake_hang", "--no-plots"]),
         (out_t, ["--modes", "training", "--timeout", "90", "--compilers", "fake_ok,fake_wrong", "--no-plots"]),
     ]
     procs = [subprocess.Popen(_cli(common + extra + ["--out", str(out)]), stdout=subprocess.PIPE,
@@ -222,8 +222,9 @@ def test_hang_is_timed_out(fake_run):
     _, res, _ = fake_run
     row = _status(res, "fake_hang")
     assert row["status"] == "timeout", row
-    # 15 s leaves room for importing a CUDA build of torch before the hang starts
-    assert row["phase"] == "compile" and row["wall_s"] < 30
+    # 45 s leaves room for importing a CUDA build of torch before the hang
+    # starts, also with 16 test workers importing it at once (the H200 run)
+    assert row["phase"] == "compile" and row["wall_s"] < 75
     assert row["speedup"] is None
 
 

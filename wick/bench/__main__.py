@@ -197,7 +197,7 @@ def run_row(job, device, args, timeout):
     except OSError:
         log_tail = ""
     row.update({k: v for k, v in res.items() if k not in ("final",)})
-    phase = res.get("phase", "startup")
+    phase = row["phase"] = res.get("phase", "startup")
     if timed_out:
         row.update(status="timeout", detail=f"killed after {timeout:.0f} s limit, in phase '{phase}'",
                    speedup=None)
