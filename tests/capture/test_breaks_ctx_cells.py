@@ -252,7 +252,9 @@ AUTOCAST = [
     (ac_after_block, (1, 0, 0)),
     (ac_fp32_policy, (1, 0, 0)),
     (ac_decorated, (1, 0, 0)),
-    (ac_cuda_on_cpu_tensors, (1, 1, 0)),
+    # without CUDA, torch.autocast("cuda") warns and disables itself: the
+    # block is a break; where CUDA exists it is a real (CUDA-only) region
+    (ac_cuda_on_cpu_tensors, (1, 0, 0) if torch.cuda.is_available() else (1, 1, 0)),
     (ac_exception_inside, (1, 0, 0)),
     (ac_as_name, (0, 0, 1)),
 ]
