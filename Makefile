@@ -52,10 +52,11 @@ ctest: $(CTESTS)
 
 # Two workers where pytest-xdist is installed (the venv make creates has it):
 # the suite is CPU-bound, and one worker leaves a core idle while it waits on
-# the C compiler. PYTEST_WORKERS=0 runs it in one process.
+# the C compiler. PYTEST_WORKERS=0 runs it in one process. The slowest tests
+# are listed at the end (--durations), to keep the suite's time in view.
 PYTEST_WORKERS ?= 2
 pytest: build
-	$(PY) -m pytest tests $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(PYTEST_WORKERS)")
+	$(PY) -m pytest tests --durations=25 $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(PYTEST_WORKERS)")
 
 # The torch-free bytecode layer on every CPython that pyenv has (3.11+).
 test-pyversions:
