@@ -24,6 +24,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--model", default="BertForMaskedLM")
 ap.add_argument("--mode", default="inference", choices=("inference", "training"))
 ap.add_argument("--compiler", default="wick", choices=("wick", "inductor"))
+ap.add_argument("--floor", choices=("", "aot", "dynamo"), default="",
+                help="aot: wick's compile of each ATen graph replaced by running that graph as it is (what is left is "
+                     "Dynamo + AOTAutograd with wick's decompositions); dynamo: torch.compile(backend='eager'), Dynamo alone")
 ap.add_argument("--profile", default="")
 ap.add_argument("--json", default="")
 args = ap.parse_args()
@@ -32,7 +35,8 @@ tmp = os.environ.get("COLD_DIR") or tempfile.mkdtemp(prefix="coldc-")
 for var in ("WICK_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
     os.environ[var] = os.path.join(tmp, var.lower())
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# COLD_REPO: another checkout's wick (a before/after comparison with the same script)
+sys.path.insert(0, os.environ.get("COLD_REPO") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
@@ -80,6 +84,14 @@ if args.compiler == "wick":
         return timed("aot (AOTAutograd incl. wick)", _orig_aot_autograd(**kw))
 
     common.aot_autograd = aot_autograd
+    if args.floor == "aot":
+        def as_is(gm, example_inputs, which, bindings=None):
+            return gm, {"graph": which, "native": 0, "extern": 0, "views": 0, "externs": {}, "kernels": 0,
+                        "layout": "as traced"}
+
+        wb._compile_aten = timed("wick compile (importer+pipeline+cc)", as_is)
+    elif args.floor == "dynamo":
+        comp.backend = "eager"
     if hasattr(wb._C, "Graph"):
         G = wb._C.Graph
         try:
@@ -137,7 +149,7 @@ for _ in range(3):
     run()
     steady.append(time.perf_counter() - t)
 cold = max(first - min(steady), 0.0)
-out = {"model": args.model, "mode": args.mode, "compiler": args.compiler, "cold_s": round(cold, 3),
+out = {"model": args.model, "mode": args.mode, "compiler": args.compiler + (f"/floor-{args.floor}" if args.floor else ""), "cold_s": round(cold, 3),
        "first_call_s": round(first, 3), "cpu_s": round(cpu, 3), "children_cpu_s": round(children, 3),
        "load": os.getloadavg()[0],
        "phases": {k: {"n": v[0], "wall_s": round(v[1], 3), "cpu_s": round(v[2], 3), "children_cpu_s": round(v[3], 3)}
