@@ -168,7 +168,27 @@ typedef struct {
     WkStr summary;
     uint64_t hash;
     WkTarget target;
+    /* C stages already in src: their source with the entry's name blanked,
+     * and that entry (a stage whose code is the same runs that function) */
+    WkVec(char *) stage_code;
+    WkVec(char *) stage_entry;
 } PlanBuilder;
+
+/* src with every occurrence of name replaced by '@' (never in C code). */
+static char *blank_name(const char *src, const char *name) {
+    WkStr out = {0};
+    size_t n = strlen(name);
+    wk_str_append(&out, "");
+    for (const char *p = src, *q; *p; p = q + n) {
+        q = strstr(p, name);
+        if (!q) {
+            wk_str_append(&out, p);
+            break;
+        }
+        wk_str_printf(&out, "%.*s@", (int)(q - p), p);
+    }
+    return out.data;
+}
 
 static int value_is_scalar(const WkGraph *g, const WkValue *v) {
     return v->node >= 0 && wk_graph_node(g, v->node)->op == WK_OP_SCALAR;
@@ -321,12 +341,31 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
     /* each stage's static kernel<i> functions get a stage prefix (Triton
      * kernels are named after the entry already) */
     int c = B->target == WK_TARGET_C;
-    /* a stage is self-contained (its prelude is guarded), so the unit may be
-     * cut here and its parts compiled in parallel (runtime/cc.c) */
-    if (c) wk_str_append(&B->src, WK_CC_PART_MARK);
-    for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
-    wk_str_append(&B->src, prog->source);
-    for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
+    /* A C stage whose code is an earlier stage's but for the entry's name
+     * (the same layer of a model again: its buffers are the step's own, in
+     * the same layout) runs that stage's function: the C compiler, most of a
+     * cold compile's own time, sees each distinct stage once. */
+    char *code = c ? blank_name(prog->source, entry) : NULL;
+    int same = -1;
+    for (int i = 0; code && i < B->stage_code.len && same < 0; i++)
+        if (strcmp(B->stage_code.data[i], code) == 0) same = i;
+    if (same >= 0) {
+        free(code);
+        free(prog->entry);
+        prog->entry = wk_xstrdup(B->stage_entry.data[same]);
+    } else {
+        if (code) {
+            wk_vec_push(&B->stage_code, code);
+            wk_vec_push(&B->stage_entry, wk_xstrdup(entry));
+        }
+        /* a stage is self-contained (its prelude is guarded), so the unit may be
+         * cut here and its parts compiled in parallel (runtime/cc.c) */
+        if (c) wk_str_append(&B->src, WK_CC_PART_MARK);
+        for (int i = 0; c && i < prog->nkernels; i++)
+            wk_str_printf(&B->src, "#define kernel%d wick_s%d_kernel%d\n", i, k, i);
+        wk_str_append(&B->src, prog->source);
+        for (int i = 0; c && i < prog->nkernels; i++) wk_str_printf(&B->src, "#undef kernel%d\n", i);
+    }
     B->P->nkernels += prog->nkernels;
     B->P->nnative += nops;
 
@@ -343,8 +382,8 @@ static int build_stage(PlanBuilder *B, int k, int *map) {
     int step = B->steps.len;
     for (int i = 0; i < st.nin; i++) note_read(B, st.in_slots[i], step, 1);
     for (int j = 0; j < st.nout; j++) B->slots.data[st.out_slots[j]].producer = step;
-    wk_str_printf(&B->summary, "step %d: kernels (%d nodes, %d kernels, entry %s)\n", step, nops, prog->nkernels,
-                  entry);
+    wk_str_printf(&B->summary, "step %d: kernels (%d nodes, %d kernels, entry %s%s)\n", step, nops, prog->nkernels,
+                  prog->entry, same >= 0 ? ", the code of an earlier stage" : "");
     wk_str_append(&B->summary, prog->summary ? prog->summary : "");
     wk_vec_push(&B->steps, st);
     rc = 0;
@@ -530,6 +569,12 @@ done:
     free(B.stage);
     free(B.slot);
     free(B.needs_slot);
+    for (int i = 0; i < B.stage_code.len; i++) {
+        free(B.stage_code.data[i]);
+        free(B.stage_entry.data[i]);
+    }
+    wk_vec_free(&B.stage_code);
+    wk_vec_free(&B.stage_entry);
     if (!ok) {
         wk_plan_free(P);
         return NULL;
