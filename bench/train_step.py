@@ -59,7 +59,16 @@ def main():
             module = copy.deepcopy(built.model)
             if a.mode == "inference":
                 module.eval()
-            fwd = module if comp == "eager" else torch.compile(module, backend=comp)
+            # wick-<flag>: wick with one of its optimisations off while it compiles
+            # (the first two steps), for A/B runs in one process
+            flag = {"wick-noemb": "_native_embedding_backward"}.get(comp)
+            if flag:
+                import wick.backends as wb
+                saved = getattr(wb, flag)
+                setattr(wb, flag, False)
+                # a backend of its own: dynamo's cache would hand it the "wick" entry
+                backend = lambda gm, example_inputs: wb.wick_backend(gm, example_inputs)  # noqa: E731
+            fwd = module if comp == "eager" else torch.compile(module, backend=backend if flag else comp)
             if a.mode == "training":
                 st = make_step(fwd, module, built.inputs, built.loss)
             else:
@@ -70,6 +79,8 @@ def main():
             st()
             t1 = time.perf_counter()
             st()
+            if flag:
+                setattr(wb, flag, saved)
             print(f"{name} {comp}: first call {t1 - t0:.2f} s", flush=True)
             steps[comp] = st
         times = {c: [] for c in steps}
