@@ -389,8 +389,10 @@ static void add_extern_step(PlanBuilder *B, const WkNode *node) {
  * index names, in index order, as eager's CPU kernel does (an index equal to
  * padding_idx or outside [0, num_weights) adds nothing, as there; float32
  * and float64 accumulate in their own type, bfloat16 rounds after each add;
- * with scale_grad_by_freq each add is scaled by 1 / the index's count, in
- * bfloat16 rounded to bfloat16 first, as eager's scalar alpha is). The
+ * with scale_grad_by_freq each add is scaled by 1 / the index's count; not
+ * in bfloat16, where eager's vectorised and scalar adds round that scale
+ * differently, so which one a column gets depends on the row length and
+ * PyTorch's vector width: the extern call then). The
  * loop IR has no stores at computed offsets, so this is one hand-written loop
  * nest, serial, over grad's and the indices' own strides. Returns 1 when the
  * node became a KERNELS step, 0 when it stays an extern. */
@@ -412,6 +414,7 @@ static int add_embedding_backward_step(PlanBuilder *B, const WkNode *node) {
     for (int d = 0; d < is->ndim; d++)
         if (gs->sizes[d] != is->sizes[d]) return 0;
     int64_t pad = node->attrs.ints[0], scale = node->attrs.ints[1] != 0;
+    if (scale && dt == WK_BF16) return 0;
 
     int step = B->steps.len;
     char entry[96];
@@ -461,12 +464,8 @@ static int add_embedding_backward_step(PlanBuilder *B, const WkNode *node) {
             wk_str_printf(&c, "%*sconst %s *restrict gr = g", ind, "", ct);
             for (int d = 0; d < is->ndim; d++) wk_str_printf(&c, " + n%d * %lldLL", d, (long long)gs->strides[d]);
             wk_str_append(&c, ";\n");
-            /* eager: scale = 1.0 / count (double), the add's alpha as a scalar of
-             * the tensor's dtype (bfloat16 rounds it), then a + alpha * b */
-            if (scale && dt == WK_BF16)
-                wk_str_printf(&c, "%*sconst float alpha = %s_ld(%s_st((float)(1.0 / (double)cnt[k])));\n", ind, "",
-                              entry, entry);
-            else if (scale)
+            /* eager: scale = 1.0 / count (double), the add's alpha in the tensor's type */
+            if (scale)
                 wk_str_printf(&c, "%*sconst %s alpha = (%s)(1.0 / (double)cnt[k]);\n", ind, "", acc, acc);
             long long gh = (long long)gs->strides[gs->ndim - 1];
             wk_str_printf(&c, "%*sfor (int64_t h = 0; h < %lldLL; h++)", ind, "", (long long)H);
