@@ -17,6 +17,7 @@ import sys
 import time
 
 import torch
+import torch._dynamo
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from wick.bench import models as M  # noqa: E402
@@ -50,7 +51,6 @@ def main():
     torch.set_num_threads(a.threads)
     import torch._inductor.config as icfg
     icfg.fallback_random = True
-    import torch._dynamo
     # every model and compiler adds entries to the code objects models share
     # (wick-<flag> is a backend of its own): no silent eager fallback at 8
     torch._dynamo.config.recompile_limit = 64
