@@ -2,6 +2,7 @@
 
     python bench/train_step.py --models GPT2LMHeadModel --compilers eager,inductor,wick --repeats 7
     python bench/train_step.py --models GPT2LMHeadModel --compilers wick --profile 20
+    python bench/train_step.py --compilers inductor,wick,wick-noemb   # A/B: wick without one optimisation
 
 Same models, sizes and step (SGD, loss.backward) as ``python -m wick.bench``; timing interleaves
 the compilers so that load from other processes hits each alike. ``--profile N`` prints torch's
@@ -16,6 +17,7 @@ import sys
 import time
 
 import torch
+import torch._dynamo
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from wick.bench import models as M  # noqa: E402
@@ -49,6 +51,9 @@ def main():
     torch.set_num_threads(a.threads)
     import torch._inductor.config as icfg
     icfg.fallback_random = True
+    # every model and compiler adds entries to the code objects models share
+    # (wick-<flag> is a backend of its own): no silent eager fallback at 8
+    torch._dynamo.config.recompile_limit = 64
     if "wick" in a.compilers:
         import wick.backends  # noqa: F401
     for name in a.models.split(","):
@@ -59,7 +64,16 @@ def main():
             module = copy.deepcopy(built.model)
             if a.mode == "inference":
                 module.eval()
-            fwd = module if comp == "eager" else torch.compile(module, backend=comp)
+            # wick-<flag>: wick with one of its optimisations off while it compiles
+            # (the first two steps), for A/B runs in one process
+            flag = {"wick-noemb": "_native_embedding_backward"}.get(comp)
+            if flag:
+                import wick.backends as wb
+                saved = getattr(wb, flag)
+                setattr(wb, flag, False)
+                # a backend of its own: dynamo's cache would hand it the "wick" entry
+                backend = lambda gm, example_inputs: wb.wick_backend(gm, example_inputs)  # noqa: E731
+            fwd = module if comp == "eager" else torch.compile(module, backend=backend if flag else comp)
             if a.mode == "training":
                 st = make_step(fwd, module, built.inputs, built.loss)
             else:
@@ -70,6 +84,8 @@ def main():
             st()
             t1 = time.perf_counter()
             st()
+            if flag:
+                setattr(wb, flag, saved)
             print(f"{name} {comp}: first call {t1 - t0:.2f} s", flush=True)
             steps[comp] = st
         times = {c: [] for c in steps}
@@ -86,7 +102,7 @@ def main():
             med = statistics.median(ts)
             sp = f"  speedup {eager / med:.2f}x" if eager else ""
             print(f"{name} {a.mode} {c:9s} median {med:8.2f} ms  min {min(ts):8.2f}  "
-                  f"cpu {statistics.median(cpu[c]):8.2f} ms{sp}", flush=True)
+                  f"cpu {statistics.median(cpu[c]):8.2f} ms  cpu min {min(cpu[c]):8.2f}{sp}", flush=True)
         if a.profile:
             for c, st in steps.items():
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

@@ -1171,6 +1171,47 @@ class _AtenImporter:
         return self.g.op("CONVERT", [vid], dtype=dtype)
 
     # -- externs --------------------------------------------------------------
+    def embedding_backward_ints(self, node, inputs):
+        """[padding_idx, scale_grad_by_freq] of an embedding_dense_backward on
+        the CPU whose grad and indices are the call's two tensor inputs, in
+        that order, and whose other arguments are constants: the plan then
+        runs generated C (a zeroed gradient and a scatter-add loop) instead
+        of the call; None otherwise."""
+        torch = self.torch
+        if (not _native_embedding_backward or node.target is not torch.ops.aten.embedding_dense_backward.default
+                or self.device.type != "cpu"):
+            return None
+        args = list(node.args)
+        names = ["grad_output", "indices", "num_weights", "padding_idx", "scale_grad_by_freq"]
+        for k in names[len(args):]:
+            if k not in node.kwargs:
+                return None
+            args.append(node.kwargs[k])
+        if len(args) != 5 or len(inputs) != 2:
+            return None
+        try:
+            if self.lookup(args[0]) != ("v", inputs[0]) or self.lookup(args[1]) != ("v", inputs[1]):
+                return None
+            pad, scale = self.concrete(args[3]), args[4]
+        except Exception:  # noqa: BLE001 - anything unusual stays the extern call
+            return None
+        if not isinstance(pad, int) or isinstance(pad, bool) or not isinstance(scale, bool):
+            return None
+        if scale and args[0].meta.get("val") is not None and args[0].meta["val"].dtype == torch.bfloat16:
+            return None  # eager's bfloat16 scale rounds per code path (codegen/pipeline.c): the call
+        gv, iv = args[0].meta.get("val"), args[1].meta.get("val")
+        if not (isinstance(gv, torch.Tensor) and isinstance(iv, torch.Tensor)
+                and gv.dtype in (torch.float32, torch.float64, torch.bfloat16)
+                and iv.dtype in (torch.int32, torch.int64) and gv.dim() == iv.dim() + 1):
+            return None  # what the generated code does not cover: the extern call
+        try:
+            sizes = [self.concrete(x) for x in gv.shape[:-1]], [self.concrete(x) for x in iv.shape]
+        except Exception:  # noqa: BLE001
+            return None
+        if sizes[0] != sizes[1] or not all(isinstance(x, int) for x in sizes[0]):
+            return None
+        return [pad, int(scale)]
+
     def extern(self, node, val):
         import operator
 
@@ -1256,6 +1297,14 @@ class _AtenImporter:
         self.nextern += 1
         self.extern_names[name] = self.extern_names.get(name, 0) + 1
         if picks is None:
+            ints = self.embedding_backward_ints(node, inputs)
+            if ints is not None:  # generated C in place of the call (codegen/pipeline.c)
+                self.nextern -= 1
+                self.extern_names[name] -= 1
+                if not self.extern_names[name]:
+                    del self.extern_names[name]
+                self.nnative += 1
+                return self.g.extern(idx, inputs, metas, name=name, ints=ints)[0]
             return self.g.extern(idx, inputs, metas, name=name)[0]
         items = [_Opaque(opaque[i]) if i in opaque else None for i in range(len(val))]
         if not metas:
@@ -1547,6 +1596,10 @@ def _log_graphs():
 
 
 _aot_backends = {}
+
+# False: embedding_dense_backward stays an extern call (A/B benchmarks of the
+# generated scatter-add, bench/train_step.py --compilers wick-noemb)
+_native_embedding_backward = True
 
 
 def wick_backend(gm, example_inputs, mode=None, options=None):

@@ -421,6 +421,161 @@ static void add_extern_step(PlanBuilder *B, const WkNode *node) {
     wk_vec_push(&B->steps, st);
 }
 
+/* aten.embedding_dense_backward(grad, indices, num_weights, padding_idx,
+ * scale_grad_by_freq) as generated C instead of the extern call (the
+ * importer passes [padding_idx, scale_grad_by_freq] as the node's ints):
+ * the gradient is zeroed, then each row of grad is added into the row its
+ * index names, in index order, as eager's CPU kernel does (an index equal to
+ * padding_idx or outside [0, num_weights) adds nothing, as there; float32
+ * and float64 accumulate in their own type, bfloat16 rounds after each add;
+ * with scale_grad_by_freq each add is scaled by 1 / the index's count; not
+ * in bfloat16, where eager's vectorised and scalar adds round that scale
+ * differently, so which one a column gets depends on the row length and
+ * PyTorch's vector width: the extern call then). The
+ * loop IR has no stores at computed offsets, so this is one hand-written loop
+ * nest, serial, over grad's and the indices' own strides. Returns 1 when the
+ * node became a KERNELS step, 0 when it stays an extern. */
+static int add_embedding_backward_step(PlanBuilder *B, const WkNode *node) {
+    if (B->target != WK_TARGET_C || !node->extern_name ||
+        strcmp(node->extern_name, "aten.embedding_dense_backward.default") != 0 || node->attrs.nints != 2 ||
+        node->ninputs != 2 || node->noutputs != 1)
+        return 0;
+    int gslot = B->slot[node->inputs[0]], islot = B->slot[node->inputs[1]], oslot = B->slot[node->outputs[0]];
+    if (gslot < 0 || islot < 0 || oslot < 0) return 0;
+    const WkSlot *gs = &B->slots.data[gslot], *is = &B->slots.data[islot], *os = &B->slots.data[oslot];
+    WkDType dt = gs->dtype;
+    if ((dt != WK_F32 && dt != WK_F64 && dt != WK_BF16) || os->dtype != dt ||
+        (is->dtype != WK_I64 && is->dtype != WK_I32))
+        return 0;
+    if (gs->ndim != is->ndim + 1 || os->ndim != 2) return 0;
+    int64_t V = os->sizes[0], H = os->sizes[1];
+    if (gs->sizes[gs->ndim - 1] != H || (H > 1 && os->strides[1] != 1) || (V > 1 && os->strides[0] != H)) return 0;
+    for (int d = 0; d < is->ndim; d++)
+        if (gs->sizes[d] != is->sizes[d]) return 0;
+    int64_t pad = node->attrs.ints[0], scale = node->attrs.ints[1] != 0;
+    if (scale && dt == WK_BF16) return 0;
+
+    int step = B->steps.len;
+    char entry[96];
+    snprintf(entry, sizeof entry, "wick_plan_%016llx_e%d", (unsigned long long)B->hash, step);
+    const char *ct = dt == WK_F32 ? "float" : dt == WK_F64 ? "double" : "uint16_t";
+    const char *acc = dt == WK_F64 ? "double" : "float";
+    const char *it = is->dtype == WK_I64 ? "int64_t" : "int32_t";
+    int es = wk_dtype_size(dt);
+    WkStr c = {0};
+    wk_str_append(&c, "");
+    wk_str_append(&c, WK_CC_PART_MARK);
+    wk_str_append(&c, "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n");
+    if (dt == WK_BF16) {
+        wk_str_printf(&c, "static inline float %s_ld(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; "
+                          "memcpy(&f, &u, 4); return f; }\n", entry);
+        wk_str_printf(&c, "static inline uint16_t %s_st(float f) { uint32_t u; memcpy(&u, &f, 4);\n"
+                          "    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);\n"
+                          "    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n", entry);
+    }
+    wk_str_printf(&c, "/* embedding backward: [%lld, %lld] from %d-d indices, padding_idx %lld%s */\n", (long long)V,
+                  (long long)H, is->ndim, (long long)pad, scale ? ", scale_grad_by_freq" : "");
+    wk_str_printf(&c, "int %s(void **buffers) {\n", entry);
+    wk_str_printf(&c, "    const %s *restrict g = (const %s *)buffers[0];\n", ct, ct);
+    wk_str_printf(&c, "    const %s *restrict ix = (const %s *)buffers[1];\n", it, it);
+    wk_str_printf(&c, "    %s *restrict o = (%s *)buffers[2];\n", ct, ct);
+    wk_str_printf(&c, "    if (%lldLL > 0) memset(o, 0, (size_t)%lldLL);\n", (long long)(V * H), (long long)(V * H * es));
+    if (scale) {
+        wk_str_printf(&c, "    int64_t *cnt = calloc((size_t)%lldLL + 1, sizeof(int64_t));\n", (long long)V);
+        wk_str_append(&c, "    if (!cnt) return 1;\n");
+    }
+    /* pass 0 counts (scale only), pass 1 adds */
+    for (int pass = scale ? 0 : 1; pass < 2; pass++) {
+        wk_str_append(&c, "    {\n");
+        for (int d = 0; d < is->ndim; d++)
+            wk_str_printf(&c, "%*sfor (int64_t n%d = 0; n%d < %lldLL; n%d++) {\n", 4 + 4 * d, "", d, d,
+                          (long long)is->sizes[d], d);
+        int ind = 4 + 4 * is->ndim;
+        wk_str_printf(&c, "%*sconst int64_t k = (int64_t)ix[0", ind, "");
+        for (int d = 0; d < is->ndim; d++) wk_str_printf(&c, " + n%d * %lldLL", d, (long long)is->strides[d]);
+        wk_str_append(&c, "];\n");
+        wk_str_printf(&c, "%*sif (k == %lldLL || k < 0 || k >= %lldLL) continue;\n", ind, "", (long long)pad,
+                      (long long)V);
+        if (pass == 0) {
+            wk_str_printf(&c, "%*scnt[k]++;\n", ind, "");
+        } else {
+            wk_str_printf(&c, "%*s%s *restrict row = o + k * %lldLL;\n", ind, "", ct, (long long)H);
+            wk_str_printf(&c, "%*sconst %s *restrict gr = g", ind, "", ct);
+            for (int d = 0; d < is->ndim; d++) wk_str_printf(&c, " + n%d * %lldLL", d, (long long)gs->strides[d]);
+            wk_str_append(&c, ";\n");
+            /* eager: scale = 1.0 / count (double), the add's alpha in the tensor's type */
+            if (scale)
+                wk_str_printf(&c, "%*sconst %s alpha = (%s)(1.0 / (double)cnt[k]);\n", ind, "", acc, acc);
+            long long gh = (long long)gs->strides[gs->ndim - 1];
+            wk_str_printf(&c, "%*sfor (int64_t h = 0; h < %lldLL; h++)", ind, "", (long long)H);
+            const char *mul = scale ? " * alpha" : "";
+            if (dt == WK_BF16)
+                wk_str_printf(&c, " row[h] = %s_st(%s_ld(row[h]) + %s_ld(gr[h * %lldLL])%s);\n", entry, entry, entry,
+                              gh, mul);
+            else
+                wk_str_printf(&c, " row[h] = row[h] + gr[h * %lldLL]%s;\n", gh, mul);
+        }
+        for (int d = is->ndim - 1; d >= 0; d--) wk_str_printf(&c, "%*s}\n", 4 + 4 * d, "");
+        wk_str_append(&c, "    }\n");
+    }
+    if (scale) wk_str_append(&c, "    free(cnt);\n");
+    wk_str_append(&c, "    return 0;\n}\n");
+    wk_str_append(&B->src, c.data);
+
+    WkProgram *P = wk_xcalloc(1, sizeof *P);
+    P->source = c.data;
+    P->entry = wk_xstrdup(entry);
+    P->nbufs = 3;
+    P->bufs = wk_xcalloc(4, sizeof *P->bufs);
+    const WkSlot *from[3] = {gs, is, os};
+    for (int b = 0; b < 3; b++) {
+        WkBufferPlan *bp = &P->bufs[b];
+        const WkSlot *sl = from[b];
+        bp->kind = b < 2 ? WK_BUF_INPUT : WK_BUF_OUTPUT;
+        bp->index = b < 2 ? b : 0;
+        bp->dtype = sl->dtype;
+        bp->ndim = sl->ndim;
+        int64_t span = sl->numel > 0 ? 1 : 0;
+        for (int d = 0; d < sl->ndim; d++) {
+            bp->sizes[d] = sl->sizes[d];
+            bp->strides[d] = sl->strides[d];
+            if (sl->numel > 0) span += (sl->sizes[d] - 1) * (sl->strides[d] < 0 ? -sl->strides[d] : sl->strides[d]);
+        }
+        bp->nbytes = span * wk_dtype_size(sl->dtype);
+        bp->offset = 0;
+    }
+    P->noutputs = 1;
+    P->output_buf = wk_xcalloc(2, sizeof(int));
+    P->output_buf[0] = 2;
+    P->nkernels = 1;
+    WkStr sum = {0};
+    wk_str_printf(&sum, "kernel 0: embedding backward [%lld, %lld] (scatter-add, serial)\n", (long long)V, (long long)H);
+    P->summary = sum.data;
+    P->temps_bytes = 0;
+    P->target = WK_TARGET_C;
+
+    WkStep st = {0};
+    st.kind = WK_STEP_KERNELS;
+    st.program = P;
+    st.extern_index = -1;
+    st.nin = 2;
+    st.in_slots = wk_xcalloc(3, sizeof(int));
+    st.in_slots[0] = gslot;
+    st.in_slots[1] = islot;
+    note_read(B, gslot, step, 1);
+    note_read(B, islot, step, 1);
+    st.nout = 1;
+    st.out_slots = wk_xcalloc(2, sizeof(int));
+    st.out_slots[0] = oslot;
+    B->slots.data[oslot].producer = step;
+    wk_str_printf(&B->summary, "step %d: kernels (embedding backward, entry %s)\n", step, entry);
+    wk_str_append(&B->summary, P->summary);
+    B->P->nkernels += 1;
+    B->P->nnative += 1;
+    wk_vec_push(&B->steps, st);
+    return 1;
+}
+
 static void add_view_step(PlanBuilder *B, const WkNode *node) {
     WkStep st = {0};
     int step = B->steps.len;
@@ -540,7 +695,8 @@ WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target) {
         if (build_stage(&B, k, map) < 0) goto done;
         for (int n = 0; n < nnodes; n++) { /* graph order: a view may read an extern's output */
             const WkNode *node = wk_graph_node(g, n);
-            if (node->op == WK_OP_EXTERN && B.stage[n] == k) add_extern_step(&B, node);
+            if (node->op == WK_OP_EXTERN && B.stage[n] == k && !add_embedding_backward_step(&B, node))
+                add_extern_step(&B, node);
             if (node->op == WK_OP_VIEW && B.stage[n] == k && B.slot[node->output] >= 0) add_view_step(&B, node);
         }
     }

@@ -1190,6 +1190,11 @@ done:
 /* ---- extern nodes ----------------------------------------------------------- */
 int wk_graph_extern(WkGraph *g, int extern_index, const char *name, const int *inputs, int ninputs,
                     const WkTensorMeta *outputs, int noutputs) {
+    return wk_graph_extern_ints(g, extern_index, name, inputs, ninputs, outputs, noutputs, NULL, 0);
+}
+
+int wk_graph_extern_ints(WkGraph *g, int extern_index, const char *name, const int *inputs, int ninputs,
+                         const WkTensorMeta *outputs, int noutputs, const int64_t *ints, int nints) {
     const char *what = name && *name ? name : "extern";
     if (extern_index < 0) {
         wk_error_set("%s: invalid extern index %d", what, extern_index);
@@ -1237,6 +1242,8 @@ int wk_graph_extern(WkGraph *g, int extern_index, const char *name, const int *i
         v->requires_grad = m->requires_grad != 0;
     }
     WkAttrs at = {0};
+    at.nints = nints > 0 && ints ? nints : 0;
+    at.ints = at.nints ? ints : NULL;
     rc = add_node(g, WK_OP_EXTERN, inputs, ninputs, &at, outs, noutputs);
     WkNode *n = g->nodes.data[g->nodes.len - 1];
     n->extern_index = extern_index;
@@ -1414,6 +1421,9 @@ uint64_t wk_graph_hash(const WkGraph *g) {
         h = wk_hash_mix(h, (uint64_t)at->nints);
         for (int i = 0; i < at->nints; i++) h = wk_hash_mix(h, (uint64_t)at->ints[i]);
         h = wk_hash_mix(h, (uint64_t)(n->extern_index + 1));
+        /* an extern with ints may become generated code chosen by its name */
+        if (n->op == WK_OP_EXTERN && at->nints > 0)
+            h = wk_hash_bytes(n->extern_name, strlen(n->extern_name), h);
     }
     for (int i = 0; i < g->outputs.len; i++) h = wk_hash_mix(h, (uint64_t)g->outputs.data[i]);
     return h;

@@ -254,6 +254,12 @@ typedef struct {
  * supported: it would be dropped; so 0 is refused). */
 int wk_graph_extern(WkGraph *g, int extern_index, const char *name, const int *inputs, int ninputs,
                     const WkTensorMeta *outputs, int noutputs);
+/* The same with an int list kept in the node's attrs (hashed with the graph):
+ * what the compiler may know of the call's constant arguments, so that it
+ * can replace the call by generated code (codegen/pipeline.c: the embedding
+ * backward, ints = [padding_idx, scale_grad_by_freq]). */
+int wk_graph_extern_ints(WkGraph *g, int extern_index, const char *name, const int *inputs, int ninputs,
+                         const WkTensorMeta *outputs, int noutputs, const int64_t *ints, int nints);
 /* Adds a graph input whose dtype the code generator may not support (it can
  * only flow to externs and outputs). Otherwise like wk_graph_input. */
 int wk_graph_input_any(WkGraph *g, WkDType dt, WkDevice dev, int ndim, const int64_t *sizes,

@@ -418,13 +418,34 @@ done:
 }
 
 static PyObject *Graph_extern(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"index", "inputs", "outputs", "name", NULL};
+    static char *kwlist[] = {"index", "inputs", "outputs", "name", "ints", NULL};
     int index;
-    PyObject *inputs_obj, *outputs_obj;
+    PyObject *inputs_obj, *outputs_obj, *ints_obj = Py_None;
     const char *name = "extern";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOO|s:extern", kwlist, &index, &inputs_obj, &outputs_obj,
-                                     &name))
+    int64_t ints[WK_MAX_DIMS];
+    int nints = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOO|sO:extern", kwlist, &index, &inputs_obj, &outputs_obj,
+                                     &name, &ints_obj))
         return NULL;
+    if (ints_obj != Py_None) { /* constant arguments the compiler may use (graph.h) */
+        PyObject *iseq = PySequence_Fast(ints_obj, "wick: extern ints must be a sequence of ints");
+        if (!iseq) return NULL;
+        Py_ssize_t ni = PySequence_Fast_GET_SIZE(iseq);
+        if (ni > WK_MAX_DIMS) {
+            Py_DECREF(iseq);
+            return PyErr_Format(PyExc_ValueError, "wick: at most %d extern ints", WK_MAX_DIMS);
+        }
+        for (Py_ssize_t k = 0; k < ni; k++) {
+            long long x = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(iseq, k));
+            if (x == -1 && PyErr_Occurred()) {
+                Py_DECREF(iseq);
+                return NULL;
+            }
+            ints[k] = (int64_t)x;
+        }
+        nints = (int)ni;
+        Py_DECREF(iseq);
+    }
     int *inputs = NULL, ninputs = parse_value_ids(self->g, inputs_obj, &inputs);
     if (ninputs < 0) return NULL;
     PyObject *result = NULL;
@@ -440,7 +461,7 @@ static PyObject *Graph_extern(GraphObject *self, PyObject *args, PyObject *kwds)
     for (Py_ssize_t k = 0; k < nout; k++)
         if (parse_meta(PySequence_Fast_GET_ITEM(seq, k), &metas[k]) < 0) goto done;
     wk_error_clear();
-    int id = wk_graph_extern(self->g, index, name, inputs, ninputs, metas, (int)nout);
+    int id = wk_graph_extern_ints(self->g, index, name, inputs, ninputs, metas, (int)nout, ints, nints);
     if (id < 0) {
         PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
         goto done;

@@ -2,8 +2,10 @@
  * multi-output EXTERN nodes (graph.c), and plans: a graph cut into kernel
  * stages and extern steps, with slots between them (pipeline.c). */
 #include "codegen/program.h"
+#include "runtime/runtime.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -149,8 +151,71 @@ static void test_plan(void) {
     wk_graph_free(g);
 }
 
+/* embedding_dense_backward with its [padding_idx, scale] ints: a KERNELS
+ * step of generated C instead of an extern step; the code compiles and adds
+ * rows as eager does (indices read through their strides: every other
+ * element of a wider buffer; padding and out-of-range indices add nothing). */
+static void test_plan_embedding_backward(void) {
+    for (int scale = 0; scale < 2; scale++) {
+        WkGraph *g = wk_graph_new();
+        int64_t sg[3] = {2, 3, 4}, si[2] = {2, 3}, sti[2] = {6, 2};
+        int grad = wk_graph_input(g, WK_F32, CPU, 3, sg, NULL, 0, "grad");
+        int idx = wk_graph_input(g, WK_I64, CPU, 2, si, sti, 0, "idx");
+        WkTensorMeta om = meta2(WK_F32, 5, 4, 4, 1);
+        int in[2] = {grad, idx};
+        int64_t ints[2] = {1, scale};
+        int e = wk_graph_extern_ints(g, 0, "aten.embedding_dense_backward.default", in, 2, &om, 1, ints, 2);
+        CHECK(e >= 0);
+        wk_graph_output(g, e);
+        /* the ints are hashed: another padding_idx is another graph */
+        WkGraph *h = wk_graph_new();
+        grad = wk_graph_input(h, WK_F32, CPU, 3, sg, NULL, 0, "grad");
+        idx = wk_graph_input(h, WK_I64, CPU, 2, si, sti, 0, "idx");
+        int in2[2] = {grad, idx};
+        int64_t ints2[2] = {2, scale};
+        wk_graph_output(h, wk_graph_extern_ints(h, 0, "aten.embedding_dense_backward.default", in2, 2, &om, 1,
+                                                ints2, 2));
+        CHECK(wk_graph_hash(g) != wk_graph_hash(h));
+        wk_graph_free(h);
+
+        WkPlan *P = wk_compile_plan(g);
+        CHECK(P != NULL);
+        if (!P) {
+            wk_graph_free(g);
+            continue;
+        }
+        CHECK_EQ_INT(P->nsteps, 1);
+        CHECK_EQ_INT(P->steps[0].kind, WK_STEP_KERNELS);
+        CHECK_EQ_INT(P->nextern, 0);
+        CHECK(P->slots[P->steps[0].in_slots[1]].read_by_kernels);
+        CHECK_STR_CONTAINS(P->source, "embedding backward");
+        int hit = 0;
+        WkLib *lib = wk_cc_load(P->source, &hit);
+        CHECK(lib != NULL);
+        int (*entry)(void **) = NULL;
+        if (lib) *(void **)&entry = wk_cc_symbol(lib, P->steps[0].program->entry);
+        CHECK(entry != NULL);
+        if (entry) {
+            float gd[24], out[20], want[20] = {0};
+            /* indices at even positions: 3 1 3 / 1 9 -2 (1 is padding, 9 and -2 out of range) */
+            int64_t ix[12] = {3, 77, 1, 77, 3, 77, 1, 77, 9, 77, -2, 77};
+            for (int k = 0; k < 24; k++) gd[k] = (float)k * 0.5f - 3.0f;
+            for (int k = 0; k < 20; k++) out[k] = 123.0f; /* the step zeroes its output */
+            for (int c = 0; c < 4; c++) /* rows 0 and 2 (index 3, count 2) are all that count */
+                want[3 * 4 + c] = (scale ? 0.5f : 1.0f) * gd[c] + (scale ? 0.5f : 1.0f) * gd[2 * 4 + c];
+            void *bufs[3] = {gd, ix, out};
+            CHECK_EQ_INT(entry(bufs), 0);
+            for (int k = 0; k < 20; k++) CHECK(out[k] == want[k]);
+        }
+        if (lib) wk_cc_close(lib);
+        wk_plan_free(P);
+        wk_graph_free(g);
+    }
+}
+
 int main(void) {
     test_builder();
     test_plan();
+    test_plan_embedding_backward();
     return CHECK_DONE();
 }

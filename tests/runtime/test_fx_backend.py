@@ -447,6 +447,72 @@ def test_tied_embedding_gradient_folds_mm_and_add_into_addmm(dtype):
     assert info["externs"] == {"aten.addmm.default": 2, "aten.mm.default": 1}
 
 
+def _embedding_grad(V, H, shape, pad, scale, dtype, idx_dtype, seed, idx=None):
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(V, H, generator=gen, dtype=dtype).requires_grad_()
+    if idx is None:
+        # few distinct rows: repeated indices, the padding row hit too
+        idx = torch.randint(0, max(min(V, 4), 1), shape, generator=gen, dtype=idx_dtype) if V else \
+            torch.zeros(shape, dtype=idx_dtype)
+    scale_by = torch.randn(*shape, H, generator=gen, dtype=dtype)
+
+    def f(w, idx):
+        e = torch.nn.functional.embedding(idx, w, padding_idx=pad, scale_grad_by_freq=scale)
+        return (e * scale_by).sum()
+
+    got, (gw,) = grads_of(lambda i: torch.compile(f, backend="wick")(w, i), [w], idx)
+    want, (ww,) = grads_of(lambda i: f(w, i), [w], idx)
+    return got, gw, want, ww
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("pad,scale", [(None, False), (0, False), (2, False), (-1, False), (None, True), (1, True)])
+@pytest.mark.parametrize("V,H,shape", [(10, 7, (4, 5)), (37, 64, (3, 9)), (6, 1, (2, 3, 4)), (5, 4, (0, 3))])
+def test_embedding_backward_is_generated_code(dtype, pad, scale, V, H, shape):
+    """embedding_dense_backward: a zeroed gradient plus a scatter-add loop in
+    generated C instead of the extern call; rows of equal indices add in
+    index order as eager's CPU kernel adds them, so the gradient is equal,
+    not close (bfloat16 rounds after each add, as eager does); padding_idx
+    (also negative) adds nothing, scale_grad_by_freq divides by the count."""
+    torch._dynamo.reset()
+    for idx_dtype in (torch.int64, torch.int32) if dtype == torch.float32 else (torch.int64,):
+        got, gw, want, ww = _embedding_grad(V, H, shape, pad, scale, dtype, idx_dtype, seed=V + H)
+        torch.testing.assert_close(got, want)
+        assert torch.equal(gw, ww)
+        assert gw.stride() == ww.stride()
+    assert B.fallback_reasons == []
+    bw = B.compiled_graphs[-1]
+    # bfloat16 with scale_grad_by_freq stays eager's call (pipeline.c says why)
+    native = not (scale and dtype == torch.bfloat16)
+    assert bw["graph"] == "backward" and ("aten.embedding_dense_backward.default" not in bw["externs"]) == native
+
+
+def test_embedding_backward_strided_indices_and_out_of_range():
+    """Indices that are a view (an expand with stride 0, a slice) are read with
+    their strides; an index outside [0, num_weights) in the backward alone
+    adds nothing, as eager's CPU kernel."""
+    torch._dynamo.reset()
+    w = rand(9, 5, seed=3).requires_grad_()
+    ids = torch.tensor([[3, 1, 3, 8, 0, 3]])
+
+    def f(w, ids):
+        pos = ids[:, 1:5].expand(3, 4)
+        return (torch.nn.functional.embedding(pos, w) * torch.arange(60.0).view(3, 4, 5)).sum()
+
+    got, (gw,) = grads_of(lambda i: torch.compile(f, backend="wick")(w, i), [w], ids)
+    want, (ww,) = grads_of(lambda i: f(w, i), [w], ids)
+    torch.testing.assert_close(got, want)
+    assert torch.equal(gw, ww)
+    assert "aten.embedding_dense_backward.default" not in B.compiled_graphs[-1]["externs"]
+
+    def g(grad, idx):
+        return torch.ops.aten.embedding_dense_backward(grad * 2.0, idx, 4, 1, False)
+
+    grad = rand(5, 3, seed=4)
+    idx = torch.tensor([0, 7, -3, 1, 2])
+    assert torch.equal(torch.compile(g, backend="wick")(grad, idx), g(grad, idx))
+
+
 def test_one_hot_scatter_and_rsub_are_native():
     """scatter with one index per row along dim (a one-hot) and 1 - mask."""
     def f(x, idx, m):
