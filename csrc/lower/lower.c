@@ -663,16 +663,23 @@ static const WkLExpr *lower_SOFTMAX(Lower *c) { return softmax(c, 0); }
 static const WkLExpr *lower_LOG_SOFTMAX(Lower *c) { return softmax(c, 1); }
 
 /* layer_norm over attrs.dims: (x - mean) / sqrt(var + eps) * weight + bias,
- * the statistics in float64 (two passes: mean, then the mean square of
- * x - mean) and the rest in the compute dtype */
+ * two passes (the mean, then the mean square of x - mean). float64 keeps
+ * its statistics in float64. float32 (and the 16-bit floats, computed in
+ * float32) compute in float32 as torch's CPU kernel does (float moments):
+ * each mean is a float32 reduction of float32 values widened to float64,
+ * which the C backend sums in float lanes per 256-element block and adds
+ * the blocks in double (as accurate as a cascade sum, at 8 lanes); the
+ * normalisation is float32 arithmetic too. (The statistics in float64
+ * throughout, at 4 lanes, made the kernel compute-bound on one thread.) */
 static const WkLExpr *lower_LAYER_NORM(Lower *c) {
     Stat st;
     if (stat_init(c, &st) < 0) return NULL;
-    WkDType dt = compute_dtype(c->out->dtype), acc = WK_F64;
+    WkDType dt = compute_dtype(c->out->dtype);
+    WkDType acc = dt == WK_F32 ? WK_F32 : WK_F64; /* the statistics' dtype */
     const WkLExpr *x = wk_lower_cast(c->L, acc, st.x);
-    const WkLExpr *mean = stat_reduce(c, &st, x, WK_RED_MEAN, acc);
+    const WkLExpr *mean = stat_reduce(c, &st, wk_lower_cast(c->L, WK_F64, x), WK_RED_MEAN, acc);
     const WkLExpr *d = bin(c, WK_LX_SUB, x, mean);
-    const WkLExpr *var = stat_reduce(c, &st, bin(c, WK_LX_MUL, d, d), WK_RED_MEAN, acc);
+    const WkLExpr *var = stat_reduce(c, &st, wk_lower_cast(c->L, WK_F64, bin(c, WK_LX_MUL, d, d)), WK_RED_MEAN, acc);
     const WkLExpr *rstd = bin(c, WK_LX_DIV, cf(c, acc, 1.0),
                               un(c, WK_LX_SQRT, bin(c, WK_LX_ADD, var, cf(c, acc, c->node->attrs.fvalue))));
     const WkLExpr *y = wk_lower_cast(c->L, dt, bin(c, WK_LX_MUL, d, rstd));

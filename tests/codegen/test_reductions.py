@@ -241,11 +241,14 @@ def test_softmax_row_keeps_exp_for_its_normalisation(cols):
     cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
     check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
     src = kernel_source(cg)
+    # the sum phase's exps of rows over 16 go through wk_expf_block, 256 at a time
+    assert ("wk_expf_block(" in src) == (cols > 16)
+    nexp = src.count("expf(") + src.count("wk_expf_block(")
     if cols * 4 <= 64 * 1024:
         assert src.count("wk_row0[r0] =") == 1 and src.count("= wk_row0[i1];") == 1
-        assert src.count("expf(") == 1
+        assert nexp == 1
     else:
-        assert "wk_row" not in src and src.count("expf(") == 2
+        assert "wk_row" not in src and nexp == 2
 
 
 def test_row_scratch_only_for_the_same_computation():
@@ -316,6 +319,7 @@ def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
     cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
     check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
     src = kernel_source(cg)
+    assert "wk_expf_block(" in src
     xf = x.clone()
     xf[~torch.isfinite(xf)] = 0
     cg2, (got2,) = compile_run(layer_norm_build, xf, w)
@@ -327,3 +331,42 @@ def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
         for s in (src, src2):
             assert ("wk_stream_f32(" in s) == streams and ("__builtin_prefetch(" in s) == streams
             assert s.count("wk_stream_fence();") == (1 if streams else 0)
+
+
+@pytest.mark.parametrize("cols", [17, 256, 263, 1000])
+def test_softmax_exp_blocks_within_ulps_and_special_values(cols):
+    """A float32 softmax's sum phase (rows > 16) takes exp(x - max) a block
+    at a time (wk_expf_block: the AVX2/FMA polynomial, else libm), the
+    tail of a block (cols not a multiple of 8) through the same function:
+    every element within a few ulp of float64 arithmetic on the same x - max, x - max down to
+    -200 (denormal and zero exps: the clamped path), -inf entries give 0,
+    rows with inf or NaN give NaN, as eager."""
+    rows = 24
+    gen = torch.Generator().manual_seed(60)
+    x = (torch.rand((rows, cols), generator=gen, dtype=torch.float64) * 200 - 100).to(torch.float32)
+    x[1] = (torch.rand((cols,), generator=gen, dtype=torch.float64) * 20 - 10).to(torch.float32)
+    x[2, 0], x[2, cols - 1] = 100.0, -87.34  # max at the start; a denormal exp in the tail
+    x[3, cols // 3] = float("-inf")
+    x[4, cols - 1] = float("-inf")
+    x[5, 1] = float("inf")
+    x[6, cols - 1] = float("nan")
+    x[7, :] = float("-inf")
+    x[8, :] = 0.0
+    x[8, cols - 1] = 88.7
+    x[9, cols - 1] = -1e30
+
+    cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
+    assert "wk_expf_block(" in kernel_source(cg)
+    eager = torch.softmax(x, 1)
+    assert torch.equal(torch.isnan(got), torch.isnan(eager))
+    # the kernel's x - max is float32, as eager's: exp of that in float64
+    ed = torch.exp((x - x.amax(1, keepdim=True)).double())
+    want = ed / ed.sum(1, keepdim=True)
+    ok = ~torch.isnan(want)
+    # ulps of the float32 result (the smallest denormal at the bottom)
+    ulp = torch.ldexp(torch.ones_like(want), (torch.frexp(want)[1] - 24).clamp(min=-149))
+    err = ((got.double() - want).abs() / ulp)[ok]
+    # (exp: 1 ulp; the row sum, its reciprocal and the product: a few more)
+    assert err.max().item() <= 8.0, err.max().item()
+    assert got[torch.isneginf(x) & ok].eq(0).all()
+    check(got, eager, rtol=1e-5, atol=1e-7)
