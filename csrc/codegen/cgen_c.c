@@ -453,6 +453,61 @@ static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const 
  * Nodes that do not depend on the innermost loop variable are computed
  * before that loop: besides saving work, gcc's vectoriser gives up on a
  * simd loop that re-reads a value stored earlier in the enclosing loop. */
+/* Marks the nodes under e that vary along a block's loop (`varying`): what
+ * the block's loop must compute to get e, stopping at exps already computed
+ * in blocks. */
+static void mark_block_closure(const Gen *g, const WkLExpr *e, WkLowerMap *need, const WkLowerMap *vexp, const WkLowerMap *varying) {
+    if (!wk_lower_map_get(varying, e) || wk_lower_map_get(need, e)) return;
+    wk_lower_map_put(need, e, (const void *)1);
+    if (wk_lower_map_get(vexp, e) || (g->reuse && wk_lower_map_get(g->reuse, e))) return;
+    for (int k = 0; k < e->nargs; k++) mark_block_closure(g, e->a[k], need, vexp, varying);
+}
+
+/* A block of a loop (var from lo to hi, at most `size` elements) whose body
+ * takes exp of a float32 that varies along it (a softmax's or log-softmax's
+ * exp(x - max) in its row sum): before the block's
+ * main loop, one loop computes each exp's argument into a stack block, and
+ * wk_expf_block (the prelude's AVX2/FMA exp, inlined) replaces it by its
+ * exp; the main loop reads the block (emit_nodes, through g->vexp). gcc
+ * vectorises `expf` in a simd loop as a call to libmvec per vector, which
+ * made exp the bound of a softmax on one thread. At most EXP_BLOCKS_MAX
+ * exps; returns how many, mapped in vexp (node -> number + 1). */
+enum { EXP_BLOCKS_MAX = 4 };
+static int emit_exp_blocks(Gen *g, const ExprVec *order, const WkLowerMap *varying, const char *var, const char *lo,
+                           const char *hi, int64_t size, WkLowerMap *vexp, int *rc) {
+    int n = 0;
+    for (int k = 0; k < order->len && n < EXP_BLOCKS_MAX; k++) {
+        const WkLExpr *e = order->data[k];
+        if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !wk_lower_map_get(varying, e) ||
+            (g->reuse && wk_lower_map_get(g->reuse, e)))
+            continue; /* (a reused exp is read from its row scratch, not computed) */
+        WkLowerMap need = {0};
+        mark_block_closure(g, e->a[0], &need, vexp, varying);
+        ExprVec sub = {0};
+        for (int q = 0; q < k; q++)
+            if (wk_lower_map_get(&need, order->data[q])) wk_vec_push(&sub, order->data[q]);
+        wk_lower_map_free(&need);
+        emit(g, "float wk_ex%d[%lld];", n, (long long)size);
+        emit(g, "#pragma omp simd");
+        emit(g, "for (int64_t %s = %s; %s < %s; %s++) {", var, lo, var, hi, var);
+        g->indent++;
+        g->vexp = vexp;
+        if (emit_nodes(g, &sub, -1) < 0) *rc = -1;
+        g->vexp = NULL;
+        WkStr a = {0};
+        wk_str_append(&a, "");
+        ref(e->a[0], &a);
+        emit(g, "wk_ex%d[%s - %s] = %s;", n, var, lo, a.data);
+        wk_str_free(&a);
+        close_loops(g, 1);
+        emit(g, "wk_expf_block(wk_ex%d, %s - %s);", n, hi, lo);
+        wk_vec_free(&sub);
+        wk_lower_map_put(vexp, e, (const void *)(uintptr_t)(n + 1));
+        n++;
+    }
+    return n;
+}
+
 static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, int skip) {
     int n = K->nloops;
     int par = !skip && K->numel >= PAR_MIN_WORK;
@@ -820,56 +875,6 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
     return 0;
 }
 
-/* Marks the nodes under e that depend on r vars (what a block's loop must
- * compute to get e), stopping at exps already computed in blocks. */
-static void mark_r_closure(Gen *g, const WkLExpr *e, WkLowerMap *need, const WkLowerMap *vexp) {
-    if (!depends_on_r(g, e) || wk_lower_map_get(need, e)) return;
-    wk_lower_map_put(need, e, (const void *)1);
-    if (wk_lower_map_get(vexp, e)) return;
-    for (int k = 0; k < e->nargs; k++) mark_r_closure(g, e->a[k], need, vexp);
-}
-
-/* A float32 sum's block (RED_BLOCK elements of reduction var `var`, rb..re)
- * whose body takes exp of a float32 (a softmax's or log-softmax's
- * exp(x - max)): before the block's sum loop, one loop computes each exp's
- * argument into a stack block, and wk_expf_block (the prelude's AVX2/FMA exp,
- * inlined) replaces it by its exp; the sum loop reads the block. gcc
- * vectorises `expf` in a simd loop as a call to libmvec per vector, which
- * made exp the bound of a softmax on one thread. At most EXP_BLOCKS_MAX exps;
- * returns how many, mapped in vexp (node -> number + 1). */
-enum { EXP_BLOCKS_MAX = 4 };
-static int emit_exp_blocks(Gen *g, const ExprVec *order, const char *var, WkLowerMap *vexp, int *rc) {
-    int n = 0;
-    for (int k = 0; k < order->len && n < EXP_BLOCKS_MAX; k++) {
-        const WkLExpr *e = order->data[k];
-        if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !depends_on_r(g, e)) continue;
-        WkLowerMap need = {0};
-        mark_r_closure(g, e->a[0], &need, vexp);
-        ExprVec sub = {0};
-        for (int q = 0; q < k; q++)
-            if (wk_lower_map_get(&need, order->data[q])) wk_vec_push(&sub, order->data[q]);
-        wk_lower_map_free(&need);
-        emit(g, "float wk_ex%d[%d];", n, RED_BLOCK);
-        emit(g, "#pragma omp simd");
-        emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
-        g->indent++;
-        g->vexp = vexp;
-        if (emit_nodes(g, &sub, 1) < 0) *rc = -1;
-        g->vexp = NULL;
-        WkStr a = {0};
-        wk_str_append(&a, "");
-        ref(e->a[0], &a);
-        emit(g, "wk_ex%d[%s - rb] = %s;", n, var, a.data);
-        wk_str_free(&a);
-        close_loops(g, 1);
-        emit(g, "wk_expf_block(wk_ex%d, re - rb);", n);
-        wk_vec_free(&sub);
-        wk_lower_map_put(vexp, e, (const void *)(uintptr_t)(n + 1));
-        n++;
-    }
-    return n;
-}
-
 /* order: the nodes of the reduction's own store; epi: the epilogue's others */
 static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi, int skip) {
     if (K->reduce_outer && !skip) return gen_reduction_outer(g, K, order, epi);
@@ -918,7 +923,11 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
             emit(g, "float accb = 0;");
             if (g->prefetch_rows) emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
-            nvexp = emit_exp_blocks(g, order, var, &vexp, &rc);
+            WkLowerMap varying = {0};
+            for (int q = 0; q < order->len; q++)
+                if (depends_on_r(g, order->data[q])) wk_lower_map_put(&varying, order->data[q], (const void *)1);
+            nvexp = emit_exp_blocks(g, order, &varying, var, "rb", "re", RED_BLOCK, &vexp, &rc);
+            wk_lower_map_free(&varying);
             snprintf(vexp_idx, sizeof vexp_idx, "%s - rb", var);
             emit(g, "#pragma omp simd reduction(+:accb)");
             emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
@@ -929,6 +938,12 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             g->indent++;
             emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
             emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
+            WkLowerMap varying = {0};
+            for (int q = 0; q < order->len; q++)
+                if (depends_on_r(g, order->data[q])) wk_lower_map_put(&varying, order->data[q], (const void *)1);
+            nvexp = emit_exp_blocks(g, order, &varying, var, "rb", "re", RED_BLOCK, &vexp, &rc);
+            wk_lower_map_free(&varying);
+            snprintf(vexp_idx, sizeof vexp_idx, "%s - rb", var);
             emit(g, "%s", pragma);
             emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
             g->indent++;
@@ -1203,49 +1218,53 @@ static int gen_group(Gen *g, int first, int last) {
  * (libmvec's expf: 2.6). Vectors whose lanes are all in |x| <= 87 (n in
  * -126..126) take the short path; others clamp x to [-110, 100] and scale by
  * 2^(n/2) twice (denormal results round once, large ones overflow to inf),
- * NaN lanes return x + x. Inline intrinsics, not a `declare simd` clone: a
+ * NaN lanes return x + x. Inlined vector code, not a `declare simd` clone: a
  * call per vector (clone or libmvec) measured ~0.48 ns per element here,
  * this loop ~0.3. Without AVX2/FMA: expf, through libmvec when vectorised. */
 #define EXPF_BLOCK_TEXT \
-    "#if defined(__AVX2__) && defined(__FMA__)\n" \
-    "static inline __m256 wk_expf_poly8(__m256 r) {\n" \
-    "    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(0x1.6a244cp-10f), r, _mm256_set1_ps(0x1.1239d4p-7f));\n" \
-    "    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0x1.5558f2p-5f));\n" \
-    "    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0x1.555492p-3f));\n" \
-    "    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0x1.fffffcp-2f));\n" \
-    "    return _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));\n" \
+    "#if defined(__AVX2__) && defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))\n" \
+    "/* vector types and the compilers' builtins, not <immintrin.h> (see wk_stream_f32) */\n" \
+    "typedef float wk_v8f __attribute__((vector_size(32)));\n" \
+    "typedef int wk_v8i __attribute__((vector_size(32)));\n" \
+    "typedef float wk_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));\n" \
+    "#define WK_V8(c) ((wk_v8f){c, c, c, c, c, c, c, c})\n" \
+    "#define WK_FMA(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))\n" \
+    "static inline wk_v8f wk_expf_poly8(wk_v8f r) {\n" \
+    "    wk_v8f q = WK_FMA(WK_V8(0x1.6a244cp-10f), r, WK_V8(0x1.1239d4p-7f));\n" \
+    "    q = WK_FMA(q, r, WK_V8(0x1.5558f2p-5f));\n" \
+    "    q = WK_FMA(q, r, WK_V8(0x1.555492p-3f));\n" \
+    "    q = WK_FMA(q, r, WK_V8(0x1.fffffcp-2f));\n" \
+    "    return WK_FMA(q, r * r, r) + WK_V8(1.0f);\n" \
     "}\n" \
-    "static inline __m256 wk_expf8(__m256 x) {\n" \
-    "    const __m256 ln2hi = _mm256_set1_ps(0x1.62e43p-1f), ln2lo = _mm256_set1_ps(-0x1.05c61p-29f);\n" \
-    "    const __m256 log2e = _mm256_set1_ps(0x1.715476p+0f);\n" \
-    "    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);\n" \
-    "    if (_mm256_movemask_ps(_mm256_cmp_ps(ax, _mm256_set1_ps(87.0f), _CMP_LE_OQ)) == 0xff) {\n" \
+    "static inline wk_v8f wk_expf8(wk_v8f x) {\n" \
+    "    const wk_v8f ln2hi = WK_V8(0x1.62e43p-1f), ln2lo = WK_V8(-0x1.05c61p-29f), log2e = WK_V8(0x1.715476p+0f);\n" \
+    "    wk_v8f ax = (wk_v8f)((wk_v8i)x & 0x7fffffff);\n" \
+    "    if (__builtin_ia32_movmskps256((wk_v8f)(ax <= WK_V8(87.0f))) == 0xff) {\n" \
     "        /* 1.5 * 2^23 + 127: t's low bits hold n + 127, the exponent field of 2^n */\n" \
-    "        const __m256 sh = _mm256_set1_ps(0x1.8000fep23f);\n" \
-    "        __m256 t = _mm256_fmadd_ps(x, log2e, sh), n = _mm256_sub_ps(t, sh);\n" \
-    "        __m256 r = _mm256_fnmadd_ps(n, ln2lo, _mm256_fnmadd_ps(n, ln2hi, x));\n" \
-    "        __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));\n" \
-    "        return _mm256_mul_ps(wk_expf_poly8(r), s);\n" \
+    "        const wk_v8f sh = WK_V8(0x1.8000fep23f);\n" \
+    "        wk_v8f t = WK_FMA(x, log2e, sh), n = t - sh;\n" \
+    "        wk_v8f r = WK_FMA(-n, ln2lo, WK_FMA(-n, ln2hi, x));\n" \
+    "        return wk_expf_poly8(r) * (wk_v8f)((wk_v8i)t << 23);\n" \
     "    }\n" \
-    "    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-110.0f)), _mm256_set1_ps(100.0f));\n" \
-    "    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n" \
-    "    __m256 r = _mm256_fnmadd_ps(n, ln2lo, _mm256_fnmadd_ps(n, ln2hi, xc));\n" \
-    "    __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);\n" \
-    "    const __m256i bias = _mm256_set1_epi32(127);\n" \
-    "    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));\n" \
-    "    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));\n" \
-    "    __m256 y = _mm256_mul_ps(_mm256_mul_ps(wk_expf_poly8(r), s1), s2);\n" \
-    "    return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));\n" \
+    "    /* max, then min, with x first: a NaN lane clamps to a number (replaced below) */\n" \
+    "    wk_v8f xc = __builtin_ia32_minps256(__builtin_ia32_maxps256(x, WK_V8(-110.0f)), WK_V8(100.0f));\n" \
+    "    wk_v8f n = __builtin_ia32_roundps256(xc * log2e, 8); /* to nearest, no exceptions */\n" \
+    "    wk_v8f r = WK_FMA(-n, ln2lo, WK_FMA(-n, ln2hi, xc));\n" \
+    "    wk_v8i ni = __builtin_convertvector(n, wk_v8i), n1 = ni >> 1, n2 = ni - n1;\n" \
+    "    wk_v8f s1 = (wk_v8f)((n1 + 127) << 23), s2 = (wk_v8f)((n2 + 127) << 23);\n" \
+    "    wk_v8f y = wk_expf_poly8(r) * s1 * s2;\n" \
+    "    wk_v8i nan = x != x;\n" \
+    "    return (wk_v8f)(((wk_v8i)(x + x) & nan) | ((wk_v8i)y & ~nan));\n" \
     "}\n" \
     "/* the tail goes through a padded vector too: every element of a row gets\n" \
     "   the same function, whatever its position */\n" \
     "static inline void wk_expf_block(float *a, int64_t n) {\n" \
     "    int64_t k = 0;\n" \
-    "    for (; k + 8 <= n; k += 8) _mm256_storeu_ps(a + k, wk_expf8(_mm256_loadu_ps(a + k)));\n" \
+    "    for (; k + 8 <= n; k += 8) *(wk_v8f_u *)(a + k) = wk_expf8(*(const wk_v8f_u *)(a + k));\n" \
     "    if (k < n) {\n" \
-    "        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};\n" \
+    "        wk_v8f v = WK_V8(0.0f);\n" \
     "        for (int64_t q = k; q < n; q++) v[q - k] = a[q];\n" \
-    "        _mm256_storeu_ps(v, wk_expf8(_mm256_loadu_ps(v)));\n" \
+    "        v = wk_expf8(v);\n" \
     "        for (int64_t q = k; q < n; q++) a[q] = v[q - k];\n" \
     "    }\n" \
     "}\n" \
