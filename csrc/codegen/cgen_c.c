@@ -453,61 +453,6 @@ static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const 
  * Nodes that do not depend on the innermost loop variable are computed
  * before that loop: besides saving work, gcc's vectoriser gives up on a
  * simd loop that re-reads a value stored earlier in the enclosing loop. */
-/* Marks the nodes under e that vary along a block's loop (`varying`): what
- * the block's loop must compute to get e, stopping at exps already computed
- * in blocks. */
-static void mark_block_closure(const Gen *g, const WkLExpr *e, WkLowerMap *need, const WkLowerMap *vexp, const WkLowerMap *varying) {
-    if (!wk_lower_map_get(varying, e) || wk_lower_map_get(need, e)) return;
-    wk_lower_map_put(need, e, (const void *)1);
-    if (wk_lower_map_get(vexp, e) || (g->reuse && wk_lower_map_get(g->reuse, e))) return;
-    for (int k = 0; k < e->nargs; k++) mark_block_closure(g, e->a[k], need, vexp, varying);
-}
-
-/* A block of a loop (var from lo to hi, at most `size` elements) whose body
- * takes exp of a float32 that varies along it (a softmax's or log-softmax's
- * exp(x - max) in its row sum): before the block's
- * main loop, one loop computes each exp's argument into a stack block, and
- * wk_expf_block (the prelude's AVX2/FMA exp, inlined) replaces it by its
- * exp; the main loop reads the block (emit_nodes, through g->vexp). gcc
- * vectorises `expf` in a simd loop as a call to libmvec per vector, which
- * made exp the bound of a softmax on one thread. At most EXP_BLOCKS_MAX
- * exps; returns how many, mapped in vexp (node -> number + 1). */
-enum { EXP_BLOCKS_MAX = 4 };
-static int emit_exp_blocks(Gen *g, const ExprVec *order, const WkLowerMap *varying, const char *var, const char *lo,
-                           const char *hi, int64_t size, WkLowerMap *vexp, int *rc) {
-    int n = 0;
-    for (int k = 0; k < order->len && n < EXP_BLOCKS_MAX; k++) {
-        const WkLExpr *e = order->data[k];
-        if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !wk_lower_map_get(varying, e) ||
-            (g->reuse && wk_lower_map_get(g->reuse, e)))
-            continue; /* (a reused exp is read from its row scratch, not computed) */
-        WkLowerMap need = {0};
-        mark_block_closure(g, e->a[0], &need, vexp, varying);
-        ExprVec sub = {0};
-        for (int q = 0; q < k; q++)
-            if (wk_lower_map_get(&need, order->data[q])) wk_vec_push(&sub, order->data[q]);
-        wk_lower_map_free(&need);
-        emit(g, "float wk_ex%d[%lld];", n, (long long)size);
-        emit(g, "#pragma omp simd");
-        emit(g, "for (int64_t %s = %s; %s < %s; %s++) {", var, lo, var, hi, var);
-        g->indent++;
-        g->vexp = vexp;
-        if (emit_nodes(g, &sub, -1) < 0) *rc = -1;
-        g->vexp = NULL;
-        WkStr a = {0};
-        wk_str_append(&a, "");
-        ref(e->a[0], &a);
-        emit(g, "wk_ex%d[%s - %s] = %s;", n, var, lo, a.data);
-        wk_str_free(&a);
-        close_loops(g, 1);
-        emit(g, "wk_expf_block(wk_ex%d, %s - %s);", n, hi, lo);
-        wk_vec_free(&sub);
-        wk_lower_map_put(vexp, e, (const void *)(uintptr_t)(n + 1));
-        n++;
-    }
-    return n;
-}
-
 static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, int skip) {
     int n = K->nloops;
     int par = !skip && K->numel >= PAR_MIN_WORK;
@@ -875,6 +820,60 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
     return 0;
 }
 
+/* Marks the nodes under e that depend on r vars (what a block's loop must
+ * compute to get e), stopping at exps already computed in blocks and at
+ * values read from the row scratch. */
+static void mark_r_closure(Gen *g, const WkLExpr *e, WkLowerMap *need, const WkLowerMap *vexp) {
+    if (!depends_on_r(g, e) || wk_lower_map_get(need, e)) return;
+    wk_lower_map_put(need, e, (const void *)1);
+    if (wk_lower_map_get(vexp, e) || (g->reuse && wk_lower_map_get(g->reuse, e))) return;
+    for (int k = 0; k < e->nargs; k++) mark_r_closure(g, e->a[k], need, vexp);
+}
+
+/* A reduction's block (RED_BLOCK elements of reduction var `var`, rb..re)
+ * whose body takes exp of a float32 (a softmax's or log-softmax's
+ * exp(x - max)): before the block's main loop, one loop computes each exp's
+ * argument into a stack block, and wk_expf_block (the prelude's AVX2/FMA
+ * exp, inlined) replaces it by its exp; the main loop reads the block
+ * (emit_nodes, through g->vexp). gcc vectorises `expf` in a simd loop as a
+ * call to libmvec per vector, which made exp the bound of a softmax on one
+ * thread. At most EXP_BLOCKS_MAX exps; returns how many, mapped in vexp
+ * (node -> number + 1). */
+enum { EXP_BLOCKS_MAX = 4 };
+static int emit_exp_blocks(Gen *g, const ExprVec *order, const char *var, WkLowerMap *vexp, int *rc) {
+    int n = 0;
+    for (int k = 0; k < order->len && n < EXP_BLOCKS_MAX; k++) {
+        const WkLExpr *e = order->data[k];
+        if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !depends_on_r(g, e) ||
+            (g->reuse && wk_lower_map_get(g->reuse, e)))
+            continue; /* (a reused exp is read from its row scratch, not computed) */
+        WkLowerMap need = {0};
+        mark_r_closure(g, e->a[0], &need, vexp);
+        ExprVec sub = {0};
+        for (int q = 0; q < k; q++)
+            if (wk_lower_map_get(&need, order->data[q])) wk_vec_push(&sub, order->data[q]);
+        wk_lower_map_free(&need);
+        emit(g, "float wk_ex%d[%d];", n, RED_BLOCK);
+        emit(g, "#pragma omp simd");
+        emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
+        g->indent++;
+        g->vexp = vexp;
+        if (emit_nodes(g, &sub, 1) < 0) *rc = -1;
+        g->vexp = NULL;
+        WkStr a = {0};
+        wk_str_append(&a, "");
+        ref(e->a[0], &a);
+        emit(g, "wk_ex%d[%s - rb] = %s;", n, var, a.data);
+        wk_str_free(&a);
+        close_loops(g, 1);
+        emit(g, "wk_expf_block(wk_ex%d, re - rb);", n);
+        wk_vec_free(&sub);
+        wk_lower_map_put(vexp, e, (const void *)(uintptr_t)(n + 1));
+        n++;
+    }
+    return n;
+}
+
 /* order: the nodes of the reduction's own store; epi: the epilogue's others */
 static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi, int skip) {
     if (K->reduce_outer && !skip) return gen_reduction_outer(g, K, order, epi);
@@ -923,11 +922,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
             emit(g, "float accb = 0;");
             if (g->prefetch_rows) emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
-            WkLowerMap varying = {0};
-            for (int q = 0; q < order->len; q++)
-                if (depends_on_r(g, order->data[q])) wk_lower_map_put(&varying, order->data[q], (const void *)1);
-            nvexp = emit_exp_blocks(g, order, &varying, var, "rb", "re", RED_BLOCK, &vexp, &rc);
-            wk_lower_map_free(&varying);
+            nvexp = emit_exp_blocks(g, order, var, &vexp, &rc);
             snprintf(vexp_idx, sizeof vexp_idx, "%s - rb", var);
             emit(g, "#pragma omp simd reduction(+:accb)");
             emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
@@ -938,11 +933,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             g->indent++;
             emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
             emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
-            WkLowerMap varying = {0};
-            for (int q = 0; q < order->len; q++)
-                if (depends_on_r(g, order->data[q])) wk_lower_map_put(&varying, order->data[q], (const void *)1);
-            nvexp = emit_exp_blocks(g, order, &varying, var, "rb", "re", RED_BLOCK, &vexp, &rc);
-            wk_lower_map_free(&varying);
+            nvexp = emit_exp_blocks(g, order, var, &vexp, &rc);
             snprintf(vexp_idx, sizeof vexp_idx, "%s - rb", var);
             emit(g, "%s", pragma);
             emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
