@@ -341,12 +341,22 @@ done:
 static int launch(const KernelRt *kr, const Loaded *l, const WkTritonConfig *cfg, void *const *ptrs,
                   void *scratch, CUstream stream) {
     const WkTritonKernel *k = kr->k;
-    void *argv_store[64];
-    void *params[72];
+    /* Most kernels take a few buffers; a kernel fed by many weights (a model's layer-scale parameters
+     * gathered into one fused kernel) can take hundreds, so the argument arrays go to the heap past 64. */
+    enum { ON_STACK = 64 };
+    void *argv_stack[ON_STACK];
+    void *params_stack[ON_STACK + 8];
+    void **argv_store = argv_stack, **params = params_stack;
     void *null_ptr = NULL;
-    if (k->nparams > 64) {
-        PyErr_SetString(PyExc_RuntimeError, "wick: a Triton kernel with more than 64 buffers");
-        return -1;
+    if (k->nparams > ON_STACK) {
+        argv_store = PyMem_Malloc(sizeof(void *) * (size_t)k->nparams);
+        params = PyMem_Malloc(sizeof(void *) * (size_t)(k->nparams + l->nextra));
+        if (!argv_store || !params) {
+            PyMem_Free(argv_store);
+            PyMem_Free(params);
+            PyErr_NoMemory();
+            return -1;
+        }
     }
     for (int i = 0; i < k->nparams; i++) {
         argv_store[i] = k->params[i] >= 0 ? ptrs[k->params[i]] : scratch;
@@ -354,9 +364,14 @@ static int launch(const KernelRt *kr, const Loaded *l, const WkTritonConfig *cfg
     }
     for (int i = 0; i < l->nextra; i++) params[k->nparams + i] = &null_ptr;
     int64_t grid = (k->xnumel + cfg->xblock - 1) / cfg->xblock;
-    return cu_check(cu.LaunchKernel(l->fn, (unsigned)grid, 1, 1, 32u * (unsigned)l->num_warps, 1, 1, l->shared,
-                                    stream, params, NULL),
-                    "cuLaunchKernel");
+    int rc = cu_check(cu.LaunchKernel(l->fn, (unsigned)grid, 1, 1, 32u * (unsigned)l->num_warps, 1, 1, l->shared,
+                                      stream, params, NULL),
+                      "cuLaunchKernel");
+    if (argv_store != argv_stack) {
+        PyMem_Free(argv_store);
+        PyMem_Free(params);
+    }
+    return rc;
 }
 
 /* ---- autotuning ---------------------------------------------------------- */

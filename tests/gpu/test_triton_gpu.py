@@ -298,3 +298,23 @@ def test_transformers_bf16_through_wick_capture(name):
         close(f(input_ids=ids).logits, model(input_ids=ids).logits, 1e-3, 1e-3)
     st = wick.stats()
     assert st["graphs"] >= 1 and not st["fallbacks"], st
+
+
+@pytest.mark.parametrize("n", [63, 64, 65, 150])
+def test_kernel_with_many_buffers(n):
+    # convnext_base fused its 36+ layer-scale parameters into kernels with over 64 buffers, which the
+    # launcher refused at the first run (the whole graph then ran eagerly)
+    xs = [rand((257,), seed=i) for i in range(n)]
+
+    def build(g, *ids):
+        acc = ids[0]
+        for i in ids[1:]:
+            acc = g.op("add", [acc, i])
+        return [acc]
+
+    cg, got = run(build, *xs)
+    want = xs[0].clone()
+    for x in xs[1:]:
+        want = want + x
+    close(got[0], want, 1e-4, 1e-4)
+    assert cg.describe()["nkernels"] == 1  # one kernel taking all n inputs and the output
