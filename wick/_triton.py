@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 
 _modules = {}
@@ -76,6 +77,34 @@ def load_module(path):
     return mod
 
 
+# a graph's kernel in a generated module (the helpers before it are named wk_*)
+_KERNEL_DEF = re.compile(r"^@triton\.jit\ndef (\w+_k\d+)\(", re.M)
+_text_of = [None, None]  # (path, text) of the last module read: a batch reads its module once
+
+
+def kernel_identity(path, src_hash, name):
+    """What kernel `name`'s machine code depends on: the module's helpers and
+    the kernel's own text with its name taken out. Kernels that differ only by
+    name (a model's repeated layers: the same block in every layer) then share
+    one compile and one cubin, whose symbol is the first one's name. A module
+    whose layout is not the generator's falls back to (module, name)."""
+    text = _text_of[1] if _text_of[0] == path else None
+    if text is None:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            return [src_hash, name]
+        _text_of[:] = [path, text]
+    defs = list(_KERNEL_DEF.finditer(text))
+    for i, m in enumerate(defs):
+        if m.group(1) == name:
+            end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
+            body = text[m.start():end].replace(name, "WK_KERNEL")
+            return ["kernel", _sha((text[:defs[0].start()] + body).encode())]
+    return [src_hash, name]
+
+
 def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):
     """Compiles kernel `name` of the module at `path` for sm_<arch>.
 
@@ -84,8 +113,8 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
     pointers)."""
     import triton
 
-    key = json.dumps([src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned,
-                      triton.__version__])
+    key = json.dumps([*kernel_identity(path, src_hash, name), param_types, has_r, xblock, rblock, num_warps, arch,
+                      aligned, triton.__version__])
     h = _sha(key.encode())
     d = _dir(cache_dir)
     bin_path, meta_path = os.path.join(d, f"{h}.cubin"), os.path.join(d, f"{h}.json")
@@ -221,7 +250,15 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch):
     kernel is loaded."""
     from concurrent.futures import ThreadPoolExecutor
 
-    args = [(cache_dir, path, src_hash, *job, arch, 1) for job in jobs]
+    # one job per distinct kernel and config: the repeats are cache hits once it is compiled
+    seen = set()
+    args = []
+    for job in jobs:
+        job = list(job)
+        ident = json.dumps([*kernel_identity(path, src_hash, job[0]), *job[1:]])
+        if ident not in seen:
+            seen.add(ident)
+            args.append((cache_dir, path, src_hash, *job, arch, 1))
     ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     procs = os.environ.get("WICK_TRITON_COMPILE_PROCS", "")
     procs = int(procs) if procs.strip().isdigit() else min(ncpu, 32)

@@ -439,4 +439,55 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
     for name, ptypes, has_r, x, r, w in jobs:
         cubin, sym, shared, warps, nparams = _triton.compile_kernel(C.cache_dir(), path, "test", name, ptypes, has_r,
                                                                    x, r, w, 90, 1)
-        assert cubin and sym == name and warps == w and nparams >= len(ptypes)
+        # a kernel identical but for its name to one compiled before shares its cubin (and symbol)
+        assert cubin and warps == w and nparams >= len(ptypes)
+        assert sym == name or _triton.kernel_identity(path, "test", name)[0] == "kernel"
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+def test_kernels_differing_only_by_name_compile_once(tmp_path, monkeypatch):
+    """A model's repeated layers give kernels that are the same text under
+    other names (another entry, another position): they share one compile
+    and one cubin; a kernel whose text differs in anything else does not."""
+    import re
+
+    from wick import _triton
+
+    monkeypatch.setenv("WICK_TRITON", "interpret")  # Triton target for CPU tensors; nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    C.env_reload()
+    try:
+        g = C.Graph()
+        tensors = (rand((40, 33)), rand((33,)))
+        ids = [g.input_like(t) for t in tensors]
+        g.output(g.op("sigmoid", [g.op("mul", [ids[0], ids[1]])]))
+        g.output(g.op("sum", [g.op("exp", [ids[0]])], dims=(0,)))
+        src = g.compile().describe()["source"]
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    names = re.findall(r"^def (\w+_k\d+)\(", src, re.M)
+    assert len(names) == 2
+    entry = names[0].rsplit("_k", 1)[0]
+    renamed = "wick_graph_0123456789abcdef"
+    other = src.replace(entry, renamed)                      # the same kernels under other names
+    changed = src.rstrip("\n") + "\n    pass\n"                # the last kernel's text differs
+    assert changed != src
+    cache = str(tmp_path)
+    paths = [_triton.write_module(cache, s) for s in (src, other, changed)]
+    ident = [[_triton.kernel_identity(p, "h", n.replace(entry, e)) for n in names]
+             for p, e in zip(paths, (entry, renamed, entry))]
+    assert ident[0] == ident[1] and ident[0][0][0] == "kernel"
+    assert ident[0][0] != ident[0][1]                         # two different kernels
+    assert ident[2][1] != ident[0][1]
+    types = ["*fp32", "*fp32", "*fp32"]
+    k0 = names[0]
+    first = _triton.compile_kernel(cache, paths[0], "h", k0, types, 0, 64, 1, 4, 90, 1)
+    before = set(os.listdir(os.path.join(cache, "triton")))
+    again = _triton.compile_kernel(cache, paths[1], "h2", k0.replace(entry, renamed), types, 0, 64, 1, 4, 90, 1)
+    assert again == first and again[1] == k0                  # a cache hit: the first kernel's cubin and symbol
+    assert set(os.listdir(os.path.join(cache, "triton"))) == before
+    # a batch holding the same kernel twice (two names) compiles it once
+    jobs = [(k0, types, 0, 32, 1, 2), (k0.replace(entry, renamed), types, 0, 32, 1, 2)]
+    both = _triton.write_module(cache, src + other[other.index(f"@triton.jit\ndef {k0.replace(entry, renamed)}("):])
+    assert _triton.compile_batch(cache, both, "h", jobs, 90) == [True]
