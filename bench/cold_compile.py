@@ -121,7 +121,9 @@ if args.compiler == "wick":
 elif args.compiler == "wick-own":
     # patched names are looked up at call time: the C capture calls wick.backends.compile_graph_with, which
     # calls wick_backend and to_fx by their global names. Nothing is imported here that the first call would
-    # import (torch._dynamo is imported by the first grad-mode graph, inside the timed call).
+    # import: AOTAutograd's modules (torch._functorch.partitioners, ...) are imported by the first grad-mode
+    # graph, inside the timed call, as in the Dynamo rows (torch._dynamo itself is imported by transformers
+    # before any row's first call: the row's check says so).
     import wick.backends as wb
 
     fx_spans = []  # stderr offsets (the log file's, during the first call) of each _compile_aten call
@@ -206,8 +208,15 @@ if args.compiler == "wick-own":  # WICK_LOG=perf lines of the first call go to a
 w0, c0, ch0 = time.perf_counter(), time.process_time(), os.times()
 if prof:
     prof.enable()
-run = runner_for(comp.compile(mc), mc)
-out1 = run()
+try:
+    run = runner_for(comp.compile(mc), mc)
+    out1 = run()
+except BaseException:
+    if log_fd is not None:  # the traceback and the log to the real stderr
+        os.dup2(saved_fd, 2)
+        log_fd.seek(0)
+        sys.stderr.write(log_fd.read().decode(errors="replace"))
+    raise
 if prof:
     prof.disable()
 first = time.perf_counter() - w0
