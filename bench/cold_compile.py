@@ -1,7 +1,12 @@
 """One cold compile through torch.compile, set up as a benchmark row does it, with its phases timed.
 
-    python bench/cold_compile.py --model BertForMaskedLM --mode inference [--compiler wick|inductor]
+    python bench/cold_compile.py --model BertForMaskedLM --mode inference [--compiler wick|wick-own|inductor]
                                  [--profile out.prof] [--json out.json]
+
+--compiler wick: torch.compile(model, backend="wick") (Dynamo + AOTAutograd + wick's compiler; the row's
+"dynamo+wick"); wick-own: wick.compile(model) (wick's own C capture; inference graphs go to wick's native
+runtime, grad-mode graphs are exported to FX and compiled through AOTAutograd with wick's compilers);
+inductor: torch.compile(model).
 
 Run it in a fresh process each time: it points WICK_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR at new
 empty folders before torch is imported (as wick/bench's parent does for a row), does the row's
@@ -10,6 +15,17 @@ steady call (the row's "cold s"). Phases (wall and this process's CPU; the C com
 counted apart): the whole first call; inside it AOTAutograd (wick_backend's aot call) and, inside
 that, wick's own compile of each ATen graph (importer + C pipeline + cc); the rest of the first call
 is Dynamo (bytecode tracing, guards) and the step around the compiled code.
+
+wick-own phases: "frame compiles" (wick.stats()'s compile_time_s: capture plus the compile of each captured
+graph, per frame), "compile_graph_with" (a grad-mode graph: export to FX, AOTAutograd, wick's compile of the
+forward and backward graphs), inside it "to_fx", "wick_backend" (AOTAutograd incl. wick) and "wick compile"
+(importer+pipeline+cc per ATen graph), and "wick C compile" (lower+codegen+cc of every graph, native or
+through the importer, from WICK_LOG=perf's "compiled graph" lines). capture_s estimates the capture alone:
+frame compiles minus compile_graph_with minus the natively compiled graphs' C compile.
+
+Each row records what ran compiled ("check": graphs, breaks, fallback reasons, eager entries, the first
+compiled result against eager's) and "pass": graphs > 0, no fallback, no eager entry, result equal to eager's
+within 1e-3 (relative to its magnitude). A row that fell back is not a pass.
 """
 from __future__ import annotations
 
@@ -23,7 +39,8 @@ import time
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", default="BertForMaskedLM")
 ap.add_argument("--mode", default="inference", choices=("inference", "training"))
-ap.add_argument("--compiler", default="wick", choices=("wick", "inductor"))
+ap.add_argument("--compiler", default="wick", choices=("wick", "wick-own", "inductor"),
+                help="wick: torch.compile(backend='wick') (dynamo+wick); wick-own: wick.compile (wick's capture)")
 ap.add_argument("--floor", choices=("", "aot", "dynamo"), default="",
                 help="aot: wick's compile of each ATen graph replaced by running that graph as it is (what is left is "
                      "Dynamo + AOTAutograd with wick's decompositions); dynamo: torch.compile(backend='eager'), Dynamo alone")
@@ -34,6 +51,9 @@ args = ap.parse_args()
 tmp = os.environ.get("COLD_DIR") or tempfile.mkdtemp(prefix="coldc-")
 for var in ("WICK_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
     os.environ[var] = os.path.join(tmp, var.lower())
+if args.compiler == "wick-own":
+    # "[wick:perf] compiled graph: ... 0.123s" for every graph wick compiles (read back after the first call)
+    os.environ["WICK_LOG"] = ",".join(x for x in (os.environ.get("WICK_LOG", ""), "perf") if x)
 
 # COLD_REPO: another checkout's wick (a before/after comparison with the same script)
 sys.path.insert(0, os.environ.get("COLD_REPO") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -43,7 +63,7 @@ torch.set_num_threads(1)
 from wick.bench import compilers as C  # noqa: E402
 from wick.bench import models as M  # noqa: E402
 
-comp = C.get("dynamo+wick" if args.compiler == "wick" else "inductor")
+comp = C.get({"wick": "dynamo+wick", "wick-own": "wick", "inductor": "inductor"}[args.compiler])
 comp.setup()
 spec = next(s for s in M.load_suite("huggingface") if s.name == args.model)
 torch.manual_seed(0)
@@ -98,6 +118,34 @@ if args.compiler == "wick":
             G.compile = timed("  of which wick C pipeline+cc", G.compile)
         except (TypeError, AttributeError):
             pass
+elif args.compiler == "wick-own":
+    # patched names are looked up at call time: the C capture calls wick.backends.compile_graph_with, which
+    # calls wick_backend and to_fx by their global names. Nothing is imported here that the first call would
+    # import: AOTAutograd's modules (torch._functorch.partitioners, ...) are imported by the first grad-mode
+    # graph, inside the timed call, as in the Dynamo rows (torch._dynamo itself is imported by transformers
+    # before any row's first call: the row's check says so).
+    import wick.backends as wb
+
+    fx_spans = []  # stderr offsets (the log file's, during the first call) of each _compile_aten call
+
+    def spanned(fn):
+        def wrap(*a, **k):
+            try:
+                p0 = os.lseek(2, 0, os.SEEK_CUR)
+            except OSError:
+                p0 = None
+            try:
+                return fn(*a, **k)
+            finally:
+                if p0 is not None:
+                    fx_spans.append((p0, os.lseek(2, 0, os.SEEK_CUR)))
+        return wrap
+
+    wb.compile_graph_with = timed("compile_graph_with (to_fx + AOTAutograd + wick)", wb.compile_graph_with)
+    wb.to_fx = timed("  to_fx (export to FX)", wb.to_fx)
+    wb.wick_backend = timed("  wick_backend (AOTAutograd incl. wick)", wb.wick_backend)
+    # AOTAutograd compiles the backward graph lazily, at the first backward: outside compile_graph_with
+    wb._compile_aten = spanned(timed("    wick compile (importer+pipeline+cc)", wb._compile_aten))
 
 
 def runner_for(fwd, module):
@@ -120,39 +168,133 @@ def runner_for(fwd, module):
 
 import copy  # noqa: E402
 
+
+def floats(o):
+    """The floating tensors of a result, in order (a loss, or a model output's fields)."""
+    if isinstance(o, torch.Tensor):
+        return [o.detach()] if o.is_floating_point() else []
+    if hasattr(o, "to_tuple"):
+        o = o.to_tuple()
+    if isinstance(o, dict):
+        o = list(o.values())
+    if isinstance(o, (list, tuple)):
+        return [t for x in o for t in floats(x)]
+    return []
+
+
+ref = None
 for _ in range(2):
     m = copy.deepcopy(model)
     r = runner_for(m, m)
-    r()
+    out0 = r()
+    if ref is None:
+        ref = floats(out0)  # eager's first call of a fresh copy: what the first compiled call must give
     r()
 comp.begin()
+ngraphs0 = len(getattr(sys.modules.get("wick.backends"), "compiled_graphs", []))
+dynamo_before = "torch._dynamo" in sys.modules
 mc = copy.deepcopy(model)
 prof = None
 if args.profile:
     import cProfile
 
     prof = cProfile.Profile()
+log_fd = saved_fd = None
+if args.compiler == "wick-own":  # WICK_LOG=perf lines of the first call go to a file, read below
+    sys.stderr.flush()
+    log_fd = tempfile.TemporaryFile()
+    saved_fd = os.dup(2)
+    os.dup2(log_fd.fileno(), 2)
 w0, c0, ch0 = time.perf_counter(), time.process_time(), os.times()
 if prof:
     prof.enable()
-run = runner_for(comp.compile(mc), mc)
-run()
+try:
+    run = runner_for(comp.compile(mc), mc)
+    out1 = run()
+except BaseException:
+    if log_fd is not None:  # the traceback and the log to the real stderr
+        os.dup2(saved_fd, 2)
+        log_fd.seek(0)
+        sys.stderr.write(log_fd.read().decode(errors="replace"))
+    raise
 if prof:
     prof.disable()
 first = time.perf_counter() - w0
 cpu = time.process_time() - c0
 ch1 = os.times()
 children = (ch1.children_user + ch1.children_system) - (ch0.children_user + ch0.children_system)
+if log_fd is not None:
+    sys.stderr.flush()
+    os.dup2(saved_fd, 2)
+    os.close(saved_fd)
+    log_fd.seek(0)
+    raw = log_fd.read()
+    lines, pos = [], 0
+    for ln in raw.split(b"\n"):
+        lines.append((pos, ln.decode(errors="replace")))
+        pos += len(ln) + 1
+    other = "\n".join(ln for _, ln in lines if ln and not ln.startswith("[wick:perf]"))
+    if other:
+        print(other, file=sys.stderr)
+    perf = [(p, float(ln.rsplit(", ", 1)[1].split("s")[0])) for p, ln in lines
+            if ln.startswith("[wick:perf] compiled graph:")]
+    in_fx = [sec for p, sec in perf if any(a <= p < b for a, b in fx_spans)]
+    native = [sec for p, sec in perf if not any(a <= p < b for a, b in fx_spans)]
+    nan = float("nan")
+    phases["wick C compile, all graphs (lower+codegen+cc, WICK_LOG=perf)"] = [len(perf), sum(s for _, s in perf), nan, nan]
+    phases["  of which native-runtime graphs"] = [len(native), sum(native), nan, nan]
+    phases["  of which AOTAutograd graphs"] = [len(in_fx), sum(in_fx), nan, nan]
+got = floats(out1)
+err = None
+if ref and len(got) == len(ref):
+    err = max(float((a.float() - b.float()).abs().max()) / (1.0 + float(b.float().abs().max())) for a, b in zip(got, ref))
 steady = []
 for _ in range(3):
     t = time.perf_counter()
     run()
     steady.append(time.perf_counter() - t)
 cold = max(first - min(steady), 0.0)
+col = comp.collect()
+check = {"graphs": col.get("graphs"), "breaks": col.get("breaks"), "fallbacks": col.get("fallbacks", [])[:10],
+         "break_reasons": col.get("break_reasons", [])[:10], "rel_err_vs_eager": None if err is None else float(f"{err:.3g}"),
+         "dynamo_imported_before_first_call": dynamo_before}
+wbm = sys.modules.get("wick.backends")
+if args.compiler != "inductor" and wbm is not None:
+    new = wbm.compiled_graphs[ngraphs0:]
+    check["aten_graphs"] = [g.get("graph") for g in new]
+if args.compiler == "wick-own":
+    import wick
+
+    st = wick.stats()
+    ents = wick._entries(wick._compiled_codes)
+    check["entries"] = len(ents)
+    check["eager_entries"] = sum(1 for e in ents if e.get("eager") or e.get("reason"))
+    check["via_fx_entries"] = sum(1 for e in ents if e.get("via_fx"))
+    check["hook"] = {k: st["hook"].get(k) for k in ("compiles", "eager_runs", "graph_errors")}
+    fc = st.get("compile_time_s") or 0.0
+    phases["frame compiles (capture + graph compiles, wick.stats)"] = [len(ents), fc, float("nan"), float("nan")]
+ok = bool(check["graphs"]) and not check["fallbacks"] and not check.get("eager_entries") and \
+    (err is not None and err <= 1e-3)
+if args.compiler == "wick-own":
+    ok = ok and not check["hook"].get("eager_runs") and not check["hook"].get("graph_errors")
+    fx = phases.get("compile_graph_with (to_fx + AOTAutograd + wick)", [0, 0.0])[1]
+    native = phases["  of which native-runtime graphs"][1]
+    # capture alone: the frame compiles' time less what compiling their graphs took (a lazily compiled
+    # backward graph is outside both)
+    phases["capture (frame compiles - graph compiles)"] = [len(ents), fc - fx - native, float("nan"), float("nan")]
+if args.floor:
+    ok = None  # a floor row runs the graphs as traced (or Dynamo alone): not a compiled run to pass or fail
+check["pass"] = ok
+
+
+def r3(x):
+    return None if x != x else round(x, 3)  # NaN: not measured
+
+
 out = {"model": args.model, "mode": args.mode, "compiler": args.compiler + (f"/floor-{args.floor}" if args.floor else ""), "cold_s": round(cold, 3),
-       "first_call_s": round(first, 3), "cpu_s": round(cpu, 3), "children_cpu_s": round(children, 3),
-       "load": os.getloadavg()[0],
-       "phases": {k: {"n": v[0], "wall_s": round(v[1], 3), "cpu_s": round(v[2], 3), "children_cpu_s": round(v[3], 3)}
+       "first_call_s": round(first, 3), "steady_s": round(min(steady), 4), "cpu_s": round(cpu, 3), "children_cpu_s": round(children, 3),
+       "load": os.getloadavg()[0], "pass": ok, "check": check,
+       "phases": {k: {"n": v[0], "wall_s": r3(v[1]), "cpu_s": r3(v[2]), "children_cpu_s": r3(v[3])}
                   for k, v in phases.items()}}
 if prof:
     prof.dump_stats(args.profile)

@@ -1731,6 +1731,64 @@ def _view_of(base, base_strides, sizes, strides, offset):
     return base.as_strided(sizes, strides, base.storage_offset() + offset)
 
 
+def _dense_order(sizes, strides):
+    """Dims of a dense, non-overlapping layout from outermost to innermost in
+    memory (its strides the contiguous strides of the sizes in that order;
+    size-1 dims, whose strides say nothing, keep their place among the
+    others), or None when the layout is not one."""
+    n = len(sizes)
+    order = sorted(range(n), key=lambda d: (-strides[d] if sizes[d] != 1 else 0, d))
+    big = [d for d in order if sizes[d] != 1]
+    ones = [d for d in range(n) if sizes[d] == 1]
+    order = big + ones  # size-1 dims anywhere: innermost, in their order
+    step = 1
+    for d in reversed(big):
+        if strides[d] != step:
+            return None
+        step *= sizes[d]
+    return order
+
+
+def _view_plan(base_sizes, base_strides, sizes, strides, offset):
+    """A VIEW node (the base's memory, laid out with base_strides, read with
+    sizes/strides from offset) as logical torch ops, when it is one:
+    (base_perm, flat_shape, perm, expand) meaning
+    base.permute(base_perm).reshape(flat_shape).permute(perm), then, when
+    expand is not None, .reshape(expand[0]).expand(expand[1]). Exact whatever
+    layout the traced base has, and AOTAutograd traces it as views (an
+    as_strided view of a base laid out otherwise needs a copy, and its
+    backward an as_strided_scatter). None: not a reordering of all the base's
+    elements (a slice, an offset, an overlapping read): _view_of it is."""
+    if offset != 0 or len(base_sizes) != len(base_strides) or len(sizes) != len(strides):
+        return None
+    if any(n == 0 for n in base_sizes) or any(n == 0 for n in sizes):
+        return None
+    border = _dense_order(base_sizes, base_strides)
+    if border is None:
+        return None
+    # broadcast dims (stride 0, size > 1) come from an expand of the rest
+    bcast = [d for d in range(len(sizes)) if sizes[d] != 1 and strides[d] == 0]
+    keep = [d for d in range(len(sizes)) if d not in bcast]
+    ksizes, kstrides = [sizes[d] for d in keep], [strides[d] for d in keep]
+    numel = 1
+    for n in base_sizes:
+        numel *= n
+    knumel = 1
+    for n in ksizes:
+        knumel *= n
+    if knumel != numel:
+        return None
+    korder = _dense_order(ksizes, kstrides)
+    if korder is None:
+        return None
+    flat = [ksizes[d] for d in korder]
+    perm = [korder.index(d) for d in range(len(ksizes))]
+    expand = None
+    if bcast:
+        expand = ([1 if d in bcast else sizes[d] for d in range(len(sizes))], list(sizes))
+    return border, flat, perm, expand
+
+
 def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     """Exports a wick Graph to a torch.fx.GraphModule of torch calls whose
     forward takes the graph inputs positionally and returns a tuple of outputs.
@@ -1794,8 +1852,24 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
             # the torch ops replayed here may lay the base out otherwise than
             # the graph says (eager keeps a transposed input's layout): the
             # view's strides mean the graph's layout, so the base gets it first
-            base_strides = list(graph.value(nd["inputs"][0])["strides"])
-            env[out] = fx.call_function(_view_of, (ins[0], base_strides, sizes, strides, nd["ints"][-1]))
+            base = graph.value(nd["inputs"][0])
+            base_strides = list(base["strides"])
+            plan = _view_plan(list(base["sizes"]), base_strides, sizes, strides, nd["ints"][-1])
+            if plan is None:
+                env[out] = fx.call_function(_view_of, (ins[0], base_strides, sizes, strides, nd["ints"][-1]))
+                continue
+            # views AOTAutograd traces as views: no copy into the graph's
+            # layout, no as_strided_scatter in the backward graph
+            base_perm, flat, perm, expand = plan
+            x = ins[0]
+            if base_perm != sorted(base_perm):
+                x = fx.call_method("permute", (x, tuple(base_perm)))
+            x = fx.call_method("reshape", (x, tuple(flat)))
+            if perm != sorted(perm):
+                x = fx.call_method("permute", (x, tuple(perm)))
+            if expand is not None:
+                x = fx.call_method("expand", (fx.call_method("reshape", (x, tuple(expand[0]))), tuple(expand[1])))
+            env[out] = x
             continue
         if op == "LAYER_NORM":
             shape = [graph.value(nd["inputs"][0])["sizes"][d] for d in nd["dims"]]

@@ -227,3 +227,114 @@ def test_train_mode_dropout_is_compiled_and_drops():
     assert 0.3 < dropped < 0.7
     g = torch.autograd.grad(r.sum(), m.lin.weight)[0]
     assert torch.isfinite(g).all() and g.abs().sum() > 0
+
+
+# ---- views: exported as views (permute/reshape/expand), not as_strided ----------------
+
+
+def test_view_plan_matches_view_of():
+    """_view_plan's ops give what _view_of gives (the base's memory in the graph's layout, read with
+    the view's sizes and strides), whatever layout the traced base has; None for what is not a
+    reordering of all the base's elements."""
+    import random
+
+    from wick.backends import _view_of, _view_plan
+
+    def dense(sizes, order):
+        st, step = [0] * len(sizes), 1
+        for d in reversed(order):
+            st[d] = step
+            step *= sizes[d]
+        return st
+
+    rng = random.Random(0)
+    planned = 0
+    for _ in range(400):
+        nd = rng.randint(1, 4)
+        bs = [rng.choice([1, 2, 3, 4]) for _ in range(nd)]
+        border = list(range(nd))
+        rng.shuffle(border)
+        bst = dense(bs, border)
+        numel, rem, vs = 1, 1, []
+        for n in bs:
+            numel *= n
+        rem = numel
+        while rem > 1:
+            f = rng.choice([f for f in range(2, rem + 1) if rem % f == 0])
+            vs.append(f)
+            rem //= f
+        if rng.random() < 0.3:
+            vs.insert(rng.randint(0, len(vs)), 1)
+        vorder = list(range(len(vs)))
+        rng.shuffle(vorder)
+        vst = dense(vs, vorder)
+        if rng.random() < 0.3:  # a broadcast dim
+            k = rng.randint(0, len(vs))
+            vs.insert(k, 3)
+            vst.insert(k, 0)
+        x = torch.randn(bs)
+        actual = list(range(nd))
+        rng.shuffle(actual)  # the traced base laid out otherwise than the graph says
+        x = x.permute(actual).contiguous().permute([actual.index(d) for d in range(nd)])
+        plan = _view_plan(bs, bst, vs, vst, 0)
+        if plan is None:
+            continue
+        planned += 1
+        base_perm, flat, perm, expand = plan
+        got = x.permute(base_perm).reshape(flat).permute(perm)
+        if expand is not None:
+            got = got.reshape(expand[0]).expand(expand[1])
+        assert torch.equal(got, _view_of(x, bst, vs, vst, 0)), (bs, bst, vs, vst, plan)
+    assert planned > 300
+    # a slice, an offset, an overlapping read: as_strided (_view_of)
+    assert _view_plan([4, 6], [6, 1], [4, 3], [6, 1], 0) is None
+    assert _view_plan([4, 6], [6, 1], [3, 6], [6, 1], 6) is None
+    assert _view_plan([4, 6], [6, 1], [4, 6], [1, 1], 0) is None
+    # attention's head split and merge of a (b, t, c) base
+    assert _view_plan([2, 64, 128], [8192, 128, 1], [2, 2, 64, 64], [8192, 64, 128, 1], 0) == \
+        ([0, 1, 2], [2, 64, 2, 64], [0, 2, 1, 3], None)
+
+
+class SplitHeads(torch.nn.Module):
+    """BERT's attention: separate q/k/v projections, heads split and merged by view and transpose."""
+
+    def __init__(self, d=8, heads=2):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(d, d) for _ in range(3))
+        self.out = torch.nn.Linear(d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (p(x).view(b, t, self.heads, d // self.heads).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v)
+        return self.out(a.transpose(1, 2).reshape(b, t, d))
+
+
+def test_attention_views_export_as_views(monkeypatch):
+    """The FX module a training graph is exported to has no _view_of (as_strided) for views that
+    reorder their base (heads split and merged), and so the backward graph AOTAutograd makes has
+    no as_strided_scatter or copy; gradients equal eager's. (Slices, e.g. of a fused qkv
+    projection's chunks, stay _view_of.)"""
+    import wick.backends as wb
+
+    modules = []
+    orig = wb.compile_graph_with
+
+    def recording(*a, **k):
+        run = orig(*a, **k)
+        modules.append(run.graph_module)
+        return run
+
+    monkeypatch.setattr(wb, "compile_graph_with", recording)
+    start = len(wb.compiled_graphs)
+    torch.manual_seed(0)
+    m = SplitHeads()
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    _check(SplitHeads.forward, (m, x), [x] + list(m.parameters()))
+    assert modules
+    targets = [n.target for gm in modules for n in gm.graph.nodes]
+    assert wb._view_of not in targets
+    assert "permute" in targets and "reshape" in targets
+    externs = {k for g in wb.compiled_graphs[start:] for k in g["externs"]}
+    assert not externs & {"aten.as_strided_scatter.default", "aten.copy.default", "aten.as_strided.default"}, externs
