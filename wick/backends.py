@@ -1438,6 +1438,40 @@ def _var_params(args, kwargs):
     return args[0][1], dims, float(correction), bool(kw.get("keepdim", False))
 
 
+def _drop_unused_attention(torch, gm):
+    """Removes attention forwards whose results nothing reads. AOTAutograd's
+    backward graph of a graph exported from wick's capture keeps one per
+    attention call (the ops are tagged nondeterministic_seeded, so FX's dead
+    code elimination keeps them): a whole attention forward run for nothing
+    in every training step. Only with dropout_p == 0, where the op draws no
+    random numbers and removing it changes nothing else."""
+    import operator
+
+    aten = torch.ops.aten
+    targets = {getattr(aten, n).default for n in (
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+        if hasattr(aten, n)}
+    dropped = 0
+    for node in reversed(list(gm.graph.nodes)):
+        if node.op != "call_function" or node.users:
+            continue
+        if node.target is operator.getitem and node.args and getattr(node.args[0], "target", None) in targets:
+            gm.graph.erase_node(node)
+            continue
+        if node.target not in targets:
+            continue
+        names = [a.name for a in node.target._schema.arguments]
+        i = names.index("dropout_p")
+        p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", 0.0)
+        if isinstance(p, (int, float)) and p == 0:
+            gm.graph.erase_node(node)
+            dropped += 1
+    if dropped:
+        gm.recompile()
+    return dropped
+
+
 def _compile_aten(gm, example_inputs, which, bindings=None):
     """One ATen graph -> (callable taking the placeholders positionally, info)."""
     import torch
@@ -1445,6 +1479,7 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     global _native_table
     if _native_table is None:
         _native_table = _aten_native()
+    _drop_unused_attention(torch, gm)
     layout = "as traced"
     if not bindings:  # convolutions on channels-last tensors (wick/_layout.py)
         from . import _layout

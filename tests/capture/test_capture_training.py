@@ -338,3 +338,53 @@ def test_attention_views_export_as_views(monkeypatch):
     assert "permute" in targets and "reshape" in targets
     externs = {k for g in wb.compiled_graphs[start:] for k in g["externs"]}
     assert not externs & {"aten.as_strided_scatter.default", "aten.copy.default", "aten.as_strided.default"}, externs
+
+
+class SDPA(torch.nn.Module):
+    def __init__(self, d=16, heads=2, dropout_p=0.0):
+        super().__init__()
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.heads, self.p = heads, dropout_p
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(x).chunk(3, dim=-1))
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p).transpose(1, 2).reshape(b, t, d)
+
+
+def test_backward_graph_runs_no_attention_forward():
+    """AOTAutograd's backward graph of a graph from wick's capture held an attention forward whose
+    results nothing read (kept by FX's dead code elimination: the op is tagged as drawing random
+    numbers), run in every training step. Dropped when dropout_p == 0; gradients equal eager's."""
+    import wick.backends as wb
+
+    start = len(wb.compiled_graphs)
+    torch.manual_seed(0)
+    m = SDPA()
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    _check(SDPA.forward, (m, x), [x] + list(m.parameters()))
+    graphs = {g["graph"]: g["externs"] for g in wb.compiled_graphs[start:]}
+    assert set(graphs) == {"forward", "backward"}
+    assert sum(n for k, n in graphs["forward"].items() if "attention" in k and "backward" not in k) == 1
+    assert all("backward" in k for k in graphs["backward"] if "attention" in k), graphs["backward"]
+
+
+def test_unused_attention_with_dropout_is_kept():
+    """With dropout_p > 0 an unused attention forward still draws from the generator: removing it
+    would shift every later random op, so it stays."""
+    import operator
+
+    import torch.fx as fx
+    import wick.backends as wb
+
+    aten = torch.ops.aten
+    for p, kept in ((0.0, 0), (0.25, 1)):
+        g = fx.Graph()
+        q, k, v = (g.placeholder(n) for n in "qkv")
+        a = g.call_function(aten._scaled_dot_product_flash_attention_for_cpu.default, (q, k, v, p))
+        g.call_function(operator.getitem, (a, 1))
+        g.output(q)
+        gm = fx.GraphModule(torch.nn.Module(), g)
+        assert wb._drop_unused_attention(torch, gm) == 1 - kept
+        ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+        assert len(ops) == kept  # the unused getitem goes either way
