@@ -3,6 +3,7 @@
     python bench/train_step.py --models GPT2LMHeadModel --compilers eager,inductor,wick --repeats 7
     python bench/train_step.py --models GPT2LMHeadModel --compilers wick --profile 20
     python bench/train_step.py --compilers inductor,wick,wick-noemb   # A/B: wick without one optimisation
+    python bench/train_step.py --compilers wick,wick-own   # torch.compile(backend="wick") vs wick.compile
 
 Same models, sizes and step (SGD, loss.backward) as ``python -m wick.bench``; timing interleaves
 the compilers so that load from other processes hits each alike. ``--profile N`` prints torch's
@@ -73,7 +74,11 @@ def main():
                 setattr(wb, flag, False)
                 # a backend of its own: dynamo's cache would hand it the "wick" entry
                 backend = lambda gm, example_inputs: wb.wick_backend(gm, example_inputs)  # noqa: E731
-            fwd = module if comp == "eager" else torch.compile(module, backend=backend if flag else comp)
+            if comp == "wick-own":  # wick.compile: wick's own capture in front of wick's compiler
+                import wick
+                fwd = wick.compile(module)
+            else:
+                fwd = module if comp == "eager" else torch.compile(module, backend=backend if flag else comp)
             if a.mode == "training":
                 st = make_step(fwd, module, built.inputs, built.loss)
             else:
