@@ -341,6 +341,14 @@ def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
     return decompose
 
 
+def _fresh_result_ops(aten):
+    """Ops whose result is a new tensor (never an input or a view of one), in
+    wick's plan as in eager: an extern call's own output or the generated
+    embedding gradient (codegen/pipeline.c). A native op is not here: the
+    importer may hand its consumer the very value it read (a no-op conversion)."""
+    return (aten.mm.default, aten.addmm.default, aten.bmm.default, aten.embedding_dense_backward.default)
+
+
 class _StandIn:
     """An FX call the importer makes in place of one of the graph's (the
     fields extern() reads: target, args, kwargs, meta, users)."""
@@ -456,7 +464,7 @@ class _AtenImporter:
         the embedding's scatter plus the output projection's mm, a graph
         output). t has the mm's shape or is a row vector over its columns;
         float32/float64 on CPU, all of one dtype, no alpha. Returns ({add
-        node: a stand-in addmm node}, {folded mm and transpose nodes})."""
+        node: a stand-in addmm or addmm_ node}, {folded mm and transpose nodes})."""
         torch = self.torch
         aten = torch.ops.aten
         folds, mms = {}, set()
@@ -496,7 +504,18 @@ class _AtenImporter:
                 if any(u.op == "call_function" and (u.target in _native_table or u.target in _view_ops())
                        for u in node.users):
                     continue
-                folds[node] = _StandIn(aten.addmm.default, (t, mm.args[0], mm.args[1]), node.meta)
+                # the addend in place when nothing else can see it: a fresh
+                # result (extern or generated embedding gradient) read by this
+                # add alone, of the sum's layout. addmm would allocate the sum
+                # and copy t into it first: for a tied embedding's gradient a
+                # vocabulary-sized copy into fresh pages (350 us of BERT's
+                # step, more than the zero fill and scatter that made t);
+                # addmm_ runs the same gemm (beta = 1 over t's values)
+                inplace = (tshape == shape and t.op == "call_function" and t.target in _fresh_result_ops(aten)
+                           and len(t.users) == 1
+                           and _is_contiguous(shape, tuple(self.concrete(s) for s in tv.stride())))
+                folds[node] = _StandIn(aten.addmm_.default if inplace else aten.addmm.default,
+                                       (t, mm.args[0], mm.args[1]), node.meta)
                 mms.add(mm)
                 mms.update(chain)
                 break

@@ -429,7 +429,9 @@ def test_tied_embedding_gradient_folds_mm_and_add_into_addmm(dtype):
     torch.testing.assert_close(got_grads[0], want_grads[0])
     assert B.fallback_reasons == []
     bw = B.compiled_graphs[-1]
-    assert bw["graph"] == "backward" and "aten.addmm.default" in bw["externs"]
+    # the embedding gradient is a fresh buffer read by the sum alone: the
+    # gemm accumulates into it (addmm_), no copy into a new sum
+    assert bw["graph"] == "backward" and "aten.addmm_.default" in bw["externs"]
 
     def g(x, w, t, r):
         return t + x @ w, x @ w + r, (x @ w + t).relu()
@@ -445,6 +447,47 @@ def test_tied_embedding_gradient_folds_mm_and_add_into_addmm(dtype):
     info = B.compiled_graphs[-1]
     # two folded; the third add fuses with the relu in a kernel instead
     assert info["externs"] == {"aten.addmm.default": 2, "aten.mm.default": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("V,H,n", [(13, 6, 8), (64, 16, 33), (7, 5, 1)])
+def test_tied_embedding_gradient_accumulates_in_place(dtype, V, H, n):
+    """The tied gradient's addend is the embedding's fresh gradient, read by
+    the sum alone: addmm_ accumulates the gemm into it (no new sum, no copy
+    of the addend), equal to eager's; an addend the graph also returns or
+    reads elsewhere, or an input, keeps the out-of-place addmm."""
+    emb = torch.nn.Embedding(V, H).to(dtype)
+    with torch.no_grad():
+        emb.weight.copy_(rand(V, H, dtype=dtype, seed=V + n))
+    gen = torch.Generator().manual_seed(n)
+    idx = torch.randint(0, V, (2, n), generator=gen)
+    # a column slice: the projection reads a non-contiguous hidden state
+    proj = rand(2, n, 2 * H, dtype=dtype, seed=5)[..., ::2]
+
+    def f(idx):
+        h = torch.tanh(emb(idx) + proj)
+        return (h @ emb.weight.t()).square().mean()
+
+    got, got_grads = grads_of(torch.compile(f, backend="wick"), [emb.weight], idx)
+    want, want_grads = grads_of(f, [emb.weight], idx)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grads[0], want_grads[0])
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[-1]["externs"].get("aten.addmm_.default") == 1
+
+    def g(x, w, idx, go):
+        # the embedding gradient is also returned: the sum may not overwrite it
+        e = torch.ops.aten.embedding_dense_backward(go, idx, V, -1, False)
+        return e + x @ w, e
+
+    x, w = rand(V, 4, dtype=dtype, seed=1), rand(4, H, dtype=dtype, seed=2)
+    go = rand(2, n, H, dtype=dtype, seed=3)
+    with torch.no_grad():
+        got = torch.compile(g, backend="wick")(x, w, idx, go)
+    want = g(x, w, idx, go)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert "aten.addmm_.default" not in B.compiled_graphs[-1]["externs"]
 
 
 def _embedding_grad(V, H, shape, pad, scale, dtype, idx_dtype, seed, idx=None):
@@ -552,3 +595,4 @@ def test_view_outputs_alias_like_eager():
     for outs in (got, want):    # h.t()[1:][0, 1] is h[1, 1], which h.view(-1)[2:7][4] also shows
         outs[1][0, 1] = -7.0
         assert outs[2][4] == -7.0
+
