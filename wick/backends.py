@@ -320,7 +320,28 @@ def _wick_decompositions():
     eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
     for op, fn in wide.items():
         table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
+    table[aten.cumsum.default] = _cumsum_converted_first(torch)
     return table
+
+
+def _cumsum_converted_first(torch):
+    """cumsum whose result dtype differs from its input's (a bool or int32
+    mask counted in int64: transformers' packed-sequence check in LLaMA's
+    mask code): the conversion as a graph op of its own, a native CONVERT
+    that fuses with the kernel making the mask, then cumsum of the converted
+    tensor. Eager's cumsum converts its input to the result dtype first
+    (an extra allocation and pass inside the extern call, 3x the call's cost
+    in LLaMA's step); the sums are the same."""
+    aten = torch.ops.aten
+
+    def decompose(x, dim, dtype=None):
+        want = dtype if dtype is not None else (
+            torch.int64 if not (x.dtype.is_floating_point or x.dtype.is_complex) else x.dtype)
+        if want == x.dtype:
+            return NotImplemented  # traced as it is: nothing to convert
+        return aten.cumsum.default(torch.ops.prims.convert_element_type.default(x, want), dim)
+
+    return decompose
 
 
 def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):

@@ -596,3 +596,31 @@ def test_view_outputs_alias_like_eager():
         outs[1][0, 1] = -7.0
         assert outs[2][4] == -7.0
 
+
+@pytest.mark.parametrize("shape,dim", [((2, 64), -1), ((3, 5, 7), 1), ((9,), 0)])
+def test_cumsum_converts_its_input_in_a_kernel(shape, dim):
+    """cumsum whose result dtype differs from its input's (a bool mask counted
+    in int64, LLaMA's packed-sequence check; int32; an explicit dtype) gets
+    its input converted by a native kernel, not inside the extern call; the
+    sums are eager's. A float cumsum without dtype is called as it is."""
+    x = rand(*shape, dtype=torch.int64, seed=len(shape))
+    xf = rand(*shape, dtype=torch.float32, seed=7)
+
+    def f(x, xf):
+        m = x != 1
+        return (m.cumsum(dim), x.to(torch.int32).cumsum(dim), x.cumsum(dim, dtype=torch.float64),
+                xf.to(torch.bfloat16).cumsum(dim, dtype=torch.float32), xf.cumsum(dim),
+                # a transposed (non-contiguous) mask
+                (x.transpose(0, -1) > 0).cumsum(0))
+
+    got = torch.compile(f, backend="wick")(x, xf)
+    want = f(x, xf)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if b.dtype.is_floating_point:
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        else:
+            assert torch.equal(a, b)
+    assert B.fallback_reasons == []
+    # the conversions are native: the only externs are the six cumsums
+    assert B.compiled_graphs[-1]["externs"] == {"aten.cumsum.default": 6}
