@@ -624,3 +624,45 @@ def test_cumsum_converts_its_input_in_a_kernel(shape, dim):
     assert B.fallback_reasons == []
     # the conversions are native: the only externs are the six cumsums
     assert B.compiled_graphs[-1]["externs"] == {"aten.cumsum.default": 6}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(256, 512), (96, 1030)])
+def test_one_thread_kernels_have_no_parallel_regions(monkeypatch, tmp_path, dtype, shape):
+    """Compiled for one thread (WICK_NUM_THREADS=1, or torch.set_num_threads(1)
+    with the knob unset), the C has no OpenMP parallel regions, whose team
+    start and end cost a futex system call each even for one thread; the
+    loops keep `omp simd`. Row, column and whole reductions, row groups and
+    large pointwise kernels give eager's results either way, on a transposed
+    input too."""
+    def f(x, w):
+        h = torch.nn.functional.layer_norm(x, x.shape[-1:], w, None)
+        return (torch.softmax(h * 2.0, -1), torch.nn.functional.gelu(x) + 1.0, x.sum(0), x.float().sum(),
+                x.t().exp().sum(1))
+
+    x = rand(*shape, dtype=dtype, seed=3)
+    xt = rand(shape[1], shape[0], dtype=dtype, seed=4).t()
+    w = rand(shape[1], dtype=dtype, seed=5)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-3)
+    try:
+        for n in ("1", "2"):
+            out = tmp_path / n
+            monkeypatch.setenv("WICK_NUM_THREADS", n)
+            monkeypatch.setenv("WICK_DEBUG_DIR", str(out))
+            C.env_reload()
+            torch._dynamo.reset()
+            for inp in (x, xt):
+                got = torch.compile(f, backend="wick")(inp, w)
+                for a, b in zip(got, f(inp, w)):
+                    assert a.dtype == b.dtype and a.shape == b.shape
+                    torch.testing.assert_close(a, b, **tol)
+            srcs = [p.read_text() for p in out.glob("kernel-*.c")]
+            assert srcs and any("omp simd" in s for s in srcs)
+            parallel = any("omp parallel" in s for s in srcs)
+            assert parallel == (n == "2"), n
+            if n == "1":
+                assert not any("omp for" in s or "omp critical" in s for s in srcs)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()  # the knobs as the other tests expect them
+    assert B.fallback_reasons == []
