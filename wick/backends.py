@@ -320,7 +320,28 @@ def _wick_decompositions():
     eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
     for op, fn in wide.items():
         table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
+    table[aten.cumsum.default] = _cumsum_converted_first(torch)
     return table
+
+
+def _cumsum_converted_first(torch):
+    """cumsum whose result dtype differs from its input's (a bool or int32
+    mask counted in int64: transformers' packed-sequence check in LLaMA's
+    mask code): the conversion as a graph op of its own, a native CONVERT
+    that fuses with the kernel making the mask, then cumsum of the converted
+    tensor. Eager's cumsum converts its input to the result dtype first
+    (an extra allocation and pass inside the extern call, 3x the call's cost
+    in LLaMA's step); the sums are the same."""
+    aten = torch.ops.aten
+
+    def decompose(x, dim, dtype=None):
+        want = dtype if dtype is not None else (
+            torch.int64 if not (x.dtype.is_floating_point or x.dtype.is_complex) else x.dtype)
+        if want == x.dtype:
+            return NotImplemented  # traced as it is: nothing to convert
+        return aten.cumsum.default(torch.ops.prims.convert_element_type.default(x, want), dim)
+
+    return decompose
 
 
 def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
@@ -339,6 +360,14 @@ def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
         return fn(*args, **kwargs)
 
     return decompose
+
+
+def _fresh_result_ops(aten):
+    """Ops whose result is a new tensor (never an input or a view of one), in
+    wick's plan as in eager: an extern call's own output or the generated
+    embedding gradient (codegen/pipeline.c). A native op is not here: the
+    importer may hand its consumer the very value it read (a no-op conversion)."""
+    return (aten.mm.default, aten.addmm.default, aten.bmm.default, aten.embedding_dense_backward.default)
 
 
 class _StandIn:
@@ -456,7 +485,7 @@ class _AtenImporter:
         the embedding's scatter plus the output projection's mm, a graph
         output). t has the mm's shape or is a row vector over its columns;
         float32/float64 on CPU, all of one dtype, no alpha. Returns ({add
-        node: a stand-in addmm node}, {folded mm and transpose nodes})."""
+        node: a stand-in addmm or addmm_ node}, {folded mm and transpose nodes})."""
         torch = self.torch
         aten = torch.ops.aten
         folds, mms = {}, set()
@@ -496,7 +525,18 @@ class _AtenImporter:
                 if any(u.op == "call_function" and (u.target in _native_table or u.target in _view_ops())
                        for u in node.users):
                     continue
-                folds[node] = _StandIn(aten.addmm.default, (t, mm.args[0], mm.args[1]), node.meta)
+                # the addend in place when nothing else can see it: a fresh
+                # result (extern or generated embedding gradient) read by this
+                # add alone, of the sum's layout. addmm would allocate the sum
+                # and copy t into it first: for a tied embedding's gradient a
+                # vocabulary-sized copy into fresh pages (350 us of BERT's
+                # step, more than the zero fill and scatter that made t);
+                # addmm_ runs the same gemm (beta = 1 over t's values)
+                inplace = (tshape == shape and t.op == "call_function" and t.target in _fresh_result_ops(aten)
+                           and len(t.users) == 1
+                           and _is_contiguous(shape, tuple(self.concrete(s) for s in tv.stride())))
+                folds[node] = _StandIn(aten.addmm_.default if inplace else aten.addmm.default,
+                                       (t, mm.args[0], mm.args[1]), node.meta)
                 mms.add(mm)
                 mms.update(chain)
                 break

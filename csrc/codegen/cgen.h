@@ -22,6 +22,12 @@
 #define WK_CGEN_C_EXTRA "-mprefer-vector-width=512"
 #define WK_CGEN_C_LIBS "-lmvec -lm"
 
+/* The OpenMP thread count CPU kernels will run with, for the C generated
+ * from now on (process-wide): 1 emits no parallel regions (serial loops,
+ * `omp simd` kept), 0 (unknown, the default) or more parallelises the loops
+ * with enough work. The source differs, so does its cache key. */
+void wk_cgen_c_set_threads(int n);
+
 /* Appends the translation unit for S to out; its entry point is `entry`.
  * Returns 0, or -1 with wk_error set. */
 int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out);

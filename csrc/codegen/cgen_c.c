@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ typedef struct {
     int64_t prefetch_rows;    /* row group phase after the first: rows of i0 (prefetch row i0 + 1), else 0 */
     const WkLowerMap *vexp;   /* float32 EXP node -> block number + 1: read wk_ex<n>[vexp_idx] */
     const char *vexp_idx;
+    int64_t par_min_work;     /* PAR_MIN_WORK, or INT64_MAX for one thread (wk_cgen_c_set_threads) */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -455,7 +457,7 @@ static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const 
  * simd loop that re-reads a value stored earlier in the enclosing loop. */
 static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, int skip) {
     int n = K->nloops;
-    int par = !skip && K->numel >= PAR_MIN_WORK;
+    int par = !skip && K->numel >= g->par_min_work;
     WkLowerMap memo = {0};
     ExprVec outer = {0}, inner = {0};
     int inner_var = n > skip ? g->S->L->ivar_id[n - 1] : -1;
@@ -675,7 +677,7 @@ enum { COL_BLOCK = 16, COL_BLOCK_MIN_WORK = 1 << 20 };
 static int gen_reduction_rows(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi) {
     RedInfo r = red_info(K);
     int64_t S = K->sizes[0];
-    int par = K->numel * K->red_numel >= PAR_MIN_WORK && K->red_sizes[0] >= 2;
+    int par = K->numel * K->red_numel >= g->par_min_work && K->red_sizes[0] >= 2;
     int64_t ob = S < OUT_ROW_MAX ? S : OUT_ROW_MAX;
     int nanflag = r.is_max && r.fl;
     const char *T = ctype(r.acc_t);
@@ -765,7 +767,7 @@ static int gen_reduction_outer(Gen *g, const WkSchedKernel *K, const ExprVec *or
     int n = K->nloops;
     if (n == 1) return gen_reduction_rows(g, K, order, epi);
     int64_t S = K->sizes[n - 1];
-    int par = K->numel * K->red_numel >= PAR_MIN_WORK;
+    int par = K->numel * K->red_numel >= g->par_min_work;
     int par_outer = par && n >= 2 && K->sizes[0] >= 4;
     /* wide blocks stream whole cache lines of each row; when the blocks are
      * the parallel loop, keep at least ~8 of them */
@@ -879,8 +881,8 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
     if (K->reduce_outer && !skip) return gen_reduction_outer(g, K, order, epi);
     RedInfo r = red_info(K);
     int64_t work = K->numel * K->red_numel;
-    int outer_par = !skip && work >= PAR_MIN_WORK && K->numel >= PAR_MIN_ROWS;
-    int inner_par = !skip && work >= PAR_MIN_WORK && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
+    int outer_par = !skip && work >= g->par_min_work && K->numel >= PAR_MIN_ROWS;
+    int inner_par = !skip && work >= g->par_min_work && !outer_par && K->red_numel >= PAR_MIN_REDUCE;
     const char *clause = r.is_prod ? "reduction(*:acc)"
                          : !r.is_max ? "reduction(+:acc)"
                          : r.is_min ? (r.fl ? "reduction(min:acc) reduction(|:nanf)" : "reduction(min:acc)")
@@ -1162,7 +1164,7 @@ static int gen_group(Gen *g, int first, int last) {
         WkDType row_types[SCRATCH_MAX];
         int nrows = plan_scratch(g, first, last, orders, keep, reuse, row_sizes, row_types);
         open_loop(g, "i0", S->kernels[first].sizes[0],
-                  work >= PAR_MIN_WORK ? "#pragma omp parallel for schedule(static)" : NULL);
+                  work >= g->par_min_work ? "#pragma omp parallel for schedule(static)" : NULL);
         for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body */
             emit(g, "%s wk_row%d[%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
         for (int k = first; k <= last && rc == 0; k++) {
@@ -1419,8 +1421,18 @@ static const char prelude[] =
     "#endif\n"
     "\n";
 
+/* Set before the graphs of a process compile, read while generating; the
+ * runtime sets it once, from the thread count it runs kernels with. */
+static int cgen_threads;
+
+void wk_cgen_c_set_threads(int n) { __atomic_store_n(&cgen_threads, n, __ATOMIC_RELAXED); }
+
 int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out) {
     Gen g = {S, out, 0, NULL, S->L->nexprs};
+    /* One thread: no parallel regions at all. libgomp makes a team and ends
+     * it at a barrier whose release is a futex wake (a system call) even for
+     * a team of one: ~20 such regions in a small training step. */
+    g.par_min_work = __atomic_load_n(&cgen_threads, __ATOMIC_RELAXED) == 1 ? INT64_MAX : PAR_MIN_WORK;
     g.dep_r = wk_xmalloc(sizeof(int) * (size_t)(g.nexprs + 1));
     for (int k = 0; k < g.nexprs; k++) g.dep_r[k] = -1;
     int rc = 0;

@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "../codegen/cgen.h"
 #include "../lower/lower.h"
 
 typedef int (*EntryFn)(void **buffers); /* nonzero: an index out of range */
@@ -162,6 +164,23 @@ static volatile int ran_kernels, forked_after_kernels;
 static int default_threads;
 static void on_fork_child(void) {
     if (ran_kernels) forked_after_kernels = 1;
+}
+
+/* The threads a graph compiled now will run its kernels with, for the code
+ * generator (one thread: no parallel regions, wk_cgen_c_set_threads):
+ * WICK_NUM_THREADS, else OpenMP's count in this process (PyTorch's libgomp,
+ * which torch.set_num_threads sets and the kernels share), 0 if unknown. A
+ * later change of either runs serial code on one thread still (correct, as
+ * inductor's code for the thread count it was compiled with). */
+static int kernel_threads(void) {
+    long n = wk_env_int(WK_ENV_NUM_THREADS);
+    if (n > 0) return (int)n;
+    if (default_threads <= 0) {
+        int (*max_threads)(void);
+        *(void **)&max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+        if (max_threads) default_threads = max_threads();
+    }
+    return default_threads > 0 ? default_threads : 0;
 }
 
 static double now_s(void) {
@@ -1166,6 +1185,7 @@ PyObject *wk_rt_compile_externs_Ref(const WkGraph *g, PyObject *externs) {
             s->numel *= s->sizes[d];
         }
     }
+    wk_cgen_c_set_threads(forked_after_kernels ? 1 : kernel_threads());
     plan = wk_compile_plan_for(g, target);
     if (!plan) goto fail;
     for (int s = 0; s < plan->nsteps; s++)

@@ -429,7 +429,9 @@ def test_tied_embedding_gradient_folds_mm_and_add_into_addmm(dtype):
     torch.testing.assert_close(got_grads[0], want_grads[0])
     assert B.fallback_reasons == []
     bw = B.compiled_graphs[-1]
-    assert bw["graph"] == "backward" and "aten.addmm.default" in bw["externs"]
+    # the embedding gradient is a fresh buffer read by the sum alone: the
+    # gemm accumulates into it (addmm_), no copy into a new sum
+    assert bw["graph"] == "backward" and "aten.addmm_.default" in bw["externs"]
 
     def g(x, w, t, r):
         return t + x @ w, x @ w + r, (x @ w + t).relu()
@@ -445,6 +447,47 @@ def test_tied_embedding_gradient_folds_mm_and_add_into_addmm(dtype):
     info = B.compiled_graphs[-1]
     # two folded; the third add fuses with the relu in a kernel instead
     assert info["externs"] == {"aten.addmm.default": 2, "aten.mm.default": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("V,H,n", [(13, 6, 8), (64, 16, 33), (7, 5, 1)])
+def test_tied_embedding_gradient_accumulates_in_place(dtype, V, H, n):
+    """The tied gradient's addend is the embedding's fresh gradient, read by
+    the sum alone: addmm_ accumulates the gemm into it (no new sum, no copy
+    of the addend), equal to eager's; an addend the graph also returns or
+    reads elsewhere, or an input, keeps the out-of-place addmm."""
+    emb = torch.nn.Embedding(V, H).to(dtype)
+    with torch.no_grad():
+        emb.weight.copy_(rand(V, H, dtype=dtype, seed=V + n))
+    gen = torch.Generator().manual_seed(n)
+    idx = torch.randint(0, V, (2, n), generator=gen)
+    # a column slice: the projection reads a non-contiguous hidden state
+    proj = rand(2, n, 2 * H, dtype=dtype, seed=5)[..., ::2]
+
+    def f(idx):
+        h = torch.tanh(emb(idx) + proj)
+        return (h @ emb.weight.t()).square().mean()
+
+    got, got_grads = grads_of(torch.compile(f, backend="wick"), [emb.weight], idx)
+    want, want_grads = grads_of(f, [emb.weight], idx)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grads[0], want_grads[0])
+    assert B.fallback_reasons == []
+    assert B.compiled_graphs[-1]["externs"].get("aten.addmm_.default") == 1
+
+    def g(x, w, idx, go):
+        # the embedding gradient is also returned: the sum may not overwrite it
+        e = torch.ops.aten.embedding_dense_backward(go, idx, V, -1, False)
+        return e + x @ w, e
+
+    x, w = rand(V, 4, dtype=dtype, seed=1), rand(4, H, dtype=dtype, seed=2)
+    go = rand(2, n, H, dtype=dtype, seed=3)
+    with torch.no_grad():
+        got = torch.compile(g, backend="wick")(x, w, idx, go)
+    want = g(x, w, idx, go)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert "aten.addmm_.default" not in B.compiled_graphs[-1]["externs"]
 
 
 def _embedding_grad(V, H, shape, pad, scale, dtype, idx_dtype, seed, idx=None):
@@ -552,3 +595,74 @@ def test_view_outputs_alias_like_eager():
     for outs in (got, want):    # h.t()[1:][0, 1] is h[1, 1], which h.view(-1)[2:7][4] also shows
         outs[1][0, 1] = -7.0
         assert outs[2][4] == -7.0
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 64), -1), ((3, 5, 7), 1), ((9,), 0)])
+def test_cumsum_converts_its_input_in_a_kernel(shape, dim):
+    """cumsum whose result dtype differs from its input's (a bool mask counted
+    in int64, LLaMA's packed-sequence check; int32; an explicit dtype) gets
+    its input converted by a native kernel, not inside the extern call; the
+    sums are eager's. A float cumsum without dtype is called as it is."""
+    x = rand(*shape, dtype=torch.int64, seed=len(shape))
+    xf = rand(*shape, dtype=torch.float32, seed=7)
+
+    def f(x, xf):
+        m = x != 1
+        return (m.cumsum(dim), x.to(torch.int32).cumsum(dim), x.cumsum(dim, dtype=torch.float64),
+                xf.to(torch.bfloat16).cumsum(dim, dtype=torch.float32), xf.cumsum(dim),
+                # a transposed (non-contiguous) mask
+                (x.transpose(0, -1) > 0).cumsum(0))
+
+    got = torch.compile(f, backend="wick")(x, xf)
+    want = f(x, xf)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if b.dtype.is_floating_point:
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        else:
+            assert torch.equal(a, b)
+    assert B.fallback_reasons == []
+    # the conversions are native: the only externs are the six cumsums
+    assert B.compiled_graphs[-1]["externs"] == {"aten.cumsum.default": 6}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(256, 512), (96, 1030)])
+def test_one_thread_kernels_have_no_parallel_regions(monkeypatch, tmp_path, dtype, shape):
+    """Compiled for one thread (WICK_NUM_THREADS=1, or torch.set_num_threads(1)
+    with the knob unset), the C has no OpenMP parallel regions, whose team
+    start and end cost a futex system call each even for one thread; the
+    loops keep `omp simd`. Row, column and whole reductions, row groups and
+    large pointwise kernels give eager's results either way, on a transposed
+    input too."""
+    def f(x, w):
+        h = torch.nn.functional.layer_norm(x, x.shape[-1:], w, None)
+        return (torch.softmax(h * 2.0, -1), torch.nn.functional.gelu(x) + 1.0, x.sum(0), x.float().sum(),
+                x.t().exp().sum(1))
+
+    x = rand(*shape, dtype=dtype, seed=3)
+    xt = rand(shape[1], shape[0], dtype=dtype, seed=4).t()
+    w = rand(shape[1], dtype=dtype, seed=5)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-3)
+    try:
+        for n in ("1", "2"):
+            out = tmp_path / n
+            monkeypatch.setenv("WICK_NUM_THREADS", n)
+            monkeypatch.setenv("WICK_DEBUG_DIR", str(out))
+            C.env_reload()
+            torch._dynamo.reset()
+            for inp in (x, xt):
+                got = torch.compile(f, backend="wick")(inp, w)
+                for a, b in zip(got, f(inp, w)):
+                    assert a.dtype == b.dtype and a.shape == b.shape
+                    torch.testing.assert_close(a, b, **tol)
+            srcs = [p.read_text() for p in out.glob("kernel-*.c")]
+            assert srcs and any("omp simd" in s for s in srcs)
+            parallel = any("omp parallel" in s for s in srcs)
+            assert parallel == (n == "2"), n
+            if n == "1":
+                assert not any("omp for" in s or "omp critical" in s for s in srcs)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()  # the knobs as the other tests expect them
+    assert B.fallback_reasons == []
