@@ -427,25 +427,8 @@ static PyObject *Graph_extern(GraphObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOO|sO:extern", kwlist, &index, &inputs_obj, &outputs_obj,
                                      &name, &ints_obj))
         return NULL;
-    if (ints_obj != Py_None) { /* constant arguments the compiler may use (graph.h) */
-        PyObject *iseq = PySequence_Fast(ints_obj, "wick: extern ints must be a sequence of ints");
-        if (!iseq) return NULL;
-        Py_ssize_t ni = PySequence_Fast_GET_SIZE(iseq);
-        if (ni > WK_MAX_DIMS) {
-            Py_DECREF(iseq);
-            return PyErr_Format(PyExc_ValueError, "wick: at most %d extern ints", WK_MAX_DIMS);
-        }
-        for (Py_ssize_t k = 0; k < ni; k++) {
-            long long x = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(iseq, k));
-            if (x == -1 && PyErr_Occurred()) {
-                Py_DECREF(iseq);
-                return NULL;
-            }
-            ints[k] = (int64_t)x;
-        }
-        nints = (int)ni;
-        Py_DECREF(iseq);
-    }
+    /* constant arguments the compiler may use (graph.h) */
+    if (ints_obj != Py_None && (nints = parse_int_seq(ints_obj, ints, "extern ints")) < 0) return NULL;
     int *inputs = NULL, ninputs = parse_value_ids(self->g, inputs_obj, &inputs);
     if (ninputs < 0) return NULL;
     PyObject *result = NULL;
