@@ -22,6 +22,28 @@
 #define WK_CGEN_C_EXTRA "-mprefer-vector-width=512"
 #define WK_CGEN_C_LIBS "-lmvec -lm"
 
+/* bfloat16 in generated C: the high half of a float32; stores round to
+ * nearest even (NaN stays a quiet NaN), as torch converts. Guarded: the
+ * prelude and the hand-written plan steps (pipeline.c) may share a unit.
+ * Needs <stdint.h> and <string.h>. */
+#define WK_CGEN_C_BF16_TEXT \
+    "#ifndef WICK_BF16\n" \
+    "#define WICK_BF16\n" \
+    "static inline float wk_bf16_to_f32(uint16_t h) {\n" \
+    "    uint32_t u = (uint32_t)h << 16;\n" \
+    "    float f;\n" \
+    "    memcpy(&f, &u, sizeof f);\n" \
+    "    return f;\n" \
+    "}\n" \
+    "static inline uint16_t wk_f32_to_bf16(float f) {\n" \
+    "    uint32_t u;\n" \
+    "    memcpy(&u, &f, sizeof u);\n" \
+    "    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);\n" \
+    "    u += 0x7fffu + ((u >> 16) & 1u);\n" \
+    "    return (uint16_t)(u >> 16);\n" \
+    "}\n" \
+    "#endif\n"
+
 /* The OpenMP thread count CPU kernels will run with, for the C generated
  * from now on (process-wide): 1 emits no parallel regions (serial loops,
  * `omp simd` kept), 0 (unknown, the default) or more parallelises the loops

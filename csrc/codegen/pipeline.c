@@ -466,13 +466,7 @@ static int add_embedding_backward_step(PlanBuilder *B, const WkNode *node) {
     wk_str_append(&c, "");
     wk_str_append(&c, WK_CC_PART_MARK);
     wk_str_append(&c, "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n");
-    if (dt == WK_BF16) {
-        wk_str_printf(&c, "static inline float %s_ld(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; "
-                          "memcpy(&f, &u, 4); return f; }\n", entry);
-        wk_str_printf(&c, "static inline uint16_t %s_st(float f) { uint32_t u; memcpy(&u, &f, 4);\n"
-                          "    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);\n"
-                          "    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n", entry);
-    }
+    if (dt == WK_BF16) wk_str_append(&c, WK_CGEN_C_BF16_TEXT);
     wk_str_printf(&c, "/* embedding backward: [%lld, %lld] from %d-d indices, padding_idx %lld%s */\n", (long long)V,
                   (long long)H, is->ndim, (long long)pad, scale ? ", scale_grad_by_freq" : "");
     wk_str_printf(&c, "int %s(void **buffers) {\n", entry);
@@ -510,7 +504,7 @@ static int add_embedding_backward_step(PlanBuilder *B, const WkNode *node) {
             wk_str_printf(&c, "%*sfor (int64_t h = 0; h < %lldLL; h++)", ind, "", (long long)H);
             const char *mul = scale ? " * alpha" : "";
             if (dt == WK_BF16)
-                wk_str_printf(&c, " row[h] = %s_st(%s_ld(row[h]) + %s_ld(gr[h * %lldLL])%s);\n", entry, entry, entry,
+                wk_str_printf(&c, " row[h] = wk_f32_to_bf16(wk_bf16_to_f32(row[h]) + wk_bf16_to_f32(gr[h * %lldLL])%s);\n",
                               gh, mul);
             else
                 wk_str_printf(&c, " row[h] = row[h] + gr[h * %lldLL]%s;\n", gh, mul);
@@ -535,13 +529,11 @@ static int add_embedding_backward_step(PlanBuilder *B, const WkNode *node) {
         bp->index = b < 2 ? b : 0;
         bp->dtype = sl->dtype;
         bp->ndim = sl->ndim;
-        int64_t span = sl->numel > 0 ? 1 : 0;
         for (int d = 0; d < sl->ndim; d++) {
             bp->sizes[d] = sl->sizes[d];
             bp->strides[d] = sl->strides[d];
-            if (sl->numel > 0) span += (sl->sizes[d] - 1) * (sl->strides[d] < 0 ? -sl->strides[d] : sl->strides[d]);
         }
-        bp->nbytes = span * wk_dtype_size(sl->dtype);
+        bp->nbytes = wk_buffer_span_bytes(sl->dtype, sl->ndim, sl->sizes, sl->strides, sl->numel);
         bp->offset = 0;
     }
     P->noutputs = 1;

@@ -69,6 +69,17 @@ typedef struct {
                          do not overlap share bytes */
 } WkBufferPlan;
 
+/* The bytes a buffer of these sizes and strides (in elements) spans from its
+ * first element: what a plan's nbytes holds; 0 for an empty buffer. */
+static inline int64_t wk_buffer_span_bytes(WkDType dt, int ndim, const int64_t *sizes, const int64_t *strides,
+                                           int64_t numel) {
+    if (numel == 0) return 0;
+    int64_t span = 1;
+    for (int d = 0; d < ndim; d++)
+        if (sizes[d] > 1) span += (sizes[d] - 1) * (strides[d] < 0 ? -strides[d] : strides[d]);
+    return span * wk_dtype_size(dt);
+}
+
 typedef struct {
     char *source;     /* the C translation unit */
     char *entry;      /* name of the exported entry function */

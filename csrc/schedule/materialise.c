@@ -177,14 +177,11 @@ static int add_plan(WkSchedule *S, int value, WkBufKind kind, int index) {
     p->index = index;
     p->dtype = b->dtype;
     p->ndim = b->ndim;
-    int64_t span = 1;
     for (int d = 0; d < b->ndim; d++) {
         p->sizes[d] = b->sizes[d];
         p->strides[d] = b->strides[d];
-        if (b->sizes[d] > 1) span += (b->sizes[d] - 1) * (b->strides[d] < 0 ? -b->strides[d] : b->strides[d]);
     }
-    if (b->numel == 0) span = 0;
-    p->nbytes = span * wk_dtype_size(b->dtype);
+    p->nbytes = wk_buffer_span_bytes(b->dtype, b->ndim, b->sizes, b->strides, b->numel);
     S->buf_value[S->nbufs] = value;
     S->value_buf[value] = S->nbufs;
     return S->nbufs++;
