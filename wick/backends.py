@@ -16,6 +16,7 @@ torch is imported inside functions only: ``import wick`` must not need it.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 
@@ -1334,17 +1335,13 @@ class _AtenImporter:
                 raise _Unsupported(f"{name} returns a tensor on {m['device']}, the graph is on {self.device}")
         idx = len(self.externs)
         self.externs.append((fn, args, kwargs or None, picks))
+        ints = self.embedding_backward_ints(node, inputs) if picks is None else None
+        if ints is not None:  # generated C in place of the call (codegen/pipeline.c)
+            self.nnative += 1
+            return self.g.extern(idx, inputs, metas, name=name, ints=ints)[0]
         self.nextern += 1
         self.extern_names[name] = self.extern_names.get(name, 0) + 1
         if picks is None:
-            ints = self.embedding_backward_ints(node, inputs)
-            if ints is not None:  # generated C in place of the call (codegen/pipeline.c)
-                self.nextern -= 1
-                self.extern_names[name] -= 1
-                if not self.extern_names[name]:
-                    del self.extern_names[name]
-                self.nnative += 1
-                return self.g.extern(idx, inputs, metas, name=name, ints=ints)[0]
             return self.g.extern(idx, inputs, metas, name=name)[0]
         items = [_Opaque(opaque[i]) if i in opaque else None for i in range(len(val))]
         if not metas:
@@ -1816,12 +1813,7 @@ def _dense_order(sizes, strides):
     big = [d for d in order if sizes[d] != 1]
     ones = [d for d in range(n) if sizes[d] == 1]
     order = big + ones  # size-1 dims anywhere: innermost, in their order
-    step = 1
-    for d in reversed(big):
-        if strides[d] != step:
-            return None
-        step *= sizes[d]
-    return order
+    return order if _is_contiguous([sizes[d] for d in big], [strides[d] for d in big]) else None
 
 
 def _view_plan(base_sizes, base_strides, sizes, strides, offset):
@@ -1845,13 +1837,7 @@ def _view_plan(base_sizes, base_strides, sizes, strides, offset):
     bcast = [d for d in range(len(sizes)) if sizes[d] != 1 and strides[d] == 0]
     keep = [d for d in range(len(sizes)) if d not in bcast]
     ksizes, kstrides = [sizes[d] for d in keep], [strides[d] for d in keep]
-    numel = 1
-    for n in base_sizes:
-        numel *= n
-    knumel = 1
-    for n in ksizes:
-        knumel *= n
-    if knumel != numel:
+    if math.prod(ksizes) != math.prod(base_sizes):
         return None
     korder = _dense_order(ksizes, kstrides)
     if korder is None:
