@@ -253,6 +253,16 @@ def _indexing_ops():
     return _indexing_table
 
 
+def _indirect_load_ops():
+    """The part of _indexing_ops that reads at computed offsets: C kernels
+    only (an index out of range must raise, see try_indexing)."""
+    import torch
+
+    aten = torch.ops.aten
+    return {aten.embedding.default, aten.index_select.default, aten.gather.default, aten.index.Tensor,
+            aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.index_put.default}
+
+
 def _view_ops():
     """ATen ops whose result is a view of input 0 (aliases its memory): each
     becomes a VIEW node, read by kernels through an index remap."""
@@ -764,15 +774,18 @@ class _AtenImporter:
         CPU graphs only: a C kernel reports an index out of range (the
         runtime raises IndexError and the guard below reruns the graph
         eagerly for eager's own error); Triton kernels cannot yet (they clamp
-        and only assert in Triton's debug mode)."""
+        and only assert in Triton's debug mode). Creation ops (arange, full,
+        tril, triu and the zeros/ones forms) read no index: native on both
+        targets."""
         import torch.fx
 
         torch, g = self.torch, self.g
         aten = torch.ops.aten
         t = node.target
-        if val.device.type != "cpu" or self.device.type != "cpu" or val.layout != torch.strided:
+        if val.layout != torch.strided or not self.on_graph_device(val.device):
             return None
-        if os.environ.get("WICK_TRITON") == "interpret":  # CPU graphs on the Triton backend (tests)
+        triton_target = self.device.type != "cpu" or os.environ.get("WICK_TRITON") == "interpret"
+        if triton_target and t in _indirect_load_ops():
             return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}

@@ -91,6 +91,43 @@ def test_pointwise_chain_over_views(layout, shape):
 
 
 @child_only
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_creation_ops_native_on_the_triton_target(n):
+    """arange, full, zeros/ones(_like), tril and triu read no index, so the
+    ATen importer makes them kernels on the Triton target too (a causal
+    mask and positions as a decoder builds them); indexing ops stay extern
+    there (an out-of-range index must raise)."""
+    from wick import backends
+
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+
+    def f(x, ids):
+        pos = torch.arange(x.shape[1], dtype=torch.int64)
+        mask = torch.full((x.shape[1], x.shape[1]), float("-inf")).triu(1)
+        keep = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()
+        scores = x.unsqueeze(-1) * x.unsqueeze(-2) + mask
+        half = torch.arange(0.5, 0.5 + 0.25 * x.shape[1], 0.25)[: x.shape[1]]
+        picked = torch.embedding(x, ids)  # an indirect load: stays an extern call here
+        return (scores.masked_fill(~keep, 0.0).sum(-1) + pos * half + torch.zeros_like(x),
+                torch.ones_like(ids) * 3, picked)
+
+    x = rand((n, n))
+    ids = torch.randint(0, n, (3, 2), generator=torch.Generator().manual_seed(n))
+    want = f(x, ids)
+    got = torch.compile(f, backend="wick")(x, ids)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        close(g_, w_, 1e-5, 1e-5)
+    externs = {}
+    for info in backends.compiled_graphs:
+        for k, v in info["externs"].items():
+            externs[k] = externs.get(k, 0) + v
+    assert set(externs) == {"aten.embedding.default"}, externs
+
+
+@child_only
 @pytest.mark.parametrize("name", ["bert", "llama"])
 def test_transformers_training_step_through_torch_compile(name):
     # whole model graphs from PyTorch's capture, forward and backward, every
