@@ -98,6 +98,7 @@ void wk_sha256_hex(const void *p, size_t n, char out[65]);
     X(CACHE_LIMIT, "8", "compiled entries per code object before it runs eagerly")    \
     X(NUM_THREADS, "", "OpenMP threads for CPU kernels; default: all cores")           \
     X(SHIM, "1", "0: allocate outputs through torch.empty_strided, not PyTorch's C shim") \
+    X(NATIVE_EXTERNS, "1", "0: matmul, convolution and attention extern calls through Python, not PyTorch's C shim") \
     X(OUTPUT_POOL, "256", "MiB of freed large CPU outputs kept warm for later outputs (runtime/shim.c); 0 = off") \
     X(TRITON, "", "'interpret': CPU graphs use the Triton backend, run by Triton's interpreter (tests)") \
     X(HOST_PROFILE, "0", "1: graphs compiled from now on time their host work per phase (wick._C.host_profile())") \

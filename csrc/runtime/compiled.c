@@ -61,6 +61,7 @@ typedef struct {
     PyObject *kwnames;    /* tuple of str, or NULL */
     Py_ssize_t npicks;    /* > 0: output k is result[pick[k]] */
     Py_ssize_t *pick;
+    WkNativeCall *native; /* the call through PyTorch's C shim (shim_ops.c), or NULL */
 } ExternEntry;
 
 typedef struct {
@@ -337,11 +338,13 @@ enum { STACK_BUFS = 16, STACK_SLOTS = 32 };
 /* ---- host-time profile (WICK_HOST_PROFILE=1) -----------------------------
  * Where a call's host time goes, summed over the process: the whole call,
  * buffer allocation of kernel steps, kernel launches (C entry or Triton
- * launches), extern calls, the check of their outputs, and view steps.
+ * launches), extern calls through Python and through the C shim
+ * (shim_ops.c), the check of their outputs, and view steps.
  * Read (and reset) with wick._C.host_profile(). A graph reads the knob when
  * it is compiled; off, each phase costs one branch. */
-enum { PH_CALL, PH_ALLOC, PH_LAUNCH, PH_EXTERN, PH_EXTERN_OUT, PH_VIEW, PH_COUNT };
-static const char *const phase_names[PH_COUNT] = {"call", "alloc", "launch", "extern", "extern_out", "view"};
+enum { PH_CALL, PH_ALLOC, PH_LAUNCH, PH_EXTERN, PH_EXTERN_NATIVE, PH_EXTERN_OUT, PH_VIEW, PH_COUNT };
+static const char *const phase_names[PH_COUNT] = {"call", "alloc", "launch", "extern", "extern_native", "extern_out",
+                                                  "view"};
 static struct {
     double seconds[PH_COUNT];
     long long count[PH_COUNT];
@@ -688,6 +691,32 @@ static int run_extern(CompiledObject *self, int step, PyObject **slots) {
     for (int i = 0; i < st->nin; i++) in[i] = slots[st->in_slots[i]];
     PyObject *result = NULL, *args = NULL, *kwargs = NULL;
     int rc = -1;
+    if (e->native && st->nout <= WK_NATIVE_MAX_OUTPUTS) {
+        int ndim[WK_NATIVE_MAX_OUTPUTS];
+        const int64_t *sizes[WK_NATIVE_MAX_OUTPUTS], *strides[WK_NATIVE_MAX_OUTPUTS];
+        WkDType dtype[WK_NATIVE_MAX_OUTPUTS];
+        PyObject *outs[WK_NATIVE_MAX_OUTPUTS];
+        for (int k = 0; k < st->nout; k++) {
+            const WkSlot *s = &self->plan->slots[st->out_slots[k]];
+            ndim[k] = s->ndim;
+            sizes[k] = s->sizes;
+            strides[k] = s->strides;
+            dtype[k] = s->dtype;
+        }
+        int r = wk_native_call_run(e->native, in, st->nin, ndim, sizes, strides, dtype, outs);
+        if (r < 0) goto done;
+        if (r > 0) {
+            prof_add(self->profile, PH_EXTERN_NATIVE, t0);
+            if (self->profile) t0 = now_s();
+            int k = 0;
+            while (k < st->nout && store_extern_output(self, st, k, outs[k], slots) == 0) k++;
+            for (int j = 0; j < st->nout; j++) Py_DECREF(outs[j]);
+            if (k < st->nout) goto done;
+            prof_add(self->profile, PH_EXTERN_OUT, t0);
+            rc = 0;
+            goto done;
+        }
+    }
     if (!e->args) {
         result = PyObject_Vectorcall(e->fn, in, (size_t)st->nin, NULL);
     } else if (e->items) {
@@ -832,6 +861,7 @@ static void clear_externs(CompiledObject *self) {
         free(e->items);
         free(e->kind);
         free(e->pick);
+        wk_native_call_free(e->native);
     }
     free(self->externs);
     self->externs = NULL;
@@ -1033,7 +1063,7 @@ static int load_externs(CompiledObject *self, PyObject *table, int needed) {
     for (int s = 0; s < self->plan->nsteps; s++) {
         const WkStep *st = &self->plan->steps[s];
         if (st->kind != WK_STEP_EXTERN) continue;
-        const ExternEntry *e = &self->externs[st->extern_index];
+        ExternEntry *e = &self->externs[st->extern_index];
         if (!e->fn) {
             PyErr_Format(PyExc_ValueError, "wick: extern table entry %d (%s) is None but a node uses it",
                          st->extern_index, st->extern_name);
@@ -1044,6 +1074,9 @@ static int load_externs(CompiledObject *self, PyObject *table, int needed) {
                          st->extern_index, st->extern_name, e->npicks, st->nout);
             return -1;
         }
+        if (e->items && !e->native)
+            e->native = wk_native_call_prepare(st->extern_name, e->fn, e->items, e->kind, e->nargs, e->nitems,
+                                               e->kwnames, e->pick, e->npicks, st->nout, self->cuda_device);
     }
     return 0;
 }

@@ -17,6 +17,9 @@
  *   shim.c      output tensors allocated from C through PyTorch's stable C
  *               shim (aoti_torch_empty_strided), wrapped for Python by
  *               libtorch_python; torch.empty_strided where it is missing.
+ *   shim_ops.c  extern calls without Python: matmuls, convolution and
+ *               attention called through the shim's per-device functions
+ *               when nothing needs the Python call (no autograd, no mode).
  *   triton_rt.c the kernels of a TRITON plan: compiled through wick/_triton.py
  *               (Triton's compiler, cached on disk), loaded and launched
  *               with the CUDA driver API (dlopen'd libcuda.so.1) on the
@@ -82,6 +85,42 @@ int64_t wk_shim_pool_cached_bytes(void); /* bytes the pool holds now (tests) */
 int wk_shim_data_ptr(PyObject *tensor, void **data);
 PyObject *wk_shim_alias_Ref(PyObject *base, int ndim, const int64_t *sizes, const int64_t *strides,
                             int64_t offset_increment);
+/* For shim_ops.c. wk_shim_handle: tensor's at::Tensor handle (borrowed, as
+ * long as the tensor lives; tensor an exact torch.Tensor or Parameter), NULL
+ * when the shim cannot read it. wk_shim_wrap_handle_Ref: a torch.Tensor for a
+ * handle a shim function returned (new reference; None for an undefined
+ * tensor); takes the handle either way. wk_shim_delete_handle: drops one
+ * unused (NULL: nothing). wk_shim_op_symbol: a shim function of
+ * libtorch_cpu (cuda 0) or libtorch_cuda (cuda 1) as torch loaded them,
+ * NULL when absent. */
+void *wk_shim_handle(PyObject *tensor);
+PyObject *wk_shim_wrap_handle_Ref(void *handle);
+void wk_shim_delete_handle(void *handle);
+void *wk_shim_op_symbol(const char *name, int cuda);
+
+/* ---- shim_ops.c ---------------------------------------------------------
+ * Extern calls made from C through PyTorch's C shim, no Python between
+ * (see shim_ops.c for which ops and when). */
+typedef struct WkNativeCall WkNativeCall;
+enum { WK_NATIVE_MAX_OUTPUTS = 9 };
+/* The native form of an extern entry (see ExternEntry in compiled.c: items,
+ * kind, nargs, nitems, kwnames; picks) for the op called `name` (an ATen
+ * name such as "aten.mm.default") on a CPU (cuda_device -1) or CUDA graph,
+ * or NULL when there is none: fn is not that op's own callable, the
+ * arguments are not the supported form, or the shim lacks the function.
+ * Never leaves a Python exception set. Free with wk_native_call_free. */
+WkNativeCall *wk_native_call_prepare(const char *name, PyObject *fn, PyObject *const *items, const int *kind,
+                                     Py_ssize_t nargs, Py_ssize_t nitems, PyObject *kwnames,
+                                     const Py_ssize_t *pick, Py_ssize_t npicks, int nout, int cuda_device);
+void wk_native_call_free(WkNativeCall *c);
+/* Runs c on the extern node's tensor inputs `in` (borrowed). Out-variant
+ * ops allocate output k with out_ndim[k], out_sizes[k], out_strides[k],
+ * out_dtype[k]. 1: out[0..nout) are new references; 0: not here (grad mode
+ * on, a tensor subclass or Python mode, a shim error): nothing ran, use the
+ * Python call; -1: a Python exception. */
+int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, const int *out_ndim,
+                       const int64_t *const *out_sizes, const int64_t *const *out_strides,
+                       const WkDType *out_dtype, PyObject **out);
 
 /* ---- compiled.c -------------------------------------------------------- */
 /* Compiles g with the wick pipeline and returns a new CompiledGraph

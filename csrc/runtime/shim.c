@@ -330,3 +330,28 @@ PyObject *wk_shim_alias_Ref(PyObject *base, int ndim, const int64_t *sizes, cons
     S.delete_tensor(h);
     return t;
 }
+
+/* ---- for the native extern calls (shim_ops.c) -------------------------- */
+
+void *wk_shim_handle(PyObject *tensor) {
+    if (resolve() != 1 || S.views < 0 || (S.views == 0 && check_views(tensor) != 1)) return NULL;
+    return handle_of(tensor);
+}
+
+PyObject *wk_shim_wrap_handle_Ref(void *handle) {
+    PyObject *t = S.wrap(handle);
+    S.delete_tensor(handle);
+    return t;
+}
+
+void wk_shim_delete_handle(void *handle) {
+    if (handle) S.delete_tensor(handle);
+}
+
+void *wk_shim_op_symbol(const char *name, int cuda) {
+    if (resolve() != 1) return NULL;
+    void *lib = dlopen(cuda ? "libtorch_cuda.so" : "libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
+    void *f = sym(lib, name);
+    if (lib) dlclose(lib); /* torch holds the library: the symbol stays valid */
+    return f;
+}

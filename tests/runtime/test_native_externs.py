@@ -1,0 +1,230 @@
+"""Extern calls made through PyTorch's C shim (csrc/runtime/shim_ops.c):
+matmuls, convolution and attention called from C with no Python call,
+compared with eager; and the cases that must keep the Python call (grad
+mode on, a dispatch mode, a tensor subclass, integer results, a wrapped
+callable, WICK_NATIVE_EXTERNS=0)."""
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import wick._C as C
+
+X = C.ExternInput
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def profiled(monkeypatch):
+    # graphs compiled with the host profile on count their native calls
+    monkeypatch.setenv("WICK_HOST_PROFILE", "1")
+    C.env_reload()
+    C.host_profile(True)
+    yield
+    monkeypatch.undo()
+    C.env_reload()
+
+
+def native_calls():
+    return C.host_profile(True).get("extern_native", (0, 0.0))[0]
+
+
+def meta(t):
+    return {"dtype": t.dtype, "sizes": tuple(t.shape), "strides": t.stride()}
+
+
+def one_extern(op, tensors, args, kwargs=None, picks=None, metas=None):
+    """A graph of one extern node (plus a pointwise use of each output, so
+    kernels read the outputs too), compiled; returns the compiled graph."""
+    g = C.Graph()
+    ids = [g.input_like(t) for t in tensors]
+    name = f"aten.{op._opname}.{op._overloadname}"
+    outs = g.extern(0, ids, metas, name=name)
+    for o in outs:
+        g.output(o)
+        g.output(g.op("mul", [o, g.scalar(2)]))
+    return g.compile(externs=[(op._op, args, kwargs, picks)])
+
+
+def check(op, tensors, args, kwargs=None, picks=None, native=True, **tol):
+    want = op(*[tensors[a.index] if isinstance(a, C.ExternInput) else a for a in args],
+              **{k: tensors[v.index] if isinstance(v, C.ExternInput) else v for k, v in (kwargs or {}).items()})
+    wants = [want] if picks is None else [want[p] for p in picks]
+    cg = one_extern(op, tensors, args, kwargs, picks, [meta(w) for w in wants])
+    native_calls()
+    with torch.no_grad():
+        got = cg(*tensors)
+    assert native_calls() == (1 if native else 0)
+    for k, w in enumerate(wants):
+        assert got[2 * k].dtype == w.dtype and got[2 * k].shape == w.shape
+        assert got[2 * k].stride() == w.stride() or w.numel() <= 1
+        torch.testing.assert_close(got[2 * k], w, **tol)
+        torch.testing.assert_close(got[2 * k + 1], w * 2, **tol)
+    return cg
+
+
+def rand(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("m,k,n", [(5, 7, 3), (1, 64, 33), (0, 4, 6), (16, 0, 8)])
+def test_mm_addmm(dtype, m, k, n):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    a, b, c = rand(m, k, dtype=dtype), rand(k, n, dtype=dtype, seed=1), rand(n, dtype=dtype, seed=2)
+    check(aten.mm.default, [a, b], (X(0), X(1)), **tol)
+    check(aten.mm.default, [a, rand(n, k, dtype=dtype, seed=3).t()], (X(0), X(1)), **tol)  # a transposed operand
+    check(aten.addmm.default, [c, a, b], (X(0), X(1), X(2)), **tol)
+    check(aten.addmm.default, [c, a, b], (X(0), X(1), X(2)), {"beta": 0.5, "alpha": 2}, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bmm_baddbmm(dtype):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    a, b = rand(3, 5, 7, dtype=dtype), rand(3, 7, 4, dtype=dtype, seed=1)
+    c = rand(3, 5, 4, dtype=dtype, seed=2)
+    check(aten.bmm.default, [a, b], (X(0), X(1)), **tol)
+    check(aten.bmm.default, [a, rand(3, 4, 7, dtype=dtype, seed=4).transpose(1, 2)], (X(0), X(1)), **tol)
+    check(aten.baddbmm.default, [c, a, b], (X(0), X(1), X(2)), {"beta": -1.0, "alpha": 0.25}, **tol)
+
+
+@pytest.mark.parametrize("case", ["2d", "2d_nobias", "2d_strided_grouped", "1d", "3d", "transposed", "channels_last"])
+def test_convolution(case):
+    tol = {"rtol": 1e-4, "atol": 1e-4}
+    if case == "1d":
+        x, w, b = rand(2, 4, 11), rand(6, 4, 3, seed=1), rand(6, seed=2)
+        args = (X(0), X(1), X(2), [2], [1], [1], False, [0], 1)
+    elif case == "3d":
+        x, w, b = rand(1, 2, 5, 6, 7), rand(3, 2, 3, 3, 3, seed=1), rand(3, seed=2)
+        args = (X(0), X(1), X(2), [1, 1, 1], [1, 0, 1], [1, 1, 1], False, [0, 0, 0], 1)
+    elif case == "transposed":
+        x, w, b = rand(2, 4, 5, 5), rand(4, 3, 3, 3, seed=1), rand(3, seed=2)
+        args = (X(0), X(1), X(2), [2, 2], [1, 1], [1, 1], True, [1, 1], 1)
+    elif case == "2d_strided_grouped":
+        x, w, b = rand(3, 6, 9, 8), rand(6, 2, 3, 3, seed=1), rand(6, seed=2)
+        args = (X(0), X(1), X(2), [2, 1], [1, 2], [2, 1], False, [0, 0], 3)
+    else:
+        x, w, b = rand(2, 3, 8, 7), rand(5, 3, 3, 3, seed=1), rand(5, seed=2)
+        if case == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        args = (X(0), X(1), None if case == "2d_nobias" else X(2), [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    tensors = [x, w, b] if args[2] is not None else [x, w]
+    check(aten.convolution.default, tensors, args, **tol)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("with_mask,scale", [(False, None), (True, None), (False, 0.3)])
+def test_cpu_flash_attention(causal, with_mask, scale):
+    if causal and with_mask:
+        pytest.skip("eager refuses a mask together with is_causal")
+    q, k, v = rand(2, 3, 9, 16), rand(2, 3, 11, 16, seed=1), rand(2, 3, 11, 16, seed=2)
+    tensors, kw = [q, k, v], {}
+    if with_mask:
+        tensors.append(rand(9, 11, seed=3))
+        kw["attn_mask"] = X(3)
+    if scale is not None:
+        kw["scale"] = scale
+    check(aten._scaled_dot_product_flash_attention_for_cpu.default, tensors, (X(0), X(1), X(2), 0.0, causal), kw,
+          picks=(0, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_python_call_where_the_shim_cannot_stand_in():
+    a, b = rand(4, 5), rand(5, 3, seed=1)
+    # an integer matmul: the Python call
+    check(aten.mm.default, [a.to(torch.int64), b.to(torch.int64)], (X(0), X(1)), native=False)
+    # attention with dropout: the Python call (random numbers), not a native
+    # one; here it gives eager's own error (the CPU kernel has no dropout)
+    q = rand(1, 1, 4, 8)
+    cg = one_extern(aten._scaled_dot_product_flash_attention_for_cpu.default, [q], (X(0), X(0), X(0), 0.5),
+                    picks=(0,), metas=[meta(q)])
+    with torch.no_grad(), pytest.raises(RuntimeError, match="dropout"):
+        cg(q)
+    assert native_calls() == 0
+    # a wrapper around the op is not the op
+    g = C.Graph()
+    ai, bi = g.input_like(a), g.input_like(b)
+    (o,) = g.extern(0, [ai, bi], [meta(a @ b)], name="aten.mm.default")
+    g.output(o)
+    cg = g.compile(externs=[(lambda x, y: aten.mm.default(x, y) + 1, (X(0), X(1)))])
+    with torch.no_grad():
+        torch.testing.assert_close(cg(a, b)[0], a @ b + 1)
+    assert native_calls() == 0
+
+
+def test_grad_mode_mode_and_subclass_keep_the_python_call():
+    a, b = rand(4, 5), rand(5, 3, seed=1)
+    cg = one_extern(aten.mm.default, [a, b], (X(0), X(1)), metas=[meta(a @ b)])
+    # grad mode on, an input that requires grad: autograd must see the op
+    w = b.clone().requires_grad_()
+    out = cg(a, w)[0]
+    assert native_calls() == 0
+    out.sum().backward()
+    torch.testing.assert_close(w.grad, a.sum(0)[:, None].expand(5, 3))
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Seen() as mode:
+        cg(a, b)
+    assert aten.mm.default in mode.ops and native_calls() == 0
+
+    class Sub(torch.Tensor):
+        pass
+
+    with torch.no_grad():
+        got = cg(a.as_subclass(Sub), b)[0]
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), a @ b)
+    assert native_calls() == 0
+    with torch.no_grad():
+        cg(a, b)
+    assert native_calls() == 1
+
+
+def test_knob_turns_it_off(monkeypatch):
+    monkeypatch.setenv("WICK_NATIVE_EXTERNS", "0")
+    C.env_reload()
+    a, b = rand(4, 5), rand(5, 3, seed=1)
+    check(aten.mm.default, [a, b], (X(0), X(1)), native=False)
+
+
+def test_transformer_block_through_torch_compile():
+    """Inference and a training step through torch.compile(backend="wick"):
+    the linear layers' and attention's extern calls go native in the
+    compiled forward and backward graphs, results equal eager's."""
+    import copy
+
+    from wick import backends
+
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    twin = copy.deepcopy(layer)
+    x = torch.randn(2, 7, 32)
+    compiled = torch.compile(layer, backend="wick")
+    with torch.no_grad():
+        want = layer(x)
+        compiled(x)  # AOTAutograd's first call runs under a dispatch mode of its own: Python calls
+        native_calls()
+        got = compiled(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert native_calls() >= 4
+    torch._dynamo.reset()
+    compiled = torch.compile(twin, backend="wick")
+    compiled(x).square().mean().backward()
+    twin.zero_grad()
+    native_calls()
+    want = layer(x).square().mean()
+    want.backward()
+    got = compiled(x).square().mean()
+    got.backward()
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    assert native_calls() >= 8  # forward and backward matmuls
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(layer.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
