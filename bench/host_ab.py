@@ -8,7 +8,9 @@ bench/suites/<suite>.txt: their CUDA batch sizes and options), e.g.
 timm:mobilenetv3_large_100,huggingface:BertForMaskedLM. VARIANTS (default
 eager,inductor,dynamo+wick,wick): eager | inductor (torch.compile) |
 dynamo+wick (torch.compile(backend="wick")) | wick (wick.compile, wick's
-capture) | dynamo+wick-ro (reduce-overhead: CUDA graphs). MODE: inference
+capture) | dynamo+wick-ro (reduce-overhead: CUDA graphs) | dynamo+wick-py and
+wick-py (the same, compiled with WICK_NATIVE_EXTERNS=0: every extern call
+through Python, the A/B of csrc/runtime/shim_ops.c). MODE: inference
 (default) or training (SGD step: forward, loss, backward, step).
 
 bf16 autocast. Each variant runs on its own copy of the model; the first
@@ -79,6 +81,14 @@ def runner(fn, module, built, train):
 
 
 def compile_variant(v, m):
+    if v == "dynamo+wick-py":
+        # a backend object of its own: Dynamo's cache entries are per backend,
+        # so this compiles anew instead of reusing "dynamo+wick"'s graphs
+        def python_externs(gm, example_inputs):
+            return wick.backends.wick_backend(gm, example_inputs)
+
+        return torch.compile(m, backend=python_externs)
+    v = v[:-3] if v.endswith("-py") else v
     if v == "eager":
         return m
     if v == "inductor":
@@ -157,12 +167,23 @@ def main():
             wick.reset()
             r = runner(compile_variant(v, m), m, built, train)
             t0 = time.time()
+            if v.endswith("-py"):  # the knob is read when a graph is compiled: during the first call
+                os.environ["WICK_NATIVE_EXTERNS"] = "0"
+                C.env_reload()
+            from wick import backends
+            backends.compiled_graphs.clear()
             try:
                 out = r()
                 sync()
             except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others go on
                 print(f"{spec.name} {mode} {v}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
+            finally:
+                os.environ.pop("WICK_NATIVE_EXTERNS", None)
+                C.env_reload()
+            if v == "dynamo+wick":
+                for info in backends.compiled_graphs:
+                    print(f"  {info['graph']} graph: {info['kernels']} kernels, externs {info['externs']}", flush=True)
             first[v] = time.time() - t0
             o = first_tensor(out).float()
             if ref is None:
@@ -170,7 +191,7 @@ def main():
             errs[v] = ((o - ref).norm() / ref.norm().clamp_min(1e-30)).item()
             fns[v] = r
             extra = ""
-            if v == "wick":
+            if v.startswith("wick"):
                 s = wick.stats()
                 extra = f", graphs {s.get('graphs')}, breaks {s.get('breaks')}, fallbacks {len(s.get('fallbacks') or [])}"
             print(f"{spec.name} {mode} {v}: first call {first[v]:.1f} s, rel err vs {variants[0]} {errs[v]:.1e}{extra}",
