@@ -862,7 +862,8 @@ class _AtenImporter:
                     return None
                 if not val.is_floating_point() and not (isinstance(start, int) and isinstance(step, int)):
                     return None
-                vid = g.op("ARANGE", [g.scalar(start), g.scalar(step)], ints=[val.shape[0]], dtype=val.dtype)
+                vid = g.op("ARANGE", [g.scalar(start), g.scalar(step)], ints=[val.shape[0]], dtype=val.dtype,
+                           device=str(self.device))
             else:  # full, zeros, ones and their _like forms
                 name = t._opname if hasattr(t, "_opname") else ""
                 fill = {"zeros": 0, "zeros_like": 0, "ones": 1, "ones_like": 1}.get(name)
@@ -874,7 +875,8 @@ class _AtenImporter:
                     info = torch.iinfo(val.dtype)  # eager raises on overflow: keep its call
                     if not (fill == fill and info.min <= fill <= info.max):
                         return None
-                vid = g.op("FULL", [g.scalar(fill)], ints=list(self.meta_of(val)["sizes"]), dtype=val.dtype)
+                vid = g.op("FULL", [g.scalar(fill)], ints=list(self.meta_of(val)["sizes"]), dtype=val.dtype,
+                           device=str(self.device))
         except (_NotNative, ValueError, TypeError, IndexError):
             return None
         if vid is None:  # scatter/index_put declined

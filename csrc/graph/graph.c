@@ -1133,6 +1133,11 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
         goto done;
     }
     if (common_device(in, ninputs, &out.device) < 0) goto done;
+    if (at.has_device) {
+        int scalars_only = 1;
+        for (int i = 0; i < ninputs; i++) scalars_only &= in[i]->is_wrapped_number;
+        if (scalars_only) out.device = at.device;
+    }
     if (op == WK_OP_VIEW) {
         rc = add_view(g, inputs[0], &at);
         goto done;

@@ -163,6 +163,11 @@ typedef struct {
      * nints > 0; printed as ints=[...] and hashed. */
     int nints;
     const int64_t *ints;
+    /* The device of a node whose inputs are all scalars (FULL, ARANGE: a
+     * causal mask built on CUDA); without it such a node is on the CPU.
+     * Ignored for a node with a tensor input (it goes with its inputs). */
+    int has_device;
+    WkDevice device;
 } WkAttrs;
 
 /* A value is a tensor produced by a graph input or a node. */

@@ -298,14 +298,17 @@ static PyObject *Graph_scalar(GraphObject *self, PyObject *value) {
 }
 
 static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "ints", "correction", "eps", NULL};
+    static char *kwlist[] = {"name", "inputs", "dims", "keepdim", "dtype", "ints", "correction", "eps", "device",
+                             NULL};
     const char *name;
     PyObject *inputs_obj, *dims_obj = Py_None, *dtype_obj = Py_None, *ints_obj = Py_None, *corr_obj = Py_None;
-    PyObject *eps_obj = Py_None;
+    PyObject *eps_obj = Py_None, *device_obj = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOOOO:op", kwlist, &name, &inputs_obj, &dims_obj,
-                                     &keepdim, &dtype_obj, &ints_obj, &corr_obj, &eps_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO|OpOOOOO:op", kwlist, &name, &inputs_obj, &dims_obj,
+                                     &keepdim, &dtype_obj, &ints_obj, &corr_obj, &eps_obj, &device_obj))
         return NULL;
+    WkDevice device = {WK_DEV_CPU, 0};
+    if (device_obj != Py_None && parse_device(device_obj, &device) < 0) return NULL;
     int op = wk_op_from_name(name);
     if (op < 0) return PyErr_Format(PyExc_ValueError, "wick: unknown op '%s'", name);
     if (op == WK_OP_SCALAR)
@@ -324,6 +327,8 @@ static PyObject *Graph_op(GraphObject *self, PyObject *args, PyObject *kwds) {
     attrs.nints = nints;
     attrs.ints = ints;
     attrs.keepdim = keepdim;
+    attrs.has_device = device_obj != Py_None;
+    attrs.device = device;
     if (dims_obj != Py_None) {
         int64_t dims[WK_MAX_DIMS];
         int nd;

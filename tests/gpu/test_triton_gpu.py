@@ -318,3 +318,34 @@ def test_kernel_with_many_buffers(n):
         want = want + x
     close(got[0], want, 1e-4, 1e-4)
     assert cg.describe()["nkernels"] == 1  # one kernel taking all n inputs and the output
+
+
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_creation_ops_are_kernels_on_cuda(n):
+    """arange, full, ones/zeros(_like), tril/triu inside a CUDA graph are
+    Triton kernels (a causal mask and positions as decoders build them);
+    the embedding, an indirect load, stays an extern call on CUDA."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+
+    def f(x, ids):
+        pos = torch.arange(x.shape[1], device=x.device)
+        mask = torch.full((x.shape[1], x.shape[1]), float("-inf"), device=x.device).triu(1)
+        keep = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
+        scores = x.unsqueeze(-1) * x.unsqueeze(-2) + mask
+        return (scores.masked_fill(~keep, 0.0).sum(-1) + pos + torch.zeros_like(x), torch.ones_like(ids) * 3,
+                torch.embedding(x, ids))
+
+    x = rand((n, n))
+    ids = torch.randint(0, n, (3, 2), device=DEV)
+    want = f(x, ids)
+    got = torch.compile(f, backend="wick")(x, ids)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        close(g_, w_)
+    externs = {}
+    for info in backends.compiled_graphs:
+        for k, v in info["externs"].items():
+            externs[k] = externs.get(k, 0) + v
+    assert set(externs) == {"aten.embedding.default"}, externs

@@ -341,6 +341,23 @@ def test_cuda_input_without_a_driver_is_a_compile_error():
         g.compile()
 
 
+def test_creation_ops_take_the_device_they_are_given():
+    # FULL and ARANGE have only scalar inputs: without device= they are CPU
+    # values, which a CUDA graph cannot combine with its tensors
+    g = C.Graph()
+    x = g.input("float32", (4, 4), (4, 1), device="cuda")
+    mask = g.op("FULL", [g.scalar(1.0)], ints=[4, 4], dtype=torch.float32, device="cuda")
+    pos = g.op("ARANGE", [g.scalar(0), g.scalar(1)], ints=[4], dtype=torch.int64, device="cuda:0")
+    assert g.value(mask)["device"] == g.value(pos)["device"] == "cuda:0"
+    assert g.value(g.op("add", [g.op("add", [x, mask]), pos]))["device"] == "cuda:0"
+    cpu_mask = g.op("FULL", [g.scalar(1.0)], ints=[4, 4], dtype=torch.float32)
+    assert g.value(cpu_mask)["device"] == "cpu"
+    with pytest.raises(ValueError, match="same device"):
+        g.op("add", [x, cpu_mask])
+    # a node with a tensor input goes with its input, whatever device= says
+    assert g.value(g.op("TRIL", [x], ints=[0], device="cpu"))["device"] == "cuda:0"
+
+
 def test_threads_share_a_compiled_graph():
     a = rand((1000,), torch.float32, 1)
     _, cg = compile_graph(lambda g, x: [g.op("mul", [g.op("add", [x, g.scalar(1.0)]), x])], [a])
