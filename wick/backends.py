@@ -1137,7 +1137,7 @@ class _AtenImporter:
                 kw.pop("pin_memory", None)
                 if kw:
                     return None
-                vid = g.op("CONVERT", [g.scalar(args[0][1])], dtype=dtype)
+                vid = g.op("CONVERT", [g.scalar(args[0][1])], dtype=dtype, device=str(self.device))
             elif kind == "gelu":
                 approx = kwargs.get("approximate", ("c", "none"))[1]
                 if len(args) != 1 or args[0][0] != "v" or set(kwargs) - {"approximate"}:

@@ -354,6 +354,10 @@ def test_creation_ops_take_the_device_they_are_given():
     assert g.value(cpu_mask)["device"] == "cpu"
     with pytest.raises(ValueError, match="same device"):
         g.op("add", [x, cpu_mask])
+    # a Python number made a 0-d tensor (aten.scalar_tensor) on the graph's device
+    zero = g.op("CONVERT", [g.scalar(0.0)], dtype=torch.float32, device="cuda")
+    assert g.value(g.op("where", [g.op("gt", [x, mask]), zero, x]))["device"] == "cuda:0"
+    assert g.value(zero)["device"] == "cuda:0"
     # a node with a tensor input goes with its input, whatever device= says
     assert g.value(g.op("TRIL", [x], ints=[0], device="cpu"))["device"] == "cuda:0"
 
