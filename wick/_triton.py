@@ -105,6 +105,24 @@ def kernel_identity(path, src_hash, name):
     return [src_hash, name]
 
 
+def _has_asserts(path, name):
+    """Whether kernel `name`'s text holds a device_assert (indirect loads)."""
+    text = _text_of[1] if _text_of[0] == path else None
+    if text is None:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            return False
+        _text_of[:] = [path, text]
+    defs = list(_KERNEL_DEF.finditer(text))
+    for i, m in enumerate(defs):
+        if m.group(1) == name:
+            end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
+            return "tl.device_assert(" in text[m.start():end]
+    return "tl.device_assert(" in text
+
+
 def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):
     """Compiles kernel `name` of the module at `path` for sm_<arch>.
 
@@ -113,8 +131,10 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
     pointers)."""
     import triton
 
-    key = json.dumps([*kernel_identity(path, src_hash, name), param_types, has_r, xblock, rblock, num_warps, arch,
-                      aligned, triton.__version__])
+    identity = kernel_identity(path, src_hash, name)
+    asserts = _has_asserts(path, name)
+    key = json.dumps([*identity, param_types, has_r, xblock, rblock, num_warps, arch, aligned, asserts,
+                      triton.__version__])
     h = _sha(key.encode())
     d = _dir(cache_dir)
     bin_path, meta_path = os.path.join(d, f"{h}.cubin"), os.path.join(d, f"{h}.json")
@@ -142,7 +162,14 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
         constexprs[(arg_names.index("RBLOCK"),)] = rblock
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(param_types))} if aligned else {}
     src = ASTSource(fn, signature, constexprs, attrs)
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps})
+    # a kernel with indirect loads asserts its indices in range (cgen_triton.c,
+    # WK_LX_BOUND): Triton compiles device_assert in only with debug on, and
+    # then, as eager's own indexing kernels, an out-of-range index is a
+    # device-side assertion. Without overflow sanitising, which debug would
+    # also add to every integer operation (inductor compiles its kernels the
+    # same way).
+    options = {"num_warps": num_warps, "debug": asserts, "sanitize_overflow": False}
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     md = compiled.metadata
     if getattr(md, "global_scratch_size", 0) or getattr(md, "profile_scratch_size", 0):
         raise RuntimeError(f"wick: Triton kernel {name} needs scratch memory, which wick does not provide")

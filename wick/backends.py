@@ -254,8 +254,8 @@ def _indexing_ops():
 
 
 def _indirect_load_ops():
-    """The part of _indexing_ops that reads at computed offsets: C kernels
-    only (an index out of range must raise, see try_indexing)."""
+    """The part of _indexing_ops that reads at computed offsets (an index
+    out of range must raise: see try_indexing)."""
     import torch
 
     aten = torch.ops.aten
@@ -771,12 +771,14 @@ class _AtenImporter:
     def try_indexing(self, node, val):
         """Indexing and creation ops (ops.def notes 11, 12) -> INDEX, GATHER,
         ARANGE, FULL, TRIL or TRIU nodes, or None (then an extern).
-        CPU graphs only: a C kernel reports an index out of range (the
-        runtime raises IndexError and the guard below reruns the graph
-        eagerly for eager's own error); Triton kernels cannot yet (they clamp
-        and only assert in Triton's debug mode). Creation ops (arange, full,
-        tril, triu and the zeros/ones forms) read no index: native on both
-        targets."""
+        An index out of range: a C kernel reports it (the runtime raises
+        IndexError and the guard below reruns the graph eagerly for eager's
+        own error); a Triton kernel asserts it on the device (wick/_triton.py
+        compiles such kernels with device asserts on), a device-side
+        assertion as eager's own CUDA indexing kernels raise. Under Triton's
+        interpreter (CPU tests) indexing stays extern. Creation ops (arange,
+        full, tril, triu and the zeros/ones forms) read no index: native on
+        every target."""
         import torch.fx
 
         torch, g = self.torch, self.g
@@ -784,8 +786,7 @@ class _AtenImporter:
         t = node.target
         if val.layout != torch.strided or not self.on_graph_device(val.device):
             return None
-        triton_target = self.device.type != "cpu" or os.environ.get("WICK_TRITON") == "interpret"
-        if triton_target and t in _indirect_load_ops():
+        if os.environ.get("WICK_TRITON") == "interpret" and t in _indirect_load_ops():
             return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}

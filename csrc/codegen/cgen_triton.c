@@ -364,8 +364,9 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
     case WK_LX_WHERE: wk_str_printf(s, "tl.where(%s, %s, %s)", a, b, c); return 0;
     case WK_LX_BOUND: {
         /* never read outside the buffer: out-of-range lanes read element 0;
-         * device_assert reports them where Triton checks asserts (its
-         * interpreter; on the GPU only with TRITON_DEBUG=1) */
+         * device_assert reports them (wick/_triton.py compiles kernels that
+         * hold one with Triton's asserts on: a device-side assertion, as
+         * eager's CUDA indexing kernels give) */
         const char *mask = load_mask(g, 1 | (on_r(g, e) ? 2 : 0));
         char inb[200];
         snprintf(inb, sizeof inb, "((%s >= 0) & (%s < %lld))", a, a, (long long)e->i);

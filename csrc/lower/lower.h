@@ -47,7 +47,8 @@
  * operand when it lies in [0, i) and 0 otherwise, and makes the kernel
  * report "index out of range": the C entry returns nonzero and the runtime
  * raises IndexError (eager raises there too); Triton kernels clamp and
- * tl.device_assert (see cgen_triton.c).
+ * tl.device_assert, compiled in (see cgen_triton.c): a device-side
+ * assertion, as eager's CUDA kernels give.
  *
  * Ownership: a WkLoopIR owns its arena (all expressions), its symbol pool
  * and its buffers. It borrows nothing from the graph after wk_lower_graph

@@ -323,8 +323,8 @@ def test_kernel_with_many_buffers(n):
 @pytest.mark.parametrize("n", [1, 7, 40])
 def test_creation_ops_are_kernels_on_cuda(n):
     """arange, full, ones/zeros(_like), tril/triu inside a CUDA graph are
-    Triton kernels (a causal mask and positions as decoders build them);
-    the embedding, an indirect load, stays an extern call on CUDA."""
+    Triton kernels (a causal mask and positions as decoders build them), and
+    so is the embedding (an indirect load): no extern call is left."""
     torch._dynamo.reset()
     backends.fallback_reasons.clear()
     backends.compiled_graphs.clear()
@@ -348,4 +348,62 @@ def test_creation_ops_are_kernels_on_cuda(n):
     for info in backends.compiled_graphs:
         for k, v in info["externs"].items():
             externs[k] = externs.get(k, 0) + v
-    assert set(externs) == {"aten.embedding.default"}, externs
+    assert not externs, externs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_indexing_is_native_on_cuda(dtype):
+    """embedding, index_select, gather and advanced indexing (negative
+    indices wrapped) as Triton kernels, fused with their pointwise users."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+
+    def f(w, ids, rows, g):
+        return (torch.embedding(w, ids).relu() * 2, w.index_select(0, rows).sum(-1),
+                torch.gather(w, 1, g) + 1, w[rows.flip(0) - w.shape[0], 1:3].exp())
+
+    w = rand((50, 24), dtype)
+    ids = torch.randint(0, 50, (4, 7), device=DEV)
+    rows = torch.randint(0, 50, (9,), device=DEV)
+    g = torch.randint(0, 24, (50, 5), device=DEV)
+    want = f(w, ids, rows, g)
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(w, ids, rows, g)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for g_, w_ in zip(got, want):
+        close(g_, w_, tol, tol)
+    externs = {k for info in backends.compiled_graphs for k in info["externs"]}
+    assert not externs, externs
+
+
+def test_index_out_of_range_is_a_device_assert_as_in_eager():
+    """An index out of range in a native CUDA indexing kernel triggers a
+    device-side assertion, as eager's embedding does (it poisons the CUDA
+    context: each case runs in a process of its own)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch, wick
+f = lambda w, ids: torch.embedding(w, ids) * 2
+if sys.argv[1] == "wick":
+    f = torch.compile(f, backend="wick")
+w = torch.randn(10, 4, device="cuda")
+f(w, torch.randint(0, 10, (3,), device="cuda"))
+try:
+    f(w, torch.tensor([1, 10, 2], device="cuda"))
+    torch.cuda.synchronize()
+except Exception as exc:
+    print("raised:", type(exc).__name__, str(exc).splitlines()[0])
+    sys.exit(0)
+print("no error")
+sys.exit(1)
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for variant in ("eager", "wick"):
+        r = subprocess.run([sys.executable, "-c", code, variant], capture_output=True, text=True, timeout=300,
+                           cwd=root, env=dict(os.environ, PYTHONPATH=root))
+        assert r.returncode == 0 and "raised:" in r.stdout, (variant, r.stdout[-2000:], r.stderr[-3000:])
+        assert "assert" in r.stdout.lower() or "assert" in r.stderr.lower(), (variant, r.stdout, r.stderr[-3000:])
