@@ -1,11 +1,13 @@
 """Channels-last layout for convolutional ATen graphs (the torch.compile path).
 
 cuDNN's 16-bit convolutions run much faster on NHWC (channels-last) tensors
-than on NCHW ones. When an inference graph holds 2-d convolutions, this pass
-rewrites its FX graph, before wick imports it, so that:
+than on NCHW ones. When a graph holds 2-d convolutions (inference graphs,
+and AOTAutograd's forward and backward graphs), this pass rewrites its FX
+graph, before wick imports it, so that:
 
 * the pointwise work feeding a convolution (the autocast conversion of its
-  weight and input, the previous block's normalisation and activation) is
+  weight and input, the previous block's normalisation and activation; in a
+  backward, what feeds a convolution_backward's grad_output and input) is
   computed in NHWC order: the node becomes the same op applied to
   permute(x, [0, 2, 3, 1]) of each operand, a contiguous NHWC tensor, and
   permute(result, [0, 3, 1, 2]) (a view: NCHW sizes, channels-last strides)
@@ -14,20 +16,40 @@ rewrites its FX graph, before wick imports it, so that:
   (a convolution's output, or a pooling of one) follow it into NHWC order,
   so wick's kernels read and write memory in order (coalesced on the GPU)
   instead of striding across channels;
-* every graph output keeps the strides eager gives it: an output whose layout
-  changed is copied back (a contiguous clone) where eager's is contiguous;
-  any other change abandons the pass.
+* a weight no kernel produces (a parameter) gets one NHWC-ordered copy per
+  call, so cuDNN answers channels-last (convolution_backward alike);
+* graph outputs keep the strides eager gives them (a copy back where the
+  layout changed), but for the activations a forward saves for its
+  backward: those stay channels-last where dense.
+
+Training: AOTAutograd partitions the joint graph before either half is
+compiled, so the backward is traced on NCHW activations. The forward's
+compiler (backends._aten_compiler) tells AOTAutograd which strides its
+compiled graph really returns each output with (TracingContext.
+output_strides, as inductor's layout optimisation does); AOTAutograd then
+gives the backward's compiler its saved-activation placeholders re-strided
+to them. This pass finds such inputs (given_strides) and traces the
+backward again on them, each node's metadata computed by running its op on
+fake tensors of the real strides: the strides eager would give the same ops
+on channels-last activations, which wick's kernels and extern calls then
+produce. Which forward outputs are saved activations comes from
+AOTAutograd's metadata (backends._saved_activations); mutated inputs and
+the user's outputs keep eager's strides; without a tracing context (wick's
+own capture) every output does.
 
 Values are unchanged: only operand order and strides move (the same ops on
-the same logical elements). The new nodes' fake-tensor metadata is computed
-by running each op on fake tensors, so the convolution's output strides are
-the ones its kernel will give. Graphs with stride-dependent ops (as_strided)
+the same logical elements). Graphs with stride-dependent ops (as_strided)
 are left alone, and so is any graph where a step fails (a view the new
-strides do not allow): the caller then imports the graph as it was.
+strides do not allow): the caller then imports the graph as it was. A
+backward cannot be left as it was when its inputs have other strides than
+traced: its pass falls back to tracing it again with no layout changes of
+its own, where an op refuses the new strides reading its operands copied
+back to the traced ones, and last to copying those inputs back first.
 
-Knob: WICK_CHANNELS_LAST: unset or "auto": CUDA inference graphs with
-convolutions; "1": also CPU graphs (tests: strided layouts through the C and
-the interpreted Triton backends); "0": never.
+Knob: WICK_CHANNELS_LAST: unset or "auto": CUDA graphs with convolutions;
+"1": also CPU graphs (tests: strided layouts through the C and the
+interpreted Triton backends); "0": never (a backward still takes the
+strides its forward reported).
 """
 
 import operator
@@ -80,6 +102,17 @@ def _is_cl(torch, t):
     """Channels-last strides that are not also contiguous ones."""
     return (isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous()
             and t.is_contiguous(memory_format=torch.channels_last))
+
+
+def _dense(t):
+    """t's elements fill its span: its strides are those of a contiguous
+    tensor of its sizes in some dim order."""
+    step = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape) if n != 1):
+        if stride != step:
+            return False
+        step *= size
+    return True
 
 
 def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_work=True, copy_inputs_back=False):
@@ -232,7 +265,9 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
             env[n] = new.placeholder(n.target)
             env[n].meta = dict(n.meta)
             if n in given_inputs:
-                env[n].meta["val"] = given_inputs[n]
+                t = given_inputs[n]
+                with fake_mode:  # a value of this graph's fake mode whatever t is
+                    env[n].meta["val"] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
                 if copy_inputs_back:
                     env[n] = restrided(env[n], _val(n))
             continue
@@ -257,7 +292,9 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
                 o = orig(a)
                 old, now = _val(a), _val(o)
                 if (isinstance(old, torch.Tensor) and tuple(old.stride()) != tuple(now.stride())
-                        and out_position - 1 not in free_outputs):
+                        and (out_position - 1 not in free_outputs or not _dense(now))):
+                    # AOTAutograd gives the backward a saved activation as the
+                    # traced value re-strided: with gaps it might not fit
                     o = traced(a)
                 outs.append(o)
             new.output(type(n.args[0])(outs) if isinstance(n.args[0], (list, tuple)) else outs[0])

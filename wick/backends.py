@@ -1624,8 +1624,8 @@ def _saved_activations(gm, context):
     (after the mutated inputs, the user's outputs and their intermediate
     bases): with a tracing context to report their strides to, these may
     change layout; nothing else may."""
-    if context is None or context.fw_metadata is None:
-        return ()
+    if context is None or context.fw_metadata is None or getattr(context.fw_metadata, "tokens", None):
+        return ()  # (effect tokens would come first among the outputs)
     output = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
     try:
         return frozenset(range(len(output))[context.fw_metadata.tensors_saved_for_backwards_slice])
