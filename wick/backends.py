@@ -1572,18 +1572,19 @@ def _aten_compiler(which, cudagraphs=False):
         context = torch._guards.TracingContext.try_get() if which == "forward" else None
         if context is None or context.output_strides is None or _is_symbolic(torch, gm):
             context = None
+        saved = _saved_activations(gm, context)
         try:
-            fn, info = _compile_aten(gm, example_inputs, which, free_outputs=_saved_activations(gm, context))
+            fn, info = _compile_aten(gm, example_inputs, which, free_outputs=saved)
         except _Unsupported as exc:
             return _boxed_fallback(gm, f"{which} graph: {exc}")
         except _C.CompileError as exc:
             return _boxed_fallback(gm, f"{which} graph: wick could not compile it: {exc}")
         compiled_graphs.append(info)
-        reported = None
+        saved_strides = None  # what the backward is compiled for
         if context is not None:
-            reported = _changed_strides(torch, gm, info["output_strides"])
-            context.output_strides.extend(reported)
-            reported = reported if any(s is not None for s in reported) else None
+            context.output_strides.extend(_changed_strides(torch, gm, info["output_strides"]))
+            saved_strides = [s if k in saved else None for k, s in enumerate(info["output_strides"])]
+            saved_strides = saved_strides if any(saved_strides) else None
         if _log_graphs():
             print(f"[wick:graphs] torch.compile {which} graph: {info['native']} native nodes in "
                   f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}, "
@@ -1608,7 +1609,7 @@ def _aten_compiler(which, cudagraphs=False):
                 return f(*args)
 
             del placeholders
-        guarded = _eager_on_metadata_mismatch(gm, which, boxed, reported)
+        guarded = _eager_on_metadata_mismatch(gm, which, boxed, saved_strides)
         if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
             from . import _cudagraphs
 
@@ -1650,7 +1651,8 @@ def _changed_strides(torch, gm, output_strides):
 
 
 def _restrided(torch, outs, strides):
-    """outs, each copied into the strides reported for it where it has others."""
+    """outs, each copied into its strides in `strides` (None: any) where it
+    has others."""
     outs = list(outs)
     for i, s in enumerate(strides):
         t = outs[i]
@@ -1662,8 +1664,8 @@ def _restrided(torch, outs, strides):
 
 def _checking_strides(torch, which, boxed, out_strides):
     """boxed, whose first run checks that its outputs have the strides
-    reported for them; should one not, they are copied into those from then
-    on (the reason recorded)."""
+    out_strides gives them; should one not, they are copied into those from
+    then on (the reason recorded)."""
     state = {"checked": False, "copy": False}
 
     def run(args):
@@ -1672,8 +1674,8 @@ def _checking_strides(torch, which, boxed, out_strides):
             fixed = _restrided(torch, out, out_strides)
             if not state["checked"] and any(a is not b for a, b in zip(fixed, out)):
                 state["copy"] = True
-                fallback_reasons.append(f"torch.compile(backend='wick'): {which} graph returned other strides "
-                                        f"than it reported; its outputs are copied into those")
+                fallback_reasons.append(f"torch.compile(backend='wick'): {which} graph returned saved activations "
+                                        f"with other strides than its backward was compiled for; copied into those")
             state["checked"] = True
             out = fixed if state["copy"] else out
         return out
@@ -1690,9 +1692,10 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None):
     Likewise any error of the graph's first run (a kernel Triton could not
     compile for this device, say) when eager runs the graph without one:
     eager's result, the reason recorded; an error eager raises too is eager's.
-    out_strides: the strides the forward reported for its outputs (the
-    backward was compiled for them), which eager's run of the graph is given
-    as well, and which the first run checks."""
+    out_strides: a forward's, per output, the strides its backward was
+    compiled for (those of the saved activations, reported to AOTAutograd
+    where they are not the traced ones), which eager's run of the graph is
+    given as well, and which the first run checks."""
     import torch
 
     if out_strides:
@@ -1742,8 +1745,8 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None):
 
 
 def _boxed_fallback(gm, reason, out_strides=None):
-    """gm run eagerly; out_strides: the strides its outputs were reported
-    with (see _eager_on_metadata_mismatch)."""
+    """gm run eagerly; out_strides: the strides its backward takes its
+    outputs with (see _eager_on_metadata_mismatch)."""
     reason = f"torch.compile(backend='wick'): {reason}"
     fallback_reasons.append(reason)
     if _log_breaks():

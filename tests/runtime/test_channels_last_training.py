@@ -236,6 +236,24 @@ def test_forward_falling_back_at_its_first_run_gives_the_reported_strides(channe
     assert [i["layout"] for i in B.compiled_graphs[-2:]] == ["channels-last"] * 2
 
 
+def test_forward_returning_other_strides_than_reported_is_caught(channels_last, monkeypatch):
+    # should a compiled forward return its saved activations with strides
+    # other than those the backward was compiled for, its first run finds
+    # out: from then on they are copied into those (the reason recorded)
+    real = B._compile_aten
+
+    def contiguous_outputs(gm, example_inputs, which, *args, **kwargs):
+        fn, info = real(gm, example_inputs, which, *args, **kwargs)
+        if which != "forward":
+            return fn, info
+        return (lambda *a: [t.contiguous() if isinstance(t, torch.Tensor) else t for t in fn(*a)]), info
+
+    monkeypatch.setattr(B, "_compile_aten", contiguous_outputs)
+    infos = _train_and_compare(TrainNet(), (2, 3, 9, 9), 8, channels_last, fallbacks=1)
+    assert "other strides than its backward was compiled for" in B.fallback_reasons[-1]
+    assert [i["layout"] for i in infos] == ["channels-last"] * 2
+
+
 @pytest.mark.parametrize("stage", ["layout", "retrace"])
 def test_backward_that_cannot_take_the_new_layout(channels_last, monkeypatch, stage):
     # the backward's own pass abandoned (stage "layout"), and even tracing it
