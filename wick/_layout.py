@@ -153,12 +153,12 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
         return kind in pointwise_kinds and _dim(torch, n) == 4
 
     # producers of a convolution's input or weight (of a convolution
-    # backward's grad_output or input) that are wick's own kernels: computed
-    # in NHWC order from the start
+    # backward's grad_output, input or weight) that are wick's own kernels:
+    # computed in NHWC order from the start
     seeds = set()
     for n in graph.nodes:
         if n.op == "call_function" and n.target in convs and _dim(torch, n.args[0]) == 4:
-            for a in n.args[:2]:
+            for a in n.args[:2 if n.target is aten.convolution.default else 3]:
                 if isinstance(a, torch.fx.Node) and a.op == "call_function" and pointwise(a):
                     seeds.add(a)
 
