@@ -12,8 +12,9 @@ graph, before wick imports it, so that:
   permute(x, [0, 2, 3, 1]) of each operand, a contiguous NHWC tensor, and
   permute(result, [0, 3, 1, 2]) (a view: NCHW sizes, channels-last strides)
   is what the convolution receives;
-* pointwise work and keepdim reductions that read a channels-last value
-  (a convolution's output, or a pooling of one) follow it into NHWC order,
+* pointwise work and keepdim reductions (training batch norm's var_mean
+  too) that read a channels-last value (a convolution's output, or a
+  pooling of one) follow it into NHWC order,
   so wick's kernels read and write memory in order (coalesced on the GPU)
   instead of striding across channels;
 * a weight no kernel produces (a parameter) gets one NHWC-ordered copy per
@@ -259,6 +260,9 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
         return torch.fx.node.map_arg(x, lambda a: rep(a) if isinstance(_val(a), torch.Tensor) else orig(a))
 
     reductions = {aten.mean.dim, aten.sum.dim_IntList, aten.amax.default} if nhwc_work else set()
+    # training batch norm's statistics: (var, mean), read only through getitem
+    var_mean = aten.var_mean.correction if nhwc_work else None
+    nhwc_items = {}  # old node -> new node of a tuple whose items are NHWC-ordered
     out_position = 0
     for n in graph.nodes:
         if n.op == "placeholder":
@@ -298,6 +302,15 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
                     o = traced(a)
                 outs.append(o)
             new.output(type(n.args[0])(outs) if isinstance(n.args[0], (list, tuple)) else outs[0])
+            continue
+        if n.target is operator.getitem and n.args[0] in nhwc_items:
+            nhwc[n] = emit(operator.getitem, [nhwc_items[n.args[0]], n.args[1]])
+            continue
+        if n.target is var_mean and _dim(torch, n.args[0]) == 4 and follows_cl(n.args[0]) and \
+                n.kwargs.get("keepdim") is True and len(n.args) == 2 and isinstance(n.args[1], (list, tuple)) and \
+                n.args[1] and all(u.target is operator.getitem for u in n.users):
+            pdims = [TO_NHWC.index(d) for d in sorted({d % 4 for d in n.args[1]})]
+            nhwc_items[n] = emit(n.target, [rep(n.args[0]), pdims], dict(n.kwargs))
             continue
         targs = tensor_args(n)
         if pointwise(n) and (n in seeds or any(follows_cl(a) for a in targs if _dim(torch, a) == 4)) and \
