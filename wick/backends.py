@@ -1581,7 +1581,7 @@ def _aten_compiler(which, cudagraphs=False):
             return _boxed_fallback(gm, f"{which} graph: wick could not compile it: {exc}")
         compiled_graphs.append(info)
         saved_strides = None  # what the backward is compiled for
-        if context is not None:
+        if context is not None and info.get("output_strides") is not None:
             context.output_strides.extend(_changed_strides(torch, gm, info["output_strides"]))
             saved_strides = [s if k in saved else None for k, s in enumerate(info["output_strides"])]
             saved_strides = saved_strides if any(saved_strides) else None
