@@ -96,7 +96,7 @@ def _strides(t):
     return [s for s, n in zip(t.stride(), t.shape) if n != 1]
 
 
-def _train_and_compare(model, shape, seed, channels_last, tol=1e-4, autocast=False, steps=2, fallbacks=0):
+def _train_and_compare(model, shape, seed, tol=1e-4, autocast=False, steps=2, fallbacks=0):
     """Eager and compiled training steps on copies of model: the results,
     gradients and running statistics agree; so many graphs fell back."""
     torch.manual_seed(seed)
@@ -104,7 +104,7 @@ def _train_and_compare(model, shape, seed, channels_last, tol=1e-4, autocast=Fal
     compiled_model = copy.deepcopy(eager)
     compiled = torch.compile(compiled_model, backend="wick")
     n0, f0 = len(B.compiled_graphs), len(B.fallback_reasons)
-    for step in range(steps):
+    for _ in range(steps):
         x = torch.randn(shape)
         target = torch.randint(0, 5, (shape[0],))
         xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -129,10 +129,6 @@ def _train_and_compare(model, shape, seed, channels_last, tol=1e-4, autocast=Fal
     return B.compiled_graphs[n0:]
 
 
-def fw_rewrite_graph(seen):
-    return seen[-2]["graph"]
-
-
 def _assert_channels_last_training(infos, seen, batch_norm_decomposed=True):
     assert [i["graph"] for i in infos] == ["forward", "backward"], infos
     assert [i["layout"] for i in infos] == ["channels-last"] * 2, [i["layout"] for i in infos]
@@ -142,10 +138,11 @@ def _assert_channels_last_training(infos, seen, batch_norm_decomposed=True):
     assert cl, fw["output_strides"]
     # batch norm's statistics reduce NHWC-ordered activations (channels
     # last); under CPU autocast batch norm stays a call into torch
-    vm = [n for n in fw_rewrite_graph(seen).nodes if n.target is torch.ops.aten.var_mean.correction]
-    assert bool(vm) == batch_norm_decomposed and all(list(n.args[1]) == [0, 1, 2] and n.args[0].meta["val"].is_contiguous() for n in vm)
-    # and the backward was compiled on them
     fw_rewrite, bw_rewrite = seen[-2], seen[-1]
+    vm = [n for n in fw_rewrite["graph"].nodes if n.target is torch.ops.aten.var_mean.correction]
+    assert bool(vm) == batch_norm_decomposed
+    assert all(list(n.args[1]) == [0, 1, 2] and n.args[0].meta["val"].is_contiguous() for n in vm)
+    # and the backward was compiled on them
     assert fw_rewrite["free"] and not fw_rewrite["given"]
     given = list(bw_rewrite["given"].values())
     assert given and any(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and
@@ -165,13 +162,13 @@ def _shape_id(shape):
 
 @pytest.mark.parametrize("shape", [(1, 3, 11, 9), (3, 3, 13, 15), (2, 3, 16, 16)], ids=_shape_id)
 def test_training_matches_eager(channels_last, shape):
-    infos = _train_and_compare(TrainNet(), shape, sum(shape), channels_last)
+    infos = _train_and_compare(TrainNet(), shape, sum(shape))
     _assert_channels_last_training(infos, channels_last)
 
 
 @pytest.mark.skipif(INTERPRET, reason="bfloat16 through the interpreter: slow")
 def test_training_with_bfloat16_autocast(channels_last):
-    infos = _train_and_compare(TrainNet(), (2, 3, 12, 12), 5, channels_last, tol=0.05, autocast=True)
+    infos = _train_and_compare(TrainNet(), (2, 3, 12, 12), 5, tol=0.05, autocast=True)
     _assert_channels_last_training(infos, channels_last, batch_norm_decomposed=False)
 
 
@@ -194,7 +191,7 @@ class FeatureNet(nn.Module):
 
 @pytest.mark.parametrize("shape", [(1, 3, 7, 9), (3, 3, 10, 6)], ids=_shape_id)
 def test_user_visible_outputs_keep_eager_strides(channels_last, shape):
-    infos = _train_and_compare(FeatureNet(), shape, 7, channels_last)
+    infos = _train_and_compare(FeatureNet(), shape, 7)
     assert [i["layout"] for i in infos] == ["channels-last"] * 2
     fw = infos[0]
     free = channels_last[-2]["free"]
@@ -219,7 +216,7 @@ def test_backward_falls_back_to_eager_on_channels_last_inputs(channels_last, mon
         return real(gm, example_inputs, which, *args, **kwargs)
 
     monkeypatch.setattr(B, "_compile_aten", no_backward)
-    _train_and_compare(TrainNet(), (2, 3, 9, 9), 3, channels_last, fallbacks=1)
+    _train_and_compare(TrainNet(), (2, 3, 9, 9), 3, fallbacks=1)
     assert "simulated" in B.fallback_reasons[-1]
 
 
@@ -239,7 +236,7 @@ def test_forward_falling_back_at_its_first_run_gives_the_reported_strides(channe
         return run, info
 
     monkeypatch.setattr(B, "_compile_aten", broken_forward)
-    _train_and_compare(TrainNet(), (2, 3, 9, 9), 4, channels_last, fallbacks=1)
+    _train_and_compare(TrainNet(), (2, 3, 9, 9), 4, fallbacks=1)
     assert "simulated" in B.fallback_reasons[-1]
     assert [i["layout"] for i in B.compiled_graphs[-2:]] == ["channels-last"] * 2
 
@@ -257,7 +254,7 @@ def test_forward_returning_other_strides_than_reported_is_caught(channels_last, 
         return (lambda *a: [t.contiguous() if isinstance(t, torch.Tensor) else t for t in fn(*a)]), info
 
     monkeypatch.setattr(B, "_compile_aten", contiguous_outputs)
-    infos = _train_and_compare(TrainNet(), (2, 3, 9, 9), 8, channels_last, fallbacks=1)
+    infos = _train_and_compare(TrainNet(), (2, 3, 9, 9), 8, fallbacks=1)
     assert "other strides than its backward was compiled for" in B.fallback_reasons[-1]
     assert [i["layout"] for i in infos] == ["channels-last"] * 2
 
@@ -276,7 +273,7 @@ def test_backward_that_cannot_take_the_new_layout(channels_last, monkeypatch, st
                     copy_inputs_back=copy_inputs_back)
 
     monkeypatch.setattr(_layout, "rewrite", refuse)
-    infos = _train_and_compare(TrainNet(), (2, 3, 10, 10), 6, channels_last)
+    infos = _train_and_compare(TrainNet(), (2, 3, 10, 10), 6)
     assert infos[0]["layout"] == "channels-last"
     note = infos[1]["layout"]
     assert note.startswith("channels-last abandoned: simulated"), note
