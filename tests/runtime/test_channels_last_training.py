@@ -280,6 +280,44 @@ def test_backward_that_cannot_take_the_new_layout(channels_last, monkeypatch, st
     assert ("copied to their traced strides" in note) == (stage == "retrace"), note
 
 
+class FlatNet(nn.Module):
+    """A classifier on the flattened feature map: a view no channels-last
+    layout allows, so the forward's pass gives up (nothing reported)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 5 * 5, 5)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.c(x))).flatten(1))
+
+
+def test_forward_that_gives_up_saves_as_traced(channels_last):
+    infos = _train_and_compare(FlatNet(), (2, 3, 7, 7), 9)
+    assert infos[0]["layout"].startswith("channels-last abandoned: view"), infos[0]["layout"]
+    assert not channels_last[-1]["given"]  # the backward's inputs are as traced
+    assert infos[1]["layout"] == "channels-last"
+
+
+def test_dynamic_shapes_stay_as_traced(channels_last):
+    # symbolic graphs are compiled again per shape, as traced: no layout work
+    torch._dynamo.reset()
+    m = _randomise(TrainNet(), 2).train()
+    f = torch.compile(m, backend="wick", dynamic=True)
+    n0, f0 = len(B.compiled_graphs), len(B.fallback_reasons)
+    for shape in [(2, 3, 9, 9), (3, 3, 12, 10)]:
+        x = torch.randn(shape, requires_grad=True)
+        f(x).sum().backward()
+        want = x.grad.clone()
+        x.grad = None
+        m(x).sum().backward()
+        torch.testing.assert_close(want, x.grad, rtol=1e-4, atol=1e-4)
+    layouts = [i["layout"] for i in B.compiled_graphs[n0:]]
+    assert layouts and set(layouts) == {"symbolic shapes"}, layouts
+    assert B.fallback_reasons[f0:] == []
+
+
 def test_off_by_default_on_cpu_training(monkeypatch):
     monkeypatch.delenv("WICK_CHANNELS_LAST", raising=False)
     torch._dynamo.reset()
