@@ -1372,8 +1372,10 @@ class _AtenImporter:
 
         items = list(output) if isinstance(output, (tuple, list)) else [output]
         spec = []  # per item: ("t", k) a compiled output, ("c", value) a constant
+        self.output_strides = []  # per item: the strides the compiled graph returns it with, or None
         nt = 0
         for item in items:
+            self.output_strides.append(None)
             if isinstance(item, torch.fx.Node):
                 k, v = self.lookup(item)
                 if k == "v":
@@ -1383,6 +1385,7 @@ class _AtenImporter:
                         # a 0-d CPU tensor computed on the graph's device
                         raise _Unsupported(f"graph output {item.name} is on {want.device} in eager")
                     self.g.output(v)
+                    self.output_strides[-1] = tuple(self.g.value(v)["strides"])
                     spec.append(("t", nt))
                     nt += 1
                     continue
@@ -1525,8 +1528,12 @@ def _drop_unused_attention(torch, gm):
     return dropped
 
 
-def _compile_aten(gm, example_inputs, which, bindings=None):
-    """One ATen graph -> (callable taking the placeholders positionally, info)."""
+def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
+    """One ATen graph -> (callable taking the placeholders positionally, info).
+    free_outputs: positions of outputs (activations saved for the backward)
+    the layout pass may leave channels-last; info["output_strides"] says,
+    per output, the strides the compiled graph returns it with (None: not a
+    tensor)."""
     import torch
 
     global _native_table
@@ -1538,7 +1545,10 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
         from . import _layout
 
         kinds = {target: kind for target, (_, kind) in _native_table.items()}
-        gm, why = _layout.apply(torch, gm, list(example_inputs), which, kinds)
+        try:
+            gm, why = _layout.apply(torch, gm, list(example_inputs), which, kinds, free_outputs)
+        except _layout._Abandon as exc:
+            raise _Unsupported(f"inputs with other strides than traced: {exc}")
         layout = why or "channels-last"
     imp = _AtenImporter(torch, gm, bindings or {})
     spec, out_type = imp.run(list(example_inputs))
@@ -1549,7 +1559,7 @@ def _compile_aten(gm, example_inputs, which, bindings=None):
     compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
-            "kernels": compiled.nkernels, "layout": layout}
+            "kernels": compiled.nkernels, "layout": layout, "output_strides": imp.output_strides}
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
     all_tensors = len(tensor_inputs) == nplaceholders
@@ -1573,13 +1583,24 @@ def _aten_compiler(which, cudagraphs=False):
     def compiler(gm, example_inputs):
         import torch
 
+        # a forward may leave the activations it saves channels-last when it
+        # tells AOTAutograd, which then compiles the backward for them
+        context = torch._guards.TracingContext.try_get() if which == "forward" else None
+        if context is None or context.output_strides is None or _is_symbolic(torch, gm):
+            context = None
+        saved = _saved_activations(gm, context)
         try:
-            fn, info = _compile_aten(gm, example_inputs, which)
+            fn, info = _compile_aten(gm, example_inputs, which, free_outputs=saved)
         except _Unsupported as exc:
             return _boxed_fallback(gm, f"{which} graph: {exc}")
         except _C.CompileError as exc:
             return _boxed_fallback(gm, f"{which} graph: wick could not compile it: {exc}")
         compiled_graphs.append(info)
+        saved_strides = None  # what the backward is compiled for
+        if context is not None and info.get("output_strides") is not None:
+            context.output_strides.extend(_changed_strides(torch, gm, info["output_strides"]))
+            saved_strides = [s if k in saved else None for k, s in enumerate(info["output_strides"])]
+            saved_strides = saved_strides if any(saved_strides) else None
         if _log_graphs():
             print(f"[wick:graphs] torch.compile {which} graph: {info['native']} native nodes in "
                   f"{info['kernels']} kernels, {info['extern']} extern calls {info['externs']}, "
@@ -1604,7 +1625,7 @@ def _aten_compiler(which, cudagraphs=False):
                 return f(*args)
 
             del placeholders
-        guarded = _eager_on_metadata_mismatch(gm, which, boxed)
+        guarded = _eager_on_metadata_mismatch(gm, which, boxed, saved_strides)
         if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
             from . import _cudagraphs
 
@@ -1615,7 +1636,70 @@ def _aten_compiler(which, cudagraphs=False):
     return compiler
 
 
-def _eager_on_metadata_mismatch(gm, which, boxed):
+def _saved_activations(gm, context):
+    """Positions of gm's outputs that AOTAutograd saves for the backward
+    (after the mutated inputs, the user's outputs and their intermediate
+    bases): with a tracing context to report their strides to, these may
+    change layout; nothing else may."""
+    if context is None or context.fw_metadata is None or getattr(context.fw_metadata, "tokens", None):
+        return ()  # (effect tokens would come first among the outputs)
+    output = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    try:
+        return frozenset(range(len(output))[context.fw_metadata.tensors_saved_for_backwards_slice])
+    except Exception:  # noqa: BLE001 - metadata without the counts: nothing changes layout
+        return ()
+
+
+def _changed_strides(torch, gm, output_strides):
+    """Per output of gm: the strides its compiled graph returns it with where
+    they differ from the traced ones in a dim of size > 1, else None (what
+    AOTAutograd's TracingContext.output_strides takes)."""
+    output = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    report = []
+    for a, real in zip(output if isinstance(output, (list, tuple)) else [output], output_strides):
+        val = a.meta.get("val") if hasattr(a, "meta") else None
+        if real is None or not isinstance(val, torch.Tensor) or all(
+                n == 1 or s == r for n, s, r in zip(val.shape, val.stride(), real)):
+            report.append(None)
+        else:
+            report.append(tuple(real))
+    return report
+
+
+def _restrided(torch, outs, strides):
+    """outs, each copied into its strides in `strides` (None: any) where it
+    has others."""
+    outs = list(outs)
+    for i, s in enumerate(strides):
+        t = outs[i]
+        if s is not None and isinstance(t, torch.Tensor) and any(
+                n != 1 and a != b for n, a, b in zip(t.shape, t.stride(), s)):
+            outs[i] = torch.empty_strided(t.shape, s, dtype=t.dtype, device=t.device).copy_(t)
+    return outs
+
+
+def _checking_strides(torch, which, boxed, out_strides):
+    """boxed, whose first run checks that its outputs have the strides
+    out_strides gives them; should one not, they are copied into those from
+    then on (the reason recorded)."""
+    state = {"checked": False, "copy": False}
+
+    def run(args):
+        out = boxed(args)
+        if state["copy"] or not state["checked"]:
+            fixed = _restrided(torch, out, out_strides)
+            if not state["checked"] and any(a is not b for a, b in zip(fixed, out)):
+                state["copy"] = True
+                fallback_reasons.append(f"torch.compile(backend='wick'): {which} graph returned saved activations "
+                                        f"with other strides than its backward was compiled for; copied into those")
+            state["checked"] = True
+            out = fixed if state["copy"] else out
+        return out
+
+    return run
+
+
+def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None):
     """An extern whose real output differs from its fake-tensor metadata (a
     PyTorch meta function that disagrees with its kernel, e.g. batch_norm on
     bfloat16) makes the runtime raise before any kernel reads the wrong data.
@@ -1623,13 +1707,25 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
     eager's result; that graph stays eager from then on, with the reason.
     Likewise any error of the graph's first run (a kernel Triton could not
     compile for this device, say) when eager runs the graph without one:
-    eager's result, the reason recorded; an error eager raises too is eager's."""
+    eager's result, the reason recorded; an error eager raises too is eager's.
+    out_strides: a forward's, per output, the strides its backward was
+    compiled for (those of the saved activations, reported to AOTAutograd
+    where they are not the traced ones), which eager's run of the graph is
+    given as well, and which the first run checks."""
+    import torch
+
+    if out_strides:
+        boxed = _checking_strides(torch, which, boxed, out_strides)
     state = {"fn": boxed, "ran": False}
 
+    def eager(args):
+        out = gm(*args)
+        return _restrided(torch, out, out_strides) if out_strides else out
+
     def first_run_failed(args, exc):
-        out = gm(*args)  # eager's own error, if it has one, propagates from here
+        out = eager(args)  # eager's own error, if it has one, propagates from here
         reason = f"{which} graph at its first run: {type(exc).__name__}: {str(exc)[:300]}"
-        state["fn"] = _boxed_fallback(gm, reason)
+        state["fn"] = _boxed_fallback(gm, reason, out_strides)
         return out
 
     def guarded(args):
@@ -1645,7 +1741,7 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
                 if state["fn"] is boxed and not state["ran"]:
                     return first_run_failed(args, exc)
                 raise
-            return gm(*args)
+            return eager(args)
         except (RuntimeError, TypeError) as exc:
             msg = str(exc)
             if (state["fn"] is not boxed or not msg.startswith("wick: extern")
@@ -1653,7 +1749,7 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
                 if state["fn"] is boxed and not state["ran"]:
                     return first_run_failed(args, exc)
                 raise
-            state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}")
+            state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}", out_strides)
             return state["fn"](args)
         except Exception as exc:  # noqa: BLE001 - e.g. Triton's CompilationError
             if state["fn"] is boxed and not state["ran"]:
@@ -1664,13 +1760,19 @@ def _eager_on_metadata_mismatch(gm, which, boxed):
     return guarded
 
 
-def _boxed_fallback(gm, reason):
+def _boxed_fallback(gm, reason, out_strides=None):
+    """gm run eagerly; out_strides: the strides its backward takes its
+    outputs with (see _eager_on_metadata_mismatch)."""
     reason = f"torch.compile(backend='wick'): {reason}"
     fallback_reasons.append(reason)
     if _log_breaks():
         print(f"[wick:breaks] {reason}; running the graph eagerly", file=sys.stderr)
 
     def boxed(args):
+        if out_strides:
+            import torch
+
+            return _restrided(torch, gm(*args), out_strides)
         return gm(*args)
 
     boxed._boxed_call = True
