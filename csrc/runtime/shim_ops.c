@@ -447,7 +447,7 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
     }
     for (int k = 0; k < c->nout; k++)
         if (!wk_dtype_is_float(out_dtype[k])) return 0;
-    if (!plain_context()) return 0;
+    if (!plain_context() || !wk_shim_available() || (c->cuda_device >= 0 && !wk_shim_cuda_available())) return 0;
     double scale_store = c->scale, *scale = c->has_scale ? &scale_store : NULL;
     AtenTensorHandle *opt = c->tensor[3] >= 0 ? &h[3] : NULL; /* attention's bias or mask */
     AtenTensorHandle res[MAX_RESULTS] = {0};
