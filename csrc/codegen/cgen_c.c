@@ -25,7 +25,8 @@
  * a parallel region costs more than it saves. */
 enum { PAR_MIN_WORK = 32768, PAR_MIN_ROWS = 32, PAR_MIN_REDUCE = 4096 };
 /* Largest row streamed through a stack row (non-temporal stores): 64 KiB
- * keeps it in L2 beside the row scratch. */
+ * keeps it in L2 beside the row scratch. (A flat kernel of one loop streams
+ * its chunks whatever its length.) */
 enum { NT_ROW_MAX_BYTES = 64 * 1024 };
 /* Elements a streamed row is computed in at a time: the staging array
  * (4 KiB) stays in L1 beside the row's inputs; a whole-row staging array
@@ -489,11 +490,15 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
      * (it cannot stay cached for a later reader anyway) computes each row
      * into a stack row and streams it out with non-temporal stores: no read
      * for ownership of the output's lines, a third less memory traffic than
-     * plain stores, and the input rows the next phases read stay cached. */
+     * plain stores, and the input rows the next phases read stay cached.
+     * A kernel of one loop (a flat elementwise kernel) does the same chunk
+     * by chunk, each thread over its range of chunks (4096 x 4096 float32
+     * ((x * 1.5 + 0.5).relu() - y).sigmoid() * y on one thread measured
+     * ~20 % faster by its fastest samples). */
     int *nt = wk_xcalloc((size_t)K->nstores + 1, sizeof *nt);
     int64_t row = n > 0 ? K->sizes[n - 1] : 0;
-    int any_nt = 0;
-    if (skip == 1 && n == 2 && K->numel * 4 >= llc_bytes() && row * 4 <= NT_ROW_MAX_BYTES)
+    int any_nt = 0, flat_nt = skip == 0 && n == 1;
+    if (((skip == 1 && n == 2 && row * 4 <= NT_ROW_MAX_BYTES) || flat_nt) && K->numel * 4 >= llc_bytes())
         for (int j = 0; j < K->nstores; j++) {
             nt[j] = g->S->bufs[K->stores[j].buf].dtype == WK_F32 && unit_in(K->stores[j].offset, inner_var);
             any_nt |= nt[j];
@@ -512,14 +517,20 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         if (j == n - 1 && nrcp) emit_reciprocals(g, &outer, &rcp);
         if (j == n - 1 && any_nt) {
             int64_t chunk = row < NT_CHUNK ? row : NT_CHUNK;
+            if (flat_nt) { /* the staging chunks and the fence, per thread */
+                if (par) emit(g, "#pragma omp parallel");
+                emit(g, "{");
+                g->indent++;
+            }
             for (int q = 0; q < K->nstores; q++)
                 if (nt[q]) emit(g, "float wk_nt%d[%lld];", q, (long long)chunk);
+            if (flat_nt && par) emit(g, "#pragma omp for schedule(static) nowait");
             emit(g, "for (int64_t wk_c = 0; wk_c < %lld; wk_c += %lld) {", (long long)row, (long long)chunk);
             g->indent++;
             emit(g, "const int64_t wk_ce = wk_c + %lld < %lld ? wk_c + %lld : %lld;", (long long)chunk,
                  (long long)row, (long long)chunk, (long long)row);
             if (g->prefetch_rows) emit_prefetch_next_row(g, &inner, inner_var, "wk_c", "wk_ce");
-            emit(g, "%s", pragma);
+            emit(g, "%s", "#pragma omp simd");
             emit(g, "for (int64_t %s = wk_c; %s < wk_ce; %s++) {", var, var, var);
             g->indent++;
             continue;
@@ -552,6 +563,7 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         }
         close_loops(g, 1);
         emit(g, "wk_stream_fence();");
+        if (flat_nt) close_loops(g, 1); /* the chunks' scope (parallel region) */
     } else {
         close_loops(g, n - skip);
     }
