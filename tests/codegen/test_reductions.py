@@ -432,3 +432,16 @@ def test_several_rows_per_pass_with_an_epilogue():
     s = x.sum(1, keepdim=True)
     check(outs[0], s, rtol=1e-5, atol=1e-4)
     check(outs[1], s.abs().sqrt() * 3, rtol=1e-5, atol=1e-4)
+
+
+def test_row_group_functions_unroll_their_loops():
+    """A row group's function (softmax: three phases over each row) is
+    marked WK_ROW_GROUP (gcc: loops unrolled); a kernel running alone is
+    not; values as eager either way."""
+    x = make((40, 300), torch.float32, "contig", seed=64)
+    cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
+    check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
+    assert "WK_ROW_GROUP static int kernel0(" in kernel_source(cg)
+    cg, (got,) = compile_run(lambda g, a: [g.op("sum", [a], dims=[1])], x)
+    check(got, x.sum(1), rtol=1e-5, atol=1e-4)
+    assert "WK_ROW_GROUP" not in kernel_source(cg)
