@@ -6,7 +6,7 @@ R = C = 4096
 kind = sys.argv[1]
 files = sys.argv[2:]
 rounds = int(os.environ.get("ROUNDS", "11"))
-FL = "-O2 -march=native -fopenmp -fPIC -shared -fno-math-errno -ffp-contract=fast -mprefer-vector-width=512".split()
+FL = "-O2 -march=native -fopenmp -fPIC -shared -fno-math-errno -ffp-contract=fast -mprefer-vector-width=512".split() + os.environ.get("EXTRA", "").split()
 libc = ctypes.CDLL(None)
 def aligned(n, dtype=torch.float32):
     # 2 MiB aligned, huge pages asked for before first touch (as wick's output pool)
