@@ -280,8 +280,8 @@ def test_float32_column_sums_add_rows_in_float_lanes_then_double(rows, cols):
     exact = x.double().sum(0)
     torch.testing.assert_close(outs[0].double(), exact, rtol=2e-7, atol=0)
     torch.testing.assert_close(outs[1].double(), (exact / rows)[None], rtol=2e-7, atol=0)
-    # float lanes from 2^20 elements (and more than 16 rows): else the double row alone
-    assert ("facc" in kernel_source(cg)) == (rows > 16 and rows * cols >= 1 << 20)
+    # float lanes from 2^20 elements (and more than 8 rows): else the double row alone
+    assert ("facc" in kernel_source(cg)) == (rows > 8 and rows * cols >= 1 << 20)
 
 
 def llc_bytes():
@@ -370,3 +370,78 @@ def test_softmax_exp_blocks_within_ulps_and_special_values(cols):
     assert err.max().item() <= 8.0, err.max().item()
     assert got[torch.isneginf(x) & ok].eq(0).all()
     check(got, eager, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 300), (3, 17), (4, 16), (5, 257), (7, 1000), (1027, 300)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16, torch.bfloat16])
+def test_row_reductions_read_several_rows_per_pass(rows, cols, dtype):
+    """Reductions along contiguous rows (16 elements or more) of at least 4
+    rows take 4 rows per pass (separate accumulators per row), the rows
+    left over (rows % 4) one at a time: every op, row counts not a multiple
+    of 4, block tails, NaN in one row of a pass, and a 3-d input whose
+    inner output loop is the one taken 4 at a time; as eager."""
+    x = make((rows, cols), dtype, "contig", seed=60)
+    if dtype.is_floating_point and rows > 2:
+        x[2, cols // 2] = math.nan
+        x[rows - 1, 0] = -math.inf
+    x3 = make((3, rows, cols), dtype, "contig", seed=61)
+    ops = ["sum", "amax", "amin"] + (["mean"] if dtype.is_floating_point else [])
+    if dtype != torch.int64:  # (int64 products overflow: wrapping is tested elsewhere)
+        ops.append("prod")
+        if dtype.is_floating_point:  # products within range
+            x, x3 = x.clamp(-1.2, 1.2), x3.clamp(-1.2, 1.2)
+    tol = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-4))
+
+    def want(op, t, dim):
+        w = getattr(torch, op)(t, dim)
+        return w.float().to(dtype) if op == "prod" and dtype in (torch.float16, torch.bfloat16) else w
+
+    # one graph per op for the 2-d input (reductions of the same rows in one
+    # graph run as phases of a row group, which reads one row at a time)
+    for op in ops:
+        cg, (got,) = compile_run(lambda g, a: [g.op(op, [a], dims=[1])], x)
+        check(got, want(op, x, 1), *tol)
+        assert ("wk_m" in kernel_source(cg)) == (rows >= 4), op
+    cg, outs = compile_run(lambda g, a: [g.op(op, [a], dims=[2], keepdim=True) for op in ops], x3)
+    for op, got in zip(ops, outs):
+        check(got, want(op, x3, 2).unsqueeze(2), *tol)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
+def test_row_sums_of_strided_rows_take_one_row_at_a_time(layout):
+    """Rows that are not contiguous (no sequential streams to add) keep the
+    one-row loop; values as eager."""
+    x = make((37, 300), torch.float32, layout, seed=62)
+    for op, tol in (("sum", (1e-5, 1e-4)), ("amax", (0, 0))):
+        cg, (got,) = compile_run(lambda g, a: [g.op(op, [a], dims=[1])], x)
+        check(got, getattr(torch, op)(x, 1), *tol)
+        # (an expanded input's rows are one row, contiguous: several per pass)
+        assert ("wk_m" in kernel_source(cg)) == (layout == "expanded")
+
+
+def test_several_rows_per_pass_with_an_epilogue():
+    """A row reduction whose kernel also stores a pointwise function of the
+    result (the epilogue) writes it for each of the 4 rows of a pass."""
+    x = make((4 * 11 + 3, 70), torch.float32, "contig", seed=63)
+
+    def build(g, a):
+        s = g.op("sum", [a], dims=[1], keepdim=True)
+        return [s, g.op("mul", [g.op("sqrt", [g.op("abs", [s])]), g.scalar(3.0)])]
+
+    cg, outs = compile_run(build, x)
+    s = x.sum(1, keepdim=True)
+    check(outs[0], s, rtol=1e-5, atol=1e-4)
+    check(outs[1], s.abs().sqrt() * 3, rtol=1e-5, atol=1e-4)
+
+
+def test_row_group_functions_unroll_their_loops():
+    """A row group's function (softmax: three phases over each row) is
+    marked WK_ROW_GROUP (gcc: loops unrolled); a kernel running alone is
+    not; values as eager either way."""
+    x = make((40, 300), torch.float32, "contig", seed=64)
+    cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
+    check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
+    assert "WK_ROW_GROUP static int kernel0(" in kernel_source(cg)
+    cg, (got,) = compile_run(lambda g, a: [g.op("sum", [a], dims=[1])], x)
+    check(got, x.sum(1), rtol=1e-5, atol=1e-4)
+    assert "WK_ROW_GROUP" not in kernel_source(cg)

@@ -1,0 +1,94 @@
+"""Flat elementwise kernels (one loop) whose float32 output is larger than
+the last-level cache compute it a chunk at a time into a stack array and
+write the chunk with non-temporal stores (cgen_c.c gen_pointwise); below
+that size, plain stores. Values compared with eager for sizes on both sides
+of the threshold, lengths that are no multiple of the chunk or of the
+vector width, outputs of other dtypes beside a streamed one, and strided
+inputs."""
+import pytest
+import torch
+
+from compiler_session import compile_run
+
+
+def llc_bytes():
+    """The last-level cache size the C code generator reads (cgen_c.c llc_bytes)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+    except OSError:
+        return 32 << 20
+    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
+    return int(text.rstrip("KM")) * scale
+
+
+def kernel_source(cg):
+    with open(cg.library_path[:-3] + ".c") as f:
+        src = f.read()
+    return src[src.index("/* kernel 0"):]
+
+
+def rand(n, seed, dtype=torch.float32):
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def pointwise_build(g, a, b):
+    t = g.op("sub", [g.op("relu", [g.op("add", [g.op("mul", [a, g.scalar(1.5)]), g.scalar(0.5)])]), b])
+    return [g.op("mul", [g.op("sigmoid", [t]), b])]
+
+
+def eager(x, y):
+    return ((x * 1.5 + 0.5).relu() - y).sigmoid() * y
+
+
+@pytest.mark.parametrize("delta", [-1024, 0, 1, 7, 1029])
+def test_flat_kernels_stream_outputs_above_the_cache(delta):
+    """Element counts just below the threshold (plain stores) and at or
+    above it (streamed), with partial last chunks (1, 7, 1029 past a
+    multiple of 1024: scalar tails of wk_stream_f32)."""
+    n = llc_bytes() // 4 + delta
+    x, y = rand(n, 1), rand(n, 2)
+    x[5] = float("nan")
+    y[n - 1] = float("inf")
+    cg, (got,) = compile_run(pointwise_build, x, y)
+    torch.testing.assert_close(got, eager(x, y), rtol=1e-6, atol=1e-6, equal_nan=True)
+    src = kernel_source(cg)
+    streams = n * 4 >= llc_bytes()
+    assert ("wk_stream_f32(" in src) == streams
+    assert src.count("wk_stream_fence();") == (1 if streams else 0)
+
+
+def test_streamed_output_beside_plain_stores_of_other_dtypes():
+    """One kernel, three outputs: the float32 one streams, the float64 and
+    bfloat16 ones (other element sizes) keep plain stores; every value as
+    eager."""
+    n = llc_bytes() // 4 + 333
+    x, y = rand(n, 3), rand(n, 4)
+
+    def build(g, a, b):
+        s = g.op("add", [g.op("mul", [a, b]), g.scalar(2.0)])
+        return [s, g.op("convert", [g.op("sub", [s, a])], dtype="float64"),
+                g.op("convert", [g.op("add", [s, b])], dtype="bfloat16")]
+
+    cg, outs = compile_run(build, x, y)
+    s = x * y + 2
+    torch.testing.assert_close(outs[0], s, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(outs[1], (s - x).double(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(outs[2], (s + y).bfloat16(), rtol=1e-2, atol=1e-2)
+    src = kernel_source(cg)
+    assert src.count("wk_stream_f32(") == 1 and "wk_nt1" not in src and "wk_nt2" not in src
+
+
+def test_strided_input_into_a_streamed_output():
+    """A sliced (every other element) input read into a contiguous streamed
+    output, and a float64 result (not streamed) of the same size."""
+    n = llc_bytes() // 4 + 5
+    big = rand(2 * n, 5)
+    x = big[::2]
+    cg, (got,) = compile_run(lambda g, a: [g.op("mul", [g.op("exp", [a]), g.scalar(0.25)])], x)
+    torch.testing.assert_close(got, x.exp() * 0.25, rtol=1e-6, atol=1e-6)
+    assert "wk_stream_f32(" in kernel_source(cg)
+    xd = x.double()
+    cg, (got,) = compile_run(lambda g, a: [g.op("mul", [a, g.scalar(0.25)])], xd)
+    assert torch.equal(got, xd * 0.25)
+    assert "wk_stream_f32(" not in kernel_source(cg)
