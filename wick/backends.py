@@ -775,8 +775,11 @@ class _AtenImporter:
         IndexError and the guard below reruns the graph eagerly for eager's
         own error); a Triton kernel asserts it on the device (wick/_triton.py
         compiles such kernels with device asserts on), a device-side
-        assertion as eager's own CUDA indexing kernels raise. Under Triton's
-        interpreter (CPU tests) indexing stays extern. Creation ops (arange,
+        assertion as eager's own CUDA indexing kernels raise. On CUDA only
+        with WICK_CUDA_INDEXING=1 for now: on the H200, GPT-2's main graph
+        failed to compile with it (not yet diagnosed; it then ran eagerly),
+        while LLaMA's compiled. Under Triton's interpreter (CPU tests)
+        indexing stays extern. Creation ops (arange,
         full, tril, triu and the zeros/ones forms) read no index: native on
         every target."""
         import torch.fx
@@ -786,7 +789,8 @@ class _AtenImporter:
         t = node.target
         if val.layout != torch.strided or not self.on_graph_device(val.device):
             return None
-        if os.environ.get("WICK_TRITON") == "interpret" and t in _indirect_load_ops():
+        if t in _indirect_load_ops() and (os.environ.get("WICK_TRITON") == "interpret" or (
+                self.device.type == "cuda" and os.environ.get("WICK_CUDA_INDEXING", "0") != "1")):
             return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
