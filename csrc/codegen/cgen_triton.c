@@ -138,13 +138,14 @@ static int sym_py(TGen *g, const WkSym *s, WkStr *o) {
         if (s->value < 0) wk_str_printf(o, "(%lld)", (long long)s->value);
         else wk_str_printf(o, "%lld", (long long)s->value);
         return 0;
-    case WK_SYM_VAR:
+    case WK_SYM_VAR: {
         if (s->var >= g->nvars || !g->vtext[s->var]) {
             wk_error_set("Triton codegen: index variable %s is not bound", wk_sym_var_name(g->S->L->syms, s->var));
             return -1;
         }
         wk_str_append(o, g->vtext[s->var]);
         return 0;
+    }
     default: break;
     }
     wk_str_append(&a, "");
@@ -247,6 +248,22 @@ static const char *libm(WkLxOp op) {
 }
 
 /* The text of e's value (operands already named). -1 with wk_error set. */
+/* The indirect variables (lower.h) of a READ's or INDEX's index, named
+ * after the values of their expressions (its operands) here. */
+static int bind_indirect(TGen *g, const WkLExpr *e) {
+    for (int k = 0; k < e->nargs; k++) {
+        int var = wk_lower_indirect(g->S->L, e->a[k])->var;
+        if (var >= g->nvars) {
+            wk_error_set("Triton codegen: indirect variable out of the table");
+            return -1;
+        }
+        g->vtext[var] = ref(g, e->a[k]);
+        if (!g->vtext[var]) return -1;
+        g->vaxis[var] = (signed char)(1 | (on_r(g, e->a[k]) ? 2 : 0));
+    }
+    return 0;
+}
+
 static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
     const char *a = e->nargs > 0 ? ref(g, e->a[0]) : NULL;
     const char *b = e->nargs > 1 ? ref(g, e->a[1]) : NULL;
@@ -268,17 +285,7 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
             wk_error_set("Triton codegen: a kernel reads buffer b%d, which it stores, at another offset", e->buf);
             return -1;
         }
-        /* indirect variables (lower.h): the names of their expressions here */
-        for (int k = 0; k < e->nargs; k++) {
-            int var = wk_lower_indirect(g->S->L, e->a[k])->var;
-            if (var >= g->nvars) {
-                wk_error_set("Triton codegen: indirect variable out of the table");
-                return -1;
-            }
-            g->vtext[var] = ref(g, e->a[k]);
-            if (!g->vtext[var]) return -1;
-            g->vaxis[var] = (signed char)(1 | (on_r(g, e->a[k]) ? 2 : 0));
-        }
+        if (bind_indirect(g, e) < 0) return -1;
         WkStr off = {0};
         wk_str_append(&off, "");
         if (sym_py(g, e->idx[0], &off) < 0) {
@@ -293,6 +300,7 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
         return 0;
     }
     case WK_LX_INDEX: {
+        if (bind_indirect(g, e) < 0) return -1;
         WkStr v = {0};
         wk_str_append(&v, "");
         if (sym_py(g, e->idx[0], &v) < 0) {

@@ -184,8 +184,8 @@ const WkLExpr *wk_lower_checked_index(WkLoopIR *L, const WkLExpr *idx, int64_t s
     return intern(L, &t);
 }
 
-/* LOAD and READ take the expressions of their index's indirect variables as
- * operands (more than fit: xoverflow, see lower.h). */
+/* LOAD, READ and INDEX take the expressions of their index's indirect
+ * variables as operands (more than fit: xoverflow, see lower.h). */
 static void set_xoperands(WkLoopIR *L, WkLExpr *t, const WkSym *const *idx, int nidx) {
     const WkLExpr *xs[WK_MAX_DIMS];
     int n = 0;
@@ -223,6 +223,7 @@ const WkLExpr *wk_lower_index(WkLoopIR *L, const WkSym *value) {
     WkLExpr t = blank(WK_LX_INDEX, WK_I64);
     t.nidx = 1;
     t.idx[0] = value;
+    set_xoperands(L, &t, &value, 1); /* an index into arange's values at a loaded position */
     return intern(L, &t);
 }
 
@@ -412,7 +413,7 @@ typedef struct {
 
 static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e);
 
-/* A LOAD's or READ's indirect operands substituted first: each one that
+/* A LOAD's, READ's or INDEX's indirect operands substituted first: each one that
  * changes renames its index variable (xfrom[i] -> xto[i]) in the index
  * expressions. Returns how many were renamed. */
 static int subst_indirect(SubstCtx *c, Env *env, const WkLExpr *e, const WkSym **xfrom, const WkSym **xto) {
@@ -454,9 +455,12 @@ static const WkLExpr *subst_rec(SubstCtx *c, Env *env, const WkLExpr *e) {
         }
         break;
     }
-    case WK_LX_INDEX:
-        r = wk_lower_index(L, wk_lower_subst_sym(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr));
+    case WK_LX_INDEX: {
+        const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
+        int nx = subst_indirect(c, env, e, xfrom, xto);
+        r = wk_lower_index(L, subst_sym_x(L, e->idx[0], env->ivals, env->ni, env->rvals, env->nr, xfrom, xto, nx));
         break;
+    }
     case WK_LX_READ: {
         const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
         int nx = subst_indirect(c, env, e, xfrom, xto);

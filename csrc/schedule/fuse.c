@@ -213,6 +213,13 @@ static const WkLExpr *to_reads(WkSchedule *S, const WkLExpr *e, WkLowerMap *read
                 xto[k] = wk_lower_indirect(S->L, to_reads(S, r->a[k], reads, memo));
             }
             r = wk_lower_read(S->L, r->dtype, r->buf, wk_lower_rename_xvars(S->L, r->idx[0], xfrom, xto, r->nargs));
+        } else if (r->op == WK_LX_INDEX && r->nargs) { /* an index value at loaded positions: likewise */
+            const WkSym *xfrom[WK_MAX_DIMS], *xto[WK_MAX_DIMS];
+            for (int k = 0; k < r->nargs; k++) {
+                xfrom[k] = wk_lower_indirect(S->L, r->a[k]);
+                xto[k] = wk_lower_indirect(S->L, to_reads(S, r->a[k], reads, memo));
+            }
+            r = wk_lower_index(S->L, wk_lower_rename_xvars(S->L, r->idx[0], xfrom, xto, r->nargs));
         }
     } else if (e->nargs) {
         const WkLExpr *a[3] = {NULL, NULL, NULL};

@@ -404,6 +404,11 @@ def test_indirect_loads_and_creation_ops():
                                       gr.op("SCATTER", [xi, ii, ss], ints=[0, 0, 0])], x, si, src)
     close(got[0], x.scatter_add(0, si, src), rtol=1e-5, atol=1e-5)
     close(got[1], x.scatter(0, si, src))
+    # an index into arange's values at loaded positions (no read through the index)
+    pos = torch.randint(-9, 9, (4, 3), generator=g)
+    got = run(lambda gr, pi: [gr.op("INDEX", [gr.op("ARANGE", [gr.scalar(2), gr.scalar(3)], ints=[9],
+                                                       dtype=torch.int64), pi], ints=[1, 0])], pos)
+    close(got[0], torch.arange(2, 29, 3)[pos])
     got = run(build2, s)
     close(got[0], s.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), -1e9))
     close(got[1], s.triu(1))
@@ -432,6 +437,9 @@ COMPILE_CASES = {
                     lambda: (rand((4, 9000)),)),
     "split": (lambda g, a: [g.op("amax", [a], dims=(1,)), g.op("mean", [a]), g.op("any", [g.op("gt", [a, g.scalar(3.0)])])],
               lambda: (rand((3, 50000)),)),
+    "index_into_arange": (lambda g, i: [g.op("INDEX", [g.op("ARANGE", [g.scalar(0), g.scalar(1)], ints=[40],
+                                                               dtype=torch.int64), i], ints=[1, 0])],
+                          lambda: (torch.randint(-40, 40, (8, 3)),)),
     "indirect": (lambda g, w, i: [g.op("exp", [g.op("INDEX", [w, i], ints=[1, 0])]),
                                   g.op("sum", [g.op("INDEX", [w, i], ints=[1, 0])], dims=(1, 2))],
                  lambda: (rand((50, 64)), torch.randint(-50, 50, (8, 3)))),

@@ -251,6 +251,31 @@ def test_torch_compile_native(name):
     assert infos and all(i["extern"] == 0 for i in infos), infos  # every op native, none extern
 
 
+@pytest.mark.parametrize("n", [1, 10, 37])
+def test_index_into_creation_ops_at_loaded_positions(n):
+    """An index into arange/full values at positions read from a tensor
+    (position ids picked by an index): the index value names an indirect
+    variable without a read through it. It compiled to C naming a variable
+    never declared, and the graph ran eagerly."""
+    torch._dynamo.reset()
+    B.fallback_reasons.clear()
+    B.compiled_graphs.clear()
+
+    def f(x, idx):
+        pos = torch.arange(x.shape[0])
+        grid = torch.arange(12).view(3, 4) * 3
+        return pos[idx] * 2 + x[idx], grid[idx % 3], torch.full((x.shape[0],), 7)[idx] + pos[idx.flip(0)]
+
+    g = torch.Generator().manual_seed(n)
+    x, idx = torch.randn(n, generator=g), torch.randint(0, n, (5,), generator=g)
+    want = f(x, idx)
+    got = torch.compile(f, backend="wick")(x, idx)
+    assert not B.fallback_reasons, B.fallback_reasons
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert B.compiled_graphs and all(i["kernels"] for i in B.compiled_graphs)
+
+
 def test_torch_compile_out_of_range_raises_eagers_error():
     w = rand((10, 4))
     fn = torch.compile(lambda w, i: F.embedding(i, w) * 2, backend="wick")
