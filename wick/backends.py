@@ -777,8 +777,10 @@ class _AtenImporter:
         compiles such kernels with device asserts on), a device-side
         assertion as eager's own CUDA indexing kernels raise. On CUDA only
         with WICK_CUDA_INDEXING=1 for now: on the H200, GPT-2's main graph
-        failed to compile with it (not yet diagnosed; it then ran eagerly),
-        while LLaMA's compiled. Under Triton's interpreter (CPU tests)
+        failed to compile with it (it then ran eagerly) while LLaMA's
+        compiled; the cause, an index into arange at loaded positions, is
+        fixed (lower/expr.c) and passes under Triton's interpreter, but has
+        not been rerun on a GPU. Under Triton's interpreter (CPU tests)
         indexing stays extern. Creation ops (arange,
         full, tril, triu and the zeros/ones forms) read no index: native on
         every target."""
