@@ -82,45 +82,44 @@ _KERNEL_DEF = re.compile(r"^@triton\.jit\ndef (\w+_k\d+)\(", re.M)
 _text_of = [None, None]  # (path, text) of the last module read: a batch reads its module once
 
 
+def _kernel_text(path, name):
+    """(the module's text before its first kernel, kernel `name`'s own text),
+    or None when the module cannot be read or is not laid out as the
+    generator writes it."""
+    text = _text_of[1] if _text_of[0] == path else None
+    if text is None:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            return None
+        _text_of[:] = [path, text]
+    defs = list(_KERNEL_DEF.finditer(text))
+    for i, m in enumerate(defs):
+        if m.group(1) == name:
+            end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
+            return text[:defs[0].start()], text[m.start():end]
+    return None
+
+
 def kernel_identity(path, src_hash, name):
     """What kernel `name`'s machine code depends on: the module's helpers and
     the kernel's own text with its name taken out. Kernels that differ only by
     name (a model's repeated layers: the same block in every layer) then share
     one compile and one cubin, whose symbol is the first one's name. A module
     whose layout is not the generator's falls back to (module, name)."""
-    text = _text_of[1] if _text_of[0] == path else None
-    if text is None:
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            return [src_hash, name]
-        _text_of[:] = [path, text]
-    defs = list(_KERNEL_DEF.finditer(text))
-    for i, m in enumerate(defs):
-        if m.group(1) == name:
-            end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
-            body = text[m.start():end].replace(name, "WK_KERNEL")
-            return ["kernel", _sha((text[:defs[0].start()] + body).encode())]
-    return [src_hash, name]
+    parts = _kernel_text(path, name)
+    if parts is None:
+        return [src_hash, name]
+    head, body = parts
+    return ["kernel", _sha((head + body.replace(name, "WK_KERNEL")).encode())]
 
 
 def _has_asserts(path, name):
-    """Whether kernel `name`'s text holds a device_assert (indirect loads)."""
-    text = _text_of[1] if _text_of[0] == path else None
-    if text is None:
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            return False
-        _text_of[:] = [path, text]
-    defs = list(_KERNEL_DEF.finditer(text))
-    for i, m in enumerate(defs):
-        if m.group(1) == name:
-            end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
-            return "tl.device_assert(" in text[m.start():end]
-    return "tl.device_assert(" in text
+    """Whether kernel `name` asserts its indices (indirect loads); unknown
+    text counts as yes (asserts on cost little, off would drop a check)."""
+    parts = _kernel_text(path, name)
+    return parts is None or "tl.device_assert(" in parts[1]
 
 
 def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):
