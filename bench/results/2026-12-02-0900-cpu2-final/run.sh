@@ -12,3 +12,14 @@ uptime > $D/load_train_after.txt
 $PY bench/train_step.py --mode inference --models BertForMaskedLM,GPT2LMHeadModel,DistilBertForMaskedLM,LlamaForCausalLM,T5ForConditionalGeneration \
   --compilers eager,inductor,wick,wick-own --threads 1 --repeats 11 > $D/inference.txt 2> $D/inference.err
 uptime > $D/load_inference_after.txt
+# then the cold compiles (a fresh process per row, empty caches), as in ../2026-12-02-0550-cpu2-final/run.sh
+for m in BertForMaskedLM GPT2LMHeadModel DistilBertForMaskedLM LlamaForCausalLM; do
+  for mode in inference training; do
+    for c in wick-own wick inductor; do
+      echo "start $m $mode $c $(uptime)" >> $D/cold_loads.txt
+      $PY bench/cold_compile.py --model $m --mode $mode --compiler $c --json $D/cold.jsonl > /dev/null 2>> $D/cold_stderr.txt
+    done
+  done
+done
+uptime >> $D/cold_loads.txt
+$PY bench/cold_compile_table.py --ratio $D/cold.jsonl > $D/cold_ratio.md 2>&1
