@@ -781,9 +781,8 @@ class _AtenImporter:
         compiled; the cause, an index into arange at loaded positions, is
         fixed (lower/expr.c) and passes under Triton's interpreter, but has
         not been rerun on a GPU. Under Triton's interpreter (CPU tests)
-        indexing stays extern. Creation ops (arange,
-        full, tril, triu and the zeros/ones forms) read no index: native on
-        every target."""
+        indexing stays extern. Creation ops (arange, full, tril, triu and
+        the zeros/ones forms) read no index: native on every target."""
         import torch.fx
 
         torch, g = self.torch, self.g

@@ -138,14 +138,13 @@ static int sym_py(TGen *g, const WkSym *s, WkStr *o) {
         if (s->value < 0) wk_str_printf(o, "(%lld)", (long long)s->value);
         else wk_str_printf(o, "%lld", (long long)s->value);
         return 0;
-    case WK_SYM_VAR: {
+    case WK_SYM_VAR:
         if (s->var >= g->nvars || !g->vtext[s->var]) {
             wk_error_set("Triton codegen: index variable %s is not bound", wk_sym_var_name(g->S->L->syms, s->var));
             return -1;
         }
         wk_str_append(o, g->vtext[s->var]);
         return 0;
-    }
     default: break;
     }
     wk_str_append(&a, "");
@@ -247,7 +246,6 @@ static const char *libm(WkLxOp op) {
     }
 }
 
-/* The text of e's value (operands already named). -1 with wk_error set. */
 /* The indirect variables (lower.h) of a READ's or INDEX's index, named
  * after the values of their expressions (its operands) here. */
 static int bind_indirect(TGen *g, const WkLExpr *e) {
@@ -264,6 +262,7 @@ static int bind_indirect(TGen *g, const WkLExpr *e) {
     return 0;
 }
 
+/* The text of e's value (operands already named). -1 with wk_error set. */
 static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
     const char *a = e->nargs > 0 ? ref(g, e->a[0]) : NULL;
     const char *b = e->nargs > 1 ? ref(g, e->a[1]) : NULL;
