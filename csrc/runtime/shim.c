@@ -89,11 +89,11 @@ static void *sym(void *lib, const char *name) { return lib ? dlsym(lib, name) : 
 
 static int resolve(void) {
     if (S.state) return S.state == 1 && wk_env_int(WK_ENV_SHIM) != 0 ? 1 : S.state == 1 ? -1 : S.state;
-    S.state = -1;
-    if (wk_env_int(WK_ENV_SHIM) == 0) {
+    if (wk_env_int(WK_ENV_SHIM) == 0) { /* not resolved: turning it on later resolves it then */
         wk_log(WK_LOG_PERF, "C shim allocation: off (WICK_SHIM=0), Python path");
-        return S.state;
+        return -1;
     }
+    S.state = -1;
     /* RTLD_NOLOAD: only the copies torch already loaded, never another one */
     void *cpu = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
     void *py = dlopen("libtorch_python.so", RTLD_NOW | RTLD_NOLOAD);

@@ -105,7 +105,7 @@ static struct {
 
 static int checks_ready(void) {
     if (K.state) return K.state == 1;
-    K.state = -1;
+    if (K.tensor_type) goto symbol; /* only the shim was missing last time (WICK_SHIM=0 then) */
     PyObject *torch = PyImport_ImportModule("torch");
     PyObject *nn = torch ? PyImport_ImportModule("torch.nn") : NULL;
     PyObject *tc = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
@@ -123,8 +123,14 @@ static int checks_ready(void) {
     Py_XDECREF(tc);
     Py_XDECREF(nn);
     Py_XDECREF(torch);
+    if (!K.tensor_type || !K.parameter_type || !K.dispatch_stack_len) {
+        K.state = -1;
+        return 0;
+    }
+symbol:
+    /* NULL while the shim is turned off: asked again at the next graph */
     *(void **)&K.grad_enabled = wk_shim_op_symbol("aoti_torch_grad_mode_is_enabled", 0);
-    if (K.tensor_type && K.parameter_type && K.dispatch_stack_len && K.grad_enabled) K.state = 1;
+    if (K.grad_enabled) K.state = 1;
     return K.state == 1;
 }
 

@@ -228,3 +228,41 @@ def test_transformer_block_through_torch_compile():
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     for (name, p), q in zip(layer.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_shim_turned_on_after_a_graph_compiled_with_it_off():
+    """WICK_SHIM=0 at a process's first graph, then 1: later graphs allocate
+    and call through the shim (neither the shim nor the native calls stay
+    off for the process). A fresh process, as the shim resolves once."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import os, torch
+import wick._C as C
+X = C.ExternInput
+def graph():
+    a, b = torch.randn(4, 5), torch.randn(5, 3)
+    g = C.Graph()
+    ai, bi = g.input_like(a), g.input_like(b)
+    (o,) = g.extern(0, [ai, bi], [{"dtype": torch.float32, "sizes": (4, 3), "strides": (3, 1)}],
+                    name="aten.mm.default")
+    g.output(o)
+    return g.compile(externs=[(torch.ops.aten.mm.default._op, (X(0), X(1)))]), a, b
+os.environ["WICK_SHIM"] = "0"
+os.environ["WICK_HOST_PROFILE"] = "1"
+C.env_reload()
+for knob in ("0", "1"):
+    os.environ["WICK_SHIM"] = knob
+    C.env_reload()
+    cg, a, b = graph()
+    with torch.no_grad():
+        torch.testing.assert_close(cg(a, b)[0], a @ b)
+    print(knob, C.host_profile(True).get("extern_native", (0, 0))[0])
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root,
+                       env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["0", "0", "1", "1"], r.stdout
