@@ -165,7 +165,7 @@ typedef struct {
     PyObject *kwnames;
 } Args;
 
-enum { ITEM_ABSENT = -100 };
+enum { ITEM_ABSENT = -100, KEYWORD_ONLY = 99 /* a position no call reaches: look up by name */ };
 
 /* Item of positional i or keyword `name`: its kind (>= 0 an extern input,
  * negative a constant) and the item in *item; ITEM_ABSENT when not given. */
@@ -298,6 +298,26 @@ static int is_the_op(const char *name, PyObject *fn) {
     return same;
 }
 
+/* Attention's query, key and value: tensor operands 0, 1, 2. */
+static int qkv_args(const Args *a, WkNativeCall *c) {
+    return tensor_arg(a, 0, "query", 0, &c->tensor[0]) && tensor_arg(a, 1, "key", 0, &c->tensor[1]) &&
+           tensor_arg(a, 2, "value", 0, &c->tensor[2]);
+}
+
+/* Attention's dropout_p (positional i) is absent or 0: no random numbers. */
+static int no_dropout(const Args *a, Py_ssize_t i) {
+    double dropout;
+    return const_double(a, i, "dropout_p", 0.0, &dropout) && dropout == 0.0;
+}
+
+/* Attention's keyword-only scale: absent or None (the kernel's default), or a number. */
+static int scale_arg(const Args *a, WkNativeCall *c) {
+    PyObject *scale;
+    int k = arg_at(a, KEYWORD_ONLY, "scale", &scale);
+    c->has_scale = k != ITEM_ABSENT && scale != Py_None;
+    return !c->has_scale || const_double(a, KEYWORD_ONLY, "scale", 0.0, &c->scale);
+}
+
 static int parse(WkNativeCall *c, const Args *a, int npicks) {
     static const char *const matmul_kw[] = {"beta", "alpha", NULL};
     static const char *const flash_kw[] = {"scale", NULL};
@@ -320,7 +340,8 @@ static int parse(WkNativeCall *c, const Args *a, int npicks) {
         c->ntensors = 3;
         return a->nargs == 3 && only_keywords(a, matmul_kw) && tensor_arg(a, 0, "self", 0, &c->tensor[0]) &&
                tensor_arg(a, 1, "", 0, &c->tensor[1]) && tensor_arg(a, 2, "", 0, &c->tensor[2]) &&
-               const_double(a, 99, "beta", 1.0, &c->beta) && const_double(a, 99, "alpha", 1.0, &c->alpha);
+               const_double(a, KEYWORD_ONLY, "beta", 1.0, &c->beta) &&
+               const_double(a, KEYWORD_ONLY, "alpha", 1.0, &c->alpha);
     case OP_CONVOLUTION:
         c->ntensors = 3;
         return a->nargs == 9 && only_keywords(a, none_kw) && tensor_arg(a, 0, "input", 0, &c->tensor[0]) &&
@@ -332,50 +353,29 @@ static int parse(WkNativeCall *c, const Args *a, int npicks) {
                const_ints(a, 7, "output_padding", c->output_padding, &c->noutput_padding) &&
                const_int(a, 8, "groups", &c->groups);
     case OP_FLASH_ATTENTION: {
-        double dropout;
         int debug_mask;
         c->ntensors = 3;
-        PyObject *scale;
-        int sk = arg_at(a, 99, "scale", &scale);
-        c->has_scale = sk != ITEM_ABSENT && scale != Py_None;
-        return a->nargs <= 6 && only_keywords(a, flash_kw) && tensor_arg(a, 0, "query", 0, &c->tensor[0]) &&
-               tensor_arg(a, 1, "key", 0, &c->tensor[1]) && tensor_arg(a, 2, "value", 0, &c->tensor[2]) &&
-               const_double(a, 3, "dropout_p", 0.0, &dropout) && dropout == 0.0 &&
+        return a->nargs <= 6 && only_keywords(a, flash_kw) && qkv_args(a, c) && no_dropout(a, 3) &&
                const_bool(a, 4, "is_causal", 0, &c->is_causal) &&
-               const_bool(a, 5, "return_debug_mask", 0, &debug_mask) && !debug_mask &&
-               (!c->has_scale || const_double(a, 99, "scale", 0.0, &c->scale));
+               const_bool(a, 5, "return_debug_mask", 0, &debug_mask) && !debug_mask && scale_arg(a, c);
     }
     case OP_EFFICIENT_ATTENTION:
     case OP_CUDNN_ATTENTION: {
-        double dropout;
         int debug_mask = 0;
         c->ntensors = 4;
-        PyObject *scale;
-        int sk = arg_at(a, 99, "scale", &scale);
-        c->has_scale = sk != ITEM_ABSENT && scale != Py_None;
         int cudnn = c->op == OP_CUDNN_ATTENTION;
-        return a->nargs <= (cudnn ? 8 : 7) && only_keywords(a, flash_kw) &&
-               tensor_arg(a, 0, "query", 0, &c->tensor[0]) && tensor_arg(a, 1, "key", 0, &c->tensor[1]) &&
-               tensor_arg(a, 2, "value", 0, &c->tensor[2]) && tensor_arg(a, 3, "attn_bias", 1, &c->tensor[3]) &&
+        return a->nargs <= (cudnn ? 8 : 7) && only_keywords(a, flash_kw) && qkv_args(a, c) &&
+               tensor_arg(a, 3, "attn_bias", 1, &c->tensor[3]) &&
                const_bool(a, 4, "compute_log_sumexp", -1, &c->compute_log_sumexp) && c->compute_log_sumexp >= 0 &&
-               const_double(a, 5, "dropout_p", 0.0, &dropout) && dropout == 0.0 &&
-               const_bool(a, 6, "is_causal", 0, &c->is_causal) &&
+               no_dropout(a, 5) && const_bool(a, 6, "is_causal", 0, &c->is_causal) &&
                (!cudnn || (const_bool(a, 7, "return_debug_mask", 0, &debug_mask) && !debug_mask)) &&
-               (!c->has_scale || const_double(a, 99, "scale", 0.0, &c->scale));
+               scale_arg(a, c);
     }
-    case OP_FLASH_ATTENTION_CPU: {
-        double dropout;
+    case OP_FLASH_ATTENTION_CPU:
         c->ntensors = 4;
-        PyObject *scale;
-        int sk = arg_at(a, 99, "scale", &scale);
-        c->has_scale = sk != ITEM_ABSENT && scale != Py_None;
-        return a->nargs <= 5 && only_keywords(a, cpu_flash_kw) && tensor_arg(a, 0, "query", 0, &c->tensor[0]) &&
-               tensor_arg(a, 1, "key", 0, &c->tensor[1]) && tensor_arg(a, 2, "value", 0, &c->tensor[2]) &&
-               tensor_arg(a, 99, "attn_mask", 1, &c->tensor[3]) &&
-               const_double(a, 3, "dropout_p", 0.0, &dropout) && dropout == 0.0 &&
-               const_bool(a, 4, "is_causal", 0, &c->is_causal) &&
-               (!c->has_scale || const_double(a, 99, "scale", 0.0, &c->scale));
-    }
+        return a->nargs <= 5 && only_keywords(a, cpu_flash_kw) && qkv_args(a, c) &&
+               tensor_arg(a, KEYWORD_ONLY, "attn_mask", 1, &c->tensor[3]) && no_dropout(a, 3) &&
+               const_bool(a, 4, "is_causal", 0, &c->is_causal) && scale_arg(a, c);
     default: return 0;
     }
 }
