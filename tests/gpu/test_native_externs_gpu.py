@@ -17,14 +17,8 @@ aten = torch.ops.aten
 DEV = "cuda"
 
 
-@pytest.fixture(autouse=True)
-def profiled(monkeypatch):
-    monkeypatch.setenv("WICK_HOST_PROFILE", "1")
-    C.env_reload()
-    C.host_profile(True)
-    yield
-    monkeypatch.undo()
-    C.env_reload()
+# graphs compiled with the host profile on count their native calls (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("host_profile_on")
 
 
 def native_calls():

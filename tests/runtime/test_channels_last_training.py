@@ -21,6 +21,7 @@ import wick  # noqa: F401
 import wick._C as C
 from wick import _layout
 from wick import backends as B
+from test_channels_last import _bn_random  # a sibling test module, as tests/capture shares its helpers
 
 INTERPRET = os.environ.get("WICK_TRITON") == "interpret"
 
@@ -48,17 +49,6 @@ def channels_last(monkeypatch):
     C.env_reload()
     torch._dynamo.reset()
     wick.reset()
-
-
-def _randomise(m, seed):
-    g = torch.Generator().manual_seed(seed)
-    for b in m.modules():
-        if isinstance(b, nn.BatchNorm2d):
-            b.running_mean.copy_(torch.randn(b.num_features, generator=g) * 0.5)
-            b.running_var.copy_(torch.rand(b.num_features, generator=g) + 0.5)
-            b.weight.data.copy_(torch.randn(b.num_features, generator=g) * 0.2 + 1)
-            b.bias.data.copy_(torch.randn(b.num_features, generator=g) * 0.2)
-    return m
 
 
 class TrainNet(nn.Module):
@@ -100,7 +90,7 @@ def _train_and_compare(model, shape, seed, tol=1e-4, autocast=False, steps=2, fa
     """Eager and compiled training steps on copies of model: the results,
     gradients and running statistics agree; so many graphs fell back."""
     torch.manual_seed(seed)
-    eager = _randomise(model, seed).train()
+    eager = _bn_random(model, seed).train()
     compiled_model = copy.deepcopy(eager)
     compiled = torch.compile(compiled_model, backend="wick")
     n0, f0 = len(B.compiled_graphs), len(B.fallback_reasons)
@@ -303,7 +293,7 @@ def test_forward_that_gives_up_saves_as_traced(channels_last):
 def test_dynamic_shapes_stay_as_traced(channels_last):
     # symbolic graphs are compiled again per shape, as traced: no layout work
     torch._dynamo.reset()
-    m = _randomise(TrainNet(), 2).train()
+    m = _bn_random(TrainNet(), 2).train()
     f = torch.compile(m, backend="wick", dynamic=True)
     n0, f0 = len(B.compiled_graphs), len(B.fallback_reasons)
     for shape in [(2, 3, 9, 9), (3, 3, 12, 10)]:

@@ -13,15 +13,8 @@ X = C.ExternInput
 aten = torch.ops.aten
 
 
-@pytest.fixture(autouse=True)
-def profiled(monkeypatch):
-    # graphs compiled with the host profile on count their native calls
-    monkeypatch.setenv("WICK_HOST_PROFILE", "1")
-    C.env_reload()
-    C.host_profile(True)
-    yield
-    monkeypatch.undo()
-    C.env_reload()
+# graphs compiled with the host profile on count their native calls (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("host_profile_on")
 
 
 def native_calls():
