@@ -233,6 +233,7 @@ _PARAM_DEFAULTS = {
 _native_table = None
 _view_table = None
 _indexing_table = None
+_indirect_table = None
 
 
 def _indexing_ops():
@@ -256,11 +257,15 @@ def _indexing_ops():
 def _indirect_load_ops():
     """The part of _indexing_ops that reads at computed offsets (an index
     out of range must raise: see try_indexing)."""
-    import torch
+    global _indirect_table
+    if _indirect_table is None:
+        import torch
 
-    aten = torch.ops.aten
-    return {aten.embedding.default, aten.index_select.default, aten.gather.default, aten.index.Tensor,
-            aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.index_put.default}
+        aten = torch.ops.aten
+        _indirect_table = {aten.embedding.default, aten.index_select.default, aten.gather.default,
+                           aten.index.Tensor, aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
+                           aten.index_put.default}
+    return _indirect_table
 
 
 def _view_ops():
