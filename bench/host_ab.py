@@ -8,7 +8,8 @@ bench/suites/<suite>.txt: their CUDA batch sizes and options), e.g.
 timm:mobilenetv3_large_100,huggingface:BertForMaskedLM. VARIANTS (default
 eager,inductor,dynamo+wick,wick): eager | inductor (torch.compile) |
 dynamo+wick (torch.compile(backend="wick")) | wick (wick.compile, wick's
-capture) | dynamo+wick-ro (reduce-overhead: CUDA graphs) | dynamo+wick-py and
+capture) | dynamo+wick-ro and inductor-ro (mode="reduce-overhead": CUDA
+graphs) | dynamo+wick-py and
 wick-py (the same, compiled with WICK_NATIVE_EXTERNS=0: every extern call
 through Python, the A/B of csrc/runtime/shim_ops.c). MODE: inference
 (default) or training (SGD step: forward, loss, backward, step).
@@ -94,6 +95,8 @@ def compile_variant(v, m):
         return m
     if v == "inductor":
         return torch.compile(m)
+    if v == "inductor-ro":
+        return torch.compile(m, mode="reduce-overhead")
     if v == "dynamo+wick":
         return torch.compile(m, backend="wick")
     if v == "dynamo+wick-ro":
@@ -183,7 +186,11 @@ def main():
                 C.env_reload()
             if v == "dynamo+wick":
                 for info in wick.backends.compiled_graphs:
-                    print(f"  {info['graph']} graph: {info['kernels']} kernels, externs {info['externs']}", flush=True)
+                    retried = f", retried: {info['retried']}" if info.get("retried") else ""
+                    print(f"  {info['graph']} graph: {info['kernels']} kernels, externs {info['externs']}{retried}",
+                          flush=True)
+                for reason in wick.backends.fallback_reasons:
+                    print(f"  fallback: {reason}", flush=True)
             first[v] = time.time() - t0
             o = first_tensor(out).float()
             if ref is None:

@@ -15,3 +15,51 @@ def host_profile_on(monkeypatch):
     yield
     monkeypatch.undo()
     C.env_reload()
+
+
+def _global_torch_state(torch):
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return {"autocast cpu": (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")),
+            "autocast cuda": (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")),
+            "autocast nesting": nesting, "grad mode": torch.is_grad_enabled(),
+            "default dtype": torch.get_default_dtype(),
+            "float32 matmul precision": torch.get_float32_matmul_precision()}
+
+
+def _set_global_torch_state(torch, state):
+    for d in ("cpu", "cuda"):
+        on, dt = state[f"autocast {d}"]
+        torch.set_autocast_enabled(d, on)
+        torch.set_autocast_dtype(d, dt)
+    while torch.autocast_decrement_nesting() > state["autocast nesting"]:
+        pass
+    torch.set_grad_enabled(state["grad mode"])
+    torch.set_default_dtype(state["default dtype"])
+    torch.set_float32_matmul_precision(state["float32 matmul precision"])
+
+
+@pytest.fixture(autouse=True)
+def torch_state_is_left_as_found():
+    """A test (or wick under it) that leaves autocast, grad mode, the default
+    dtype or the matmul precision changed fails here, and the state is put
+    back: otherwise later tests in the same worker compute in the leaked state
+    (on the H200, CPU float32 matmuls came back in bfloat16 in four tests of
+    one worker)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = _global_torch_state(torch) if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if before is None:  # the test imported torch: compare with torch's defaults
+        before = {"autocast cpu": (False, torch.bfloat16), "autocast cuda": (False, torch.float16),
+                  "autocast nesting": 0, "grad mode": True, "default dtype": torch.float32,
+                  "float32 matmul precision": "highest"}
+    after = _global_torch_state(torch)
+    if after != before:
+        _set_global_torch_state(torch, before)
+        changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+        pytest.fail(f"the test left torch's global state changed (before, after): {changed}", pytrace=False)

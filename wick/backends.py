@@ -254,6 +254,19 @@ def _indexing_ops():
     return _indexing_table
 
 
+def _tensor_operands(torch, node):
+    """The fake tensors of a node's tensor operands (in lists too)."""
+    found = []
+
+    def visit(a):
+        if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor):
+            found.append(a.meta["val"])
+        return a
+
+    torch.fx.node.map_aggregate((node.args, node.kwargs), visit)
+    return found
+
+
 def _indirect_load_ops():
     """The part of _indexing_ops that reads at computed offsets (an index
     out of range must raise: see try_indexing)."""
@@ -395,7 +408,7 @@ class _StandIn:
 
 
 class _AtenImporter:
-    def __init__(self, torch, gm, bindings):
+    def __init__(self, torch, gm, bindings, native_indexing=True):
         global _native_table
         if _native_table is None:
             _native_table = _aten_native()
@@ -410,6 +423,8 @@ class _AtenImporter:
         self.nextern = 0
         self.nview = 0
         self.extern_names = {}
+        self.native_indexing = native_indexing  # indirect loads as kernels (else extern calls)
+        self.nindirect = 0  # indirect loads made native
 
     # -- values ---------------------------------------------------------------
     def concrete(self, x):
@@ -490,7 +505,10 @@ class _AtenImporter:
             if node in folds:
                 self.env[node] = self.extern(folds[node], node.meta["val"])
                 continue
-            self.env[node] = self.call(node)
+            try:
+                self.env[node] = self.call(node)
+            except _C.CompileError as exc:  # name the node in the fallback's reason
+                raise _C.CompileError(f"{node.name} ({_target_name_aten(node.target)}): {exc}") from exc
         return self.outputs(output)
 
     def addmm_folds(self):
@@ -780,14 +798,12 @@ class _AtenImporter:
         IndexError and the guard below reruns the graph eagerly for eager's
         own error); a Triton kernel asserts it on the device (wick/_triton.py
         compiles such kernels with device asserts on), a device-side
-        assertion as eager's own CUDA indexing kernels raise. On CUDA only
-        with WICK_CUDA_INDEXING=1 for now: on the H200, GPT-2's main graph
-        failed to compile with it (it then ran eagerly) while LLaMA's
-        compiled; the cause, an index into arange at loaded positions, is
-        fixed (lower/expr.c) and passes under Triton's interpreter, but has
-        not been rerun on a GPU. Under Triton's interpreter (CPU tests)
-        indexing stays extern. Creation ops (arange, full, tril, triu and
-        the zeros/ones forms) read no index: native on every target."""
+        assertion as eager's own CUDA indexing kernels raise.
+        WICK_CUDA_INDEXING=0 keeps indexing extern on CUDA. Under Triton's
+        interpreter (CPU tests) indexing stays extern: the interpreter
+        cannot raise a device assertion. Creation ops (arange, full, tril,
+        triu and the zeros/ones forms) read no index: native on every
+        target."""
         import torch.fx
 
         torch, g = self.torch, self.g
@@ -795,8 +811,12 @@ class _AtenImporter:
         t = node.target
         if val.layout != torch.strided or not self.on_graph_device(val.device):
             return None
-        if t in _indirect_load_ops() and (os.environ.get("WICK_TRITON") == "interpret" or (
-                self.device.type == "cuda" and os.environ.get("WICK_CUDA_INDEXING", "0") != "1")):
+        # every tensor operand on the graph's device: x_cuda[idx_cpu] is legal
+        # in eager, but a kernel cannot read the CPU index
+        if not all(self.on_graph_device(v.device) for v in _tensor_operands(torch, node)):
+            return None
+        if t in _indirect_load_ops() and (not self.native_indexing or os.environ.get("WICK_TRITON") == "interpret" or (
+                self.device.type == "cuda" and os.environ.get("WICK_CUDA_INDEXING", "1") == "0")):
             return None
         args = [self.lookup(a) for a in node.args]
         kw = {k: self.lookup(v) for k, v in node.kwargs.items()}
@@ -897,6 +917,7 @@ class _AtenImporter:
             return None
         if not _is_contiguous(m["sizes"], m["strides"]) and node not in self.layout_free:
             return None
+        self.nindirect += t in _indirect_load_ops()
         return vid
 
     # SCATTER reduces over the index's extent along dim for every output
@@ -1561,15 +1582,29 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
             raise _Unsupported(f"inputs with other strides than traced: {exc}")
         layout = why or "channels-last"
     imp = _AtenImporter(torch, gm, bindings or {})
-    spec, out_type = imp.run(list(example_inputs))
-    compiled = imp.g.compile(externs=imp.externs)
+    retried = None
+    try:
+        spec, out_type = imp.run(list(example_inputs))
+        compiled = imp.g.compile(externs=imp.externs)
+    except _C.CompileError as exc:
+        if not imp.nindirect:
+            raise
+        # indexing kernels are the newest lowering: rather than the whole
+        # graph eagerly, the graph again with its indexing as extern calls
+        retried = f"indexing as extern calls: with indexing kernels, {exc}"
+        if _log_breaks():
+            print(f"[wick:breaks] torch.compile(backend='wick'): {which} graph: {retried}", file=sys.stderr)
+        imp = _AtenImporter(torch, gm, bindings or {}, native_indexing=False)
+        spec, out_type = imp.run(list(example_inputs))
+        compiled = imp.g.compile(externs=imp.externs)
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
     # views as plain aliases (as inductor's): AOTAutograd restores the aliasing
     # of outputs that are views (of inputs and of intermediates) itself
     compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
-            "kernels": compiled.nkernels, "layout": layout, "output_strides": imp.output_strides}
+            "kernels": compiled.nkernels, "layout": layout, "output_strides": imp.output_strides,
+            "retried": retried}
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
     all_tensors = len(tensor_inputs) == nplaceholders

@@ -693,7 +693,7 @@ widened:
 }
 
 /* Tensors on one device; 0-d CPU tensors (and Python scalars) go with any. */
-static int common_device(const WkValue *const *in, int n, WkDevice *out) {
+static int common_device(const char *op, const WkValue *const *in, int n, WkDevice *out) {
     int found = 0;
     out->type = WK_DEV_CPU;
     out->index = 0;
@@ -701,7 +701,9 @@ static int common_device(const WkValue *const *in, int n, WkDevice *out) {
         const WkValue *v = in[i];
         if (v->is_wrapped_number || (v->ndim == 0 && v->device.type == WK_DEV_CPU)) continue;
         if (found && (v->device.type != out->type || v->device.index != out->index)) {
-            wk_error_set("Expected all tensors to be on the same device, but found at least two devices");
+            wk_error_set("%s: expected all tensors to be on the same device, found %s:%d (input %d) and %s:%d",
+                         op, v->device.type == WK_DEV_CUDA ? "cuda" : "cpu", v->device.index, i,
+                         out->type == WK_DEV_CUDA ? "cuda" : "cpu", out->index);
             return -1;
         }
         *out = v->device;
@@ -1132,7 +1134,7 @@ int wk_graph_op(WkGraph *g, WkOp op, const int *inputs, int ninputs, const WkAtt
         wk_error_set("%s needs a dtype (attrs.dtype with attrs.has_dtype)", info->name);
         goto done;
     }
-    if (common_device(in, ninputs, &out.device) < 0) goto done;
+    if (common_device(info->name, in, ninputs, &out.device) < 0) goto done;
     if (at.has_device) {
         int scalars_only = 1;
         for (int i = 0; i < ninputs; i++) scalars_only &= in[i]->is_wrapped_number;

@@ -323,9 +323,8 @@ def test_kernel_with_many_buffers(n):
 @pytest.mark.parametrize("n", [1, 7, 40])
 def test_creation_ops_are_kernels_on_cuda(n):
     """arange, full, ones/zeros(_like), tril/triu inside a CUDA graph are
-    Triton kernels (a causal mask and positions as decoders build them); the
-    embedding (an indirect load) is an extern call unless
-    WICK_CUDA_INDEXING=1."""
+    Triton kernels (a causal mask and positions as decoders build them), and
+    so is the embedding (an indirect load) unless WICK_CUDA_INDEXING=0."""
     torch._dynamo.reset()
     backends.fallback_reasons.clear()
     backends.compiled_graphs.clear()
@@ -349,15 +348,14 @@ def test_creation_ops_are_kernels_on_cuda(n):
     for info in backends.compiled_graphs:
         for k, v in info["externs"].items():
             externs[k] = externs.get(k, 0) + v
-    assert set(externs) == {"aten.embedding.default"}, externs
+    assert not externs, externs
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_indexing_is_native_on_cuda(dtype, monkeypatch):
-    """With WICK_CUDA_INDEXING=1: embedding, index_select, gather and
-    advanced indexing (negative indices wrapped) as Triton kernels, fused
-    with their pointwise users."""
-    monkeypatch.setenv("WICK_CUDA_INDEXING", "1")
+    """Embedding, index_select, gather and advanced indexing (negative
+    indices wrapped) are Triton kernels, fused with their pointwise users;
+    WICK_CUDA_INDEXING=0 keeps them extern calls."""
     torch._dynamo.reset()
     backends.fallback_reasons.clear()
     backends.compiled_graphs.clear()
@@ -381,10 +379,20 @@ def test_indexing_is_native_on_cuda(dtype, monkeypatch):
     assert not externs & {"aten.embedding.default", "aten.index_select.default", "aten.gather.default",
                           "aten.index.Tensor"}, externs
 
+    monkeypatch.setenv("WICK_CUDA_INDEXING", "0")
+    torch._dynamo.reset()
+    backends.compiled_graphs.clear()
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(w, ids, rows, g)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        close(g_, w_, tol, tol)
+    externs = {k for info in backends.compiled_graphs for k in info["externs"]}
+    assert {"aten.embedding.default", "aten.gather.default"} <= externs, externs
+
 
 def test_index_out_of_range_is_a_device_assert_as_in_eager():
-    """With WICK_CUDA_INDEXING=1, an index out of range in a native CUDA
-    indexing kernel triggers a device-side assertion, as eager's embedding
+    """An index out of range in a native CUDA indexing kernel triggers a device-side assertion, as eager's embedding
     does (it poisons the CUDA context: each case runs in a process of its
     own)."""
     import subprocess

@@ -666,3 +666,35 @@ def test_one_thread_kernels_have_no_parallel_regions(monkeypatch, tmp_path, dtyp
         monkeypatch.undo()
         C.env_reload()  # the knobs as the other tests expect them
     assert B.fallback_reasons == []
+
+
+def test_graph_whose_indexing_kernels_fail_is_compiled_with_indexing_extern(monkeypatch):
+    """A CompileError in a graph with indexing kernels: the graph is built
+    again with its indexing as extern calls (compiled, not run eagerly), and
+    the reason is kept in the graph's info."""
+    real_run = B._AtenImporter.run
+
+    def failing_with_indexing(self, example_inputs):
+        out = real_run(self, example_inputs)
+        if self.nindirect:
+            raise C.CompileError("injected failure of an indexing kernel")
+        return out
+
+    monkeypatch.setattr(B._AtenImporter, "run", failing_with_indexing)
+    torch._dynamo.reset()
+    B.fallback_reasons.clear()
+    B.compiled_graphs.clear()
+    w = rand(11, 6, seed=40)
+    ids = torch.randint(0, 11, (3, 4), generator=torch.Generator().manual_seed(41))
+
+    def f(w, ids):
+        return torch.embedding(w, ids).relu() * 2 + w.index_select(0, ids[0]).sum()
+
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(w, ids)
+    torch.testing.assert_close(got, f(w, ids))
+    assert B.fallback_reasons == []
+    info = B.compiled_graphs[-1]
+    assert "injected failure" in info["retried"]
+    assert {"aten.embedding.default", "aten.index_select.default"} <= set(info["externs"])
+    assert info["native"] > 0

@@ -13,6 +13,7 @@ inputs (a dict for keyword calls or a tuple), and the loss used for training.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,6 +261,11 @@ def _hf_config(name: str, sz: dict, seq: int):
         return getattr(T, cfg_cls)(vocab_size=V, hidden_size=h, intermediate_size=ff, num_hidden_layers=L,
                                    num_attention_heads=nh, num_key_value_heads=nh,
                                    max_position_embeddings=pos, use_cache=False)
+    if name == "ViTForImageClassification":  # seq: patches per image (+1 class token)
+        side = max(1, round(math.sqrt(seq)))
+        return T.ViTConfig(image_size=8 * side, patch_size=8, num_channels=3, hidden_size=h, num_hidden_layers=L,
+                           num_attention_heads=nh, intermediate_size=ff, num_labels=10,
+                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     if name == "OPTForCausalLM":
         return T.OPTConfig(vocab_size=V, hidden_size=h, num_hidden_layers=L, ffn_dim=ff, num_attention_heads=nh,
                            max_position_embeddings=pos, dropout=0.0, attention_dropout=0.0,
@@ -281,8 +287,12 @@ def build_huggingface(spec: ModelSpec, batch: int, device: str) -> Built:
     else:
         model = cls(cfg)
     zero_dropout(model)
-    V = cfg.vocab_size
     g = torch.Generator().manual_seed(0)
+    if spec.name == "ViTForImageClassification":
+        pixels = torch.randn(batch, 3, cfg.image_size, cfg.image_size, generator=g)
+        inputs = {"pixel_values": pixels, "labels": torch.randint(0, cfg.num_labels, (batch,), generator=g)}
+        return Built(model.to(device), {k: v.to(device) for k, v in inputs.items()}, reduce_to_scalar_loss)
+    V = cfg.vocab_size
     ids = torch.randint(0, V, (batch, seq), generator=g)
     inputs = {"input_ids": ids}
     if spec.name in ("T5ForConditionalGeneration", "BartForConditionalGeneration"):
