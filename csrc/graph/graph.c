@@ -664,6 +664,12 @@ static void canonical_attrs(WkOp op, WkAttrs *at) {
     }
     c.nints = at->nints > 0 && at->ints ? at->nints : 0;
     c.ints = c.nints ? at->ints : NULL;
+    /* kept on the node: a creation op's device is in nothing else (its inputs
+     * are Python scalars), and the pipeline copies nodes into stage graphs */
+    if (at->has_device) {
+        c.has_device = 1;
+        c.device = at->device;
+    }
     *at = c;
 }
 

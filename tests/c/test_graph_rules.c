@@ -398,6 +398,24 @@ static void test_inputs(void) {
     CHECK_EQ_INT(op2(g, WK_OP_ADD, x, c), -1);
     CHECK_STR_CONTAINS(wk_error_get(), "same device");
     CHECK_EQ_INT(op2(g, WK_OP_ADD, c, wk_graph_input(g, WK_F32, cuda1, 1, s3, NULL, 0, "L['d']")), -1);
+    /* a creation op (scalar inputs only) on the device its attrs name; the
+     * node keeps that device, as the pipeline copies nodes into stage graphs */
+    int64_t len3 = 3;
+    WkAttrs at = {0};
+    at.dtype = WK_I64;
+    at.has_dtype = 1;
+    at.nints = 1;
+    at.ints = &len3;
+    at.has_device = 1;
+    at.device = cuda;
+    int start = wk_graph_scalar(g, WK_I64, 0, 0), step = wk_graph_scalar(g, WK_I64, 0, 1);
+    int ar = wk_graph_op(g, WK_OP_ARANGE, (int[]){start, step}, 2, &at);
+    CHECK(ar >= 0 && wk_graph_value(g, ar)->device.type == WK_DEV_CUDA);
+    const WkNode *an = wk_graph_node(g, wk_graph_value(g, ar)->node);
+    CHECK(an->attrs.has_device && an->attrs.device.type == WK_DEV_CUDA);
+    int again = wk_graph_op(g, WK_OP_ARANGE, (int[]){start, step}, 2, &an->attrs);
+    CHECK(again >= 0 && wk_graph_value(g, again)->device.type == WK_DEV_CUDA);
+    CHECK(op2(g, WK_OP_ADD, again, c) >= 0);
     wk_graph_free(g);
 }
 
