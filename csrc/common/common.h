@@ -102,7 +102,7 @@ void wk_sha256_hex(const void *p, size_t n, char out[65]);
     X(OUTPUT_POOL, "256", "MiB of freed large CPU outputs kept warm for later outputs (runtime/shim.c); 0 = off") \
     X(TRITON, "", "'interpret': CPU graphs use the Triton backend, run by Triton's interpreter (tests)") \
     X(HOST_PROFILE, "0", "1: graphs compiled from now on time their host work per phase (wick._C.host_profile())") \
-    X(CUDA_INDEXING, "0", "1: indirect loads (embedding, gather, index) as Triton kernels on CUDA (device asserts); 0 = extern calls") \
+    X(CUDA_INDEXING, "1", "1: indirect loads (embedding, gather, index) as Triton kernels on CUDA (device asserts, as eager raises); 0 = extern calls") \
     X(CHANNELS_LAST, "auto", "convolutions channels-last (wick/_layout.py): auto = CUDA inference graphs, 1 = CPU too, 0 = off")
 
 typedef enum {
