@@ -1355,8 +1355,16 @@ static int lag_plan(Gen *g, int first, int last, int64_t work, const ExprVec *or
     for (int k = 0; k < po->len && ok; k++) { /* all else: the factor's per-row operands */
         const WkLExpr *n = po->data[k];
         if (n == e || n == src) continue;
-        if (depends_on_var(n, iv, &memo)) ok = 0;
+        if (depends_on_var(n, iv, &memo) || n->op == WK_LX_LOAD) ok = 0;
         else wk_vec_push(&outer, n);
+        /* a value an earlier phase stores must sit at a place of its own per
+         * row: read one row late, row i0's store must not have replaced it */
+        for (int q = first; q < last && ok && n->op == WK_LX_READ; q++)
+            for (int j = 0; j < S->kernels[q].nstores && ok; j++)
+                if (S->kernels[q].stores[j].buf == n->buf &&
+                    (!sym_has_var(S->kernels[q].stores[j].offset, S->L->ivar_id[0]) ||
+                     !sym_has_var(n->idx[0], S->L->ivar_id[0])))
+                    ok = 0;
     }
     wk_lower_map_free(&memo);
     if (!ok) {
