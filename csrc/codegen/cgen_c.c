@@ -261,7 +261,6 @@ typedef struct LagPhase {
     int src_row;
     const WkLExpr *scale;    /* the factor, or the divisor when div */
     int div;
-    const char *row_type;
 } LagPhase;
 
 static void topo(const WkLExpr *e, WkLowerMap *seen, ExprVec *out) {
@@ -1028,7 +1027,7 @@ static int emit_lag_phase(Gen *g, const LagPhase *lp, const char *lo, const char
     emit(g, "if (wk_lag >= 0) { /* kernel %d, one row late */", (int)(lp->K - g->S->kernels));
     g->indent++;
     emit(g, "const int64_t i0 = wk_lag;");
-    emit(g, "const %s *const wk_row%d = wk_rowbuf%d[i0 & 1];", lp->row_type, lp->src_row, lp->src_row);
+    emit(g, "const float *const wk_row%d = wk_rowbuf%d[i0 & 1];", lp->src_row, lp->src_row);
     g->keep = NULL;
     g->reuse = lp->reuse;
     int rc = emit_nodes(g, &lp->outer, -1);
@@ -1312,10 +1311,11 @@ static int plan_scratch(Gen *g, int first, int last, ExprVec *orders, WkLowerMap
  * one thread a softmax computes its exps on cached rows while memory
  * idles, and the burst of one row's non-temporal stores stalls the core
  * until DRAM drains it; spread over the next row's blocks, the stores drain
- * while the exps compute. 4096 x 4096 float32 softmax, one thread:
- * 67 -> 79 % of copy bandwidth (bench/results/2026-12-02-kern16-softmax-
- * prototypes, sm_lag2), same values bit for bit. The same lag with the
- * staging chunk (wk_stream_f32) gained a third of that, so only the shape
+ * while the exps compute. 4096 x 4096 float32 softmax, one thread, same
+ * values bit for bit: bench/kernels.py 66-71 -> 87-94 % of copy bandwidth
+ * (bench/results/2026-12-02-kern16-softmax-prototypes). The same lag
+ * through the staging chunk (wk_stream_f32) gained less than half of that
+ * (sm_lag.c there), so only the shape
  * the helper covers lags: the last phase's one store is float32, streamed
  * (as gen_pointwise would), and is scratch row * per-row factor or / per-row
  * divisor; the phase before it is a blocked float32 sum over the same row
@@ -1375,7 +1375,6 @@ static int lag_plan(Gen *g, int first, int last, int64_t work, const ExprVec *or
     lp->reuse = ru;
     lp->outer = outer;
     lp->div = e->op == WK_LX_DIV;
-    lp->row_type = "float";
     return 1;
 }
 
@@ -1434,7 +1433,7 @@ static int gen_group(Gen *g, int first, int last) {
         }
         open_loop(g, "i0", S->kernels[first].sizes[0],
                   work >= g->par_min_work ? "#pragma omp parallel for schedule(static)" : NULL);
-        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body */
+        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body (lagged: serial) */
             if (lagged) emit(g, "%s *const wk_row%d = wk_rowbuf%d[i0 & 1];", ctype(row_types[q]), q, q);
             else emit(g, "%s wk_row%d[%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
         for (int k = first; k <= last - lagged && rc == 0; k++) {
