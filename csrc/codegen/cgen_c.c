@@ -34,6 +34,14 @@ enum { NT_ROW_MAX_BYTES = 64 * 1024 };
  * measured slower than plain stores on a layer norm (its 4 rows of 16 KiB
  * overflowed L1). */
 enum { NT_CHUNK = 1024 };
+/* The same for a flat kernel (one loop): 128 elements (512 B), so each
+ * chunk's burst of non-temporal stores is short and the next chunk's
+ * compute follows it sooner. 4096 x 4096 float32
+ * ((x * 1.5 + 0.5).relu() - y).sigmoid() * y on one thread: 21.2 -> 18.2 ms,
+ * medians of 5 alternating rounds, and a median paired ratio of 0.92 over 8
+ * more on a loaded machine (bench/results/2026-12-02-kern16-softmax-
+ * prototypes, pw0.c against pw_c128.c; 256 to 2048 were alike at 1024). */
+enum { FLAT_NT_CHUNK = 128 };
 
 typedef struct {
     const WkSchedule *S;
@@ -49,6 +57,7 @@ typedef struct {
     const WkLowerMap *vexp;   /* float32 EXP node -> block number + 1: read wk_ex<n>[vexp_idx] */
     const char *vexp_idx;
     int64_t par_min_work;     /* PAR_MIN_WORK, or INT64_MAX for one thread (wk_cgen_c_set_threads) */
+    const struct LagPhase *lag; /* run one row late in this reduction's blocks (gen_group), or NULL */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -249,6 +258,18 @@ done:
 
 /* ---- DAG walks --------------------------------------------------------- */
 typedef WkVec(const WkLExpr *) ExprVec;
+
+/* A row group's last phase run one row late (lag_plan, gen_group): a
+ * float32 output streamed as scratch row src_row times a per-row factor
+ * (a softmax's exp(x - max) * (1 / sum)). */
+typedef struct LagPhase {
+    const WkSchedKernel *K;
+    const WkLowerMap *reuse; /* its scratch reads */
+    ExprVec outer;           /* its per-row nodes (not depending on i1) */
+    int src_row;
+    const WkLExpr *scale;    /* the factor, or the divisor when div */
+    int div;
+} LagPhase;
 
 static void topo(const WkLExpr *e, WkLowerMap *seen, ExprVec *out) {
     if (wk_lower_map_get(seen, e)) return;
@@ -517,7 +538,7 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
         if (j == n - 1 && emit_nodes(g, &outer, -1) < 0) rc = -1;
         if (j == n - 1 && nrcp) emit_reciprocals(g, &outer, &rcp);
         if (j == n - 1 && any_nt) {
-            int64_t chunk = row < NT_CHUNK ? row : NT_CHUNK;
+            int64_t most = flat_nt ? FLAT_NT_CHUNK : NT_CHUNK, chunk = row < most ? row : most;
             if (flat_nt) { /* the staging chunks and the fence, per thread */
                 if (par) emit(g, "#pragma omp parallel");
                 emit(g, "{");
@@ -607,6 +628,13 @@ static RedInfo red_info(const WkSchedKernel *K) {
     r.count = 1;
     for (int k = 0; k < r.red->nred; k++) r.count *= r.red->red_sizes[k];
     return r;
+}
+
+/* float32 sums: float lanes per block, double across blocks; only when the
+ * result is float32 too: sum(x, dtype=float64) must add in double */
+static int red_blocked(const WkSchedKernel *K, const RedInfo *r) {
+    return !r->is_max && !r->is_prod && r->out_t == WK_F32 && r->acc_t == WK_F64 && r->body->op == WK_LX_CAST &&
+           r->body->a[0]->dtype == WK_F32 && K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
 }
 
 static const char *acc_init(const RedInfo *r) {
@@ -999,6 +1027,35 @@ static int emit_multi_rows(Gen *g, const WkSchedKernel *K, const ExprVec *order,
     return 0;
 }
 
+/* Row wk_lag of a lagged last phase (LagPhase), elements lo .. lo + n - 1 of
+ * its row: in its own scope, i0 bound to wk_lag and the scratch row to that
+ * row's half of wk_rowbuf<n>. */
+static int emit_lag_phase(Gen *g, const LagPhase *lp, const char *lo, const char *n) {
+    const WkLowerMap *keep = g->keep, *reuse = g->reuse;
+    emit(g, "if (wk_lag >= 0) { /* kernel %d, one row late */", (int)(lp->K - g->S->kernels));
+    g->indent++;
+    emit(g, "const int64_t i0 = wk_lag;");
+    emit(g, "const float *const wk_row%d = wk_rowbuf%d[i0 & 1];", lp->src_row, lp->src_row);
+    g->keep = NULL;
+    g->reuse = lp->reuse;
+    int rc = emit_nodes(g, &lp->outer, -1);
+    g->keep = keep;
+    g->reuse = reuse;
+    WkStr scale = {0}, off = {0};
+    wk_str_append(&scale, "");
+    if (lp->div) wk_str_printf(&scale, "((float)1 / t%d)", lp->scale->id);
+    else ref(lp->scale, &scale);
+    wk_str_append(&off, "");
+    wk_sym_to_c(g->S->L->syms, lp->K->stores[0].offset, &off, NULL, NULL);
+    emit(g, "{ const int64_t i1 = %s; wk_stream_scaled_f32(&b%d[%s], &wk_row%d[i1], %s, %s); }", lo,
+         lp->K->stores[0].buf, off.data, lp->src_row, scale.data, n);
+    wk_str_free(&scale);
+    wk_str_free(&off);
+    g->indent--;
+    emit(g, "}");
+    return rc;
+}
+
 /* order: the nodes of the reduction's own store; epi: the epilogue's others */
 static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, const ExprVec *epi, int skip) {
     if (K->reduce_outer && !skip) return gen_reduction_outer(g, K, order, epi);
@@ -1010,11 +1067,7 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
                          : !r.is_max ? "reduction(+:acc)"
                          : r.is_min ? (r.fl ? "reduction(min:acc) reduction(|:nanf)" : "reduction(min:acc)")
                          : r.fl ? "reduction(max:acc) reduction(|:nanf)" : "reduction(max:acc)";
-    /* float32 sums: float lanes per block, double across blocks */
-    /* only when the result is float32 too: sum(x, dtype=float64) must add in double */
-    int blocked = !r.is_max && !r.is_prod && r.out_t == WK_F32 && r.acc_t == WK_F64 && r.body->op == WK_LX_CAST &&
-                  r.body->a[0]->dtype == WK_F32 &&
-                  K->nred >= 1 && K->red_sizes[K->nred - 1] > 16;
+    int blocked = red_blocked(K, &r);
     char value[200];
     int pf_blocks = g->prefetch_rows && !blocked && !inner_par && K->nred == 1;
     WkLowerMap vexp = {0};
@@ -1099,10 +1152,12 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
         emit(g, "accb += %s;", t.data);
         close_loops(g, 1);
         emit(g, "acc += accb;");
+        if (g->lag && emit_lag_phase(g, g->lag, "rb", "re - rb") < 0) rc = -1;
     } else {
         emit_update(g, &r, "acc", "nanf", t.data);
     }
     wk_str_free(&t);
+    if (rc < 0) return -1;
     close_loops(g, K->nred + pf_blocks);
     final_value(&r, "acc", "nanf", value, sizeof value);
     emit_store(g, &K->stores[0], value);
@@ -1258,6 +1313,79 @@ static int plan_scratch(Gen *g, int first, int last, ExprVec *orders, WkLowerMap
     return n;
 }
 
+/* Whether a row group's last phase runs one row late (LagPhase, filled in
+ * lp): row i0 - 1's output goes out block by block inside row i0's blocked
+ * sum, through wk_stream_scaled_f32, instead of as one burst after it. At
+ * one thread a softmax computes its exps on cached rows while memory
+ * idles, and the burst of one row's non-temporal stores stalls the core
+ * until DRAM drains it; spread over the next row's blocks, the stores drain
+ * while the exps compute. 4096 x 4096 float32 softmax, one thread, same
+ * values bit for bit: bench/kernels.py 66-71 -> 87-94 % of copy bandwidth
+ * (bench/results/2026-12-02-kern16-softmax-prototypes). The same lag
+ * through the staging chunk (wk_stream_f32) gained less than half of that
+ * (sm_lag.c there), so only the shape
+ * the helper covers lags: the last phase's one store is float32, streamed
+ * (as gen_pointwise would), and is scratch row * per-row factor or / per-row
+ * divisor; the phase before it is a blocked float32 sum over the same row
+ * length; no parallel row loop (each thread would need its own last row). */
+static int lag_plan(Gen *g, int first, int last, int64_t work, const ExprVec *orders, const WkLowerMap *reuse,
+                    int nrows, const WkDType *row_types, LagPhase *lp) {
+    const WkSchedule *S = g->S;
+    if (first == last || work >= g->par_min_work || nrows == 0) return 0;
+    const WkSchedKernel *P = &S->kernels[last], *R = &S->kernels[last - 1];
+    if (P->kind != WK_SCHED_POINTWISE || P->nloops != 2 || P->nstores != 1 || R->kind != WK_SCHED_REDUCTION ||
+        R->reduce_outer || R->nloops != 1 || R->nred != 1 || R->red_sizes[0] != P->sizes[1] ||
+        R->sizes[0] != P->sizes[0])
+        return 0;
+    RedInfo r = red_info(R);
+    const WkSchedStore *st = &P->stores[0];
+    int iv = S->L->ivar_id[1];
+    if (!red_blocked(R, &r) || S->bufs[st->buf].dtype != WK_F32 || !unit_in(st->offset, iv) ||
+        P->sizes[1] * 4 > NT_ROW_MAX_BYTES || P->numel * 4 < llc_bytes())
+        return 0;
+    const WkLExpr *e = st->expr, *src = NULL;
+    if (e->dtype != WK_F32 || (e->op != WK_LX_MUL && e->op != WK_LX_DIV)) return 0;
+    const WkLowerMap *ru = &reuse[last - first];
+    WkLowerMap memo = {0};
+    for (int side = 0; side < (e->op == WK_LX_MUL ? 2 : 1) && !src; side++) {
+        const WkLExpr *a = e->a[side], *b = e->a[1 - side];
+        const void *row = wk_lower_map_get(ru, a);
+        if (!row || row_types[(uintptr_t)row - 1] != WK_F32 || b->op == WK_LX_CONST || b->dtype != WK_F32 ||
+            depends_on_var(b, iv, &memo))
+            continue;
+        src = a;
+        lp->src_row = (int)(uintptr_t)row - 1;
+        lp->scale = b;
+    }
+    int ok = src != NULL;
+    ExprVec outer = {0};
+    const ExprVec *po = &orders[last - first];
+    for (int k = 0; k < po->len && ok; k++) { /* all else: the factor's per-row operands */
+        const WkLExpr *n = po->data[k];
+        if (n == e || n == src) continue;
+        if (depends_on_var(n, iv, &memo) || n->op == WK_LX_LOAD) ok = 0;
+        else wk_vec_push(&outer, n);
+        /* a value an earlier phase stores must sit at a place of its own per
+         * row: read one row late, row i0's store must not have replaced it */
+        for (int q = first; q < last && ok && n->op == WK_LX_READ; q++)
+            for (int j = 0; j < S->kernels[q].nstores && ok; j++)
+                if (S->kernels[q].stores[j].buf == n->buf &&
+                    (!sym_has_var(S->kernels[q].stores[j].offset, S->L->ivar_id[0]) ||
+                     !sym_has_var(n->idx[0], S->L->ivar_id[0])))
+                    ok = 0;
+    }
+    wk_lower_map_free(&memo);
+    if (!ok) {
+        wk_vec_free(&outer);
+        return 0;
+    }
+    lp->K = P;
+    lp->reuse = ru;
+    lp->outer = outer;
+    lp->div = e->op == WK_LX_DIV;
+    return 1;
+}
+
 /* Kernels first..last (a row group, or one kernel) as one function. A row
  * group opens the shared loop i0 once, threads over it, and runs each
  * kernel's inner nest as a phase in its own scope. */
@@ -1304,24 +1432,42 @@ static int gen_group(Gen *g, int first, int last) {
         int64_t row_sizes[SCRATCH_MAX];
         WkDType row_types[SCRATCH_MAX];
         int nrows = plan_scratch(g, first, last, orders, keep, reuse, row_sizes, row_types);
+        LagPhase lag;
+        int lagged = lag_plan(g, first, last, work, orders, reuse, nrows, row_types, &lag);
+        if (lagged) { /* two of each scratch row: row i0's, and row i0 - 1's for the lagged phase */
+            for (int q = 0; q < nrows; q++)
+                emit(g, "%s wk_rowbuf%d[2][%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
+            emit(g, "int64_t wk_lag = -1; /* the row whose last phase is still to run */");
+        }
         open_loop(g, "i0", S->kernels[first].sizes[0],
                   work >= g->par_min_work ? "#pragma omp parallel for schedule(static)" : NULL);
-        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body */
-            emit(g, "%s wk_row%d[%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
-        for (int k = first; k <= last && rc == 0; k++) {
+        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body (lagged: serial) */
+            if (lagged) emit(g, "%s *const wk_row%d = wk_rowbuf%d[i0 & 1];", ctype(row_types[q]), q, q);
+            else emit(g, "%s wk_row%d[%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
+        for (int k = first; k <= last - lagged && rc == 0; k++) {
             const WkSchedKernel *K = &S->kernels[k];
             emit(g, "{ /* kernel %d */", k);
             g->indent++;
             g->keep = nrows ? &keep[k - first] : NULL;
             g->reuse = nrows ? &reuse[k - first] : NULL;
             g->prefetch_rows = k > first && work * 4 >= llc_bytes() ? S->kernels[first].sizes[0] : 0;
+            g->lag = lagged && k == last - 1 ? &lag : NULL;
             rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction(g, K, &orders[k - first], &epis[k - first], 1)
                                                : gen_pointwise(g, K, &orders[k - first], 1);
             g->keep = g->reuse = NULL;
             g->prefetch_rows = 0;
+            g->lag = NULL;
             close_loops(g, 1);
         }
+        if (lagged) emit(g, "wk_lag = i0;");
         close_loops(g, 1);
+        if (lagged) { /* the last row's */
+            char n[32];
+            snprintf(n, sizeof n, "%lld", (long long)lag.K->sizes[1]);
+            if (rc == 0 && emit_lag_phase(g, &lag, "0", n) < 0) rc = -1;
+            emit(g, "wk_stream_fence();");
+            wk_vec_free(&lag.outer);
+        }
         for (int k = 0; k < ng; k++) {
             wk_lower_map_free(&keep[k]);
             wk_lower_map_free(&reuse[k]);
@@ -1545,9 +1691,29 @@ static const char prelude[] =
     "    }\n"
     "    for (; k < n; k++) dst[k] = src[k];\n"
     "}\n"
+    "/* src * scale streamed straight from the vector loop, with no staging\n"
+    "   chunk (a lagged softmax row, gen_group); the same product as a\n"
+    "   scalar loop's */\n"
+    "static inline void wk_stream_scaled_f32(float *dst, const float *src, float scale, int64_t n) {\n"
+    "    int64_t k = 0;\n"
+    "    for (; k < n && ((uintptr_t)(dst + k) & 31); k++) dst[k] = src[k] * scale;\n"
+    "    const wk_v8sf s8 = {scale, scale, scale, scale, scale, scale, scale, scale};\n"
+    "    for (; k + 8 <= n; k += 8) {\n"
+    "        wk_v8sf v = *(const wk_v8sf_u *)(src + k) * s8;\n"
+    "#if defined(__clang__)\n"
+    "        __builtin_nontemporal_store(v, (wk_v8sf *)(dst + k));\n"
+    "#else\n"
+    "        __builtin_ia32_movntps256(dst + k, v);\n"
+    "#endif\n"
+    "    }\n"
+    "    for (; k < n; k++) dst[k] = src[k] * scale;\n"
+    "}\n"
     "static inline void wk_stream_fence(void) { __builtin_ia32_sfence(); }\n"
     "#else\n"
     "static inline void wk_stream_f32(float *dst, const float *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }\n"
+    "static inline void wk_stream_scaled_f32(float *dst, const float *src, float scale, int64_t n) {\n"
+    "    for (int64_t k = 0; k < n; k++) dst[k] = src[k] * scale;\n"
+    "}\n"
     "static inline void wk_stream_fence(void) {}\n"
     "#endif\n"
     EXPF_BLOCK_TEXT

@@ -45,7 +45,7 @@ def eager(x, y):
 def test_flat_kernels_stream_outputs_above_the_cache(delta):
     """Element counts just below the threshold (plain stores) and at or
     above it (streamed), with partial last chunks (1, 7, 1029 past a
-    multiple of 1024: scalar tails of wk_stream_f32)."""
+    multiple of the 128-element chunk: scalar tails of wk_stream_f32)."""
     n = llc_bytes() // 4 + delta
     x, y = rand(n, 1), rand(n, 2)
     x[5] = float("nan")
