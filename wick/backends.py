@@ -2107,7 +2107,7 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
         if op == "GELU_TANH":
             env[out] = fx.call_function(torch.nn.functional.gelu, (ins[0],), {"approximate": "tanh"})
             continue
-        if op in ("CAT", "PAD", "INDEX", "ARANGE"):  # the nodes capture maps torch.cat, F.pad, ... to
+        if op in ("CAT", "PAD", "INDEX", "ARANGE", "FULL"):  # the nodes capture maps torch.cat, F.pad, ... to
             env[out] = _structural_fx(torch, fx, graph, nd, ins)
             continue
         if op == "CONVERT":
@@ -2157,9 +2157,9 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
 
 
 def _structural_fx(torch, fx, graph, nd, ins):
-    """The torch call of a CAT, PAD, INDEX or ARANGE node (ops.def notes 9,
-    11, 12) in to_fx's graph: torch.cat, F.pad, F.embedding or indexing,
-    torch.arange."""
+    """The torch call of a CAT, PAD, INDEX, ARANGE or FULL node (ops.def
+    notes 9, 11, 12) in to_fx's graph: torch.cat, F.pad, F.embedding or
+    indexing, torch.arange, torch.full."""
     import operator
 
     op, ints = nd["op"], list(nd["ints"] or ())
@@ -2178,9 +2178,11 @@ def _structural_fx(torch, fx, graph, nd, ins):
         for d, idx in zip(dims, ins[1:]):
             key[d] = idx
         return fx.call_function(operator.getitem, (ins[0], tuple(key)))
-    # ARANGE: start + i * step, computed in float64 (int64 for integral dtypes)
     val = graph.value(nd["output"])
     dtype = getattr(torch, nd["dtype"])
+    if op == "FULL":
+        return fx.call_function(torch.full, (ints, ins[0]), {"dtype": dtype, "device": torch.device(val["device"])})
+    # ARANGE: start + i * step, computed in float64 (int64 for integral dtypes)
     wide = torch.float64 if dtype.is_floating_point else torch.int64
     i = fx.call_function(torch.arange, (ints[0],), {"dtype": wide, "device": torch.device(val["device"])})
     return fx.call_method("to", (fx.call_function(operator.add, (fx.call_function(operator.mul, (i, ins[1])), ins[0])),

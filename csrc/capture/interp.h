@@ -441,6 +441,10 @@ Sv *cap_index_getitem(Interp *I, Sv *self, Sv *key);
  * as the aten op's extern (native through the C shim); NULL without a
  * reason when fn is none of these or the call is not modelled */
 Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a);
+/* F.scaled_dot_product_attention on the CPU as the flash op eager would
+ * call (native through the C shim); NULL without a reason when fn is not
+ * it or the call is not modelled */
+Sv *cap_attention_call(Interp *I, PyObject *fn, const Args *a);
 
 /* vals/torchfn.c */
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);

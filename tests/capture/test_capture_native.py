@@ -562,7 +562,7 @@ def test_cat_cases_it_does_not_model_stay_extern():
         return torch.cat([x, x.unsqueeze(0)], dim=0)  # ranks differ: eager raises
 
     x = torch.randn(2, 3)
-    check_mapped(legacy_empty, x, ops=[], externs=["torch.zeros", "torch.cat"])
+    check_mapped(legacy_empty, x, ops=["FULL"], externs=["torch.cat"])
     out = torch.empty(4, 3)
     got = compiled(out_kw)(x, out.clone())
     assert_same(got, out_kw(x, out.clone()))
@@ -962,3 +962,105 @@ def test_model_pieces_together(backend):
     args = (ids, torch.randn(20, 8), torch.randn(8, 8), torch.rand(4), torch.rand(2, 6) > 0.3)
     check_mapped(rope_mask_block, *args, ops=["INDEX", "ARANGE", "CAT", "PAD", "BITWISE_AND", "BITWISE_NOT"],
                  externs=["aten.mm.default"], backend=backend)
+
+
+# ---- attention on the CPU: the flash op eager's F.scaled_dot_product_attention calls --
+
+
+def sdpa_plain(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def sdpa_bool_mask(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m) * 2
+
+
+def sdpa_float_mask_scale(q, k, v, m):
+    bias = torch.zeros(m.shape, dtype=q.dtype, device=q.device).masked_fill(~m, -1e4)
+    return F.scaled_dot_product_attention(q, k, v, bias, 0.0, scale=0.3)
+
+
+def sdpa_causal(q, k, v, m):
+    return F.scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True, dropout_p=0.0)
+
+
+@pytest.mark.parametrize("fn", [sdpa_plain, sdpa_bool_mask, sdpa_float_mask_scale, sdpa_causal],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 3, 16, 8), (1, 2, 5, 4)], ids=str)
+def test_attention_as_cpu_flash_op(fn, dtype, shape):
+    q, k, v = (torch.randn(shape, dtype=dtype) for _ in range(3))
+    m = torch.rand(shape[0], 1, shape[2], shape[2]) > 0.3
+    m[..., 0] = True  # no fully masked row (eager's kernels answer those differently)
+    check_mapped(fn, q, k, v, m, ops=[], externs=["aten._scaled_dot_product_flash_attention_for_cpu.default"],
+                 dtype=dtype)
+
+
+def test_attention_under_autograd():
+    q, k, v = (torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3))
+    refs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    m = torch.rand(2, 1, 8, 8) > 0.3
+    m[..., 0] = True
+    got, want = compiled(sdpa_bool_mask)(q, k, v, m), sdpa_bool_mask(*refs, m)
+    assert_same(got, want)
+    got.sum().backward()
+    want.sum().backward()
+    for a, r in zip((q, k, v), refs):
+        assert_same(a.grad, r.grad)
+
+
+def test_attention_cases_it_does_not_model_stay_extern():
+    def dropout(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+
+    def gqa(q, k, v):
+        return F.scaled_dot_product_attention(q, k[:, :1], v[:, :1], enable_gqa=True)
+
+    q, k, v = (torch.randn(2, 2, 8, 4) for _ in range(3))
+    got = compiled(dropout)(q, k, v)
+    assert got.shape == (2, 2, 8, 4)
+    assert extern_names(only_graph(dropout)) == ["torch._C._nn.scaled_dot_product_attention"]
+    check_mapped(gqa, q, k, v, ops=[], externs=["torch._C._nn.scaled_dot_product_attention"])
+
+
+# ---- zeros / ones / full with an explicit device, Tensor.new_* -> FULL ---------------
+
+FULL_CASES = {
+    "new_ones_bool": lambda x: x.new_ones((), dtype=torch.bool) & (x > 0),
+    "new_zeros_varargs": lambda x: x.new_zeros(2, 3) + x[:1, :1],
+    "new_full": lambda x: x.new_full((3, 1), -2.5) * x[:3],
+    "new_full_int": lambda x: x.new_full([4], 7, dtype=torch.int32) + 1,
+    "zeros_device": lambda x: torch.zeros(x.shape, device=x.device, dtype=x.dtype).masked_fill(x > 0, 1.0),
+    "ones_varargs": lambda x: torch.ones(2, 5, device=x.device) * x.sum(),
+    "full_infers_dtype": lambda x: (torch.full((2,), 3, device=x.device), torch.full((2,), True, device="cpu"),
+                                    torch.full((1, 2), 0.5, device=x.device, dtype=x.dtype)),
+}
+
+
+@pytest.mark.parametrize("name", list(FULL_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_full_native(name, dtype):
+    check_mapped(FULL_CASES[name], torch.randn(4, 5, dtype=dtype), ops=["FULL"], dtype=dtype)
+
+
+def test_full_cases_it_does_not_model_stay_extern():
+    def no_device(x):
+        return torch.zeros(3) + x
+
+    def int_overflow(x):
+        return x.new_full((2,), 300, dtype=torch.uint8)
+
+    def float_into_int(x):
+        return x.new_full((2,), 2.5, dtype=torch.int64)
+
+    x = torch.randn(3)
+    check_mapped(no_device, x, ops=[], externs=["torch.zeros"])
+    for fn in (int_overflow, float_into_int):
+        try:
+            want = fn(x)
+        except Exception as e:
+            with pytest.raises(type(e)):
+                compiled(fn)(x)
+            continue
+        assert_same(compiled(fn)(x), want)
+        assert extern_names(only_graph(fn)) == ["Tensor.new_full"]

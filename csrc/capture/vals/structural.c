@@ -1,9 +1,10 @@
 /* vals/structural.c — torch calls that move or create data rather than
  * compute elementwise: torch.cat (CAT), F.pad (PAD), F.embedding and
- * x[index tensors] (INDEX), torch.arange (ARANGE), and F.linear, which
- * becomes views around an aten.mm/aten.addmm extern so that the runtime
- * calls the matmul through PyTorch's C shim (runtime/shim_ops.c) rather
- * than through Python. The ATen importer (wick/backends.py try_cat_pad,
+ * x[index tensors] (INDEX), torch.arange (ARANGE), torch.zeros/ones/full
+ * and Tensor.new_* (FULL); and the calls the runtime can make through
+ * PyTorch's C shim (runtime/shim_ops.c) rather than through Python when
+ * they name the ATen op: F.linear (views around aten.mm/aten.addmm),
+ * torch.mm/addmm/bmm, and F.scaled_dot_product_attention on the CPU. The ATen importer (wick/backends.py try_cat_pad,
  * try_indexing) builds the same nodes from aten ops; the nodes' meaning is
  * the op table's (graph/ops.def notes 9, 11, 12).
  *
@@ -66,7 +67,7 @@ static int const_bool(const Sv *s, int *out) {
 /* A sequence of Python ints: a constant tuple/list or a captured one. */
 static int const_ints(const Sv *s, int64_t *out, int max, int *n) {
     if (!s) return 0;
-    if (s->kind == SV_CONST && (PyTuple_CheckExact(s->obj) || PyList_CheckExact(s->obj))) {
+    if (s->kind == SV_CONST && (PyTuple_Check(s->obj) || PyList_CheckExact(s->obj))) { /* torch.Size is a tuple */
         Py_ssize_t len = PySequence_Fast_GET_SIZE(s->obj);
         if (len > max) return 0;
         for (Py_ssize_t i = 0; i < len; i++) {
@@ -381,6 +382,100 @@ static Sv *arange_node(Interp *I, const Args *a) {
     return try_node(I, WK_OP_ARANGE, in, 2, &at);
 }
 
+/* ---- torch.zeros/ones/full (explicit device), Tensor.new_zeros/new_ones/new_full -> FULL */
+
+/* A size given as ints (x.new_ones(2, 3)) or one sequence of ints; into sizes. */
+static int read_sizes(Sv *const *items, int n, int64_t *sizes, int *nd) {
+    if (n == 1 && items[0]->kind != SV_CONST) return const_ints(items[0], sizes, WK_MAX_DIMS, nd);
+    if (n == 1 && items[0]->kind == SV_CONST && !PyLong_CheckExact(items[0]->obj))
+        return const_ints(items[0], sizes, WK_MAX_DIMS, nd);
+    if (n > WK_MAX_DIMS) return 0;
+    for (int i = 0; i < n; i++)
+        if (!const_int(items[i], &sizes[i])) return 0;
+    *nd = n;
+    return 1;
+}
+
+/* The fill converts to dtype as eager's would, without a change of kind
+ * (an integer tensor takes an int in its range, a bool tensor a bool or 0/1). */
+static int fill_fits(PyObject *fill, WkDType dt) {
+    if (dt == WK_BOOL) /* zeros/ones fill with 0 and 1 */
+        return PyBool_Check(fill) || (PyLong_CheckExact(fill) && (PyLong_AsLong(fill) == 0 || PyLong_AsLong(fill) == 1));
+    if (wk_dtype_is_float(dt)) return PyBool_Check(fill) || PyLong_CheckExact(fill) || PyFloat_CheckExact(fill);
+    if (PyBool_Check(fill)) return 1;
+    if (!PyLong_CheckExact(fill)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(fill, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) return PyErr_Clear(), 0;
+    int bits = 8 * wk_dtype_size(dt);
+    if (dt == WK_U8) return v >= 0 && v <= 255;
+    return bits >= 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1)));
+}
+
+static Sv *full_node(Interp *I, const char *fname, const Args *a) {
+    const char *name = strrchr(fname, '.');
+    name = name ? name + 1 : fname;
+    int method = strncmp(name, "new_", 4) == 0;
+    const char *kind = method ? name + 4 : name; /* zeros, ones, full */
+    int is_full = strcmp(kind, "full") == 0;
+    if (!is_full && strcmp(kind, "zeros") != 0 && strcmp(kind, "ones") != 0) return NULL;
+    static const char *const kws[] = {"size", "fill_value", "dtype", "device", "layout", "pin_memory", "requires_grad",
+                                      "out", NULL};
+    /* keywords only past the size (and fill_value for full): no `names=`, `out=` */
+    for (int k = 0; k < a->nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, k);
+        int known = 0;
+        for (int i = 2; kws[i] && !known; i++) known = PyUnicode_CompareWithASCIIString(kn, kws[i]) == 0;
+        if (!known) return NULL;
+    }
+    Sv *const *pos = a->pos + method;
+    int npos = a->npos - method, nsize = is_full ? npos - 1 : npos;
+    if (nsize < 1 || (is_full && nsize != 1)) return NULL;
+    int64_t sizes[WK_MAX_DIMS];
+    int nd = 0;
+    if (!read_sizes(pos, nsize, sizes, &nd)) return NULL;
+    for (int d = 0; d < nd; d++)
+        if (sizes[d] < 0) return NULL; /* eager raises */
+    Sv *dtype_sv = arg_of(a, -1, "dtype"), *layout = arg_of(a, -1, "layout"), *pin = arg_of(a, -1, "pin_memory"),
+       *rg = arg_of(a, -1, "requires_grad"), *dev_sv = arg_of(a, -1, "device"), *out = arg_of(a, -1, "out");
+    int pinned = 0, wants_grad = 0;
+    if (!is_none(out) || (!is_none(layout) && !(layout->kind == SV_CONST && layout->obj == cap_strided_layout)) ||
+        (pin && (!const_bool(pin, &pinned) || pinned)) || (rg && (!const_bool(rg, &wants_grad) || wants_grad)))
+        return NULL;
+    PyObject *fill = NULL;
+    if (is_full) {
+        Sv *f = pos[nsize];
+        if (f->kind != SV_CONST || !(PyBool_Check(f->obj) || PyLong_CheckExact(f->obj) || PyFloat_CheckExact(f->obj)))
+            return NULL;
+        fill = Py_NewRef(f->obj);
+    } else {
+        fill = PyLong_FromLong(strcmp(kind, "ones") == 0);
+        if (!fill) return PyErr_Clear(), NULL;
+    }
+    const WkValue *self = method && a->pos[0]->kind == SV_TENSOR ? cap_sv_meta(I, a->pos[0]) : NULL;
+    WkDevice dev;
+    int dt = -1, ok = 1;
+    if (method && !self) ok = 0;
+    else if (is_none(dev_sv) && self) dev = self->device; /* new_*: self's device */
+    else ok = explicit_device(dev_sv, &dev);
+    if (ok && !is_none(dtype_sv)) dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1, ok = dt >= 0;
+    else if (ok && self) dt = self->dtype;
+    else if (ok) /* eager's defaults: full infers from the fill, capture takes the default float dtype to be float32 */
+        dt = !is_full || PyFloat_CheckExact(fill) ? WK_F32 : PyBool_Check(fill) ? WK_BOOL : WK_I64;
+    int in = ok && fill_fits(fill, (WkDType)dt) ? cap_scalar_value(I, fill) : -1;
+    Py_DECREF(fill);
+    PyErr_Clear();
+    if (in < 0 || CAP_FAILED(I)) return NULL;
+    WkAttrs at = {0};
+    at.dtype = (WkDType)dt;
+    at.has_dtype = 1;
+    at.nints = nd;
+    at.ints = sizes;
+    at.has_device = 1;
+    at.device = dev;
+    return try_node(I, WK_OP_FULL, &in, 1, &at);
+}
+
 Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, PyObject *fn) {
     Sv *r = NULL;
     switch (op) {
@@ -388,6 +483,7 @@ Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, Py
     case WK_OP_PAD: r = pad_node(I, a); break;
     case WK_OP_INDEX: r = embedding_node(I, a); break;
     case WK_OP_ARANGE: r = arange_node(I, a); break;
+    case WK_OP_FULL: r = full_node(I, fname, a); break;
     default: break;
     }
     if (r || CAP_FAILED(I)) return r;
@@ -502,4 +598,146 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
     }
     if (!plain_matmul_operands(I, a->pos, a->npos) || CAP_FAILED(I)) return NULL;
     return cap_extern_call(I, aten_fns[k], matmuls[k].aten_name, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+}
+
+/* ---- F.scaled_dot_product_attention on the CPU -> its flash kernel --------- */
+
+/* eager's F.scaled_dot_product_attention asks torch._fused_sdp_choice
+ * which kernel to run; on the CPU, when that is the flash kernel, it turns
+ * a bool mask into 0/-inf of the query's dtype and calls
+ * aten._scaled_dot_product_flash_attention_for_cpu, keeping its first
+ * result. So does the graph (the mask a WHERE node), with the same choice
+ * asked at capture time for the layouts the graph's tensors have; the
+ * runtime calls that op through the C shim. The choice also reads torch's
+ * global "flash enabled" flag, which is not guarded: a change of it after
+ * capture picks the other kernel in eager, which differs by rounding. */
+static PyObject *sdpa_fn, *flash_cpu_fn, *flash_choice; /* strong, for the process */
+
+static int sdpa_ready(void) {
+    static int state;
+    if (state || !cap_torch_mod) return state == 1;
+    state = -1;
+    PyObject *nn = PyImport_ImportModule("torch._C._nn");
+    PyObject *meta = nn ? PyImport_ImportModule("wick._capture_meta") : NULL;
+    PyObject *torch_ops = meta ? PyObject_GetAttrString(cap_torch_mod, "ops") : NULL;
+    PyObject *aten = torch_ops ? PyObject_GetAttrString(torch_ops, "aten") : NULL;
+    PyObject *packet = aten ? PyObject_GetAttrString(aten, "_scaled_dot_product_flash_attention_for_cpu") : NULL;
+    flash_cpu_fn = packet ? PyObject_GetAttrString(packet, "default") : NULL;
+    sdpa_fn = flash_cpu_fn ? PyObject_GetAttrString(nn, "scaled_dot_product_attention") : NULL;
+    flash_choice = sdpa_fn ? PyObject_GetAttrString(meta, "sdpa_is_flash_cpu") : NULL;
+    if (flash_choice) state = 1;
+    Py_XDECREF(nn);
+    Py_XDECREF(meta);
+    Py_XDECREF(torch_ops);
+    Py_XDECREF(aten);
+    Py_XDECREF(packet);
+    PyErr_Clear();
+    return state == 1;
+}
+
+/* (sizes, strides, dtype) of m in the graph's layout of it; NULL with a Python error */
+static PyObject *layout_tuple_Ref(const WkValue *m) {
+    PyObject *sizes = PyTuple_New(m->ndim), *strides = PyTuple_New(m->ndim);
+    if (!sizes || !strides) {
+        Py_XDECREF(sizes);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    int64_t expect = 1;
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        int64_t size = cap_const_size(m, d), stride = expect;
+        if (m->strides[d]) wk_sym_is_const(m->strides[d], &stride);
+        expect *= size > 1 ? size : 1;
+        PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(size));
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(stride));
+    }
+    return Py_BuildValue("(NNO)", sizes, strides, cap_dtype_objs[m->dtype]);
+}
+
+static int sdpa_is_flash(const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
+    PyObject *ts = PyTuple_New(4);
+    if (!ts) return 0;
+    for (int i = 0; i < 4; i++) {
+        PyObject *t = ms[i] ? layout_tuple_Ref(ms[i]) : Py_NewRef(Py_None);
+        if (!t) {
+            Py_DECREF(ts);
+            PyErr_Clear();
+            return 0;
+        }
+        PyTuple_SET_ITEM(ts, i, t);
+    }
+    PyObject *r = PyObject_CallFunction(flash_choice, "NdOOO", ts, dropout, causal ? Py_True : Py_False, scale,
+                                        Py_False);
+    int yes = r == Py_True;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return yes;
+}
+
+static Sv *sdpa_call(Interp *I, const Args *a) {
+    static const char *const names[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                                        "enable_gqa", NULL};
+    if (!arguments_known(a, 8, names)) return NULL;
+    Sv *qkv[3] = {arg_of(a, 0, "query"), arg_of(a, 1, "key"), arg_of(a, 2, "value")};
+    Sv *mask = arg_of(a, 3, "attn_mask"), *dropout = arg_of(a, 4, "dropout_p"), *causal_sv = arg_of(a, 5, "is_causal"),
+       *scale = arg_of(a, 6, "scale"), *gqa = arg_of(a, 7, "enable_gqa");
+    int causal = 0, enable_gqa = 0;
+    double p = 0.0;
+    if (dropout) {
+        if (dropout->kind != SV_CONST || !cap_is_number(dropout->obj)) return NULL;
+        p = PyFloat_AsDouble(dropout->obj);
+        if (PyErr_Occurred()) return PyErr_Clear(), NULL;
+    }
+    /* dropout draws random numbers, grouped queries are reshaped first: eager's own call */
+    if (p != 0.0 || (causal_sv && !const_bool(causal_sv, &causal)) || (gqa && (!const_bool(gqa, &enable_gqa) || enable_gqa)) ||
+        (!is_none(scale) && !(scale->kind == SV_CONST && cap_is_number(scale->obj))))
+        return NULL;
+    if (!plain_matmul_operands(I, qkv, 3) || CAP_FAILED(I)) return NULL;
+    const WkValue *ms[4] = {cap_sv_meta(I, qkv[0]), cap_sv_meta(I, qkv[1]), cap_sv_meta(I, qkv[2]), NULL};
+    if (ms[0]->device.type != WK_DEV_CPU) return NULL;
+    if (!is_none(mask)) {
+        if (mask->kind != SV_TENSOR || !(ms[3] = cap_sv_meta(I, mask)) || !same_device(ms[3], ms[0]) ||
+            !static_sizes(ms[3]) || (ms[3]->dtype != WK_BOOL && ms[3]->dtype != ms[0]->dtype))
+            return NULL;
+    }
+    if (!sdpa_is_flash(ms, p, causal, is_none(scale) ? Py_None : scale->obj)) return NULL;
+    Sv *bias = NULL;
+    if (ms[3] && ms[3]->dtype == WK_BOOL) {
+        /* where the mask is False, -inf: in float32, then the query's dtype (both exact) */
+        PyObject *zero = PyFloat_FromDouble(0.0), *ninf = PyFloat_FromDouble(-Py_HUGE_VAL);
+        int in[3] = {ms[3]->id, zero ? cap_scalar_value(I, zero) : -1, ninf ? cap_scalar_value(I, ninf) : -1};
+        Py_XDECREF(zero);
+        Py_XDECREF(ninf);
+        PyErr_Clear();
+        if (in[1] < 0 || in[2] < 0) return NULL;
+        Sv *w = try_node(I, WK_OP_WHERE, in, 3, NULL);
+        if (!w || !(bias = cap_convert(I, w, ms[0]->dtype))) return NULL;
+    } else if (ms[3]) {
+        bias = mask;
+    }
+    Sv *pos[5] = {qkv[0], qkv[1], qkv[2], sv_const_Steal(I, PyFloat_FromDouble(0.0)), sv_const(I, causal ? Py_True : Py_False)};
+    Sv *kw[2];
+    int nkw = 0;
+    PyObject *kwnames = PyTuple_New((bias ? 1 : 0) + (is_none(scale) ? 0 : 1));
+    if (!kwnames) return cap_py_failed(I, "attention"), NULL;
+    if (bias) {
+        kw[nkw] = bias;
+        PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("attn_mask"));
+    }
+    if (!is_none(scale)) {
+        kw[nkw] = scale;
+        PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("scale"));
+    }
+    Sv *r = cap_extern_call(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default", pos, 5,
+                            nkw ? kwnames : NULL, kw, nkw);
+    Py_DECREF(kwnames);
+    if (!r) return NULL;
+    if (r->kind != SV_TUPLE || r->items.len != 2)
+        return cap_unsupported(I, "the CPU flash attention op returned no (output, logsumexp)"), NULL;
+    return r->items.data[0];
+}
+
+Sv *cap_attention_call(Interp *I, PyObject *fn, const Args *a) {
+    if (!fn || !sdpa_ready() || fn != sdpa_fn) return NULL;
+    return sdpa_call(I, a);
 }
