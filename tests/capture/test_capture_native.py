@@ -1064,3 +1064,15 @@ def test_full_cases_it_does_not_model_stay_extern():
             continue
         assert_same(compiled(fn)(x), want)
         assert extern_names(only_graph(fn)) == ["Tensor.new_full"]
+
+
+def test_getitem_with_a_0d_index_tensor_is_a_view_like_eager():
+    def fn(x, i):
+        y = x[i]
+        y.add_(1)  # eager: x[i] with a 0-d index is x.select(0, i), a view
+        return x * 2
+
+    x, i = torch.randn(4, 3), torch.tensor(2)
+    want = fn(x.clone(), i)
+    got = compiled(fn)(x.clone(), i)
+    assert_same(got, want)

@@ -265,7 +265,8 @@ Sv *cap_index_getitem(Interp *I, Sv *self, Sv *key) {
         }
         if (k->kind != SV_TENSOR) return NULL;
         const WkValue *km = cap_sv_meta(I, k);
-        if (!km || !is_index_dtype(km->dtype) || !same_device(km, m) || !static_sizes(km)) return NULL;
+        /* a 0-d index tensor is an int to eager: x[t] is then a view of x */
+        if (!km || km->ndim == 0 || !is_index_dtype(km->dtype) || !same_device(km, m) || !static_sizes(km)) return NULL;
         in[n] = km->id;
         ints[n++] = d;
     }

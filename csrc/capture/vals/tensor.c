@@ -762,7 +762,7 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
                 if (!om) return NULL;
                 bitwise = om->dtype == WK_BOOL || wk_dtype_is_integral(om->dtype);
             } else {
-                bitwise = o->kind == SV_CONST && PyLong_Check(o->obj); /* an int or a bool */
+                bitwise = o->kind == SV_CONST && (PyLong_CheckExact(o->obj) || PyBool_Check(o->obj));
             }
         }
         if (!bitwise) return cap_tensor_operator(I, nb_operator_name(base), x, y);
