@@ -1076,3 +1076,21 @@ def test_getitem_with_a_0d_index_tensor_is_a_view_like_eager():
     want = fn(x.clone(), i)
     got = compiled(fn)(x.clone(), i)
     assert_same(got, want)
+
+
+def test_attention_with_a_mask_that_requires_grad_stays_eagers_call():
+    # eager's choice is the math kernel then (the flash op takes no gradient for the mask)
+    def fn(q, k, v, bias):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+    q, k, v = (torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3))
+    bias = torch.randn(2, 1, 8, 8, requires_grad=True)
+    args = (q, k, v, bias)
+    refs = [t.detach().clone().requires_grad_() for t in args]
+    got, want = compiled(fn)(*args), fn(*refs)
+    assert_same(got, want)
+    assert extern_names(only_graph(fn)) == ["torch._C._nn.scaled_dot_product_attention"]
+    got.sum().backward()
+    want.sum().backward()
+    for a, r in zip(args, refs):
+        assert_same(a.grad, r.grad)

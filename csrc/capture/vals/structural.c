@@ -636,8 +636,9 @@ static int sdpa_ready(void) {
     return state == 1;
 }
 
-/* (sizes, strides, dtype) of m in the graph's layout of it; NULL with a Python error */
-static PyObject *layout_tuple_Ref(const WkValue *m) {
+/* (sizes, strides, dtype, requires_grad) of m in the graph's layout of it;
+ * NULL with a Python error */
+static PyObject *layout_tuple_Ref(Interp *I, const WkValue *m) {
     PyObject *sizes = PyTuple_New(m->ndim), *strides = PyTuple_New(m->ndim);
     if (!sizes || !strides) {
         Py_XDECREF(sizes);
@@ -652,14 +653,15 @@ static PyObject *layout_tuple_Ref(const WkValue *m) {
         PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(size));
         PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(stride));
     }
-    return Py_BuildValue("(NNO)", sizes, strides, cap_dtype_objs[m->dtype]);
+    int rg = I->grad_enabled && cap_get_rg(I, m->id);
+    return Py_BuildValue("(NNOO)", sizes, strides, cap_dtype_objs[m->dtype], rg ? Py_True : Py_False);
 }
 
-static int sdpa_is_flash(const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
+static int sdpa_is_flash(Interp *I, const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
     PyObject *ts = PyTuple_New(4);
     if (!ts) return 0;
     for (int i = 0; i < 4; i++) {
-        PyObject *t = ms[i] ? layout_tuple_Ref(ms[i]) : Py_NewRef(Py_None);
+        PyObject *t = ms[i] ? layout_tuple_Ref(I, ms[i]) : Py_NewRef(Py_None);
         if (!t) {
             Py_DECREF(ts);
             PyErr_Clear();
@@ -701,7 +703,7 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
             !static_sizes(ms[3]) || (ms[3]->dtype != WK_BOOL && ms[3]->dtype != ms[0]->dtype))
             return NULL;
     }
-    if (!sdpa_is_flash(ms, p, causal, is_none(scale) ? Py_None : scale->obj)) return NULL;
+    if (!sdpa_is_flash(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj)) return NULL;
     Sv *bias = NULL;
     if (ms[3] && ms[3]->dtype == WK_BOOL) {
         /* where the mask is False, -inf: in float32, then the query's dtype (both exact) */
