@@ -4,6 +4,7 @@
     python bench/train_step.py --models GPT2LMHeadModel --compilers wick --profile 20
     python bench/train_step.py --compilers inductor,wick,wick-noemb   # A/B: wick without one optimisation
     python bench/train_step.py --compilers wick,wick-own   # torch.compile(backend="wick") vs wick.compile
+    python bench/train_step.py --compilers wick,wick-own --mode inference --externs   # each graph's extern calls
 
 Same models, sizes and step (SGD, loss.backward) as ``python -m wick.bench``; timing interleaves
 the compilers so that load from other processes hits each alike. ``--profile N`` prints torch's
@@ -37,6 +38,29 @@ def make_step(fwd, module, inputs, loss_fn):
     return step
 
 
+def print_externs(model, comp, graphs_before):
+    """The extern calls of the graphs compiler `comp` made for `model`:
+    torch.compile(backend="wick")'s from wick.backends.compiled_graphs,
+    wick.compile's from the graphs of its cache entries (EXTERN nodes)."""
+    import collections
+    import re
+
+    if comp.startswith("wick-own"):
+        import wick
+
+        for e in wick._entries(wick._compiled_codes):
+            if e.get("eager") or not e.get("graph_count"):
+                continue
+            names = collections.Counter(re.findall(r"EXTERN\[\d+ ([^\]]+)\]", e.get("graph") or ""))
+            code = e.get("code")
+            where = f"{code.co_name} ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else "?"
+            print(f"  {model} {comp} graph of {where}: {sum(names.values())} extern calls {dict(names)}", flush=True)
+    elif comp.startswith("wick") and "wick.backends" in sys.modules:
+        for info in sys.modules["wick.backends"].compiled_graphs[graphs_before:]:
+            print(f"  {model} {comp} {info['graph']} graph: {info['extern']} extern calls {info['externs']}",
+                  flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--models", default="BertForMaskedLM,GPT2LMHeadModel,DistilBertForMaskedLM,LlamaForCausalLM")
@@ -48,6 +72,9 @@ def main():
     p.add_argument("--threads", type=int, default=2,
                    help="torch threads; 1 with the CPU-time column is the least noisy on a shared box")
     p.add_argument("--mode", default="training", choices=["training", "inference"])
+    p.add_argument("--externs", action="store_true",
+                   help="print each compiled graph's extern calls (wick: torch.compile's graphs; wick-own: "
+                        "wick.compile's), counted by callable")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     import torch._inductor.config as icfg
@@ -74,6 +101,7 @@ def main():
                 setattr(wb, flag, False)
                 # a backend of its own: dynamo's cache would hand it the "wick" entry
                 backend = lambda gm, example_inputs: wb.wick_backend(gm, example_inputs)  # noqa: E731
+            graphs_before = len(sys.modules["wick.backends"].compiled_graphs) if "wick.backends" in sys.modules else 0
             if comp == "wick-own":  # wick.compile: wick's own capture in front of wick's compiler
                 import wick
                 fwd = wick.compile(module)
@@ -92,6 +120,8 @@ def main():
             if flag:
                 setattr(wb, flag, saved)
             print(f"{name} {comp}: first call {t1 - t0:.2f} s", flush=True)
+            if a.externs:
+                print_externs(name, comp, graphs_before)
             steps[comp] = st
         times = {c: [] for c in steps}
         cpu = {c: [] for c in steps}

@@ -478,3 +478,17 @@ def make_function(code, globals, defaults, kwdefaults, closure):
     if kwdefaults:
         fn.__kwdefaults__ = kwdefaults
     return fn
+
+
+def sdpa_is_flash_cpu(tensors, dropout_p, is_causal, scale, enable_gqa):
+    """Would eager's F.scaled_dot_product_attention on CPU tensors of these
+    (sizes, strides, dtype, requires_grad) run the flash kernel
+    (torch._fused_sdp_choice)? tensors: query, key, value, then the mask or
+    None. Capture calls the flash op itself only then
+    (csrc/capture/vals/structural.c)."""
+    from torch.nn.attention import SDPBackend
+
+    made = [None if t is None else torch.empty_strided(t[0], t[1], dtype=t[2]).requires_grad_(t[3])
+            for t in tensors]
+    choice = torch._fused_sdp_choice(*made, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    return choice == SDPBackend.FLASH_ATTENTION.value

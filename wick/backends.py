@@ -2107,6 +2107,9 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
         if op == "GELU_TANH":
             env[out] = fx.call_function(torch.nn.functional.gelu, (ins[0],), {"approximate": "tanh"})
             continue
+        if op in ("CAT", "PAD", "INDEX", "ARANGE", "FULL"):  # the nodes capture maps torch.cat, F.pad, ... to
+            env[out] = _structural_fx(torch, fx, graph, nd, ins)
+            continue
         if op == "CONVERT":
             src = nd["inputs"][0]
             if isinstance(ins[0], torch.fx.Node) and graph.value(src)["dtype"] == nd["dtype"]:
@@ -2151,6 +2154,39 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     gm = torch.fx.GraphModule(torch.nn.Module(), fx)
     gm.wick_switches_grad = switches
     return gm
+
+
+def _structural_fx(torch, fx, graph, nd, ins):
+    """The torch call of a CAT, PAD, INDEX, ARANGE or FULL node (ops.def
+    notes 9, 11, 12) in to_fx's graph: torch.cat, F.pad, F.embedding or
+    indexing, torch.arange, torch.full."""
+    import operator
+
+    op, ints = nd["op"], list(nd["ints"] or ())
+    if op == "CAT":
+        return fx.call_function(torch.cat, (list(ins), ints[0]))
+    if op == "PAD":  # [lo0, hi0, lo1, hi1, ...] per dim; torch lists them from the last dim
+        pads = []
+        for d in reversed(range(len(ints) // 2)):
+            pads += [ints[2 * d], ints[2 * d + 1]]
+        return fx.call_function(torch.nn.functional.pad, (ins[0], pads), {"value": ins[1]})
+    if op == "INDEX":
+        wrap, dims = ints[0], ints[1:]
+        if not wrap and dims == [0] and len(graph.value(nd["inputs"][0])["sizes"]) == 2:
+            return fx.call_function(torch.nn.functional.embedding, (ins[1], ins[0]))
+        key = [slice(None)] * (max(dims) + 1)
+        for d, idx in zip(dims, ins[1:]):
+            key[d] = idx
+        return fx.call_function(operator.getitem, (ins[0], tuple(key)))
+    val = graph.value(nd["output"])
+    dtype = getattr(torch, nd["dtype"])
+    if op == "FULL":
+        return fx.call_function(torch.full, (ints, ins[0]), {"dtype": dtype, "device": torch.device(val["device"])})
+    # ARANGE: start + i * step, computed in float64 (int64 for integral dtypes)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    i = fx.call_function(torch.arange, (ints[0],), {"dtype": wide, "device": torch.device(val["device"])})
+    return fx.call_method("to", (fx.call_function(operator.add, (fx.call_function(operator.mul, (i, ins[1])), ins[0])),
+                                 dtype))
 
 
 def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None):

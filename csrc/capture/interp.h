@@ -374,6 +374,11 @@ int cap_scalar_value(Interp *I, PyObject *o);
 int cap_operand_value(Interp *I, Sv *s, const char *what);
 const WkValue *cap_sv_meta(Interp *I, Sv *s);
 Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs);
+/* cap_graph_op for a node whose rule the caller checked only in part (no
+ * autocast casts): NULL with wick's error still set and no reason recorded
+ * when the builder refuses it, so that the caller can make the call an
+ * extern instead (the caller clears the error). */
+Sv *cap_graph_op_try(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs);
 Sv *cap_convert(Interp *I, Sv *t, int dtype);
 /* torch.autocast (vals/extern.c): the autocast dtype of device type dev
  * where the frame is now (its own autocast blocks, else torch's state at
@@ -421,6 +426,25 @@ Sv *cap_view_call(Interp *I, const Args *a, const char *fname, PyObject *fn);
 Sv *cap_tensor_getitem(Interp *I, Sv *self, Sv *key);
 Sv *cap_tensor_transpose_attr(Interp *I, Sv *self, const char *name); /* .T/.mT; NULL without a reason: not modelled */
 Sv *cap_tensor_contiguous(Interp *I, Sv *self);                        /* NULL without a reason: not modelled */
+/* self seen as `shape` in wick's layout of it, without a copy (eager's view
+ * rule); NULL without a reason when no view expresses it */
+Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape);
+
+/* vals/structural.c: torch calls whose op-table rows (CAT, PAD, INDEX,
+ * ARANGE) need a rule of their own, advanced indexing, and F.linear as a
+ * matmul extern the runtime calls through PyTorch's C shim. Each answers
+ * an extern call of fn where its rule does not model the arguments. */
+Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, PyObject *fn);
+/* x[key] with integer index tensors as an INDEX node; NULL without a reason when not modelled */
+Sv *cap_index_getitem(Interp *I, Sv *self, Sv *key);
+/* F.linear(x, w, b) as views around aten.mm/addmm, and torch.mm/addmm/bmm
+ * as the aten op's extern (native through the C shim); NULL without a
+ * reason when fn is none of these or the call is not modelled */
+Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a);
+/* F.scaled_dot_product_attention on the CPU as the flash op eager would
+ * call (native through the C shim); NULL without a reason when fn is not
+ * it or the call is not modelled */
+Sv *cap_attention_call(Interp *I, PyObject *fn, const Args *a);
 
 /* vals/torchfn.c */
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);

@@ -324,11 +324,9 @@ static int parse(WkNativeCall *c, const Args *a, int npicks) {
     static const char *const cpu_flash_kw[] = {"attn_mask", "scale", NULL};
     static const char *const none_kw[] = {NULL};
     int out_variant = c->op <= OP_BADDBMM;
-    if (out_variant || c->op == OP_CONVOLUTION) {
-        if (npicks) return 0;
-    } else if (!npicks) {
-        return 0;
-    }
+    /* a multi-result op without picks (capture's extern node) has its
+     * results as outputs in order */
+    if ((out_variant || c->op == OP_CONVOLUTION) && npicks) return 0;
     switch (c->op) {
     case OP_MM:
     case OP_BMM:
@@ -400,7 +398,7 @@ WkNativeCall *wk_native_call_prepare(const char *name, PyObject *fn, PyObject *c
     Args a = {items, kind, nargs, nitems, kwnames};
     int ok = parse(c, &a, (int)npicks);
     for (int k = 0; ok && k < nout; k++) {
-        c->pick[k] = npicks ? (int)pick[k] : 0;
+        c->pick[k] = npicks ? (int)pick[k] : k;
         int p = c->pick[k];
         /* only tensor results can be picked (flash and cudnn: 4 and 5 are ints) */
         ok = p >= 0 && p < OPS[op].nresults && !((op == OP_FLASH_ATTENTION || op == OP_CUDNN_ATTENTION) && (p == 4 || p == 5));

@@ -269,6 +269,8 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     /* Module.__init__ & co. on a module made here (Dynamo's patched __init__ too) */
     if (PyFunction_Check(fn) && ((res = cap_newmodule_method(I, (PyFunctionObject *)fn, a)) != NULL || CAP_FAILED(I)))
         return res;
+    if ((res = cap_matmul_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_attention_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (cap_is_torch_callable(fn) && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);

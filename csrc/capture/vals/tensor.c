@@ -385,13 +385,16 @@ Sv *cap_graph_op(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs)
         if (autocast_fp32_operands(I, op, cast, n) < 0) return NULL;
         in = cast;
     }
+    Sv *r = cap_graph_op_try(I, op, in, n, attrs);
+    if (!r) cap_graph_failed(I, wk_op_info(op)->name);
+    return r;
+}
+
+Sv *cap_graph_op_try(Interp *I, WkOp op, const int *in, int n, const WkAttrs *attrs) {
     int rg = 0;
     for (int i = 0; I->grad_enabled && i < n; i++) rg |= cap_get_rg(I, in[i]);
     int v = wk_graph_op(I->g, op, in, n, attrs);
-    if (v < 0) {
-        cap_graph_failed(I, wk_op_info(op)->name);
-        return NULL;
-    }
+    if (v < 0) return NULL;
     WkDType dt = wk_graph_value(I->g, v)->dtype;
     cap_set_node_output_rg(I, v, rg && wk_dtype_is_float(dt));
     return sv_tensor(I, v);
@@ -745,6 +748,27 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     case NB_MULTIPLY: op = WK_OP_MUL; break;
     case NB_TRUE_DIVIDE: op = WK_OP_DIV; break;
     case NB_POWER: op = WK_OP_POW; break;
+    case NB_AND:
+    case NB_OR:
+    case NB_XOR: {
+        /* & | ^ on integer or bool operands are the bitwise ops; on anything
+         * else eager raises or calls a reflected method: its own call */
+        int bitwise = 1;
+        Sv *operands[2] = {x, y};
+        for (int i = 0; i < 2 && bitwise; i++) {
+            Sv *o = operands[i];
+            if (o->kind == SV_TENSOR) {
+                const WkValue *om = cap_sv_meta(I, o);
+                if (!om) return NULL;
+                bitwise = om->dtype == WK_BOOL || wk_dtype_is_integral(om->dtype);
+            } else {
+                bitwise = o->kind == SV_CONST && (PyLong_CheckExact(o->obj) || PyBool_Check(o->obj));
+            }
+        }
+        if (!bitwise) return cap_tensor_operator(I, nb_operator_name(base), x, y);
+        op = base == NB_AND ? WK_OP_BITWISE_AND : base == NB_OR ? WK_OP_BITWISE_OR : WK_OP_BITWISE_XOR;
+        break;
+    }
     default: return cap_tensor_operator(I, nb_operator_name(base), x, y);
     }
     /* number / tensor is Tensor.__rtruediv__, reciprocal(y) * x in eager:
@@ -778,7 +802,13 @@ static Sv *tensor_compare(Interp *I, int cmp, Sv *x, Sv *y) {
 }
 
 static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
-    if (opcode == UNARY_INVERT) return cap_tensor_operator(I, "invert", x, NULL);
+    if (opcode == UNARY_INVERT) {
+        /* ~ of an integer or bool tensor is bitwise_not; eager raises on others */
+        const WkValue *m = cap_sv_meta(I, x);
+        if (!m) return NULL;
+        if (m->dtype != WK_BOOL && !wk_dtype_is_integral(m->dtype)) return cap_tensor_operator(I, "invert", x, NULL);
+        return cap_graph_op(I, WK_OP_BITWISE_NOT, &m->id, 1, NULL);
+    }
     if (opcode != UNARY_NEGATIVE) return cap_tensor_operator(I, "pos", x, NULL);
     int in = cap_tensor_value(I, x);
     if (in < 0) return NULL;

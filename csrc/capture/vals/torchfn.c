@@ -264,6 +264,8 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
     Sv *b[CAP_MAX_PARAMS];
     unsigned given = 0;
     if (op == WK_OP_VIEW) return cap_view_call(I, a, fname, fn); /* each view op binds its own arguments */
+    if (op == WK_OP_CAT || op == WK_OP_PAD || op == WK_OP_INDEX || op == WK_OP_ARANGE || op == WK_OP_FULL)
+        return cap_structural_call(I, op, a, fname, fn); /* so do these */
     if (bind(I, op, a, b, &given, fname) < 0) return NULL;
     if (op == WK_OP_LAYER_NORM) return layer_norm_call(I, b, fname, a, fn);
     const CapSig *sig = &cap_sigs[op];

@@ -510,6 +510,7 @@ Sv *cap_tensor_getitem(Interp *I, Sv *self, Sv *key) {
     Layout L;
     Sv *r = layout_of(m, &L) == 0 ? getitem_view(I, self, key, &L) : NULL;
     if (r || CAP_FAILED(I)) return r;
+    if ((r = cap_index_getitem(I, self, key)) != NULL || CAP_FAILED(I)) return r;
     return cap_tensor_operator(I, "getitem", self, key);
 }
 
@@ -534,6 +535,15 @@ Sv *cap_tensor_contiguous(Interp *I, Sv *self) {
     Layout L;
     if (!m || layout_of(m, &L) < 0 || !layout_is_eagers(I->g, m->id, 0)) return NULL;
     return is_contiguous(&L) ? self : contiguous_copy(I, self);
+}
+
+Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape) {
+    const WkValue *m = cap_sv_meta(I, self);
+    Layout L;
+    if (!m || nd > WK_MAX_DIMS || layout_of(m, &L) < 0) return NULL;
+    int64_t sizes[WK_MAX_DIMS];
+    memcpy(sizes, shape, sizeof(int64_t) * (size_t)nd);
+    return reshape_to(I, self, &L, nd, sizes, RESHAPE_VIEW_ONLY);
 }
 
 static Sv *view_rule(Interp *I, const char *name, const Args *a, Sv *self, const Layout *L) {

@@ -1,0 +1,750 @@
+/* vals/structural.c — torch calls that move or create data rather than
+ * compute elementwise: torch.cat (CAT), F.pad (PAD), F.embedding and
+ * x[index tensors] (INDEX), torch.arange (ARANGE), torch.zeros/ones/full
+ * and Tensor.new_* (FULL); and the calls the runtime can make through
+ * PyTorch's C shim (runtime/shim_ops.c) rather than through Python when
+ * they name the ATen op: F.linear (views around aten.mm/aten.addmm),
+ * torch.mm/addmm/bmm, and F.scaled_dot_product_attention on the CPU. The ATen importer (wick/backends.py try_cat_pad,
+ * try_indexing) builds the same nodes from aten ops; the nodes' meaning is
+ * the op table's (graph/ops.def notes 9, 11, 12).
+ *
+ * Each rule checks what eager would do with the arguments it is given and
+ * models only the calls whose result the node gives exactly: anything else
+ * (an out= or a keyword the rule does not read, a symbolic size, a dtype or
+ * device it does not cover, arguments eager rejects) stays an extern call
+ * of the torch callable, which computes (or raises) as eager does. No rule
+ * records a fallback reason. */
+#include <string.h>
+
+#include "../interp.h"
+
+/* ---- argument reading ---------------------------------------------------- */
+
+/* Positional `pos` or keyword `name`; NULL when absent. */
+static Sv *arg_of(const Args *a, int pos, const char *name) {
+    if (pos >= 0 && pos < a->npos) return a->pos[pos];
+    for (int k = 0; k < a->nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, k);
+        if (PyUnicode_Check(kn) && PyUnicode_CompareWithASCIIString(kn, name) == 0) return a->kw[k];
+    }
+    return NULL;
+}
+
+/* At most `npos` positional arguments; every keyword one of `names` (of
+ * which the first `npos` are also positional) and not given twice. */
+static int arguments_known(const Args *a, int npos, const char *const *names) {
+    if (a->npos > npos) return 0;
+    for (int k = 0; k < a->nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, k);
+        int at = -1;
+        for (int i = 0; names[i] && at < 0; i++)
+            if (PyUnicode_Check(kn) && PyUnicode_CompareWithASCIIString(kn, names[i]) == 0) at = i;
+        if (at < 0 || at < a->npos) return 0;
+    }
+    return 1;
+}
+
+static int is_none(const Sv *s) { return !s || (s->kind == SV_CONST && s->obj == Py_None); }
+
+/* A Python int (not a bool), read into *out; 0 when s is none. */
+static int const_int(const Sv *s, int64_t *out) {
+    if (!s || s->kind != SV_CONST || !PyLong_CheckExact(s->obj)) return 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(s->obj, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static int const_bool(const Sv *s, int *out) {
+    if (!s || s->kind != SV_CONST || !PyBool_Check(s->obj)) return 0;
+    *out = s->obj == Py_True;
+    return 1;
+}
+
+/* A sequence of Python ints: a constant tuple/list or a captured one. */
+static int const_ints(const Sv *s, int64_t *out, int max, int *n) {
+    if (!s) return 0;
+    if (s->kind == SV_CONST && (PyTuple_Check(s->obj) || PyList_CheckExact(s->obj))) { /* torch.Size is a tuple */
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(s->obj);
+        if (len > max) return 0;
+        for (Py_ssize_t i = 0; i < len; i++) {
+            Sv item = {.kind = SV_CONST, .obj = PySequence_Fast_GET_ITEM(s->obj, i)};
+            if (!const_int(&item, &out[i])) return 0;
+        }
+        *n = (int)len;
+        return 1;
+    }
+    if ((s->kind == SV_TUPLE || s->kind == SV_LIST) && s->items.len <= max) {
+        for (int i = 0; i < s->items.len; i++)
+            if (!const_int(s->items.data[i], &out[i])) return 0;
+        *n = s->items.len;
+        return 1;
+    }
+    return 0;
+}
+
+/* Every size of m known at capture time. */
+static int static_sizes(const WkValue *m) {
+    for (int d = 0; d < m->ndim; d++)
+        if (!wk_sym_is_const(m->sizes[d], NULL)) return 0;
+    return 1;
+}
+
+static int same_device(const WkValue *a, const WkValue *b) {
+    return a->device.type == b->device.type && (a->device.type == WK_DEV_CPU || a->device.index == b->device.index);
+}
+
+/* Indirect loads (INDEX) run natively outside Triton's interpreter (which
+ * cannot raise a device assertion), on the CPU, and on CUDA when the
+ * WICK_CUDA_INDEXING knob is not 0. The knob's registered default is 0,
+ * while the ATen importer (backends.py try_indexing) reads the variable
+ * with a default of 1 and compiles a graph again with indexing as extern
+ * calls when its indexing kernels fail; capture has no such retry (that
+ * frame would run eagerly), so it keeps the registered default. */
+static int indexing_native_on(const WkValue *m) {
+    if (strcmp(wk_env_str(WK_ENV_TRITON), "interpret") == 0) return 0;
+    return m->device.type == WK_DEV_CPU || wk_env_int(WK_ENV_CUDA_INDEXING) != 0;
+}
+
+/* The node, or NULL with nothing recorded when the builder refuses it. */
+static Sv *try_node(Interp *I, WkOp op, const int *in, int n, const WkAttrs *at) {
+    Sv *r = cap_graph_op_try(I, op, in, n, at);
+    if (!r) wk_error_clear();
+    return r;
+}
+
+static Sv *extern_call(Interp *I, PyObject *fn, const char *fname, const Args *a) {
+    if (!fn) return cap_unsupported(I, "%s(): arguments wick does not model", fname), NULL;
+    return cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+}
+
+/* ---- torch.cat(tensors, dim=0) -> CAT ----------------------------------- */
+
+static Sv *cat_node(Interp *I, const Args *a) {
+    static const char *const names[] = {"tensors", "dim", NULL};
+    if (!arguments_known(a, 2, names)) return NULL;
+    Sv *seq = arg_of(a, 0, "tensors"), *dim_sv = arg_of(a, 1, "dim");
+    int64_t dim = 0;
+    if (!seq || (seq->kind != SV_TUPLE && seq->kind != SV_LIST) || seq->items.len < 1 || seq->items.len > 64 ||
+        (dim_sv && !const_int(dim_sv, &dim)))
+        return NULL;
+    int in[64];
+    const WkValue *first = NULL;
+    for (int i = 0; i < seq->items.len; i++) {
+        Sv *t = seq->items.data[i];
+        if (t->kind != SV_TENSOR) return NULL;
+        const WkValue *m = cap_sv_meta(I, t);
+        if (!m) return NULL;
+        if (!first) first = m;
+        /* the same rank everywhere (eager skips legacy 1-d empty tensors
+         * among others: not modelled), one device, known sizes */
+        if (m->ndim != first->ndim || m->ndim == 0 || !same_device(m, first) || !static_sizes(m)) return NULL;
+        in[i] = m->id;
+    }
+    int nd = first->ndim;
+    if (dim < -nd || dim >= nd) return NULL;
+    if (dim < 0) dim += nd;
+    for (int i = 0; i < seq->items.len; i++) {
+        const WkValue *m = wk_graph_value(I->g, in[i]);
+        for (int d = 0; d < nd; d++)
+            if (d != dim && cap_const_size(m, d) != cap_const_size(first, d)) return NULL;
+    }
+    WkAttrs at = {0};
+    at.nints = 1;
+    at.ints = &dim;
+    return try_node(I, WK_OP_CAT, in, seq->items.len, &at);
+}
+
+/* ---- F.pad(input, pad, mode="constant", value=None) -> PAD --------------- */
+
+static Sv *pad_node(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "pad", "mode", "value", NULL};
+    if (!arguments_known(a, 4, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *pad_sv = arg_of(a, 1, "pad"), *mode = arg_of(a, 2, "mode"),
+       *value = arg_of(a, 3, "value");
+    if (!x || x->kind != SV_TENSOR) return NULL;
+    if (mode && !(mode->kind == SV_CONST && PyUnicode_Check(mode->obj) &&
+                  PyUnicode_CompareWithASCIIString(mode->obj, "constant") == 0))
+        return NULL;
+    const WkValue *m = cap_sv_meta(I, x);
+    if (!m || !static_sizes(m)) return NULL;
+    int64_t pads[2 * WK_MAX_DIMS];
+    int npad = 0;
+    if (!const_ints(pad_sv, pads, 2 * WK_MAX_DIMS, &npad) || npad % 2 || npad / 2 > m->ndim) return NULL;
+    /* the fill: None is 0; a value eager would convert with a change of
+     * kind (a float into an integer tensor) is not modelled */
+    PyObject *fill;
+    if (is_none(value)) fill = m->dtype == WK_BOOL ? Py_NewRef(Py_False) : PyLong_FromLong(0);
+    else if (value->kind == SV_CONST) fill = Py_NewRef(value->obj);
+    else return NULL;
+    if (!fill) return PyErr_Clear(), NULL;
+    int fill_ok = m->dtype == WK_BOOL                ? PyBool_Check(fill)
+                  : wk_dtype_is_integral(m->dtype) ? PyLong_CheckExact(fill) || PyBool_Check(fill)
+                                                   : PyLong_CheckExact(fill) || PyBool_Check(fill) || PyFloat_CheckExact(fill);
+    int64_t per[2 * WK_MAX_DIMS];
+    for (int d = 0; fill_ok && d < m->ndim; d++) {
+        int k = m->ndim - 1 - d; /* torch lists (lo, hi) from the last dim backwards */
+        per[2 * d] = 2 * k + 1 < npad ? pads[2 * k] : 0;
+        per[2 * d + 1] = 2 * k + 1 < npad ? pads[2 * k + 1] : 0;
+        int64_t size = cap_const_size(m, d), grown = size + per[2 * d] + per[2 * d + 1];
+        /* eager refuses a dim cropped below one element */
+        fill_ok = (per[2 * d] == 0 && per[2 * d + 1] == 0) || grown > 0;
+    }
+    int in[2] = {m->id, fill_ok ? cap_scalar_value(I, fill) : -1};
+    Py_DECREF(fill);
+    if (!fill_ok) return NULL;
+    if (in[1] < 0) return NULL;
+    WkAttrs at = {0};
+    at.nints = 2 * m->ndim;
+    at.ints = per;
+    return try_node(I, WK_OP_PAD, in, 2, &at);
+}
+
+/* ---- F.embedding(input, weight, ...) -> INDEX ------------------------------ */
+
+static int is_index_dtype(WkDType dt) { return dt == WK_I64 || dt == WK_I32; }
+
+static Sv *embedding_node(Interp *I, const Args *a) {
+    static const char *const names[] = {"input",      "weight", "padding_idx", "max_norm", "norm_type",
+                                        "scale_grad_by_freq", "sparse", NULL};
+    if (!arguments_known(a, 7, names)) return NULL;
+    Sv *idx = arg_of(a, 0, "input"), *w = arg_of(a, 1, "weight"), *padding = arg_of(a, 2, "padding_idx"),
+       *max_norm = arg_of(a, 3, "max_norm"), *norm_type = arg_of(a, 4, "norm_type"),
+       *by_freq = arg_of(a, 5, "scale_grad_by_freq"), *sparse = arg_of(a, 6, "sparse");
+    /* max_norm renormalises weight rows in place: not modelled */
+    if (!idx || !w || idx->kind != SV_TENSOR || w->kind != SV_TENSOR || !is_none(max_norm)) return NULL;
+    if (norm_type && !(norm_type->kind == SV_CONST && cap_is_number(norm_type->obj))) return NULL;
+    const WkValue *wm = cap_sv_meta(I, w), *im = wm ? cap_sv_meta(I, idx) : NULL;
+    if (!im || wm->ndim != 2 || !is_index_dtype(im->dtype) || !same_device(wm, im) || !indexing_native_on(wm) ||
+        !static_sizes(wm))
+        return NULL;
+    int64_t pad_idx = 0;
+    int freq = 0, sp = 0;
+    if ((!is_none(padding) && !const_int(padding, &pad_idx)) || (by_freq && !const_bool(by_freq, &freq)) ||
+        (sparse && !const_bool(sparse, &sp)))
+        return NULL;
+    int64_t rows = cap_const_size(wm, 0);
+    if (!is_none(padding) && (pad_idx < -rows || pad_idx >= rows)) return NULL; /* eager asserts */
+    /* padding_idx, scale_grad_by_freq and sparse change only the gradient:
+     * the node's gradient (through AOTAutograd) is the plain one */
+    if ((!is_none(padding) || freq || sp) && I->grad_enabled && cap_get_rg(I, wm->id)) return NULL;
+    int in[2] = {wm->id, im->id};
+    int64_t ints[2] = {0, 0}; /* no wrap: eager raises on a negative index, so does the kernel */
+    WkAttrs at = {0};
+    at.nints = 2;
+    at.ints = ints;
+    return try_node(I, WK_OP_INDEX, in, 2, &at);
+}
+
+/* ---- x[i0, i1, ...] with integer index tensors -> INDEX -------------------- */
+
+Sv *cap_index_getitem(Interp *I, Sv *self, Sv *key) {
+    Sv *keys[WK_MAX_DIMS];
+    int nk = 0;
+    if (key->kind == SV_TENSOR) {
+        keys[nk++] = key;
+    } else if (key->kind == SV_TUPLE && key->items.len >= 1 && key->items.len <= WK_MAX_DIMS) {
+        for (int i = 0; i < key->items.len; i++) keys[nk++] = key->items.data[i];
+    } else {
+        return NULL;
+    }
+    const WkValue *m = cap_sv_meta(I, self);
+    if (!m || nk > m->ndim || !static_sizes(m) || !indexing_native_on(m)) return NULL;
+    int in[WK_MAX_DIMS + 1];
+    int64_t ints[WK_MAX_DIMS + 1];
+    int n = 1;
+    in[0] = m->id;
+    ints[0] = 1; /* negative indices count from the end, as in Python */
+    for (int d = 0; d < nk; d++) {
+        Sv *k = keys[d];
+        if (k->kind == SV_CONST && PySlice_Check(k->obj)) {
+            /* only `:` (the whole dim); other slices, ints, None, Ellipsis
+             * and bool masks are not modelled together with tensors */
+            PySliceObject *sl = (PySliceObject *)k->obj;
+            if (sl->start != Py_None || sl->stop != Py_None || sl->step != Py_None) return NULL;
+            continue;
+        }
+        if (k->kind != SV_TENSOR) return NULL;
+        const WkValue *km = cap_sv_meta(I, k);
+        /* a 0-d index tensor is an int to eager: x[t] is then a view of x */
+        if (!km || km->ndim == 0 || !is_index_dtype(km->dtype) || !same_device(km, m) || !static_sizes(km)) return NULL;
+        in[n] = km->id;
+        ints[n++] = d;
+    }
+    if (n == 1) return NULL;
+    WkAttrs at = {0};
+    at.nints = n;
+    at.ints = ints;
+    return try_node(I, WK_OP_INDEX, in, n, &at);
+}
+
+/* ---- torch.arange(start, end, step, *, dtype, device, ...) -> ARANGE ------- */
+
+/* A Python int (not a bool) or float constant. */
+static int arange_bound(const Sv *s, PyObject **out) {
+    if (!s || s->kind != SV_CONST || !(PyLong_CheckExact(s->obj) || PyFloat_CheckExact(s->obj))) return 0;
+    *out = s->obj;
+    return 1;
+}
+
+/* The device argument: an explicit torch.device or device string naming
+ * the CPU or an indexed CUDA device (the default device and a bare "cuda",
+ * the current one, are state capture does not guard). */
+static int explicit_device(const Sv *s, WkDevice *dev) {
+    if (!s || s->kind != SV_CONST || !cap_device_type) return 0;
+    PyObject *d = PyUnicode_Check(s->obj) ? PyObject_CallOneArg(cap_device_type, s->obj) : Py_NewRef(s->obj);
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = 0;
+    PyObject *index = Py_TYPE(d) == (PyTypeObject *)cap_device_type ? PyObject_GetAttrString(d, "index") : NULL;
+    if (index && cap_device_of(d, dev, &ok) < 0) ok = 0;
+    if (ok && dev->type == WK_DEV_CUDA && index == Py_None) ok = 0;
+    Py_XDECREF(index);
+    Py_DECREF(d);
+    PyErr_Clear();
+    return ok;
+}
+
+static Sv *arange_node(Interp *I, const Args *a) {
+    static const char *const names[] = {"start",  "end",        "step",       "out",           "dtype",
+                                        "layout", "device",     "pin_memory", "requires_grad", NULL};
+    if (!arguments_known(a, 3, names)) return NULL;
+    Sv *start_sv, *end_sv, *step_sv = arg_of(a, 2, "step");
+    if (a->npos == 1) { /* arange(end) */
+        if (arg_of(a, -1, "start") || arg_of(a, -1, "end")) return NULL;
+        start_sv = NULL;
+        end_sv = a->pos[0];
+    } else {
+        start_sv = arg_of(a, 0, "start");
+        end_sv = arg_of(a, 1, "end");
+    }
+    PyObject *start = NULL, *end = NULL, *step = NULL;
+    if (!arange_bound(end_sv, &end) || (start_sv && !arange_bound(start_sv, &start)) ||
+        (step_sv && !arange_bound(step_sv, &step)))
+        return NULL;
+    Sv *out = arg_of(a, -1, "out"), *layout = arg_of(a, -1, "layout"), *pin = arg_of(a, -1, "pin_memory"),
+       *rg = arg_of(a, -1, "requires_grad"), *dtype_sv = arg_of(a, -1, "dtype");
+    int pinned = 0, wants_grad = 0;
+    if (!is_none(out) || (!is_none(layout) && !(layout->kind == SV_CONST && layout->obj == cap_strided_layout)) ||
+        (pin && (!const_bool(pin, &pinned) || pinned)) || (rg && (!const_bool(rg, &wants_grad) || wants_grad)))
+        return NULL;
+    WkDevice dev;
+    if (!explicit_device(arg_of(a, -1, "device"), &dev)) return NULL;
+    int all_ints = PyLong_CheckExact(end) && (!start || PyLong_CheckExact(start)) && (!step || PyLong_CheckExact(step));
+    int dt;
+    if (is_none(dtype_sv)) {
+        /* eager's default dtypes: int64 for integer bounds, else the default
+         * float dtype, which capture takes to be float32 everywhere */
+        dt = all_ints ? WK_I64 : WK_F32;
+    } else {
+        dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1;
+        if (!(dt == WK_F32 || dt == WK_F64 || dt == WK_F16 || dt == WK_BF16 || dt == WK_I32 || dt == WK_I64)) return NULL;
+    }
+    int64_t n;
+    if (wk_dtype_is_integral((WkDType)dt)) {
+        int64_t s = 0, e, st = 1;
+        Sv tmp = {.kind = SV_CONST};
+        if (!all_ints) return NULL; /* float bounds into an integer dtype: eager's own rounding */
+        tmp.obj = end;
+        if (!const_int(&tmp, &e)) return NULL;
+        if (start && (tmp.obj = start, !const_int(&tmp, &s))) return NULL;
+        if (step && (tmp.obj = step, !const_int(&tmp, &st))) return NULL;
+        int64_t span;
+        if (st == 0 || __builtin_sub_overflow(e, s, &span) || (st > 0 && span < 0) || (st < 0 && span > 0)) return NULL;
+        n = span / st + (span % st != 0); /* ceil: span and st have one sign */
+        int64_t last;
+        if (__builtin_mul_overflow(n > 0 ? n - 1 : 0, st, &span) || __builtin_add_overflow(s, span, &last)) return NULL;
+        if (dt == WK_I32 && (s < INT32_MIN || s > INT32_MAX || last < INT32_MIN || last > INT32_MAX)) return NULL;
+    } else {
+        double s = start ? PyFloat_AsDouble(start) : 0.0, e = PyFloat_AsDouble(end), st = step ? PyFloat_AsDouble(step) : 1.0;
+        if (PyErr_Occurred()) return PyErr_Clear(), NULL;
+        double size = (e - s) / st;
+        if (st == 0 || size != size || size < 0 || size > 1e12) return NULL;
+        n = (int64_t)__builtin_ceil(size);
+    }
+    PyObject *zero = start ? NULL : PyLong_FromLong(0), *one = step ? NULL : PyLong_FromLong(1);
+    int in[2] = {-1, -1};
+    if ((start || zero) && (step || one)) {
+        in[0] = cap_scalar_value(I, start ? start : zero);
+        in[1] = in[0] < 0 ? -1 : cap_scalar_value(I, step ? step : one);
+    }
+    Py_XDECREF(zero);
+    Py_XDECREF(one);
+    PyErr_Clear();
+    if (in[0] < 0 || in[1] < 0) return NULL;
+    WkAttrs at = {0};
+    at.dtype = (WkDType)dt;
+    at.has_dtype = 1;
+    at.nints = 1;
+    at.ints = &n;
+    at.has_device = 1;
+    at.device = dev;
+    return try_node(I, WK_OP_ARANGE, in, 2, &at);
+}
+
+/* ---- torch.zeros/ones/full (explicit device), Tensor.new_zeros/new_ones/new_full -> FULL */
+
+/* A size given as ints (x.new_ones(2, 3)) or one sequence of ints; into sizes. */
+static int read_sizes(Sv *const *items, int n, int64_t *sizes, int *nd) {
+    if (n == 1 && items[0]->kind != SV_CONST) return const_ints(items[0], sizes, WK_MAX_DIMS, nd);
+    if (n == 1 && items[0]->kind == SV_CONST && !PyLong_CheckExact(items[0]->obj))
+        return const_ints(items[0], sizes, WK_MAX_DIMS, nd);
+    if (n > WK_MAX_DIMS) return 0;
+    for (int i = 0; i < n; i++)
+        if (!const_int(items[i], &sizes[i])) return 0;
+    *nd = n;
+    return 1;
+}
+
+/* The fill converts to dtype as eager's would, without a change of kind
+ * (an integer tensor takes an int in its range, a bool tensor a bool or 0/1). */
+static int fill_fits(PyObject *fill, WkDType dt) {
+    if (dt == WK_BOOL) /* zeros/ones fill with 0 and 1 */
+        return PyBool_Check(fill) || (PyLong_CheckExact(fill) && (PyLong_AsLong(fill) == 0 || PyLong_AsLong(fill) == 1));
+    if (wk_dtype_is_float(dt)) return PyBool_Check(fill) || PyLong_CheckExact(fill) || PyFloat_CheckExact(fill);
+    if (PyBool_Check(fill)) return 1;
+    if (!PyLong_CheckExact(fill)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(fill, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) return PyErr_Clear(), 0;
+    int bits = 8 * wk_dtype_size(dt);
+    if (dt == WK_U8) return v >= 0 && v <= 255;
+    return bits >= 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1)));
+}
+
+static Sv *full_node(Interp *I, const char *fname, const Args *a) {
+    const char *name = strrchr(fname, '.');
+    name = name ? name + 1 : fname;
+    int method = strncmp(name, "new_", 4) == 0;
+    const char *kind = method ? name + 4 : name; /* zeros, ones, full */
+    int is_full = strcmp(kind, "full") == 0;
+    if (!is_full && strcmp(kind, "zeros") != 0 && strcmp(kind, "ones") != 0) return NULL;
+    static const char *const kws[] = {"size", "fill_value", "dtype", "device", "layout", "pin_memory", "requires_grad",
+                                      "out", NULL};
+    /* keywords only past the size (and fill_value for full): no `names=`, `out=` */
+    for (int k = 0; k < a->nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, k);
+        int known = 0;
+        for (int i = 2; kws[i] && !known; i++) known = PyUnicode_CompareWithASCIIString(kn, kws[i]) == 0;
+        if (!known) return NULL;
+    }
+    Sv *const *pos = a->pos + method;
+    int npos = a->npos - method, nsize = is_full ? npos - 1 : npos;
+    if (nsize < 1 || (is_full && nsize != 1)) return NULL;
+    int64_t sizes[WK_MAX_DIMS];
+    int nd = 0;
+    if (!read_sizes(pos, nsize, sizes, &nd)) return NULL;
+    for (int d = 0; d < nd; d++)
+        if (sizes[d] < 0) return NULL; /* eager raises */
+    Sv *dtype_sv = arg_of(a, -1, "dtype"), *layout = arg_of(a, -1, "layout"), *pin = arg_of(a, -1, "pin_memory"),
+       *rg = arg_of(a, -1, "requires_grad"), *dev_sv = arg_of(a, -1, "device"), *out = arg_of(a, -1, "out");
+    int pinned = 0, wants_grad = 0;
+    if (!is_none(out) || (!is_none(layout) && !(layout->kind == SV_CONST && layout->obj == cap_strided_layout)) ||
+        (pin && (!const_bool(pin, &pinned) || pinned)) || (rg && (!const_bool(rg, &wants_grad) || wants_grad)))
+        return NULL;
+    PyObject *fill = NULL;
+    if (is_full) {
+        Sv *f = pos[nsize];
+        if (f->kind != SV_CONST || !(PyBool_Check(f->obj) || PyLong_CheckExact(f->obj) || PyFloat_CheckExact(f->obj)))
+            return NULL;
+        fill = Py_NewRef(f->obj);
+    } else {
+        fill = PyLong_FromLong(strcmp(kind, "ones") == 0);
+        if (!fill) return PyErr_Clear(), NULL;
+    }
+    const WkValue *self = method && a->pos[0]->kind == SV_TENSOR ? cap_sv_meta(I, a->pos[0]) : NULL;
+    WkDevice dev;
+    int dt = -1, ok = 1;
+    if (method && !self) ok = 0;
+    else if (is_none(dev_sv) && self) dev = self->device; /* new_*: self's device */
+    else ok = explicit_device(dev_sv, &dev);
+    if (ok && !is_none(dtype_sv)) dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1, ok = dt >= 0;
+    else if (ok && self) dt = self->dtype;
+    else if (ok) /* eager's defaults: full infers from the fill, capture takes the default float dtype to be float32 */
+        dt = !is_full || PyFloat_CheckExact(fill) ? WK_F32 : PyBool_Check(fill) ? WK_BOOL : WK_I64;
+    int in = ok && fill_fits(fill, (WkDType)dt) ? cap_scalar_value(I, fill) : -1;
+    Py_DECREF(fill);
+    PyErr_Clear();
+    if (in < 0 || CAP_FAILED(I)) return NULL;
+    WkAttrs at = {0};
+    at.dtype = (WkDType)dt;
+    at.has_dtype = 1;
+    at.nints = nd;
+    at.ints = sizes;
+    at.has_device = 1;
+    at.device = dev;
+    return try_node(I, WK_OP_FULL, &in, 1, &at);
+}
+
+Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, PyObject *fn) {
+    Sv *r = NULL;
+    switch (op) {
+    case WK_OP_CAT: r = cat_node(I, a); break;
+    case WK_OP_PAD: r = pad_node(I, a); break;
+    case WK_OP_INDEX: r = embedding_node(I, a); break;
+    case WK_OP_ARANGE: r = arange_node(I, a); break;
+    case WK_OP_FULL: r = full_node(I, fname, a); break;
+    default: break;
+    }
+    if (r || CAP_FAILED(I)) return r;
+    return extern_call(I, fn, fname, a);
+}
+
+/* ---- matmuls: F.linear as views around aten.mm/addmm; torch.mm, addmm, bmm -- */
+
+/* The torch-level callables and the ATen overloads the runtime calls
+ * through the C shim (runtime/shim_ops.c matches these by name and identity). */
+enum { MM, ADDMM, BMM, NMATMUL };
+static const struct {
+    const char *torch_name, *aten_name, *aten_attr;
+    int ntensors;
+} matmuls[NMATMUL] = {
+    [MM] = {"mm", "aten.mm.default", "mm", 2},
+    [ADDMM] = {"addmm", "aten.addmm.default", "addmm", 3},
+    [BMM] = {"bmm", "aten.bmm.default", "bmm", 2},
+};
+static PyObject *linear_fn, *torch_fns[NMATMUL], *aten_fns[NMATMUL]; /* strong, for the process */
+
+static int matmuls_ready(void) {
+    static int state; /* 0 unresolved, 1 resolved, -1 not available */
+    if (state || !cap_torch_mod) return state == 1;
+    state = -1;
+    PyObject *nn = PyImport_ImportModule("torch._C._nn");
+    PyObject *torch_ops = nn ? PyObject_GetAttrString(cap_torch_mod, "ops") : NULL;
+    PyObject *aten = torch_ops ? PyObject_GetAttrString(torch_ops, "aten") : NULL;
+    int ok = aten && (linear_fn = PyObject_GetAttrString(nn, "linear")) != NULL;
+    for (int k = 0; ok && k < NMATMUL; k++) {
+        PyObject *packet = PyObject_GetAttrString(aten, matmuls[k].aten_attr);
+        aten_fns[k] = packet ? PyObject_GetAttrString(packet, "default") : NULL;
+        torch_fns[k] = PyObject_GetAttrString(cap_torch_mod, matmuls[k].torch_name);
+        Py_XDECREF(packet);
+        ok = aten_fns[k] && torch_fns[k];
+    }
+    if (ok) state = 1;
+    Py_XDECREF(nn);
+    Py_XDECREF(torch_ops);
+    Py_XDECREF(aten);
+    PyErr_Clear();
+    return state == 1;
+}
+
+/* Operands a matmul kernel takes as eager's call would: tensors of one
+ * floating dtype on one device with known sizes, outside autocast (which
+ * casts the operands of the call as a whole: its own call keeps that). */
+static int plain_matmul_operands(Interp *I, Sv *const *ts, int n) {
+    const WkValue *first = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i] || ts[i]->kind != SV_TENSOR) return 0;
+        const WkValue *m = cap_sv_meta(I, ts[i]);
+        if (!m) return 0;
+        if (!first) first = m;
+        if (!wk_dtype_is_float(m->dtype) || m->dtype != first->dtype || !same_device(m, first) || !static_sizes(m))
+            return 0;
+    }
+    int ac = cap_autocast_dtype(I, first->device.type);
+    if (ac == -2) PyErr_Clear();
+    return ac == -1;
+}
+
+/* eager's F.linear of an input of rank >= 2 with a bias is addmm on the
+ * input's rows (when they are viewable as a matrix), without one a matmul
+ * that folds to mm the same way: the same kernels, called here on matrix
+ * views made in the graph. */
+static Sv *linear_call(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "weight", "bias", NULL};
+    if (!arguments_known(a, 3, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *w = arg_of(a, 1, "weight"), *b = arg_of(a, 2, "bias");
+    int has_bias = !is_none(b);
+    Sv *operands[3] = {x, w, b};
+    if (!plain_matmul_operands(I, operands, has_bias ? 3 : 2) || CAP_FAILED(I)) return NULL;
+    const WkValue *xm = cap_sv_meta(I, x), *wm = cap_sv_meta(I, w), *bm = has_bias ? cap_sv_meta(I, b) : NULL;
+    if (xm->ndim < 2 || wm->ndim != 2 || (bm && (bm->ndim != 1 || cap_const_size(bm, 0) != cap_const_size(wm, 0))))
+        return NULL;
+    int64_t k = cap_const_size(wm, 1), n_out = cap_const_size(wm, 0), rows = 1;
+    if (cap_const_size(xm, xm->ndim - 1) != k) return NULL;
+    int64_t shape[WK_MAX_DIMS];
+    for (int d = 0; d < xm->ndim - 1; d++) {
+        shape[d] = cap_const_size(xm, d);
+        rows *= shape[d];
+    }
+    shape[xm->ndim - 1] = n_out;
+    int64_t mat[2] = {rows, k};
+    int nd = xm->ndim;
+    Sv *x2 = nd == 2 ? x : cap_view_as_shape(I, x, 2, mat);
+    if (!x2 || CAP_FAILED(I)) return NULL;
+    Sv *wt = cap_tensor_transpose_attr(I, w, "T");
+    if (!wt || CAP_FAILED(I)) return NULL;
+    Sv *ops[3] = {b, x2, wt};
+    Sv *r = bm ? cap_extern_call(I, aten_fns[ADDMM], matmuls[ADDMM].aten_name, ops, 3, NULL, NULL, 0)
+               : cap_extern_call(I, aten_fns[MM], matmuls[MM].aten_name, ops + 1, 2, NULL, NULL, 0);
+    if (!r || nd == 2) return r;
+    Sv *out = cap_view_as_shape(I, r, nd, shape);
+    if (!out && !CAP_FAILED(I)) cap_unsupported(I, "F.linear(): the matmul's result as %d dims", nd);
+    return out;
+}
+
+Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
+    if (!fn || !matmuls_ready()) return NULL;
+    if (fn == linear_fn) return linear_call(I, a);
+    int k = 0;
+    while (k < NMATMUL && fn != torch_fns[k]) k++;
+    if (k == NMATMUL || a->npos != matmuls[k].ntensors) return NULL;
+    /* torch.addmm's beta and alpha are the aten op's; out= is not modelled */
+    for (int i = 0; i < a->nkw; i++) {
+        PyObject *kn = PyTuple_GET_ITEM(a->kwnames, i);
+        int scale = k == ADDMM && (PyUnicode_CompareWithASCIIString(kn, "beta") == 0 ||
+                                   PyUnicode_CompareWithASCIIString(kn, "alpha") == 0);
+        if (!scale || a->kw[i]->kind != SV_CONST || !cap_is_number(a->kw[i]->obj)) return NULL;
+    }
+    if (!plain_matmul_operands(I, a->pos, a->npos) || CAP_FAILED(I)) return NULL;
+    return cap_extern_call(I, aten_fns[k], matmuls[k].aten_name, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+}
+
+/* ---- F.scaled_dot_product_attention on the CPU -> its flash kernel --------- */
+
+/* eager's F.scaled_dot_product_attention asks torch._fused_sdp_choice
+ * which kernel to run; on the CPU, when that is the flash kernel, it turns
+ * a bool mask into 0/-inf of the query's dtype and calls
+ * aten._scaled_dot_product_flash_attention_for_cpu, keeping its first
+ * result. So does the graph (the mask a WHERE node), with the same choice
+ * asked at capture time for the layouts the graph's tensors have; the
+ * runtime calls that op through the C shim. The choice also reads torch's
+ * global "flash enabled" flag, which is not guarded: a change of it after
+ * capture picks the other kernel in eager, which differs by rounding. */
+static PyObject *sdpa_fn, *flash_cpu_fn, *flash_choice; /* strong, for the process */
+
+static int sdpa_ready(void) {
+    static int state;
+    if (state || !cap_torch_mod) return state == 1;
+    state = -1;
+    PyObject *nn = PyImport_ImportModule("torch._C._nn");
+    PyObject *meta = nn ? PyImport_ImportModule("wick._capture_meta") : NULL;
+    PyObject *torch_ops = meta ? PyObject_GetAttrString(cap_torch_mod, "ops") : NULL;
+    PyObject *aten = torch_ops ? PyObject_GetAttrString(torch_ops, "aten") : NULL;
+    PyObject *packet = aten ? PyObject_GetAttrString(aten, "_scaled_dot_product_flash_attention_for_cpu") : NULL;
+    flash_cpu_fn = packet ? PyObject_GetAttrString(packet, "default") : NULL;
+    sdpa_fn = flash_cpu_fn ? PyObject_GetAttrString(nn, "scaled_dot_product_attention") : NULL;
+    flash_choice = sdpa_fn ? PyObject_GetAttrString(meta, "sdpa_is_flash_cpu") : NULL;
+    if (flash_choice) state = 1;
+    Py_XDECREF(nn);
+    Py_XDECREF(meta);
+    Py_XDECREF(torch_ops);
+    Py_XDECREF(aten);
+    Py_XDECREF(packet);
+    PyErr_Clear();
+    return state == 1;
+}
+
+/* (sizes, strides, dtype, requires_grad) of m in the graph's layout of it;
+ * NULL with a Python error */
+static PyObject *layout_tuple_Ref(Interp *I, const WkValue *m) {
+    PyObject *sizes = PyTuple_New(m->ndim), *strides = PyTuple_New(m->ndim);
+    if (!sizes || !strides) {
+        Py_XDECREF(sizes);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    int64_t expect = 1;
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        int64_t size = cap_const_size(m, d), stride = expect;
+        if (m->strides[d]) wk_sym_is_const(m->strides[d], &stride);
+        expect *= size > 1 ? size : 1;
+        PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(size));
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(stride));
+    }
+    int rg = I->grad_enabled && cap_get_rg(I, m->id);
+    return Py_BuildValue("(NNOO)", sizes, strides, cap_dtype_objs[m->dtype], rg ? Py_True : Py_False);
+}
+
+static int sdpa_is_flash(Interp *I, const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
+    PyObject *ts = PyTuple_New(4);
+    if (!ts) return 0;
+    for (int i = 0; i < 4; i++) {
+        PyObject *t = ms[i] ? layout_tuple_Ref(I, ms[i]) : Py_NewRef(Py_None);
+        if (!t) {
+            Py_DECREF(ts);
+            PyErr_Clear();
+            return 0;
+        }
+        PyTuple_SET_ITEM(ts, i, t);
+    }
+    PyObject *r = PyObject_CallFunction(flash_choice, "NdOOO", ts, dropout, causal ? Py_True : Py_False, scale,
+                                        Py_False);
+    int yes = r == Py_True;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return yes;
+}
+
+static Sv *sdpa_call(Interp *I, const Args *a) {
+    static const char *const names[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                                        "enable_gqa", NULL};
+    if (!arguments_known(a, 8, names)) return NULL;
+    Sv *qkv[3] = {arg_of(a, 0, "query"), arg_of(a, 1, "key"), arg_of(a, 2, "value")};
+    Sv *mask = arg_of(a, 3, "attn_mask"), *dropout = arg_of(a, 4, "dropout_p"), *causal_sv = arg_of(a, 5, "is_causal"),
+       *scale = arg_of(a, 6, "scale"), *gqa = arg_of(a, 7, "enable_gqa");
+    int causal = 0, enable_gqa = 0;
+    double p = 0.0;
+    if (dropout) {
+        if (dropout->kind != SV_CONST || !cap_is_number(dropout->obj)) return NULL;
+        p = PyFloat_AsDouble(dropout->obj);
+        if (PyErr_Occurred()) return PyErr_Clear(), NULL;
+    }
+    /* dropout draws random numbers, grouped queries are reshaped first: eager's own call */
+    if (p != 0.0 || (causal_sv && !const_bool(causal_sv, &causal)) || (gqa && (!const_bool(gqa, &enable_gqa) || enable_gqa)) ||
+        (!is_none(scale) && !(scale->kind == SV_CONST && cap_is_number(scale->obj))))
+        return NULL;
+    if (!plain_matmul_operands(I, qkv, 3) || CAP_FAILED(I)) return NULL;
+    const WkValue *ms[4] = {cap_sv_meta(I, qkv[0]), cap_sv_meta(I, qkv[1]), cap_sv_meta(I, qkv[2]), NULL};
+    if (ms[0]->device.type != WK_DEV_CPU) return NULL;
+    if (!is_none(mask)) {
+        if (mask->kind != SV_TENSOR || !(ms[3] = cap_sv_meta(I, mask)) || !same_device(ms[3], ms[0]) ||
+            !static_sizes(ms[3]) || (ms[3]->dtype != WK_BOOL && ms[3]->dtype != ms[0]->dtype))
+            return NULL;
+    }
+    if (!sdpa_is_flash(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj)) return NULL;
+    Sv *bias = NULL;
+    if (ms[3] && ms[3]->dtype == WK_BOOL) {
+        /* where the mask is False, -inf: in float32, then the query's dtype (both exact) */
+        PyObject *zero = PyFloat_FromDouble(0.0), *ninf = PyFloat_FromDouble(-Py_HUGE_VAL);
+        int in[3] = {ms[3]->id, zero ? cap_scalar_value(I, zero) : -1, ninf ? cap_scalar_value(I, ninf) : -1};
+        Py_XDECREF(zero);
+        Py_XDECREF(ninf);
+        PyErr_Clear();
+        if (in[1] < 0 || in[2] < 0) return NULL;
+        Sv *w = try_node(I, WK_OP_WHERE, in, 3, NULL);
+        if (!w || !(bias = cap_convert(I, w, ms[0]->dtype))) return NULL;
+    } else if (ms[3]) {
+        bias = mask;
+    }
+    Sv *pos[5] = {qkv[0], qkv[1], qkv[2], sv_const_Steal(I, PyFloat_FromDouble(0.0)), sv_const(I, causal ? Py_True : Py_False)};
+    Sv *kw[2];
+    int nkw = 0;
+    PyObject *kwnames = PyTuple_New((bias ? 1 : 0) + (is_none(scale) ? 0 : 1));
+    if (!kwnames) return cap_py_failed(I, "attention"), NULL;
+    if (bias) {
+        kw[nkw] = bias;
+        PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("attn_mask"));
+    }
+    if (!is_none(scale)) {
+        kw[nkw] = scale;
+        PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("scale"));
+    }
+    Sv *r = cap_extern_call(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default", pos, 5,
+                            nkw ? kwnames : NULL, kw, nkw);
+    Py_DECREF(kwnames);
+    if (!r) return NULL;
+    if (r->kind != SV_TUPLE || r->items.len != 2)
+        return cap_unsupported(I, "the CPU flash attention op returned no (output, logsumexp)"), NULL;
+    return r->items.data[0];
+}
+
+Sv *cap_attention_call(Interp *I, PyObject *fn, const Args *a) {
+    if (!fn || !sdpa_ready() || fn != sdpa_fn) return NULL;
+    return sdpa_call(I, a);
+}
