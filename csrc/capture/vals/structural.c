@@ -99,11 +99,10 @@ static int same_device(const WkValue *a, const WkValue *b) {
 
 /* Indirect loads (INDEX) run natively outside Triton's interpreter (which
  * cannot raise a device assertion), on the CPU, and on CUDA when the
- * WICK_CUDA_INDEXING knob is not 0. The knob's registered default is 0,
- * while the ATen importer (backends.py try_indexing) reads the variable
- * with a default of 1 and compiles a graph again with indexing as extern
- * calls when its indexing kernels fail; capture has no such retry (that
- * frame would run eagerly), so it keeps the registered default. */
+ * WICK_CUDA_INDEXING knob is not 0 (its default is 1, as for the ATen
+ * importer, backends.py try_indexing). The importer compiles a graph again
+ * with indexing as extern calls when its indexing kernels fail; capture has
+ * no such retry: that frame runs eagerly, with the reason recorded. */
 static int indexing_native_on(const WkValue *m) {
     if (strcmp(wk_env_str(WK_ENV_TRITON), "interpret") == 0) return 0;
     return m->device.type == WK_DEV_CPU || wk_env_int(WK_ENV_CUDA_INDEXING) != 0;
