@@ -532,6 +532,18 @@ def cpu_seconds(keys):
     return {k: base.get(k, {}).get("seconds", mean) for k in keys}
 
 
+def report_bad(part):
+    """Prints (stderr) the ops of `part` with a wrong result, an error or a
+    sweep error as they finish: a long run shows its problems early."""
+    for key, per_op in part.items():
+        bad = [f"{dt} {c['samples']} {c['details']}" for dt, c in per_op.items()
+               if isinstance(c, dict) and (c.get("wrong") or c.get("error"))]
+        if "sweep_error" in per_op:
+            bad.append(per_op["sweep_error"])
+        if bad:
+            print(f"[opdb_sweep] {key}: " + " | ".join(bad), file=sys.stderr, flush=True)
+
+
 def run_ops(keys, max_samples, inductor, device, jobs, budget=0.0):
     """{op key: result} for the ops finished, and the keys left unfinished
     when the budget (seconds of wall time, 0: none) ran out."""
@@ -545,7 +557,9 @@ def run_ops(keys, max_samples, inductor, device, jobs, budget=0.0):
         for k in keys:
             if budget and left() <= 0:
                 break
-            results.update(_worker(([k], max_samples, inductor, device)))
+            part = _worker(([k], max_samples, inductor, device))
+            report_bad(part)
+            results.update(part)
         return results, [k for k in keys if k not in results]
     import multiprocessing as mp
 
@@ -563,9 +577,11 @@ def run_ops(keys, max_samples, inductor, device, jobs, budget=0.0):
             parts = pool.imap_unordered(_worker, tasks)
             for _ in tasks:
                 try:
-                    results.update(parts.next(timeout=max(left(), 0.001)) if budget else parts.next())
+                    part = parts.next(timeout=max(left(), 0.001)) if budget else parts.next()
                 except mp.TimeoutError:
                     break
+                report_bad(part)
+                results.update(part)
             else:
                 cut = False
         finally:
