@@ -35,33 +35,48 @@ or in shards (each shard a separate process or machine), then merged:
     python tests/ops/opdb_sweep.py --jobs 7 --inductor --shard 1/2 --write s1.json
     python tests/ops/opdb_sweep.py --merge s0.json s1.json --write opdb_inductor.json
 
-CUDA (--device cuda): samples made on the GPU, compared with eager on the GPU
-with the same tolerances; wick's graphs there are Triton kernels. Worker
-processes are spawned (never forked after CUDA is initialised), and each one
-compiles Triton and inductor kernels in its own process only (no compile
-pools per worker: 14 workers x 16 compile processes would swamp 16 cores).
---budget S stops after S seconds of wall time: ops not finished by then are
-listed under "unfinished" (cheapest ops, by the CPU baseline's times, go
-first), so a run fits a time slot. The result file names the device, the GPU,
-torch, triton and CUDA versions. Full CUDA sweep with the inductor comparison
-on the H200 host (16 cores, 1 GPU; about 7 minutes), writing the CUDA
-baseline that tests/gpu/test_opdb_sweep_gpu.py compares with:
-    cd wick && make build && \
-    python tests/ops/opdb_sweep.py --device cuda --jobs 14 --max-samples 2 \
-        --inductor --budget 400 --write tests/ops/opdb_baseline_cuda.json
-(then commit tests/ops/opdb_baseline_cuda.json; "unfinished" in it lists
-the ops the budget left out: rerun those with --ops ... --write rest.json
-and combine with --merge tests/ops/opdb_baseline_cuda.json rest.json
---write tests/ops/opdb_baseline_cuda.json).
+CUDA (--device cuda): samples made on the GPU and compared with eager on the
+GPU, with the same tolerances and outcomes; wick's graphs there are Triton
+kernels (a sample whose graph wick ran eagerly is a fallback, never a pass).
+Worker processes are spawned, never forked (a fork of a process that has
+initialised CUDA cannot use it), and with --jobs > 1 each compiles its Triton
+and inductor kernels in its own process (no compile pool per worker: 14
+workers x 16 compile processes would swamp 16 cores). A worker whose CUDA
+context an op breaks (a device-side assert is sticky) reports that op as a
+sweep_error and sweeps nothing more; the ops it was given are rerun in fresh
+workers. The result file names the device, mode, GPU, torch, triton and
+CUDA versions, and the command.
+--budget S: stop after S seconds of wall time; the ops not finished are
+listed under "unfinished" (the cheapest ops, by the CPU baseline's times, go
+first, so a cut leaves out the fewest), and --unfinished-of FILE sweeps just
+those later. Samples of the CUDA and interpreter forms come from a fixed seed
+(torch.manual_seed(0) per op and dtype, so a finding reproduces and a
+baseline compares sample by sample); the CPU sweep's are unseeded, as before.
+
+The full CUDA sweep with the inductor comparison, on the H200 host (16 cores,
+1 GPU, Python 3.12; under 8 minutes wall), writing the baseline that
+tests/gpu/test_opdb_sweep_gpu.py compares with (2 samples per op and dtype,
+as that test takes; the second sweep, another 8 minutes at most, runs only
+if the first left ops unfinished):
+    make build
+    S="python tests/ops/opdb_sweep.py --device cuda --jobs 14 --max-samples 2 --inductor --budget 420"
+    $S --write /tmp/cuda_a.json && parts=/tmp/cuda_a.json
+    if grep -q '"unfinished"' /tmp/cuda_a.json; then
+        $S --unfinished-of /tmp/cuda_a.json --write /tmp/cuda_b.json && parts="$parts /tmp/cuda_b.json"
+    fi
+    python tests/ops/opdb_sweep.py --merge $parts --write tests/ops/opdb_baseline_cuda.json
+    python -m pytest -q tests/gpu/test_opdb_sweep_gpu.py
 
 --triton-interpret (CPU only): the same sweep with wick emitting Triton for
 CPU tensors, run by Triton's interpreter (TRITON_INTERPRET=1
-WICK_TRITON=interpret, set by the sweep itself before triton is imported):
-the CUDA form's code path (Triton codegen, the Triton runtime's launches) on
-a machine without a GPU, e.g.
+WICK_TRITON=interpret, which the sweep sets itself before triton is
+imported): the CUDA form's code path (the Triton codegen, the Triton
+runtime's launches) on a machine without a GPU, e.g.
     python tests/ops/opdb_sweep.py --triton-interpret --max-samples 2 --ops add,sum,softmax
-Samples of the CUDA and interpreter forms are made from a fixed seed per op
-and dtype (reproducible); the CPU sweep's are not, as before.
+The interpreter rounds float32 -> bfloat16 toward zero where a GPU rounds to
+nearest even: bfloat16 results may differ from eager by one ulp there (within
+the bfloat16 tolerance). Indirect loads (gather, embedding, index) are extern
+calls on this target, as on CUDA by default.
 """
 from __future__ import annotations
 
@@ -604,6 +619,7 @@ def main(argv=None):
     p.add_argument("--triton-interpret", action="store_true",
                    help="CPU tensors through wick's Triton backend, run by Triton's interpreter")
     p.add_argument("--budget", type=float, default=0.0, help="stop after this many seconds (0: no limit)")
+    p.add_argument("--unfinished-of", default="", help="sweep only the ops this result file left unfinished")
     p.add_argument("--write", default="", help="write the results (JSON) here")
     p.add_argument("--merge", nargs="+", default=[], help="combine these result files (later ones win per op)")
     a = p.parse_args(argv)
@@ -622,6 +638,10 @@ def main(argv=None):
     names = [n for n in a.ops.split(",") if n]
     ops = select(all_ops(), names)
     keys = [op_key(op) for op in ops]
+    if a.unfinished_of:
+        with open(a.unfinished_of) as f:
+            left = set(json.load(f).get("unfinished", ()))
+        keys = [k for k in keys if k in left]
     if a.shard:
         i, n = (int(x) for x in a.shard.split("/"))
         keys = keys[i::n]
