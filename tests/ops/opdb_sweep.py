@@ -629,6 +629,11 @@ def main(argv=None):
         if a.device != "cpu":
             p.error("--triton-interpret runs on the CPU (Triton's interpreter takes CPU tensors)")
         enter_interpret_mode()
+    if a.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("--device cuda: no CUDA device here (--triton-interpret runs the same Triton code on the CPU)")
     if a.jobs > 1 and a.device == "cuda":
         # each worker compiles in its own process: no compile pools per
         # worker (jobs x cores processes); a caller's own settings stay
