@@ -54,17 +54,18 @@ those later. Samples of the CUDA and interpreter forms come from a fixed seed
 baseline compares sample by sample); the CPU sweep's are unseeded, as before.
 
 The full CUDA sweep with the inductor comparison, on the H200 host (16 cores,
-1 GPU, Python 3.12; under 8 minutes wall), writing the baseline that
-tests/gpu/test_opdb_sweep_gpu.py compares with (2 samples per op and dtype,
-as that test takes; the second sweep, another 8 minutes at most, runs only
-if the first left ops unfinished):
+1 GPU, Python 3.12), writing the baseline tests/gpu/test_opdb_sweep_gpu.py
+compares with (2 samples per op and dtype, as that test takes). The first
+sweep stops within 8 minutes wall (420 s budget + start-up); should its file
+list "unfinished" ops, the second, another 8 minutes at most, sweeps those
+and merges them in:
     make build
     S="python tests/ops/opdb_sweep.py --device cuda --jobs 14 --max-samples 2 --inductor --budget 420"
-    $S --write /tmp/cuda_a.json && parts=/tmp/cuda_a.json
-    if grep -q '"unfinished"' /tmp/cuda_a.json; then
-        $S --unfinished-of /tmp/cuda_a.json --write /tmp/cuda_b.json && parts="$parts /tmp/cuda_b.json"
+    B=tests/ops/opdb_baseline_cuda.json
+    $S --write $B
+    if grep -q '"unfinished"' $B; then
+        $S --unfinished-of $B --write /tmp/rest.json && python tests/ops/opdb_sweep.py --merge $B /tmp/rest.json --write $B
     fi
-    python tests/ops/opdb_sweep.py --merge $parts --write tests/ops/opdb_baseline_cuda.json
     python -m pytest -q tests/gpu/test_opdb_sweep_gpu.py
 
 --triton-interpret (CPU only): the same sweep with wick emitting Triton for
