@@ -74,6 +74,8 @@ WICK_TRITON=interpret, which the sweep sets itself before triton is
 imported): the CUDA form's code path (the Triton codegen, the Triton
 runtime's launches) on a machine without a GPU, e.g.
     python tests/ops/opdb_sweep.py --triton-interpret --max-samples 2 --ops add,sum,softmax
+(tests/ops/opdb_triton_interpret.json: the whole op_db that way, 6 samples,
+--jobs 2, about half an hour on two cores).
 The interpreter rounds float32 -> bfloat16 toward zero where a GPU rounds to
 nearest even: bfloat16 results may differ from eager by one ulp there (within
 the bfloat16 tolerance). Indirect loads (gather, embedding, index) are extern
