@@ -313,7 +313,13 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
     }
     case WK_LX_CAST:
         if (e->dtype == WK_BOOL) wk_str_printf(s, "(%s != 0)", a);
-        /* a cast to a 16-bit float rounds, so .to(bfloat16).float() is not the identity */
+        /* a cast to a 16-bit float rounds, so .to(bfloat16).float() is not the identity.
+         * From an integer, bool or float64 it rounds to float32 first, as PyTorch
+         * does (its 16-bit types are built from a float): one rounding straight to
+         * 16 bits can differ above 2^24, and Triton's interpreter turns anything
+         * but a 16/32-bit float into bfloat16 bits unconverted */
+        else if (is16(e->dtype) && e->a[0]->dtype != WK_F32 && !is16(e->a[0]->dtype))
+            wk_str_printf(s, "%s.to(tl.float32).to(%s).to(tl.float32)", a, tl_memory(e->dtype));
         else if (is16(e->dtype)) wk_str_printf(s, "%s.to(%s).to(tl.float32)", a, tl_memory(e->dtype));
         else wk_str_printf(s, "%s.to(%s)", a, T);
         return 0;

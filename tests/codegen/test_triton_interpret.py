@@ -244,6 +244,26 @@ def test_16bit_loads_stores_float32_math(dtype):
 
 
 @child_only
+@pytest.mark.parametrize("src", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool, torch.float64])
+@pytest.mark.parametrize("dst", ["bfloat16", "float16"])
+def test_casts_to_16bit_round_through_float32(src, dst):
+    # what the op_db sweep under the interpreter found: int -> bfloat16 came
+    # out as raw bits (masked.mean, nanmean: a count divides a bfloat16 sum).
+    # The interpreter rounds float32 -> bfloat16 toward zero (a GPU rounds to
+    # nearest even, as PyTorch does), so bfloat16 is compared within one ulp
+    big = torch.tensor([2**24 + 2**16 + 1, -(2**24 + 3 * 2**16 + 1), 2**30 + 2**22 + 1], dtype=torch.float64)
+    x = rand((5, 6), src, seed=7) if src != torch.uint8 else rand((5, 6), torch.int32, seed=7).abs().to(src)
+    if src in (torch.int64, torch.int32, torch.float64):
+        x = torch.cat([x.flatten(), big.to(src)]).reshape(3, 11)
+    got = run(lambda g, a: [g.op("convert", [a], dtype=dst),
+                            g.op("mul", [g.op("convert", [a], dtype=dst), g.scalar(0.5)])], x)
+    want = x.to(getattr(torch, dst))
+    ulp = 2.0**-7 if dst == "bfloat16" else 0.0
+    close(got[0], want, rtol=ulp, atol=0)
+    close(got[1], want * 0.5, rtol=ulp, atol=0)
+
+
+@child_only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
 @pytest.mark.parametrize("dims", [(0,), (1,), (2,), (0, 2), (0, 1, 2)])
 def test_reduction_kinds_over_each_axis(dtype, dims):
