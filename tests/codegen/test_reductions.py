@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import wick._C as C
-from compiler_session import compile_run
+from compiler_session import compile_run, kernel_source, llc_bytes
 
 
 def values(shape, dtype, gen):
@@ -223,12 +223,6 @@ def test_float64_result_of_float32_input_adds_in_double():
         check(got, w, rtol=1e-13, atol=1e-12)
 
 
-def kernel_source(cg):
-    with open(cg.library_path[:-3] + ".c") as f:
-        src = f.read()
-    return src[src.index("/* kernel 0"):]  # the kernels, past the prelude's declarations
-
-
 @pytest.mark.parametrize("cols", [3, 257, 1000, 20000])
 def test_softmax_row_keeps_exp_for_its_normalisation(cols):
     """In a row group the sum phase keeps exp(x - max) in a per-thread row
@@ -284,17 +278,6 @@ def test_float32_column_sums_add_rows_in_float_lanes_then_double(rows, cols):
     assert ("facc" in kernel_source(cg)) == (rows > 8 and rows * cols >= 1 << 20)
 
 
-def llc_bytes():
-    """The last-level cache size the C code generator reads (cgen_c.c llc_bytes)."""
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
-            text = f.read().strip()
-    except OSError:
-        return None
-    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
-    return int(text.rstrip("KM")) * scale
-
-
 def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
     """A softmax and a layer norm whose output is larger than the last-level
     cache write it with non-temporal stores, chunk by chunk (rows of odd
@@ -325,14 +308,12 @@ def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
     cg2, (got2,) = compile_run(layer_norm_build, xf, w)
     check(got2, torch.nn.functional.layer_norm(xf, (cols,), eps=1e-5) * w, rtol=1e-4, atol=1e-5)
     src2 = kernel_source(cg2)
-    llc = llc_bytes()
-    if llc is not None:
-        streams = rows * cols * 4 >= llc
-        for s in (src, src2):
-            # (a one-thread softmax streams its lagged rows through wk_stream_scaled_f32: test_row_lag.py)
-            streamed = "wk_stream_f32(" in s or "wk_stream_scaled_f32(" in s
-            assert streamed == streams and ("__builtin_prefetch(" in s) == streams
-            assert s.count("wk_stream_fence();") == (1 if streams else 0)
+    streams = rows * cols * 4 >= llc_bytes()
+    for s in (src, src2):
+        # (a one-thread softmax streams its lagged rows through wk_stream_scaled_f32: test_row_lag.py)
+        streamed = "wk_stream_f32(" in s or "wk_stream_scaled_f32(" in s
+        assert streamed == streams and ("__builtin_prefetch(" in s) == streams
+        assert s.count("wk_stream_fence();") == (1 if streams else 0)
 
 
 @pytest.mark.parametrize("cols", [17, 256, 263, 1000])

@@ -12,24 +12,7 @@ import pytest
 import torch
 
 import wick._C as C
-from compiler_session import compile_run
-
-
-def llc_bytes():
-    """The last-level cache size the C code generator reads (cgen_c.c llc_bytes)."""
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
-            text = f.read().strip()
-    except OSError:
-        return 32 << 20
-    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
-    return int(text.rstrip("KM")) * scale
-
-
-def kernel_source(cg):
-    with open(cg.library_path[:-3] + ".c") as f:
-        src = f.read()
-    return src[src.index("/* kernel 0"):]
+from compiler_session import compile_run, kernel_source, llc_bytes
 
 
 def threads(monkeypatch, n):
