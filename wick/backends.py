@@ -473,6 +473,13 @@ class _AtenImporter:
                    if isinstance(placeholders[i].meta.get("val", t), torch.Tensor)}
         if len(devices) > 1:
             raise _Unsupported(f"inputs on several devices ({', '.join(sorted(map(str, devices)))})")
+        if not devices:
+            # no tensor input (torch.zeros(3, device="cuda"), a window function):
+            # the device the graph's own tensors are made on
+            devices = {v.device for v in (n.meta.get("val") for n in self.gm.graph.nodes if n.op == "call_function")
+                       if isinstance(v, torch.Tensor)}
+            if len(devices) > 1:
+                raise _Unsupported(f"tensors made on several devices ({', '.join(sorted(map(str, devices)))})")
         self.device = devices.pop() if devices else torch.device("cpu")
         if self.device.type not in ("cpu", "cuda"):
             raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")

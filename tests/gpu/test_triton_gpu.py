@@ -396,6 +396,50 @@ def test_indexing_is_native_on_cuda(dtype, monkeypatch):
     assert {"aten.embedding.default", "aten.gather.default"} <= externs, externs
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_index_that_is_one_value_for_the_whole_kernel(dtype):
+    """An index read at a constant offset (a one-element index tensor) is one
+    value for the whole kernel: its load has a scalar address, which Triton
+    refuses to mask with a block (the op_db sweep's index_select and
+    multi_margin_loss samples failed to compile on the H200)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+
+    def f(w, one, target):
+        return (w.index_select(0, one) * 2, w[one].sum(), torch.gather(w, 1, one.view(1, 1).expand(w.shape[0], 1)),
+                torch.nn.functional.multi_margin_loss(w[:1].float(), target))
+
+    w = rand((5, 3), dtype)
+    one = torch.tensor([2], device=DEV)
+    target = torch.tensor([1], device=DEV)
+    want = f(w, one, target)
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(w, one, target)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        close(g_, w_, 2e-2, 2e-2)
+
+
+def test_graph_without_tensor_inputs_is_compiled_for_the_device_of_its_tensors():
+    """A graph whose tensors are all made inside it (factory calls with
+    device="cuda", a window function) is a CUDA graph, not a CPU one that
+    refuses its own tensors (the op_db sweep's zeros, full, arange, linspace,
+    eye, bartlett samples fell back)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+
+    def f():
+        x = torch.linspace(0.0, 1.0, 7, device=DEV).sin() + torch.ones(7, device=DEV)
+        return x, torch.arange(3, 11, 2, device=DEV) * 2, torch.eye(3, device=DEV) + torch.full((3, 3), 0.5, device=DEV)
+
+    want = f()
+    got = torch.compile(f, backend="wick")()
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        assert g_.device == w_.device
+        close(g_, w_)
+
+
 def test_index_out_of_range_is_a_device_assert_as_in_eager():
     """An index out of range in a native CUDA indexing kernel triggers a device-side assertion, as eager's embedding
     does (it poisons the CUDA context: each case runs in a process of its
