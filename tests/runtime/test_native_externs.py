@@ -259,3 +259,123 @@ for knob in ("0", "1"):
                        env=dict(os.environ, PYTHONPATH=root))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["0", "0", "1", "1"], r.stdout
+
+
+# ---- convolution models' training ops (convolution_backward, pooling) -------
+
+def conv_case(case, dtype=torch.float32):
+    """(x, w, bias or None, stride, padding, dilation, transposed, output_padding, groups) for a convolution."""
+    if case == "1d":
+        return rand(2, 4, 11, dtype=dtype), rand(6, 4, 3, seed=1, dtype=dtype), rand(6, seed=2, dtype=dtype), \
+            [2], [1], [1], False, [0], 1
+    if case == "transposed":
+        return rand(2, 4, 5, 5, dtype=dtype), rand(4, 3, 3, 3, seed=1, dtype=dtype), rand(3, seed=2, dtype=dtype), \
+            [2, 2], [1, 1], [1, 1], True, [1, 1], 1
+    if case == "strided_grouped":
+        return rand(3, 6, 9, 8, dtype=dtype), rand(6, 2, 3, 3, seed=1, dtype=dtype), None, \
+            [2, 1], [1, 2], [2, 1], False, [0, 0], 3
+    x = rand(2, 3, 8, 7, dtype=dtype)
+    if case == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, rand(5, 3, 3, 3, seed=1, dtype=dtype), rand(5, seed=2, dtype=dtype), [1, 1], [1, 1], [1, 1], \
+        False, [0, 0], 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", ["2d", "1d", "transposed", "strided_grouped", "channels_last"])
+@pytest.mark.parametrize("mask", [(True, True, True), (False, True, False), (True, True, False), (True, False, True)])
+def test_convolution_backward(dtype, case, mask):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    x, w, b, stride, padding, dilation, transposed, output_padding, groups = conv_case(case, dtype)
+    y = aten.convolution.default(x, w, b, stride, padding, dilation, transposed, output_padding, groups)
+    gy = rand(*y.shape, seed=5, dtype=dtype)
+    if case == "channels_last":
+        gy = gy.contiguous(memory_format=torch.channels_last)
+    if b is None and mask[2]:
+        mask = (mask[0], mask[1], False)
+    bias_sizes = [b.shape[0]] if b is not None else None
+    args = (X(0), X(1), X(2), bias_sizes, stride, padding, dilation, transposed, output_padding, groups, list(mask))
+    picks = tuple(i for i in range(3) if mask[i])
+    check(aten.convolution_backward.default, [gy, x, w], args, picks=picks, **tol)
+
+
+def test_convolution_backward_picks_of_masked_results_keep_the_python_call():
+    x, w, b, *rest = conv_case("2d")
+    gy = rand(2, 5, 8, 7, seed=5)
+    args = (X(0), X(1), X(2), [5], *rest, [True, True, False])
+    # grad_bias asked for by the node but left out by output_mask: None at
+    # run time, so no native form (the Python call says what eager says)
+    metas = [meta(x), meta(w), meta(b)]
+    cg = one_extern(aten.convolution_backward.default, [gy, x, w], args, picks=(0, 1, 2), metas=metas)
+    with torch.no_grad(), pytest.raises(TypeError, match="NoneType for output 2"):
+        cg(gy, x, w)
+    assert native_calls() == 0
+
+
+def pool_input(dtype, layout, shape=(2, 3, 9, 10)):
+    x = rand(*shape, dtype=dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":
+        x = rand(shape[0], shape[1], shape[2], shape[3] * 2, dtype=dtype)[..., ::2]
+    return x
+
+
+MAX_POOLS = [  # (kernel_size, stride, padding, dilation, ceil_mode); None: left out (the schema's default)
+    ([3, 3], [2, 2], [1, 1], [1, 1], False),
+    ([2, 2], None, None, None, None),
+    ([3, 2], [2, 1], [1, 0], [2, 1], True),
+    ([3, 3], [], [0, 0], None, None),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("window", range(len(MAX_POOLS)))
+def test_max_pool2d_and_backward(dtype, layout, window):
+    x = pool_input(dtype, layout)
+    given = [a for a in MAX_POOLS[window] if a is not None]
+    fwd = check(aten.max_pool2d_with_indices.default, [x], (X(0), *given), picks=(0, 1))
+    y, idx = aten.max_pool2d_with_indices.default(x, *given)
+    torch.testing.assert_close(fwd(x)[2], idx)  # the indices, int64, as eager's
+    ks, stride, padding, dilation, ceil = MAX_POOLS[window]
+    full = (ks, stride if stride is not None else [], padding if padding is not None else [0],
+            dilation if dilation is not None else [1], bool(ceil))
+    gy = rand(*y.shape, seed=3, dtype=dtype)
+    check(aten.max_pool2d_with_indices_backward.default, [gy, x, idx], (X(0), X(1), *full, X(2)))
+
+
+AVG_POOLS = [  # (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    ([2, 2], None, None, None, None, None),
+    ([3, 3], [2, 2], [1, 1], False, True, None),
+    ([3, 2], [2, 1], [1, 0], True, False, None),
+    ([2, 3], [1, 2], [0, 1], False, True, 5),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("window", range(len(AVG_POOLS)))
+def test_avg_pool2d_and_backward(dtype, layout, window):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    x = pool_input(dtype, layout)
+    ks, stride, padding, ceil, cip, div = AVG_POOLS[window]
+    given = [ks] + ([stride, padding, ceil, cip] if stride is not None else [])
+    kw = {"divisor_override": div} if div is not None else {}
+    check(aten.avg_pool2d.default, [x], (X(0), *given), kw or None, **tol)
+    y = aten.avg_pool2d.default(x, *given, **kw)
+    gy = rand(*y.shape, seed=3, dtype=dtype)
+    full = (ks, stride if stride is not None else [], padding if padding is not None else [0], bool(ceil),
+            True if cip is None else cip, div)
+    check(aten.avg_pool2d_backward.default, [gy, x], (X(0), X(1), *full), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("output_size", [[1, 1], [3, 4], [5, 5]])
+def test_adaptive_avg_pool2d_and_backward(dtype, layout, output_size):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    x = pool_input(dtype, layout)
+    check(aten._adaptive_avg_pool2d.default, [x], (X(0), output_size), **tol)
+    gy = rand(*aten._adaptive_avg_pool2d.default(x, output_size).shape, seed=3, dtype=dtype)
+    check(aten._adaptive_avg_pool2d_backward.default, [gy, x], (X(0), X(1)), **tol)
