@@ -1,8 +1,10 @@
 """Extern calls made through PyTorch's C shim (csrc/runtime/shim_ops.c):
-matmuls, convolution and attention called from C with no Python call,
-compared with eager; and the cases that must keep the Python call (grad
-mode on, a dispatch mode, a tensor subclass, integer results, a wrapped
-callable, WICK_NATIVE_EXTERNS=0)."""
+matmuls, convolution and its backward, pooling and its backward, and
+attention called from C with no Python call, compared with eager (also a
+small ResNet's training step through torch.compile); and the cases that must
+keep the Python call (grad mode on, a dispatch mode, a tensor subclass,
+integer results, a wrapped callable, results output_mask leaves out,
+WICK_NATIVE_EXTERNS=0)."""
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
