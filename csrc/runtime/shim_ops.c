@@ -2,8 +2,8 @@
  *
  * The extern calls that real models make most (matmuls, convolutions and
  * their backward, pooling and its backward, attention) go through PyTorch's
- * C shim instead of a Python call of the
- * OpOverload: the per-device functions AOTInductor's compiled models call
+ * C shim instead of a Python call of the OpOverload: the per-device
+ * functions AOTInductor's compiled models call
  * (torch/csrc/inductor/aoti_torch/generated/c_shim_{cpu,cuda}.h:
  * aoti_torch_cpu_mm_out, aoti_torch_cuda_convolution, ...), found with dlsym
  * in the libtorch_cpu / libtorch_cuda this process loaded. A Python call
@@ -21,16 +21,16 @@
  * functorch transform active. Otherwise, or when the shim reports an error,
  * wk_native_call_run answers 0 before anything ran and the runtime makes the
  * Python call, which gives eager's behaviour (and eager's error). Only
- * floating-point results go native (integer matmuls keep the Python call).
- * (max pooling's int64 indices are the exception: they are integers by
- * definition). Attention goes native without dropout only (dropout_p == 0).
- * convolution_backward goes native when every result the graph reads is one
- * its output_mask asks for (the others are undefined tensors). Each op has
- * its CPU and CUDA symbol (same signatures); the CUDA entries of the
- * convolution-backward and pooling ops were written from c_shim_cuda.h and
- * have not run on a GPU yet. Batch norm has no shim function (16-bit batch
- * norm, kept extern by wick/backends.py, stays a Python call). Profiler
- * traces show these calls' device kernels but not their aten:: CPU events.
+ * floating-point results go native (integer matmuls keep the Python call),
+ * max pooling's int64 indices apart (integers whatever the input). Attention
+ * goes native without dropout only (dropout_p == 0). convolution_backward
+ * goes native when every result the graph reads is one its output_mask asks
+ * for (the others are undefined tensors). Each op has its CPU and CUDA
+ * symbol (same signatures); the CUDA entries of convolution_backward and the
+ * pooling ops follow c_shim_cuda.h and have not run on a GPU yet. Batch norm
+ * has no shim function: 16-bit batch norm, which wick/backends.py keeps
+ * extern, stays a Python call. Profiler traces show these calls' device
+ * kernels but not their aten:: CPU events.
  *
  * WICK_NATIVE_EXTERNS=0 (read when a graph is compiled) turns it off.
  *
