@@ -4,12 +4,13 @@ torch.compile(backend="wick") on the CPU: how many go through Python and how
 many through the C shim (csrc/runtime/shim_ops.c), their host time, and the
 step's wall time. One process per variant, variants interleaved by rounds.
 
-    python bench/convnet_externs.py [--root DIR ...] [--batch N] [--size S] [--rounds R] [--steps K]
+    python bench/convnet_externs.py [--root DIR ...] [--batch N] [--size S] [--rounds R] [--steps K] [--autocast]
 
 --root (repeatable) picks the wick checkouts to compare (default: this one);
 each root also runs with WICK_NATIVE_EXTERNS=0 (every extern through Python).
 The model is tests/runtime/test_native_externs.py's SmallResNet (float32,
-batch norm in train mode), defined again here so that any root can run it.
+batch norm in train mode), defined again here so that any root can run it;
+--autocast runs it under bfloat16 autocast.
 """
 import argparse
 import json
@@ -46,13 +47,15 @@ class Net(nn.Module):
         x = self.pool(F.relu(self.bn(self.stem(x))))
         return self.fc(torch.flatten(self.avg(self.blocks(x)), 1))
 
-batch, size, steps = (int(v) for v in sys.argv[1:4])
+batch, size, steps, autocast = (int(v) for v in sys.argv[1:5])
 torch.manual_seed(0)
 model = Net()
 x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
 compiled = torch.compile(model, backend="wick")
 def step():
-    F.cross_entropy(compiled(x), y).backward()
+    with torch.autocast("cpu", torch.bfloat16, enabled=bool(autocast)):
+        loss = F.cross_entropy(compiled(x), y)
+    loss.backward()
     model.zero_grad(set_to_none=True)
 for _ in range(3):
     step()
@@ -77,6 +80,7 @@ def main():
     p.add_argument("--size", type=int, default=32)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--autocast", action="store_true", help="bfloat16 autocast (16-bit batch norm stays extern)")
     a = p.parse_args()
     roots = a.root or [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
     variants = [(r, knob) for r in roots for knob in ("1", "0")]
@@ -85,12 +89,12 @@ def main():
         for root, knob in variants:
             env = dict(os.environ, WICK_ROOT=root, WICK_HOST_PROFILE="1", WICK_NATIVE_EXTERNS=knob,
                        OMP_NUM_THREADS="1")
-            r = subprocess.run([sys.executable, "-c", CHILD, str(a.batch), str(a.size), str(a.steps)],
+            r = subprocess.run([sys.executable, "-c", CHILD, str(a.batch), str(a.size), str(a.steps), str(int(a.autocast))],
                                capture_output=True, text=True, env=env, timeout=900)
             if r.returncode:
                 sys.exit(r.stderr[-3000:])
             results[(root, knob)].append(json.loads(r.stdout.strip().splitlines()[-1]))
-    print(f"small ResNet training step, float32, batch {a.batch}, {a.size}x{a.size}, 1 thread; "
+    print(f"small ResNet training step, {'bf16 autocast' if a.autocast else 'float32'}, batch {a.batch}, {a.size}x{a.size}, 1 thread; "
           f"medians over {a.rounds} processes of {a.steps} steps")
     print("| root | WICK_NATIVE_EXTERNS | step ms | Python externs/step (ms) | native externs/step (ms) |")
     print("| --- | --- | --- | --- | --- |")
