@@ -19,8 +19,9 @@
  * tensors exact torch.Tensor or Parameter, no TorchDispatchMode and no
  * functorch transform active. Otherwise, or when the shim reports an error,
  * wk_native_call_run answers 0 before anything ran and the runtime makes the
- * Python call, which gives eager's behaviour (and eager's error). Only
- * floating-point results go native (integer matmuls keep the Python call).
+ * Python call, which gives eager's behaviour (and eager's error). Matmuls
+ * and attention go native only for floating-point results (integer matmuls
+ * keep the Python call); cumsum for any dtype (models sum integer masks).
  * Attention goes native without dropout only (dropout_p == 0). Profiler
  * traces show these calls' device kernels but not their aten:: CPU events.
  *
@@ -52,6 +53,7 @@ typedef enum {
     OP_EFFICIENT_ATTENTION, /* CUDA: 4 tensors */
     OP_CUDNN_ATTENTION,     /* CUDA: as flash */
     OP_FLASH_ATTENTION_CPU, /* CPU: 2 tensors */
+    OP_CUMSUM,
     OP_COUNT
 } NativeOp;
 
@@ -72,6 +74,7 @@ static const struct {
                             "aoti_torch_cuda__scaled_dot_product_cudnn_attention", 9},
     [OP_FLASH_ATTENTION_CPU] = {"aten._scaled_dot_product_flash_attention_for_cpu.default",
                                 "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu", NULL, 2},
+    [OP_CUMSUM] = {"aten.cumsum.default", "aoti_torch_cpu_cumsum", "aoti_torch_cuda_cumsum", 1},
 };
 
 enum { MAX_TENSORS = 4, MAX_RESULTS = WK_NATIVE_MAX_OUTPUTS, MAX_SPATIAL = 3 };
@@ -88,6 +91,7 @@ struct WkNativeCall {
     int is_causal, compute_log_sumexp; /* attention */
     int has_scale;
     double scale;
+    int64_t dim;                /* cumsum */
     int nout;
     int pick[MAX_RESULTS];      /* result position of output k */
     int cuda_device;            /* -1: CPU */
@@ -374,6 +378,10 @@ static int parse(WkNativeCall *c, const Args *a, int npicks) {
         return a->nargs <= 5 && only_keywords(a, cpu_flash_kw) && qkv_args(a, c) &&
                tensor_arg(a, KEYWORD_ONLY, "attn_mask", 1, &c->tensor[3]) && no_dropout(a, 3) &&
                const_bool(a, 4, "is_causal", 0, &c->is_causal) && scale_arg(a, c);
+    case OP_CUMSUM: /* no dtype=: the kernel's own result dtype (int64 for integers and bool) */
+        c->ntensors = 1;
+        return a->nargs == 2 && only_keywords(a, none_kw) && tensor_arg(a, 0, "self", 0, &c->tensor[0]) &&
+               const_int(a, 1, "dim", &c->dim);
     default: return 0;
     }
 }
@@ -433,6 +441,7 @@ typedef AOTITorchError (*CudnnAttention)(AtenTensorHandle, AtenTensorHandle, Ate
                                          int32_t, double, int32_t, int32_t, double *, AtenTensorHandle *,
                                          AtenTensorHandle *, AtenTensorHandle *, AtenTensorHandle *, int64_t *,
                                          int64_t *, AtenTensorHandle *, AtenTensorHandle *, AtenTensorHandle *);
+typedef AOTITorchError (*Cumsum)(AtenTensorHandle, int64_t, int32_t *, AtenTensorHandle *);
 typedef AOTITorchError (*CpuFlashAttention)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, double, int32_t,
                                             AtenTensorHandle *, double *, AtenTensorHandle *, AtenTensorHandle *);
 
@@ -449,7 +458,8 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
             return 0;
         if (!(h[t] = wk_shim_handle(x))) return 0;
     }
-    for (int k = 0; k < c->nout; k++)
+    /* matmuls and attention: floating results only (integer matmuls keep the Python call) */
+    for (int k = 0; k < c->nout && c->op != OP_CUMSUM; k++)
         if (!wk_dtype_is_float(out_dtype[k])) return 0;
     if (!plain_context() || !wk_shim_available() || (c->cuda_device >= 0 && !wk_shim_cuda_available())) return 0;
     double scale_store = c->scale, *scale = c->has_scale ? &scale_store : NULL;
@@ -497,6 +507,7 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
     case OP_FLASH_ATTENTION_CPU:
         err = ((CpuFlashAttention)c->fn)(h[0], h[1], h[2], 0.0, c->is_causal, opt, scale, &res[0], &res[1]);
         break;
+    case OP_CUMSUM: err = ((Cumsum)c->fn)(h[0], c->dim, NULL, &res[0]); break;
     default: return 0;
     }
     if (err) {
