@@ -548,11 +548,24 @@ Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, Py
 
 /* ---- *_like, min/max of two tensors, gather, diff, cumsum ------------------ */
 
-enum { ZEROS_LIKE, ONES_LIKE, FULL_LIKE, EMPTY_LIKE, MIN2, MAX2, GATHER, DIFF, CUMSUM, NMORE };
+enum { ZEROS_LIKE, ONES_LIKE, FULL_LIKE, EMPTY_LIKE, MIN2, MAX2, GATHER, DIFF, CUMSUM, CONV2D, NMORE };
 static const char *const more_names[NMORE] = {"zeros_like", "ones_like", "full_like", "empty_like", "min",
-                                              "max",        "gather",    "diff",      "cumsum"};
+                                              "max",        "gather",    "diff",      "cumsum",     "conv2d"};
 static PyObject *more_fns[NMORE]; /* strong, for the process: torch.<name> */
-static PyObject *minimum_fn, *maximum_fn, *narrow_fn, *aten_cumsum, *preserve_format, *contiguous_format;
+static PyObject *minimum_fn, *maximum_fn, *narrow_fn, *aten_cumsum, *aten_convolution, *preserve_format,
+    *contiguous_format, *cross_entropy_fn;
+
+/* torch.ops.aten.<name>.default, new reference or NULL */
+static PyObject *aten_default_Ref(const char *name) {
+    PyObject *ops = PyObject_GetAttrString(cap_torch_mod, "ops");
+    PyObject *aten = ops ? PyObject_GetAttrString(ops, "aten") : NULL;
+    PyObject *packet = aten ? PyObject_GetAttrString(aten, name) : NULL;
+    PyObject *r = packet ? PyObject_GetAttrString(packet, "default") : NULL;
+    Py_XDECREF(ops);
+    Py_XDECREF(aten);
+    Py_XDECREF(packet);
+    return r;
+}
 
 static int more_ready(void) {
     static int state; /* 0 unresolved, 1 resolved, -1 not available */
@@ -560,18 +573,15 @@ static int more_ready(void) {
     state = -1;
     int ok = 1;
     for (int k = 0; ok && k < NMORE; k++) ok = (more_fns[k] = PyObject_GetAttrString(cap_torch_mod, more_names[k])) != NULL;
-    PyObject *ops = ok ? PyObject_GetAttrString(cap_torch_mod, "ops") : NULL;
-    PyObject *aten = ops ? PyObject_GetAttrString(ops, "aten") : NULL;
-    PyObject *packet = aten ? PyObject_GetAttrString(aten, "cumsum") : NULL;
-    aten_cumsum = packet ? PyObject_GetAttrString(packet, "default") : NULL;
-    Py_XDECREF(ops);
-    Py_XDECREF(aten);
-    Py_XDECREF(packet);
-    ok = aten_cumsum && (minimum_fn = PyObject_GetAttrString(cap_torch_mod, "minimum")) &&
+    ok = ok && (aten_cumsum = aten_default_Ref("cumsum")) && (aten_convolution = aten_default_Ref("convolution")) &&
+         (minimum_fn = PyObject_GetAttrString(cap_torch_mod, "minimum")) &&
          (maximum_fn = PyObject_GetAttrString(cap_torch_mod, "maximum")) &&
          (narrow_fn = PyObject_GetAttrString(cap_torch_mod, "narrow")) &&
          (preserve_format = PyObject_GetAttrString(cap_torch_mod, "preserve_format")) &&
          (contiguous_format = PyObject_GetAttrString(cap_torch_mod, "contiguous_format"));
+    PyObject *functional = ok ? PyImport_ImportModule("torch.nn.functional") : NULL;
+    ok = functional && (cross_entropy_fn = PyObject_GetAttrString(functional, "cross_entropy"));
+    Py_XDECREF(functional);
     PyErr_Clear();
     if (ok) state = 1;
     return state == 1;
@@ -743,6 +753,133 @@ static Sv *cumsum_call(Interp *I, const Args *a) {
     return cap_extern_call(I, aten_cumsum, "aten.cumsum.default", pos, 2, NULL, NULL, 0);
 }
 
+static int plain_matmul_operands(Interp *I, Sv *const *ts, int n);
+
+/* One or two ints (conv2d's stride, padding, dilation) as a pair. */
+static int int_pair(const Sv *s, int64_t dflt, int64_t *out) {
+    int n = 0;
+    if (!s) {
+        out[0] = out[1] = dflt;
+        return 1;
+    }
+    if (const_int(s, &out[0])) {
+        out[1] = out[0];
+        return 1;
+    }
+    if (!const_ints(s, out, 2, &n)) return 0;
+    if (n == 1) out[1] = out[0];
+    return n == 1 || n == 2;
+}
+
+/* torch.conv2d (F.conv2d) of a batched input with int paddings: eager's
+ * aten.convolution call (transposed False, no output padding), which the
+ * runtime makes through the C shim */
+static Sv *conv2d_call(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups", NULL};
+    if (!arguments_known(a, 7, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *w = arg_of(a, 1, "weight"), *b = arg_of(a, 2, "bias");
+    int64_t stride[2], padding[2], dilation[2], groups = 1;
+    Sv *groups_sv = arg_of(a, 6, "groups");
+    if (!int_pair(arg_of(a, 3, "stride"), 1, stride) || !int_pair(arg_of(a, 4, "padding"), 0, padding) ||
+        !int_pair(arg_of(a, 5, "dilation"), 1, dilation) || (groups_sv && !const_int(groups_sv, &groups)))
+        return NULL;
+    Sv *operands[3] = {x, w, b};
+    int has_bias = !is_none(b);
+    if (!x || !w || !plain_matmul_operands(I, operands, has_bias ? 3 : 2) || CAP_FAILED(I)) return NULL;
+    const WkValue *xm = cap_sv_meta(I, x), *wm = cap_sv_meta(I, w);
+    if (xm->ndim != 4 || wm->ndim != 4) return NULL; /* unbatched input: conv2d unsqueezes first */
+    PyObject *st = Py_BuildValue("(LL)", (long long)stride[0], (long long)stride[1]);
+    PyObject *pd = Py_BuildValue("(LL)", (long long)padding[0], (long long)padding[1]);
+    PyObject *dl = Py_BuildValue("(LL)", (long long)dilation[0], (long long)dilation[1]);
+    PyObject *op = Py_BuildValue("(ii)", 0, 0), *gr = PyLong_FromLongLong(groups);
+    if (!st || !pd || !dl || !op || !gr) {
+        Py_XDECREF(st);
+        Py_XDECREF(pd);
+        Py_XDECREF(dl);
+        Py_XDECREF(op);
+        Py_XDECREF(gr);
+        return PyErr_Clear(), NULL;
+    }
+    Sv *pos[9] = {x, w, has_bias ? b : sv_const(I, Py_None), sv_const_Steal(I, st), sv_const_Steal(I, pd),
+                  sv_const_Steal(I, dl), sv_const(I, Py_False), sv_const_Steal(I, op), sv_const_Steal(I, gr)};
+    return cap_extern_call(I, aten_convolution, "aten.convolution.default", pos, 9, NULL, NULL, 0);
+}
+
+/* F.cross_entropy(input [N, C] floating, target [N] int64 class indices,
+ * no weight, no label smoothing) -> eager's log_softmax and nll_loss as
+ * nodes: LOG_SOFTMAX over classes, the target's entry of each row (GATHER;
+ * an ignored row reads class 0 and is zeroed after), negated; summed for
+ * 'sum', divided by the count of rows not ignored for 'mean' (0/0 is NaN,
+ * as eager's). A target out of range makes the kernel raise, and the frame
+ * runs again eagerly for eager's own error. */
+
+static Sv *cross_entropy_nodes(Interp *I, const Args *a) {
+    static const char *const names[] = {"input",  "target",    "weight",          "size_average", "ignore_index",
+                                        "reduce", "reduction", "label_smoothing", NULL};
+    if (!arguments_known(a, 8, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *t = arg_of(a, 1, "target"), *ig_sv = arg_of(a, 4, "ignore_index"),
+       *red_sv = arg_of(a, 6, "reduction"), *ls = arg_of(a, 7, "label_smoothing");
+    int64_t ignore = -100;
+    if (!x || !t || x->kind != SV_TENSOR || t->kind != SV_TENSOR || !is_none(arg_of(a, 2, "weight")) ||
+        !is_none(arg_of(a, 3, "size_average")) || !is_none(arg_of(a, 5, "reduce")) ||
+        (ig_sv && !const_int(ig_sv, &ignore)))
+        return NULL;
+    if (ls && !(ls->kind == SV_CONST && (PyFloat_CheckExact(ls->obj) || PyLong_CheckExact(ls->obj)) &&
+                PyFloat_AsDouble(ls->obj) == 0.0))
+        return PyErr_Clear(), NULL;
+    const char *red = "mean";
+    if (red_sv && !(red_sv->kind == SV_CONST && PyUnicode_Check(red_sv->obj) && (red = PyUnicode_AsUTF8(red_sv->obj))))
+        return PyErr_Clear(), NULL;
+    int mean = strcmp(red, "mean") == 0, sum = strcmp(red, "sum") == 0, none = strcmp(red, "none") == 0;
+    if (!mean && !sum && !none) return NULL;
+    const WkValue *xm = cap_sv_meta(I, x), *tm = xm ? cap_sv_meta(I, t) : NULL;
+    /* float32/float64 (16-bit inputs sum in eager's own precision), outside autocast */
+    if (!tm || xm->ndim != 2 || tm->ndim != 1 || (xm->dtype != WK_F32 && xm->dtype != WK_F64) ||
+        tm->dtype != WK_I64 || !same_device(xm, tm) || !static_sizes(xm) || !static_sizes(tm) ||
+        !indexing_native_on(xm))
+        return NULL;
+    int64_t n = cap_const_size(xm, 0), classes = cap_const_size(xm, 1);
+    if (cap_const_size(tm, 0) != n || classes < 1) return NULL;
+    int ac = cap_autocast_dtype(I, xm->device.type);
+    if (ac != -1) return PyErr_Clear(), NULL;
+    PyObject *ig = PyLong_FromLongLong(ignore), *zero = PyLong_FromLong(0), *fzero = PyFloat_FromDouble(0.0);
+    int ig_v = ig ? cap_scalar_value(I, ig) : -1, zero_v = zero ? cap_scalar_value(I, zero) : -1,
+        fzero_v = fzero ? cap_scalar_value(I, fzero) : -1;
+    Py_XDECREF(ig);
+    Py_XDECREF(zero);
+    Py_XDECREF(fzero);
+    PyErr_Clear();
+    if (ig_v < 0 || zero_v < 0 || fzero_v < 0 || CAP_FAILED(I)) return NULL;
+    WkAttrs rows = {0};
+    rows.ndims = 1;
+    rows.dims[0] = 1;
+    Sv *lsm = try_node(I, WK_OP_LOG_SOFTMAX, &xm->id, 1, &rows);
+    int ne_in[2] = {tm->id, ig_v};
+    Sv *valid = lsm ? try_node(I, WK_OP_NE, ne_in, 2, NULL) : NULL;
+    int where_in[3] = {valid ? valid->value : -1, tm->id, zero_v};
+    Sv *safe = valid ? try_node(I, WK_OP_WHERE, where_in, 3, NULL) : NULL;
+    int64_t col[2] = {n, 1}, flat[1] = {n};
+    Sv *safe_col = safe ? cap_view_as_shape(I, safe, 2, col) : NULL;
+    if (!safe_col) return NULL;
+    int64_t class_dim = 1;
+    WkAttrs g = {0};
+    g.nints = 1;
+    g.ints = &class_dim;
+    int gather_in[2] = {lsm->value, safe_col->value};
+    Sv *picked = try_node(I, WK_OP_GATHER, gather_in, 2, &g);
+    Sv *picked_row = picked ? cap_view_as_shape(I, picked, 1, flat) : NULL;
+    Sv *neg = picked_row ? try_node(I, WK_OP_NEG, &picked_row->value, 1, NULL) : NULL;
+    int zeroed_in[3] = {valid->value, neg ? neg->value : -1, fzero_v};
+    Sv *loss = neg ? try_node(I, WK_OP_WHERE, zeroed_in, 3, NULL) : NULL;
+    if (!loss || none) return loss;
+    WkAttrs all = {0};
+    Sv *total = try_node(I, WK_OP_SUM, &loss->value, 1, &all);
+    if (!total || sum) return total;
+    Sv *count = try_node(I, WK_OP_SUM, &valid->value, 1, &all);
+    int div_in[2] = {total->value, count ? count->value : -1};
+    return count ? try_node(I, WK_OP_DIV, div_in, 2, NULL) : NULL;
+}
+
 static Sv *more_call(Interp *I, int which, const Args *a) {
     switch (which) {
     case ZEROS_LIKE:
@@ -754,12 +891,14 @@ static Sv *more_call(Interp *I, int which, const Args *a) {
     case GATHER: return gather_node(I, a);
     case DIFF: return diff_nodes(I, a);
     case CUMSUM: return cumsum_call(I, a);
+    case CONV2D: return conv2d_call(I, a);
     default: return NULL;
     }
 }
 
 Sv *cap_more_torch_call(Interp *I, PyObject *fn, const Args *a) {
     if (!fn || !more_ready()) return NULL;
+    if (fn == cross_entropy_fn) return cross_entropy_nodes(I, a);
     for (int k = 0; k < NMORE; k++)
         if (fn == more_fns[k]) return more_call(I, k, a);
     return NULL;
