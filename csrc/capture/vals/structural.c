@@ -292,8 +292,9 @@ static int arange_bound(const Sv *s, PyObject **out) {
 }
 
 /* The device argument: an explicit torch.device or device string naming
- * the CPU or an indexed CUDA device (the default device and a bare "cuda",
- * the current one, are state capture does not guard). */
+ * the CPU or an indexed CUDA device (a bare "cuda", the current one, is
+ * state capture does not guard; a missing one is the default device,
+ * default_device below). */
 static int explicit_device(const Sv *s, WkDevice *dev) {
     if (!s || s->kind != SV_CONST || !cap_device_type) return 0;
     PyObject *d = PyUnicode_Check(s->obj) ? PyObject_CallOneArg(cap_device_type, s->obj) : Py_NewRef(s->obj);
