@@ -21,7 +21,8 @@ enqueue 10 calls (perf_counter, no sync inside), torch.profiler's device
 kernel time and count per call, and for wick variants wick's host time per
 phase (WICK_HOST_PROFILE=1: CompiledGraph call, buffer allocation, launches,
 extern calls, their output checks, views), per call. Relative error of the
-output against eager's (whole output, float). DEVICE=cpu runs the same on
+output against eager's (whole output, float). PROFILE_TOP=N: each variant's
+N kernels with the most device time. DEVICE=cpu runs the same on
 the CPU (wall clock, no profiler): to try the script without a GPU."""
 import copy
 import os
@@ -137,20 +138,32 @@ def host_time(fn, n=10):
 
 
 def device_time(fn, n=5):
+    """(device ms per call, kernels per call, {kernel name: (ms, count) per call})."""
     if DEVICE != "cuda":
-        return 0.0, 0
+        return 0.0, 0, {}
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(n):
             fn()
         torch.cuda.synchronize()
-    total, count = 0.0, 0
+    total, count, by_name = 0.0, 0, {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             total += e.device_time
             count += 1
-    return total / n / 1000.0, count / n
+            t, c = by_name.get(e.name, (0.0, 0))
+            by_name[e.name] = (t + e.device_time / n / 1000.0, c + 1 / n)
+    return total / n / 1000.0, count / n, by_name
+
+
+def print_top_kernels(name, v, by_name, top):
+    """The top kernels by device time (PROFILE_TOP=N): where a variant's device
+    time goes, to set beside another variant's."""
+    rows = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
+    print(f"  {name} {v} top {top} kernels (ms/call, count/call, name):", flush=True)
+    for k, (ms, c) in rows:
+        print(f"    {ms:8.3f} {c:5.1f}  {k[:110]}", flush=True)
 
 
 def main():
@@ -234,6 +247,9 @@ def main():
                   f"{prof[v][1]:.0f} | {first[v]:.1f} | {errs[v]:.1e} |", flush=True)
         for v, p in phases.items():
             print(f"  {spec.name} {v} wick host phases per call (count, ms): {p}", flush=True)
+        if int(os.environ.get("PROFILE_TOP", "0")):
+            for v in fns:
+                print_top_kernels(spec.name, v, prof[v][2], int(os.environ["PROFILE_TOP"]))
         del fns, base, built
         if DEVICE == "cuda":
             torch.cuda.empty_cache()

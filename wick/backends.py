@@ -334,23 +334,50 @@ def _wick_decompositions():
         # batch norm (inference and training) and group norm: statistics and
         # the normalisation as native reductions and pointwise work
         aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
-        aten._native_batch_norm_legit_functional,
+        aten._native_batch_norm_legit_functional, aten._batch_norm_with_update_functional,
         aten.native_group_norm, aten.native_batch_norm_backward, aten.native_group_norm_backward,
         # the cross-entropy loss: a gather, a masked sum and a one-element
         # scatter that fuse with log_softmax and its backward (an extern
         # nll_loss_backward zero-fills a logits-sized tensor first)
         aten.nll_loss_forward, aten.nll_loss_backward,
     ])
-    # Batch norm in eval mode on CUDA is decomposed for 16-bit inputs too (as
-    # inductor does): float32 arithmetic with one rounding at the end, so the
-    # normalisation fuses with the convolution's epilogue (ReLU, the residual
-    # add) instead of a cuDNN pass of its own. The result may differ from
-    # cuDNN's in the last bit of a bfloat16 (another order of float32 steps).
-    eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
+    # Batch and group norm on CUDA are decomposed for 16-bit inputs too, in
+    # training as in eval (as inductor does): float32 arithmetic with one
+    # rounding at the end, so the statistics and the normalisation fuse with
+    # the convolution's epilogue (ReLU, the residual add) and the backward's
+    # sums with their neighbours, instead of cuDNN passes of their own. The
+    # result may differ from cuDNN's in the last bit of a bfloat16 (another
+    # order of float32 steps). On the CPU 16-bit inputs keep eager's kernels.
+    norms = {aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
+             aten._native_batch_norm_legit_functional, aten._batch_norm_with_update_functional,
+             aten.native_batch_norm_backward, aten.native_group_norm, aten.native_group_norm_backward}
+    cuda_16bit = {ov for packet in norms for ov in (getattr(packet, name) for name in packet.overloads())}
     for op, fn in wide.items():
-        table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
+        table[op] = _wide_floats_only(torch, fn, cuda_16bit=op in cuda_16bit)
     table[aten.cumsum.default] = _cumsum_converted_first(torch)
+    table[aten.convolution.default] = _conv_bias_as_add(torch)
     return table
+
+
+def _conv_bias_as_add(torch, devices=("cuda",)):
+    """A convolution with a bias, on CUDA: the convolution without it, then
+    the bias added as a pointwise op of the graph, which fuses into the
+    kernel after it (ConvNeXt's layer norm, an activation). Eager's cuDNN
+    convolutions add the bias in a pass of their own over the output (40 of
+    ConvNeXt-B's 338 kernels, 0.9 of its 10.4 ms on the H200); inductor
+    splits it off the same way. The sum is rounded as eager's is when nothing
+    fuses (the convolution's result in its dtype, then a float32 add); fused,
+    the rounding after the add is left to the consumer. On the CPU oneDNN adds
+    the bias inside the convolution, so it stays there."""
+    aten = torch.ops.aten
+
+    def decompose(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+        if bias is None or x.device.type not in devices or x.dtype != bias.dtype:
+            return NotImplemented
+        out = aten.convolution.default(x, weight, None, stride, padding, dilation, transposed, output_padding, groups)
+        return aten.add.Tensor(out, aten.view.default(bias, [1, bias.shape[0]] + [1] * (out.dim() - 2)))
+
+    return decompose
 
 
 def _cumsum_converted_first(torch):
@@ -373,18 +400,13 @@ def _cumsum_converted_first(torch):
     return decompose
 
 
-def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
+def _wide_floats_only(torch, fn, cuda_16bit=False):
     """fn for float32/float64 inputs only (NotImplemented keeps the op as it
-    is). cuda_eval_training_arg: a batch norm that also takes 16-bit inputs on
-    CUDA when it is not training (None: the op never trains; k: args[k] says)."""
+    is); cuda_16bit: float16/bfloat16 inputs too when every tensor is on CUDA."""
     def decompose(*args, **kwargs):
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
-            if cuda_eval_training_arg == -1 or not all(t.device.type == "cuda" for t in tensors):
-                return NotImplemented
-            k = cuda_eval_training_arg
-            training = kwargs.get("training", args[k] if k is not None and k < len(args) else False)
-            if training is not False:
+            if not cuda_16bit or not all(t.device.type == "cuda" for t in tensors):
                 return NotImplemented
         return fn(*args, **kwargs)
 
@@ -473,6 +495,13 @@ class _AtenImporter:
                    if isinstance(placeholders[i].meta.get("val", t), torch.Tensor)}
         if len(devices) > 1:
             raise _Unsupported(f"inputs on several devices ({', '.join(sorted(map(str, devices)))})")
+        if not devices:
+            # no tensor input (torch.zeros(3, device="cuda"), a window function):
+            # the device the graph's own tensors are made on
+            devices = {v.device for v in (n.meta.get("val") for n in self.gm.graph.nodes if n.op == "call_function")
+                       if isinstance(v, torch.Tensor)}
+            if len(devices) > 1:
+                raise _Unsupported(f"tensors made on several devices ({', '.join(sorted(map(str, devices)))})")
         self.device = devices.pop() if devices else torch.device("cpu")
         if self.device.type not in ("cpu", "cuda"):
             raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")

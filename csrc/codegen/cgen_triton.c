@@ -53,7 +53,7 @@ typedef struct {
     int nexprs;
     char **xname;       /* [nexprs] function-scope names (nodes not on the r axis) */
     char **rname;       /* [nexprs] r-axis names, valid in the current phase/loop */
-    signed char *raxis; /* [nexprs] node depends on an r-axis variable: 1/0, -1 unknown */
+    signed char *raxis; /* [nexprs] the axes a node's value varies along (expr_axes), -1 unknown */
     const char **vtext; /* by pool var: the variable's definition text, NULL if not bound */
     signed char *vaxis; /* by pool var: 1 x axis, 2 r axis, 0 unbound */
     int nvars;
@@ -184,14 +184,18 @@ static int sym_axes(const TGen *g, const WkSym *s) {
     return sym_axes(g, s->a) | sym_axes(g, s->b);
 }
 
-static int on_r(TGen *g, const WkLExpr *e) {
+/* The axes (1 x, 2 r) e's value varies along; 0: one value for the whole
+ * kernel (a load at a constant offset, a constant). */
+static int expr_axes(TGen *g, const WkLExpr *e) {
     if (g->raxis[e->id] >= 0) return g->raxis[e->id];
     int d = 0;
-    if (e->op == WK_LX_READ || e->op == WK_LX_INDEX) d = (sym_axes(g, e->idx[0]) & 2) != 0;
-    for (int k = 0; k < e->nargs && !d; k++) d = on_r(g, e->a[k]);
+    if (e->op == WK_LX_READ || e->op == WK_LX_INDEX) d = sym_axes(g, e->idx[0]);
+    for (int k = 0; k < e->nargs && d != 3; k++) d |= expr_axes(g, e->a[k]);
     g->raxis[e->id] = (signed char)d;
     return d;
 }
+
+static int on_r(TGen *g, const WkLExpr *e) { return (expr_axes(g, e) & 2) != 0; }
 
 /* ---- expressions ------------------------------------------------------- */
 
@@ -257,7 +261,11 @@ static int bind_indirect(TGen *g, const WkLExpr *e) {
         }
         g->vtext[var] = ref(g, e->a[k]);
         if (!g->vtext[var]) return -1;
-        g->vaxis[var] = (signed char)(1 | (on_r(g, e->a[k]) ? 2 : 0));
+        /* an index that is one value for the whole kernel (x[i[0]]) makes a
+         * scalar address: a block mask on it is an error in Triton, so its
+         * load takes none (the index is clamped into bounds already) */
+        int axes = expr_axes(g, e->a[k]);
+        g->vaxis[var] = (signed char)(axes & 2 ? 3 : axes ? 1 : 0);
     }
     return 0;
 }

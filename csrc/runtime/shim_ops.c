@@ -1,8 +1,9 @@
 /* shim_ops.c — extern calls made from C, with no Python between steps.
  *
- * The extern calls that real models make most (matmuls, convolutions,
- * attention) go through PyTorch's C shim instead of a Python call of the
- * OpOverload: the per-device functions AOTInductor's compiled models call
+ * The extern calls that real models make most (matmuls, convolutions and
+ * their backward, pooling and its backward, attention) go through PyTorch's
+ * C shim instead of a Python call of the OpOverload: the per-device
+ * functions AOTInductor's compiled models call
  * (torch/csrc/inductor/aoti_torch/generated/c_shim_{cpu,cuda}.h:
  * aoti_torch_cpu_mm_out, aoti_torch_cuda_convolution, ...), found with dlsym
  * in the libtorch_cpu / libtorch_cuda this process loaded. A Python call
@@ -19,11 +20,18 @@
  * tensors exact torch.Tensor or Parameter, no TorchDispatchMode and no
  * functorch transform active. Otherwise, or when the shim reports an error,
  * wk_native_call_run answers 0 before anything ran and the runtime makes the
- * Python call, which gives eager's behaviour (and eager's error). Matmuls
- * and attention go native only for floating-point results (integer matmuls
- * keep the Python call); cumsum for any dtype (models sum integer masks).
- * Attention goes native without dropout only (dropout_p == 0). Profiler
- * traces show these calls' device kernels but not their aten:: CPU events.
+ * Python call, which gives eager's behaviour (and eager's error). Only
+ * floating-point results go native (integer matmuls keep the Python call),
+ * max pooling's int64 indices and cumsum's prefix sums apart (integers
+ * whatever the input, or the input's integers: models sum masks). Attention
+ * goes native without dropout only (dropout_p == 0). convolution_backward
+ * goes native when every result the graph reads is one its output_mask asks
+ * for (the others are undefined tensors). Each op has its CPU and CUDA
+ * symbol (same signatures); the CUDA entries of convolution_backward and the
+ * pooling ops follow c_shim_cuda.h and have not run on a GPU yet. Batch norm
+ * has no shim function: 16-bit batch norm, which wick/backends.py keeps
+ * extern, stays a Python call. Profiler traces show these calls' device
+ * kernels but not their aten:: CPU events.
  *
  * WICK_NATIVE_EXTERNS=0 (read when a graph is compiled) turns it off.
  *
@@ -53,6 +61,13 @@ typedef enum {
     OP_EFFICIENT_ATTENTION, /* CUDA: 4 tensors */
     OP_CUDNN_ATTENTION,     /* CUDA: as flash */
     OP_FLASH_ATTENTION_CPU, /* CPU: 2 tensors */
+    OP_CONVOLUTION_BACKWARD, /* grad_input, grad_weight, grad_bias: undefined where output_mask is false */
+    OP_MAX_POOL2D,          /* values and int64 indices */
+    OP_MAX_POOL2D_BACKWARD,
+    OP_AVG_POOL2D,
+    OP_AVG_POOL2D_BACKWARD,
+    OP_ADAPTIVE_AVG_POOL2D,
+    OP_ADAPTIVE_AVG_POOL2D_BACKWARD,
     OP_CUMSUM,
     OP_COUNT
 } NativeOp;
@@ -60,6 +75,7 @@ typedef enum {
 static const struct {
     const char *aten, *cpu, *cuda;
     int nresults;           /* results of the op (1 for the out variants) */
+    unsigned int_results;   /* bit r: result r may be an integer tensor (max pooling's indices, cumsum's sums) */
 } OPS[OP_COUNT] = {
     [OP_MM] = {"aten.mm.default", "aoti_torch_cpu_mm_out", "aoti_torch_cuda_mm_out", 1},
     [OP_ADDMM] = {"aten.addmm.default", "aoti_torch_cpu_addmm_out", "aoti_torch_cuda_addmm_out", 1},
@@ -74,7 +90,22 @@ static const struct {
                             "aoti_torch_cuda__scaled_dot_product_cudnn_attention", 9},
     [OP_FLASH_ATTENTION_CPU] = {"aten._scaled_dot_product_flash_attention_for_cpu.default",
                                 "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu", NULL, 2},
-    [OP_CUMSUM] = {"aten.cumsum.default", "aoti_torch_cpu_cumsum", "aoti_torch_cuda_cumsum", 1},
+    [OP_CONVOLUTION_BACKWARD] = {"aten.convolution_backward.default", "aoti_torch_cpu_convolution_backward",
+                                 "aoti_torch_cuda_convolution_backward", 3},
+    [OP_MAX_POOL2D] = {"aten.max_pool2d_with_indices.default", "aoti_torch_cpu_max_pool2d_with_indices",
+                       "aoti_torch_cuda_max_pool2d_with_indices", 2, 1u << 1},
+    [OP_MAX_POOL2D_BACKWARD] = {"aten.max_pool2d_with_indices_backward.default",
+                                "aoti_torch_cpu_max_pool2d_with_indices_backward",
+                                "aoti_torch_cuda_max_pool2d_with_indices_backward", 1},
+    [OP_AVG_POOL2D] = {"aten.avg_pool2d.default", "aoti_torch_cpu_avg_pool2d", "aoti_torch_cuda_avg_pool2d", 1},
+    [OP_AVG_POOL2D_BACKWARD] = {"aten.avg_pool2d_backward.default", "aoti_torch_cpu_avg_pool2d_backward",
+                                "aoti_torch_cuda_avg_pool2d_backward", 1},
+    [OP_ADAPTIVE_AVG_POOL2D] = {"aten._adaptive_avg_pool2d.default", "aoti_torch_cpu__adaptive_avg_pool2d",
+                                "aoti_torch_cuda__adaptive_avg_pool2d", 1},
+    [OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = {"aten._adaptive_avg_pool2d_backward.default",
+                                         "aoti_torch_cpu__adaptive_avg_pool2d_backward",
+                                         "aoti_torch_cuda__adaptive_avg_pool2d_backward", 1},
+    [OP_CUMSUM] = {"aten.cumsum.default", "aoti_torch_cpu_cumsum", "aoti_torch_cuda_cumsum", 1, 1u << 0},
 };
 
 enum { MAX_TENSORS = 4, MAX_RESULTS = WK_NATIVE_MAX_OUTPUTS, MAX_SPATIAL = 3 };
@@ -88,6 +119,13 @@ struct WkNativeCall {
     int64_t stride[MAX_SPATIAL], padding[MAX_SPATIAL], dilation[MAX_SPATIAL], output_padding[MAX_SPATIAL];
     int64_t nstride, npadding, ndilation, noutput_padding, groups;
     int transposed;
+    int64_t bias_sizes[MAX_SPATIAL], nbias_sizes; /* convolution_backward; has_bias_sizes 0: None */
+    int has_bias_sizes;
+    int32_t output_mask[3];     /* convolution_backward */
+    int64_t kernel_size[MAX_SPATIAL], nkernel_size; /* pooling; also output_size (adaptive) */
+    int ceil_mode, count_include_pad;
+    int has_divisor;            /* avg_pool2d's divisor_override */
+    int64_t divisor;
     int is_causal, compute_log_sumexp; /* attention */
     int has_scale;
     double scale;
@@ -261,6 +299,47 @@ static int const_ints(const Args *a, Py_ssize_t i, const char *name, int64_t *ou
     return 1;
 }
 
+/* An int list that may be left out (the schema's default, dflt[0..ndflt)). */
+static int const_ints_or(const Args *a, Py_ssize_t i, const char *name, const int64_t *dflt, int64_t ndflt,
+                         int64_t *out, int64_t *n) {
+    PyObject *v;
+    if (arg_at(a, i, name, &v) != ITEM_ABSENT) return const_ints(a, i, name, out, n);
+    memcpy(out, dflt, (size_t)ndflt * sizeof *out);
+    *n = ndflt;
+    return 1;
+}
+
+/* An optional int list (SymInt[]?): *has 0 for None. */
+static int const_ints_optional(const Args *a, Py_ssize_t i, const char *name, int64_t *out, int64_t *n, int *has) {
+    PyObject *v;
+    int k = arg_at(a, i, name, &v);
+    *has = !(k == ITEM_ABSENT || (k < 0 && v == Py_None));
+    *n = 0;
+    return !*has || const_ints(a, i, name, out, n);
+}
+
+/* An optional int (int?): *has 0 for None. */
+static int const_int_optional(const Args *a, Py_ssize_t i, const char *name, int64_t *out, int *has) {
+    PyObject *v;
+    int k = arg_at(a, i, name, &v);
+    *has = !(k == ITEM_ABSENT || (k < 0 && v == Py_None));
+    return !*has || const_int(a, i, name, out);
+}
+
+/* A bool list of exactly n items (bool[3]). */
+static int const_bools(const Args *a, Py_ssize_t i, const char *name, int32_t *out, Py_ssize_t n) {
+    PyObject *v;
+    int k = arg_at(a, i, name, &v);
+    if (k >= 0 || k == ITEM_ABSENT || !(PyList_CheckExact(v) || PyTuple_CheckExact(v))) return 0;
+    if (PySequence_Fast_GET_SIZE(v) != n) return 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(v, j);
+        if (!PyBool_Check(x)) return 0;
+        out[j] = x == Py_True;
+    }
+    return 1;
+}
+
 /* A tensor operand (optional: None gives -1). */
 static int tensor_arg(const Args *a, Py_ssize_t i, const char *name, int optional, int *out) {
     PyObject *v;
@@ -322,15 +401,31 @@ static int scale_arg(const Args *a, WkNativeCall *c) {
     return !c->has_scale || const_double(a, KEYWORD_ONLY, "scale", 0.0, &c->scale);
 }
 
+/* Pooling's window: kernel_size, stride, padding at positions i..i+2, with
+ * the schema's defaults where the forward op may leave them out (stride []
+ * means the kernel's size; padding 0). */
+static int pool_window(const Args *a, Py_ssize_t i, int defaults, WkNativeCall *c) {
+    static const int64_t zero[1] = {0};
+    if (!const_ints(a, i, "kernel_size", c->kernel_size, &c->nkernel_size)) return 0;
+    if (!defaults)
+        return const_ints(a, i + 1, "stride", c->stride, &c->nstride) &&
+               const_ints(a, i + 2, "padding", c->padding, &c->npadding);
+    return const_ints_or(a, i + 1, "stride", zero, 0, c->stride, &c->nstride) &&
+           const_ints_or(a, i + 2, "padding", zero, 1, c->padding, &c->npadding);
+}
+
 static int parse(WkNativeCall *c, const Args *a, int npicks) {
     static const char *const matmul_kw[] = {"beta", "alpha", NULL};
     static const char *const flash_kw[] = {"scale", NULL};
     static const char *const cpu_flash_kw[] = {"attn_mask", "scale", NULL};
     static const char *const none_kw[] = {NULL};
-    int out_variant = c->op <= OP_BADDBMM;
+    static const char *const max_pool_kw[] = {"stride", "padding", "dilation", "ceil_mode", NULL};
+    static const char *const avg_pool_kw[] = {"stride", "padding", "ceil_mode", "count_include_pad",
+                                              "divisor_override", NULL};
+    static const int64_t one[1] = {1};
     /* a multi-result op without picks (capture's extern node) has its
      * results as outputs in order */
-    if ((out_variant || c->op == OP_CONVOLUTION) && npicks) return 0;
+    if (OPS[c->op].nresults == 1 && npicks) return 0;
     switch (c->op) {
     case OP_MM:
     case OP_BMM:
@@ -378,6 +473,52 @@ static int parse(WkNativeCall *c, const Args *a, int npicks) {
         return a->nargs <= 5 && only_keywords(a, cpu_flash_kw) && qkv_args(a, c) &&
                tensor_arg(a, KEYWORD_ONLY, "attn_mask", 1, &c->tensor[3]) && no_dropout(a, 3) &&
                const_bool(a, 4, "is_causal", 0, &c->is_causal) && scale_arg(a, c);
+    case OP_CONVOLUTION_BACKWARD:
+        c->ntensors = 3;
+        return a->nargs == 11 && only_keywords(a, none_kw) && tensor_arg(a, 0, "grad_output", 0, &c->tensor[0]) &&
+               tensor_arg(a, 1, "input", 0, &c->tensor[1]) && tensor_arg(a, 2, "weight", 0, &c->tensor[2]) &&
+               const_ints_optional(a, 3, "bias_sizes", c->bias_sizes, &c->nbias_sizes, &c->has_bias_sizes) &&
+               const_ints(a, 4, "stride", c->stride, &c->nstride) &&
+               const_ints(a, 5, "padding", c->padding, &c->npadding) &&
+               const_ints(a, 6, "dilation", c->dilation, &c->ndilation) &&
+               const_bool(a, 7, "transposed", 0, &c->transposed) &&
+               const_ints(a, 8, "output_padding", c->output_padding, &c->noutput_padding) &&
+               const_int(a, 9, "groups", &c->groups) && const_bools(a, 10, "output_mask", c->output_mask, 3);
+    case OP_MAX_POOL2D:
+        c->ntensors = 1;
+        return a->nargs >= 2 && a->nargs <= 6 && only_keywords(a, max_pool_kw) &&
+               tensor_arg(a, 0, "self", 0, &c->tensor[0]) && pool_window(a, 1, 1, c) &&
+               const_ints_or(a, 4, "dilation", one, 1, c->dilation, &c->ndilation) &&
+               const_bool(a, 5, "ceil_mode", 0, &c->ceil_mode);
+    case OP_MAX_POOL2D_BACKWARD:
+        c->ntensors = 3;
+        return a->nargs == 8 && only_keywords(a, none_kw) && tensor_arg(a, 0, "grad_output", 0, &c->tensor[0]) &&
+               tensor_arg(a, 1, "self", 0, &c->tensor[1]) && pool_window(a, 2, 0, c) &&
+               const_ints(a, 5, "dilation", c->dilation, &c->ndilation) &&
+               const_bool(a, 6, "ceil_mode", -1, &c->ceil_mode) && c->ceil_mode >= 0 &&
+               tensor_arg(a, 7, "indices", 0, &c->tensor[2]);
+    case OP_AVG_POOL2D:
+        c->ntensors = 1;
+        return a->nargs >= 2 && a->nargs <= 7 && only_keywords(a, avg_pool_kw) &&
+               tensor_arg(a, 0, "self", 0, &c->tensor[0]) && pool_window(a, 1, 1, c) &&
+               const_bool(a, 4, "ceil_mode", 0, &c->ceil_mode) &&
+               const_bool(a, 5, "count_include_pad", 1, &c->count_include_pad) &&
+               const_int_optional(a, 6, "divisor_override", &c->divisor, &c->has_divisor);
+    case OP_AVG_POOL2D_BACKWARD:
+        c->ntensors = 2;
+        return a->nargs == 8 && only_keywords(a, none_kw) && tensor_arg(a, 0, "grad_output", 0, &c->tensor[0]) &&
+               tensor_arg(a, 1, "self", 0, &c->tensor[1]) && pool_window(a, 2, 0, c) &&
+               const_bool(a, 5, "ceil_mode", -1, &c->ceil_mode) && c->ceil_mode >= 0 &&
+               const_bool(a, 6, "count_include_pad", -1, &c->count_include_pad) && c->count_include_pad >= 0 &&
+               const_int_optional(a, 7, "divisor_override", &c->divisor, &c->has_divisor);
+    case OP_ADAPTIVE_AVG_POOL2D:
+        c->ntensors = 1;
+        return a->nargs == 2 && only_keywords(a, none_kw) && tensor_arg(a, 0, "self", 0, &c->tensor[0]) &&
+               const_ints(a, 1, "output_size", c->kernel_size, &c->nkernel_size);
+    case OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
+        c->ntensors = 2;
+        return a->nargs == 2 && only_keywords(a, none_kw) && tensor_arg(a, 0, "grad_output", 0, &c->tensor[0]) &&
+               tensor_arg(a, 1, "self", 0, &c->tensor[1]);
     case OP_CUMSUM: /* no dtype=: the kernel's own result dtype (int64 for integers and bool) */
         c->ntensors = 1;
         return a->nargs == 2 && only_keywords(a, none_kw) && tensor_arg(a, 0, "self", 0, &c->tensor[0]) &&
@@ -410,6 +551,8 @@ WkNativeCall *wk_native_call_prepare(const char *name, PyObject *fn, PyObject *c
         int p = c->pick[k];
         /* only tensor results can be picked (flash and cudnn: 4 and 5 are ints) */
         ok = p >= 0 && p < OPS[op].nresults && !((op == OP_FLASH_ATTENTION || op == OP_CUDNN_ATTENTION) && (p == 4 || p == 5));
+        /* a result output_mask leaves out is undefined: only asked-for ones */
+        if (ok && op == OP_CONVOLUTION_BACKWARD) ok = c->output_mask[p];
     }
     if (ok && npicks && npicks != nout) ok = 0;
     PyErr_Clear();
@@ -445,6 +588,25 @@ typedef AOTITorchError (*Cumsum)(AtenTensorHandle, int64_t, int32_t *, AtenTenso
 typedef AOTITorchError (*CpuFlashAttention)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, double, int32_t,
                                             AtenTensorHandle *, double *, AtenTensorHandle *, AtenTensorHandle *);
 
+typedef AOTITorchError (*ConvolutionBackward)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle,
+                                              const int64_t **, int64_t, const int64_t *, int64_t, const int64_t *,
+                                              int64_t, const int64_t *, int64_t, int32_t, const int64_t *, int64_t,
+                                              int64_t, const int32_t *, int64_t, AtenTensorHandle *,
+                                              AtenTensorHandle *, AtenTensorHandle *);
+typedef AOTITorchError (*MaxPool2d)(AtenTensorHandle, const int64_t *, int64_t, const int64_t *, int64_t,
+                                    const int64_t *, int64_t, const int64_t *, int64_t, int32_t, AtenTensorHandle *,
+                                    AtenTensorHandle *);
+typedef AOTITorchError (*MaxPool2dBackward)(AtenTensorHandle, AtenTensorHandle, const int64_t *, int64_t,
+                                            const int64_t *, int64_t, const int64_t *, int64_t, const int64_t *,
+                                            int64_t, int32_t, AtenTensorHandle, AtenTensorHandle *);
+typedef AOTITorchError (*AvgPool2d)(AtenTensorHandle, const int64_t *, int64_t, const int64_t *, int64_t,
+                                    const int64_t *, int64_t, int32_t, int32_t, int64_t *, AtenTensorHandle *);
+typedef AOTITorchError (*AvgPool2dBackward)(AtenTensorHandle, AtenTensorHandle, const int64_t *, int64_t,
+                                            const int64_t *, int64_t, const int64_t *, int64_t, int32_t, int32_t,
+                                            int64_t *, AtenTensorHandle *);
+typedef AOTITorchError (*AdaptiveAvgPool2d)(AtenTensorHandle, const int64_t *, int64_t, AtenTensorHandle *);
+typedef AOTITorchError (*AdaptiveAvgPool2dBackward)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle *);
+
 int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, const int *out_ndim,
                        const int64_t *const *out_sizes, const int64_t *const *out_strides,
                        const WkDType *out_dtype, PyObject **out) {
@@ -458,14 +620,15 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
             return 0;
         if (!(h[t] = wk_shim_handle(x))) return 0;
     }
-    /* matmuls and attention: floating results only (integer matmuls keep the Python call) */
-    for (int k = 0; k < c->nout && c->op != OP_CUMSUM; k++)
-        if (!wk_dtype_is_float(out_dtype[k])) return 0;
+    for (int k = 0; k < c->nout; k++)
+        if (!(OPS[c->op].int_results >> c->pick[k] & 1) && !wk_dtype_is_float(out_dtype[k])) return 0;
     if (!plain_context() || !wk_shim_available() || (c->cuda_device >= 0 && !wk_shim_cuda_available())) return 0;
     double scale_store = c->scale, *scale = c->has_scale ? &scale_store : NULL;
     AtenTensorHandle *opt = c->tensor[3] >= 0 ? &h[3] : NULL; /* attention's bias or mask */
     AtenTensorHandle res[MAX_RESULTS] = {0};
     int64_t ints[2];
+    int64_t divisor = c->divisor;
+    const int64_t *bias_sizes = c->bias_sizes;
     AOTITorchError err = 0;
     if (c->op <= OP_BADDBMM) {
         void *data;
@@ -506,6 +669,37 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
         break;
     case OP_FLASH_ATTENTION_CPU:
         err = ((CpuFlashAttention)c->fn)(h[0], h[1], h[2], 0.0, c->is_causal, opt, scale, &res[0], &res[1]);
+        break;
+    case OP_CONVOLUTION_BACKWARD:
+        err = ((ConvolutionBackward)c->fn)(h[0], h[1], h[2], c->has_bias_sizes ? &bias_sizes : NULL, c->nbias_sizes,
+                                           c->stride, c->nstride, c->padding, c->npadding, c->dilation,
+                                           c->ndilation, c->transposed, c->output_padding, c->noutput_padding,
+                                           c->groups, c->output_mask, 3, &res[0], &res[1], &res[2]);
+        break;
+    case OP_MAX_POOL2D:
+        err = ((MaxPool2d)c->fn)(h[0], c->kernel_size, c->nkernel_size, c->stride, c->nstride, c->padding,
+                                 c->npadding, c->dilation, c->ndilation, c->ceil_mode, &res[0], &res[1]);
+        break;
+    case OP_MAX_POOL2D_BACKWARD:
+        err = ((MaxPool2dBackward)c->fn)(h[0], h[1], c->kernel_size, c->nkernel_size, c->stride, c->nstride,
+                                         c->padding, c->npadding, c->dilation, c->ndilation, c->ceil_mode, h[2],
+                                         &res[0]);
+        break;
+    case OP_AVG_POOL2D:
+        err = ((AvgPool2d)c->fn)(h[0], c->kernel_size, c->nkernel_size, c->stride, c->nstride, c->padding,
+                                 c->npadding, c->ceil_mode, c->count_include_pad, c->has_divisor ? &divisor : NULL,
+                                 &res[0]);
+        break;
+    case OP_AVG_POOL2D_BACKWARD:
+        err = ((AvgPool2dBackward)c->fn)(h[0], h[1], c->kernel_size, c->nkernel_size, c->stride, c->nstride,
+                                         c->padding, c->npadding, c->ceil_mode, c->count_include_pad,
+                                         c->has_divisor ? &divisor : NULL, &res[0]);
+        break;
+    case OP_ADAPTIVE_AVG_POOL2D:
+        err = ((AdaptiveAvgPool2d)c->fn)(h[0], c->kernel_size, c->nkernel_size, &res[0]);
+        break;
+    case OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
+        err = ((AdaptiveAvgPool2dBackward)c->fn)(h[0], h[1], &res[0]);
         break;
     case OP_CUMSUM: err = ((Cumsum)c->fn)(h[0], c->dim, NULL, &res[0]); break;
     default: return 0;

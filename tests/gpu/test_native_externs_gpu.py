@@ -1,8 +1,8 @@
 """Extern calls through PyTorch's C shim on a CUDA device (csrc/runtime/
-shim_ops.c; skipped without one): matmuls, convolution and the three CUDA
-attention kernels called from C, compared with eager, and counted (the host
-profile's extern_native phase). The CPU forms: tests/runtime/
-test_native_externs.py."""
+shim_ops.c; skipped without one): matmuls, convolution and its backward,
+pooling and its backward, and the three CUDA attention kernels called from
+C, compared with eager, and counted (the host profile's extern_native
+phase). The CPU forms: tests/runtime/test_native_externs.py."""
 import pytest
 import torch
 
@@ -117,3 +117,90 @@ def test_bf16_transformer_through_torch_compile():
     assert native_calls() >= 4
     assert not backends.fallback_reasons, backends.fallback_reasons
     torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mask", [(True, True, True), (False, True, False), (True, True, False)])
+def test_convolution_backward(layout, dtype, mask):
+    tol = {"rtol": 1e-3, "atol": 1e-3} if dtype == torch.float32 else {"rtol": 3e-2, "atol": 3e-2}
+    x, w = rand(2, 8, 15, 13, dtype=dtype), rand(16, 4, 3, 3, dtype=dtype, seed=1)
+    conv = ([2, 1], [1, 1], [1, 1], False, [0, 0], 2)
+    gy = rand(*aten.convolution.default(x, w, None, *conv).shape, dtype=dtype, seed=2)
+    if layout == "channels_last":
+        x, w, gy = (t.contiguous(memory_format=torch.channels_last) for t in (x, w, gy))
+    picks = tuple(i for i in range(3) if mask[i])
+    check(aten.convolution_backward.default, [gy, x, w], (X(0), X(1), X(2), [16], *conv, list(mask)),
+          picks=picks, **tol)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pooling_and_backward(layout, dtype):
+    tol = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    x = rand(2, 8, 17, 14, dtype=dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    window = ([3, 3], [2, 2], [1, 1])
+    check(aten.max_pool2d_with_indices.default, [x], (X(0), *window), picks=(0, 1))
+    y, idx = aten.max_pool2d_with_indices.default(x, *window)
+    gy = rand(*y.shape, dtype=dtype, seed=3)
+    check(aten.max_pool2d_with_indices_backward.default, [gy, x, idx], (X(0), X(1), *window, [1, 1], False, X(2)))
+    check(aten.avg_pool2d.default, [x], (X(0), *window, True, False), **tol)  # ceil_mode: one more column
+    gavg = rand(*aten.avg_pool2d.default(x, *window, True, False).shape, dtype=dtype, seed=5)
+    check(aten.avg_pool2d_backward.default, [gavg, x], (X(0), X(1), *window, True, False, None), **tol)
+    check(aten._adaptive_avg_pool2d.default, [x], (X(0), [3, 2]), **tol)
+    ga = rand(2, 8, 3, 2, dtype=dtype, seed=4)
+    check(aten._adaptive_avg_pool2d_backward.default, [ga, x], (X(0), X(1)), **tol)
+
+
+def test_small_resnet_training_step_bf16_autocast():
+    """A small ResNet's training step under bf16 autocast through
+    torch.compile: convolution_backward and max pooling's backward go
+    native (16-bit batch norm stays a Python call: no shim function)."""
+    import copy
+    import os
+    import sys
+
+    runtime_tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime")
+    if runtime_tests not in sys.path:
+        sys.path.insert(0, runtime_tests)
+    from test_native_externs import SHIM_OPS, SmallResNet
+
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+    model = SmallResNet().to(DEV)
+    twin = copy.deepcopy(model)
+    x, target = rand(4, 3, 32, 32), torch.randint(0, 10, (4,), device=DEV)
+    compiled = torch.compile(twin, backend="wick")
+
+    def step(m):
+        with torch.autocast("cuda", torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(m(x), target)
+        loss.backward()
+        return loss
+
+    step(compiled)
+    twin.zero_grad()
+    twin.load_state_dict(model.state_dict())
+    native_calls()
+    got = step(compiled)
+    torch.cuda.synchronize()
+    calls = native_calls()
+    want = step(model)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    names = {}
+    for g in backends.compiled_graphs:
+        for name, n in g["externs"].items():
+            names[name] = names.get(name, 0) + n
+    assert names.get("aten.convolution_backward.default", 0) == 6, names
+    # every convolution_backward and max pooling call at least (a forward
+    # convolution made contiguous by wick/_layout.py keeps its Python call)
+    assert calls >= 6 + names.get("aten.max_pool2d_with_indices_backward.default", 0), (calls, names)
+    assert calls <= sum(n for name, n in names.items() if name in SHIM_OPS)
+    tol = {"rtol": 5e-2, "atol": 5e-2}
+    torch.testing.assert_close(got, want, **tol)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name, **tol)

@@ -396,6 +396,134 @@ def test_indexing_is_native_on_cuda(dtype, monkeypatch):
     assert {"aten.embedding.default", "aten.gather.default"} <= externs, externs
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_index_that_is_one_value_for_the_whole_kernel(dtype):
+    """An index read at a constant offset (a one-element index tensor) is one
+    value for the whole kernel: its load has a scalar address, which Triton
+    refuses to mask with a block (the op_db sweep's index_select and
+    multi_margin_loss samples failed to compile on the H200)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+
+    def f(w, one, target):
+        return (w.index_select(0, one) * 2, w[one].sum(), torch.gather(w, 1, one.view(1, 1).expand(w.shape[0], 1)),
+                torch.nn.functional.multi_margin_loss(w[:1].float(), target))
+
+    w = rand((5, 3), dtype)
+    one = torch.tensor([2], device=DEV)
+    target = torch.tensor([1], device=DEV)
+    want = f(w, one, target)
+    with torch.no_grad():
+        got = torch.compile(f, backend="wick")(w, one, target)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        close(g_, w_, 2e-2, 2e-2)
+
+
+def test_graph_without_tensor_inputs_is_compiled_for_the_device_of_its_tensors():
+    """A graph whose tensors are all made inside it (factory calls with
+    device="cuda", a window function) is a CUDA graph, not a CPU one that
+    refuses its own tensors (the op_db sweep's zeros, full, arange, linspace,
+    eye, bartlett samples fell back)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+
+    def f():
+        x = torch.linspace(0.0, 1.0, 7, device=DEV).sin() + torch.ones(7, device=DEV)
+        return x, torch.arange(3, 11, 2, device=DEV) * 2, torch.eye(3, device=DEV) + torch.full((3, 3), 0.5, device=DEV)
+
+    want = f()
+    got = torch.compile(f, backend="wick")()
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for g_, w_ in zip(got, want):
+        assert g_.device == w_.device
+        close(g_, w_)
+
+
+class _ConvNeXtBlock(torch.nn.Module):
+    def __init__(self, c=32):
+        super().__init__()
+        self.dw = torch.nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = torch.nn.LayerNorm(c)
+        self.fc1, self.fc2 = torch.nn.Linear(c, 4 * c), torch.nn.Linear(4 * c, c)
+        self.down = torch.nn.Conv2d(c, c, 2, stride=2)
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(y)))).permute(0, 3, 1, 2)
+        return self.down(x + y)
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_convolution_bias_is_added_in_the_next_kernel(train, autocast):
+    """On CUDA a convolution's bias is split off (backends._conv_bias_as_add)
+    and added in the Triton kernel after it, as inductor does, instead of
+    cuDNN's extra pass over the output: a ConvNeXt block, float32 and bf16
+    autocast, inference and a training step (gradients as eager's)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+    m = _ConvNeXtBlock().to(DEV)
+    m2 = _ConvNeXtBlock().to(DEV)
+    m2.load_state_dict(m.state_dict())
+    x = rand((4, 32, 14, 14))
+    cm = torch.compile(m2, backend="wick")
+    tol = 3e-2 if autocast else 1e-4
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast), torch.set_grad_enabled(train):
+        want, got = m(x), cm(x)
+    close(got, want, tol, tol)
+    if train:
+        want.float().square().sum().backward()
+        got.float().square().sum().backward()
+        for (name, p), p2 in zip(m.named_parameters(), m2.parameters()):
+            torch.testing.assert_close(p2.grad, p.grad, rtol=tol, atol=tol * 10, msg=name)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    for info in backends.compiled_graphs:
+        assert "aten.add.Tensor" not in info["externs"], info["externs"]
+    assert any(info["externs"].get("aten.convolution.default") for info in backends.compiled_graphs)
+
+
+@pytest.mark.parametrize("mode", ["bf16-weights", "autocast"])
+@pytest.mark.parametrize("norm", ["batch", "group"])
+def test_16bit_norm_training_on_cuda_is_native(mode, norm):
+    """Batch norm (training: the statistics, the running-statistics update,
+    the backward) and group norm with 16-bit inputs on CUDA are decomposed
+    into native reductions and pointwise work that fuse with the convolution
+    epilogues, as inductor does, instead of cuDNN extern calls (the op_db
+    sweep's bfloat16 batch norms fell back: the extern's running statistics
+    were not the dtype its metadata said)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+
+    def make():
+        n = torch.nn.BatchNorm2d(16) if norm == "batch" else torch.nn.GroupNorm(4, 16)
+        return torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), n, torch.nn.ReLU()).to(DEV)
+
+    m, m2 = make(), make()
+    m2.load_state_dict(m.state_dict())
+    if mode == "bf16-weights":
+        m, m2 = m.bfloat16(), m2.bfloat16()
+    x = rand((4, 8, 10, 10), torch.bfloat16 if mode == "bf16-weights" else torch.float32)
+    cm = torch.compile(m2, backend="wick")
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "autocast"):
+        want, got = m(x), cm(x)
+    close(got, want, 3e-2, 3e-2)
+    want.float().square().mean().backward()
+    got.float().square().mean().backward()
+    for (name, p), p2 in zip(m.named_parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad.float(), p.grad.float(), rtol=5e-2, atol=5e-2, msg=name)
+    for b, b2 in zip(m.buffers(), m2.buffers()):
+        torch.testing.assert_close(b2.float(), b.float(), rtol=2e-2, atol=2e-2)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    externs = {k for info in backends.compiled_graphs for k in info["externs"]}
+    assert not any("norm" in k for k in externs), externs
+    assert len(backends.compiled_graphs) == 2  # forward and backward
+
+
 def test_index_out_of_range_is_a_device_assert_as_in_eager():
     """An index out of range in a native CUDA indexing kernel triggers a device-side assertion, as eager's embedding
     does (it poisons the CUDA context: each case runs in a process of its

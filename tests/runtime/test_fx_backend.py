@@ -698,3 +698,70 @@ def test_graph_whose_indexing_kernels_fail_is_compiled_with_indexing_extern(monk
     assert "injected failure" in info["retried"]
     assert {"aten.embedding.default", "aten.index_select.default"} <= set(info["externs"])
     assert info["native"] > 0
+
+
+class _ConvBlock(torch.nn.Module):
+    """ConvNeXt's block shape: a depthwise convolution with a bias, a layer
+    norm over channels, a pointwise MLP; then a convolution with a bias whose
+    result feeds another convolution straight away (nothing to fuse into)."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.dw = torch.nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = torch.nn.LayerNorm(c)
+        self.fc1, self.fc2 = torch.nn.Linear(c, 2 * c), torch.nn.Linear(2 * c, c)
+        self.down = torch.nn.Conv2d(c, c, 2, stride=2)
+        self.up = torch.nn.ConvTranspose2d(c, 3, 2, stride=2, bias=True)
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(y)))).permute(0, 3, 1, 2)
+        return self.up(self.down(x + y))
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("shape", [(2, 8, 12, 12), (1, 8, 6, 10)])
+def test_convolution_bias_split_off_as_a_pointwise_add(monkeypatch, train, shape):
+    """_conv_bias_as_add (on CUDA by default; here forced on the CPU): each
+    convolution with a bias becomes one without it plus a native add that
+    fuses into the kernel after it; results and gradients (the bias's gradient
+    a native row sum instead of convolution_backward's) as eager."""
+    real, splits = B._conv_bias_as_add, []
+
+    def counting(torch_):
+        decompose = real(torch_, devices=("cpu",))
+
+        def run(*args):
+            out = decompose(*args)
+            splits.append(out is not NotImplemented)
+            return out
+        return run
+
+    monkeypatch.setattr(B, "_conv_bias_as_add", counting)
+    monkeypatch.setattr(B, "_aot_backends", {})  # AOTAutograd keeps the table it built first
+    torch.manual_seed(0)
+    m, m2 = _ConvBlock(), _ConvBlock()
+    m2.load_state_dict(m.state_dict())
+    x = rand(*shape, seed=11)
+    x_cl = x.to(memory_format=torch.channels_last)
+    g0 = len(B.compiled_graphs)
+    cm = torch.compile(m2, backend="wick")
+    for inp in (x, x_cl):
+        if train:
+            want, got = m(inp), cm(inp)
+            (want * want).sum().backward()
+            (got * got).sum().backward()
+            for (name, p), p2 in zip(m.named_parameters(), m2.parameters()):
+                torch.testing.assert_close(p2.grad, p.grad, rtol=1e-4, atol=1e-4, msg=name)
+                p.grad = p2.grad = None
+        else:
+            with torch.no_grad():
+                want, got = m(inp), cm(inp)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert B.fallback_reasons == []
+    # three biased convolutions per traced graph split, the down-sampling one's result
+    # added to in the kernel that feeds the transposed convolution
+    assert splits.count(True) >= 3 and splits.count(True) % 3 == 0, splits
+    for info in B.compiled_graphs[g0:]:
+        assert set(info["externs"]) <= {"aten.convolution.default", "aten.addmm.default", "aten.mm.default",
+                                        "aten.convolution_backward.default"}, info["externs"]

@@ -1,8 +1,10 @@
 """Extern calls made through PyTorch's C shim (csrc/runtime/shim_ops.c):
-matmuls, convolution and attention called from C with no Python call,
-compared with eager; and the cases that must keep the Python call (grad
-mode on, a dispatch mode, a tensor subclass, integer results, a wrapped
-callable, WICK_NATIVE_EXTERNS=0)."""
+matmuls, convolution and its backward, pooling and its backward, and
+attention called from C with no Python call, compared with eager (also a
+small ResNet's training step through torch.compile); and the cases that must
+keep the Python call (grad mode on, a dispatch mode, a tensor subclass,
+integer results, a wrapped callable, results output_mask leaves out,
+WICK_NATIVE_EXTERNS=0)."""
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -259,3 +261,289 @@ for knob in ("0", "1"):
                        env=dict(os.environ, PYTHONPATH=root))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["0", "0", "1", "1"], r.stdout
+
+
+# ---- convolution models' training ops (convolution_backward, pooling) -------
+
+def conv_case(case, dtype=torch.float32):
+    """(x, w, bias or None, stride, padding, dilation, transposed, output_padding, groups) for a convolution."""
+    if case == "1d":
+        return rand(2, 4, 11, dtype=dtype), rand(6, 4, 3, seed=1, dtype=dtype), rand(6, seed=2, dtype=dtype), \
+            [2], [1], [1], False, [0], 1
+    if case == "transposed":
+        return rand(2, 4, 5, 5, dtype=dtype), rand(4, 3, 3, 3, seed=1, dtype=dtype), rand(3, seed=2, dtype=dtype), \
+            [2, 2], [1, 1], [1, 1], True, [1, 1], 1
+    if case == "strided_grouped":
+        return rand(3, 6, 9, 8, dtype=dtype), rand(6, 2, 3, 3, seed=1, dtype=dtype), None, \
+            [2, 1], [1, 2], [2, 1], False, [0, 0], 3
+    x = rand(2, 3, 8, 7, dtype=dtype)
+    if case == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, rand(5, 3, 3, 3, seed=1, dtype=dtype), rand(5, seed=2, dtype=dtype), [1, 1], [1, 1], [1, 1], \
+        False, [0, 0], 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", ["2d", "1d", "transposed", "strided_grouped", "channels_last"])
+@pytest.mark.parametrize("mask", [(True, True, True), (False, True, False), (True, True, False), (True, False, True)])
+def test_convolution_backward(dtype, case, mask):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    x, w, b, stride, padding, dilation, transposed, output_padding, groups = conv_case(case, dtype)
+    y = aten.convolution.default(x, w, b, stride, padding, dilation, transposed, output_padding, groups)
+    gy = rand(*y.shape, seed=5, dtype=dtype)
+    if case == "channels_last":
+        gy = gy.contiguous(memory_format=torch.channels_last)
+    if b is None and mask[2]:
+        mask = (mask[0], mask[1], False)
+    bias_sizes = [b.shape[0]] if b is not None else None
+    args = (X(0), X(1), X(2), bias_sizes, stride, padding, dilation, transposed, output_padding, groups, list(mask))
+    picks = tuple(i for i in range(3) if mask[i])
+    check(aten.convolution_backward.default, [gy, x, w], args, picks=picks, **tol)
+
+
+def test_convolution_backward_picks_of_masked_results_keep_the_python_call():
+    x, w, b, *rest = conv_case("2d")
+    gy = rand(2, 5, 8, 7, seed=5)
+    args = (X(0), X(1), X(2), [5], *rest, [True, True, False])
+    # grad_bias asked for by the node but left out by output_mask: None at
+    # run time, so no native form (the Python call says what eager says)
+    metas = [meta(x), meta(w), meta(b)]
+    cg = one_extern(aten.convolution_backward.default, [gy, x, w], args, picks=(0, 1, 2), metas=metas)
+    with torch.no_grad(), pytest.raises(TypeError, match="NoneType for output 2"):
+        cg(gy, x, w)
+    assert native_calls() == 0
+
+
+def pool_input(dtype, layout, shape=(2, 3, 9, 10)):
+    x = rand(*shape, dtype=dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":
+        x = rand(shape[0], shape[1], shape[2], shape[3] * 2, dtype=dtype)[..., ::2]
+    return x
+
+
+MAX_POOLS = [  # (kernel_size, stride, padding, dilation, ceil_mode); None: left out (the schema's default)
+    ([3, 3], [2, 2], [1, 1], [1, 1], False),
+    ([2, 2], None, None, None, None),
+    ([3, 2], [2, 1], [1, 0], [2, 1], True),
+    ([3, 3], [], [0, 0], None, None),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("window", range(len(MAX_POOLS)))
+def test_max_pool2d_and_backward(dtype, layout, window):
+    x = pool_input(dtype, layout)
+    given = [a for a in MAX_POOLS[window] if a is not None]
+    fwd = check(aten.max_pool2d_with_indices.default, [x], (X(0), *given), picks=(0, 1))
+    y, idx = aten.max_pool2d_with_indices.default(x, *given)
+    torch.testing.assert_close(fwd(x)[2], idx)  # the indices, int64, as eager's
+    ks, stride, padding, dilation, ceil = MAX_POOLS[window]
+    full = (ks, stride if stride is not None else [], padding if padding is not None else [0],
+            dilation if dilation is not None else [1], bool(ceil))
+    gy = rand(*y.shape, seed=3, dtype=dtype)
+    check(aten.max_pool2d_with_indices_backward.default, [gy, x, idx], (X(0), X(1), *full, X(2)))
+
+
+AVG_POOLS = [  # (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    ([2, 2], None, None, None, None, None),
+    ([3, 3], [2, 2], [1, 1], False, True, None),
+    ([3, 2], [2, 1], [1, 0], True, False, None),
+    ([2, 3], [1, 2], [0, 1], False, True, 5),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("window", range(len(AVG_POOLS)))
+def test_avg_pool2d_and_backward(dtype, layout, window):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    x = pool_input(dtype, layout)
+    ks, stride, padding, ceil, cip, div = AVG_POOLS[window]
+    given = [ks] + ([stride, padding, ceil, cip] if stride is not None else [])
+    kw = {"divisor_override": div} if div is not None else {}
+    check(aten.avg_pool2d.default, [x], (X(0), *given), kw or None, **tol)
+    y = aten.avg_pool2d.default(x, *given, **kw)
+    gy = rand(*y.shape, seed=3, dtype=dtype)
+    full = (ks, stride if stride is not None else [], padding if padding is not None else [0], bool(ceil),
+            True if cip is None else cip, div)
+    check(aten.avg_pool2d_backward.default, [gy, x], (X(0), X(1), *full), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("output_size", [[1, 1], [3, 4], [5, 5]])
+def test_adaptive_avg_pool2d_and_backward(dtype, layout, output_size):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    x = pool_input(dtype, layout)
+    check(aten._adaptive_avg_pool2d.default, [x], (X(0), output_size), **tol)
+    gy = rand(*aten._adaptive_avg_pool2d.default(x, output_size).shape, seed=3, dtype=dtype)
+    check(aten._adaptive_avg_pool2d_backward.default, [gy, x], (X(0), X(1)), **tol)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, cin, cout, stride, norm):
+        super().__init__()
+        nn = torch.nn
+        bn = nn.BatchNorm2d if norm else (lambda c: nn.Identity())
+        self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=not norm), bn(cout)
+        self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, groups=2, bias=False), bn(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride), bn(cout)) if stride != 1 or cin != cout
+                     else nn.Identity())
+
+    def forward(self, x):
+        relu = torch.nn.functional.relu
+        return relu(self.b2(self.c2(relu(self.b1(self.c1(x))))) + self.down(x))
+
+
+class SmallResNet(torch.nn.Module):
+    """resnet's parts: a strided stem with bias, batch norm in train mode
+    (norm=False: none), max pooling, residual blocks (grouped, strided, 1x1
+    downsampling), adaptive average pooling, a linear head."""
+
+    def __init__(self, norm=True, classes=10):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Conv2d(3, 8, 5, 2, 2)
+        self.bn = nn.BatchNorm2d(8) if norm else nn.Identity()
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.blocks = nn.Sequential(_Block(8, 8, 1, norm), _Block(8, 16, 2, norm))
+        self.avg = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.pool(torch.nn.functional.relu(self.bn(self.stem(x))))
+        return self.fc(torch.flatten(self.avg(self.blocks(x)), 1))
+
+
+# extern calls the C shim makes (shim_ops.c's table, the ones a convolution model's step reaches)
+SHIM_OPS = {"aten.mm.default", "aten.addmm.default", "aten.convolution.default",
+            "aten.convolution_backward.default", "aten.max_pool2d_with_indices.default",
+            "aten.max_pool2d_with_indices_backward.default", "aten.avg_pool2d.default",
+            "aten.avg_pool2d_backward.default", "aten._adaptive_avg_pool2d.default",
+            "aten._adaptive_avg_pool2d_backward.default"}
+
+
+def extern_calls_per_step():
+    """(calls through the shim, {op: calls through Python}) per step of the graphs compiled so far."""
+    from wick import backends
+
+    native, python = 0, {}
+    for g in backends.compiled_graphs:
+        for name, n in g["externs"].items():
+            if name in SHIM_OPS:
+                native += n
+            else:
+                python[name] = python.get(name, 0) + n
+    return native, python
+
+
+def small_resnet_input(shape, layout, dtype):
+    if layout == "strided":  # every other column of a wider batch: no contiguous layout
+        return rand(*shape[:-1], shape[-1] * 2, dtype=dtype)[..., ::2]
+    x = rand(*shape, dtype=dtype)
+    return x.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else x
+
+
+@pytest.mark.parametrize("dtype,norm", [(torch.float32, True), (torch.float32, False), (torch.bfloat16, False),
+                                        ("autocast", True)])
+@pytest.mark.parametrize("shape", [(2, 3, 32, 32), (3, 3, 23, 30)])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+def test_small_resnet_training_step_through_torch_compile(dtype, norm, shape, layout):
+    """A training step of a small ResNet through torch.compile(backend="wick"):
+    the forward's convolutions, max pooling and head and the backward's
+    convolution_backward, max pooling backward and matmuls are all native
+    extern calls (batch norm, ReLU, the loss and adaptive pooling are
+    kernels); loss and gradients equal eager's. A bfloat16 model is tried
+    without batch norm: its CPU kernel's statistics dtype differs from the
+    meta function's and wick runs that forward eagerly (a recorded reason).
+    Under bfloat16 autocast (float32 parameters, resnet50's training on the
+    H200) 16-bit batch norm stays extern, a Python call (no shim function)."""
+    import copy
+
+    from wick import backends
+
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+    autocast = dtype == "autocast"
+    dtype = torch.float32 if autocast else dtype
+    model = SmallResNet(norm).to(dtype)
+    twin = copy.deepcopy(model)
+    x = small_resnet_input(shape, layout, dtype)
+    target = torch.randint(0, 10, (shape[0],), generator=torch.Generator().manual_seed(1))
+    compiled = torch.compile(twin, backend="wick")
+
+    def step(m):
+        with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            loss = torch.nn.functional.cross_entropy(m(x), target)
+        loss.backward()
+        return loss
+
+    step(compiled)  # AOTAutograd's first call runs under a dispatch mode of its own: Python calls
+    twin.zero_grad()
+    twin.load_state_dict(model.state_dict())  # batch norm's running statistics as before the first step
+    native_calls()
+    got = step(compiled)
+    profile = C.host_profile(True)
+    want = step(model)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    native, python = extern_calls_per_step()
+    # channels-last input: flatten's backward of the channels-last pooled
+    # activations is a copy into an as_strided_scatter, which the shim lacks
+    allowed = {"aten.copy.default", "aten.as_strided_scatter.default"} if layout == "channels_last" else set()
+    if autocast:
+        allowed |= {"aten._native_batch_norm_legit_functional.default", "aten.native_batch_norm_backward.default"}
+    assert native >= 10 and set(python) <= allowed, backends.compiled_graphs
+    assert profile.get("extern_native", (0, 0.0))[0] == native
+    assert profile.get("extern", (0, 0.0))[0] == sum(python.values())
+    tol = {"rtol": 3e-2, "atol": 3e-2} if dtype == torch.bfloat16 or autocast else {"rtol": 1e-4, "atol": 1e-4}
+    torch.testing.assert_close(got, want, **tol)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name, **tol)
+    for (name, b), c in zip(model.named_buffers(), twin.buffers()):
+        torch.testing.assert_close(c, b, msg=name, **tol)
+
+
+def test_training_ops_keep_the_python_call_under_grad_mode_and_a_dispatch_mode():
+    x, w, b, *rest = conv_case("2d")
+    gy = rand(2, 5, 8, 7, seed=5)
+    bwd = one_extern(aten.convolution_backward.default, [gy, x, w], (X(0), X(1), X(2), [5], *rest, [True] * 3),
+                     picks=(0, 1, 2), metas=[meta(x), meta(w), meta(b)])
+    want = aten.convolution_backward.default(gy, x, w, [5], *rest, [True] * 3)
+    y, idx = aten.max_pool2d_with_indices.default(x, [3, 3], [2, 2], [1, 1])
+    pool = one_extern(aten.max_pool2d_with_indices.default, [x], (X(0), [3, 3], [2, 2], [1, 1]),
+                      picks=(0, 1), metas=[meta(y), meta(idx)])
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Seen() as mode:
+        got = bwd(gy, x, w)
+        got_pool = pool(x)
+    assert aten.convolution_backward.default in mode.ops and aten.max_pool2d_with_indices.default in mode.ops
+    assert native_calls() == 0
+    for k in range(3):
+        torch.testing.assert_close(got[2 * k], want[k], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got_pool[0], y)
+    torch.testing.assert_close(got_pool[2], idx)
+    # grad mode on: autograd must see the op (an input that requires grad)
+    xg = x.clone().requires_grad_()
+    out = pool(xg)[0]
+    assert native_calls() == 0 and out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(xg.grad, aten.max_pool2d_with_indices_backward.default(
+        torch.ones_like(y), x, [3, 3], [2, 2], [1, 1], [1, 1], False, idx))
+    with torch.no_grad():
+        bwd(gy, x, w)
+        pool(x)
+    assert native_calls() == 2
