@@ -22,6 +22,7 @@ graph). KIND is "none" (the call returns None), "self:K" (it returns written
 input K itself), or the structure of its own outputs; the fifth item lists
 the written inputs."""
 import functools
+import sys
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -393,6 +394,17 @@ def raises_check(fn):
 
 
 _bound_queries = {}
+
+
+def default_device_name():
+    """torch.get_default_device() as an interned str: the guard of a factory
+    call capture placed on the default device compares it by identity. The
+    same answer as torch's own (a DeviceContext mode, then the global device
+    context, then the CPU), without its lookups when neither is set."""
+    if not torch._C._len_torch_function_stack() and \
+            getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is None:
+        return "cpu"
+    return sys.intern(str(torch.get_default_device()))
 
 
 def bound_query(fn, *args):

@@ -2136,7 +2136,7 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
         if op == "GELU_TANH":
             env[out] = fx.call_function(torch.nn.functional.gelu, (ins[0],), {"approximate": "tanh"})
             continue
-        if op in ("CAT", "PAD", "INDEX", "ARANGE", "FULL"):  # the nodes capture maps torch.cat, F.pad, ... to
+        if op in ("CAT", "PAD", "INDEX", "GATHER", "ARANGE", "FULL"):  # the nodes capture maps torch.cat, F.pad, ... to
             env[out] = _structural_fx(torch, fx, graph, nd, ins)
             continue
         if op == "CONVERT":
@@ -2186,9 +2186,9 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
 
 
 def _structural_fx(torch, fx, graph, nd, ins):
-    """The torch call of a CAT, PAD, INDEX, ARANGE or FULL node (ops.def
-    notes 9, 11, 12) in to_fx's graph: torch.cat, F.pad, F.embedding or
-    indexing, torch.arange, torch.full."""
+    """The torch call of a CAT, PAD, INDEX, GATHER, ARANGE or FULL node
+    (ops.def notes 9, 11, 12) in to_fx's graph: torch.cat, F.pad,
+    F.embedding or indexing, torch.gather, torch.arange, torch.full."""
     import operator
 
     op, ints = nd["op"], list(nd["ints"] or ())
@@ -2207,6 +2207,8 @@ def _structural_fx(torch, fx, graph, nd, ins):
         for d, idx in zip(dims, ins[1:]):
             key[d] = idx
         return fx.call_function(operator.getitem, (ins[0], tuple(key)))
+    if op == "GATHER":
+        return fx.call_function(torch.gather, (ins[0], ints[0], ins[1]))
     val = graph.value(nd["output"])
     dtype = getattr(torch, nd["dtype"])
     if op == "FULL":

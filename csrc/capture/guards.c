@@ -948,6 +948,22 @@ static int values_equal(PyObject *a, PyObject *b) {
         }
         return 1;
     }
+    /* a dict of constants (a config's id2label): Python's == ignores the
+     * order of the keys and the exact types of keys and values, but
+     * iteration order and those types are what capture unrolled and folded */
+    if (PyDict_CheckExact(a) && PyDict_CheckExact(b)) {
+        if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) return 0;
+        Py_ssize_t pa = 0, pb = 0;
+        PyObject *ka, *va, *kb, *vb;
+        while (PyDict_Next(a, &pa, &ka, &va)) {
+            if (!PyDict_Next(b, &pb, &kb, &vb)) return 0;
+            if (Py_TYPE(ka) != Py_TYPE(kb) || Py_TYPE(va) != Py_TYPE(vb)) return 0;
+            int eq = values_equal(ka, kb);
+            if (eq == 1) eq = values_equal(va, vb);
+            if (eq != 1) return eq;
+        }
+        return 1;
+    }
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 

@@ -445,6 +445,13 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a);
  * call (native through the C shim); NULL without a reason when fn is not
  * it or the call is not modelled */
 Sv *cap_attention_call(Interp *I, PyObject *fn, const Args *a);
+/* torch.zeros_like/ones_like/full_like/empty_like (FULL), torch.min/max of
+ * two tensors (MINIMUM/MAXIMUM), torch.gather (GATHER), torch.diff (CAT,
+ * views, SUB), torch.cumsum (aten.cumsum's extern, native through the C
+ * shim); as functions (fn) or tensor methods (name, self at pos[0]). NULL
+ * without a reason when not one of these or not modelled. */
+Sv *cap_more_torch_call(Interp *I, PyObject *fn, const Args *a);
+Sv *cap_more_tensor_method(Interp *I, const char *name, const Args *a);
 
 /* vals/torchfn.c */
 Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);

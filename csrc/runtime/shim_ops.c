@@ -22,7 +22,8 @@
  * wk_native_call_run answers 0 before anything ran and the runtime makes the
  * Python call, which gives eager's behaviour (and eager's error). Only
  * floating-point results go native (integer matmuls keep the Python call),
- * max pooling's int64 indices apart (integers whatever the input). Attention
+ * max pooling's int64 indices and cumsum's prefix sums apart (integers
+ * whatever the input, or the input's integers: models sum masks). Attention
  * goes native without dropout only (dropout_p == 0). convolution_backward
  * goes native when every result the graph reads is one its output_mask asks
  * for (the others are undefined tensors). Each op has its CPU and CUDA
@@ -67,13 +68,14 @@ typedef enum {
     OP_AVG_POOL2D_BACKWARD,
     OP_ADAPTIVE_AVG_POOL2D,
     OP_ADAPTIVE_AVG_POOL2D_BACKWARD,
+    OP_CUMSUM,
     OP_COUNT
 } NativeOp;
 
 static const struct {
     const char *aten, *cpu, *cuda;
     int nresults;           /* results of the op (1 for the out variants) */
-    unsigned int_results;   /* bit r: result r is an integer tensor by definition (max pooling's indices) */
+    unsigned int_results;   /* bit r: result r may be an integer tensor (max pooling's indices, cumsum's sums) */
 } OPS[OP_COUNT] = {
     [OP_MM] = {"aten.mm.default", "aoti_torch_cpu_mm_out", "aoti_torch_cuda_mm_out", 1},
     [OP_ADDMM] = {"aten.addmm.default", "aoti_torch_cpu_addmm_out", "aoti_torch_cuda_addmm_out", 1},
@@ -103,6 +105,7 @@ static const struct {
     [OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = {"aten._adaptive_avg_pool2d_backward.default",
                                          "aoti_torch_cpu__adaptive_avg_pool2d_backward",
                                          "aoti_torch_cuda__adaptive_avg_pool2d_backward", 1},
+    [OP_CUMSUM] = {"aten.cumsum.default", "aoti_torch_cpu_cumsum", "aoti_torch_cuda_cumsum", 1, 1u << 0},
 };
 
 enum { MAX_TENSORS = 4, MAX_RESULTS = WK_NATIVE_MAX_OUTPUTS, MAX_SPATIAL = 3 };
@@ -126,6 +129,7 @@ struct WkNativeCall {
     int is_causal, compute_log_sumexp; /* attention */
     int has_scale;
     double scale;
+    int64_t dim;                /* cumsum */
     int nout;
     int pick[MAX_RESULTS];      /* result position of output k */
     int cuda_device;            /* -1: CPU */
@@ -515,6 +519,10 @@ static int parse(WkNativeCall *c, const Args *a, int npicks) {
         c->ntensors = 2;
         return a->nargs == 2 && only_keywords(a, none_kw) && tensor_arg(a, 0, "grad_output", 0, &c->tensor[0]) &&
                tensor_arg(a, 1, "self", 0, &c->tensor[1]);
+    case OP_CUMSUM: /* no dtype=: the kernel's own result dtype (int64 for integers and bool) */
+        c->ntensors = 1;
+        return a->nargs == 2 && only_keywords(a, none_kw) && tensor_arg(a, 0, "self", 0, &c->tensor[0]) &&
+               const_int(a, 1, "dim", &c->dim);
     default: return 0;
     }
 }
@@ -576,6 +584,7 @@ typedef AOTITorchError (*CudnnAttention)(AtenTensorHandle, AtenTensorHandle, Ate
                                          int32_t, double, int32_t, int32_t, double *, AtenTensorHandle *,
                                          AtenTensorHandle *, AtenTensorHandle *, AtenTensorHandle *, int64_t *,
                                          int64_t *, AtenTensorHandle *, AtenTensorHandle *, AtenTensorHandle *);
+typedef AOTITorchError (*Cumsum)(AtenTensorHandle, int64_t, int32_t *, AtenTensorHandle *);
 typedef AOTITorchError (*CpuFlashAttention)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, double, int32_t,
                                             AtenTensorHandle *, double *, AtenTensorHandle *, AtenTensorHandle *);
 
@@ -692,6 +701,7 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
     case OP_ADAPTIVE_AVG_POOL2D_BACKWARD:
         err = ((AdaptiveAvgPool2dBackward)c->fn)(h[0], h[1], &res[0]);
         break;
+    case OP_CUMSUM: err = ((Cumsum)c->fn)(h[0], c->dim, NULL, &res[0]); break;
     default: return 0;
     }
     if (err) {

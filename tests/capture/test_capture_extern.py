@@ -68,7 +68,7 @@ def iterate_fn(x, w):
     return acc
 
 
-NATIVE_NOW = {softmax_method_fn, functional_fn, index_fn, views_fn, iterate_fn}
+NATIVE_NOW = {softmax_method_fn, functional_fn, index_fn, views_fn, iterate_fn, factory_fn, masked_fn}
 CASES = [matmul_fn, matmul_op_fn, softmax_method_fn, functional_fn, index_fn, floordiv_fn, views_fn,
          cat_stack_fn, factory_fn, masked_fn, tuple_out_fn, attribute_fn, iterate_fn]
 

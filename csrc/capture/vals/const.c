@@ -271,6 +271,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
         return res;
     if ((res = cap_matmul_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_attention_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = cap_more_torch_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (cap_is_torch_callable(fn) && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);

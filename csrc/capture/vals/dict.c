@@ -1,7 +1,8 @@
 /* vals/dict.c — dicts built during capture (BUILD_MAP, BUILD_CONST_KEY_MAP,
  * dict(), **kwargs). Keys are constants (obj: a list of them, in insertion
  * order), values are Svs (items, same order). Returned dicts are rebuilt by
- * the transformed code. */
+ * the transformed code. A dict of constants read from an argument's
+ * attribute (vals/object.c) is one too, read-only, with that source. */
 #include <string.h>
 
 #include "../interp.h"
@@ -30,8 +31,14 @@ Sv *cap_dict_lookup(Sv *d, PyObject *key) {
     return i < 0 ? NULL : d->items.data[i];
 }
 
+/* A dict read from an argument's attribute (vals/object.c) is the real
+ * one, guarded equal to what capture saw: a change made here would not
+ * reach it, and the next call's guard would compare against stale items. */
+static int read_only(const Sv *d) { return d->arg >= 0 || d->gname; }
+
 int cap_dict_set(Interp *I, Sv *d, Sv *key, Sv *value) {
     if (d->kind != SV_DICT) return cap_unsupported(I, "item assignment on a %s", sv_desc(d));
+    if (read_only(d)) return cap_unsupported(I, "changing a dict read from an argument's attribute");
     if (key->kind != SV_CONST || !cap_is_plain(key->obj))
         return cap_unsupported(I, "dict key of type %s", sv_desc(key));
     if (PyObject_Hash(key->obj) == -1) return cap_py_failed(I, "dict key");
@@ -75,6 +82,8 @@ static Sv *dict_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if ((nb != NB_OR && nb != NB_INPLACE_OR) || x->kind != SV_DICT ||
         !(y->kind == SV_DICT || (y->kind == SV_CONST && PyDict_CheckExact(y->obj))))
         return NULL;
+    if (nb == NB_INPLACE_OR && read_only(x))
+        return cap_unsupported(I, "changing a dict read from an argument's attribute"), NULL;
     Sv *r = x;
     if (nb == NB_OR && (!(r = cap_dict_new(I)) || cap_dict_update(I, r, x) < 0)) return NULL;
     return cap_dict_update(I, r, y) < 0 ? NULL : r;
@@ -119,6 +128,9 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {
     Sv *d = a->pos[0];
     int nargs = a->npos - 1;
     if (a->nkw && strcmp(name, "update") != 0) return cap_unsupported(I, "dict.%s() with keywords", name), NULL;
+    if (read_only(d) && strcmp(name, "keys") != 0 && strcmp(name, "values") != 0 && strcmp(name, "items") != 0 &&
+        strcmp(name, "get") != 0 && strcmp(name, "copy") != 0)
+        return cap_unsupported(I, "dict.%s() on a dict read from an argument's attribute", name), NULL;
     if (strcmp(name, "keys") == 0 && !nargs) {
         SvList items = {0};
         dict_iterate(I, d, &items);

@@ -111,6 +111,8 @@ static PyObject *template_Ref(Interp *I, Inputs *in, Sv *s, int depth) {
         return t;
     }
     case SV_DICT: {
+        if (s->arg >= 0 || s->gname) /* the callee would get a copy, not the dict it may change */
+            return cap_unsupported(I, "a dict read from an argument's attribute as a torch call argument"), NULL;
         PyObject *d = PyDict_New();
         if (!d) return cap_py_failed(I, "extern"), NULL;
         for (int i = 0; i < s->items.len; i++) {

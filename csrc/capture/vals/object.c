@@ -191,6 +191,14 @@ static int plain_list(PyObject *l) {
     return 1;
 }
 
+static int plain_dict(PyObject *d) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (!cap_is_plain(k) || !cap_is_plain(v)) return 0;
+    return 1;
+}
+
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     const char *nm = PyUnicode_AsUTF8(name);
     if (!nm) return cap_py_failed(I, "attribute name");
@@ -299,6 +307,35 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
             wk_vec_push(&s->items, sv_const(I, PyList_GET_ITEM(snapshot, i)));
         Py_DECREF(snapshot);
         Py_DECREF(v);
+        s->arg = o->arg;
+        s->path = path;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
+    } else if (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) <= 4096 && plain_dict(v)) {
+        /* a dict of plain keys and values (a config's id2label): guarded
+         * equal to a copy of it as it is now, keys in order and every key
+         * and value of the same type (guards.c), read as a dict Sv whose
+         * source is this path (returned, it is the same dict); capture
+         * refuses to change it (vals/dict.c) */
+        PyObject *snapshot = PyDict_Copy(v);
+        if (!snapshot) {
+            Py_DECREF(v);
+            Py_DECREF(path);
+            return cap_py_failed(I, nm);
+        }
+        wk_guard_equals_at(I->guards, o->arg, path, snapshot);
+        s = cap_dict_new(I);
+        PyObject *k, *item;
+        Py_ssize_t pos = 0;
+        int appended = s != NULL;
+        while (appended && PyDict_Next(snapshot, &pos, &k, &item))
+            if ((appended = PyList_Append(s->obj, k) == 0)) wk_vec_push(&s->items, sv_const(I, item));
+        Py_DECREF(snapshot);
+        Py_DECREF(v);
+        if (!appended) {
+            Py_DECREF(path);
+            return s ? cap_py_failed(I, nm) : -1;
+        }
         s->arg = o->arg;
         s->path = path;
         if (method && sv_push(I, I->null_sv) < 0) return -1;

@@ -4,7 +4,9 @@
  * and Tensor.new_* (FULL); and the calls the runtime can make through
  * PyTorch's C shim (runtime/shim_ops.c) rather than through Python when
  * they name the ATen op: F.linear (views around aten.mm/aten.addmm),
- * torch.mm/addmm/bmm, and F.scaled_dot_product_attention on the CPU. The ATen importer (wick/backends.py try_cat_pad,
+ * torch.mm/addmm/bmm/baddbmm, torch.cumsum, and F.scaled_dot_product_attention on
+ * the CPU; torch.zeros_like & co., torch.min/max of two tensors, gather and
+ * diff become the nodes they are made of. The ATen importer (wick/backends.py try_cat_pad,
  * try_indexing) builds the same nodes from aten ops; the nodes' meaning is
  * the op table's (graph/ops.def notes 9, 11, 12).
  *
@@ -290,8 +292,9 @@ static int arange_bound(const Sv *s, PyObject **out) {
 }
 
 /* The device argument: an explicit torch.device or device string naming
- * the CPU or an indexed CUDA device (the default device and a bare "cuda",
- * the current one, are state capture does not guard). */
+ * the CPU or an indexed CUDA device (a bare "cuda", the current one, is
+ * state capture does not guard; a missing one is the default device,
+ * default_device below). */
 static int explicit_device(const Sv *s, WkDevice *dev) {
     if (!s || s->kind != SV_CONST || !cap_device_type) return 0;
     PyObject *d = PyUnicode_Check(s->obj) ? PyObject_CallOneArg(cap_device_type, s->obj) : Py_NewRef(s->obj);
@@ -307,6 +310,44 @@ static int explicit_device(const Sv *s, WkDevice *dev) {
     Py_DECREF(d);
     PyErr_Clear();
     return ok;
+}
+
+/* torch.get_default_device() now, for a factory call without device=:
+ * read at capture and guarded (wick/_capture_meta.py default_device_name
+ * answers an interned str, compared by identity), so a call after
+ * torch.set_default_device or inside `with torch.device(...)` captures
+ * again. 1 with *dev set, 0 when not modelled. */
+static int default_device(Interp *I, WkDevice *dev) {
+    static PyObject *query; /* strong, for the process */
+    if (!query) {
+        PyObject *m = PyImport_ImportModule("wick._capture_meta");
+        query = m ? PyObject_GetAttrString(m, "default_device_name") : NULL;
+        Py_XDECREF(m);
+        if (!query) return PyErr_Clear(), 0;
+    }
+    PyObject *name = PyObject_CallNoArgs(query);
+    if (!name) return PyErr_Clear(), 0;
+    Sv tmp = {.kind = SV_CONST, .obj = name};
+    int ok = PyUnicode_CheckExact(name) && explicit_device(&tmp, dev);
+    if (ok) wk_guard_call_is(I->guards, query, name);
+    Py_DECREF(name);
+    return ok;
+}
+
+/* torch.get_default_dtype() now (a factory's float dtype when none is
+ * given), guarded: torch.set_default_dtype after capture captures again.
+ * The WkDType, or -1 when not modelled. */
+static int default_float_dtype(Interp *I) {
+    static PyObject *query;
+    if (!query && (!cap_torch_mod || !(query = PyObject_GetAttrString(cap_torch_mod, "get_default_dtype"))))
+        return PyErr_Clear(), -1;
+    PyObject *dt = PyObject_CallNoArgs(query);
+    if (!dt) return PyErr_Clear(), -1;
+    int d = cap_dtype_of_obj(dt);
+    if (d >= 0 && wk_dtype_is_float((WkDType)d)) wk_guard_call_is(I->guards, query, dt);
+    else d = -1;
+    Py_DECREF(dt);
+    return d;
 }
 
 static Sv *arange_node(Interp *I, const Args *a) {
@@ -333,13 +374,14 @@ static Sv *arange_node(Interp *I, const Args *a) {
         (pin && (!const_bool(pin, &pinned) || pinned)) || (rg && (!const_bool(rg, &wants_grad) || wants_grad)))
         return NULL;
     WkDevice dev;
-    if (!explicit_device(arg_of(a, -1, "device"), &dev)) return NULL;
+    Sv *dev_sv = arg_of(a, -1, "device");
+    if (!(is_none(dev_sv) ? default_device(I, &dev) : explicit_device(dev_sv, &dev))) return NULL;
     int all_ints = PyLong_CheckExact(end) && (!start || PyLong_CheckExact(start)) && (!step || PyLong_CheckExact(step));
     int dt;
     if (is_none(dtype_sv)) {
-        /* eager's default dtypes: int64 for integer bounds, else the default
-         * float dtype, which capture takes to be float32 everywhere */
-        dt = all_ints ? WK_I64 : WK_F32;
+        /* eager's default dtypes: int64 for integer bounds, else the default float dtype */
+        dt = all_ints ? WK_I64 : default_float_dtype(I);
+        if (dt < 0) return NULL;
     } else {
         dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1;
         if (!(dt == WK_F32 || dt == WK_F64 || dt == WK_F16 || dt == WK_BF16 || dt == WK_I32 || dt == WK_I64)) return NULL;
@@ -386,7 +428,7 @@ static Sv *arange_node(Interp *I, const Args *a) {
     return try_node(I, WK_OP_ARANGE, in, 2, &at);
 }
 
-/* ---- torch.zeros/ones/full (explicit device), Tensor.new_zeros/new_ones/new_full -> FULL */
+/* ---- torch.zeros/ones/full, Tensor.new_zeros/new_ones/new_full -> FULL -------- */
 
 /* A size given as ints (x.new_ones(2, 3)) or one sequence of ints; into sizes. */
 static int read_sizes(Sv *const *items, int n, int64_t *sizes, int *nd) {
@@ -405,7 +447,16 @@ static int read_sizes(Sv *const *items, int n, int64_t *sizes, int *nd) {
 static int fill_fits(PyObject *fill, WkDType dt) {
     if (dt == WK_BOOL) /* zeros/ones fill with 0 and 1 */
         return PyBool_Check(fill) || (PyLong_CheckExact(fill) && (PyLong_AsLong(fill) == 0 || PyLong_AsLong(fill) == 1));
-    if (wk_dtype_is_float(dt)) return PyBool_Check(fill) || PyLong_CheckExact(fill) || PyFloat_CheckExact(fill);
+    if (wk_dtype_is_float(dt)) {
+        /* a finite fill beyond the dtype's range raises in eager (an overflowing conversion) */
+        if (PyBool_Check(fill)) return 1;
+        if (!PyLong_CheckExact(fill) && !PyFloat_CheckExact(fill)) return 0;
+        double v = PyLong_CheckExact(fill) ? PyLong_AsDouble(fill) : PyFloat_AS_DOUBLE(fill);
+        if (v == -1.0 && PyErr_Occurred()) return PyErr_Clear(), 0;
+        double max = dt == WK_F16 ? 65504.0 : dt == WK_BF16 ? 3.3895313892515355e38 : dt == WK_F32 ? 3.4028234663852886e38
+                   : dt == WK_F64 ? __DBL_MAX__ : 0.0;
+        return v != v || v == Py_HUGE_VAL || v == -Py_HUGE_VAL || (v <= max && v >= -max);
+    }
     if (PyBool_Check(fill)) return 1;
     if (!PyLong_CheckExact(fill)) return 0;
     int overflow = 0;
@@ -461,11 +512,13 @@ static Sv *full_node(Interp *I, const char *fname, const Args *a) {
     int dt = -1, ok = 1;
     if (method && !self) ok = 0;
     else if (is_none(dev_sv) && self) dev = self->device; /* new_*: self's device */
+    else if (is_none(dev_sv)) ok = default_device(I, &dev);
     else ok = explicit_device(dev_sv, &dev);
     if (ok && !is_none(dtype_sv)) dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1, ok = dt >= 0;
     else if (ok && self) dt = self->dtype;
-    else if (ok) /* eager's defaults: full infers from the fill, capture takes the default float dtype to be float32 */
-        dt = !is_full || PyFloat_CheckExact(fill) ? WK_F32 : PyBool_Check(fill) ? WK_BOOL : WK_I64;
+    else if (ok) /* eager's defaults: full infers from the fill, else the default float dtype */
+        dt = !is_full || PyFloat_CheckExact(fill) ? default_float_dtype(I) : PyBool_Check(fill) ? WK_BOOL : WK_I64,
+        ok = dt >= 0;
     int in = ok && fill_fits(fill, (WkDType)dt) ? cap_scalar_value(I, fill) : -1;
     Py_DECREF(fill);
     PyErr_Clear();
@@ -494,11 +547,377 @@ Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, Py
     return extern_call(I, fn, fname, a);
 }
 
-/* ---- matmuls: F.linear as views around aten.mm/addmm; torch.mm, addmm, bmm -- */
+/* ---- *_like, min/max of two tensors, gather, diff, cumsum ------------------ */
+
+enum { ZEROS_LIKE, ONES_LIKE, FULL_LIKE, EMPTY_LIKE, MIN2, MAX2, GATHER, DIFF, CUMSUM, CONV2D, NMORE };
+static const char *const more_names[NMORE] = {"zeros_like", "ones_like", "full_like", "empty_like", "min",
+                                              "max",        "gather",    "diff",      "cumsum",     "conv2d"};
+static PyObject *more_fns[NMORE]; /* strong, for the process: torch.<name> */
+static PyObject *minimum_fn, *maximum_fn, *narrow_fn, *aten_cumsum, *aten_convolution, *preserve_format,
+    *contiguous_format, *cross_entropy_fn;
+
+/* torch.ops.aten.<name>.default, new reference or NULL */
+static PyObject *aten_default_Ref(const char *name) {
+    PyObject *ops = PyObject_GetAttrString(cap_torch_mod, "ops");
+    PyObject *aten = ops ? PyObject_GetAttrString(ops, "aten") : NULL;
+    PyObject *packet = aten ? PyObject_GetAttrString(aten, name) : NULL;
+    PyObject *r = packet ? PyObject_GetAttrString(packet, "default") : NULL;
+    Py_XDECREF(ops);
+    Py_XDECREF(aten);
+    Py_XDECREF(packet);
+    return r;
+}
+
+static int more_ready(void) {
+    static int state; /* 0 unresolved, 1 resolved, -1 not available */
+    if (state || !cap_torch_mod) return state == 1;
+    state = -1;
+    int ok = 1;
+    for (int k = 0; ok && k < NMORE; k++) ok = (more_fns[k] = PyObject_GetAttrString(cap_torch_mod, more_names[k])) != NULL;
+    ok = ok && (aten_cumsum = aten_default_Ref("cumsum")) && (aten_convolution = aten_default_Ref("convolution")) &&
+         (minimum_fn = PyObject_GetAttrString(cap_torch_mod, "minimum")) &&
+         (maximum_fn = PyObject_GetAttrString(cap_torch_mod, "maximum")) &&
+         (narrow_fn = PyObject_GetAttrString(cap_torch_mod, "narrow")) &&
+         (preserve_format = PyObject_GetAttrString(cap_torch_mod, "preserve_format")) &&
+         (contiguous_format = PyObject_GetAttrString(cap_torch_mod, "contiguous_format"));
+    PyObject *functional = ok ? PyImport_ImportModule("torch.nn.functional") : NULL;
+    ok = functional && (cross_entropy_fn = PyObject_GetAttrString(functional, "cross_entropy"));
+    Py_XDECREF(functional);
+    PyErr_Clear();
+    if (ok) state = 1;
+    return state == 1;
+}
+
+/* m's strides are the contiguous ones eager gives a fresh tensor of its
+ * sizes (a graph node without strides has them, graph.h): a *_like of it
+ * in preserve_format is laid out as FULL's output is. */
+static int fresh_contiguous(const WkValue *m) {
+    int64_t expect = 1;
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        int64_t size = cap_const_size(m, d), stride = expect;
+        if (m->strides[d] && !wk_sym_is_const(m->strides[d], &stride)) return 0;
+        if (stride != expect) return 0;
+        expect *= size > 1 ? size : 1;
+    }
+    return 1;
+}
+
+/* torch.zeros_like(input, *, dtype, layout, device, requires_grad,
+ * memory_format) & co. -> FULL: input's sizes, dtype and device (or the
+ * ones given); empty_like's contents are unspecified, zeros are some. */
+static Sv *like_node(Interp *I, int which, const Args *a) {
+    static const char *const names[] = {"input", "dtype", "layout", "device", "requires_grad", "memory_format", NULL};
+    static const char *const full_names[] = {"input", "fill_value", "dtype", "layout", "device", "requires_grad",
+                                             "memory_format", NULL};
+    int is_full = which == FULL_LIKE;
+    if (!arguments_known(a, is_full ? 2 : 1, is_full ? full_names : names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *fill_sv = is_full ? arg_of(a, 1, "fill_value") : NULL;
+    Sv *dtype_sv = arg_of(a, -1, "dtype"), *layout = arg_of(a, -1, "layout"), *dev_sv = arg_of(a, -1, "device"),
+       *rg = arg_of(a, -1, "requires_grad"), *fmt = arg_of(a, -1, "memory_format");
+    if (!x || x->kind != SV_TENSOR || (is_full && !fill_sv)) return NULL;
+    const WkValue *m = cap_sv_meta(I, x);
+    if (!m || !static_sizes(m)) return NULL;
+    int wants_grad = 0;
+    if ((!is_none(layout) && !(layout->kind == SV_CONST && layout->obj == cap_strided_layout)) ||
+        (rg && (!const_bool(rg, &wants_grad) || wants_grad)))
+        return NULL;
+    /* preserve_format keeps input's strides: the same as FULL's only for a
+     * freshly contiguous input */
+    int contiguous = fmt && fmt->kind == SV_CONST && fmt->obj == contiguous_format;
+    if (!contiguous && !(is_none(fmt) || (fmt->kind == SV_CONST && fmt->obj == preserve_format))) return NULL;
+    if (!contiguous && !fresh_contiguous(m)) return NULL;
+    WkDevice dev = m->device;
+    if (!is_none(dev_sv) && (!explicit_device(dev_sv, &dev) || !same_device(&(WkValue){.device = dev}, m))) return NULL;
+    int dt = m->dtype;
+    if (!is_none(dtype_sv) && (dtype_sv->kind != SV_CONST || (dt = cap_dtype_of_obj(dtype_sv->obj)) < 0)) return NULL;
+    PyObject *fill;
+    if (is_full) {
+        if (fill_sv->kind != SV_CONST ||
+            !(PyBool_Check(fill_sv->obj) || PyLong_CheckExact(fill_sv->obj) || PyFloat_CheckExact(fill_sv->obj)))
+            return NULL;
+        fill = Py_NewRef(fill_sv->obj);
+    } else {
+        fill = PyLong_FromLong(which == ONES_LIKE);
+        if (!fill) return PyErr_Clear(), NULL;
+    }
+    int in = fill_fits(fill, (WkDType)dt) ? cap_scalar_value(I, fill) : -1;
+    Py_DECREF(fill);
+    PyErr_Clear();
+    if (in < 0 || CAP_FAILED(I)) return NULL;
+    int64_t sizes[WK_MAX_DIMS];
+    for (int d = 0; d < m->ndim; d++) sizes[d] = cap_const_size(m, d);
+    WkAttrs at = {0};
+    at.dtype = (WkDType)dt;
+    at.has_dtype = 1;
+    at.nints = m->ndim;
+    at.ints = sizes;
+    at.has_device = 1;
+    at.device = dev;
+    return try_node(I, WK_OP_FULL, &in, 1, &at);
+}
+
+/* torch.min(input, other) and max with a tensor `other` are minimum and
+ * maximum (other forms reduce: not these) */
+static Sv *min_max_call(Interp *I, int which, const Args *a) {
+    if (a->npos != 2 || a->nkw || a->pos[0]->kind != SV_TENSOR || a->pos[1]->kind != SV_TENSOR) return NULL;
+    return cap_call_op(I, which == MIN2 ? WK_OP_MINIMUM : WK_OP_MAXIMUM, a,
+                       which == MIN2 ? "torch.minimum" : "torch.maximum", 0, which == MIN2 ? minimum_fn : maximum_fn);
+}
+
+/* torch.gather(input, dim, index, *, sparse_grad=False) -> GATHER (the
+ * builder checks eager's rules on the shapes; sparse_grad changes only the
+ * gradient's layout) */
+static Sv *gather_node(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "dim", "index", "sparse_grad", NULL};
+    if (!arguments_known(a, 3, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *dim_sv = arg_of(a, 1, "dim"), *idx = arg_of(a, 2, "index"),
+       *sparse = arg_of(a, -1, "sparse_grad");
+    int64_t dim;
+    int sp = 0;
+    if (!x || !idx || x->kind != SV_TENSOR || idx->kind != SV_TENSOR || !const_int(dim_sv, &dim) ||
+        (sparse && (!const_bool(sparse, &sp) || sp)))
+        return NULL;
+    const WkValue *m = cap_sv_meta(I, x), *im = m ? cap_sv_meta(I, idx) : NULL;
+    if (!im || m->ndim < 1 || im->dtype != WK_I64 || !same_device(m, im) || !indexing_native_on(m) ||
+        !static_sizes(m) || !static_sizes(im))
+        return NULL;
+    if (dim < -m->ndim || dim >= m->ndim) return NULL;
+    if (dim < 0) dim += m->ndim;
+    int in[2] = {m->id, im->id};
+    WkAttrs at = {0};
+    at.nints = 1;
+    at.ints = &dim;
+    return try_node(I, WK_OP_GATHER, in, 2, &at);
+}
+
+static Sv *narrow(Interp *I, Sv *x, int64_t dim, int64_t start, int64_t length) {
+    Sv *pos[4] = {x, sv_const_Steal(I, PyLong_FromLongLong(dim)), sv_const_Steal(I, PyLong_FromLongLong(start)),
+                  sv_const_Steal(I, PyLong_FromLongLong(length))};
+    Args na = {pos, 4, NULL, NULL, 0};
+    return cap_view_call(I, &na, "torch.narrow", narrow_fn);
+}
+
+/* torch.diff(input, n=1, dim=-1, prepend=None, append=None) with n 1:
+ * prepend and append joined on (CAT), then the later elements minus the
+ * earlier ones (SUB of two narrowed views; NE for bool, eager's xor) */
+static Sv *diff_nodes(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "n", "dim", "prepend", "append", NULL};
+    if (!arguments_known(a, 5, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *n_sv = arg_of(a, 1, "n"), *dim_sv = arg_of(a, 2, "dim"),
+       *pre = arg_of(a, 3, "prepend"), *app = arg_of(a, 4, "append");
+    int64_t n = 1, dim = -1;
+    if (!x || x->kind != SV_TENSOR || (n_sv && !const_int(n_sv, &n)) || n != 1 || (dim_sv && !const_int(dim_sv, &dim)))
+        return NULL;
+    const WkValue *m = cap_sv_meta(I, x);
+    if (!m || m->ndim < 1 || !static_sizes(m) || dim < -m->ndim || dim >= m->ndim) return NULL;
+    if (dim < 0) dim += m->ndim;
+    Sv *parts[3];
+    int nparts = 0, in[3];
+    int64_t total = 0;
+    if (!is_none(pre)) parts[nparts++] = pre;
+    parts[nparts++] = x;
+    if (!is_none(app)) parts[nparts++] = app;
+    for (int i = 0; i < nparts; i++) {
+        /* prepend/append of input's dtype, rank and other sizes (eager's
+         * cat would promote or broadcast a scalar: not modelled) */
+        const WkValue *p = parts[i]->kind == SV_TENSOR ? cap_sv_meta(I, parts[i]) : NULL;
+        if (!p || p->dtype != m->dtype || p->ndim != m->ndim || !same_device(p, m) || !static_sizes(p)) return NULL;
+        for (int d = 0; d < m->ndim; d++)
+            if (d != dim && cap_const_size(p, d) != cap_const_size(m, d)) return NULL;
+        total += cap_const_size(p, (int)dim);
+        in[i] = p->id;
+    }
+    if (total < 2) return NULL;
+    Sv *joined = x;
+    if (nparts > 1) {
+        WkAttrs at = {0};
+        at.nints = 1;
+        at.ints = &dim;
+        if (!(joined = try_node(I, WK_OP_CAT, in, nparts, &at))) return NULL;
+    }
+    Sv *later = narrow(I, joined, dim, 1, total - 1);
+    Sv *earlier = later ? narrow(I, joined, dim, 0, total - 1) : NULL;
+    if (!earlier) return NULL;
+    int ops[2] = {later->value, earlier->value};
+    return try_node(I, m->dtype == WK_BOOL ? WK_OP_NE : WK_OP_SUB, ops, 2, NULL);
+}
+
+/* torch.cumsum(input, dim) -> aten.cumsum's extern (the runtime calls it
+ * through the C shim); dtype= stays the torch call */
+static Sv *cumsum_call(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "dim", "dtype", NULL};
+    if (!arguments_known(a, 2, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *dim_sv = arg_of(a, 1, "dim");
+    int64_t dim;
+    if (!x || x->kind != SV_TENSOR || !const_int(dim_sv, &dim) || !is_none(arg_of(a, -1, "dtype"))) return NULL;
+    Sv *pos[2] = {x, dim_sv};
+    return cap_extern_call(I, aten_cumsum, "aten.cumsum.default", pos, 2, NULL, NULL, 0);
+}
+
+static int plain_matmul_operands(Interp *I, Sv *const *ts, int n);
+
+/* One or two ints (conv2d's stride, padding, dilation) as a pair. */
+static int int_pair(const Sv *s, int64_t dflt, int64_t *out) {
+    int n = 0;
+    if (!s) {
+        out[0] = out[1] = dflt;
+        return 1;
+    }
+    if (const_int(s, &out[0])) {
+        out[1] = out[0];
+        return 1;
+    }
+    if (!const_ints(s, out, 2, &n)) return 0;
+    if (n == 1) out[1] = out[0];
+    return n == 1 || n == 2;
+}
+
+/* torch.conv2d (F.conv2d) of a batched input with int paddings: eager's
+ * aten.convolution call (transposed False, no output padding), which the
+ * runtime makes through the C shim */
+static Sv *conv2d_call(Interp *I, const Args *a) {
+    static const char *const names[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups", NULL};
+    if (!arguments_known(a, 7, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *w = arg_of(a, 1, "weight"), *b = arg_of(a, 2, "bias");
+    int64_t stride[2], padding[2], dilation[2], groups = 1;
+    Sv *groups_sv = arg_of(a, 6, "groups");
+    if (!int_pair(arg_of(a, 3, "stride"), 1, stride) || !int_pair(arg_of(a, 4, "padding"), 0, padding) ||
+        !int_pair(arg_of(a, 5, "dilation"), 1, dilation) || (groups_sv && !const_int(groups_sv, &groups)))
+        return NULL;
+    Sv *operands[3] = {x, w, b};
+    int has_bias = !is_none(b);
+    if (!x || !w || !plain_matmul_operands(I, operands, has_bias ? 3 : 2) || CAP_FAILED(I)) return NULL;
+    const WkValue *xm = cap_sv_meta(I, x), *wm = cap_sv_meta(I, w);
+    if (xm->ndim != 4 || wm->ndim != 4) return NULL; /* unbatched input: conv2d unsqueezes first */
+    PyObject *st = Py_BuildValue("(LL)", (long long)stride[0], (long long)stride[1]);
+    PyObject *pd = Py_BuildValue("(LL)", (long long)padding[0], (long long)padding[1]);
+    PyObject *dl = Py_BuildValue("(LL)", (long long)dilation[0], (long long)dilation[1]);
+    PyObject *op = Py_BuildValue("(ii)", 0, 0), *gr = PyLong_FromLongLong(groups);
+    if (!st || !pd || !dl || !op || !gr) {
+        Py_XDECREF(st);
+        Py_XDECREF(pd);
+        Py_XDECREF(dl);
+        Py_XDECREF(op);
+        Py_XDECREF(gr);
+        return PyErr_Clear(), NULL;
+    }
+    Sv *pos[9] = {x, w, has_bias ? b : sv_const(I, Py_None), sv_const_Steal(I, st), sv_const_Steal(I, pd),
+                  sv_const_Steal(I, dl), sv_const(I, Py_False), sv_const_Steal(I, op), sv_const_Steal(I, gr)};
+    return cap_extern_call(I, aten_convolution, "aten.convolution.default", pos, 9, NULL, NULL, 0);
+}
+
+/* F.cross_entropy(input [N, C] floating, target [N] int64 class indices,
+ * no weight, no label smoothing) -> eager's log_softmax and nll_loss as
+ * nodes: LOG_SOFTMAX over classes, the target's entry of each row (GATHER;
+ * an ignored row reads class 0 and is zeroed after), negated; summed for
+ * 'sum', divided by the count of rows not ignored for 'mean' (0/0 is NaN,
+ * as eager's). A target out of range makes the kernel raise, and the frame
+ * runs again eagerly for eager's own error. */
+
+static Sv *cross_entropy_nodes(Interp *I, const Args *a) {
+    static const char *const names[] = {"input",  "target",    "weight",          "size_average", "ignore_index",
+                                        "reduce", "reduction", "label_smoothing", NULL};
+    if (!arguments_known(a, 8, names)) return NULL;
+    Sv *x = arg_of(a, 0, "input"), *t = arg_of(a, 1, "target"), *ig_sv = arg_of(a, 4, "ignore_index"),
+       *red_sv = arg_of(a, 6, "reduction"), *ls = arg_of(a, 7, "label_smoothing");
+    int64_t ignore = -100;
+    if (!x || !t || x->kind != SV_TENSOR || t->kind != SV_TENSOR || !is_none(arg_of(a, 2, "weight")) ||
+        !is_none(arg_of(a, 3, "size_average")) || !is_none(arg_of(a, 5, "reduce")) ||
+        (ig_sv && !const_int(ig_sv, &ignore)))
+        return NULL;
+    if (ls && !(ls->kind == SV_CONST && (PyFloat_CheckExact(ls->obj) || PyLong_CheckExact(ls->obj)) &&
+                PyFloat_AsDouble(ls->obj) == 0.0))
+        return PyErr_Clear(), NULL;
+    const char *red = "mean";
+    if (red_sv && !(red_sv->kind == SV_CONST && PyUnicode_Check(red_sv->obj) && (red = PyUnicode_AsUTF8(red_sv->obj))))
+        return PyErr_Clear(), NULL;
+    int mean = strcmp(red, "mean") == 0, sum = strcmp(red, "sum") == 0, none = strcmp(red, "none") == 0;
+    if (!mean && !sum && !none) return NULL;
+    const WkValue *xm = cap_sv_meta(I, x), *tm = xm ? cap_sv_meta(I, t) : NULL;
+    /* float32/float64 (16-bit inputs sum in eager's own precision), outside autocast */
+    if (!tm || xm->ndim != 2 || tm->ndim != 1 || (xm->dtype != WK_F32 && xm->dtype != WK_F64) ||
+        tm->dtype != WK_I64 || !same_device(xm, tm) || !static_sizes(xm) || !static_sizes(tm) ||
+        !indexing_native_on(xm))
+        return NULL;
+    int64_t n = cap_const_size(xm, 0), classes = cap_const_size(xm, 1);
+    if (cap_const_size(tm, 0) != n || classes < 1) return NULL;
+    int ac = cap_autocast_dtype(I, xm->device.type);
+    if (ac != -1) return PyErr_Clear(), NULL;
+    PyObject *ig = PyLong_FromLongLong(ignore), *zero = PyLong_FromLong(0), *fzero = PyFloat_FromDouble(0.0);
+    int ig_v = ig ? cap_scalar_value(I, ig) : -1, zero_v = zero ? cap_scalar_value(I, zero) : -1,
+        fzero_v = fzero ? cap_scalar_value(I, fzero) : -1;
+    Py_XDECREF(ig);
+    Py_XDECREF(zero);
+    Py_XDECREF(fzero);
+    PyErr_Clear();
+    if (ig_v < 0 || zero_v < 0 || fzero_v < 0 || CAP_FAILED(I)) return NULL;
+    WkAttrs rows = {0};
+    rows.ndims = 1;
+    rows.dims[0] = 1;
+    Sv *lsm = try_node(I, WK_OP_LOG_SOFTMAX, &xm->id, 1, &rows);
+    int ne_in[2] = {tm->id, ig_v};
+    Sv *valid = lsm ? try_node(I, WK_OP_NE, ne_in, 2, NULL) : NULL;
+    int where_in[3] = {valid ? valid->value : -1, tm->id, zero_v};
+    Sv *safe = valid ? try_node(I, WK_OP_WHERE, where_in, 3, NULL) : NULL;
+    int64_t col[2] = {n, 1}, flat[1] = {n};
+    Sv *safe_col = safe ? cap_view_as_shape(I, safe, 2, col) : NULL;
+    if (!safe_col) return NULL;
+    int64_t class_dim = 1;
+    WkAttrs g = {0};
+    g.nints = 1;
+    g.ints = &class_dim;
+    int gather_in[2] = {lsm->value, safe_col->value};
+    Sv *picked = try_node(I, WK_OP_GATHER, gather_in, 2, &g);
+    Sv *picked_row = picked ? cap_view_as_shape(I, picked, 1, flat) : NULL;
+    Sv *neg = picked_row ? try_node(I, WK_OP_NEG, &picked_row->value, 1, NULL) : NULL;
+    int zeroed_in[3] = {valid->value, neg ? neg->value : -1, fzero_v};
+    Sv *loss = neg ? try_node(I, WK_OP_WHERE, zeroed_in, 3, NULL) : NULL;
+    if (!loss || none) return loss;
+    WkAttrs all = {0};
+    Sv *total = try_node(I, WK_OP_SUM, &loss->value, 1, &all);
+    if (!total || sum) return total;
+    Sv *count = try_node(I, WK_OP_SUM, &valid->value, 1, &all);
+    int div_in[2] = {total->value, count ? count->value : -1};
+    return count ? try_node(I, WK_OP_DIV, div_in, 2, NULL) : NULL;
+}
+
+static Sv *more_call(Interp *I, int which, const Args *a) {
+    switch (which) {
+    case ZEROS_LIKE:
+    case ONES_LIKE:
+    case FULL_LIKE:
+    case EMPTY_LIKE: return like_node(I, which, a);
+    case MIN2:
+    case MAX2: return min_max_call(I, which, a);
+    case GATHER: return gather_node(I, a);
+    case DIFF: return diff_nodes(I, a);
+    case CUMSUM: return cumsum_call(I, a);
+    case CONV2D: return conv2d_call(I, a);
+    default: return NULL;
+    }
+}
+
+Sv *cap_more_torch_call(Interp *I, PyObject *fn, const Args *a) {
+    if (!fn || !more_ready()) return NULL;
+    if (fn == cross_entropy_fn) return cross_entropy_nodes(I, a);
+    for (int k = 0; k < NMORE; k++)
+        if (fn == more_fns[k]) return more_call(I, k, a);
+    return NULL;
+}
+
+Sv *cap_more_tensor_method(Interp *I, const char *name, const Args *a) {
+    static const int methods[] = {MIN2, MAX2, GATHER, DIFF, CUMSUM};
+    if (!more_ready() || a->npos < 1) return NULL;
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (strcmp(name, more_names[methods[i]]) == 0) return more_call(I, methods[i], a);
+    return NULL;
+}
+
+/* ---- matmuls: F.linear as views around aten.mm/addmm; torch.mm, addmm, bmm, baddbmm */
 
 /* The torch-level callables and the ATen overloads the runtime calls
  * through the C shim (runtime/shim_ops.c matches these by name and identity). */
-enum { MM, ADDMM, BMM, NMATMUL };
+enum { MM, ADDMM, BMM, BADDBMM, NMATMUL };
 static const struct {
     const char *torch_name, *aten_name, *aten_attr;
     int ntensors;
@@ -506,6 +925,7 @@ static const struct {
     [MM] = {"mm", "aten.mm.default", "mm", 2},
     [ADDMM] = {"addmm", "aten.addmm.default", "addmm", 3},
     [BMM] = {"bmm", "aten.bmm.default", "bmm", 2},
+    [BADDBMM] = {"baddbmm", "aten.baddbmm.default", "baddbmm", 3},
 };
 static PyObject *linear_fn, *torch_fns[NMATMUL], *aten_fns[NMATMUL]; /* strong, for the process */
 
@@ -593,10 +1013,10 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
     int k = 0;
     while (k < NMATMUL && fn != torch_fns[k]) k++;
     if (k == NMATMUL || a->npos != matmuls[k].ntensors) return NULL;
-    /* torch.addmm's beta and alpha are the aten op's; out= is not modelled */
+    /* torch.addmm's and baddbmm's beta and alpha are the aten op's; out= is not modelled */
     for (int i = 0; i < a->nkw; i++) {
         PyObject *kn = PyTuple_GET_ITEM(a->kwnames, i);
-        int scale = k == ADDMM && (PyUnicode_CompareWithASCIIString(kn, "beta") == 0 ||
+        int scale = (k == ADDMM || k == BADDBMM) && (PyUnicode_CompareWithASCIIString(kn, "beta") == 0 ||
                                    PyUnicode_CompareWithASCIIString(kn, "alpha") == 0);
         if (!scale || a->kw[i]->kind != SV_CONST || !cap_is_number(a->kw[i]->obj)) return NULL;
     }

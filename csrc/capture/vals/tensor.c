@@ -616,6 +616,8 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
     if (written || CAP_FAILED(I)) return written;
     int op = cap_method_op(name);
     if (op < 0) { /* Tensor.<name>(self, ...) through PyTorch */
+        Sv *more = cap_more_tensor_method(I, name, a);
+        if (more || CAP_FAILED(I)) return more;
         PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
         if (!fn) return cap_py_failed(I, fname), NULL;
         Sv *r = cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
