@@ -1563,6 +1563,13 @@ def _import_aten(gm, example_inputs, which, bindings=None, free_outputs=(), nati
     """The Python half of compiling one ATen graph: the layout pass and the
     importer into a wick graph. Returns the importer; its graph (imp.g) is
     what _finish_aten compiles, with imp.externs."""
+    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs, native_indexing)
+    imp.spec, imp.out_type = imp.run(list(example_inputs))
+    return imp
+
+
+def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=(), native_indexing=True):
+    """The importer of gm after the layout pass, not yet run."""
     import torch
 
     global _native_table
@@ -1580,7 +1587,6 @@ def _import_aten(gm, example_inputs, which, bindings=None, free_outputs=(), nati
             raise _Unsupported(f"inputs with other strides than traced: {exc}")
         layout = why or "channels-last"
     imp = _AtenImporter(torch, gm, bindings or {}, native_indexing=native_indexing)
-    imp.spec, imp.out_type = imp.run(list(example_inputs))
     imp.layout = layout
     return imp
 
@@ -1591,9 +1597,10 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
     the layout pass may leave channels-last; info["output_strides"] says,
     per output, the strides the compiled graph returns it with (None: not a
     tensor)."""
-    imp = _import_aten(gm, example_inputs, which, bindings, free_outputs)
+    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs)
     retried = None
     try:
+        imp.spec, imp.out_type = imp.run(list(example_inputs))
         compiled = imp.g.compile(externs=imp.externs)
     except _C.CompileError as exc:
         if not imp.nindirect:
