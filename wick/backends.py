@@ -1745,6 +1745,18 @@ class _EarlyBackward:
     def _compile(self, torch):
         try:
             torch.set_num_threads(self.nthreads)
+            if sys.platform.startswith("linux"):
+                # Linux's nice value is per thread and the compiler processes
+                # this thread starts inherit it: the forward's compile, which
+                # its first run waits for, and the Python work after it come
+                # first; this compile takes the cores they leave idle
+                try:
+                    import threading
+
+                    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                                   min(os.getpriority(os.PRIO_PROCESS, 0) + 5, 19))
+                except OSError:
+                    pass
             self.compiled = self.imp.g.compile(externs=self.imp.externs)
         except BaseException as exc:  # noqa: BLE001 - reported by the compile take() falls back to
             self.error = exc
