@@ -1588,12 +1588,17 @@ def _drop_unused_attention(torch, gm):
     return dropped
 
 
-def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
-    """One ATen graph -> (callable taking the placeholders positionally, info).
-    free_outputs: positions of outputs (activations saved for the backward)
-    the layout pass may leave channels-last; info["output_strides"] says,
-    per output, the strides the compiled graph returns it with (None: not a
-    tensor)."""
+def _import_aten(gm, example_inputs, which, bindings=None, free_outputs=(), native_indexing=True):
+    """The Python half of compiling one ATen graph: the layout pass and the
+    importer into a wick graph. Returns the importer; its graph (imp.g) is
+    what _finish_aten compiles, with imp.externs."""
+    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs, native_indexing)
+    imp.spec, imp.out_type = imp.run(list(example_inputs))
+    return imp
+
+
+def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=(), native_indexing=True):
+    """The importer of gm after the layout pass, not yet run."""
     import torch
 
     global _native_table
@@ -1610,10 +1615,21 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
         except _layout._Abandon as exc:
             raise _Unsupported(f"inputs with other strides than traced: {exc}")
         layout = why or "channels-last"
-    imp = _AtenImporter(torch, gm, bindings or {})
+    imp = _AtenImporter(torch, gm, bindings or {}, native_indexing=native_indexing)
+    imp.layout = layout
+    return imp
+
+
+def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
+    """One ATen graph -> (callable taking the placeholders positionally, info).
+    free_outputs: positions of outputs (activations saved for the backward)
+    the layout pass may leave channels-last; info["output_strides"] says,
+    per output, the strides the compiled graph returns it with (None: not a
+    tensor)."""
+    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs)
     retried = None
     try:
-        spec, out_type = imp.run(list(example_inputs))
+        imp.spec, imp.out_type = imp.run(list(example_inputs))
         compiled = imp.g.compile(externs=imp.externs)
     except _C.CompileError as exc:
         if not imp.nindirect:
@@ -1623,19 +1639,24 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
         retried = f"indexing as extern calls: with indexing kernels, {exc}"
         if _log_breaks():
             print(f"[wick:breaks] torch.compile(backend='wick'): {which} graph: {retried}", file=sys.stderr)
-        imp = _AtenImporter(torch, gm, bindings or {}, native_indexing=False)
-        spec, out_type = imp.run(list(example_inputs))
+        imp = _import_aten(gm, example_inputs, which, bindings, free_outputs, native_indexing=False)
         compiled = imp.g.compile(externs=imp.externs)
+    return _finish_aten(imp, compiled, which, retried)
+
+
+def _finish_aten(imp, compiled, which, retried=None):
+    """(callable, info) of an imported graph and its CompiledGraph."""
     compiled.check_inputs = False  # dynamo's and AOTAutograd's guards checked them
     # views as plain aliases (as inductor's): AOTAutograd restores the aliasing
     # of outputs that are views (of inputs and of intermediates) itself
     compiled.alias_views = True
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
-            "kernels": compiled.nkernels, "layout": layout, "output_strides": imp.output_strides,
+            "kernels": compiled.nkernels, "layout": imp.layout, "output_strides": imp.output_strides,
             "retried": retried}
+    spec, out_type = imp.spec, imp.out_type
     tensor_inputs = imp.tensor_inputs
-    nplaceholders = len([n for n in gm.graph.nodes if n.op == "placeholder"])
+    nplaceholders = len([n for n in imp.gm.graph.nodes if n.op == "placeholder"])
     all_tensors = len(tensor_inputs) == nplaceholders
     plain_outputs = all(kind == "t" for kind, _ in spec)
     if all_tensors and plain_outputs and out_type is not None:
@@ -1650,9 +1671,12 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
     return run, info
 
 
-def _aten_compiler(which, cudagraphs=False):
+def _aten_compiler(which, cudagraphs=False, partition=None):
     """fw/bw compiler for AOTAutograd: boxed callables (args come as a list).
-    cudagraphs: mode="reduce-overhead", CUDA graphs replay CUDA graphs."""
+    cudagraphs: mode="reduce-overhead", CUDA graphs replay CUDA graphs.
+    partition: the dict _early_partition fills for one AOTAutograd call: the
+    forward compiler then starts the backward's C compile (_EarlyBackward),
+    which the backward compiler takes if it is given that graph."""
 
     def compiler(gm, example_inputs):
         import torch
@@ -1663,8 +1687,14 @@ def _aten_compiler(which, cudagraphs=False):
         if context is None or context.output_strides is None or _is_symbolic(torch, gm):
             context = None
         saved = _saved_activations(gm, context)
+        if (partition is not None and which == "forward" and partition.get("fw") is gm
+                and _early_backward_on()):
+            # before the forward's own compile, so that the two C compilers overlap
+            partition["early"] = _EarlyBackward.start(torch, partition.pop("bw"))
+        early = partition.pop("early", None) if partition is not None and which == "backward" else None
         try:
-            fn, info = _compile_aten(gm, example_inputs, which, free_outputs=saved)
+            got = early.take(gm, example_inputs) if early is not None else None
+            fn, info = got if got is not None else _compile_aten(gm, example_inputs, which, free_outputs=saved)
         except _Unsupported as exc:
             return _boxed_fallback(gm, f"{which} graph: {exc}")
         except _C.CompileError as exc:
@@ -1708,6 +1738,110 @@ def _aten_compiler(which, cudagraphs=False):
 
     compiler.__name__ = f"wick_{which}_compiler"
     return compiler
+
+
+def _early_backward_on():
+    return os.environ.get("WICK_EARLY_BACKWARD", "1").strip() != "0"
+
+
+class _EarlyBackward:
+    """A backward graph's compile begun when its forward is compiled, rather
+    than when AOTAutograd asks for it at the first backward: the importer
+    and the C pipeline run at once, on this thread (they hold the GIL); the C
+    compiler's processes, which are most of the time, run on a thread of
+    their own (Graph.compile drops the GIL around them) while this thread
+    runs the forward and traces the graphs after it. take() gives the result
+    only for the graph and example inputs it was started with (AOTAutograd
+    passes a copy of the partitioned graph, so the graph is compared by its
+    code and placeholders' metadata: a forward that left saved activations
+    channels-last has AOTAutograd restride them, and the backward is
+    compiled again for those); anything else, or a compile that
+    failed here, makes the backward compiler compile as before, which also
+    reports any error the usual way."""
+
+    def __init__(self, torch, code, metas, imp):
+        import threading
+
+        self.code, self.metas, self.imp = code, metas, imp
+        self.compiled = self.error = None
+        # OpenMP's thread count is per thread, and the code generator reads it
+        # (one thread: serial kernels): this thread's, as the backward
+        # compiled at the first backward would see it
+        self.nthreads = torch.get_num_threads()
+        self.thread = threading.Thread(target=self._compile, args=(torch,), name="wick-early-backward", daemon=True)
+        self.thread.start()
+
+    def _compile(self, torch):
+        try:
+            torch.set_num_threads(self.nthreads)
+            if sys.platform.startswith("linux"):
+                # Linux's nice value is per thread and the compiler processes
+                # this thread starts inherit it: the forward's compile, which
+                # its first run waits for, and the Python work after it come
+                # first; this compile takes the cores they leave idle
+                try:
+                    import threading
+
+                    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                                   min(os.getpriority(os.PRIO_PROCESS, 0) + 5, 19))
+                except OSError:
+                    pass
+            self.compiled = self.imp.g.compile(externs=self.imp.externs)
+        except BaseException as exc:  # noqa: BLE001 - reported by the compile take() falls back to
+            self.error = exc
+
+    @staticmethod
+    def _metas(torch, inputs):
+        return tuple((tuple(t.shape), tuple(t.stride()), t.dtype, t.device, t.storage_offset())
+                     if isinstance(t, torch.Tensor) else ("v", type(t), repr(t)) for t in inputs)
+
+    @classmethod
+    def start(cls, torch, bw_module):
+        """The job for bw_module (AOTAutograd's partitioned backward), or None
+        where the graph is not one to compile early (symbolic sizes, or the
+        importer refused it: the backward compiler says why, later)."""
+        import copy
+
+        try:
+            if _is_symbolic(torch, bw_module):
+                return None
+            with torch._subclasses.fake_tensor.unset_fake_temporarily():
+                gm = copy.deepcopy(bw_module)  # the importer's passes edit the graph
+            inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+            if os.environ.get("WICK_TRITON") == "interpret" or any(
+                    isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs):
+                return None  # Triton kernels: compiled through Python, on the thread that runs them
+            code = bw_module.code
+            imp = _import_aten(gm, inputs, "backward")
+            return cls(torch, code, cls._metas(torch, inputs), imp)
+        except Exception:  # noqa: BLE001 - compiled at the first backward instead, errors reported then
+            return None
+
+    def take(self, gm, example_inputs):
+        """(callable, info) for gm if this job compiled that graph, else None."""
+        import torch
+
+        self.thread.join()
+        if self.error is not None or self.compiled is None:
+            return None
+        if gm.code != self.code or self._metas(torch, example_inputs) != self.metas:
+            return None
+        return _finish_aten(self.imp, self.compiled, "backward")
+
+
+def _early_partition(partition):
+    """AOTAutograd's default partitioner, recording the forward and backward
+    graphs it makes into partition (read by _aten_compiler)."""
+
+    def partition_fn(joint, joint_inputs, **kwargs):
+        from torch._functorch.partitioners import default_partition
+
+        fw, bw = default_partition(joint, joint_inputs, **kwargs)
+        partition.clear()
+        partition["fw"], partition["bw"] = fw, bw
+        return fw, bw
+
+    return partition_fn
 
 
 def _saved_activations(gm, context):
@@ -1866,20 +2000,59 @@ _aot_backends = {}
 _native_embedding_backward = True
 
 
-def wick_backend(gm, example_inputs, mode=None, options=None):
+def _aot_own_capture(gm, example_inputs, cudagraphs):
+    """AOTAutograd for a graph of wick's own capture: what Dynamo's adapter
+    (torch._dynamo.backends.common.aot_autograd) does around
+    aot_module_simplified, less its debug-logging context, which imports much
+    of inductor (a fifth of a second of a cold first call) to do nothing
+    unless TORCH_COMPILE_DEBUG=1; and with a partitioner that lets the
+    forward compiler begin the backward's compile (_EarlyBackward)."""
+    import torch
+    import torch._dynamo
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    global _decomposition_table
+    if _decomposition_table is None:
+        _decomposition_table = _wick_decompositions()
+    disable = torch._dynamo.disable
+    partition = {}
+    bw = _aten_compiler("backward", cudagraphs, partition)
+
+    def bw_compiler(*args, **kwargs):
+        # as Dynamo's adapter: neither the compiler nor the backward it returns is traced by Dynamo
+        return disable(disable(bw, reason="do not trace backward compiler function")(*args, **kwargs),
+                       reason="do not trace generated backwards pass")
+
+    compiled = aot_module_simplified(
+        gm, example_inputs, fw_compiler=_aten_compiler("forward", cudagraphs, partition), bw_compiler=bw_compiler,
+        inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_decomposition_table,
+        partition_fn=_early_partition(partition))
+    return disable(compiled, reason="do not trace AOT-compiled graph")
+
+
+_decomposition_table = None
+
+
+def wick_backend(gm, example_inputs, mode=None, options=None, own_capture=False):
     """torch.compile(model, backend="wick"): AOTAutograd traces dynamo's graph
     to ATen (forward, and backward when something requires grad), and wick
     compiles each graph: native kernels plus extern calls into PyTorch.
-    mode="reduce-overhead" replays graphs on CUDA tensors as CUDA graphs."""
+    mode="reduce-overhead" replays graphs on CUDA tensors as CUDA graphs.
+    own_capture: gm is exported from wick's own capture (compile_graph_with),
+    not a Dynamo frame's."""
     cudagraphs = mode == "reduce-overhead"
+    direct = own_capture and os.environ.get("TORCH_COMPILE_DEBUG", "0") != "1" and not any(
+        isinstance(x, (list, tuple, dict)) for x in example_inputs)
     aot = _aot_backends.get(cudagraphs)
-    if aot is None:
+    if aot is None and not direct:
         from torch._dynamo.backends.common import aot_autograd
 
         aot = _aot_backends[cudagraphs] = aot_autograd(
             fw_compiler=_aten_compiler("forward", cudagraphs), bw_compiler=_aten_compiler("backward", cudagraphs),
             inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_wick_decompositions)
     try:
+        if direct:
+            return _aot_own_capture(gm, example_inputs, cudagraphs)
         return aot(gm, example_inputs)
     except Exception as exc:  # noqa: BLE001 - a program never fails because of wick
         if type(exc).__name__ in ("Unsupported", "RestartAnalysis", "TensorifyScalarRestartAnalysis"):
@@ -2233,7 +2406,7 @@ def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(),
         entry_grad = torch.is_grad_enabled()
     gm = to_fx(graph, externs, no_grad, entry_grad)
     if backend is None or backend == "wick":
-        backend = functools.partial(wick_backend, mode=mode) if mode else wick_backend
+        backend = functools.partial(wick_backend, mode=mode, own_capture=True)
     elif isinstance(backend, str):
         import torch._dynamo
 

@@ -7,8 +7,9 @@
  * holds the SHA-256 of the .so bytes; a load verifies it, so a truncated or
  * corrupt artifact is rebuilt instead of crashing the process.
  *
- * Concurrency: within a process one mutex serialises loads (callers may
- * drop the GIL around wk_cc_load). Across processes, a per-key flock()
+ * Concurrency: within a process one mutex guards the caches (compiler
+ * identity, cache directory) and is let go while the compiler runs (callers
+ * drop the GIL around wk_cc_load). Across processes and threads, a per-key flock()
  * serialises compiles of the same key, and every file is written to a
  * unique temporary name, fsync'd and renamed into place, so a reader never
  * sees half a file; if locking is unavailable, the last rename wins with an
@@ -643,13 +644,21 @@ static WkLib *load_locked(const char *source, int *cache_hit) {
     void *handle = NULL;
     int hit = try_load(so_path.data, sum_path.data, &handle);
     if (!hit) {
+        /* The compiler runs without the process mutex, so that two graphs'
+         * compiles (a forward's and the backward started early beside it)
+         * overlap; what it uses is this call's own (copies of the cache
+         * directory and command, which a later call may change), and the
+         * per-key flock serialises compiles of one key, between threads
+         * too (each opens the lock file anew). */
+        char *own_dir = wk_xstrdup(dir), *own_cc = wk_xstrdup(cc);
+        pthread_mutex_unlock(&cc_mutex);
         int lfd = open(lock_path.data, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
         if (lfd >= 0)
             while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
-        /* Another process may have built it while we waited. */
+        /* Another process or thread may have built it while we waited. */
         hit = try_load(so_path.data, sum_path.data, &handle);
-        if (!hit) sweep_stale_temporaries(dir);
-        if (!hit && compile_into(dir, key, source, cc, &flags) == 0) {
+        if (!hit) sweep_stale_temporaries(own_dir);
+        if (!hit && compile_into(own_dir, key, source, own_cc, &flags) == 0) {
             handle = dlopen(so_path.data, RTLD_NOW | RTLD_LOCAL);
             if (!handle) {
                 const char *e = dlerror();
@@ -657,6 +666,9 @@ static WkLib *load_locked(const char *source, int *cache_hit) {
             }
         }
         if (lfd >= 0) close(lfd); /* releases the lock */
+        free(own_dir);
+        free(own_cc);
+        cc_lock();
     }
     if (handle) {
         pin_openmp();

@@ -1,12 +1,14 @@
 /* test_runtime_cc.c — the compiler driver and artifact cache (cc.c), without
  * Python: compile, cache hit, corrupt/missing/unloadable artifacts rebuilt,
  * compile errors and a missing compiler reported, unwritable cache dir
- * fallback, and processes sharing an empty cache. */
+ * fallback, processes sharing an empty cache, and threads compiling at once
+ * (the compiler runs outside the process mutex). */
 #define _GNU_SOURCE
 #include "runtime/runtime.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -317,6 +319,64 @@ static void test_concurrent_processes(void) {
     wk_cc_close(lib);
 }
 
+/* Threads of one process compiling at once: two distinct sources (their
+ * compilers overlap) and each of them twice (the same key: the per-key
+ * flock makes one thread build it and the other load that build). */
+typedef struct {
+    int which;
+    int result;
+} ThreadJob;
+
+static void *thread_compile(void *arg) {
+    ThreadJob *job = arg;
+    char src[200];
+    snprintf(src, sizeof src, "int wk_thr%d(int x) { return x * %d + 1; }\n", job->which, job->which + 2);
+    WkLib *lib = wk_cc_load(src, NULL);
+    job->result = -1;
+    if (lib) {
+        char name[32];
+        snprintf(name, sizeof name, "wk_thr%d", job->which);
+        int (*f)(int);
+        *(void **)&f = wk_cc_symbol(lib, name);
+        job->result = f ? f(10) : -2;
+        wk_cc_close(lib);
+    }
+    return NULL;
+}
+
+static void test_concurrent_threads(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/threads", tmp_root);
+    set_env("WICK_CACHE_DIR", dir);
+    enum { NTHREADS = 4 };
+    pthread_t tids[NTHREADS];
+    ThreadJob jobs[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        jobs[i].which = i % 2;
+        CHECK(pthread_create(&tids[i], NULL, thread_compile, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(tids[i], NULL);
+        CHECK_EQ_INT(jobs[i].result, 10 * (jobs[i].which + 2) + 1);
+    }
+    /* one library per source, each with its checksum; no temporaries */
+    DIR *d = opendir(dir);
+    int libs = 0, tmps = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 3 && !strcmp(e->d_name + n - 3, ".so") && !strstr(e->d_name, "tmp")) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            CHECK(sidecar_matches(path));
+            libs++;
+        }
+        tmps += strstr(e->d_name, "tmp") != NULL;
+    }
+    if (d) closedir(d);
+    CHECK_EQ_INT(libs, 2);
+    CHECK_EQ_INT(tmps, 0);
+}
+
 /* A unit marked into stages (as a plan's is) and big enough to be cut:
  * compiled in parts by parallel compilers and linked, every stage's symbol
  * works; one job compiles it whole, to the same results; a part that does
@@ -389,6 +449,7 @@ int main(void) {
     test_errors();
     test_unwritable_dir();
     test_concurrent_processes();
+    test_concurrent_threads();
     test_parts();
     rm_rf(tmp_root);
     return CHECK_DONE();
