@@ -1517,7 +1517,9 @@ static int conv_graph_for_layout(const WkGraph *g) {
         cuda |= wk_graph_value(g, wk_graph_input_value(g, i))->device.type == WK_DEV_CUDA;
     for (int n = 0; n < wk_graph_nnodes(g); n++) {
         const WkNode *node = wk_graph_node(g, n);
-        if (node->op == WK_OP_EXTERN && node->extern_name && strstr(node->extern_name, "conv2d") &&
+        /* torch.conv2d, or aten.convolution where capture models conv2d's arguments */
+        if (node->op == WK_OP_EXTERN && node->extern_name &&
+            (strstr(node->extern_name, "conv2d") || strstr(node->extern_name, "convolution")) &&
             node->ninputs > 0 && wk_graph_value(g, node->inputs[0])->ndim == 4)
             conv = 1;
     }
