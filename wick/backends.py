@@ -341,19 +341,18 @@ def _wick_decompositions():
         # nll_loss_backward zero-fills a logits-sized tensor first)
         aten.nll_loss_forward, aten.nll_loss_backward,
     ])
-    # Batch and group norm on CUDA are decomposed for 16-bit inputs too, in
-    # training as in eval (as inductor does): float32 arithmetic with one
-    # rounding at the end, so the statistics and the normalisation fuse with
-    # the convolution's epilogue (ReLU, the residual add) and the backward's
-    # sums with their neighbours, instead of cuDNN passes of their own. The
-    # result may differ from cuDNN's in the last bit of a bfloat16 (another
-    # order of float32 steps). On the CPU 16-bit inputs keep eager's kernels.
-    norms = {aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
-             aten._native_batch_norm_legit_functional, aten._batch_norm_with_update_functional,
-             aten.native_batch_norm_backward, aten.native_group_norm, aten.native_group_norm_backward}
-    cuda_16bit = {ov for packet in norms for ov in (getattr(packet, name) for name in packet.overloads())}
+    # Batch norm in eval mode on CUDA is decomposed for 16-bit inputs too (as
+    # inductor does): float32 arithmetic with one rounding at the end, so the
+    # normalisation fuses with the convolution's epilogue (ReLU, the residual
+    # add) instead of a cuDNN pass of its own. The result may differ from
+    # cuDNN's in the last bit of a bfloat16 (another order of float32 steps).
+    # In training 16-bit batch norm stays cuDNN's: decomposed, its statistics
+    # became per-channel reductions over a channels-last tensor that wick's
+    # Triton reductions read badly (resnet50's bf16 training step on the H200
+    # went from 14.8 to 50.5 ms of device time).
+    eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
     for op, fn in wide.items():
-        table[op] = _wide_floats_only(torch, fn, cuda_16bit=op in cuda_16bit)
+        table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
     table[aten.cumsum.default] = _cumsum_converted_first(torch)
     table[aten.convolution.default] = _conv_bias_as_add(torch)
     return table
@@ -400,13 +399,18 @@ def _cumsum_converted_first(torch):
     return decompose
 
 
-def _wide_floats_only(torch, fn, cuda_16bit=False):
+def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
     """fn for float32/float64 inputs only (NotImplemented keeps the op as it
-    is); cuda_16bit: float16/bfloat16 inputs too when every tensor is on CUDA."""
+    is). cuda_eval_training_arg: a batch norm that also takes 16-bit inputs on
+    CUDA when it is not training (None: the op never trains; k: args[k] says)."""
     def decompose(*args, **kwargs):
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
-            if not cuda_16bit or not all(t.device.type == "cuda" for t in tensors):
+            if cuda_eval_training_arg == -1 or not all(t.device.type == "cuda" for t in tensors):
+                return NotImplemented
+            k = cuda_eval_training_arg
+            training = kwargs.get("training", args[k] if k is not None and k < len(args) else False)
+            if training is not False:
                 return NotImplemented
         return fn(*args, **kwargs)
 
