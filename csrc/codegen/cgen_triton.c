@@ -55,7 +55,7 @@ typedef struct {
     char **rname;       /* [nexprs] r-axis names, valid in the current phase/loop */
     signed char *raxis; /* [nexprs] the axes a node's value varies along (expr_axes), -1 unknown */
     const char **vtext; /* by pool var: the variable's definition text, NULL if not bound */
-    signed char *vaxis; /* by pool var: 1 x axis, 2 r axis, 0 unbound */
+    signed char *vaxis; /* by pool var: 1 x axis, 2 r axis, 0 neither (unbound, or one value per kernel) */
     int nvars;
     int phase;
     const char *rindex; /* current phase's r index and mask text */
