@@ -1592,16 +1592,16 @@ def _drop_unused_attention(torch, gm):
     return dropped
 
 
-def _import_aten(gm, example_inputs, which, bindings=None, free_outputs=(), native_indexing=True):
+def _import_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
     """The Python half of compiling one ATen graph: the layout pass and the
     importer into a wick graph. Returns the importer; its graph (imp.g) is
     what _finish_aten compiles, with imp.externs."""
-    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs, native_indexing)
+    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs)
     imp.spec, imp.out_type = imp.run(list(example_inputs))
     return imp
 
 
-def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=(), native_indexing=True):
+def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=()):
     """The importer of gm after the layout pass, not yet run."""
     import torch
 
@@ -1619,7 +1619,7 @@ def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=(), nat
         except _layout._Abandon as exc:
             raise _Unsupported(f"inputs with other strides than traced: {exc}")
         layout = why or "channels-last"
-    imp = _AtenImporter(torch, gm, bindings or {}, native_indexing=native_indexing)
+    imp = _AtenImporter(torch, gm, bindings or {})
     imp.layout = layout
     return imp
 
@@ -1643,7 +1643,10 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
         retried = f"indexing as extern calls: with indexing kernels, {exc}"
         if _log_breaks():
             print(f"[wick:breaks] torch.compile(backend='wick'): {which} graph: {retried}", file=sys.stderr)
-        imp = _import_aten(gm, example_inputs, which, bindings, free_outputs, native_indexing=False)
+        # the graph the layout pass already made, imported again
+        first, imp = imp, _AtenImporter(imp.torch, imp.gm, bindings or {}, native_indexing=False)
+        imp.layout = first.layout
+        imp.spec, imp.out_type = imp.run(list(example_inputs))
         compiled = imp.g.compile(externs=imp.externs)
     return _finish_aten(imp, compiled, which, retried)
 
