@@ -19,6 +19,19 @@ aten = torch.ops.aten
 pytestmark = pytest.mark.usefixtures("host_profile_on")
 
 
+class Seen(TorchDispatchMode):
+    """Records the ATen ops that reach it: a call that went through Python
+    dispatch (not the C shim) shows up here."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
 def native_calls():
     return C.host_profile(True).get("extern_native", (0, 0.0))[0]
 
@@ -154,15 +167,6 @@ def test_grad_mode_mode_and_subclass_keep_the_python_call():
     assert native_calls() == 0
     out.sum().backward()
     torch.testing.assert_close(w.grad, a.sum(0)[:, None].expand(5, 3))
-
-    class Seen(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(func)
-            return func(*args, **(kwargs or {}))
 
     with torch.no_grad(), Seen() as mode:
         cg(a, b)
@@ -517,15 +521,6 @@ def test_training_ops_keep_the_python_call_under_grad_mode_and_a_dispatch_mode()
     y, idx = aten.max_pool2d_with_indices.default(x, [3, 3], [2, 2], [1, 1])
     pool = one_extern(aten.max_pool2d_with_indices.default, [x], (X(0), [3, 3], [2, 2], [1, 1]),
                       picks=(0, 1), metas=[meta(y), meta(idx)])
-
-    class Seen(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(func)
-            return func(*args, **(kwargs or {}))
 
     with torch.no_grad(), Seen() as mode:
         got = bwd(gy, x, w)
