@@ -15,6 +15,7 @@ torch is imported inside functions only: ``import wick`` must not need it.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -2030,10 +2031,16 @@ def _aot_own_capture(gm, example_inputs, cudagraphs):
         return disable(disable(bw, reason="do not trace backward compiler function")(*args, **kwargs),
                        reason="do not trace generated backwards pass")
 
-    compiled = aot_module_simplified(
-        gm, example_inputs, fw_compiler=_aten_compiler("forward", cudagraphs, partition), bw_compiler=bw_compiler,
-        inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_decomposition_table,
-        partition_fn=_early_partition(partition))
+    # a tracing context of its own (Dynamo makes one per frame), so the
+    # forward's compiler can report the strides of the activations it leaves
+    # channels-last and AOTAutograd compiles the backward for them
+    context = torch._guards.TracingContext.try_get()
+    with contextlib.nullcontext() if context is not None else torch._guards.tracing(
+            torch._guards.TracingContext(None)):
+        compiled = aot_module_simplified(
+            gm, example_inputs, fw_compiler=_aten_compiler("forward", cudagraphs, partition), bw_compiler=bw_compiler,
+            inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_decomposition_table,
+            partition_fn=_early_partition(partition))
     return disable(compiled, reason="do not trace AOT-compiled graph")
 
 

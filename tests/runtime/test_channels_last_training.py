@@ -86,13 +86,14 @@ def _strides(t):
     return [s for s, n in zip(t.stride(), t.shape) if n != 1]
 
 
-def _train_and_compare(model, shape, seed, tol=1e-4, autocast=False, steps=2, fallbacks=0):
+def _train_and_compare(model, shape, seed, tol=1e-4, autocast=False, steps=2, fallbacks=0, own_capture=False):
     """Eager and compiled training steps on copies of model: the results,
-    gradients and running statistics agree; so many graphs fell back."""
+    gradients and running statistics agree; so many graphs fell back.
+    own_capture: wick.compile instead of torch.compile."""
     torch.manual_seed(seed)
     eager = _bn_random(model, seed).train()
     compiled_model = copy.deepcopy(eager)
-    compiled = torch.compile(compiled_model, backend="wick")
+    compiled = wick.compile(compiled_model) if own_capture else torch.compile(compiled_model, backend="wick")
     n0, f0 = len(B.compiled_graphs), len(B.fallback_reasons)
     for _ in range(steps):
         x = torch.randn(shape)
@@ -153,6 +154,14 @@ def _shape_id(shape):
 @pytest.mark.parametrize("shape", [(1, 3, 11, 9), (3, 3, 13, 15), (2, 3, 16, 16)], ids=_shape_id)
 def test_training_matches_eager(channels_last, shape):
     infos = _train_and_compare(TrainNet(), shape, sum(shape))
+    _assert_channels_last_training(infos, channels_last)
+
+
+def test_wick_capture_training_saves_channels_last(channels_last):
+    # wick's own capture has no Dynamo frame: wick's AOTAutograd call makes
+    # the tracing context the forward reports its saved activations' strides
+    # to, so the backward runs on them channels-last too, as under torch.compile
+    infos = _train_and_compare(TrainNet(), (2, 3, 12, 10), 4, own_capture=True)
     _assert_channels_last_training(infos, channels_last)
 
 
