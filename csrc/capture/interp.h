@@ -385,6 +385,11 @@ Sv *cap_convert(Interp *I, Sv *t, int dtype);
  * entry), -1 when autocast is off there, -2 with a Python error. */
 int cap_autocast_dtype(Interp *I, WkDeviceType dev);
 #define CAP_AUTOCAST_ENTRY (-100)
+/* args[i] cast as autocast casts the operands of a lower-precision op (a
+ * CONVERT node per floating tensor, once per value), for an extern the
+ * runtime may call outside autocast; the caller's autocast dtype is guarded.
+ * 0, or -1 with the capture failure set. */
+int cap_autocast_cast_operands(Interp *I, Sv **args, int n);
 /* fn wrapped so that it runs under the autocast state the frame has now
  * when a block of the frame changed it (new reference; fn itself, new,
  * when not); NULL with the capture failure set. */

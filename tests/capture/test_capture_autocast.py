@@ -148,3 +148,31 @@ def test_autocast_training_gradients():
         assert g_.dtype == w_.dtype
         scale = w_.abs().max().item()
         torch.testing.assert_close(g_, w_, rtol=2e-2, atol=2e-2 * scale)
+
+
+@pytest.mark.parametrize("op", ["linear", "addmm", "bmm", "attention"])
+def test_caller_autocast_dtype_is_guarded(op):
+    # the matmul goes through the C shim, outside autocast, on operands
+    # the graph cast: another autocast dtype (or none) at the next call
+    # captures again, and each result has eager's dtype and values
+    def fn(x, w, b):
+        if op == "linear":
+            return F.linear(x, w, b)
+        if op == "addmm":
+            return torch.addmm(b, x, w.t())
+        if op == "bmm":
+            return torch.bmm(x[None], w.t()[None])
+        return F.scaled_dot_product_attention(x[None, None], w[None, None], w[None, None] * 2)
+
+    x, w, b = _inputs(seed=8)
+    f = compiled(fn)
+    with torch.no_grad():
+        for amp in (torch.bfloat16, torch.float16, None, torch.bfloat16):
+            with torch.autocast("cpu", dtype=amp or torch.bfloat16, enabled=amp is not None):
+                want = fn(x, w, b)
+                got = f(x, w, b)
+            assert got.dtype == want.dtype == (amp or torch.float32)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    es = entries(fn)
+    assert len(es) == 3 and not any(e["eager"] for e in es), [e.get("reason") for e in es]
+    assert all("aten." in e["graph"] for e in es), [e["graph"] for e in es]

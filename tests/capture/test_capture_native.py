@@ -914,15 +914,21 @@ def test_linear_cases_it_does_not_model_stay_extern():
         compiled(mixed_dtypes)(x, w)
 
 
-def test_linear_under_autocast_keeps_its_call():
+def test_linear_under_autocast_is_casts_and_addmm():
+    # autocast's casts are graph nodes, then ATen's addmm of the cast
+    # operands: the C shim's call, outside autocast, computes what eager's does
     def fn(x, w, b):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return F.linear(x, w, b)
 
     x, w, b = torch.randn(4, 8), torch.randn(5, 8), torch.randn(5)
     got = compiled(fn)(x, w, b)
-    assert_same(got, fn(x, w, b), rtol=2e-2, atol=2e-2)
-    assert "aten.addmm.default" not in extern_names(only_graph(fn))
+    want = fn(x, w, b)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    graph = only_graph(fn)
+    assert extern_names(graph) == ["aten.addmm.default"]
+    assert graph.count("CONVERT(") == 3, graph
 
 
 def test_torch_matmuls_as_aten_ops():

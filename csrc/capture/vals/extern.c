@@ -357,6 +357,44 @@ static int autocast_args(Interp *I, Sv **args, int n) {
     return 0;
 }
 
+/* torch.get_autocast_dtype bound to a device type: the guard's query */
+static PyObject *autocast_dtype_query(WkDeviceType dev) {
+    static PyObject *queries[2];
+    int k = dev == WK_DEV_CUDA;
+    if (!queries[k]) {
+        PyObject *torch = PyImport_ImportModule("torch"), *functools = PyImport_ImportModule("functools");
+        PyObject *get = torch ? PyObject_GetAttrString(torch, "get_autocast_dtype") : NULL;
+        queries[k] = get && functools ? PyObject_CallMethod(functools, "partial", "Os", get, k ? "cuda" : "cpu") : NULL;
+        Py_XDECREF(torch);
+        Py_XDECREF(functools);
+        Py_XDECREF(get);
+    }
+    return queries[k];
+}
+
+int cap_autocast_cast_operands(Interp *I, Sv **args, int n) {
+    if (autocast_args(I, args, n) < 0) return -1;
+    /* a kernel called through the C shim (runtime/shim_ops.c) runs outside
+     * autocast: the casts above are all there is, so the autocast dtype the
+     * caller had at entry is guarded (a block of the frame's own sets it) */
+    for (int k = 0; k < 2; k++) {
+        WkDeviceType dev = k ? WK_DEV_CUDA : WK_DEV_CPU;
+        int on_dev = 0;
+        for (int i = 0; i < n; i++) {
+            const WkValue *m = args[i]->kind == SV_TENSOR ? cap_sv_meta(I, args[i]) : NULL;
+            on_dev |= m && m->device.type == dev;
+        }
+        if (!on_dev || I->autocast_dt[k] != CAP_AUTOCAST_ENTRY) continue;
+        int dt = torch_autocast_dtype(dev);
+        if (dt == -2) return cap_py_failed(I, "autocast state"), -1;
+        if (dt < 0) continue;
+        PyObject *query = autocast_dtype_query(dev);
+        if (!query) return cap_py_failed(I, "autocast state"), -1;
+        wk_guard_call_is(I->guards, query, cap_dtype_objs[dt]);
+    }
+    return 0;
+}
+
 Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
                     Sv *const *kw, int nkw) {
     Sv *same = dropout_identity(fn, pos, npos, kwnames, kw, nkw);

@@ -754,7 +754,7 @@ static Sv *cumsum_call(Interp *I, const Args *a) {
     return cap_extern_call(I, aten_cumsum, "aten.cumsum.default", pos, 2, NULL, NULL, 0);
 }
 
-static int plain_matmul_operands(Interp *I, Sv *const *ts, int n);
+static int plain_matmul_operands(Interp *I, Sv **ts, int n);
 
 /* One or two ints (conv2d's stride, padding, dilation) as a pair. */
 static int int_pair(const Sv *s, int64_t dflt, int64_t *out) {
@@ -787,6 +787,7 @@ static Sv *conv2d_call(Interp *I, const Args *a) {
     Sv *operands[3] = {x, w, b};
     int has_bias = !is_none(b);
     if (!x || !w || !plain_matmul_operands(I, operands, has_bias ? 3 : 2) || CAP_FAILED(I)) return NULL;
+    x = operands[0], w = operands[1], b = has_bias ? operands[2] : b;
     const WkValue *xm = cap_sv_meta(I, x), *wm = cap_sv_meta(I, w);
     if (xm->ndim != 4 || wm->ndim != 4) return NULL; /* unbatched input: conv2d unsqueezes first */
     PyObject *st = Py_BuildValue("(LL)", (long long)stride[0], (long long)stride[1]);
@@ -953,21 +954,23 @@ static int matmuls_ready(void) {
 }
 
 /* Operands a matmul kernel takes as eager's call would: tensors of one
- * floating dtype on one device with known sizes, outside autocast (which
- * casts the operands of the call as a whole: its own call keeps that). */
-static int plain_matmul_operands(Interp *I, Sv *const *ts, int n) {
+ * floating dtype on one device with known sizes. Inside autocast, ts[i]
+ * become autocast's casts of them (CONVERT nodes, the autocast dtype
+ * guarded), so the kernel, called outside autocast through the C shim,
+ * computes what eager's autocast call does. */
+static int plain_matmul_operands(Interp *I, Sv **ts, int n) {
+    for (int i = 0; i < n; i++)
+        if (!ts[i] || ts[i]->kind != SV_TENSOR || !cap_sv_meta(I, ts[i])) return 0;
+    if (cap_autocast_cast_operands(I, ts, n) < 0) return 0;
     const WkValue *first = NULL;
     for (int i = 0; i < n; i++) {
-        if (!ts[i] || ts[i]->kind != SV_TENSOR) return 0;
         const WkValue *m = cap_sv_meta(I, ts[i]);
         if (!m) return 0;
         if (!first) first = m;
         if (!wk_dtype_is_float(m->dtype) || m->dtype != first->dtype || !same_device(m, first) || !static_sizes(m))
             return 0;
     }
-    int ac = cap_autocast_dtype(I, first->device.type);
-    if (ac == -2) PyErr_Clear();
-    return ac == -1;
+    return 1;
 }
 
 /* eager's F.linear of an input of rank >= 2 with a bias is addmm on the
@@ -981,6 +984,7 @@ static Sv *linear_call(Interp *I, const Args *a) {
     int has_bias = !is_none(b);
     Sv *operands[3] = {x, w, b};
     if (!plain_matmul_operands(I, operands, has_bias ? 3 : 2) || CAP_FAILED(I)) return NULL;
+    x = operands[0], w = operands[1], b = has_bias ? operands[2] : b;
     const WkValue *xm = cap_sv_meta(I, x), *wm = cap_sv_meta(I, w), *bm = has_bias ? cap_sv_meta(I, b) : NULL;
     if (xm->ndim < 2 || wm->ndim != 2 || (bm && (bm->ndim != 1 || cap_const_size(bm, 0) != cap_const_size(wm, 0))))
         return NULL;
@@ -1020,8 +1024,10 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
                                    PyUnicode_CompareWithASCIIString(kn, "alpha") == 0);
         if (!scale || a->kw[i]->kind != SV_CONST || !cap_is_number(a->kw[i]->obj)) return NULL;
     }
-    if (!plain_matmul_operands(I, a->pos, a->npos) || CAP_FAILED(I)) return NULL;
-    return cap_extern_call(I, aten_fns[k], matmuls[k].aten_name, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+    Sv *operands[3];
+    for (int i = 0; i < a->npos; i++) operands[i] = a->pos[i];
+    if (!plain_matmul_operands(I, operands, a->npos) || CAP_FAILED(I)) return NULL;
+    return cap_extern_call(I, aten_fns[k], matmuls[k].aten_name, operands, a->npos, a->kwnames, a->kw, a->nkw);
 }
 
 /* ---- F.scaled_dot_product_attention on the CPU -> its flash kernel --------- */
@@ -1122,6 +1128,7 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
     const WkValue *ms[4] = {cap_sv_meta(I, qkv[0]), cap_sv_meta(I, qkv[1]), cap_sv_meta(I, qkv[2]), NULL};
     if (ms[0]->device.type != WK_DEV_CPU) return NULL;
     if (!is_none(mask)) {
+        if (mask->kind == SV_TENSOR && cap_autocast_cast_operands(I, &mask, 1) < 0) return NULL;
         if (mask->kind != SV_TENSOR || !(ms[3] = cap_sv_meta(I, mask)) || !same_device(ms[3], ms[0]) ||
             !static_sizes(ms[3]) || (ms[3]->dtype != WK_BOOL && ms[3]->dtype != ms[0]->dtype))
             return NULL;
