@@ -270,6 +270,25 @@ def test_cross_entropy_target_out_of_range_raises_eagers_error():
     assert str(got.value) == str(want.value)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("amp", [torch.bfloat16, torch.float16])
+def test_cross_entropy_under_autocast_is_float32_nodes(dtype, amp):
+    # autocast runs cross_entropy in float32 (ATen's fp32 lists): the 16-bit
+    # logits a linear makes are cast, the losses are float32 nodes
+    def f(x, w, t, t1):
+        return losses(F.linear(x, w), t, t1)
+
+    x, w = torch.randn(9, 6, dtype=dtype), torch.randn(7, 6, dtype=dtype)
+    t, t1 = targets(9, 7)
+    with torch.no_grad(), torch.autocast("cpu", dtype=amp):
+        want = f(x, w, t, t1)
+        got = compiled(f)(x, w, t, t1)
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype == torch.float32
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    assert externs(f) == ["aten.mm.default"]
+
+
 def test_cross_entropy_not_modelled_stays_eagers_call():
     def f(x, t, w):
         return F.cross_entropy(x, t, weight=w), F.cross_entropy(x, t, label_smoothing=0.1), F.cross_entropy(x.bfloat16(), t)

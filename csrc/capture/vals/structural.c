@@ -835,15 +835,17 @@ static Sv *cross_entropy_nodes(Interp *I, const Args *a) {
     int mean = strcmp(red, "mean") == 0, sum = strcmp(red, "sum") == 0, none = strcmp(red, "none") == 0;
     if (!mean && !sum && !none) return NULL;
     const WkValue *xm = cap_sv_meta(I, x), *tm = xm ? cap_sv_meta(I, t) : NULL;
-    /* float32/float64 (16-bit inputs sum in eager's own precision), outside autocast */
-    if (!tm || xm->ndim != 2 || tm->ndim != 1 || (xm->dtype != WK_F32 && xm->dtype != WK_F64) ||
+    /* autocast runs cross_entropy in float32 on both devices (ATen's fp32
+     * lists): a 16-bit input is cast first, and the loss is float32 */
+    if (xm && (x = cap_autocast_to_fp32(I, x)) == NULL) return NULL;
+    xm = xm ? cap_sv_meta(I, x) : NULL;
+    /* float32/float64 (16-bit inputs outside autocast sum in eager's own precision) */
+    if (!xm || !tm || xm->ndim != 2 || tm->ndim != 1 || (xm->dtype != WK_F32 && xm->dtype != WK_F64) ||
         tm->dtype != WK_I64 || !same_device(xm, tm) || !static_sizes(xm) || !static_sizes(tm) ||
         !indexing_native_on(xm))
         return NULL;
     int64_t n = cap_const_size(xm, 0), classes = cap_const_size(xm, 1);
     if (cap_const_size(tm, 0) != n || classes < 1) return NULL;
-    int ac = cap_autocast_dtype(I, xm->device.type);
-    if (ac != -1) return PyErr_Clear(), NULL;
     PyObject *ig = PyLong_FromLongLong(ignore), *zero = PyLong_FromLong(0), *fzero = PyFloat_FromDouble(0.0);
     int ig_v = ig ? cap_scalar_value(I, ig) : -1, zero_v = zero ? cap_scalar_value(I, zero) : -1,
         fzero_v = fzero ? cap_scalar_value(I, fzero) : -1;
