@@ -347,13 +347,23 @@ def _wick_decompositions():
     # normalisation fuses with the convolution's epilogue (ReLU, the residual
     # add) instead of a cuDNN pass of its own. The result may differ from
     # cuDNN's in the last bit of a bfloat16 (another order of float32 steps).
-    # In training 16-bit batch norm stays cuDNN's: decomposed, its statistics
-    # became per-channel reductions over a channels-last tensor that wick's
-    # Triton reductions read badly (resnet50's bf16 training step on the H200
-    # went from 14.8 to 50.5 ms of device time).
+    # In training too (batch and group norm and their backward), unless
+    # WICK_CUDA_NORM_TRAINING=extern: the statistics are per-channel column
+    # reductions over channels-last tensors, which the Triton code generator
+    # splits across programs (with one program per block of channels,
+    # resnet50's bf16 step on the H200 took 50.5 ms of device time against
+    # cuDNN's 14.8).
     eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
+    training = os.environ.get("WICK_CUDA_NORM_TRAINING", "decompose").strip() != "extern"
+    norms = {aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
+             aten._native_batch_norm_legit_functional, aten._batch_norm_with_update_functional,
+             aten.native_batch_norm_backward, aten.native_group_norm, aten.native_group_norm_backward}
+    cuda_16bit = {ov for packet in norms for ov in (getattr(packet, name) for name in packet.overloads())}
     for op, fn in wide.items():
-        table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
+        if training and op in cuda_16bit:
+            table[op] = _wide_floats_only(torch, fn, cuda_16bit=True)
+        else:
+            table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
     table[aten.cumsum.default] = _cumsum_converted_first(torch)
     table[aten.convolution.default] = _conv_bias_as_add(torch)
     return table
@@ -400,14 +410,20 @@ def _cumsum_converted_first(torch):
     return decompose
 
 
-def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1):
+def _wide_floats_only(torch, fn, cuda_eval_training_arg=-1, cuda_16bit=False):
     """fn for float32/float64 inputs only (NotImplemented keeps the op as it
     is). cuda_eval_training_arg: a batch norm that also takes 16-bit inputs on
-    CUDA when it is not training (None: the op never trains; k: args[k] says)."""
+    CUDA when it is not training (None: the op never trains; k: args[k] says).
+    cuda_16bit: float16/bfloat16 inputs too, training or not, when every
+    tensor is on CUDA."""
     def decompose(*args, **kwargs):
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
-            if cuda_eval_training_arg == -1 or not all(t.device.type == "cuda" for t in tensors):
+            if not all(t.device.type == "cuda" for t in tensors):
+                return NotImplemented
+            if cuda_16bit:
+                return fn(*args, **kwargs)
+            if cuda_eval_training_arg == -1:
                 return NotImplemented
             k = cuda_eval_training_arg
             training = kwargs.get("training", args[k] if k is not None and k < len(args) else False)

@@ -71,6 +71,7 @@ typedef struct {
     unsigned char *stored_here; /* [nbufs] buffer stored by this function */
     int64_t split_chunk;        /* split reduction, partials kernel: r elements per program */
     int split_n;                /* programs per output (partials per output) */
+    int split_column;           /* the partials kernel of a split column reduction: [XBLOCK, 1] partials */
     char maskbuf[160];
 } TGen;
 
@@ -692,7 +693,8 @@ static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) 
         emit(g, "%s = %s", v, buf);
     }
     if (g->split_chunk) { /* a partial result; the final kernel reduces the partials */
-        emit(g, "tl.store(ws + tl.program_id(0) + xzero, %s)", v);
+        if (g->split_column) emit(g, "tl.store(ws + xindex * %d + sidx + xzero, %s, mask=xmask)", g->split_n, v);
+        else emit(g, "tl.store(ws + tl.program_id(0) + xzero, %s)", v);
         return 0;
     }
     return finish_reduction(g, K, &r, v, ext);
@@ -789,6 +791,7 @@ static void reset_function(TGen *g) {
     g->load_keys.len = g->load_names.len = 0;
     g->split_chunk = 0;
     g->split_n = 0;
+    g->split_column = 0;
     memset(g->raxis, -1, (size_t)g->nexprs);
 }
 
@@ -856,6 +859,28 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         chunk = (chunk + 1023) / 1024 * 1024;
         split_n = (int)((rext + chunk - 1) / chunk);
     }
+    /* A column reduction (batch norm's per-channel statistics over a
+     * channels-last tensor: few outputs, contiguous along x, a long reduced
+     * extent) has few x blocks to give programs: each block's reduction is
+     * split across programs as well. x is padded to a multiple of the widest
+     * x block (xpad), which every configuration's XBLOCK (a power of two no
+     * wider) divides, so the grid is xpad / XBLOCK blocks times split_n. */
+    int64_t xpad = 0;
+    if (column && rext >= 16384) {
+        int64_t cap = pow2_at_least(xnumel > 0 ? xnumel : 1), xc = cap < 64 ? cap : 64;
+        int64_t nxb = (xnumel + xc - 1) / xc;
+        if (nxb < 128) {
+            int64_t n = pow2_at_least((512 + nxb - 1) / nxb);
+            if (n > 1024) n = 1024;
+            while (n > 2 && rext / n < 2048) n /= 2;
+            if (n >= 2) {
+                chunk = (rext + n - 1) / n;
+                chunk = (chunk + 1023) / 1024 * 1024;
+                split_n = (int)((rext + chunk - 1) / chunk);
+                xpad = nxb * xc;
+            }
+        }
+    }
     *used2 = 0;
 
     unsigned char *used = wk_xcalloc((size_t)S->nbufs + 1, 1);
@@ -887,30 +912,50 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         tk->scratch = 1;
         tk->scratch_elems = xnumel * split_n;
         tk->scratch_dtype = r.boolacc ? WK_I32 : r.acc == WK_F64 && demote_f64 ? WK_F32 : r.acc;
-        tk->xnumel = xnumel * split_n;
+        tk->xnumel = (xpad ? xpad : xnumel) * split_n;
         tk->has_r = 1;
-        emit(g, "# kernel %d: reduction {%s}, %lld x %lld iterations, split in %d: partials", first, K0->desc,
-             (long long)K0->numel, (long long)K0->red_numel, split_n);
+        emit(g, "# kernel %d: %sreduction {%s}, %lld x %lld iterations, split in %d: partials", first,
+             xpad ? "column " : "", K0->desc, (long long)K0->numel, (long long)K0->red_numel, split_n);
         emit(g, "@triton.jit");
         emit(g, "def %s(%sws, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):", name, sig.data);
         g->indent++;
         emit(g, "pid = tl.program_id(0)%s", g->wide ? ".to(tl.int64)" : "");
-        emit(g, "xindex = pid // %d + tl.zeros([XBLOCK, 1], tl.int32)  # XBLOCK is 1", split_n);
+        if (xpad) {
+            /* consecutive programs: neighbouring x blocks of one r chunk */
+            emit(g, "nxb = %lld // XBLOCK", (long long)xpad);
+            emit(g, "sidx = pid // nxb");
+            emit(g, "xindex = (pid %% nxb) * XBLOCK + tl.arange(0, XBLOCK)[:, None]");
+        } else {
+            emit(g, "sidx = pid %% %d", split_n);
+            emit(g, "xindex = pid // %d + tl.zeros([XBLOCK, 1], tl.int32)  # XBLOCK is 1", split_n);
+        }
         emit(g, "xmask = xindex < %lld", (long long)xnumel);
         emit(g, "xzero = tl.zeros([XBLOCK, 1], tl.int32)");
         emit(g, "rbase = tl.arange(0, RBLOCK)[None, :]%s", g->wide ? ".to(tl.int64)" : "");
-        emit(g, "rstart = (pid %% %d) * %lld", split_n, (long long)chunk);
+        emit(g, "xrzero = tl.zeros([XBLOCK, RBLOCK], tl.int32)");
+        emit(g, "rstart = sidx * %lld", (long long)chunk);
         g->two_d = 1;
         g->phase = 0;
         g->split_chunk = chunk;
         g->split_n = split_n;
+        g->split_column = xpad > 0;
         bind_vars(g, S->L->ivar_id, K0->sizes, K0->nloops, "xindex", 1);
         int rc = gen_reduction_phase(g, K0, 0);
         g->indent--;
         emit(g, "%s", "");
-        add_config(tk, 1, 1024, 4);
-        add_config(tk, 1, 2048, 8);
-        add_config(tk, 1, 512, 4);
+        if (xpad) {
+            /* the column configurations below, no wider than xpad's block */
+            int64_t xc = xpad < 64 ? xpad : 64;
+            while (xpad % xc) xc /= 2;
+            add_config(tk, (int)xc, 64, 8);
+            add_config(tk, (int)(xc / 2 > 0 ? xc / 2 : 1), 128, 8);
+            add_config(tk, (int)(xc / 4 > 0 ? xc / 4 : 1), 256, 8);
+            add_config(tk, (int)(xc / 8 > 0 ? xc / 8 : 1), 512, 8);
+        } else {
+            add_config(tk, 1, 1024, 4);
+            add_config(tk, 1, 2048, 8);
+            add_config(tk, 1, 512, 4);
+        }
         reset_function(g);
         if (rc == 0) {
             char name2[160];

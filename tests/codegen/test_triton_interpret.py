@@ -344,7 +344,8 @@ def test_fused_epilogue_and_prologue():
 
 @child_only
 @pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,)),
-                                        ((2, 40000), (1,)), ((40000,), (0,))])  # the last two: split
+                                        ((2, 40000), (1,)), ((40000,), (0,)),  # split
+                                        ((20000, 24), (0,)), ((17000, 200), (0,))])  # column split
 def test_large_reductions(shape, dims):
     x = rand(shape)
     x.view(-1)[7] = math.nan if x.numel() > 30000 else x.view(-1)[7]  # NaN through the partials
@@ -457,6 +458,9 @@ COMPILE_CASES = {
                     lambda: (rand((4, 9000)),)),
     "split": (lambda g, a: [g.op("amax", [a], dims=(1,)), g.op("mean", [a]), g.op("any", [g.op("gt", [a, g.scalar(3.0)])])],
               lambda: (rand((3, 50000)),)),
+    "column_split": (lambda g, a: [g.op("sum", [a], dims=(0,)), g.op("var", [a], dims=(0,)),
+                                   g.op("amax", [a], dims=(0,))],
+                     lambda: (rand((20000, 24), torch.bfloat16),)),
     "index_into_arange": (lambda g, i: [g.op("INDEX", [g.op("ARANGE", [g.scalar(0), g.scalar(1)], ints=[40],
                                                                dtype=torch.int64), i], ints=[1, 0])],
                           lambda: (torch.randint(-40, 40, (8, 3)),)),
@@ -496,7 +500,7 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
              "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
     # the default config (and for the looped cases the last candidate too),
     # compiled in one parallel batch as the runtime does, then loaded from the cache
-    every = case in ("looped_rows", "split")
+    every = case in ("looped_rows", "split", "column_split")
     jobs = [(k["name"], [types[t] for t in k["params"]], int(k["has_r"]), x, r, w)
             for k in kernels
             for x, r, w in sorted({tuple(k["configs"][0]), tuple(k["configs"][-1] if every else k["configs"][0])})]
@@ -507,6 +511,35 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
         # a kernel identical but for its name to one compiled before shares its cubin (and symbol)
         assert cubin and warps == w and nparams >= len(ptypes)
         assert sym == name or _triton.kernel_identity(path, "test", name)[0] == "kernel"
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+@pytest.mark.parametrize("rows,cols,split", [(20000, 24, True), (17000, 200, True), (17000, 9000, False),
+                                             (3000, 24, False)])
+def test_column_reduction_split_across_programs(rows, cols, split, monkeypatch):
+    """A column reduction (contiguous along its outputs) with few blocks of
+    outputs and a long reduced extent, as batch norm's per-channel statistics
+    over channels-last activations are, is split across programs: a
+    partials kernel over (block of columns, chunk of rows), then a kernel
+    reducing each column's partials (values: test_large_reductions)."""
+    monkeypatch.setenv("WICK_TRITON", "interpret")  # Triton target for CPU tensors; nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    C.env_reload()
+    try:
+        g = C.Graph()
+        a = g.input_like(rand((rows, cols)))
+        g.output(g.op("sum", [a], dims=(0,)))
+        cg = g.compile()
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    src = cg.describe()["source"]
+    assert ("column reduction" in src and "_final" in src) == split, src[:2000]
+    if split:
+        (part,) = [k for k in cg.triton_kernels if not k["name"].endswith("_final")]
+        # every configuration's XBLOCK divides the padded column count the grid is made of
+        padded = -(-cols // min(64, 1 << (cols - 1).bit_length())) * min(64, 1 << (cols - 1).bit_length())
+        assert all(padded % x == 0 for x, _, _ in part["configs"]), part["configs"]
 
 
 @pytest.mark.skipif(CHILD, reason="compiles in the parent process")

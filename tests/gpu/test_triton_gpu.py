@@ -488,6 +488,45 @@ def test_convolution_bias_is_added_in_the_next_kernel(train, autocast, monkeypat
     assert any(info["externs"].get("aten.convolution.default") for info in backends.compiled_graphs)
 
 
+@pytest.mark.parametrize("mode", ["bf16-weights", "autocast"])
+@pytest.mark.parametrize("norm", ["batch", "group"])
+def test_16bit_norm_training_on_cuda_is_native(mode, norm):
+    """Batch norm (training: the statistics, the running-statistics update,
+    the backward) and group norm with 16-bit inputs on CUDA are decomposed
+    into native reductions and pointwise work that fuse with the convolution
+    epilogues, as inductor does, instead of cuDNN extern calls (the op_db
+    sweep's bfloat16 batch norms fell back: the extern's running statistics
+    were not the dtype its metadata said)."""
+    torch._dynamo.reset()
+    backends.fallback_reasons.clear()
+    backends.compiled_graphs.clear()
+    torch.manual_seed(0)
+
+    def make():
+        n = torch.nn.BatchNorm2d(16) if norm == "batch" else torch.nn.GroupNorm(4, 16)
+        return torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), n, torch.nn.ReLU()).to(DEV)
+
+    m, m2 = make(), make()
+    m2.load_state_dict(m.state_dict())
+    if mode == "bf16-weights":
+        m, m2 = m.bfloat16(), m2.bfloat16()
+    x = rand((4, 8, 10, 10), torch.bfloat16 if mode == "bf16-weights" else torch.float32)
+    cm = torch.compile(m2, backend="wick")
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "autocast"):
+        want, got = m(x), cm(x)
+    close(got, want, 3e-2, 3e-2)
+    want.float().square().mean().backward()
+    got.float().square().mean().backward()
+    for (name, p), p2 in zip(m.named_parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad.float(), p.grad.float(), rtol=5e-2, atol=5e-2, msg=name)
+    for b, b2 in zip(m.buffers(), m2.buffers()):
+        torch.testing.assert_close(b2.float(), b.float(), rtol=2e-2, atol=2e-2)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    externs = {k for info in backends.compiled_graphs for k in info["externs"]}
+    assert not any("norm" in k for k in externs), externs
+    assert len(backends.compiled_graphs) == 2  # forward and backward
+
+
 def test_index_out_of_range_is_a_device_assert_as_in_eager():
     """An index out of range in a native CUDA indexing kernel triggers a device-side assertion, as eager's embedding
     does (it poisons the CUDA context: each case runs in a process of its
