@@ -1409,6 +1409,13 @@ class _AtenImporter:
         # it directly saves a Python frame per extern call
         fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
         fn = fn or node.target
+        if node.target in _stats_widened_ops(torch) and isinstance(val, (list, tuple)):
+            # 16-bit batch norm in training: the functional variants' fake
+            # kernels give the updated running statistics as float32, the
+            # CPU and CUDA kernels in the running buffers' dtype; widening the
+            # kernel's values to float32 is exact, and the graph's own
+            # conversion back (AOTAutograd's _to_copy) gives eager's values
+            fn = _widening_results(torch, fn, [t.dtype if isinstance(t, torch.Tensor) else None for t in val])
         if _may_return_neg_view(torch, node, val):
             # a real tensor with torch's lazy negation bit (the imaginary part
             # of a conjugate): kernels read memory, where the sign is not yet
@@ -1480,6 +1487,28 @@ class _AtenImporter:
 
 class _NotNative(Exception):
     pass
+
+
+def _stats_widened_ops(torch):
+    aten = torch.ops.aten
+    return (aten._native_batch_norm_legit_functional.default, aten._batch_norm_with_update_functional.default)
+
+
+def _widening_results(torch, fn, want):
+    """fn, with each 16-bit floating result that its metadata says is a wider
+    float converted to that dtype (exact). Any other difference is left for
+    the runtime's metadata check to catch (the graph then runs eagerly)."""
+    narrow = (torch.float16, torch.bfloat16)
+    wide = (torch.float32, torch.float64)
+
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if not any(isinstance(t, torch.Tensor) and w is not None and t.dtype != w and t.dtype in narrow and w in wide
+                   for t, w in zip(out, want)):
+            return out
+        return type(out)(t.to(w) if isinstance(t, torch.Tensor) and w is not None and t.dtype != w
+                         and t.dtype in narrow and w in wide else t for t, w in zip(out, want))
+    return call
 
 
 def _touches_complex(torch, node, val):
