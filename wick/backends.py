@@ -645,7 +645,10 @@ class _AtenImporter:
                         torch.ops.aten.slice_backward.default,
                         torch.ops.aten.embedding.default, torch.ops.aten.index_select.default,
                         torch.ops.aten.gather.default, torch.ops.aten.index.Tensor)
+            if _touches_complex(torch, node, node.meta.get("val")):
+                continue  # an extern call (complex values are torch's): eager's layout
             if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
+                             not _touches_complex(torch, u, u.meta.get("val")) and
                              (u in free or _meta_contiguous(self, u)) for u in users):
                 free.add(node)
         return free
