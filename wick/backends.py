@@ -532,6 +532,12 @@ class _AtenImporter:
             if isinstance(val, torch.Tensor):
                 if val.layout != torch.strided:
                     raise _Unsupported(f"input {node.name} has layout {val.layout}")
+                example = example_inputs[i]
+                if isinstance(example, torch.Tensor) and not example.is_complex() and example.is_neg():
+                    # kernels would read its memory without the pending sign
+                    # (guards recompile for an input without the bit)
+                    raise _Unsupported(f"input {node.name} has a lazy negation bit (the imaginary part of a "
+                                       "conjugate view)")
                 m = self.meta_of(val)
                 self.env[node] = self.g.input(m["dtype"], m["sizes"], m["strides"], requires_grad=m["requires_grad"],
                                               source=node.name, any_dtype=True, device=m["device"])
@@ -655,7 +661,10 @@ class _AtenImporter:
                         torch.ops.aten.slice_backward.default,
                         torch.ops.aten.embedding.default, torch.ops.aten.index_select.default,
                         torch.ops.aten.gather.default, torch.ops.aten.index.Tensor)
+            if _touches_complex(torch, node, node.meta.get("val")):
+                continue  # an extern call (complex values are torch's): eager's layout
             if users and all(u.op == "call_function" and (u.target in _native_table or u.target in agnostic) and
+                             not _touches_complex(torch, u, u.meta.get("val")) and
                              (u in free or _meta_contiguous(self, u)) for u in users):
                 free.add(node)
         return free
@@ -724,6 +733,11 @@ class _AtenImporter:
         schema = getattr(target, "_schema", None)
         if schema is not None and schema.is_mutable:
             raise _Unsupported(f"{target} mutates its input")
+        if _touches_complex(torch, node, val):
+            # wick's kernels compute no complex value (graph.h): torch does,
+            # whatever the op (views of complex tensors included: their conj
+            # and neg bits are torch's to resolve)
+            return self.extern(node, val)
         if isinstance(val, torch.Tensor):
             native = _native_table.get(target)
             if native is not None:
@@ -1414,6 +1428,18 @@ class _AtenImporter:
         # it directly saves a Python frame per extern call
         fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
         fn = fn or node.target
+        if node.target in _stats_widened_ops(torch) and isinstance(val, (list, tuple)):
+            # 16-bit batch norm in training: the functional variants' fake
+            # kernels give the updated running statistics as float32, the
+            # CPU and CUDA kernels in the running buffers' dtype; widening the
+            # kernel's values to float32 is exact, and the graph's own
+            # conversion back (AOTAutograd's _to_copy) gives eager's values
+            fn = _widening_results(torch, fn, [t.dtype if isinstance(t, torch.Tensor) else None for t in val])
+        if _may_return_neg_view(torch, node, val):
+            # a real tensor with torch's lazy negation bit (the imaginary part
+            # of a conjugate): kernels read memory, where the sign is not yet
+            # applied, so the call's result is resolved (a copy, equal values)
+            fn = _resolving_neg(fn)
         if picks is None and node.meta.get("wick_force_contiguous"):
             # wick/_layout.py promised this value contiguous (an NHWC-ordered
             # operand of a channels-last convolution); torch keeps its
@@ -1480,6 +1506,66 @@ class _AtenImporter:
 
 class _NotNative(Exception):
     pass
+
+
+def _stats_widened_ops(torch):
+    aten = torch.ops.aten
+    return (aten._native_batch_norm_legit_functional.default, aten._batch_norm_with_update_functional.default)
+
+
+def _widening_results(torch, fn, want):
+    """fn, with each 16-bit floating result that its metadata says is a wider
+    float converted to that dtype (exact). Any other difference is left for
+    the runtime's metadata check to catch (the graph then runs eagerly)."""
+    narrow = (torch.float16, torch.bfloat16)
+    wide = (torch.float32, torch.float64)
+
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if not any(isinstance(t, torch.Tensor) and w is not None and t.dtype != w and t.dtype in narrow and w in wide
+                   for t, w in zip(out, want)):
+            return out
+        return type(out)(t.to(w) if isinstance(t, torch.Tensor) and w is not None and t.dtype != w
+                         and t.dtype in narrow and w in wide else t for t, w in zip(out, want))
+    return call
+
+
+def _touches_complex(torch, node, val):
+    """Whether an FX node reads or makes a complex tensor: such a node is an
+    extern call, never a native node (wick's graphs carry complex values
+    between externs and to outputs; its kernels compute none)."""
+    import torch.fx
+
+    def is_complex(t):
+        return isinstance(t, torch.Tensor) and t.is_complex()
+
+    if is_complex(val) or (isinstance(val, (list, tuple)) and any(is_complex(t) for t in val)):
+        return True
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs),
+                          lambda a: found.append(a) if is_complex(a.meta.get("val")) else None)
+    return bool(found)
+
+
+def _may_return_neg_view(torch, node, val):
+    """Whether an extern's real result may carry a lazy negation bit: an
+    explicit _neg_view, or a real result of a call that reads a complex
+    tensor (the imaginary part of a conjugate view)."""
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    if not any(isinstance(t, torch.Tensor) and not t.is_complex() for t in vals):
+        return False
+    if all(u.op == "output" for u in node.users):
+        return False  # no kernel reads it: eager's lazy bit is kept
+    return node.target is torch.ops.aten._neg_view.default or _touches_complex(torch, node, None)
+
+
+def _resolving_neg(fn):
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if isinstance(out, (list, tuple)):
+            return type(out)(t.resolve_neg() if hasattr(t, "resolve_neg") else t for t in out)
+        return out.resolve_neg()
+    return call
 
 
 def _meta_contiguous(imp, node):

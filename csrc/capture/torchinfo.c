@@ -166,9 +166,12 @@ int cap_init_torch(void) {
     return 0;
 }
 
+/* Only the dtypes kernels compute: capture models no complex tensor (an
+ * argument, a torch call's result or a dtype= of one makes it fall back or
+ * break), as it did before complex dtypes joined graph.h's table. */
 int cap_dtype_of_obj(PyObject *o) {
     for (int d = 0; d < WK_NDTYPES; d++)
-        if (cap_dtype_objs[d] && cap_dtype_objs[d] == o) return d;
+        if (cap_dtype_objs[d] && cap_dtype_objs[d] == o) return wk_dtype_supported((WkDType)d) ? d : -1;
     return -1;
 }
 

@@ -1726,6 +1726,13 @@ static int cgen_threads;
 void wk_cgen_c_set_threads(int n) { __atomic_store_n(&cgen_threads, n, __ATOMIC_RELAXED); }
 
 int wk_cgen_c(const WkSchedule *S, const char *entry, WkStr *out) {
+    /* ctype() has no answer for complex: refused here, never printed as NULL */
+    for (int b = 0; b < S->L->nbufs; b++)
+        if (!ctype(S->L->bufs[b].dtype)) {
+            wk_error_set("C codegen: buffer v%d has dtype %s, which no kernel computes", b,
+                         wk_dtype_name(S->L->bufs[b].dtype));
+            return -1;
+        }
     Gen g = {S, out, 0, NULL, S->L->nexprs};
     /* One thread: no parallel regions at all. libgomp makes a team and ends
      * it at a barrier whose release is a futex wake (a system call) even for

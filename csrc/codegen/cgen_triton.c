@@ -1160,6 +1160,13 @@ static const char prelude[] =
 const char *wk_cgen_triton_prelude(void) { return prelude; }
 
 int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTritonKernel **kernels, int *nkernels) {
+    /* tl_compute() has no answer for complex: refused before any text */
+    for (int b = 0; b < S->L->nbufs; b++)
+        if (!tl_compute(S->L->bufs[b].dtype)) {
+            wk_error_set("Triton codegen: buffer v%d has dtype %s, which no kernel computes", b,
+                         wk_dtype_name(S->L->bufs[b].dtype));
+            return -1;
+        }
     TGen g;
     memset(&g, 0, sizeof g);
     g.S = S;

@@ -23,6 +23,7 @@ static const struct {
 static const char *const scalar_type_names[WK_NDTYPES] = {
     [WK_BOOL] = "Bool", [WK_U8] = "Byte",  [WK_I8] = "Char",      [WK_I16] = "Short", [WK_I32] = "Int",
     [WK_I64] = "Long",  [WK_F16] = "Half", [WK_BF16] = "BFloat16", [WK_F32] = "Float", [WK_F64] = "Double",
+    [WK_C32] = "ComplexHalf", [WK_C64] = "ComplexFloat", [WK_C128] = "ComplexDouble",
 };
 
 static int dt_valid(int dt) { return dt >= 0 && dt < WK_NDTYPES; }
@@ -34,8 +35,11 @@ int wk_dtype_size(WkDType dt) { return dt_valid((int)dt) ? dtype_info[dt].size :
 int wk_dtype_is_float(WkDType dt) { return dt_valid((int)dt) && category(dt) == 2; }
 int wk_dtype_is_integral(WkDType dt) { return dt_valid((int)dt) && category(dt) == 1; }
 
-/* float16 and bfloat16 are stored as 16 bits and computed in float32 */
-int wk_dtype_supported(WkDType dt) { return dt_valid((int)dt); }
+int wk_dtype_is_complex(WkDType dt) { return dt_valid((int)dt) && category(dt) == 3; }
+
+/* float16 and bfloat16 are stored as 16 bits and computed in float32;
+ * complex values only pass through (graph.h) */
+int wk_dtype_supported(WkDType dt) { return dt_valid((int)dt) && category(dt) != 3; }
 
 /* Accepts torch spellings ("float32", "torch.float32") and torch's aliases
  * ("float", "double", "half", "long", "int", "short"). */
@@ -53,12 +57,24 @@ int wk_dtype_from_name(const char *name) {
     return -1;
 }
 
-/* torch.promote_types: bool < integral < floating; within a category the
- * wider wins, except uint8 with int8 -> int16 and float16 with bfloat16 ->
- * float32 (neither holds the other). */
+/* The real dtype of a complex one's parts, and back. */
+static WkDType complex_part(WkDType dt) { return dt == WK_C32 ? WK_F16 : dt == WK_C64 ? WK_F32 : WK_F64; }
+static WkDType complex_of(WkDType part) { return part == WK_F16 ? WK_C32 : part == WK_F64 ? WK_C128 : WK_C64; }
+
+/* torch.promote_types: bool < integral < floating < complex; within a
+ * category the wider wins, except uint8 with int8 -> int16 and float16 with
+ * bfloat16 -> float32 (neither holds the other). With a complex operand the
+ * parts' dtype is the promotion of its parts with the other's floating dtype
+ * (complex32 and bfloat16: complex64); integers and bool add nothing. */
 WkDType wk_dtype_promote(WkDType a, WkDType b) {
     if (a == b) return a;
     int ca = category(a), cb = category(b);
+    if (ca == 3 || cb == 3) {
+        WkDType pa = ca == 3 ? complex_part(a) : a, pb = cb == 3 ? complex_part(b) : b;
+        if (ca < 2) pa = pb;
+        if (cb < 2) pb = pa;
+        return complex_of(wk_dtype_promote(pa, pb));
+    }
     if (ca != cb) return ca > cb ? a : b;
     if ((a == WK_F16 && b == WK_BF16) || (a == WK_BF16 && b == WK_F16)) return WK_F32;
     if (a == WK_U8 || b == WK_U8) {
@@ -149,7 +165,8 @@ static int check_dtype_supported(WkDType dt, const char *what) {
         return -1;
     }
     if (!wk_dtype_supported(dt)) {
-        wk_error_set("%s: dtype %s is not supported by wick's code generator yet", what, wk_dtype_name(dt));
+        wk_error_set("%s: dtype %s is not computed by wick's kernels (complex values go through extern calls "
+                     "only)", what, wk_dtype_name(dt));
         return -1;
     }
     return 0;
@@ -399,9 +416,11 @@ static int reduce_shape(WkGraph *g, WkOp op, const WkValue *in, WkAttrs *at, WkV
 static int combine_categories(int higher, int lower) {
     if (higher < 0) return lower;
     if (lower < 0) return higher;
-    if (category((WkDType)higher) == 2) return higher;
-    if (higher == WK_BOOL || category((WkDType)lower) == 2) return wk_dtype_promote((WkDType)higher, (WkDType)lower);
-    return higher;
+    int ch = category((WkDType)higher), cl = category((WkDType)lower);
+    if (cl <= ch && higher != WK_BOOL) return higher;
+    /* a floating tensor with a complex 0-d one: complex of the tensor's width */
+    if (ch == 2 && cl == 3) return complex_of((WkDType)higher);
+    return wk_dtype_promote((WkDType)higher, (WkDType)lower);
 }
 
 WkDType wk_result_type(const WkValue *const *in, int n) {

@@ -18,7 +18,13 @@
 #include "../common/common.h"
 
 /* ---- dtypes (graph.c) -------------------------------------------------- */
-/*       name  C type     torch name   bytes  category: 0 bool, 1 integral, 2 floating */
+/*       name  C type     torch name   bytes  category: 0 bool, 1 integral, 2 floating, 3 complex
+ *
+ * Complex values are carried, never computed: a graph may hold them as
+ * inputs, extern outputs and graph outputs (an FFT, torch.polar), but no
+ * table op reads or makes one (wk_dtype_supported is 0 for them, so the
+ * builder refuses such a node and the ATen importer makes it an extern
+ * call). Their C type column is void: no kernel has a C type for them. */
 #define WK_DTYPE_TABLE(X)                            \
     X(BOOL, uint8_t, "bool", 1, 0)                   \
     X(U8, uint8_t, "uint8", 1, 1)                    \
@@ -29,7 +35,10 @@
     X(F16, uint16_t, "float16", 2, 2)                \
     X(BF16, uint16_t, "bfloat16", 2, 2)              \
     X(F32, float, "float32", 4, 2)                   \
-    X(F64, double, "float64", 8, 2)
+    X(F64, double, "float64", 8, 2)                  \
+    X(C32, void, "complex32", 4, 3)                  \
+    X(C64, void, "complex64", 8, 3)                  \
+    X(C128, void, "complex128", 16, 3)
 
 typedef enum {
 #define WK_DT_ENUM(name, ctype, tname, bytes, cat) WK_##name,
@@ -43,12 +52,15 @@ int wk_dtype_from_name(const char *name);    /* -1 if unknown */
 int wk_dtype_size(WkDType dt);
 int wk_dtype_is_float(WkDType dt);
 int wk_dtype_is_integral(WkDType dt);        /* bool excluded */
-/* torch.promote_types */
+int wk_dtype_is_complex(WkDType dt);
+/* torch.promote_types (complex included: complex32 with float32 is
+ * complex64, with int64 complex32) */
 WkDType wk_dtype_promote(WkDType a, WkDType b);
-/* The dtypes the CPU code generator handles (all of the table today:
- * float16/bfloat16 load into float32 and round to nearest even on store).
- * Others make the graph builder fail with a clear reason, and capture
- * falls back. */
+/* The dtypes the code generators handle: all but the complex ones
+ * (float16/bfloat16 load into float32 and round to nearest even on store).
+ * A table op reading or making another dtype makes the graph builder fail
+ * with a clear reason (capture falls back, the ATen importer calls the op
+ * through PyTorch); lowering and the code generators refuse them again. */
 int wk_dtype_supported(WkDType dt);
 
 typedef enum { WK_DEV_CPU = 0, WK_DEV_CUDA = 1 } WkDeviceType;

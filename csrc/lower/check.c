@@ -38,6 +38,7 @@ static int check_expr(Check *c, const WkLExpr *e, int root) {
         for (int k = 0; k < n; k++)
             if (xs[k] != e->a[k] || e->a[k]->dtype != WK_I64) goto bad;
     }
+    if (!wk_dtype_supported(e->dtype)) goto bad; /* complex never reaches the loop IR */
     for (int k = 0; k < e->nargs; k++) {
         if (!e->a[k] || e->a[k]->id >= e->id) goto bad;
         if (check_expr(c, e->a[k], 0) < 0) return -1;
@@ -105,6 +106,11 @@ int wk_lower_check(const WkLoopIR *L) {
     for (int v = 0; v < L->nbufs && rc == 0; v++) {
         const WkLBuf *b = &L->bufs[v];
         Check c = {L, v, b->ndim, 0, {0}};
+        if (!wk_dtype_supported(b->dtype)) {
+            wk_error_set("loop IR check: v%d has dtype %s, which no kernel computes", v, wk_dtype_name(b->dtype));
+            rc = -1;
+            continue;
+        }
         if (b->kind == WK_LBUF_INPUT) {
             if (b->body) {
                 wk_error_set("loop IR check: input v%d has a body", v);

@@ -1125,6 +1125,11 @@ WkLoopIR *wk_lower_graph(const WkGraph *g) {
      * defined them, so buffers come out in topological order */
     for (int v = 0; v < L->nvalues; v++) {
         const WkValue *val = wk_graph_value(g, v);
+        if (!wk_dtype_supported(val->dtype)) { /* complex: the builder lets it reach externs only */
+            wk_error_set("lower: value %d is %s, which no kernel computes (an extern call must take it)", v,
+                         wk_dtype_name(val->dtype));
+            goto error;
+        }
         if (val->node < 0) {
             if (val->input_index < 0) {
                 wk_error_set("value %d is neither a graph input nor a node output", v);

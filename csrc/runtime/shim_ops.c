@@ -620,8 +620,12 @@ int wk_native_call_run(const WkNativeCall *c, PyObject *const *in, int nin, cons
             return 0;
         if (!(h[t] = wk_shim_handle(x))) return 0;
     }
+    /* complex never: these symbols reach the kernel past the dispatcher's
+     * conjugate and negative-view fallbacks, which resolve a lazy conj bit */
     for (int k = 0; k < c->nout; k++)
-        if (!(OPS[c->op].int_results >> c->pick[k] & 1) && !wk_dtype_is_float(out_dtype[k])) return 0;
+        if ((!(OPS[c->op].int_results >> c->pick[k] & 1) && !wk_dtype_is_float(out_dtype[k])) ||
+            wk_dtype_is_complex(out_dtype[k]))
+            return 0;
     if (!plain_context() || !wk_shim_available() || (c->cuda_device >= 0 && !wk_shim_cuda_available())) return 0;
     double scale_store = c->scale, *scale = c->has_scale ? &scale_store : NULL;
     AtenTensorHandle *opt = c->tensor[3] >= 0 ? &h[3] : NULL; /* attention's bias or mask */

@@ -59,7 +59,12 @@ static void test_dtypes(void) {
     CHECK_EQ_INT(wk_dtype_from_name("torch.float64"), WK_F64);
     CHECK_EQ_INT(wk_dtype_from_name("float"), WK_F32);
     CHECK_EQ_INT(wk_dtype_from_name("long"), WK_I64);
-    CHECK_EQ_INT(wk_dtype_from_name("complex64"), -1);
+    CHECK_EQ_INT(wk_dtype_from_name("complex64"), WK_C64);
+    CHECK_EQ_INT(wk_dtype_from_name("torch.complex32"), WK_C32);
+    CHECK_EQ_INT(wk_dtype_from_name("cfloat"), -1);
+    CHECK(wk_dtype_is_complex(WK_C128) && !wk_dtype_is_float(WK_C64) && !wk_dtype_is_complex(WK_F64));
+    CHECK(!wk_dtype_supported(WK_C32) && !wk_dtype_supported(WK_C64) && !wk_dtype_supported(WK_C128));
+    CHECK_EQ_INT(wk_dtype_size(WK_C128), 16);
     CHECK_EQ_INT(wk_dtype_from_name(NULL), -1);
     CHECK_EQ_INT(wk_dtype_size(WK_BOOL), 1);
     CHECK_EQ_INT(wk_dtype_size(WK_I16), 2);
@@ -80,6 +85,20 @@ static void test_dtypes(void) {
     }
     CHECK_EQ_INT(n, WK_NDTYPES * WK_NDTYPES);
     CHECK_EQ_INT(bad, 0);
+    /* torch.result_type of a tensor with dims and a complex 0-d tensor: the
+     * tensor's width decides (float32 with complex128 gives complex64) */
+    static const struct { WkDType dim, zero, want; } rt[] = {
+        {WK_F32, WK_C128, WK_C64}, {WK_F64, WK_C32, WK_C128}, {WK_F16, WK_C64, WK_C32},
+        {WK_BF16, WK_C32, WK_C64}, {WK_I32, WK_C128, WK_C128}, {WK_BOOL, WK_C32, WK_C32},
+        {WK_C32, WK_F64, WK_C32},  {WK_C64, WK_C128, WK_C64},
+    };
+    for (size_t i = 0; i < sizeof rt / sizeof *rt; i++) {
+        WkValue a = {0}, b = {0};
+        a.dtype = rt[i].dim, a.ndim = 1;
+        b.dtype = rt[i].zero;
+        const WkValue *both[2] = {&a, &b};
+        CHECK_EQ_INT(wk_result_type(both, 2), rt[i].want);
+    }
 }
 
 /* ---- every generated promotion row -------------------------------------------- */

@@ -24,7 +24,8 @@ OPS_DEF = os.path.join(ROOT, "csrc", "graph", "ops.def")
 OUT = os.path.join(ROOT, "tests", "c", "promotion_table.h")
 
 DTYPES = ["bool", "int32", "int64", "float32", "float64"]
-ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+              "complex32", "complex64", "complex128"]
 SCALARS = {"bool": True, "int": 2, "float": 2.5}
 
 BINARY = {  # ops.def name -> how Python code spells it (operators take scalars on either side)
