@@ -420,3 +420,22 @@ def test_new_container_keeps_its_identity(fn, sign):
     if fn in (_list_stored_and_returned, _dict_twice_in_the_result, _list_returned_once, _set_in_two_places,
               _object_in_list_and_attr):
         one_graph(fn)
+
+
+@pytest.mark.parametrize("first", ["plain", "negated"])
+def test_negation_bit_input(first):
+    # z.conj().imag is a lazily negated view: its memory holds the values'
+    # negation. Such an input runs eagerly (reason recorded); one that comes
+    # after a plain tensor's graph misses its guards (the Negative dispatch
+    # key) rather than being read as it lies in memory.
+    def fn(y):
+        return y * 2 + 1
+
+    z = torch.randn(6, dtype=torch.complex64)
+    plain, negated = z.imag.clone(), z.conj().imag
+    assert negated.is_neg()
+    f = compiled(fn)
+    order = [plain, negated] if first == "plain" else [negated, plain]
+    for y in order + order:
+        assert_same(f(y), fn(y))
+    assert any("negation bit" in (r or "") for r in reasons(fn)), reasons(fn)

@@ -273,6 +273,16 @@ int cap_tensor_value(Interp *I, Sv *s) {
         PyErr_Clear();
         goto done;
     }
+    /* a lazily negated view (z.conj().imag): its memory holds the values'
+     * negation, which kernels would read as they are */
+    PyObject *neg = PyObject_CallMethod(t, "is_neg", NULL);
+    if (!neg) goto pyerr;
+    int negated = neg == Py_True;
+    Py_DECREF(neg);
+    if (negated) {
+        cap_unsupported(I, "%s: a tensor with the negation bit set (resolve_neg() makes it plain)", src);
+        goto done;
+    }
     WkDevice dev;
     int dev_ok;
     if (device_of(t, &dev, &dev_ok) < 0) goto pyerr;
