@@ -347,14 +347,15 @@ def _wick_decompositions():
     # normalisation fuses with the convolution's epilogue (ReLU, the residual
     # add) instead of a cuDNN pass of its own. The result may differ from
     # cuDNN's in the last bit of a bfloat16 (another order of float32 steps).
-    # In training too (batch and group norm and their backward), unless
-    # WICK_CUDA_NORM_TRAINING=extern: the statistics are per-channel column
-    # reductions over channels-last tensors, which the Triton code generator
-    # splits across programs (with one program per block of channels,
-    # resnet50's bf16 step on the H200 took 50.5 ms of device time against
-    # cuDNN's 14.8).
+    # In training 16-bit batch and group norm stay cuDNN's unless
+    # WICK_CUDA_NORM_TRAINING=decompose: decomposed, their statistics are
+    # per-channel column reductions over channels-last tensors. Measured on
+    # the H200 (resnet50's bf16 step): 50.5 ms of device time when each block
+    # of channels was one program, 17.5 ms with those reductions split across
+    # programs, against 14.9 ms with cuDNN's batch norm, and the first call
+    # took 48 s instead of 16 (many more kernels to compile and tune).
     eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
-    training = os.environ.get("WICK_CUDA_NORM_TRAINING", "decompose").strip() != "extern"
+    training = os.environ.get("WICK_CUDA_NORM_TRAINING", "extern").strip() == "decompose"
     norms = {aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
              aten._native_batch_norm_legit_functional, aten._batch_norm_with_update_functional,
              aten.native_batch_norm_backward, aten.native_group_norm, aten.native_group_norm_backward}

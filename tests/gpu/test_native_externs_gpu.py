@@ -157,7 +157,7 @@ def test_pooling_and_backward(layout, dtype):
 def test_small_resnet_training_step_bf16_autocast():
     """A small ResNet's training step under bf16 autocast through
     torch.compile: convolution_backward and max pooling's backward go
-    native (16-bit batch norm is decomposed on CUDA: no extern call)."""
+    native (16-bit batch norm in training stays cuDNN's by default, a Python call: no shim function)."""
     import copy
     import os
     import sys

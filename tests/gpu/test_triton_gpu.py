@@ -488,15 +488,30 @@ def test_convolution_bias_is_added_in_the_next_kernel(train, autocast, monkeypat
     assert any(info["externs"].get("aten.convolution.default") for info in backends.compiled_graphs)
 
 
+@pytest.fixture
+def norm_training(request, monkeypatch):
+    """WICK_CUDA_NORM_TRAINING set to the parameter, with the cached
+    decomposition tables rebuilt for it (and again after the test)."""
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", request.param)
+    backends._decomposition_table = None
+    backends._aot_backends.clear()
+    yield request.param
+    monkeypatch.undo()
+    backends._decomposition_table = None
+    backends._aot_backends.clear()
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("norm_training", ["decompose", "extern"], indirect=True)
 @pytest.mark.parametrize("mode", ["bf16-weights", "autocast"])
 @pytest.mark.parametrize("norm", ["batch", "group"])
-def test_16bit_norm_training_on_cuda_is_native(mode, norm):
+def test_16bit_norm_training_on_cuda(mode, norm, norm_training):
     """Batch norm (training: the statistics, the running-statistics update,
-    the backward) and group norm with 16-bit inputs on CUDA are decomposed
-    into native reductions and pointwise work that fuse with the convolution
-    epilogues, as inductor does, instead of cuDNN extern calls (the op_db
-    sweep's bfloat16 batch norms fell back: the extern's running statistics
-    were not the dtype its metadata said)."""
+    the backward) and group norm with 16-bit inputs on CUDA: with
+    WICK_CUDA_NORM_TRAINING=decompose native reductions (column reductions
+    split across programs) and pointwise work that fuse with the convolution
+    epilogues, as inductor does; by default cuDNN's extern calls, whose
+    float32 running statistics the graph widens as their metadata says."""
     torch._dynamo.reset()
     backends.fallback_reasons.clear()
     backends.compiled_graphs.clear()
@@ -523,7 +538,7 @@ def test_16bit_norm_training_on_cuda_is_native(mode, norm):
         torch.testing.assert_close(b2.float(), b.float(), rtol=2e-2, atol=2e-2)
     assert not backends.fallback_reasons, backends.fallback_reasons
     externs = {k for info in backends.compiled_graphs for k in info["externs"]}
-    assert not any("norm" in k for k in externs), externs
+    assert any("norm" in k for k in externs) == (norm_training == "extern"), externs
     assert len(backends.compiled_graphs) == 2  # forward and backward
 
 
