@@ -146,6 +146,11 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
         raise _Abandon("no fake-tensor mode on the placeholders")
 
     convs = _conv_targets(torch) if nhwc_work else ()
+    # ops whose kernels take their operands only in the traced layout: CUDA's
+    # group norm and its backward view them as (N, groups, -1), which a
+    # channels-last tensor does not allow (a 16-bit group norm stays a call
+    # into torch): their operands are copied back to the traced strides
+    traced_operands = {aten.native_group_norm.default, aten.native_group_norm_backward.default}
     pointwise_kinds = {"binary", "alpha", "ternary", "unary", "convert", "clone", "to_copy", "params", "clamp",
                        "gelu"}
 
@@ -341,6 +346,11 @@ def rewrite(torch, gm, native_kinds, free_outputs=(), given_inputs=None, nhwc_wo
                 # answers channels-last and the activations follow
                 nhwc[w] = emit(aten.clone.default, [rep(w)], contiguous=True)
                 env[w] = emit(aten.permute.default, [nhwc[w], TO_NCHW])
+        if n.target in traced_operands:
+            args, kwargs = torch.fx.node.map_arg(n.args, traced), torch.fx.node.map_arg(n.kwargs, traced)
+            env[n] = new.call_function(n.target, args, kwargs)
+            env[n].meta["val"] = _val(n)
+            continue
         # anything else (convolutions, pooling, views, externs): the same op on
         # the operands in their logical order, whatever strides they now have
         args, kwargs = torch.fx.node.map_arg(n.args, orig), torch.fx.node.map_arg(n.kwargs, orig)

@@ -809,7 +809,8 @@ static int gen_split_final(TGen *g, const WkSchedKernel *K, const char *name, co
     emit(g, "xmask = xindex < %lld", (long long)xnumel);
     emit(g, "xzero = tl.zeros([XBLOCK, 1], tl.int32)");
     emit(g, "rbase = tl.arange(0, RBLOCK)[None, :]");
-    emit(g, "part = tl.load(ws + xindex * %d + rbase, mask=xmask & (rbase < %d), other=%s)", n, n, r.init);
+    emit(g, "part = tl.load(ws + xindex * %d + rbase, mask=xmask & (rbase < %d), other=%s).to(%s)", n, n, r.init,
+         r.acc_t);
     char buf[512];
     reduce_text(&r, "part", buf, sizeof buf);
     emit(g, "red_p0 = %s", buf);
@@ -911,7 +912,10 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         tk->params[tk->nparams++] = -1;
         tk->scratch = 1;
         tk->scratch_elems = xnumel * split_n;
-        tk->scratch_dtype = r.boolacc ? WK_I32 : r.acc == WK_F64 && demote_f64 ? WK_F32 : r.acc;
+        /* partials of 16-bit data in float32, the type they are computed in */
+        tk->scratch_dtype = r.boolacc ? WK_I32
+                            : (r.acc == WK_F64 && demote_f64) || r.acc == WK_F16 || r.acc == WK_BF16 ? WK_F32
+                                                                                                 : r.acc;
         tk->xnumel = (xpad ? xpad : xnumel) * split_n;
         tk->has_r = 1;
         emit(g, "# kernel %d: %sreduction {%s}, %lld x %lld iterations, split in %d: partials", first,

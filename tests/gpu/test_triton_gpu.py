@@ -538,7 +538,9 @@ def test_16bit_norm_training_on_cuda(mode, norm, norm_training):
         torch.testing.assert_close(b2.float(), b.float(), rtol=2e-2, atol=2e-2)
     assert not backends.fallback_reasons, backends.fallback_reasons
     externs = {k for info in backends.compiled_graphs for k in info["externs"]}
-    assert any("norm" in k for k in externs) == (norm_training == "extern"), externs
+    # under autocast group norm runs in float32 (autocast's fp32 list): decomposed either way
+    extern = norm_training == "extern" and not (norm == "group" and mode == "autocast")
+    assert any("norm" in k for k in externs) == extern, externs
     assert len(backends.compiled_graphs) == 2  # forward and backward
 
 

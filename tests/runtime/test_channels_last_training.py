@@ -341,3 +341,29 @@ def test_triton_interpreter_child():
                        env=env, capture_output=True, text=True, cwd=root)
     assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
     assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
+
+
+def test_group_norm_extern_reads_its_operands_as_traced(channels_last):
+    # a 16-bit group norm stays a call into torch, whose CUDA kernels view
+    # their operands as (N, groups, -1): channels-last operands raise there,
+    # so the layout pass hands them over with the traced strides
+    torch.manual_seed(3)
+    m = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, bias=False), nn.GroupNorm(2, 8), nn.ReLU(),
+                      nn.Conv2d(8, 8, 3, padding=1, bias=False)).bfloat16()
+    m2 = copy.deepcopy(m)
+    x = torch.randn(3, 4, 9, 9).bfloat16()
+    want, got = m(x), torch.compile(m2, backend="wick")(x)
+    want.float().square().mean().backward()
+    got.float().square().mean().backward()
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+    for p, p2 in zip(m.parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad.float(), p.grad.float(), rtol=5e-2, atol=5e-2)
+    assert not B.fallback_reasons[-2:], B.fallback_reasons
+    gn = [n for seen in channels_last for n in seen["graph"].nodes if n.op == "call_function" and n.target in
+          (torch.ops.aten.native_group_norm.default, torch.ops.aten.native_group_norm_backward.default)]
+    assert len(gn) == 2, gn
+    for n in gn:
+        for a in n.all_input_nodes:
+            v = a.meta["val"]
+            if isinstance(v, torch.Tensor) and v.dim() == 4:
+                assert v.is_contiguous(), (n, a, v.stride())

@@ -37,6 +37,17 @@ def rand(shape, dtype=torch.float32, seed=0, layout="contig"):
     return (torch.randn(shape, generator=gen, dtype=torch.float64) * 2).to(dtype)
 
 
+def _fake_outputs(f, args):
+    """f's outputs on fake copies of args: the metadata PyTorch reports."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+    with mode:
+        out = f(*fakes)
+    return out if isinstance(out, tuple) else (out,)
+
+
 def compile_and_compare(f, *args, tol=None, expect_native=True):
     """Runs f eagerly and through torch.compile(backend="wick"); compares every
     output (dtype, shape, strides, conj bit, values). Returns the graphs' info."""
@@ -49,11 +60,18 @@ def compile_and_compare(f, *args, tol=None, expect_native=True):
     want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    predicted = None
+    for k, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype, (g.dtype, w.dtype)
         assert g.shape == w.shape, (g.shape, w.shape)
-        if g.numel() > 1:
-            assert g.stride() == w.stride(), (g.stride(), w.stride())
+        if g.numel() > 1 and g.stride() != w.stride():
+            # wick lays out what an extern returns as PyTorch's fake kernels
+            # say it will be; some releases' FFT kernels return other strides
+            # for transposed inputs than their fake kernels report (torch 2.11:
+            # fft2 of a transposed (4, 6) input, (1, 4) against (6, 1)), and
+            # there wick gives the reported ones, as inductor does
+            predicted = predicted or _fake_outputs(f, args)
+            assert g.stride() == predicted[k].stride(), (g.stride(), w.stride(), predicted[k].stride())
         assert g.is_conj() == w.is_conj()
         rtol, atol = tol or ((2e-3, 2e-3) if w.dtype in (torch.complex32, torch.float16) else (1e-5, 1e-5))
         torch.testing.assert_close(g.resolve_conj().resolve_neg(), w.resolve_conj().resolve_neg(), rtol=rtol,
