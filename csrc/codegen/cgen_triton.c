@@ -777,6 +777,17 @@ static void add_config(WkTritonKernel *tk, int x, int r, int w) {
     tk->configs[tk->nconfigs++] = (WkTritonConfig){x, r, w};
 }
 
+/* A column reduction's configurations (reads are contiguous along x): x
+ * blocks of xc and narrower, each with a longer r block; x128: also 128 x
+ * blocks of 16 rows (many outputs). Every XBLOCK is a power of two <= xc. */
+static void add_column_configs(WkTritonKernel *tk, int64_t xc, int x128) {
+    add_config(tk, (int)xc, 64, 8);
+    add_config(tk, (int)(xc / 2 > 0 ? xc / 2 : 1), 128, 8);
+    add_config(tk, (int)(xc / 4 > 0 ? xc / 4 : 1), 256, 8);
+    if (x128) add_config(tk, 128, 16, 4);
+    add_config(tk, (int)(xc / 8 > 0 ? xc / 8 : 1), 512, 8);
+}
+
 /* Kernels first..last as one @triton.jit function: a lone pointwise kernel
  * (1-d), or a reduction / row group (2-d). */
 static void reset_function(TGen *g) {
@@ -866,7 +877,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
      * split across programs as well. x is padded to a multiple of the widest
      * x block (xpad), which every configuration's XBLOCK (a power of two no
      * wider) divides, so the grid is xpad / XBLOCK blocks times split_n. */
-    int64_t xpad = 0;
+    int64_t xpad = 0, col_xc = 0;
     if (column && rext >= 16384) {
         int64_t cap = pow2_at_least(xnumel > 0 ? xnumel : 1), xc = cap < 64 ? cap : 64;
         int64_t nxb = (xnumel + xc - 1) / xc;
@@ -879,6 +890,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
                 chunk = (chunk + 1023) / 1024 * 1024;
                 split_n = (int)((rext + chunk - 1) / chunk);
                 xpad = nxb * xc;
+                col_xc = xc;
             }
         }
     }
@@ -948,13 +960,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         g->indent--;
         emit(g, "%s", "");
         if (xpad) {
-            /* the column configurations below, no wider than xpad's block */
-            int64_t xc = xpad < 64 ? xpad : 64;
-            while (xpad % xc) xc /= 2;
-            add_config(tk, (int)xc, 64, 8);
-            add_config(tk, (int)(xc / 2 > 0 ? xc / 2 : 1), 128, 8);
-            add_config(tk, (int)(xc / 4 > 0 ? xc / 4 : 1), 256, 8);
-            add_config(tk, (int)(xc / 8 > 0 ? xc / 8 : 1), 512, 8);
+            add_column_configs(tk, col_xc, 0); /* no block wider than xpad's unit */
         } else {
             add_config(tk, 1, 1024, 4);
             add_config(tk, 1, 2048, 8);
@@ -1059,16 +1065,10 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
             add_config(tk, (int)x1, 512, 8);
             add_config(tk, 1, 4096, 16);
             if (column) {
-                /* reads are contiguous along x: x blocks of 8..128 keep loads
-                 * coalesced; narrower ones make more programs when there are
-                 * few outputs */
+                /* x blocks of 8..128 keep loads coalesced; narrower ones make
+                 * more programs when there are few outputs */
                 tk->nconfigs = 0;
-                int64_t xc = cap_x < 64 ? cap_x : 64;
-                add_config(tk, (int)xc, 64, 8);
-                add_config(tk, (int)(xc / 2 > 0 ? xc / 2 : 1), 128, 8);
-                add_config(tk, (int)(xc / 4 > 0 ? xc / 4 : 1), 256, 8);
-                if (cap_x >= 128) add_config(tk, 128, 16, 4);
-                add_config(tk, (int)(xc / 8 > 0 ? xc / 8 : 1), 512, 8);
+                add_column_configs(tk, cap_x < 64 ? cap_x : 64, cap_x >= 128);
             }
         }
     }
