@@ -153,6 +153,58 @@ def test_program_order_with_list_appends(handler):
     one_graph_entry(appends_around_log)
 
 
+def log_then_branch(x, events):
+    events.append("start")
+    y = x.cos()
+    logger.warning("mid %d", 1)
+    if y.sum() > x.numel() * 0.8:  # a branch on a tensor: a graph break
+        events.append("high")
+    else:
+        events.append("low")
+    return y * 2
+
+
+def test_log_before_a_graph_break(handler):
+    """Effects kept before a break are replayed before the instruction that
+    breaks: the record comes between the appends, as in eager."""
+    C.reset()
+    cf = compiled(log_then_branch)
+    seen = set()
+    for i, (shape, dtype) in enumerate(SHAPES_DTYPES * 2):
+        x = inputs(shape, dtype, i) * (0.2 if i % 2 else 1.0)
+        eager_events, got_events = [], []
+        handler.into = eager_events
+        expected = log_then_branch(x, eager_events)
+        handler.into = got_events
+        assert_same(cf(x, got_events), expected)
+        assert got_events == eager_events and eager_events[:2] == ["start", "mid 1"]
+        seen.add(eager_events[2])
+    assert seen == {"high", "low"}
+    graphs, breaks, eager = break_counts(log_then_branch)
+    assert breaks >= 1 and eager == 0, reasons(log_then_branch)
+
+
+def gen_logs(x):
+    def items():
+        for k in range(3):
+            logger.info("item %d", k)
+            yield x * k
+    return sum(items())
+
+
+def test_log_inside_a_generator(handler):
+    """A generator runs ahead of its consumer at capture time: one that logs
+    is not modelled, and the records still come as in eager."""
+    C.reset()
+    cf = compiled(gen_logs)
+    x = inputs((4,), torch.float32, 5)
+    expected = gen_logs(x)
+    eager_records = list(handler.records)
+    handler.records.clear()
+    assert_same(cf(x), expected)
+    assert [r[:2] for r in handler.records] == [r[:2] for r in eager_records]
+
+
 def test_level_changed_between_calls(handler):
     """The call is made for real after each graph: a level raised between
     calls silences it, as in eager."""
