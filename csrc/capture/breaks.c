@@ -52,7 +52,8 @@
  * its graph: first the input tensors the frame wrote in place (copy_ of the
  * written graph value; the GraphLoader refuses a call where one shares
  * memory with another input), then attribute writes, dict arguments, closure
- * cells, list appends and globals.
+ * cells, list appends (with logging calls among them, vals/logcall.c) and
+ * globals.
  *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with

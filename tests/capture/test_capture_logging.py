@@ -85,6 +85,18 @@ def result_used(x):
     return x.tanh(), r
 
 
+def bound_method_called_later(x):
+    warn = logger.warning
+    y = x.abs().sqrt()
+    warn("bound %s", 1.5)
+    return y
+
+
+def through_the_class(x):
+    logging.Logger.info(logger, "through the class %d", 2)
+    return x.square() - x
+
+
 def one_graph_entry(fn):
     """Every cache entry of fn (one per shape and dtype) is one graph, without
     a break; no frame runs eagerly."""
@@ -110,7 +122,8 @@ def run_both(fn, handler, calls=3):
             assert eager_records  # the function logs
 
 
-@pytest.mark.parametrize("fn", [warn_mid, info_and_log, inlined_call_logs, result_used], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [warn_mid, info_and_log, inlined_call_logs, result_used, bound_method_called_later,
+                                through_the_class], ids=lambda f: f.__name__)
 def test_logging_call_is_one_graph_and_logs_each_call(fn, handler):
     C.reset()
     run_both(fn, handler)
@@ -260,6 +273,25 @@ def test_not_replayable_still_breaks(fn, handler):
         assert [r[:2] for r in handler.records] == eager_msgs
     graphs, breaks, eager = break_counts(fn)
     assert breaks >= 1 and eager == 0, reasons(fn)
+
+
+def bad_level(x):
+    y = x * 4
+    logger.log("WARNING", "the level is a str")
+    return y
+
+
+def test_a_call_that_raises_raises_where_eager_does(handler):
+    """Logger.log with a level that is no int raises TypeError: not deferred,
+    the exception comes from the call, as in eager."""
+    C.reset()
+    x = inputs((3,), torch.float32, 4)
+    with pytest.raises(TypeError, match="level must be an integer"):
+        bad_level(x)
+    with pytest.raises(TypeError, match="level must be an integer"):
+        compiled(bad_level)(x)
+    graphs, breaks, eager = break_counts(bad_level)
+    assert (breaks, eager) != (0, 0), reasons(bad_level)
 
 
 def test_effect_of_another_kind_after_the_log_breaks(handler):

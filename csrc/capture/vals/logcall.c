@@ -97,6 +97,10 @@ static int replayable(const Sv *s, int hashed) {
 Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a) {
     if (a->npos < 1 || a->pos[0]->kind != SV_CONST || !cap_log_method(a->pos[0]->obj, fn)) return NULL;
     int hashed = !PyFunction_Check(fn); /* the lru_cache wrappers */
+    /* Logger.log raises on a level that is no int: where the frame calls it */
+    if (!hashed && PyUnicode_CompareWithASCIIString(((PyFunctionObject *)fn)->func_name, "log") == 0 &&
+        (a->npos < 2 || a->pos[1]->kind != SV_CONST || !PyLong_Check(a->pos[1]->obj)))
+        return NULL;
     for (int i = 1; i < a->npos; i++)
         if (!replayable(a->pos[i], hashed)) return NULL;
     for (int i = 0; i < a->nkw; i++) {
