@@ -1312,12 +1312,12 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
      * during capture is rebuilt once, shared with every other reference to
      * it (cap_reconstruct); an iterator or a dict view is not rebuilt.
      * Logging calls among them: the effects replayed before the appends
-     * must all come before the last one, as in eager */
-    for (int i = st->appends.len - 1; i >= 0; i--) {
+     * must all come before the first one, as in eager */
+    unsigned long long others = effects_fingerprint(I, 0);
+    for (int i = 0; i < st->appends.len; i++) {
         ListAppend *e = &st->appends.data[i];
-        if (strcmp(e->method, "log") != 0) continue;
-        if (e->others != effects_fingerprint(I, 0)) return effects_fail(I, "a side effect after a logging call");
-        break;
+        if (strcmp(e->method, "log") == 0 && e->others != others)
+            return effects_fail(I, "a side effect after a logging call");
     }
     for (int i = 0; i < st->appends.len; i++) {
         ListAppend *e = &st->appends.data[i];

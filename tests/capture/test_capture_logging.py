@@ -258,6 +258,14 @@ def attribute_write_after_log(x, box):
     return y * 3
 
 
+def attribute_write_between_logs(x, box):
+    y = x + 1
+    logger.warning("first")
+    box.value = 5
+    logger.warning("second")
+    return y * 3
+
+
 @pytest.mark.parametrize("fn", [tensor_argument, stacklevel_argument], ids=lambda f: f.__name__)
 def test_not_replayable_still_breaks(fn, handler):
     C.reset()
@@ -294,23 +302,45 @@ def test_a_call_that_raises_raises_where_eager_does(handler):
     assert (breaks, eager) != (0, 0), reasons(bad_level)
 
 
-def test_effect_of_another_kind_after_the_log_breaks(handler):
-    """An attribute write after the logging call is replayed before the
+class BoxWatcher(logging.Filter):
+    """Records what the box held when each record was logged: a handler
+    that sees the frame's state."""
+
+    def __init__(self, box):
+        super().__init__()
+        self.box, self.seen = box, []
+
+    def filter(self, record):
+        self.seen.append((record.getMessage(), getattr(self.box, "value", None)))
+        return True
+
+
+@pytest.mark.parametrize("fn", [attribute_write_after_log, attribute_write_between_logs],
+                         ids=lambda f: f.__name__)
+def test_effect_of_another_kind_after_the_log_breaks(fn, handler):
+    """An attribute write after a logging call is replayed before the
     appends: the logging call is not deferred past it, and the result, the
-    record and the object are eager's."""
+    records, what a filter saw of the object when each record was made, and
+    the object are eager's."""
     C.reset()
-    cf = compiled(attribute_write_after_log)
+    cf = compiled(fn)
     for i, (shape, dtype) in enumerate(SHAPES_DTYPES):
         x = inputs(shape, dtype, i)
-        eb, cb = Box(), Box()
-        handler.records.clear()
-        expected = attribute_write_after_log(x, eb)
-        eager_records = list(handler.records)
-        handler.records.clear()
-        assert_same(cf(x, cb), expected)
-        assert handler.records == eager_records and vars(cb) == vars(eb) == {"value": 5}
-    graphs, breaks, eager = break_counts(attribute_write_after_log)
-    assert (breaks, eager) != (0, 0), reasons(attribute_write_after_log)
+        seen = []
+        for run, box in ((fn, Box()), (cf, Box())):
+            watcher = BoxWatcher(box)
+            logger.addFilter(watcher)
+            handler.records.clear()
+            try:
+                out = run(x, box)
+            finally:
+                logger.removeFilter(watcher)
+            seen.append((out, list(handler.records), watcher.seen, vars(box)))
+        (expected, eager_records, eager_seen, eager_box), (got, records, got_seen, box) = seen
+        assert_same(got, expected)
+        assert records == eager_records and got_seen == eager_seen and box == eager_box == {"value": 5}
+    graphs, breaks, eager = break_counts(fn)
+    assert (breaks, eager) != (0, 0), reasons(fn)
 
 
 transformers = pytest.importorskip("transformers")
