@@ -504,3 +504,57 @@ def sdpa_is_flash_cpu(tensors, dropout_p, is_causal, scale, enable_gqa):
             for t in tensors]
     choice = torch._fused_sdp_choice(*made, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
     return choice == SDPBackend.FLASH_ATTENTION.value
+
+
+# logging.Logger's own methods whose call capture defers (csrc/capture/vals/logcall.c):
+# they log a record and return None. Logger.exception (exc_info of the
+# exception being handled then) and warn (a DeprecationWarning at its caller's
+# caller) are not among them.
+_LOGGER_METHODS = frozenset(f"Logger.{n}" for n in ("debug", "info", "warning", "error", "critical", "log"))
+# transformers.utils.logging's additions to logging.Logger: warning_advice
+# reads an environment variable and calls self.warning; the *_once ones are
+# functools.lru_cache wrappers, so a message is logged once per process.
+_TRANSFORMERS_ONCE = frozenset(("warning_once", "info_once"))
+_TRANSFORMERS_PLAIN = frozenset(("warning_advice",))
+
+
+def is_log_method(fn):
+    """fn is one of the logging methods above as their modules define them
+    (not a replacement patched in): calling it with a logger and plain
+    arguments does nothing but log, and returns None."""
+    once = type(fn) is functools._lru_cache_wrapper
+    if once:
+        fn = getattr(fn, "__wrapped__", None)
+    if type(fn) is not type(is_log_method):
+        return False
+    logging = sys.modules.get("logging")
+    if logging is not None and fn.__globals__ is vars(logging):
+        return not once and fn.__qualname__ in _LOGGER_METHODS
+    tlog = sys.modules.get("transformers.utils.logging")
+    if tlog is not None and fn.__globals__ is vars(tlog) and fn.__qualname__ == fn.__name__:
+        return fn.__name__ in (_TRANSFORMERS_ONCE if once else _TRANSFORMERS_PLAIN)
+    return False
+
+
+_log_sites = {}
+
+
+def log_call_site(filename, line, name, qualname):
+    """A function whose frame stands where the captured frame made a logging
+    call (filename, line, the function's name): the transformed code makes the
+    deferred call through it, site(fn, args, kwargs_pairs), so the record's
+    pathname, lineno and funcName (logging's findCaller) are eager's, and so is
+    a traceback through it."""
+    key = (filename, line, name, qualname)
+    site = _log_sites.get(key)
+    if site is None:
+        import builtins
+        import types
+
+        src = "\n" * max(line - 1, 0) + "def site(fn, args, kwargs): return fn(*args, **dict(kwargs))\n"
+        module = compile(src, filename, "exec", dont_inherit=True)
+        code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+        code = code.replace(co_name=name, co_qualname=qualname)
+        site = types.FunctionType(code, {"__builtins__": builtins})
+        _log_sites[key] = site
+    return site

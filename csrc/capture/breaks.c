@@ -52,7 +52,8 @@
  * its graph: first the input tensors the frame wrote in place (copy_ of the
  * written graph value; the GraphLoader refuses a call where one shares
  * memory with another input), then attribute writes, dict arguments, closure
- * cells, list appends and globals.
+ * cells, list appends (with logging calls among them, vals/logcall.c) and
+ * globals.
  *
  * Where a break would not be exact, there is none and the frame runs
  * eagerly as before: with a grad mode changed, with
@@ -503,12 +504,17 @@ typedef struct {
 
 /* A method call on a list or set argument, replayed in program order:
  * list.append / extend (an argument list) / insert / clear, set.add /
- * discard / clear. The call never raises and returns nothing capture reads. */
+ * discard / clear. The call never raises and returns nothing capture reads.
+ * Logging calls (vals/logcall.c) are kept among them, method "log", list
+ * NULL: site(fn, args, kwargs) with the objects in `log` (borrowed from
+ * I->keep); `others` is the fingerprint of the other effects then. */
 typedef struct {
     Sv *list;       /* the container argument */
     const char *method;
     Sv *value;      /* its last argument, or NULL */
     Sv *index;      /* insert's index, or NULL */
+    PyObject *log[4]; /* site, fn, args tuple, kwargs (name, value) pairs */
+    unsigned long long others;
 } ListAppend;
 
 typedef struct {
@@ -686,8 +692,10 @@ int cap_break_effect_seen(Interp *I) {
 }
 
 /* Mixes every pending side effect into one number: unchanged while nothing
- * outside the frame is written (a generator's run is checked with it). */
-unsigned long long cap_effects_fingerprint(Interp *I) {
+ * outside the frame is written (a generator's run is checked with it).
+ * Without the appends (with_appends 0): the effects the plan replays apart
+ * from them, whose order relative to a logging call it does not keep. */
+static unsigned long long effects_fingerprint(Interp *I, int with_appends) {
     unsigned long long h = 1469598103934665603ull;
 #define MIX(x) (h = (h ^ (unsigned long long)(uintptr_t)(x)) * 1099511628211ull)
     for (int i = 0; i < I->overlay.len; i++) {
@@ -698,7 +706,7 @@ unsigned long long cap_effects_fingerprint(Interp *I) {
     for (int i = 0; i < I->ctxvars.len; i++) MIX(I->ctxvars.data[i].value);
     if (I->brk) {
         for (int i = 0; i < I->brk->globals.len; i++) MIX(I->brk->globals.data[i].value);
-        MIX(I->brk->appends.len);
+        if (with_appends) MIX(I->brk->appends.len);
         for (int i = 0; i < I->brk->cells.len; i++) MIX(I->brk->cells.data[i].sv->cell);
         for (int i = 0; i < I->brk->arg_dicts.len; i++) {
             Sv *d = I->brk->arg_dicts.data[i].dict;
@@ -713,6 +721,19 @@ unsigned long long cap_effects_fingerprint(Interp *I) {
     }
 #undef MIX
     return h;
+}
+
+unsigned long long cap_effects_fingerprint(Interp *I) { return effects_fingerprint(I, 1); }
+
+int cap_log_effect(Interp *I, PyObject *site, PyObject *fn, PyObject *args, PyObject *kwargs) {
+    PyObject *objs[4] = {site, fn, args, kwargs};
+    for (int i = 0; i < 4; i++) wk_vec_push(&I->keep, objs[i]);
+    /* global writes are replayed after the appends: a handler would run
+     * before one the frame made earlier */
+    if (!I->brk || I->brk->globals.len > 0) return 0;
+    ListAppend e = {.method = "log", .log = {site, fn, args, kwargs}, .others = effects_fingerprint(I, 0)};
+    wk_vec_push(&I->brk->appends, e);
+    return 1;
 }
 
 /* ---- global writes ------------------------------------------------------------ */
@@ -746,7 +767,7 @@ Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
     if (!I->brk || list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))
         return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
     if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
-    ListAppend e = {list, "append", value, NULL};
+    ListAppend e = {.list = list, .method = "append", .value = value};
     wk_vec_push(&I->brk->appends, e);
     return sv_const(I, Py_None);
 }
@@ -775,12 +796,12 @@ Sv *cap_container_effect(Interp *I, const char *method, const Args *a) {
     if ((list_only && !is_list) || (set_only && !is_set))
         return cap_unsupported(I, "method %s() of a %s", method, sv_desc(c)), NULL;
     if (strcmp(method, "append") == 0 && nargs == 1) return cap_list_append_effect(I, c, a->pos[1]);
-    ListAppend e = {c, NULL, NULL, NULL};
+    ListAppend e = {.list = c};
     if (strcmp(method, "clear") == 0 && nargs == 0) {
         e.method = "clear";
     } else if (strcmp(method, "insert") == 0 && nargs == 2 && a->pos[1]->kind == SV_CONST &&
                PyLong_CheckExact(a->pos[1]->obj) && a->pos[2]->kind != SV_NULL) {
-        e = (ListAppend){c, "insert", a->pos[2], a->pos[1]};
+        e = (ListAppend){.list = c, .method = "insert", .value = a->pos[2], .index = a->pos[1]};
     } else if ((strcmp(method, "add") == 0 || strcmp(method, "discard") == 0) && nargs == 1) {
         /* an unhashable value raises in Python: only constants that hash, and tensors */
         Sv *v = a->pos[1];
@@ -788,7 +809,7 @@ Sv *cap_container_effect(Interp *I, const char *method, const Args *a) {
             PyErr_Clear();
             return cap_unsupported(I, "set.%s() of a %s", method, sv_desc(v)), NULL;
         }
-        e = (ListAppend){c, strcmp(method, "add") == 0 ? "add" : "discard", v, NULL};
+        e = (ListAppend){.list = c, .method = strcmp(method, "add") == 0 ? "add" : "discard", .value = v};
     } else if (strcmp(method, "extend") == 0 && nargs == 1) {
         /* the items one by one when capture knows them; a list argument as it is then */
         Sv *it = a->pos[1];
@@ -809,7 +830,7 @@ Sv *cap_container_effect(Interp *I, const char *method, const Args *a) {
         }
         if (it->kind != SV_OPAQUE || it->arg < 0 || !it->obj || !PyList_CheckExact(it->obj))
             return cap_unsupported(I, "list.extend() of a %s", sv_desc(it)), NULL;
-        e = (ListAppend){c, "extend", it, NULL};
+        e = (ListAppend){.list = c, .method = "extend", .value = it};
     } else {
         return cap_unsupported(I, "%s.%s() with these arguments", cap_type_name(c->obj), method), NULL;
     }
@@ -1289,9 +1310,27 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
     }
     /* appends to list arguments, in program order; a mutable value made
      * during capture is rebuilt once, shared with every other reference to
-     * it (cap_reconstruct); an iterator or a dict view is not rebuilt */
+     * it (cap_reconstruct); an iterator or a dict view is not rebuilt.
+     * Logging calls among them: the effects replayed before the appends
+     * must all come before the first one, as in eager */
+    unsigned long long others = effects_fingerprint(I, 0);
     for (int i = 0; i < st->appends.len; i++) {
         ListAppend *e = &st->appends.data[i];
+        if (strcmp(e->method, "log") == 0 && e->others != others)
+            return effects_fail(I, "a side effect after a logging call");
+    }
+    for (int i = 0; i < st->appends.len; i++) {
+        ListAppend *e = &st->appends.data[i];
+        if (strcmp(e->method, "log") == 0) { /* site(fn, args, kwargs), its result dropped */
+            WkRet *rets[3];
+            for (int k = 0; k < 3; k++) {
+                rets[k] = cap_ret_new(p, WK_RET_CONST);
+                rets[k]->value = e->log[k + 1];
+            }
+            effect_push(st, WK_EFFECT_CALL, rets[0], rets[2], e->log[0]);
+            st->effects.data[st->effects.len - 1].index = rets[1];
+            continue;
+        }
         if (e->value && !rebuildable_once(e->value))
             return effects_fail(I, "a list.append of a mutable value made by the frame");
         WkRet *target = live_value(I, p, e->list);

@@ -29,6 +29,9 @@
  *   vals/exc.c       exceptions raised inside captured code: a propagating
  *                    exception (I->exc) unwinds through each inlined frame's
  *                    exception table, as CPython does.
+ *   vals/logcall.c   logging calls on a pinned logger (logger.warning,
+ *                    transformers' warning_once): kept as side effects made
+ *                    for real after the graph.
  *
  * The interpreter loop (symbolic.c) only dispatches through the tables:
  * adding a kind adds an enum entry, a table, and one line in sv_ops[];
@@ -595,6 +598,14 @@ Sv *cap_real_exit_call(Interp *I, Sv *o, const Args *a);
 int cap_break_note_exit(Interp *I, Sv *exit_method);
 
 /* vals/contextvar.c */
+/* vals/logcall.c */
+/* fn, found on self, is a logging method capture defers (self a logging.Logger): 1 or 0 */
+int cap_log_method(PyObject *self, PyObject *fn);
+/* fn(*a) when fn is such a method, self a pinned logger and every argument
+ * a plain constant: kept as a side effect, None. NULL without a reason when
+ * it is not one (capture goes on as before), NULL with a reason on failure. */
+Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a);
+
 int cap_ctxvar_is(PyObject *o);
 Sv *cap_ctxvar_call(Interp *I, PyObject *fn, const Args *a); /* NULL without a reason: not a ContextVar method */
 int cap_ctxvar_check(Interp *I);
@@ -686,6 +697,11 @@ int cap_container_effect_method(PyObject *obj, PyObject *name);
 /* list.extend/insert/clear, set.add/discard/clear on an argument (a->pos[0]): kept in
  * program order with the appends. None, or NULL with a reason. */
 Sv *cap_container_effect(Interp *I, const char *method, const Args *a);
+/* A logging call (vals/logcall.c), kept in program order with the appends
+ * and replayed as site(fn, args, kwargs); the four references are stolen.
+ * 1 kept, 0 not (no break state, or a global write pending: the caller
+ * captures the call as before). */
+int cap_log_effect(Interp *I, PyObject *site, PyObject *fn, PyObject *args, PyObject *kwargs);
 /* The side effects to replay after the graph (attribute writes, dict
  * arguments, globals), rebuilt through p. 0, or -1 with a reason. */
 int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out);

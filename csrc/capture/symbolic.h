@@ -188,7 +188,8 @@ typedef enum {
     WK_EFFECT_APPEND,  /* target.append(value) */
     WK_EFFECT_COPY,    /* target.copy_(value): an input tensor the frame wrote in place */
     WK_EFFECT_CALL,    /* name(target[, index][, value]), its result dropped: name is an unbound
-                        * list or set method (list.insert, set.add, ...) */
+                        * list or set method (list.insert, set.add, ...), or the call site of a
+                        * logging call, site(method, args, kwargs) (vals/logcall.c) */
     WK_EFFECT_EXIT,    /* target(None, None, None): the real __exit__ of a grad-mode or autocast
                         * block the frame left (vals/ctx.c); run right after the graph */
 } WkEffectKind;

@@ -183,7 +183,7 @@ def body_breaks(x, n):
     acc = []
     for i in range(n):
         a = a * 0.5 + 1
-        log.debug("step")  # a break in the body: its graphs before and after
+        log.debug("step %s", a)  # a break in the body (a tensor logged): its graphs before and after
         a = a.cos()
         acc.append(2)
     return a, acc

@@ -156,7 +156,9 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         PyObject **dp = _PyObject_GetDictPtr(o->obj);
         int shadowed = dp && *dp && PyDict_GetItemWithError(*dp, name);
         PyErr_Clear();
-        if (d && PyFunction_Check(d) && !shadowed) {
+        /* transformers' logger.warning_once: an lru_cache wrapper, whose
+         * call vals/logcall.c defers */
+        if (d && (PyFunction_Check(d) || cap_log_method(o->obj, d)) && !shadowed) {
             wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, d);
             Sv *fn = sv_const(I, d);
             if (method) {
@@ -264,6 +266,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *num = cap_fn_to_op ? PyDict_GetItemWithError(cap_fn_to_op, fn) : NULL;
     if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
     if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0, fn);
+    if ((res = cap_log_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_torch_query_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     /* Module.__init__ & co. on a module made here (Dynamo's patched __init__ too) */
