@@ -742,14 +742,24 @@ static Sv *diff_nodes(Interp *I, const Args *a) {
     return try_node(I, m->dtype == WK_BOOL ? WK_OP_NE : WK_OP_SUB, ops, 2, NULL);
 }
 
-/* torch.cumsum(input, dim) -> aten.cumsum's extern (the runtime calls it
- * through the C shim); dtype= stays the torch call */
+/* torch.cumsum(input, dim, *, dtype=None) -> aten.cumsum's extern (the
+ * runtime calls it through the C shim, which passes no dtype). dtype=
+ * converts input first, as eager's cumsum does, then sums in that dtype: a
+ * CONVERT node before the extern, for a floating dtype or int64 (the dtype
+ * aten.cumsum keeps). A narrower integer dtype (aten.cumsum without dtype
+ * would widen it to int64) and bool (eager raises) stay the torch call. */
 static Sv *cumsum_call(Interp *I, const Args *a) {
     static const char *const names[] = {"input", "dim", "dtype", NULL};
-    if (!arguments_known(a, 2, names)) return NULL;
-    Sv *x = arg_of(a, 0, "input"), *dim_sv = arg_of(a, 1, "dim");
+    if (!arguments_known(a, 2, names)) return NULL; /* dtype is keyword-only */
+    Sv *x = arg_of(a, 0, "input"), *dim_sv = arg_of(a, 1, "dim"), *dtype_sv = arg_of(a, -1, "dtype");
     int64_t dim;
-    if (!x || x->kind != SV_TENSOR || !const_int(dim_sv, &dim) || !is_none(arg_of(a, -1, "dtype"))) return NULL;
+    if (!x || x->kind != SV_TENSOR || !const_int(dim_sv, &dim)) return NULL;
+    if (!is_none(dtype_sv)) {
+        int dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1;
+        const WkValue *m = cap_sv_meta(I, x);
+        if (!m || dt < 0 || !(wk_dtype_is_float((WkDType)dt) || dt == WK_I64)) return NULL;
+        if (dt != (int)m->dtype && !(x = cap_convert(I, x, dt))) return NULL;
+    }
     Sv *pos[2] = {x, dim_sv};
     return cap_extern_call(I, aten_cumsum, "aten.cumsum.default", pos, 2, NULL, NULL, 0);
 }
