@@ -323,6 +323,11 @@ def _wick_decompositions():
         # another tensor's metadata: pointwise work and creation ops, not
         # extern calls that allocate and fill
         aten.rsub, aten.new_ones, aten.new_zeros, aten.new_full,
+        # the math attention of F.scaled_dot_product_attention (T5's in
+        # training, where its position bias needs a gradient): softmax with
+        # the rows that are all -inf zeroed (softmax, eq, all, where), the
+        # ops eager's kernel runs, instead of an extern call
+        aten._safe_softmax,
     ])
     # Normalisations and backward ops whose eager kernels keep float32
     # intermediates for 16-bit inputs in their own order: decomposed for
@@ -406,6 +411,10 @@ def _cumsum_converted_first(torch):
             torch.int64 if not (x.dtype.is_floating_point or x.dtype.is_complex) else x.dtype)
         if want == x.dtype:
             return NotImplemented  # traced as it is: nothing to convert
+        if not (want.is_floating_point or want == torch.int64):
+            # cumsum without dtype= widens a narrower integer to int64: the
+            # converted tensor's sums would not have the dtype asked for
+            return NotImplemented
         return aten.cumsum.default(torch.ops.prims.convert_element_type.default(x, want), dim)
 
     return decompose
