@@ -504,3 +504,13 @@ def sdpa_is_flash_cpu(tensors, dropout_p, is_causal, scale, enable_gqa):
             for t in tensors]
     choice = torch._fused_sdp_choice(*made, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
     return choice == SDPBackend.FLASH_ATTENTION.value
+
+
+def preserved_strides(sizes, strides):
+    """The strides eager's torch.empty_like (so zeros_like, ones_like,
+    full_like) gives a tensor of these sizes and strides in preserve_format:
+    its own for a dense one, else dense strides in its dims' order. Asked on
+    a meta tensor, so the answer is torch's own rule (capture lays out
+    *_like of a non-contiguous tensor with it: structural.c like_node)."""
+    made = torch.empty_strided(tuple(sizes), tuple(strides), device="meta")
+    return tuple(torch.empty_like(made).stride())

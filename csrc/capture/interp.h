@@ -434,6 +434,9 @@ Sv *cap_tensor_contiguous(Interp *I, Sv *self);                        /* NULL w
 /* self seen as `shape` in wick's layout of it, without a copy (eager's view
  * rule); NULL without a reason when no view expresses it */
 Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape);
+/* self's memory seen with these sizes and strides (elements, from its first
+ * element): a VIEW node, or NULL without a reason when the builder refuses it */
+Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, const int64_t *strides);
 
 /* vals/structural.c: torch calls whose op-table rows (CAT, PAD, INDEX,
  * ARANGE) need a rule of their own, advanced indexing, and F.linear as a

@@ -537,6 +537,14 @@ Sv *cap_tensor_contiguous(Interp *I, Sv *self) {
     return is_contiguous(&L) ? self : contiguous_copy(I, self);
 }
 
+Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, const int64_t *strides) {
+    if (nd > WK_MAX_DIMS) return NULL;
+    Layout L = {.nd = nd, .offset = 0};
+    memcpy(L.sizes, sizes, sizeof(int64_t) * (size_t)nd);
+    memcpy(L.strides, strides, sizeof(int64_t) * (size_t)nd);
+    return emit_view(I, self, &L);
+}
+
 Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape) {
     const WkValue *m = cap_sv_meta(I, self);
     Layout L;
