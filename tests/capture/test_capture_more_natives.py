@@ -542,3 +542,42 @@ def test_layer_norm_under_cpu_autocast_bert_head(grad):
     assert es and all(not e["eager"] and e["graph_count"] == 1 for e in es), reasons(MlmHead.forward)
     graph = es[-1]["graph"]
     assert "LAYER_NORM" in graph and re.findall(r"EXTERN\[\d+ ([^\]]+)\]", graph) == ["aten.addmm.default"], graph
+
+
+class RelativeBiasAttention(torch.nn.Module):
+    """T5's attention in training: a learned position bias (an embedding of
+    relative positions) added to the mask, through F.scaled_dot_product_attention;
+    the bias needs a gradient, so eager takes the math path"""
+
+    def __init__(self, heads, dim):
+        super().__init__()
+        self.heads, self.qkv = heads, torch.nn.Linear(dim, 3 * dim)
+        self.bias = torch.nn.Embedding(9, heads)
+
+    def forward(self, x, mask):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        rel = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-4, 4) + 4
+        bias = self.bias(rel).permute(2, 0, 1)[None]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias + mask)
+
+
+@pytest.mark.parametrize("n", [4, 6])
+def test_math_attention_in_training_has_no_safe_softmax_extern(n):
+    import wick.backends as B
+
+    torch.manual_seed(0)
+    m = RelativeBiasAttention(2, 8)
+    x = torch.randn(2, n, 8)
+    mask = torch.zeros(2, 1, n, n)
+    mask[0, :, :, -1] = float("-inf")
+    mask[1, :, 1] = float("-inf")  # a row that attends to nothing
+    want = m(x, mask)
+    B.compiled_graphs.clear()
+    got = compiled(RelativeBiasAttention.forward)(m, x, mask)
+    assert_same(got, want)
+    dy = torch.randn_like(want)
+    params = list(m.parameters())
+    assert_same(torch.autograd.grad(got, params, dy), torch.autograd.grad(want, params, dy))
+    names = [name for info in B.compiled_graphs for name in info["externs"]]
+    assert names and not any("safe_softmax" in name for name in names), names
