@@ -403,6 +403,21 @@ def test_cumsum_with_dtype_is_convert_and_aten_cumsum(shape, dtype):
     assert "CONVERT" in only_graph(cumsum_dtypes)
 
 
+def cumsum_in_autocast(x):
+    return torch.cumsum(x, 1, dtype=torch.bfloat16) + 1, torch.cumsum(x, 1, dtype=torch.float64)
+
+
+def test_cumsum_to_16bit_inside_autocast():
+    # aten.cumsum of a bfloat16 tensor without dtype= may sum in float32 inside
+    # autocast (CUDA's policy), where eager's dtype= keeps bfloat16: that one
+    # stays the torch call; float64 is a CONVERT and aten.cumsum
+    x = torch.randn(3, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = run(cumsum_in_autocast, x)
+    assert [g.dtype for g in got] == [torch.bfloat16, torch.float64]
+    assert externs(cumsum_in_autocast) == ["torch.cumsum", "aten.cumsum.default"]
+
+
 def cumsum_grad(x):
     return (torch.cumsum(x, 1, dtype=torch.float64) * torch.arange(x.shape[1])).sum()
 

@@ -835,6 +835,10 @@ static Sv *cumsum_call(Interp *I, const Args *a) {
         int dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1;
         const WkValue *m = cap_sv_meta(I, x);
         if (!m || dt < 0 || !(wk_dtype_is_float((WkDType)dt) || dt == WK_I64)) return NULL;
+        /* inside autocast, aten.cumsum of a 16-bit tensor without dtype= would
+         * sum in float32 (ATen's fp32_set_opt_dtype policy on CUDA), where
+         * eager's dtype= keeps the 16-bit dtype: the torch call */
+        if ((dt == WK_F16 || dt == WK_BF16) && cap_autocast_dtype(I, m->device.type) != -1) return PyErr_Clear(), NULL;
         if (dt != (int)m->dtype && !(x = cap_convert(I, x, dt))) return NULL;
     }
     Sv *pos[2] = {x, dim_sv};
