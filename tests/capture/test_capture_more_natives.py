@@ -367,6 +367,35 @@ def test_like_of_non_contiguous_input_is_full_with_eagers_strides(layout, dtype)
     assert "FULL" in only_graph(likes_of)
 
 
+def like_updated_in_place(x):
+    z = torch.ones_like(x.permute(2, 0, 1))
+    z.mul_(3)
+    z[1] = 7
+    z.add_(x.permute(2, 0, 1))
+    w = torch.zeros_like(x[0].t())
+    alias = w
+    alias += 1
+    return z, w, alias
+
+
+def like_viewed_then_updated(x):
+    z = torch.zeros_like(x.t())
+    row = z[0]
+    z += 1  # row sees it (eager writes into z's memory): the update is refused, eager runs it
+    return row * 2, z
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_like_of_non_contiguous_input_updated_in_place_keeps_eagers_strides(dtype):
+    x = torch.randn(3, 4, 5, dtype=dtype)
+    got, want = run(like_updated_in_place, x)
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride(), (g.stride(), w.stride())
+    assert externs(like_updated_in_place) == ["Tensor.__setitem__"]  # z[1] = 7: eager's setitem on the graph's z
+    got, want = run(like_viewed_then_updated, x[0])
+    assert [g.stride() for g in got] == [w.stride() for w in want]
+
+
 def empty_and_rand_like(x):
     return torch.empty_like(x), x + 1, torch.rand_like(x)
 

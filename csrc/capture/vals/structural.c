@@ -671,7 +671,9 @@ static Sv *full_with_strides(Interp *I, int fill, WkAttrs *at, int nd, const int
     at->nints = nd;
     at->ints = base_sizes;
     Sv *base = try_node(I, WK_OP_FULL, &fill, 1, at);
-    return base ? cap_view_with_layout(I, base, nd, sizes, strides) : NULL;
+    if (!base) return NULL;
+    cap_mark_private_base(I, base->value);
+    return cap_view_with_layout(I, base, nd, sizes, strides);
 }
 
 /* torch.zeros_like(input, *, dtype, layout, device, requires_grad,
