@@ -365,6 +365,10 @@ def test_like_of_non_contiguous_input_is_full_with_eagers_strides(layout, dtype)
         assert g.stride() == w.stride() and g.dtype == w.dtype, (g.stride(), w.stride())
     assert externs(likes_of) == []
     assert "FULL" in only_graph(likes_of)
+    C.reset()
+    empty = like_layouts(dtype)["t"][:, :0]  # no elements: eager's calls, with eager's strides
+    got, want = run(likes_of, empty)
+    assert [g.stride() for g in got[:5]] == [w.stride() for w in want[:5]]
 
 
 def like_updated_in_place(x):

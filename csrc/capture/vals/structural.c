@@ -703,7 +703,18 @@ static Sv *like_node(Interp *I, int which, const Args *a) {
     if (!contiguous && !(is_none(fmt) || (fmt->kind == SV_CONST && fmt->obj == preserve_format))) return NULL;
     int64_t strides[WK_MAX_DIMS];
     int strided = !contiguous && !fresh_contiguous(m);
+    for (int d = 0; strided && d < m->ndim; d++)
+        if (cap_const_size(m, d) == 0) return NULL; /* no elements: the strides are eager's own business */
     if (strided && !preserved_strides(m, strides)) return NULL;
+    if (strided) { /* eager's strides contiguous after all (an expanded or stepped input): FULL's own */
+        int64_t expect = 1;
+        strided = 0;
+        for (int d = m->ndim - 1; d >= 0; d--) {
+            int64_t size = cap_const_size(m, d);
+            strided |= size != 1 && strides[d] != expect;
+            expect *= size > 1 ? size : 1;
+        }
+    }
     WkDevice dev = m->device;
     if (!is_none(dev_sv) && (!explicit_device(dev_sv, &dev) || !same_device(&(WkValue){.device = dev}, m))) return NULL;
     int dt = m->dtype;
