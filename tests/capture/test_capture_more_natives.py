@@ -389,6 +389,13 @@ def like_viewed_then_updated(x):
     return row * 2, z
 
 
+def like_accumulated(x, w):
+    z = torch.zeros_like(x.t())
+    z += x.t() * w
+    z.mul_(2)
+    return z
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_like_of_non_contiguous_input_updated_in_place_keeps_eagers_strides(dtype):
     x = torch.randn(3, 4, 5, dtype=dtype)
@@ -398,6 +405,14 @@ def test_like_of_non_contiguous_input_updated_in_place_keeps_eagers_strides(dtyp
     assert externs(like_updated_in_place) == ["Tensor.__setitem__"]  # z[1] = 7: eager's setitem on the graph's z
     got, want = run(like_viewed_then_updated, x[0])
     assert [g.stride() for g in got] == [w.stride() for w in want]
+    # the update carries a gradient
+    w = torch.randn(4, dtype=dtype, requires_grad=True)
+    got, want = compiled(like_accumulated)(x[0], w), like_accumulated(x[0], w)
+    assert_same(got, want) if dtype == torch.float32 else torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    assert got.stride() == want.stride()
+    dy = torch.randn_like(want)
+    torch.testing.assert_close(torch.autograd.grad(got, w, dy)[0], torch.autograd.grad(want, w, dy)[0],
+                               rtol=1e-2, atol=1e-2)
 
 
 def empty_and_rand_like(x):
