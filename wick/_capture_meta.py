@@ -558,3 +558,13 @@ def log_call_site(filename, line, name, qualname):
         site = types.FunctionType(code, {"__builtins__": builtins})
         _log_sites[key] = site
     return site
+
+
+def preserved_strides(sizes, strides):
+    """The strides eager's torch.empty_like (so zeros_like, ones_like,
+    full_like) gives a tensor of these sizes and strides in preserve_format:
+    its own for a dense one, else dense strides in its dims' order. Asked on
+    a meta tensor, so the answer is torch's own rule (capture lays out
+    *_like of a non-contiguous tensor with it: structural.c like_node)."""
+    made = torch.empty_strided(tuple(sizes), tuple(strides), device="meta")
+    return tuple(torch.empty_like(made).stride())

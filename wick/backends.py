@@ -323,6 +323,11 @@ def _wick_decompositions():
         # another tensor's metadata: pointwise work and creation ops, not
         # extern calls that allocate and fill
         aten.rsub, aten.new_ones, aten.new_zeros, aten.new_full,
+        # the math attention of F.scaled_dot_product_attention (T5's in
+        # training, where its position bias needs a gradient): softmax with
+        # the rows that are all -inf zeroed (softmax, eq, all, where), the
+        # ops eager's kernel runs, instead of an extern call
+        aten._safe_softmax,
     ])
     # Normalisations and backward ops whose eager kernels keep float32
     # intermediates for 16-bit inputs in their own order: decomposed for
@@ -367,7 +372,32 @@ def _wick_decompositions():
             table[op] = _wide_floats_only(torch, fn, eval_bn.get(op, -1) if op in eval_bn else -1)
     table[aten.cumsum.default] = _cumsum_converted_first(torch)
     table[aten.convolution.default] = _conv_bias_as_add(torch)
+    table[aten.native_layer_norm.default] = _mixed_layer_norm_in_float32(torch)
     return table
+
+
+def _mixed_layer_norm_in_float32(torch):
+    """layer_norm of a 16-bit CPU input with float32 weight/bias (BERT's head
+    under CPU autocast): eager's mixed-dtype kernel normalises the input
+    widened to float32, rounds the output once to the input's dtype, and
+    returns float32 mean and rstd, which its backward kernel requires. The
+    op's meta function says the statistics have the input's dtype, so a
+    forward compiled from the op as traced saved 16-bit statistics and the
+    backward kernel raised. Traced as that float32 layer_norm and one
+    conversion instead: the same values, and float32 statistics for the
+    backward (autograd still differentiates the op itself)."""
+    aten = torch.ops.aten
+
+    def decompose(x, normalized_shape, weight, bias, eps):
+        params = [p for p in (weight, bias) if p is not None]
+        if (x.device.type != "cpu" or x.dtype not in (torch.bfloat16, torch.float16) or not params
+                or any(p.dtype != torch.float32 for p in params)):
+            return NotImplemented
+        out, mean, rstd = aten.native_layer_norm.default(
+            torch.ops.prims.convert_element_type.default(x, torch.float32), normalized_shape, weight, bias, eps)
+        return torch.ops.prims.convert_element_type.default(out, x.dtype), mean, rstd
+
+    return decompose
 
 
 def _conv_bias_as_add(torch, devices=("cuda",)):
@@ -406,6 +436,10 @@ def _cumsum_converted_first(torch):
             torch.int64 if not (x.dtype.is_floating_point or x.dtype.is_complex) else x.dtype)
         if want == x.dtype:
             return NotImplemented  # traced as it is: nothing to convert
+        if not (want.is_floating_point or want == torch.int64):
+            # cumsum without dtype= widens a narrower integer to int64: the
+            # converted tensor's sums would not have the dtype asked for
+            return NotImplemented
         return aten.cumsum.default(torch.ops.prims.convert_element_type.default(x, want), dim)
 
     return decompose
@@ -2492,7 +2526,9 @@ def _structural_fx(torch, fx, graph, nd, ins):
     if op == "INDEX":
         wrap, dims = ints[0], ints[1:]
         if not wrap and dims == [0] and len(graph.value(nd["inputs"][0])["sizes"]) == 2:
-            return fx.call_function(torch.nn.functional.embedding, (ins[1], ins[0]))
+            # ivalue: an embedding's padding_idx + 1 (0: none), for its gradient
+            padding = {"padding_idx": nd["ivalue"] - 1} if nd.get("ivalue") else {}
+            return fx.call_function(torch.nn.functional.embedding, (ins[1], ins[0]), padding)
         key = [slice(None)] * (max(dims) + 1)
         for d, idx in zip(dims, ins[1:]):
             key[d] = idx

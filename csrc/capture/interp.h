@@ -416,6 +416,9 @@ int cap_get_no_grad(const Interp *I, int value); /* computed with grad mode off 
 int cap_graph_needs_autograd(const Interp *I);
 void cap_mark_aliased(Interp *I, int value); /* shares storage with another graph value */
 int cap_is_aliased(const Interp *I, int value);
+/* value is the buffer under one VIEW that gives a *_like eager's strides,
+ * named by no Python value (vals/tensor.c private_like_view) */
+void cap_mark_private_base(Interp *I, int value);
 /* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded.
  * An input tensor (x read from an argument or global) is written back after the graph (I->writes). */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
@@ -437,6 +440,13 @@ Sv *cap_tensor_contiguous(Interp *I, Sv *self);                        /* NULL w
 /* self seen as `shape` in wick's layout of it, without a copy (eager's view
  * rule); NULL without a reason when no view expresses it */
 Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape);
+/* self's memory seen with these sizes and strides (elements, from its first
+ * element): a VIEW node, or NULL without a reason when the builder refuses it */
+Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, const int64_t *strides);
+/* r (a value of x's shape) copied into a fresh buffer laid out as x, a
+ * dense view (a *_like's layout), and seen through a VIEW with x's strides;
+ * NULL without a reason when not expressible */
+Sv *cap_relaid_like(Interp *I, Sv *r, Sv *x);
 
 /* vals/structural.c: torch calls whose op-table rows (CAT, PAD, INDEX,
  * ARANGE) need a rule of their own, advanced indexing, and F.linear as a

@@ -673,6 +673,8 @@ static void canonical_attrs(WkOp op, WkAttrs *at) {
         c.ndims = at->ndims;
         memcpy(c.dims, at->dims, sizeof c.dims);
         c.fvalue = at->fvalue;
+    } else if (op == WK_OP_INDEX) {
+        c.ivalue = at->ivalue > 0 ? at->ivalue : 0; /* an embedding's padding_idx + 1 (ops.def note 11) */
     } else if (info->dtype == WK_DTR_ATTR) {
         c.dtype = at->dtype;
         c.has_dtype = 1;
@@ -1401,6 +1403,8 @@ char *wk_graph_print(const WkGraph *g) {
             }
         } else if (info->dtype == WK_DTR_ATTR) {
             wk_str_printf(&s, "%sdtype=%s", sep, wk_dtype_name(at->dtype));
+        } else if (n->op == WK_OP_INDEX && at->ivalue) {
+            wk_str_printf(&s, "%spadding_idx=%" PRId64, sep, at->ivalue - 1);
         }
         if (at->nints) {
             wk_str_printf(&s, "%sints=[", n->ninputs || n->op == WK_OP_SCALAR ? ", " : "");

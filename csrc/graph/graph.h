@@ -167,7 +167,8 @@ typedef struct {
     int dims[WK_MAX_DIMS]; /* REDUCE: normalised to 0..ndim-1, sorted, unique */
     int keepdim;
     double fvalue;     /* SCALAR: value when dtype is floating; VAR/STD: the correction when ivalue is 1 */
-    int64_t ivalue;    /* SCALAR: value when dtype is integral or bool; VAR/STD: 1 if fvalue is
+    int64_t ivalue;    /* SCALAR: value when dtype is integral or bool; INDEX: an embedding's
+                          padding_idx + 1 (0: none; ops.def note 11); VAR/STD: 1 if fvalue is
                           set (zeroed attrs mean torch's default correction, 1) */
     /* An open-ended int list (sizes, a permutation, dims, slice bounds...)
      * for ops that need one. The builder copies it into the graph: the

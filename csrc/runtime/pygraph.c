@@ -556,10 +556,12 @@ static PyObject *node_dict_Ref(const WkGraph *g, const WkNode *nd) {
         PyObject *xi = ints ? (nd->op == WK_OP_EXTERN ? PyLong_FromLong(nd->extern_index) : Py_NewRef(Py_None)) : NULL;
         PyObject *xn = xi ? (nd->op == WK_OP_EXTERN ? PyUnicode_FromString(nd->extern_name) : Py_NewRef(Py_None)) : NULL;
         PyObject *fv = xn ? PyFloat_FromDouble(nd->attrs.fvalue) : NULL; /* layer_norm's eps, var's correction */
-        if (!fv || PyDict_SetItemString(d, "fvalue", fv) < 0 ||
+        PyObject *iv = fv ? PyLong_FromLongLong(nd->attrs.ivalue) : NULL; /* INDEX: padding_idx + 1 */
+        if (!iv || PyDict_SetItemString(d, "fvalue", fv) < 0 || PyDict_SetItemString(d, "ivalue", iv) < 0 ||
             PyDict_SetItemString(d, "correction_given", nd->attrs.ivalue ? Py_True : Py_False) < 0)
             Py_CLEAR(xn);
         Py_XDECREF(fv);
+        Py_XDECREF(iv);
         if (xn) {
             for (int k = 0; k < nd->noutputs; k++) PyList_SET_ITEM(outs, k, PyLong_FromLong(nd->outputs[k]));
             for (int k = 0; k < nd->attrs.nints; k++) PyTuple_SET_ITEM(ints, k, PyLong_FromLongLong(nd->attrs.ints[k]));

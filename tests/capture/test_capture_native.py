@@ -161,14 +161,18 @@ def test_modules_native(approximate, dtype):
     assert "EXTERN" not in graph and "LAYER_NORM" in graph and "SOFTMAX" in graph, graph
 
 
-def test_layer_norm_mixed_dtypes_stay_extern():
-    # weight in another dtype than the input: eager's rule, through an extern
+def test_layer_norm_mixed_dtypes():
+    # a bfloat16 input with a float32 weight is eager's mixed-dtype CPU kernel:
+    # a node (test_capture_more_natives.py); another weight dtype raises in
+    # eager, through an extern
     def mixed(x, w):
         return F.layer_norm(x, (8,), w)
 
     x, w = torch.randn(3, 8, dtype=torch.bfloat16), torch.randn(8)
     assert_same(compiled(mixed)(x, w), mixed(x, w), rtol=2e-2, atol=2e-2)
-    assert "EXTERN" in only_graph(mixed)
+    assert "EXTERN" not in only_graph(mixed)
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        compiled(mixed)(x, w.double())
 
 
 def test_layer_norm_wrong_shape_raises_like_eager():
@@ -642,11 +646,12 @@ def test_embedding_module_and_grad():
     i = torch.tensor([[1, 2, 9], [0, 1, 3]])
     with torch.no_grad():
         check_mapped(fn, emb, i, ops=["INDEX"])
-    # with grad, padding_idx changes the weight's gradient: eager's own call
+    # with grad, padding_idx changes the weight's gradient: the node keeps it
+    # for the backward (test_capture_more_natives.py)
     C.reset()
     got = compiled(fn)(emb, i)
     assert_same(got, fn(emb, i))
-    assert "torch.nn.functional.embedding" in extern_names(only_graph(fn))
+    assert extern_names(only_graph(fn)) == [] and "padding_idx=1" in only_graph(fn)
     got.sum().backward()
     g = emb.weight.grad.clone()
     emb.weight.grad = None

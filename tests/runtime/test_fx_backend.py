@@ -772,3 +772,75 @@ def test_convolution_bias_split_off_as_a_pointwise_add(monkeypatch, train, shape
     for info in B.compiled_graphs[g0:]:
         assert set(info["externs"]) <= {"aten.convolution.default", "aten.addmm.default", "aten.mm.default",
                                         "aten.convolution_backward.default"}, info["externs"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("heads,q,k", [(2, 5, 5), (3, 4, 7)])
+def test_math_attention_safe_softmax_is_native(dtype, heads, q, k):
+    """T5's attention in training: a position bias that needs a gradient
+    makes F.scaled_dot_product_attention take its math path, whose
+    _safe_softmax (softmax, rows of only -inf zeroed) is native nodes, not
+    an extern call; results and gradients as eager's, a fully masked row
+    included."""
+    qkv = [rand(2, heads, n, 8, dtype=dtype, seed=40 + i).requires_grad_() for i, n in enumerate((q, k, k))]
+    bias = rand(1, heads, q, k, dtype=dtype, seed=44).requires_grad_()
+    mask = torch.zeros(2, 1, q, k, dtype=dtype)
+    mask[1, :, 0] = float("-inf")  # a row nothing may attend to: zeros in eager's math path
+
+    def f(query, key, value, bias, mask):
+        return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=bias + mask)
+
+    params = qkv + [bias]
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    got, got_grads = grads_of(lambda *a: torch.compile(f, backend="wick")(*a).float().square().sum(), params,
+                              *qkv, bias, mask)
+    want, want_grads = grads_of(lambda *a: f(*a).float().square().sum(), params, *qkv, bias, mask)
+    torch.testing.assert_close(got, want, **tol)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, **tol)
+    out = torch.compile(f, backend="wick")(*qkv, bias, mask)
+    torch.testing.assert_close(out, f(*qkv, bias, mask), **tol)
+    assert torch.count_nonzero(out[1, :, 0]) == 0
+    assert B.fallback_reasons == []
+    assert not any("safe_softmax" in name for info in B.compiled_graphs for name in info["externs"])
+
+
+def test_cumsum_to_int32_keeps_its_dtype():
+    """cumsum(dtype=int32) of a mask: aten.cumsum of the converted mask would
+    widen it to int64, so that one stays the op as it is."""
+    x = rand(3, 9, seed=50)
+
+    def f(x):
+        return torch.cumsum(x > 0, 1, dtype=torch.int32) * 3, (x > 0).cumsum(0, dtype=torch.int16), x.cumsum(1)
+
+    got, want = torch.compile(f, backend="wick")(x), f(x)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("shape", [(3, 16), (2, 5, 64)])
+def test_layer_norm_of_bfloat16_with_float32_params_trains(shape):
+    """A bfloat16 input with float32 weight and bias (BERT's head under CPU
+    autocast): eager's mixed-dtype kernel, whose backward needs float32
+    statistics (the op's meta function says bfloat16: a compiled forward
+    saved those and the backward kernel raised). Values and gradients as
+    eager's."""
+    n = shape[-1]
+    x = rand(*shape, seed=51).to(torch.bfloat16).requires_grad_()
+    ln = torch.nn.LayerNorm(n)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+
+    def f(x):
+        return (ln(x * 2).float() * torch.linspace(-1, 1, n)).sum()
+
+    params = [x, ln.weight, ln.bias]
+    got, got_grads = grads_of(torch.compile(f, backend="wick"), params, x)
+    want, want_grads = grads_of(f, params, x)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    for g, w in zip(got_grads, want_grads):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=2e-2, atol=2e-2)
+    assert B.fallback_reasons == []

@@ -229,12 +229,15 @@ static Sv *embedding_node(Interp *I, const Args *a) {
         return NULL;
     int64_t rows = cap_const_size(wm, 0);
     if (!is_none(padding) && (pad_idx < -rows || pad_idx >= rows)) return NULL; /* eager asserts */
-    /* padding_idx, scale_grad_by_freq and sparse change only the gradient:
-     * the node's gradient (through AOTAutograd) is the plain one */
-    if ((!is_none(padding) || freq || sp) && I->grad_enabled && cap_get_rg(I, wm->id)) return NULL;
+    /* padding_idx, scale_grad_by_freq and sparse change only the gradient
+     * (AOTAutograd's, of the torch call the node exports as): padding_idx
+     * rides on the node (ops.def note 11), the other two are not modelled */
+    int needs_grad = I->grad_enabled && cap_get_rg(I, wm->id);
+    if ((freq || sp) && needs_grad) return NULL;
     int in[2] = {wm->id, im->id};
     int64_t ints[2] = {0, 0}; /* no wrap: eager raises on a negative index, so does the kernel */
     WkAttrs at = {0};
+    if (!is_none(padding) && needs_grad) at.ivalue = (pad_idx < 0 ? pad_idx + rows : pad_idx) + 1;
     at.nints = 2;
     at.ints = ints;
     return try_node(I, WK_OP_INDEX, in, 2, &at);
@@ -602,9 +605,82 @@ static int fresh_contiguous(const WkValue *m) {
     return 1;
 }
 
+/* The strides eager's preserve_format gives a *_like of m, in wick's layout
+ * of m (an input's, a view's or an extern's: eager's own): torch's rule
+ * asked on a meta tensor (wick/_capture_meta.py preserved_strides). 1 with
+ * out set, 0 when not known. */
+static int preserved_strides(const WkValue *m, int64_t *out) {
+    static PyObject *query; /* strong, for the process */
+    if (!query) {
+        PyObject *meta = PyImport_ImportModule("wick._capture_meta");
+        query = meta ? PyObject_GetAttrString(meta, "preserved_strides") : NULL;
+        Py_XDECREF(meta);
+        if (!query) return PyErr_Clear(), 0;
+    }
+    PyObject *sizes = PyTuple_New(m->ndim), *strides = PyTuple_New(m->ndim);
+    int ok = sizes && strides;
+    int64_t expect = 1;
+    for (int d = m->ndim - 1; ok && d >= 0; d--) {
+        int64_t size = cap_const_size(m, d), stride = expect;
+        if (m->strides[d] && !wk_sym_is_const(m->strides[d], &stride)) ok = 0;
+        expect *= size > 1 ? size : 1;
+        PyObject *a = ok ? PyLong_FromLongLong(size) : NULL, *b = a ? PyLong_FromLongLong(stride) : NULL;
+        if (!b) {
+            Py_XDECREF(a);
+            ok = 0;
+            break;
+        }
+        PyTuple_SET_ITEM(sizes, d, a);
+        PyTuple_SET_ITEM(strides, d, b);
+    }
+    PyObject *r = ok ? PyObject_CallFunctionObjArgs(query, sizes, strides, NULL) : NULL;
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    ok = r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == m->ndim;
+    for (int d = 0; ok && d < m->ndim; d++) {
+        Sv item = {.kind = SV_CONST, .obj = PyTuple_GET_ITEM(r, d)};
+        ok = const_int(&item, &out[d]);
+    }
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return ok;
+}
+
+/* A FULL node (input `fill`, attrs `at` less its sizes) of `sizes` laid out
+ * with `strides`, a dense layout (contiguous strides of the dims taken in
+ * some order; a dim of size 1 may have any): FULL of the sizes in that order,
+ * seen through a VIEW with these strides. NULL when the layout is not dense
+ * or the builder refuses a node. */
+static Sv *full_with_strides(Interp *I, int fill, WkAttrs *at, int nd, const int64_t *sizes, const int64_t *strides) {
+    int order[WK_MAX_DIMS];
+    for (int d = 0; d < nd; d++) order[d] = d;
+    for (int i = 1; i < nd; i++) /* insertion sort, largest stride first (stable) */
+        for (int j = i; j > 0 && strides[order[j - 1]] < strides[order[j]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int64_t base_sizes[WK_MAX_DIMS], expect = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        int d = order[k];
+        base_sizes[k] = sizes[d];
+        if (sizes[d] == 0) return NULL; /* nothing to lay out: eager's strides are its own business */
+        if (sizes[d] != 1 && strides[d] != expect) return NULL;
+        expect *= sizes[d];
+    }
+    at->nints = nd;
+    at->ints = base_sizes;
+    Sv *base = try_node(I, WK_OP_FULL, &fill, 1, at);
+    if (!base) return NULL;
+    cap_mark_private_base(I, base->value);
+    return cap_view_with_layout(I, base, nd, sizes, strides);
+}
+
 /* torch.zeros_like(input, *, dtype, layout, device, requires_grad,
  * memory_format) & co. -> FULL: input's sizes, dtype and device (or the
- * ones given); empty_like's contents are unspecified, zeros are some. */
+ * ones given); empty_like's contents are unspecified, zeros are some. In
+ * preserve_format (the default) the result has eager's strides: a FULL
+ * node where those are contiguous, else FULL seen through a VIEW. */
 static Sv *like_node(Interp *I, int which, const Args *a) {
     static const char *const names[] = {"input", "dtype", "layout", "device", "requires_grad", "memory_format", NULL};
     static const char *const full_names[] = {"input", "fill_value", "dtype", "layout", "device", "requires_grad",
@@ -621,11 +697,24 @@ static Sv *like_node(Interp *I, int which, const Args *a) {
     if ((!is_none(layout) && !(layout->kind == SV_CONST && layout->obj == cap_strided_layout)) ||
         (rg && (!const_bool(rg, &wants_grad) || wants_grad)))
         return NULL;
-    /* preserve_format keeps input's strides: the same as FULL's only for a
-     * freshly contiguous input */
+    /* preserve_format keeps input's layout: FULL's own only for a freshly
+     * contiguous input; for another one, the strides eager picks */
     int contiguous = fmt && fmt->kind == SV_CONST && fmt->obj == contiguous_format;
     if (!contiguous && !(is_none(fmt) || (fmt->kind == SV_CONST && fmt->obj == preserve_format))) return NULL;
-    if (!contiguous && !fresh_contiguous(m)) return NULL;
+    int64_t strides[WK_MAX_DIMS];
+    int strided = !contiguous && !fresh_contiguous(m);
+    for (int d = 0; strided && d < m->ndim; d++)
+        if (cap_const_size(m, d) == 0) return NULL; /* no elements: the strides are eager's own business */
+    if (strided && !preserved_strides(m, strides)) return NULL;
+    if (strided) { /* eager's strides contiguous after all (an expanded or stepped input): FULL's own */
+        int64_t expect = 1;
+        strided = 0;
+        for (int d = m->ndim - 1; d >= 0; d--) {
+            int64_t size = cap_const_size(m, d);
+            strided |= size != 1 && strides[d] != expect;
+            expect *= size > 1 ? size : 1;
+        }
+    }
     WkDevice dev = m->device;
     if (!is_none(dev_sv) && (!explicit_device(dev_sv, &dev) || !same_device(&(WkValue){.device = dev}, m))) return NULL;
     int dt = m->dtype;
@@ -653,6 +742,7 @@ static Sv *like_node(Interp *I, int which, const Args *a) {
     at.ints = sizes;
     at.has_device = 1;
     at.device = dev;
+    if (strided) return full_with_strides(I, in, &at, m->ndim, sizes, strides);
     return try_node(I, WK_OP_FULL, &in, 1, &at);
 }
 
@@ -742,14 +832,28 @@ static Sv *diff_nodes(Interp *I, const Args *a) {
     return try_node(I, m->dtype == WK_BOOL ? WK_OP_NE : WK_OP_SUB, ops, 2, NULL);
 }
 
-/* torch.cumsum(input, dim) -> aten.cumsum's extern (the runtime calls it
- * through the C shim); dtype= stays the torch call */
+/* torch.cumsum(input, dim, *, dtype=None) -> aten.cumsum's extern (the
+ * runtime calls it through the C shim, which passes no dtype). dtype=
+ * converts input first, as eager's cumsum does, then sums in that dtype: a
+ * CONVERT node before the extern, for a floating dtype or int64 (the dtype
+ * aten.cumsum keeps). A narrower integer dtype (aten.cumsum without dtype
+ * would widen it to int64) and bool (eager raises) stay the torch call. */
 static Sv *cumsum_call(Interp *I, const Args *a) {
     static const char *const names[] = {"input", "dim", "dtype", NULL};
-    if (!arguments_known(a, 2, names)) return NULL;
-    Sv *x = arg_of(a, 0, "input"), *dim_sv = arg_of(a, 1, "dim");
+    if (!arguments_known(a, 2, names)) return NULL; /* dtype is keyword-only */
+    Sv *x = arg_of(a, 0, "input"), *dim_sv = arg_of(a, 1, "dim"), *dtype_sv = arg_of(a, -1, "dtype");
     int64_t dim;
-    if (!x || x->kind != SV_TENSOR || !const_int(dim_sv, &dim) || !is_none(arg_of(a, -1, "dtype"))) return NULL;
+    if (!x || x->kind != SV_TENSOR || !const_int(dim_sv, &dim)) return NULL;
+    if (!is_none(dtype_sv)) {
+        int dt = dtype_sv->kind == SV_CONST ? cap_dtype_of_obj(dtype_sv->obj) : -1;
+        const WkValue *m = cap_sv_meta(I, x);
+        if (!m || dt < 0 || !(wk_dtype_is_float((WkDType)dt) || dt == WK_I64)) return NULL;
+        /* inside autocast, aten.cumsum of a 16-bit tensor without dtype= would
+         * sum in float32 (ATen's fp32_set_opt_dtype policy on CUDA), where
+         * eager's dtype= keeps the 16-bit dtype: the torch call */
+        if ((dt == WK_F16 || dt == WK_BF16) && cap_autocast_dtype(I, m->device.type) != -1) return PyErr_Clear(), NULL;
+        if (dt != (int)m->dtype && !(x = cap_convert(I, x, dt))) return NULL;
+    }
     Sv *pos[2] = {x, dim_sv};
     return cap_extern_call(I, aten_cumsum, "aten.cumsum.default", pos, 2, NULL, NULL, 0);
 }

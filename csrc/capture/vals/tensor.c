@@ -36,11 +36,11 @@ int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
 /* value_rg holds two bits per graph value: RG_REQUIRES (the value requires
  * grad, as eager would say) and RG_NO_GRAD (a node output computed with grad
  * mode off, inside a no_grad block): the FX path replays those grad modes. */
-enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4, RG_STALE = 8 };
+enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4, RG_STALE = 8, RG_PRIVATE_BASE = 16 };
 
 static void set_rg_bits(Interp *I, int value, char bits) {
     while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
-    I->value_rg.data[value] = (char)((I->value_rg.data[value] & (RG_ALIASED | RG_STALE)) | bits);
+    I->value_rg.data[value] = (char)((I->value_rg.data[value] & (RG_ALIASED | RG_STALE | RG_PRIVATE_BASE)) | bits);
 }
 
 /* A fourth bit, RG_STALE: a VIEW of a value that was then written in place
@@ -78,6 +78,30 @@ int cap_is_aliased(const Interp *I, int value) {
 static int value_is_view(const WkGraph *g, int v) {
     const WkValue *m = wk_graph_value(g, v);
     return m->node >= 0 && wk_graph_node(g, m->node)->op == WK_OP_VIEW;
+}
+
+/* A fifth bit, RG_PRIVATE_BASE: the buffer under a *_like result laid out
+ * with eager's strides (structural.c full_with_strides, and the copy an
+ * in-place update of it makes, views.c cap_relaid_like), which no Python
+ * value names: only that one VIEW reads it. */
+void cap_mark_private_base(Interp *I, int value) {
+    while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
+    I->value_rg.data[value] |= RG_PRIVATE_BASE;
+}
+
+/* v is the one VIEW of a private base: an in-place update may rebind it (to
+ * a copy in its layout, cap_relaid_like) as it rebinds a tensor without views. */
+static int private_like_view(const Interp *I, int v) {
+    const WkGraph *g = I->g;
+    if (!value_is_view(g, v)) return 0;
+    int base = wk_graph_node(g, wk_graph_value(g, v)->node)->inputs[0];
+    if (base >= I->value_rg.len || !(I->value_rg.data[base] & RG_PRIVATE_BASE)) return 0;
+    int readers = 0;
+    for (int i = 0; i < wk_graph_nnodes(g); i++) {
+        const WkNode *n = wk_graph_node(g, i);
+        for (int k = 0; k < n->ninputs; k++) readers += n->inputs[k] == base;
+    }
+    return readers == 1;
 }
 
 /* Do a and b name the same input (the same argument path, or global)? */
@@ -160,7 +184,8 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     if (old < 0) return NULL;
     CapWrite *w = is_input ? cap_write_of(I, x) : NULL;
     if (is_input && input_write_check(I, x, r, w ? w->input : old, what) < 0) return NULL;
-    if (cap_is_aliased(I, old) || value_is_view(I->g, old))
+    int like = !is_input && private_like_view(I, old);
+    if (cap_is_aliased(I, old) || (value_is_view(I->g, old) && !like))
         return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
     const WkValue *xm = wk_graph_value(I->g, old), *rm = wk_graph_value(I->g, r->value);
     int same_shape = xm->ndim == rm->ndim;
@@ -172,6 +197,11 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
         Sv *c = cap_convert(I, r, xm->dtype);
         if (!c) return NULL;
         r = c;
+    }
+    if (like) { /* the update keeps the *_like's layout (eager writes into its memory) */
+        Sv *relaid = cap_relaid_like(I, r, x);
+        if (!relaid) return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
+        r = relaid;
     }
     if (is_input && !w) {
         CapWrite nw = {x, old, r->value, cap_get_rg(I, old)};

@@ -108,7 +108,12 @@ static Sv *extern_of(Interp *I, PyObject *fn, const char *fname, const Args *a, 
 
 /* F.layer_norm(input, normalized_shape, weight, bias, eps): a LAYER_NORM
  * node when the shapes are the ones eager accepts and weight/bias (when
- * given) are tensors of input's dtype and device; else an extern. */
+ * given) are tensors of input's dtype and device, or (eager's mixed-dtype
+ * CPU kernel, BERT's head under CPU autocast) a 16-bit input with float32
+ * weight/bias on the CPU: that kernel normalises the input widened to
+ * float32 and rounds its float32 result once to the input's dtype, as the
+ * node's lowering does (16-bit nodes compute in float32; the float32
+ * parameters are read as they are). Else an extern. */
 static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, PyObject *fn) {
     if (b[0]->kind != SV_TENSOR) return extern_of(I, fn, fname, a, "a non-tensor input");
     const WkValue *x = cap_sv_meta(I, b[0]);
@@ -150,6 +155,15 @@ static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, 
                                            wk_sym_is_const(x->sizes[x->ndim - k + i], NULL);
     int in[3];
     in[0] = x->id;
+    /* the given parameters' dtype: input's, or float32 for the mixed CPU
+     * kernel, which takes only float32 parameters (eager raises for a mix
+     * of the two; so does the extern) */
+    int param_dt = x->dtype;
+    for (int p = 0; p < 2; p++) {
+        const WkValue *w = b[2 + p]->kind == SV_TENSOR ? cap_sv_meta(I, b[2 + p]) : NULL;
+        if (w && w->dtype == WK_F32 && (x->dtype == WK_BF16 || x->dtype == WK_F16) && x->device.type == WK_DEV_CPU)
+            param_dt = WK_F32;
+    }
     for (int p = 0; ok && p < 2; p++) {
         Sv *s = b[2 + p];
         if (s->kind == SV_CONST && s->obj == Py_None) {
@@ -159,7 +173,7 @@ static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, 
             continue;
         }
         const WkValue *w = s->kind == SV_TENSOR ? cap_sv_meta(I, s) : NULL;
-        ok = w && w->ndim == k && w->dtype == x->dtype && w->device.type == x->device.type &&
+        ok = w && w->ndim == k && (int)w->dtype == param_dt && w->device.type == x->device.type &&
              w->device.index == x->device.index;
         for (int i = 0; ok && i < k; i++) ok = wk_sym_is_const(w->sizes[i], NULL) && cap_const_size(w, i) == at.dims[i];
         if (ok) in[1 + p] = w->id;
