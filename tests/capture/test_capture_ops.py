@@ -467,3 +467,51 @@ def test_is_contiguous_of_computed_tensor_falls_back():
     assert compiled(contiguous_of_computed)(x) == contiguous_of_computed(x)
     (e,) = entries(contiguous_of_computed)
     assert e["eager"] and "is_contiguous" in e["reason"]
+
+
+def strides_read(x, y):
+    # a layout-dependent choice, as model code makes it (a channels-last
+    # branch, a reshape guarded by the stride of the last dim)
+    s = x.stride()
+    out = x * 2 if s[-1] == 1 else x * 3
+    return out + y.stride(0) + y.stride(dim=-1) + len(s)
+
+
+def test_stride_of_an_input_is_its_guarded_strides():
+    gen = torch.Generator().manual_seed(3)
+    cf = compiled(strides_read)
+    seen = 0
+    for shape in ((3, 4), (2, 1, 5)):
+        C.reset()
+        for _, x in layouts(shape, torch.float32, gen):
+            y = torch.randn(5, 6, generator=gen)[:, ::2]
+            assert_same(cf(x, y), strides_read(x, y))
+            seen += 1
+            one_graph(strides_read)
+    assert seen >= 4
+    # every layout is its own cache entry (the strides are guarded): a later
+    # call with another layout gets its own answer
+    C.reset()
+    x = torch.randn(4, 6, generator=gen)
+    y = torch.randn(5, 3, generator=gen)
+    assert_same(cf(x, y), strides_read(x, y))
+    assert_same(cf(x.t(), y.t()), strides_read(x.t(), y.t()))
+    assert_same(cf(x, y), strides_read(x, y))
+    assert len(graphs(strides_read)) == 2 and not fallbacks(strides_read)
+
+
+def stride_of_computed(x):
+    return (x + 1).stride()  # eager: follows x's layout; not modelled
+
+
+def stride_out_of_range(x):
+    return x.stride(5)
+
+
+def test_stride_of_computed_or_bad_dim_is_eager():
+    x = torch.randn(4, 3).t()
+    assert compiled(stride_of_computed)(x) == stride_of_computed(x)
+    (e,) = entries(stride_of_computed)
+    assert e["eager"] and "stride" in e["reason"]
+    with pytest.raises(IndexError):
+        compiled(stride_out_of_range)(x)

@@ -482,7 +482,7 @@ static const struct {
 
 static int is_special_method(const char *name) {
     static const char *const names[] = {"size", "dim", "ndimension", "numel", "nelement", "to", "type_as",
-                                        "is_floating_point", "is_contiguous"};
+                                        "is_floating_point", "is_contiguous", "stride"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(names[i], name) == 0) return 1;
     for (size_t i = 0; i < sizeof convert_methods / sizeof convert_methods[0]; i++)
@@ -565,6 +565,28 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (!self->obj) return cap_unsupported(I, "%s() of a computed tensor", fname), NULL;
         PyObject *r = PyObject_CallMethod(self->obj, "is_contiguous", NULL);
         if (!r) return cap_py_failed(I, fname), NULL;
+        return sv_const_Steal(I, r);
+    }
+    if (strcmp(name, "stride") == 0) {
+        /* a graph input's strides are guarded whole (size-1 dims included):
+         * the real tensor's answer holds for every call the guards admit.
+         * A computed tensor's strides are eager's only where the layout
+         * pass says so, and a view an in-place op rebound is a node: both
+         * stay unsupported. */
+        Sv *dim = a->npos > 1 ? a->pos[1] : NULL;
+        if (a->nkw == 1 && !dim && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dim") == 0)
+            dim = a->kw[0];
+        if (nargs > 1 || (nargs == 1 && !dim)) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        if (!self->obj || m->node >= 0) return cap_unsupported(I, "%s() of a computed tensor", fname), NULL;
+        if (dim && dim->kind == SV_CONST && dim->obj == Py_None) dim = NULL;
+        if (dim && (dim->kind != SV_CONST || !PyLong_CheckExact(dim->obj)))
+            return cap_unsupported(I, "%s(): dim of type %s", fname, sv_desc(dim)), NULL;
+        PyObject *r = dim ? PyObject_CallMethod(self->obj, "stride", "O", dim->obj)
+                          : PyObject_CallMethod(self->obj, "stride", NULL);
+        if (!r) { /* a dim out of range: eager's IndexError, raised by the eager run */
+            PyErr_Clear();
+            return cap_unsupported(I, "%s(): dimension out of range", fname), NULL;
+        }
         return sv_const_Steal(I, r);
     }
     if (strcmp(name, "contiguous") == 0 && nargs == 0) {
