@@ -562,32 +562,38 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
         /* inputs answer from guarded strides; eager's node outputs follow
          * their inputs' layouts, which the graph does not model */
-        if (!self->obj) return cap_unsupported(I, "%s() of a computed tensor", fname), NULL;
+        if (!self->obj) {
+            /* nor may Python ask after a graph break where the graph's
+             * output has wick's layout, not eager's: the frame runs eagerly */
+            if (!cap_layout_is_eagers(I, self)) I->no_break = 1;
+            return cap_unsupported(I, "%s() of a computed tensor", fname), NULL;
+        }
         PyObject *r = PyObject_CallMethod(self->obj, "is_contiguous", NULL);
         if (!r) return cap_py_failed(I, fname), NULL;
         return sv_const_Steal(I, r);
     }
-    if (strcmp(name, "stride") == 0) {
+    if (strcmp(name, "stride") == 0 && !(self->obj && m->node < 0) && !cap_layout_is_eagers(I, self)) {
+        /* Python would read wick's layout after a graph break, not eager's */
+        I->no_break = 1;
+        return cap_unsupported(I, "%s() of a result whose eager layout wick does not keep", fname), NULL;
+    }
+    if (strcmp(name, "stride") == 0 && self->obj && m->node < 0 && nargs <= 1) {
         /* a graph input's strides are guarded whole (size-1 dims included):
          * the real tensor's answer holds for every call the guards admit.
-         * A computed tensor's strides are eager's only where the layout
-         * pass says so, and a view an in-place op rebound is a node: both
-         * stay unsupported. */
+         * A computed tensor's strides (eager's only where the layout pass
+         * says so; a view an in-place op rebound is a node), other
+         * arguments and a dim out of range go the generic way below (a
+         * graph break, or eager's error). */
         Sv *dim = a->npos > 1 ? a->pos[1] : NULL;
-        if (a->nkw == 1 && !dim && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dim") == 0)
+        if (a->nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dim") == 0)
             dim = a->kw[0];
-        if (nargs > 1 || (nargs == 1 && !dim)) return cap_unsupported(I, "%s() arguments", fname), NULL;
-        if (!self->obj || m->node >= 0) return cap_unsupported(I, "%s() of a computed tensor", fname), NULL;
         if (dim && dim->kind == SV_CONST && dim->obj == Py_None) dim = NULL;
-        if (dim && (dim->kind != SV_CONST || !PyLong_CheckExact(dim->obj)))
-            return cap_unsupported(I, "%s(): dim of type %s", fname, sv_desc(dim)), NULL;
-        PyObject *r = dim ? PyObject_CallMethod(self->obj, "stride", "O", dim->obj)
-                          : PyObject_CallMethod(self->obj, "stride", NULL);
-        if (!r) { /* a dim out of range: eager's IndexError, raised by the eager run */
+        if ((nargs == 0 || dim) && (!dim || (dim->kind == SV_CONST && PyLong_CheckExact(dim->obj)))) {
+            PyObject *r = dim ? PyObject_CallMethod(self->obj, "stride", "O", dim->obj)
+                              : PyObject_CallMethod(self->obj, "stride", NULL);
+            if (r) return sv_const_Steal(I, r);
             PyErr_Clear();
-            return cap_unsupported(I, "%s(): dimension out of range", fname), NULL;
         }
-        return sv_const_Steal(I, r);
     }
     if (strcmp(name, "contiguous") == 0 && nargs == 0) {
         /* already contiguous by its (guarded or computed) strides: the

@@ -69,7 +69,11 @@ static int layout_is_eagers(const WkGraph *g, int value, int depth) {
     const WkValue *m = wk_graph_value(g, value);
     if (m->node < 0) return 1;
     const WkNode *n = wk_graph_node(g, m->node);
-    if (n->op == WK_OP_VIEW || n->op == WK_OP_EXTERN || n->op == WK_OP_SCALAR) return 1;
+    if (n->op == WK_OP_EXTERN || n->op == WK_OP_SCALAR) return 1;
+    /* a view's strides are its base's, remapped: eager's only where the
+     * base's are (a slice of a pointwise result of a transposed input has
+     * wick's contiguous base under it, not eager's permuted one) */
+    if (n->op == WK_OP_VIEW) return depth <= 12 && layout_is_eagers(g, n->inputs[0], depth + 1);
     /* a CONVERT to its own dtype is capture's contiguous copy (contiguous(),
      * reshape's copy, clone of a contiguous tensor): contiguous in eager too */
     if (n->op == WK_OP_CONVERT && wk_graph_value(g, n->inputs[0])->dtype == m->dtype) return 1;
@@ -81,6 +85,11 @@ static int layout_is_eagers(const WkGraph *g, int value, int depth) {
         if (layout_of(in, &L) < 0 || !is_contiguous(&L) || !layout_is_eagers(g, n->inputs[i], depth + 1)) return 0;
     }
     return 1;
+}
+
+int cap_layout_is_eagers(Interp *I, Sv *t) {
+    int v = cap_tensor_value(I, t);
+    return v >= 0 && layout_is_eagers(I->g, v, 0);
 }
 
 /* The VIEW node of self with layout L, or NULL without a reason when the
