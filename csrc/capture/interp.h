@@ -440,12 +440,13 @@ Sv *cap_tensor_contiguous(Interp *I, Sv *self);                        /* NULL w
 /* self seen as `shape` in wick's layout of it, without a copy (eager's view
  * rule); NULL without a reason when no view expresses it */
 Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape);
+/* 1 when the graph value of tensor t has the strides eager's tensor would
+ * have (an input, an extern's result, a contiguous chain, a view of one of
+ * these), 0 when wick lays it out its own way (a pointwise result of a
+ * permuted input, a view of one). */
+int cap_layout_is_eagers(Interp *I, Sv *t);
 /* self's memory seen with these sizes and strides (elements, from its first
  * element): a VIEW node, or NULL without a reason when the builder refuses it */
-/* 1 when the graph value of tensor t has the strides eager's tensor would
- * have (an input, a view, an extern's result, a contiguous chain), 0 when
- * wick lays it out its own way (a pointwise result of a permuted input). */
-int cap_layout_is_eagers(Interp *I, Sv *t);
 Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, const int64_t *strides);
 /* r (a value of x's shape) copied into a fresh buffer laid out as x, a
  * dense view (a *_like's layout), and seen through a VIEW with x's strides;
