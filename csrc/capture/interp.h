@@ -452,6 +452,9 @@ Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, cons
  * dense view (a *_like's layout), and seen through a VIEW with x's strides;
  * NULL without a reason when not expressible */
 Sv *cap_relaid_like(Interp *I, Sv *r, Sv *x);
+/* order[k]: the dim with the k-th largest stride (ties in dim order), the
+ * order a dense layout with these strides stores its dims in */
+void cap_dims_by_stride(int nd, const int64_t *strides, int64_t *order);
 
 /* vals/structural.c: torch calls whose op-table rows (CAT, PAD, INDEX,
  * ARANGE) need a rule of their own, advanced indexing, and F.linear as a
@@ -612,7 +615,6 @@ Sv *cap_real_exit_call(Interp *I, Sv *o, const Args *a);
 /* breaks.c: records such a call for cap_effects_plan; -1 with a reason. */
 int cap_break_note_exit(Interp *I, Sv *exit_method);
 
-/* vals/contextvar.c */
 /* vals/logcall.c */
 /* fn, found on self, is a logging method capture defers (self a logging.Logger): 1 or 0 */
 int cap_log_method(PyObject *self, PyObject *fn);
@@ -621,6 +623,7 @@ int cap_log_method(PyObject *self, PyObject *fn);
  * it is not one (capture goes on as before), NULL with a reason on failure. */
 Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a);
 
+/* vals/contextvar.c */
 int cap_ctxvar_is(PyObject *o);
 Sv *cap_ctxvar_call(Interp *I, PyObject *fn, const Args *a); /* NULL without a reason: not a ContextVar method */
 int cap_ctxvar_check(Interp *I);

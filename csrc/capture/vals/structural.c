@@ -652,17 +652,11 @@ static int preserved_strides(const WkValue *m, int64_t *out) {
  * seen through a VIEW with these strides. NULL when the layout is not dense
  * or the builder refuses a node. */
 static Sv *full_with_strides(Interp *I, int fill, WkAttrs *at, int nd, const int64_t *sizes, const int64_t *strides) {
-    int order[WK_MAX_DIMS];
-    for (int d = 0; d < nd; d++) order[d] = d;
-    for (int i = 1; i < nd; i++) /* insertion sort, largest stride first (stable) */
-        for (int j = i; j > 0 && strides[order[j - 1]] < strides[order[j]]; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
+    int64_t order[WK_MAX_DIMS];
+    cap_dims_by_stride(nd, strides, order);
     int64_t base_sizes[WK_MAX_DIMS], expect = 1;
     for (int k = nd - 1; k >= 0; k--) {
-        int d = order[k];
+        int64_t d = order[k];
         base_sizes[k] = sizes[d];
         if (sizes[d] == 0) return NULL; /* nothing to lay out: eager's strides are its own business */
         if (sizes[d] != 1 && strides[d] != expect) return NULL;

@@ -554,20 +554,23 @@ Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, cons
     return emit_view(I, self, &L);
 }
 
-Sv *cap_relaid_like(Interp *I, Sv *r, Sv *x) {
-    const WkValue *xm = cap_sv_meta(I, x), *rm = cap_sv_meta(I, r);
-    Layout want, got, permuted;
-    if (!xm || !rm || layout_of(xm, &want) < 0 || layout_of(rm, &got) < 0 || want.nd != got.nd) return NULL;
-    /* x's dims from the largest stride to the smallest (stable, as the FULL
-     * under a *_like view was laid out: structural.c full_with_strides) */
-    int64_t order[WK_MAX_DIMS];
-    for (int d = 0; d < want.nd; d++) order[d] = d;
-    for (int i = 1; i < want.nd; i++)
-        for (int j = i; j > 0 && want.strides[order[j - 1]] < want.strides[order[j]]; j--) {
+void cap_dims_by_stride(int nd, const int64_t *strides, int64_t *order) {
+    for (int d = 0; d < nd; d++) order[d] = d;
+    for (int i = 1; i < nd; i++) /* insertion sort: stable, so equal strides keep their dims' order */
+        for (int j = i; j > 0 && strides[order[j - 1]] < strides[order[j]]; j--) {
             int64_t t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+}
+
+Sv *cap_relaid_like(Interp *I, Sv *r, Sv *x) {
+    const WkValue *xm = cap_sv_meta(I, x), *rm = cap_sv_meta(I, r);
+    Layout want, got, permuted;
+    if (!xm || !rm || layout_of(xm, &want) < 0 || layout_of(rm, &got) < 0 || want.nd != got.nd) return NULL;
+    /* x's dims in the order the FULL under a *_like view was laid out */
+    int64_t order[WK_MAX_DIMS];
+    cap_dims_by_stride(want.nd, want.strides, order);
     if (permute_layout(&got, order, got.nd, &permuted) < 0) return NULL;
     Sv *in_order = emit_view(I, r, &permuted);
     Sv *copy = in_order ? contiguous_copy(I, in_order) : NULL;
