@@ -492,18 +492,21 @@ def make_function(code, globals, defaults, kwdefaults, closure):
     return fn
 
 
-def sdpa_is_flash_cpu(tensors, dropout_p, is_causal, scale, enable_gqa):
-    """Would eager's F.scaled_dot_product_attention on CPU tensors of these
-    (sizes, strides, dtype, requires_grad) run the flash kernel
-    (torch._fused_sdp_choice)? tensors: query, key, value, then the mask or
-    None. Capture calls the flash op itself only then
-    (csrc/capture/vals/structural.c)."""
+def sdpa_backend(tensors, device, dropout_p, is_causal, scale, enable_gqa):
+    """The kernel eager's F.scaled_dot_product_attention would run on tensors
+    of these (sizes, strides, dtype, requires_grad) on `device`
+    (torch._fused_sdp_choice, asked of empty tensors there: on CUDA the
+    answer depends on the GPU): "flash", "efficient", "cudnn" or "math".
+    tensors: query, key, value, then the mask or None. Capture calls that
+    kernel's aten op itself (csrc/capture/vals/structural.c)."""
     from torch.nn.attention import SDPBackend
 
-    made = [None if t is None else torch.empty_strided(t[0], t[1], dtype=t[2]).requires_grad_(t[3])
+    made = [None if t is None else
+            torch.empty_strided(t[0], t[1], dtype=t[2], device=device).requires_grad_(t[3])
             for t in tensors]
     choice = torch._fused_sdp_choice(*made, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
-    return choice == SDPBackend.FLASH_ATTENTION.value
+    return {SDPBackend.FLASH_ATTENTION.value: "flash", SDPBackend.EFFICIENT_ATTENTION.value: "efficient",
+            SDPBackend.CUDNN_ATTENTION.value: "cudnn"}.get(choice, "math")
 
 
 # logging.Logger's own methods whose call capture defers (csrc/capture/vals/logcall.c):

@@ -1130,18 +1130,38 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
     return cap_extern_call(I, aten_fns[k], matmuls[k].aten_name, operands, a->npos, a->kwnames, a->kw, a->nkw);
 }
 
-/* ---- F.scaled_dot_product_attention on the CPU -> its flash kernel --------- */
+/* ---- F.scaled_dot_product_attention -> the fused kernel eager picks ----- */
 
 /* eager's F.scaled_dot_product_attention asks torch._fused_sdp_choice
- * which kernel to run; on the CPU, when that is the flash kernel, it turns
- * a bool mask into 0/-inf of the query's dtype and calls
- * aten._scaled_dot_product_flash_attention_for_cpu, keeping its first
- * result. So does the graph (the mask a WHERE node), with the same choice
- * asked at capture time for the layouts the graph's tensors have; the
- * runtime calls that op through the C shim. The choice also reads torch's
- * global "flash enabled" flag, which is not guarded: a change of it after
- * capture picks the other kernel in eager, which differs by rounding. */
-static PyObject *sdpa_fn, *flash_cpu_fn, *flash_choice; /* strong, for the process */
+ * which kernel to run, then calls that kernel's aten op and keeps its first
+ * result. So does the graph: the same choice is asked at capture time for
+ * the layouts, dtypes and requires_grad the graph's tensors have (on empty
+ * tensors of their device: on CUDA the answer depends on the GPU), and the
+ * runtime calls the op through the C shim. What eager does around the op is
+ * reproduced where it is a no-op or a view, and refused otherwise (the call
+ * stays torch's own):
+ *   CPU flash: a bool mask becomes 0/-inf of the query's dtype (a WHERE);
+ *   CUDA flash: no mask; eager pads a head size that is not a multiple of 8
+ *     (refused);
+ *   CUDA efficient: a mask is expanded to (B, H, L, S); eager pads a last
+ *     size that is not a multiple of 16 and copies a mask whose leading
+ *     strides are not multiples of 16 (both refused); a bool mask refused;
+ *     the logsumexp is asked for when autograd will need it, as eager does;
+ *   CUDA cudnn: no mask.
+ * The choice also reads torch's global backend flags (torch.backends.cuda.
+ * enable_*_sdp, sdpa_kernel contexts), which are not guarded: a change of
+ * them after capture picks another kernel in eager, which differs by
+ * rounding. */
+static PyObject *sdpa_fn, *sdpa_choice_fn;                                        /* strong, for the process */
+static PyObject *flash_cpu_fn, *flash_cuda_fn, *efficient_fn, *cudnn_attention_fn; /* the aten overloads */
+
+static PyObject *aten_overload_New(PyObject *aten, const char *name) {
+    PyObject *packet = aten ? PyObject_GetAttrString(aten, name) : NULL;
+    PyObject *overload = packet ? PyObject_GetAttrString(packet, "default") : NULL;
+    Py_XDECREF(packet);
+    PyErr_Clear();
+    return overload;
+}
 
 static int sdpa_ready(void) {
     static int state;
@@ -1151,20 +1171,20 @@ static int sdpa_ready(void) {
     PyObject *meta = nn ? PyImport_ImportModule("wick._capture_meta") : NULL;
     PyObject *torch_ops = meta ? PyObject_GetAttrString(cap_torch_mod, "ops") : NULL;
     PyObject *aten = torch_ops ? PyObject_GetAttrString(torch_ops, "aten") : NULL;
-    PyObject *packet = aten ? PyObject_GetAttrString(aten, "_scaled_dot_product_flash_attention_for_cpu") : NULL;
-    flash_cpu_fn = packet ? PyObject_GetAttrString(packet, "default") : NULL;
-    sdpa_fn = flash_cpu_fn ? PyObject_GetAttrString(nn, "scaled_dot_product_attention") : NULL;
-    flash_choice = sdpa_fn ? PyObject_GetAttrString(meta, "sdpa_is_flash_cpu") : NULL;
-    if (flash_choice) state = 1;
+    flash_cpu_fn = aten_overload_New(aten, "_scaled_dot_product_flash_attention_for_cpu");
+    flash_cuda_fn = aten_overload_New(aten, "_scaled_dot_product_flash_attention");
+    efficient_fn = aten_overload_New(aten, "_scaled_dot_product_efficient_attention");
+    cudnn_attention_fn = aten_overload_New(aten, "_scaled_dot_product_cudnn_attention");
+    sdpa_fn = flash_cpu_fn && nn ? PyObject_GetAttrString(nn, "scaled_dot_product_attention") : NULL;
+    sdpa_choice_fn = sdpa_fn ? PyObject_GetAttrString(meta, "sdpa_backend") : NULL;
+    if (sdpa_choice_fn) state = 1;
     Py_XDECREF(nn);
     Py_XDECREF(meta);
     Py_XDECREF(torch_ops);
     Py_XDECREF(aten);
-    Py_XDECREF(packet);
     PyErr_Clear();
     return state == 1;
 }
-
 /* (sizes, strides, dtype, requires_grad) of m in the graph's layout of it;
  * NULL with a Python error */
 static PyObject *layout_tuple_Ref(Interp *I, const WkValue *m) {
@@ -1186,24 +1206,77 @@ static PyObject *layout_tuple_Ref(Interp *I, const WkValue *m) {
     return Py_BuildValue("(NNOO)", sizes, strides, cap_dtype_objs[m->dtype], rg ? Py_True : Py_False);
 }
 
-static int sdpa_is_flash(Interp *I, const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
+typedef enum { SDPA_OTHER, SDPA_FLASH, SDPA_EFFICIENT, SDPA_CUDNN } SdpaKernel;
+
+/* the kernel eager's F.scaled_dot_product_attention would run on tensors of
+ * these metas (query, key, value, mask or NULL); SDPA_OTHER when it is the
+ * math path, or the question fails */
+static SdpaKernel sdpa_kernel(Interp *I, const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
     PyObject *ts = PyTuple_New(4);
-    if (!ts) return 0;
+    if (!ts) return PyErr_Clear(), SDPA_OTHER;
     for (int i = 0; i < 4; i++) {
         PyObject *t = ms[i] ? layout_tuple_Ref(I, ms[i]) : Py_NewRef(Py_None);
         if (!t) {
             Py_DECREF(ts);
             PyErr_Clear();
-            return 0;
+            return SDPA_OTHER;
         }
         PyTuple_SET_ITEM(ts, i, t);
     }
-    PyObject *r = PyObject_CallFunction(flash_choice, "NdOOO", ts, dropout, causal ? Py_True : Py_False, scale,
-                                        Py_False);
-    int yes = r == Py_True;
+    char device[32];
+    snprintf(device, sizeof device, ms[0]->device.type == WK_DEV_CUDA ? "cuda:%d" : "cpu", ms[0]->device.index);
+    PyObject *r = PyObject_CallFunction(sdpa_choice_fn, "NsdOOO", ts, device, dropout, causal ? Py_True : Py_False,
+                                        scale, Py_False);
+    SdpaKernel k = SDPA_OTHER;
+    if (r && PyUnicode_Check(r)) {
+        if (PyUnicode_CompareWithASCIIString(r, "flash") == 0) k = SDPA_FLASH;
+        else if (PyUnicode_CompareWithASCIIString(r, "efficient") == 0) k = SDPA_EFFICIENT;
+        else if (PyUnicode_CompareWithASCIIString(r, "cudnn") == 0) k = SDPA_CUDNN;
+    }
     Py_XDECREF(r);
     PyErr_Clear();
-    return yes;
+    return k;
+}
+
+/* eager's bool mask as an additive one: 0 where True, -inf where False, in
+ * float32 and then the query's dtype (both exact) */
+static Sv *additive_mask(Interp *I, const WkValue *mask, WkDType dtype) {
+    PyObject *zero = PyFloat_FromDouble(0.0), *ninf = PyFloat_FromDouble(-Py_HUGE_VAL);
+    int in[3] = {mask->id, zero ? cap_scalar_value(I, zero) : -1, ninf ? cap_scalar_value(I, ninf) : -1};
+    Py_XDECREF(zero);
+    Py_XDECREF(ninf);
+    PyErr_Clear();
+    if (in[1] < 0 || in[2] < 0) return NULL;
+    Sv *w = try_node(I, WK_OP_WHERE, in, 3, NULL);
+    return w ? cap_convert(I, w, dtype) : NULL;
+}
+
+/* CUDA efficient attention's bias as eager prepares it: the mask expanded to
+ * (B, H, L, S) when that view is what eager passes (a last size that is a
+ * multiple of 16, leading strides that are), else NULL (eager pads or
+ * copies it: not reproduced) */
+static Sv *efficient_bias(Interp *I, Sv *mask, const WkValue *m, const WkValue *q, const WkValue *k) {
+    if (q->ndim != 4 || k->ndim != 4 || m->ndim < 1 || m->ndim > 4) return NULL;
+    int64_t sizes[4] = {cap_const_size(q, 0), cap_const_size(q, 1), cap_const_size(q, 2), cap_const_size(k, 2)};
+    int64_t strides[4], expect = 1, mstrides[4];
+    for (int d = m->ndim - 1; d >= 0; d--) { /* m's strides, contiguous where symbolic (refused below) */
+        int64_t size = cap_const_size(m, d), stride = expect;
+        if (m->strides[d] && !wk_sym_is_const(m->strides[d], &stride)) return NULL;
+        mstrides[d] = stride;
+        expect *= size > 1 ? size : 1;
+    }
+    for (int d = 0; d < 4; d++) {
+        int md = d - (4 - m->ndim);
+        if (md < 0) {
+            strides[d] = 0;
+            continue;
+        }
+        int64_t size = cap_const_size(m, md);
+        if (size != sizes[d] && size != 1) return NULL;
+        strides[d] = size == sizes[d] ? mstrides[md] : 0;
+    }
+    if (sizes[3] % 16 != 0 || strides[0] % 16 != 0 || strides[1] % 16 != 0 || strides[2] % 16 != 0) return NULL;
+    return cap_view_with_layout(I, mask, 4, sizes, strides);
 }
 
 static Sv *sdpa_call(Interp *I, const Args *a) {
@@ -1226,47 +1299,93 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
         return NULL;
     if (!plain_matmul_operands(I, qkv, 3) || CAP_FAILED(I)) return NULL;
     const WkValue *ms[4] = {cap_sv_meta(I, qkv[0]), cap_sv_meta(I, qkv[1]), cap_sv_meta(I, qkv[2]), NULL};
-    if (ms[0]->device.type != WK_DEV_CPU) return NULL;
+    int cuda = ms[0]->device.type == WK_DEV_CUDA;
     if (!is_none(mask)) {
         if (mask->kind == SV_TENSOR && cap_autocast_cast_operands(I, &mask, 1) < 0) return NULL;
         if (mask->kind != SV_TENSOR || !(ms[3] = cap_sv_meta(I, mask)) || !same_device(ms[3], ms[0]) ||
             !static_sizes(ms[3]) || (ms[3]->dtype != WK_BOOL && ms[3]->dtype != ms[0]->dtype))
             return NULL;
     }
-    if (!sdpa_is_flash(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj)) return NULL;
+    /* the choice reads strides: only where the graph's are eager's */
+    for (int i = 0; i < 4; i++)
+        if (ms[i] && !cap_layout_is_eagers(I, i < 3 ? qkv[i] : mask)) return NULL;
+    SdpaKernel kernel = sdpa_kernel(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj);
     Sv *bias = NULL;
+    if (ms[3] && cuda && kernel == SDPA_FLASH) return NULL; /* CUDA flash takes no mask */
     if (ms[3] && ms[3]->dtype == WK_BOOL) {
-        /* where the mask is False, -inf: in float32, then the query's dtype (both exact) */
-        PyObject *zero = PyFloat_FromDouble(0.0), *ninf = PyFloat_FromDouble(-Py_HUGE_VAL);
-        int in[3] = {ms[3]->id, zero ? cap_scalar_value(I, zero) : -1, ninf ? cap_scalar_value(I, ninf) : -1};
-        Py_XDECREF(zero);
-        Py_XDECREF(ninf);
-        PyErr_Clear();
-        if (in[1] < 0 || in[2] < 0) return NULL;
-        Sv *w = try_node(I, WK_OP_WHERE, in, 3, NULL);
-        if (!w || !(bias = cap_convert(I, w, ms[0]->dtype))) return NULL;
+        if (!(bias = additive_mask(I, ms[3], ms[0]->dtype))) return NULL;
     } else if (ms[3]) {
         bias = mask;
     }
-    Sv *pos[5] = {qkv[0], qkv[1], qkv[2], sv_const_Steal(I, PyFloat_FromDouble(0.0)), sv_const(I, causal ? Py_True : Py_False)};
-    Sv *kw[2];
-    int nkw = 0;
-    PyObject *kwnames = PyTuple_New((bias ? 1 : 0) + (is_none(scale) ? 0 : 1));
-    if (!kwnames) return cap_py_failed(I, "attention"), NULL;
-    if (bias) {
-        kw[nkw] = bias;
-        PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("attn_mask"));
+    if (!cuda) {
+        if (kernel != SDPA_FLASH) return NULL;
+        Sv *pos[5] = {qkv[0], qkv[1], qkv[2], sv_const_Steal(I, PyFloat_FromDouble(0.0)),
+                      sv_const(I, causal ? Py_True : Py_False)};
+        Sv *kw[2];
+        int nkw = 0;
+        PyObject *kwnames = PyTuple_New((bias ? 1 : 0) + (is_none(scale) ? 0 : 1));
+        if (!kwnames) return cap_py_failed(I, "attention"), NULL;
+        if (bias) {
+            kw[nkw] = bias;
+            PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("attn_mask"));
+        }
+        if (!is_none(scale)) {
+            kw[nkw] = scale;
+            PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("scale"));
+        }
+        Sv *r = cap_extern_call(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default", pos, 5,
+                                nkw ? kwnames : NULL, kw, nkw);
+        Py_DECREF(kwnames);
+        if (!r) return NULL;
+        if (r->kind != SV_TUPLE || r->items.len != 2)
+            return cap_unsupported(I, "the CPU flash attention op returned no (output, logsumexp)"), NULL;
+        return r->items.data[0];
     }
-    if (!is_none(scale)) {
-        kw[nkw] = scale;
-        PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("scale"));
+    PyObject *fn;
+    const char *aten;
+    Sv *pos[8];
+    int npos = 0, nresults;
+    pos[npos++] = qkv[0];
+    pos[npos++] = qkv[1];
+    pos[npos++] = qkv[2];
+    if (kernel == SDPA_FLASH) {
+        /* eager pads a head size that is not a multiple of 8 */
+        if (cap_const_size(ms[0], ms[0]->ndim - 1) % 8 || cap_const_size(ms[2], ms[2]->ndim - 1) % 8) return NULL;
+        fn = flash_cuda_fn, aten = "aten._scaled_dot_product_flash_attention.default", nresults = 9;
+        pos[npos++] = sv_const_Steal(I, PyFloat_FromDouble(0.0));
+        pos[npos++] = sv_const(I, causal ? Py_True : Py_False);
+        pos[npos++] = sv_const(I, Py_False); /* return_debug_mask */
+    } else if (kernel == SDPA_EFFICIENT || kernel == SDPA_CUDNN) {
+        if (bias && kernel == SDPA_CUDNN) return NULL;
+        if (bias && !(bias = efficient_bias(I, bias, cap_sv_meta(I, bias), ms[0], ms[1]))) return NULL;
+        /* eager asks for the logsumexp when autograd will need it */
+        int lse = 0;
+        for (int i = 0; i < 3; i++) lse |= I->grad_enabled && cap_get_rg(I, ms[i]->id);
+        int cudnn = kernel == SDPA_CUDNN;
+        fn = cudnn ? cudnn_attention_fn : efficient_fn;
+        aten = cudnn ? "aten._scaled_dot_product_cudnn_attention.default"
+                     : "aten._scaled_dot_product_efficient_attention.default";
+        nresults = cudnn ? 9 : 4;
+        pos[npos++] = bias ? bias : sv_const(I, Py_None);
+        pos[npos++] = sv_const(I, lse ? Py_True : Py_False);
+        pos[npos++] = sv_const_Steal(I, PyFloat_FromDouble(0.0));
+        pos[npos++] = sv_const(I, causal ? Py_True : Py_False);
+        if (cudnn) pos[npos++] = sv_const(I, Py_False); /* return_debug_mask */
+    } else {
+        return NULL;
     }
-    Sv *r = cap_extern_call(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default", pos, 5,
-                            nkw ? kwnames : NULL, kw, nkw);
-    Py_DECREF(kwnames);
+    if (!fn) return NULL;
+    for (int i = 3; i < npos; i++)
+        if (!pos[i]) return NULL;
+    Sv *kw[1] = {scale};
+    PyObject *kwnames = is_none(scale) ? NULL : Py_BuildValue("(s)", "scale");
+    if (!is_none(scale) && !kwnames) return cap_py_failed(I, "attention"), NULL;
+    Sv *r = cap_extern_call(I, fn, aten, pos, npos, kwnames, kw, kwnames ? 1 : 0);
+    Py_XDECREF(kwnames);
     if (!r) return NULL;
-    if (r->kind != SV_TUPLE || r->items.len != 2)
-        return cap_unsupported(I, "the CPU flash attention op returned no (output, logsumexp)"), NULL;
+    if (r->kind != SV_TUPLE || r->items.len != nresults)
+        return cap_unsupported(I, "%s returned %d results, not %d", aten, r->kind == SV_TUPLE ? (int)r->items.len : 1,
+                               nresults), NULL;
     return r->items.data[0];
 }
 

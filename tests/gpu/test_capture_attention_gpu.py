@@ -1,0 +1,166 @@
+"""F.scaled_dot_product_attention on CUDA through wick's own capture (skipped
+without a GPU): the graph calls the fused kernel eager picks (flash,
+efficient or cudnn attention, torch._fused_sdp_choice asked at capture time)
+as an extern node the runtime makes through the C shim, with no Python call;
+what eager does around the kernel that capture does not reproduce (padding a
+head size, padding or copying a mask) keeps the torch call. Results are
+compared with eager bit for bit (the same kernel on the same inputs)."""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+pytest.importorskip("triton")
+
+import wick  # noqa: E402
+import wick._C as C  # noqa: E402
+
+DEV = "cuda"
+SDPA = "torch._C._nn.scaled_dot_product_attention"
+FUSED = {"flash": "aten._scaled_dot_product_flash_attention.default",
+         "efficient": "aten._scaled_dot_product_efficient_attention.default",
+         "cudnn": "aten._scaled_dot_product_cudnn_attention.default"}
+
+# graphs compiled with the host profile on count their native calls (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("host_profile_on")
+
+
+def rand(shape, dtype, seed):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return torch.randn(shape, generator=g, device=DEV).to(dtype)
+
+
+def eager_kernel(q, k, v, mask=None, causal=False):
+    from torch.nn.attention import SDPBackend
+
+    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, causal)
+    return {SDPBackend.FLASH_ATTENTION.value: "flash", SDPBackend.EFFICIENT_ATTENTION.value: "efficient",
+            SDPBackend.CUDNN_ATTENTION.value: "cudnn"}.get(choice, "math")
+
+
+def externs_of(fn):
+    es = C.code_entries(fn.__code__)
+    assert es and all(not e["eager"] and e["graph_count"] == 1 for e in es), [e.get("reason") for e in es]
+    return re.findall(r"EXTERN\[\d+ ([^\]]+)\]", es[-1]["graph"])
+
+
+def native_calls():
+    return C.host_profile(True).get("extern_native", (0, 0.0))[0]
+
+
+def plain(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v) * 2
+
+
+def causal(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True) + 1
+
+
+def scaled(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v, scale=0.3)
+
+
+def float_mask(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+
+def bool_mask(q, k, v, m):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0)
+
+
+def bert_layout(q, k, v, m):
+    # transformers' (B, S, H*D) -> (B, H, S, D) views: strided, last stride 1
+    b, h, s, d = q.shape
+    qq, kk, vv = (t.transpose(1, 2).reshape(b, s, h * d).view(b, s, h, d).transpose(1, 2) for t in (q, k, v))
+    return F.scaled_dot_product_attention(qq, kk, vv).transpose(1, 2).reshape(b, s, h * d)
+
+
+def mask_for(fn, b, h, s, dtype, seed):
+    if fn in (float_mask, bool_mask):
+        m = rand((b, 1, s, s), torch.float32, seed)
+        m[..., 0] = 1.0  # no fully masked row for the bool form
+        return m.to(dtype) if fn is float_mask else m
+    return None
+
+
+CASES = [plain, causal, scaled, float_mask, bool_mask, bert_layout]
+
+
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("shape", [(2, 4, 64, 64), (3, 2, 48, 32), (1, 2, 40, 40)], ids=str)
+def test_attention_calls_the_kernel_eager_picks(fn, dtype, shape):
+    b, h, s, d = shape
+    q, k, v = (rand(shape, dtype, seed) for seed in range(3))
+    m = mask_for(fn, b, h, s, dtype, 3)
+    with torch.no_grad():
+        want = fn(q, k, v, m)
+        wick.reset()
+        f = wick.compile(fn)
+        native_calls()
+        got = f(q, k, v, m)
+        torch.cuda.synchronize()
+        calls = native_calls()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if fn not in (plain, causal):  # the kernel's own output (plain's and causal's are pointwise results of it)
+        assert got.stride() == want.stride()
+    externs = externs_of(fn)
+    mask = None if m is None else (m.to(dtype) if m.is_floating_point() else m)
+    kernel = eager_kernel(q, k, v, mask, fn is causal)
+    # what capture reproduces of eager's preparation around the kernel
+    modelled = (kernel == "flash" and d % 8 == 0 and m is None) or \
+               (kernel == "efficient" and (m is None or s % 16 == 0)) or (kernel == "cudnn" and m is None)
+    if modelled:
+        assert externs == [FUSED[kernel]], (kernel, externs)
+        assert calls >= 1
+        torch.testing.assert_close(got, want, rtol=0, atol=0)  # the same kernel on the same inputs
+    else:
+        assert externs == [SDPA], (kernel, externs)
+        torch.testing.assert_close(got, want)
+
+
+def test_attention_in_training_gives_eagers_gradients():
+    # grad mode: the graph goes through AOTAutograd, which differentiates the
+    # fused op (its backward is torch's); the logsumexp eager asks for then
+    def fn(q, k, v):
+        return (F.scaled_dot_product_attention(q, k, v, is_causal=True) * 3).sum()
+
+    shape = (2, 4, 64, 64)
+    base = [rand(shape, torch.bfloat16, seed) for seed in range(3)]
+    want_in = [t.clone().requires_grad_() for t in base]
+    got_in = [t.clone().requires_grad_() for t in base]
+    wick.reset()
+    want = fn(*want_in)
+    want.backward()
+    got = wick.compile(fn)(*got_in)
+    got.backward()
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    for g, w in zip(got_in, want_in):
+        torch.testing.assert_close(g.grad, w.grad, rtol=2e-2, atol=2e-2)
+    assert set(externs_of(fn)) <= set(FUSED.values()) | {SDPA}
+
+
+def test_bert_inference_attention_is_native():
+    # BertForMaskedLM under bf16 autocast: every attention a fused-kernel
+    # extern, no torch call of F.scaled_dot_product_attention left
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=256, vocab_size=1000)
+    model = transformers.BertForMaskedLM(cfg).to(DEV).eval()
+    ids = torch.randint(0, 1000, (4, 64), device=DEV)
+    wick.reset()
+    f = wick.compile(model)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        want = model(input_ids=ids).logits
+        got = f(input_ids=ids).logits
+    torch.testing.assert_close(got.float(), want.float(), rtol=5e-2, atol=5e-2)
+    st = wick.stats()
+    assert st["graphs"] >= 1 and not st["fallbacks"], st
+    es = [e for e in C.code_entries(type(model).forward.__code__) if not e.get("eager")]
+    graph = "".join(e.get("graph", "") for e in es)
+    found = re.findall(r"EXTERN\[\d+ ([^\]]+)\]", graph)
+    assert SDPA not in found and any(n in FUSED.values() for n in found), found
