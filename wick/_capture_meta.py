@@ -93,10 +93,10 @@ def _freeze(t):
     raise _NoKey
 
 
-def _memo_key(fn, args, kwargs, inputs, grad_enabled):
+def _memo_key(fn, args, kwargs, inputs, grad_enabled, first_only):
     try:
         hash(fn)
-        key = (fn, _freeze(args), _freeze(kwargs), tuple(inputs), bool(grad_enabled),
+        key = (fn, _freeze(args), _freeze(kwargs), tuple(inputs), bool(grad_enabled), bool(first_only),
                torch.is_inference_mode_enabled(), torch.get_default_dtype(),
                torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
         hash(key)
@@ -105,15 +105,20 @@ def _memo_key(fn, args, kwargs, inputs, grad_enabled):
         return None
 
 
-def outputs(fn, args, kwargs, inputs, grad_enabled=False):
+def outputs(fn, args, kwargs, inputs, grad_enabled=False, first_only=False):
     """(structure, metas, aliased inputs, aliased outputs); shared between
-    equal calls: the caller only reads it."""
-    key = _memo_key(fn, args, kwargs, inputs, grad_enabled)
+    equal calls: the caller only reads it. first_only: the call returns a
+    tuple whose first item is the one tensor the graph reads (the fused
+    attention ops, whose other items include ints): structure "first", the
+    metas of that item alone."""
+    key = _memo_key(fn, args, kwargs, inputs, grad_enabled, first_only)
     if key is not None:
         hit = _memo.get(key)
         if hit is not None:
             return hit
-    out = _outputs(fn, args, kwargs, inputs, grad_enabled)
+    out = _outputs(fn, args, kwargs, inputs, grad_enabled, first_only)
+    if first_only and out[0] != "first":
+        raise TypeError(f"returns a {out[0]}, not a tuple whose first item is a tensor")
     if key is not None:
         if len(_memo) >= _MEMO_MAX:
             _memo.clear()
@@ -121,18 +126,18 @@ def outputs(fn, args, kwargs, inputs, grad_enabled=False):
     return out
 
 
-def _outputs(fn, args, kwargs, inputs, grad_enabled=False):
+def _outputs(fn, args, kwargs, inputs, grad_enabled=False, first_only=False):
     try:
-        return _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves=True)
+        return _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves=True, first_only=first_only)
     except RuntimeError as e:
         if "leaf Variable" not in str(e):
             raise
     # an in-place call on an input that requires grad: graph values are
     # not leaves, so run it on non-leaf fakes as eager would
-    return _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves=False)
+    return _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves=False, first_only=first_only)
 
 
-def _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves):
+def _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves, first_only=False):
     mode = _fake_mode()
     with mode, torch.set_grad_enabled(grad_enabled):
         fakes = [_fake_input(*meta, leaf=leaves) for meta in inputs]
@@ -142,6 +147,10 @@ def _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves):
         written = sorted(seen.written | {i for i, f in enumerate(fakes) if f._version != versions[i]})
     if written:
         return _functional_outputs(fn, args, kwargs, inputs, grad_enabled, written)
+    if first_only and isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
+        if any(out[0] is f for f in fakes):
+            raise TypeError("returns one of its inputs itself")
+        return ("first", [_meta(out[0])]) + _aliasing([out[0]], fakes) + ([],)
     if isinstance(out, torch.Tensor):
         if any(out is f for f in fakes):
             raise TypeError("returns its input itself (an in-place or identity op)")

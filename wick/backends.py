@@ -2289,13 +2289,19 @@ def _fill_template(t, tensors):
 
 
 def _extern_callable(index, entry, name):
-    """A function calling extern `entry` (fn, args, kwargs) on its tensor
+    """A function calling extern `entry` (fn, args, kwargs[, picks]) on its tensor
     inputs: an FX call_function target that tracing (AOTAutograd, make_fx)
     runs through, so the torch call itself is what gets traced."""
     fn, args, kwargs = entry[0], entry[1], entry[2] if len(entry) > 2 and entry[2] is not None else {}
+    picks = entry[3] if len(entry) > 3 else None
 
     def call(*tensors):
         return fn(*_fill_template(args, tensors), **_fill_template(kwargs, tensors))
+
+    if picks is not None:  # the node's outputs are these items of the result
+        def call(*tensors, whole=call):  # noqa: F811
+            result = whole(*tensors)
+            return tuple(result[p] for p in picks)
 
     call.__name__ = call.__qualname__ = f"wick_extern_{index}_{''.join(c if c.isalnum() else '_' for c in name)}"
     call.__module__ = __name__

@@ -632,6 +632,10 @@ void cap_ctxvar_free(Interp *I);
 /* vals/extern.c */
 Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
                     Sv *const *kw, int nkw);
+/* the same for a call returning a tuple (ints among its items) of which the
+ * graph reads item 0 alone: the new tensor value standing for it */
+Sv *cap_extern_call_first(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                          Sv *const *kw, int nkw);
 int cap_is_torch_callable(PyObject *fn);
 int cap_device_of(PyObject *dev, WkDevice *out, int *ok); /* a torch.device -> WkDevice */
 

@@ -395,9 +395,9 @@ int cap_autocast_cast_operands(Interp *I, Sv **args, int n) {
     return 0;
 }
 
-Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
-                    Sv *const *kw, int nkw) {
-    Sv *same = dropout_identity(fn, pos, npos, kwnames, kw, nkw);
+static Sv *extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                       Sv *const *kw, int nkw, int first_only) {
+    Sv *same = first_only ? NULL : dropout_identity(fn, pos, npos, kwnames, kw, nkw);
     if (same) return same;
     Sv *cast_pos[16], *cast_kw[16];
     if (npos <= 16 && nkw <= 16 && autocast_lower_op(name)) {
@@ -438,7 +438,7 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     /* run on fake tensors in the grad mode the frame has here, so that the
      * outputs' requires_grad is eager's */
     out = PyObject_CallFunctionObjArgs(meta_outputs, fn, args, kwargs, in.metas,
-                                       I->grad_enabled ? Py_True : Py_False, NULL);
+                                       I->grad_enabled ? Py_True : Py_False, first_only ? Py_True : Py_False, NULL);
     if (!out) {
         char what[160];
         snprintf(what, sizeof what, "%s() on fake tensors", name);
@@ -472,7 +472,11 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
     for (int i = 0; i < nout; i++)
         if (meta_of(I, PyList_GET_ITEM(metas, i), &tm[i], &out_rg[i]) < 0) goto done;
     int index = (int)PyList_GET_SIZE(I->externs);
-    entry = PyTuple_Pack(3, fn, args, kwargs);
+    /* "first": the node's one output is item 0 of the call's result */
+    int first = strcmp(structure, "first") == 0;
+    PyObject *picks = first ? Py_BuildValue("(i)", 0) : NULL;
+    entry = first ? (picks ? PyTuple_Pack(4, fn, args, kwargs, picks) : NULL) : PyTuple_Pack(3, fn, args, kwargs);
+    Py_XDECREF(picks);
     if (!entry || PyList_Append(I->externs, entry) < 0) {
         cap_py_failed(I, "extern");
         goto done;
@@ -518,7 +522,7 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
         if (!res) cap_unsupported(I, "%s() returns an input it writes", name);
     } else if (strcmp(structure, "none") == 0) {
         res = sv_const(I, Py_None);
-    } else if (strcmp(structure, "tensor") == 0) {
+    } else if (strcmp(structure, "tensor") == 0 || first) {
         res = sv_tensor(I, v);
     } else {
         res = sv_new(I, strcmp(structure, "list") == 0 ? SV_LIST : SV_TUPLE);
@@ -534,6 +538,16 @@ done:
     wk_vec_free(&in.values);
     wk_vec_free(&in.svs);
     return res;
+}
+
+Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                    Sv *const *kw, int nkw) {
+    return extern_call(I, fn, name, pos, npos, kwnames, kw, nkw, 0);
+}
+
+Sv *cap_extern_call_first(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
+                          Sv *const *kw, int nkw) {
+    return extern_call(I, fn, name, pos, npos, kwnames, kw, nkw, 1);
 }
 
 /* A callable defined by torch (torch.*, torch.nn.functional.*, Tensor

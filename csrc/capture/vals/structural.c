@@ -1147,7 +1147,8 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
  *     size that is not a multiple of 16 and copies a mask whose leading
  *     strides are not multiples of 16 (both refused); a bool mask refused;
  *     the logsumexp is asked for when autograd will need it, as eager does;
- *   CUDA cudnn: no mask.
+ *   CUDA cudnn: a mask of the query's dtype as it is; eager turns a bool
+ *     mask into its own additive form (refused).
  * The choice also reads torch's global backend flags (torch.backends.cuda.
  * enable_*_sdp, sdpa_kernel contexts), which are not guarded: a change of
  * them after capture picks another kernel in eager, which differs by
@@ -1311,14 +1312,16 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
         if (ms[i] && !cap_layout_is_eagers(I, i < 3 ? qkv[i] : mask)) return NULL;
     SdpaKernel kernel = sdpa_kernel(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj);
     Sv *bias = NULL;
-    if (ms[3] && cuda && kernel == SDPA_FLASH) return NULL; /* CUDA flash takes no mask */
+    /* CUDA flash takes no mask; cudnn's bool masks get eager's own fill value (not modelled) */
+    if ((!cuda && kernel != SDPA_FLASH) ||
+        (cuda && ms[3] && (kernel == SDPA_FLASH || (kernel == SDPA_CUDNN && ms[3]->dtype == WK_BOOL))))
+        return NULL;
     if (ms[3] && ms[3]->dtype == WK_BOOL) {
         if (!(bias = additive_mask(I, ms[3], ms[0]->dtype))) return NULL;
     } else if (ms[3]) {
         bias = mask;
     }
     if (!cuda) {
-        if (kernel != SDPA_FLASH) return NULL;
         Sv *pos[5] = {qkv[0], qkv[1], qkv[2], sv_const_Steal(I, PyFloat_FromDouble(0.0)),
                       sv_const(I, causal ? Py_True : Py_False)};
         Sv *kw[2];
@@ -1333,31 +1336,28 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
             kw[nkw] = scale;
             PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("scale"));
         }
-        Sv *r = cap_extern_call(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default", pos, 5,
-                                nkw ? kwnames : NULL, kw, nkw);
+        Sv *r = cap_extern_call_first(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default",
+                                      pos, 5, nkw ? kwnames : NULL, kw, nkw);
         Py_DECREF(kwnames);
-        if (!r) return NULL;
-        if (r->kind != SV_TUPLE || r->items.len != 2)
-            return cap_unsupported(I, "the CPU flash attention op returned no (output, logsumexp)"), NULL;
-        return r->items.data[0];
+        return r;
     }
     PyObject *fn;
     const char *aten;
     Sv *pos[8];
-    int npos = 0, nresults;
+    int npos = 0;
     pos[npos++] = qkv[0];
     pos[npos++] = qkv[1];
     pos[npos++] = qkv[2];
     if (kernel == SDPA_FLASH) {
         /* eager pads a head size that is not a multiple of 8 */
         if (cap_const_size(ms[0], ms[0]->ndim - 1) % 8 || cap_const_size(ms[2], ms[2]->ndim - 1) % 8) return NULL;
-        fn = flash_cuda_fn, aten = "aten._scaled_dot_product_flash_attention.default", nresults = 9;
+        fn = flash_cuda_fn, aten = "aten._scaled_dot_product_flash_attention.default";
         pos[npos++] = sv_const_Steal(I, PyFloat_FromDouble(0.0));
         pos[npos++] = sv_const(I, causal ? Py_True : Py_False);
         pos[npos++] = sv_const(I, Py_False); /* return_debug_mask */
     } else if (kernel == SDPA_EFFICIENT || kernel == SDPA_CUDNN) {
-        if (bias && kernel == SDPA_CUDNN) return NULL;
-        if (bias && !(bias = efficient_bias(I, bias, cap_sv_meta(I, bias), ms[0], ms[1]))) return NULL;
+        if (bias && kernel == SDPA_EFFICIENT && !(bias = efficient_bias(I, bias, cap_sv_meta(I, bias), ms[0], ms[1])))
+            return NULL;
         /* eager asks for the logsumexp when autograd will need it */
         int lse = 0;
         for (int i = 0; i < 3; i++) lse |= I->grad_enabled && cap_get_rg(I, ms[i]->id);
@@ -1365,7 +1365,6 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
         fn = cudnn ? cudnn_attention_fn : efficient_fn;
         aten = cudnn ? "aten._scaled_dot_product_cudnn_attention.default"
                      : "aten._scaled_dot_product_efficient_attention.default";
-        nresults = cudnn ? 9 : 4;
         pos[npos++] = bias ? bias : sv_const(I, Py_None);
         pos[npos++] = sv_const(I, lse ? Py_True : Py_False);
         pos[npos++] = sv_const_Steal(I, PyFloat_FromDouble(0.0));
@@ -1380,13 +1379,10 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
     Sv *kw[1] = {scale};
     PyObject *kwnames = is_none(scale) ? NULL : Py_BuildValue("(s)", "scale");
     if (!is_none(scale) && !kwnames) return cap_py_failed(I, "attention"), NULL;
-    Sv *r = cap_extern_call(I, fn, aten, pos, npos, kwnames, kw, kwnames ? 1 : 0);
+    /* flash and cudnn return ints among their results: the node is item 0 alone */
+    Sv *r = cap_extern_call_first(I, fn, aten, pos, npos, kwnames, kw, kwnames ? 1 : 0);
     Py_XDECREF(kwnames);
-    if (!r) return NULL;
-    if (r->kind != SV_TUPLE || r->items.len != nresults)
-        return cap_unsupported(I, "%s returned %d results, not %d", aten, r->kind == SV_TUPLE ? (int)r->items.len : 1,
-                               nresults), NULL;
-    return r->items.data[0];
+    return r;
 }
 
 Sv *cap_attention_call(Interp *I, PyObject *fn, const Args *a) {
