@@ -108,12 +108,11 @@ def test_attention_calls_the_kernel_eager_picks(fn, dtype, shape):
     if fn not in (plain, causal):  # the kernel's own output (plain's and causal's are pointwise results of it)
         assert got.stride() == want.stride()
     externs = externs_of(fn)
-    mask = None if m is None else (m.to(dtype) if m.is_floating_point() else m)
+    mask = None if m is None else (m > 0 if fn is bool_mask else m)
     kernel = eager_kernel(q, k, v, mask, fn is causal)
     # what capture reproduces of eager's preparation around the kernel
     modelled = (kernel == "flash" and d % 8 == 0 and m is None) or \
-               (kernel == "efficient" and (m is None or s % 16 == 0)) or \
-               (kernel == "cudnn" and (m is None or m.is_floating_point()))
+               (kernel == "efficient" and (m is None or s % 16 == 0)) or kernel == "cudnn"
     if modelled:
         assert externs == [FUSED[kernel]], (kernel, externs)
         assert calls >= 1

@@ -1147,8 +1147,8 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
  *     size that is not a multiple of 16 and copies a mask whose leading
  *     strides are not multiples of 16 (both refused); a bool mask refused;
  *     the logsumexp is asked for when autograd will need it, as eager does;
- *   CUDA cudnn: a mask of the query's dtype as it is; eager turns a bool
- *     mask into its own additive form (refused).
+ *   CUDA cudnn: a mask of the query's dtype as it is, a bool mask made
+ *     additive with -65504 where it is False (eager's cudnn form).
  * The choice also reads torch's global backend flags (torch.backends.cuda.
  * enable_*_sdp, sdpa_kernel contexts), which are not guarded: a change of
  * them after capture picks another kernel in eager, which differs by
@@ -1239,13 +1239,14 @@ static SdpaKernel sdpa_kernel(Interp *I, const WkValue *const *ms, double dropou
     return k;
 }
 
-/* eager's bool mask as an additive one: 0 where True, -inf where False, in
- * float32 and then the query's dtype (both exact) */
-static Sv *additive_mask(Interp *I, const WkValue *mask, WkDType dtype) {
-    PyObject *zero = PyFloat_FromDouble(0.0), *ninf = PyFloat_FromDouble(-Py_HUGE_VAL);
-    int in[3] = {mask->id, zero ? cap_scalar_value(I, zero) : -1, ninf ? cap_scalar_value(I, ninf) : -1};
+/* eager's bool mask as an additive one: 0 where True, `masked` where False,
+ * in float32 and then the query's dtype (one rounding, as eager's where in
+ * that dtype) */
+static Sv *additive_mask(Interp *I, const WkValue *mask, WkDType dtype, double masked) {
+    PyObject *zero = PyFloat_FromDouble(0.0), *fill = PyFloat_FromDouble(masked);
+    int in[3] = {mask->id, zero ? cap_scalar_value(I, zero) : -1, fill ? cap_scalar_value(I, fill) : -1};
     Py_XDECREF(zero);
-    Py_XDECREF(ninf);
+    Py_XDECREF(fill);
     PyErr_Clear();
     if (in[1] < 0 || in[2] < 0) return NULL;
     Sv *w = try_node(I, WK_OP_WHERE, in, 3, NULL);
@@ -1312,12 +1313,12 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
         if (ms[i] && !cap_layout_is_eagers(I, i < 3 ? qkv[i] : mask)) return NULL;
     SdpaKernel kernel = sdpa_kernel(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj);
     Sv *bias = NULL;
-    /* CUDA flash takes no mask; cudnn's bool masks get eager's own fill value (not modelled) */
-    if ((!cuda && kernel != SDPA_FLASH) ||
-        (cuda && ms[3] && (kernel == SDPA_FLASH || (kernel == SDPA_CUDNN && ms[3]->dtype == WK_BOOL))))
-        return NULL;
+    /* CUDA flash takes no mask */
+    if ((!cuda && kernel != SDPA_FLASH) || (cuda && ms[3] && kernel == SDPA_FLASH)) return NULL;
     if (ms[3] && ms[3]->dtype == WK_BOOL) {
-        if (!(bias = additive_mask(I, ms[3], ms[0]->dtype))) return NULL;
+        /* eager's cudnn path fills with -65504, not -inf (a cuDNN workaround) */
+        if (!(bias = additive_mask(I, ms[3], ms[0]->dtype, kernel == SDPA_CUDNN ? -65504.0 : -Py_HUGE_VAL)))
+            return NULL;
     } else if (ms[3]) {
         bias = mask;
     }
