@@ -430,3 +430,15 @@ def test_row_group_functions_unroll_their_loops():
     cg, (got,) = compile_run(lambda g, a: [g.op("sum", [a], dims=[1])], x)
     check(got, x.sum(1), rtol=1e-5, atol=1e-4)
     assert "WK_ROW_GROUP" not in kernel_source(cg)
+
+
+@pytest.mark.parametrize("cols", [17, 300])
+def test_exp_of_an_exp_in_a_reduction_block(cols):
+    """A row sum of exp(exp(x) * 0.5): both exps go through blocks
+    (emit_exp_blocks), the second's argument loop reading the first's block
+    (it printed an index of `(null)` there, which did not compile)."""
+    x = make((8, cols), torch.float32, "contig", seed=70)
+    cg, (got,) = compile_run(
+        lambda g, a: [g.op("sum", [g.op("exp", [g.op("mul", [g.op("exp", [a]), g.scalar(0.5)])])], dims=[1])], x)
+    check(got, (x.exp() * 0.5).exp().sum(1))
+    assert "wk_expf_block(wk_ex1, re - rb);" in kernel_source(cg)
