@@ -475,6 +475,10 @@ static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const 
     }
 }
 
+/* The most exps of one loop body computed ahead in blocks or chunks
+ * (emit_exp_chunk, emit_exp_blocks); any more stay inline. */
+enum { EXP_BLOCKS_MAX = 4 };
+
 /* The nodes under e that depend on loop var `var`, stopping at exps
  * already computed in a chunk (vexp). */
 static void mark_var_closure(const WkLExpr *e, int var, WkLowerMap *dep, WkLowerMap *need, const WkLowerMap *vexp) {
@@ -499,7 +503,7 @@ static int emit_exp_chunk(Gen *g, const ExprVec *inner, int var_id, const char *
                           WkLowerMap *vexp, const char *vexp_idx, int *rc) {
     int n = 0;
     WkLowerMap dep = {0};
-    for (int k = 0; k < inner->len && n < 4; k++) {
+    for (int k = 0; k < inner->len && n < EXP_BLOCKS_MAX; k++) {
         const WkLExpr *e = inner->data[k];
         if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !depends_on_var(e, var_id, &dep))
             continue;
@@ -954,7 +958,6 @@ static void mark_r_closure(Gen *g, const WkLExpr *e, WkLowerMap *need, const WkL
  * call to libmvec per vector, which made exp the bound of a softmax on one
  * thread. At most EXP_BLOCKS_MAX exps; returns how many, mapped in vexp
  * (node -> number + 1). */
-enum { EXP_BLOCKS_MAX = 4 };
 static int emit_exp_blocks(Gen *g, const ExprVec *order, const char *var, WkLowerMap *vexp, int *rc) {
     int n = 0;
     char idx[32];
