@@ -475,6 +475,67 @@ static void emit_prefetch_next_row(Gen *g, const ExprVec *order, int var, const 
     }
 }
 
+/* The most exps of one loop body computed ahead in blocks or chunks
+ * (emit_exp_chunk, emit_exp_blocks); any more stay inline. */
+enum { EXP_BLOCKS_MAX = 4 };
+
+/* The nodes under e that depend on loop var `var`, stopping at exps
+ * already computed in a chunk (vexp). */
+static void mark_var_closure(const WkLExpr *e, int var, WkLowerMap *dep, WkLowerMap *need, const WkLowerMap *vexp) {
+    if (!depends_on_var(e, var, dep) || wk_lower_map_get(need, e)) return;
+    wk_lower_map_put(need, e, (const void *)1);
+    if (wk_lower_map_get(vexp, e)) return;
+    for (int k = 0; k < e->nargs; k++) mark_var_closure(e->a[k], var, dep, need, vexp);
+}
+
+/* A streamed flat kernel's chunk (wk_c .. wk_ce of loop var `var`, at most
+ * FLAT_NT_CHUNK elements): each float32 exp of the loop body (a sigmoid's
+ * exp(-x)) is computed before the chunk's main loop, as a reduction block's
+ * are (emit_exp_blocks): one loop stores its argument into wk_ex<n>, the
+ * prelude's wk_expf_block replaces it by its exp, and the main loop reads it
+ * (g->vexp). gcc calls libmvec's expf once per vector. 4096 x 4096 float32
+ * ((x * 1.5 + 0.5).relu() - y).sigmoid() * y on one thread: median paired
+ * time ratio 0.87 against the libmvec kernel (bench/results/2026-12-02-
+ * kern16-softmax-prototypes, pw1_c128.c; at 1024-element chunks it was
+ * slower). Within 1 ulp of exp, as libmvec's (other bits). Returns how many
+ * exps, mapped in vexp (node -> number + 1). */
+static int emit_exp_chunk(Gen *g, const ExprVec *inner, int var_id, const char *var, int64_t chunk,
+                          WkLowerMap *vexp, const char *vexp_idx, int *rc) {
+    int n = 0;
+    WkLowerMap dep = {0};
+    for (int k = 0; k < inner->len && n < EXP_BLOCKS_MAX; k++) {
+        const WkLExpr *e = inner->data[k];
+        if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !depends_on_var(e, var_id, &dep))
+            continue;
+        WkLowerMap need = {0};
+        mark_var_closure(e->a[0], var_id, &dep, &need, vexp);
+        ExprVec sub = {0};
+        for (int q = 0; q < k; q++)
+            if (wk_lower_map_get(&need, inner->data[q])) wk_vec_push(&sub, inner->data[q]);
+        wk_lower_map_free(&need);
+        emit(g, "float wk_ex%d[%lld];", n, (long long)chunk);
+        emit(g, "#pragma omp simd");
+        emit(g, "for (int64_t %s = wk_c; %s < wk_ce; %s++) {", var, var, var);
+        g->indent++;
+        g->vexp = vexp; /* an exp of an earlier exp reads that one's chunk */
+        g->vexp_idx = vexp_idx;
+        if (emit_nodes(g, &sub, -1) < 0) *rc = -1;
+        g->vexp = NULL;
+        WkStr a = {0};
+        wk_str_append(&a, "");
+        ref(e->a[0], &a);
+        emit(g, "wk_ex%d[%s - wk_c] = %s;", n, var, a.data);
+        wk_str_free(&a);
+        close_loops(g, 1);
+        emit(g, "wk_expf_block(wk_ex%d, wk_ce - wk_c);", n);
+        wk_vec_free(&sub);
+        wk_lower_map_put(vexp, e, (const void *)(uintptr_t)(n + 1));
+        n++;
+    }
+    wk_lower_map_free(&dep);
+    return n;
+}
+
 /* skip: leading loops already opened by a row group (which owns threads).
  * Nodes that do not depend on the innermost loop variable are computed
  * before that loop: besides saving work, gcc's vectoriser gives up on a
@@ -519,7 +580,10 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
      * ~20 % faster by its fastest samples). */
     int *nt = wk_xcalloc((size_t)K->nstores + 1, sizeof *nt);
     int64_t row = n > 0 ? K->sizes[n - 1] : 0;
-    int any_nt = 0, flat_nt = skip == 0 && n == 1;
+    int any_nt = 0, flat_nt = skip == 0 && n == 1, nvexp = 0;
+    WkLowerMap vexp = {0};
+    char vexp_idx[32];
+    snprintf(vexp_idx, sizeof vexp_idx, "i%d - wk_c", n - 1);
     if (((skip == 1 && n == 2 && row * 4 <= NT_ROW_MAX_BYTES) || flat_nt) && K->numel * 4 >= llc_bytes())
         for (int j = 0; j < K->nstores; j++) {
             nt[j] = g->S->bufs[K->stores[j].buf].dtype == WK_F32 && unit_in(K->stores[j].offset, inner_var);
@@ -552,6 +616,7 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
             emit(g, "const int64_t wk_ce = wk_c + %lld < %lld ? wk_c + %lld : %lld;", (long long)chunk,
                  (long long)row, (long long)chunk, (long long)row);
             if (g->prefetch_rows) emit_prefetch_next_row(g, &inner, inner_var, "wk_c", "wk_ce");
+            if (flat_nt) nvexp = emit_exp_chunk(g, &inner, inner_var, var, chunk, &vexp, vexp_idx, &rc);
             emit(g, "%s", "#pragma omp simd");
             emit(g, "for (int64_t %s = wk_c; %s < wk_ce; %s++) {", var, var, var);
             g->indent++;
@@ -561,8 +626,14 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
     }
     if (inner_var < 0 && emit_nodes(g, &outer, -1) < 0) rc = -1;
     if (nrcp) g->rcp = &rcp;
+    if (nvexp) {
+        g->vexp = &vexp;
+        g->vexp_idx = vexp_idx;
+    }
     if (rc == 0 && emit_nodes(g, &inner, -1) < 0) rc = -1;
     g->rcp = NULL;
+    g->vexp = NULL;
+    wk_lower_map_free(&vexp);
     wk_lower_map_free(&rcp);
     for (int j = 0; j < K->nstores && rc == 0; j++) {
         WkStr v = {0};
@@ -887,9 +958,10 @@ static void mark_r_closure(Gen *g, const WkLExpr *e, WkLowerMap *need, const WkL
  * call to libmvec per vector, which made exp the bound of a softmax on one
  * thread. At most EXP_BLOCKS_MAX exps; returns how many, mapped in vexp
  * (node -> number + 1). */
-enum { EXP_BLOCKS_MAX = 4 };
 static int emit_exp_blocks(Gen *g, const ExprVec *order, const char *var, WkLowerMap *vexp, int *rc) {
     int n = 0;
+    char idx[32];
+    snprintf(idx, sizeof idx, "%s - rb", var);
     for (int k = 0; k < order->len && n < EXP_BLOCKS_MAX; k++) {
         const WkLExpr *e = order->data[k];
         if (e->op != WK_LX_EXP || e->dtype != WK_F32 || e->a[0]->dtype != WK_F32 || !depends_on_r(g, e) ||
@@ -905,7 +977,8 @@ static int emit_exp_blocks(Gen *g, const ExprVec *order, const char *var, WkLowe
         emit(g, "#pragma omp simd");
         emit(g, "for (int64_t %s = rb; %s < re; %s++) {", var, var, var);
         g->indent++;
-        g->vexp = vexp;
+        g->vexp = vexp; /* an exp of an earlier exp reads that one's block */
+        g->vexp_idx = idx;
         if (emit_nodes(g, &sub, 1) < 0) *rc = -1;
         g->vexp = NULL;
         WkStr a = {0};
@@ -920,6 +993,63 @@ static int emit_exp_blocks(Gen *g, const ExprVec *order, const char *var, WkLowe
         n++;
     }
     return n;
+}
+
+/* A blocked float32 sum of exp(x - c) (a softmax's or log-softmax's
+ * exp-sum: x a float32 row read along the reduction var, c the same along
+ * it), each block through wk_expsum_f32: the exp in registers, summed
+ * straight from them, and stored into the row scratch when a later phase
+ * reads it (wk_row<n>), with no stack block of arguments and exps between
+ * loops as emit_exp_blocks has. 4096 x 4096 float32 softmax: 5.2 -> 4.5 ms
+ * on two threads, 10.7 -> 9.0 ms on one (bench/results/2026-12-03-bw20-
+ * kernels). The block's sum adds in the helper's order (8 lanes, then the
+ * lanes in turn), the same for every row and thread count; within float32
+ * rounding of the simd loop's. Fills es (the read, c, the scratch row or
+ * -1) and returns 1 when the kernel's body is that and nothing else. */
+typedef struct {
+    const WkLExpr *read, *c, *exp;
+    int row; /* scratch row the exps go to, or -1 */
+} ExpSum;
+
+static int expsum_plan(Gen *g, const WkSchedKernel *K, const RedInfo *r, const ExprVec *order, ExpSum *es) {
+    const WkLoopIR *L = g->S->L;
+    if (K->nred != 1 || g->vexp) return 0;
+    const WkLExpr *e = r->body->a[0], *d = e->nargs == 1 ? e->a[0] : NULL;
+    if (e->op != WK_LX_EXP || e->dtype != WK_F32 || !d || d->op != WK_LX_SUB || d->dtype != WK_F32) return 0;
+    const WkLExpr *x = d->a[0], *c = d->a[1];
+    if (x->op != WK_LX_READ || x->dtype != WK_F32 || g->S->bufs[x->buf].dtype != WK_F32 ||
+        !unit_in(x->idx[0], L->rvar_id[0]) || c->dtype != WK_F32 || depends_on_r(g, c))
+        return 0;
+    es->read = x;
+    es->c = c;
+    es->exp = e;
+    es->row = -1;
+    for (int k = 0; k < order->len; k++) {
+        const WkLExpr *n = order->data[k];
+        if (!depends_on_r(g, n)) continue;
+        if (n != x && n != d && n != e && n != r->body) return 0;
+        const void *row = g->keep ? wk_lower_map_get(g->keep, n) : NULL;
+        if (row && n != e) return 0;
+        if (row) es->row = (int)(uintptr_t)row - 1;
+    }
+    return 1;
+}
+
+static void emit_expsum(Gen *g, const ExpSum *es) {
+    const WkLoopIR *L = g->S->L;
+    Respell rs = {L->syms, -1, L->rvar_id[0], NULL, "rb"};
+    WkStr off = {0}, c = {0}, dst = {0};
+    wk_str_append(&off, "");
+    wk_sym_to_c(L->syms, es->read->idx[0], &off, respell_var, &rs);
+    wk_str_append(&c, "");
+    ref(es->c, &c);
+    wk_str_append(&dst, "");
+    if (es->row >= 0) wk_str_printf(&dst, "&wk_row%d[rb]", es->row);
+    else wk_str_append(&dst, "NULL");
+    emit(g, "accb = wk_expsum_f32(%s, &b%d[%s], %s, re - rb);", dst.data, es->read->buf, off.data, c.data);
+    wk_str_free(&off);
+    wk_str_free(&c);
+    wk_str_free(&dst);
 }
 
 /* Row sums of a large input read MULTI_ROWS rows per pass: one loop adds
@@ -1074,6 +1204,8 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
     char vexp_idx[32];
     int nvexp = 0, rc = 0;
 
+    ExpSum es = {0};
+    int expsum = blocked && expsum_plan(g, K, &r, order, &es);
     int multi = multi_row_ok(g, K, order, epi, skip, inner_par);
     for (int j = skip; j < K->nloops; j++) {
         char var[16];
@@ -1113,6 +1245,10 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
             emit(g, "const int64_t re = rb + %d < %lld ? rb + %d : %lld;", RED_BLOCK, (long long)S, RED_BLOCK, (long long)S);
             emit(g, "float accb = 0;");
             if (g->prefetch_rows) emit_prefetch_next_row(g, order, g->S->L->rvar_id[j], "rb", "re");
+            if (expsum) {
+                emit_expsum(g, &es);
+                break;
+            }
             nvexp = emit_exp_blocks(g, order, var, &vexp, &rc);
             snprintf(vexp_idx, sizeof vexp_idx, "%s - rb", var);
             emit(g, "#pragma omp simd reduction(+:accb)");
@@ -1137,11 +1273,11 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
         g->vexp = &vexp;
         g->vexp_idx = vexp_idx;
     }
-    if (emit_nodes(g, order, 1) < 0) rc = -1;
+    if (!expsum && emit_nodes(g, order, 1) < 0) rc = -1;
     g->vexp = NULL;
     wk_lower_map_free(&vexp);
     if (rc < 0) return -1;
-    for (int k = 0; g->keep && k < order->len; k++) {
+    for (int k = 0; g->keep && k < order->len && !expsum; k++) {
         const void *row = wk_lower_map_get(g->keep, order->data[k]);
         if (row) emit(g, "wk_row%d[r0] = t%d;", (int)(uintptr_t)row - 1, order->data[k]->id);
     }
@@ -1149,8 +1285,10 @@ static int gen_reduction(Gen *g, const WkSchedKernel *K, const ExprVec *order, c
     wk_str_append(&t, "");
     ref(blocked ? r.body->a[0] : r.body, &t);
     if (blocked) {
-        emit(g, "accb += %s;", t.data);
-        close_loops(g, 1);
+        if (!expsum) {
+            emit(g, "accb += %s;", t.data);
+            close_loops(g, 1);
+        }
         emit(g, "acc += accb;");
         if (g->lag && emit_lag_phase(g, g->lag, "rb", "re - rb") < 0) rc = -1;
     } else {
@@ -1327,11 +1465,12 @@ static int plan_scratch(Gen *g, int first, int last, ExprVec *orders, WkLowerMap
  * the helper covers lags: the last phase's one store is float32, streamed
  * (as gen_pointwise would), and is scratch row * per-row factor or / per-row
  * divisor; the phase before it is a blocked float32 sum over the same row
- * length; no parallel row loop (each thread would need its own last row). */
-static int lag_plan(Gen *g, int first, int last, int64_t work, const ExprVec *orders, const WkLowerMap *reuse,
+ * length. With a parallel row loop each thread lags within its own range of
+ * rows and flushes its own last row (gen_group). */
+static int lag_plan(Gen *g, int first, int last, const ExprVec *orders, const WkLowerMap *reuse,
                     int nrows, const WkDType *row_types, LagPhase *lp) {
     const WkSchedule *S = g->S;
-    if (first == last || work >= g->par_min_work || nrows == 0) return 0;
+    if (first == last || nrows == 0) return 0;
     const WkSchedKernel *P = &S->kernels[last], *R = &S->kernels[last - 1];
     if (P->kind != WK_SCHED_POINTWISE || P->nloops != 2 || P->nstores != 1 || R->kind != WK_SCHED_REDUCTION ||
         R->reduce_outer || R->nloops != 1 || R->nred != 1 || R->red_sizes[0] != P->sizes[1] ||
@@ -1433,15 +1572,24 @@ static int gen_group(Gen *g, int first, int last) {
         WkDType row_types[SCRATCH_MAX];
         int nrows = plan_scratch(g, first, last, orders, keep, reuse, row_sizes, row_types);
         LagPhase lag;
-        int lagged = lag_plan(g, first, last, work, orders, reuse, nrows, row_types, &lag);
-        if (lagged) { /* two of each scratch row: row i0's, and row i0 - 1's for the lagged phase */
+        int lagged = lag_plan(g, first, last, orders, reuse, nrows, row_types, &lag);
+        int par = work >= g->par_min_work;
+        if (lagged) {
+            /* Per thread (declared in the parallel region): two of each
+             * scratch row, row i0's and row i0 - 1's for the lagged phase,
+             * and the thread's own row still to run. Each thread runs a
+             * contiguous range of rows (schedule(static)), lagging within
+             * it, and flushes its own last row after its range. */
+            if (par) emit(g, "#pragma omp parallel");
+            emit(g, "{");
+            g->indent++;
             for (int q = 0; q < nrows; q++)
                 emit(g, "%s wk_rowbuf%d[2][%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
             emit(g, "int64_t wk_lag = -1; /* the row whose last phase is still to run */");
         }
         open_loop(g, "i0", S->kernels[first].sizes[0],
-                  work >= g->par_min_work ? "#pragma omp parallel for schedule(static)" : NULL);
-        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body (lagged: serial) */
+                  !par ? NULL : lagged ? "#pragma omp for schedule(static) nowait" : "#pragma omp parallel for schedule(static)");
+        for (int q = 0; q < nrows; q++) /* per thread: declared in the parallel loop's body (lagged: in the region) */
             if (lagged) emit(g, "%s *const wk_row%d = wk_rowbuf%d[i0 & 1];", ctype(row_types[q]), q, q);
             else emit(g, "%s wk_row%d[%lld];", ctype(row_types[q]), q, (long long)row_sizes[q]);
         for (int k = first; k <= last - lagged && rc == 0; k++) {
@@ -1465,7 +1613,8 @@ static int gen_group(Gen *g, int first, int last) {
             char n[32];
             snprintf(n, sizeof n, "%lld", (long long)lag.K->sizes[1]);
             if (rc == 0 && emit_lag_phase(g, &lag, "0", n) < 0) rc = -1;
-            emit(g, "wk_stream_fence();");
+            emit(g, "wk_stream_fence(); /* this thread's streamed rows, before the region's end */");
+            close_loops(g, 1);
             wk_vec_free(&lag.outer);
         }
         for (int k = 0; k < ng; k++) {
@@ -1536,6 +1685,31 @@ static int gen_group(Gen *g, int first, int last) {
     "    wk_v8i nan = x != x;\n" \
     "    return (wk_v8f)(((wk_v8i)(x + x) & nan) | ((wk_v8i)y & ~nan));\n" \
     "}\n" \
+    "/* exp(src - c) over n elements, into dst unless NULL, and their sum: 8\n" \
+    "   lanes, then the lanes in turn (gen_reduction, expsum_plan); the tail\n" \
+    "   through a padded vector, its padding left out of the sum */\n" \
+    "static inline float wk_expsum_f32(float *dst, const float *src, float c, int64_t n) {\n" \
+    "    const wk_v8f c8 = WK_V8(c);\n" \
+    "    wk_v8f s8 = WK_V8(0.0f);\n" \
+    "    int64_t k = 0;\n" \
+    "    for (; k + 8 <= n; k += 8) {\n" \
+    "        wk_v8f v = wk_expf8(*(const wk_v8f_u *)(src + k) - c8);\n" \
+    "        if (dst) *(wk_v8f_u *)(dst + k) = v;\n" \
+    "        s8 += v;\n" \
+    "    }\n" \
+    "    if (k < n) {\n" \
+    "        wk_v8f v = WK_V8(0.0f);\n" \
+    "        for (int64_t q = k; q < n; q++) v[q - k] = src[q] - c;\n" \
+    "        v = wk_expf8(v);\n" \
+    "        for (int64_t q = k; q < n; q++) {\n" \
+    "            if (dst) dst[q] = v[q - k];\n" \
+    "            s8[q - k] += v[q - k];\n" \
+    "        }\n" \
+    "    }\n" \
+    "    float s = 0;\n" \
+    "    for (int q = 0; q < 8; q++) s += s8[q];\n" \
+    "    return s;\n" \
+    "}\n" \
     "/* the tail goes through a padded vector too: every element of a row gets\n" \
     "   the same function, whatever its position */\n" \
     "static inline void wk_expf_block(float *a, int64_t n) {\n" \
@@ -1552,6 +1726,17 @@ static int gen_group(Gen *g, int first, int last) {
     "static inline void wk_expf_block(float *a, int64_t n) {\n" \
     "    _Pragma(\"omp simd\")\n" \
     "    for (int64_t k = 0; k < n; k++) a[k] = expf(a[k]);\n" \
+    "}\n" \
+    "static inline float wk_expsum_f32(float *dst, const float *src, float c, int64_t n) {\n" \
+    "    float s = 0;\n" \
+    "    if (dst) {\n" \
+    "        _Pragma(\"omp simd reduction(+:s)\")\n" \
+    "        for (int64_t k = 0; k < n; k++) s += dst[k] = expf(src[k] - c);\n" \
+    "    } else {\n" \
+    "        _Pragma(\"omp simd reduction(+:s)\")\n" \
+    "        for (int64_t k = 0; k < n; k++) s += expf(src[k] - c);\n" \
+    "    }\n" \
+    "    return s;\n" \
     "}\n" \
     "#endif\n"
 

@@ -75,3 +75,44 @@ def test_strided_input_into_a_streamed_output():
     cg, (got,) = compile_run(lambda g, a: [g.op("mul", [a, g.scalar(0.25)])], xd)
     assert torch.equal(got, xd * 0.25)
     assert "wk_stream_f32(" not in kernel_source(cg)
+
+
+def threads(monkeypatch, n):
+    import wick._C as C
+    monkeypatch.setenv("WICK_NUM_THREADS", str(n))
+    C.env_reload()
+
+
+@pytest.mark.parametrize("nthreads", [1, 2])
+@pytest.mark.parametrize("delta", [-1024, 0, 77])
+def test_streamed_flat_kernels_take_their_exps_a_chunk_at_a_time(monkeypatch, nthreads, delta):
+    """A streamed flat kernel computes each float32 exp of its body (the
+    sigmoid's exp(-x), an exp of an exp, exp(x) overflowing to inf and
+    underflowing to 0) for a whole chunk before the chunk's main loop
+    (wk_expf_block; a partial last chunk, 77 past a multiple of 128, and
+    its tail of 5 through a padded vector); below the cache, libmvec's
+    expf inline. As eager within float32's default tolerances, NaN and
+    infinities included, on one thread and on two."""
+    n = llc_bytes() // 4 + delta
+    x, y = rand(n, 11) * 4, rand(n, 12)
+    x[3], x[n - 1], y[n - 2] = float("nan"), float("inf"), float("-inf")
+    x[10], x[n - 3] = 100.0, -120.0  # exp overflows / underflows to 0
+    threads(monkeypatch, nthreads)
+    try:
+        cg, (got,) = compile_run(pointwise_build, x, y)
+        # (the nested exp's argument, exp(y / 8) / 2, kept small: exp multiplies
+        # its argument's rounding by the argument itself)
+        cg2, (e1, e2) = compile_run(lambda g, a, b: [
+            g.op("exp", [a]),
+            g.op("exp", [g.op("mul", [g.op("exp", [g.op("mul", [b, g.scalar(0.125)])]), g.scalar(0.5)])])], x, y)
+    finally:
+        threads(monkeypatch, "")
+    torch.testing.assert_close(got, eager(x, y), equal_nan=True)
+    torch.testing.assert_close(e1, x.exp(), equal_nan=True)
+    torch.testing.assert_close(e2, ((y * 0.125).exp() * 0.5).exp(), equal_nan=True)
+    streams = n * 4 >= llc_bytes()
+    src, src2 = kernel_source(cg), kernel_source(cg2)
+    assert src.count("wk_expf_block(wk_ex0, wk_ce - wk_c);") == (1 if streams else 0)
+    assert ("expf(" in src.replace("wk_expf_block(", "")) == (not streams)
+    # two kernels' worth of exps (one per output), the nested one reading the first's block
+    assert ("wk_expf_block(wk_ex1, wk_ce - wk_c);" in src2) == streams

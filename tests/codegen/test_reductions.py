@@ -235,11 +235,13 @@ def test_softmax_row_keeps_exp_for_its_normalisation(cols):
     cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
     check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
     src = kernel_source(cg)
-    # the sum phase's exps of rows over 16 go through wk_expf_block, 256 at a time
-    assert ("wk_expf_block(" in src) == (cols > 16)
-    nexp = src.count("expf(") + src.count("wk_expf_block(")
+    # the sum phase's exps of rows over 16 go through the prelude's vector exp
+    # in registers, summed there (wk_expsum_f32), 256 at a time
+    assert ("wk_expsum_f32(" in src) == (cols > 16)
+    nexp = src.count("expf(") + src.count("wk_expf_block(") + src.count("wk_expsum_f32(")
     if cols * 4 <= 64 * 1024:
-        assert src.count("wk_row0[r0] =") == 1 and src.count("= wk_row0[i1];") == 1
+        kept = src.count("wk_row0[r0] =") + src.count("wk_expsum_f32(&wk_row0[rb],")
+        assert kept == 1 and src.count("= wk_row0[i1];") == 1
         assert nexp == 1
     else:
         assert "wk_row" not in src and nexp == 2
@@ -302,7 +304,7 @@ def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
     cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
     check(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-7)
     src = kernel_source(cg)
-    assert "wk_expf_block(" in src
+    assert "wk_expsum_f32(" in src
     xf = x.clone()
     xf[~torch.isfinite(xf)] = 0
     cg2, (got2,) = compile_run(layer_norm_build, xf, w)
@@ -319,7 +321,7 @@ def test_outputs_larger_than_the_cache_stream_out_with_the_same_values():
 @pytest.mark.parametrize("cols", [17, 256, 263, 1000])
 def test_softmax_exp_blocks_within_ulps_and_special_values(cols):
     """A float32 softmax's sum phase (rows > 16) takes exp(x - max) a block
-    at a time (wk_expf_block: the AVX2/FMA polynomial, else libm), the
+    at a time (wk_expsum_f32: the AVX2/FMA polynomial, else libm), the
     tail of a block (cols not a multiple of 8) through the same function:
     every element within a few ulp of float64 arithmetic on the same x - max, x - max down to
     -200 (denormal and zero exps: the clamped path), -inf entries give 0,
@@ -339,7 +341,7 @@ def test_softmax_exp_blocks_within_ulps_and_special_values(cols):
     x[9, cols - 1] = -1e30
 
     cg, (got,) = compile_run(lambda g, a: softmax_build(g, a, 1), x)
-    assert "wk_expf_block(" in kernel_source(cg)
+    assert "wk_expsum_f32(" in kernel_source(cg)
     eager = torch.softmax(x, 1)
     assert torch.equal(torch.isnan(got), torch.isnan(eager))
     # the kernel's x - max is float32, as eager's: exp of that in float64
@@ -428,3 +430,15 @@ def test_row_group_functions_unroll_their_loops():
     cg, (got,) = compile_run(lambda g, a: [g.op("sum", [a], dims=[1])], x)
     check(got, x.sum(1), rtol=1e-5, atol=1e-4)
     assert "WK_ROW_GROUP" not in kernel_source(cg)
+
+
+@pytest.mark.parametrize("cols", [17, 300])
+def test_exp_of_an_exp_in_a_reduction_block(cols):
+    """A row sum of exp(exp(x) * 0.5): both exps go through blocks
+    (emit_exp_blocks), the second's argument loop reading the first's block
+    (it printed an index of `(null)` there, which did not compile)."""
+    x = make((8, cols), torch.float32, "contig", seed=70)
+    cg, (got,) = compile_run(
+        lambda g, a: [g.op("sum", [g.op("exp", [g.op("mul", [g.op("exp", [a]), g.scalar(0.5)])])], dims=[1])], x)
+    check(got, (x.exp() * 0.5).exp().sum(1))
+    assert "wk_expf_block(wk_ex1, re - rb);" in kernel_source(cg)
