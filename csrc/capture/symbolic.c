@@ -1828,6 +1828,7 @@ cleanup:
     wk_vec_free(&I->input_args);
     wk_vec_free(&I->input_paths);
     wk_vec_free(&I->value_rg);
+    wk_vec_free(&I->relaid);
     wk_vec_free(&I->autocast_casts);
     wk_vec_free(&I->input_tensors);
     for (int i = 0; i < I->frames.len; i++) frame_free(I->frames.data[i]);
