@@ -482,6 +482,13 @@ typedef enum {
 Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how);
 /* cap_eager_laid(r), or r itself where that is not modelled; NULL only on a failure */
 Sv *cap_laid_or_raw(Interp *I, Sv *r, CapLaid how);
+/* Once the graph is whole: every node that reads a value laid out by
+ * cap_eager_laid by logical index (any but VIEW and EXTERN) reads the node
+ * output under it instead, so a result that only feeds kernels is computed
+ * and read in wick's own layout (no copy, no strided reads of one); the copy
+ * in eager's layout stays where its strides are seen: a graph output, an
+ * extern's argument, a view. */
+void cap_read_unlaid(Interp *I);
 /* the node output a value laid out by cap_eager_laid stands for (contiguous
  * in the graph), or -1 when v is not such a value */
 int cap_relaid_raw(const Interp *I, int v);

@@ -1637,6 +1637,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         if (!(rp = cap_reconstruct(I, &plan, ret, 0))) goto finish;
         if (cap_effects_plan(I, &plan, &effects) < 0) goto finish;
     }
+    cap_read_unlaid(I);
     for (int i = 0; i < plan.outputs.len; i++)
         if (wk_graph_output(I->g, plan.outputs.data[i]) < 0) {
             cap_graph_failed(I, "graph output");

@@ -208,3 +208,24 @@ def test_contiguous_inputs_make_the_graph_they_made():
     one_graph(contiguous_inputs)
     text = entries(contiguous_inputs)[0]["graph"]
     assert "VIEW" not in text, text
+
+
+def only_reduced(x):
+    y = x * 2 - 1
+    z = torch.relu(y) + y
+    return z.sum(-1), z.mean(0)
+
+
+def test_a_result_only_kernels_read_is_not_copied():
+    # z is laid out as eager's (permuted) for whoever would see its strides;
+    # the reductions read it by index, from the kernel that computes it: no
+    # copy in eager's layout is made, nor read with strides
+    gen = torch.Generator().manual_seed(2)
+    for name, x in layouts(torch.float32, gen):
+        C.reset()
+        expected = only_reduced(x)
+        got = compiled(only_reduced)(x)
+        assert_same(got, expected)
+        one_graph(only_reduced)
+        kernels = [line for line in entries(only_reduced)[0]["source"].splitlines() if line.startswith("/* kernel")]
+        assert kernels and not any("CONVERT" in k or "VIEW" in k for k in kernels), (name, kernels)

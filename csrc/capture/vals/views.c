@@ -12,8 +12,14 @@
  * an extern call of the torch callable, so eager computes it (and raises
  * what eager raises). No function here records a fallback reason before it
  * decides to extern, except for view/as_strided of a value whose layout in
- * wick differs from eager's (a pointwise result of a transposed input):
- * those fall back, since even an extern would read other strides. */
+ * wick differs from eager's (a node whose layout rule capture does not
+ * model, on a permuted input): those fall back, since even an extern would
+ * read other strides.
+ *
+ * It also owns the layout of native results (cap_eager_laid): a pointwise
+ * result, a cast or a clone gets the strides eager gives it (torch's rule
+ * asked on meta tensors), a permuted dense copy where those are not
+ * contiguous, so that the calls above see eager's strides. */
 #include <string.h>
 
 #include "../interp.h"
@@ -746,6 +752,24 @@ Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how) {
         if (ask_eager_strides(kind, nops, ops, device, got.nd, want) < 0) return NULL;
     }
     return laid_out_as(I, r, &got, want);
+}
+
+void cap_read_unlaid(Interp *I) {
+    int nvalues = wk_graph_nvalues(I->g);
+    if (!I->relaid.len || nvalues <= 0) return;
+    int *raw_of = PyMem_Malloc(sizeof(int) * (size_t)nvalues);
+    if (!raw_of) return; /* the graph stays as it is: correct, with more copies */
+    for (int v = 0; v < nvalues; v++) raw_of[v] = -1;
+    for (int i = 0; i + 1 < I->relaid.len; i += 2) raw_of[I->relaid.data[i]] = I->relaid.data[i + 1];
+    for (int n = 0; n < wk_graph_nnodes(I->g); n++) {
+        const WkNode *node = wk_graph_node(I->g, n);
+        if (node->op == WK_OP_VIEW || node->op == WK_OP_EXTERN) continue; /* these read the strides */
+        for (int k = 0; k < node->ninputs; k++) {
+            int raw = raw_of[node->inputs[k]];
+            if (raw >= 0 && wk_graph_replace_input(I->g, n, k, raw) < 0) wk_error_clear();
+        }
+    }
+    PyMem_Free(raw_of);
 }
 
 Sv *cap_laid_or_raw(Interp *I, Sv *r, CapLaid how) {
