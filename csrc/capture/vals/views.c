@@ -72,9 +72,20 @@ static int is_contiguous(const Layout *L) {
  * contiguously. Calls whose result depends on the strides (view, reshape,
  * as_strided, clone, contiguous, stride()) are native only on values this
  * answers yes for. */
-static int layout_is_eagers(const Interp *I, int value, int depth) {
-    const WkGraph *g = I->g;
+static int layout_is_eagers_uncached(Interp *I, int value, int depth);
+
+/* A yes is remembered on the value (the walk below would otherwise be
+ * repeated for every operand of every node laid out); a no may come from
+ * the depth bound, so it is asked again. */
+static int layout_is_eagers(Interp *I, int value, int depth) {
     if (cap_has_eager_layout(I, value)) return 1;
+    if (!layout_is_eagers_uncached(I, value, depth)) return 0;
+    cap_mark_eager_layout(I, value);
+    return 1;
+}
+
+static int layout_is_eagers_uncached(Interp *I, int value, int depth) {
+    const WkGraph *g = I->g;
     const WkValue *m = wk_graph_value(g, value);
     if (m->node < 0) return 1;
     const WkNode *n = wk_graph_node(g, m->node);
