@@ -229,3 +229,26 @@ def test_a_result_only_kernels_read_is_not_copied():
         one_graph(only_reduced)
         kernels = [line for line in entries(only_reduced)[0]["source"].splitlines() if line.startswith("/* kernel")]
         assert kernels and not any("CONVERT" in k or "VIEW" in k for k in kernels), (name, kernels)
+
+
+def inplace_on_input(x):
+    x.add_(1)
+    x.mul_(2)
+    return x * 3, x.stride()
+
+
+def test_inplace_updates_of_a_permuted_input():
+    # the input keeps its strides (eager writes into its memory); each
+    # update's result is laid out as the input, and updated again
+    gen = torch.Generator().manual_seed(4)
+    for name, x in layouts(torch.float32, gen):
+        if x.numel() == 0 or 0 in x.stride():
+            continue  # eager refuses to write into an expanded tensor
+        C.reset()
+        # the layout's dense form (a stepped one's gaps closed): a copy per run
+        xe, xc = x.clone(memory_format=torch.preserve_format), x.clone(memory_format=torch.preserve_format)
+        expected = inplace_on_input(xe)
+        got = compiled(inplace_on_input)(xc)
+        assert_same(got, expected)
+        assert got[0].stride() == expected[0].stride() and torch.equal(xc, xe), name
+        one_graph(inplace_on_input)

@@ -213,7 +213,9 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     if (old < 0) return NULL;
     CapWrite *w = is_input ? cap_write_of(I, x) : NULL;
     if (is_input && input_write_check(I, x, r, w ? w->input : old, what) < 0) return NULL;
-    int like = !is_input && private_like_view(I, old);
+    /* an input written before holds its result laid out as the input
+     * (cap_eager_laid): a private view too, rebound the same way */
+    int like = private_like_view(I, old);
     if (cap_is_aliased(I, old) || (value_is_view(I->g, old) && !like))
         return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
     const WkValue *xm = wk_graph_value(I->g, old), *rm = wk_graph_value(I->g, r->value);
