@@ -580,3 +580,42 @@ def preserved_strides(sizes, strides):
     *_like of a non-contiguous tensor with it: structural.c like_node)."""
     made = torch.empty_strided(tuple(sizes), tuple(strides), device="meta")
     return tuple(torch.empty_like(made).stride())
+
+
+_eager_strides_memo = {}
+
+
+def _pointwise_result(operands):
+    # torch's TensorIterator lays out a pointwise result by its operands'
+    # strides (all of them, 0-d ones included: those keep its fast path
+    # off); neg, add and addcmul are TensorIterator ops of one, two and
+    # three operands, in the order the node reads them
+    fn = {1: torch.neg, 2: torch.add, 3: torch.addcmul}[len(operands)]
+    return fn(*operands)
+
+
+_EAGER_LAYOUT_RULES = {
+    "pointwise": _pointwise_result,
+    # Tensor.to(dtype) (_to_copy in preserve_format): a dense input's
+    # strides, else the memory format torch suggests for it
+    "convert": lambda operands: operands[0].to(torch.float64),
+    # clone(memory_format=preserve_format): empty_like's strides
+    "clone": lambda operands: operands[0].clone(),
+}
+
+
+def eager_strides(kind, operands, device="meta"):
+    """The strides eager gives the result of a `kind` call ("pointwise",
+    "convert", "clone") on operands given as (sizes, strides) pairs (a
+    wrapped Python number as ((), ())). Asked on float32 tensors of
+    `device` (meta; "cpu" for an empty result, whose strides the CPU kernels
+    choose otherwise than meta ones), once per distinct signature: the
+    layout rules of these calls do not depend on the dtypes (capture lays
+    out its native results with the answer: views.c cap_eager_laid)."""
+    key = (kind, operands, device)
+    got = _eager_strides_memo.get(key)
+    if got is None:
+        made = [torch.empty_strided(sizes, strides, device=device) for sizes, strides in operands]
+        got = tuple(_EAGER_LAYOUT_RULES[kind](made).stride())
+        _eager_strides_memo[key] = got
+    return got

@@ -261,6 +261,7 @@ struct Interp {
     int entry_grad;                  /* grad mode when the frame starts: what guards check */
     int grad_enabled;                /* grad mode now: changed by no_grad blocks */
     WkVec(char) value_rg;            /* per graph value: requires grad, computed under no_grad (vals/tensor.c) */
+    WkVec(int) relaid;               /* (value laid out as eager, the node output under it) pairs (vals/views.c) */
     WkVec(int) input_args;           /* frame argument of each graph input */
     WkVec(PyObject *) input_paths;   /* and the attribute path from it (borrowed from its Sv) */
     WkVec(PyObject *) input_tensors; /* borrowed example tensors */
@@ -406,6 +407,9 @@ int cap_autocast_fp32_op(WkOp op, WkDeviceType dev);
  * other than float64 on a device where autocast is on), else t itself;
  * NULL on failure. */
 Sv *cap_autocast_to_fp32(Interp *I, Sv *t);
+/* t.to(dtype) as the program wrote it: cap_convert, the result laid out as
+ * eager's _to_copy lays it out (preserve_format) */
+Sv *cap_user_convert(Interp *I, Sv *t, int dtype);
 PyObject *cap_torch_size_Ref(const WkValue *m);
 int64_t cap_const_size(const WkValue *m, int d);
 void cap_set_rg(Interp *I, int value, int rg);
@@ -419,6 +423,10 @@ int cap_is_aliased(const Interp *I, int value);
 /* value is the buffer under one VIEW that gives a *_like eager's strides,
  * named by no Python value (vals/tensor.c private_like_view) */
 void cap_mark_private_base(Interp *I, int value);
+/* value has the strides eager's tensor would have: a native result laid out
+ * by eager's rule for its call (vals/views.c cap_eager_laid) */
+void cap_mark_eager_layout(Interp *I, int value);
+int cap_has_eager_layout(const Interp *I, int value);
 /* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded.
  * An input tensor (x read from an argument or global) is written back after the graph (I->writes). */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
@@ -455,6 +463,35 @@ Sv *cap_relaid_like(Interp *I, Sv *r, Sv *x);
 /* order[k]: the dim with the k-th largest stride (ties in dim order), the
  * order a dense layout with these strides stores its dims in */
 void cap_dims_by_stride(int nd, const int64_t *strides, int64_t *order);
+/* How eager lays out the result of the call a native node stands for. */
+typedef enum {
+    CAP_LAID_POINTWISE, /* torch's TensorIterator over the node's inputs, in their order */
+    CAP_LAID_POINTWISE_UNARY, /* the same, the node's wrapped Python numbers being the call's
+                                 Scalar arguments, not operands (clamp(x, 0, 1), pow(x, 2)) */
+    CAP_LAID_CONVERT,   /* Tensor.to(dtype) in preserve_format, of the node's input */
+    CAP_LAID_CLONE,     /* clone() in preserve_format (empty_like's strides) of the node's input */
+    CAP_LAID_CONTIGUOUS /* contiguous whatever the inputs' layouts (masked_fill) */
+} CapLaid;
+/* r (a node output, contiguous in the graph) with the strides eager gives
+ * that call's result: r itself when those are contiguous, else r's values
+ * copied in that layout and seen through a VIEW, which the kernel producing
+ * r writes directly (its work is inlined into the copy). Marked as eager's
+ * layout (cap_layout_is_eagers). NULL without a reason where not modelled
+ * (an operand whose layout wick does not know to be eager's, symbolic sizes,
+ * a layout that is not dense): r keeps wick's own layout then. */
+Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how);
+/* cap_eager_laid(r), or r itself where that is not modelled; NULL only on a failure */
+Sv *cap_laid_or_raw(Interp *I, Sv *r, CapLaid how);
+/* Once the graph is whole: every node that reads a value laid out by
+ * cap_eager_laid by logical index (any but VIEW and EXTERN) reads the node
+ * output under it instead, so a result that only feeds kernels is computed
+ * and read in wick's own layout (no copy, no strided reads of one); the copy
+ * in eager's layout stays where its strides are seen: a graph output, an
+ * extern's argument, a view. */
+void cap_read_unlaid(Interp *I);
+/* the node output a value laid out by cap_eager_laid stands for (contiguous
+ * in the graph), or -1 when v is not such a value */
+int cap_relaid_raw(const Interp *I, int v);
 
 /* vals/structural.c: torch calls whose op-table rows (CAT, PAD, INDEX,
  * ARANGE) need a rule of their own, advanced indexing, and F.linear as a

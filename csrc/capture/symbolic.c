@@ -1637,6 +1637,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         if (!(rp = cap_reconstruct(I, &plan, ret, 0))) goto finish;
         if (cap_effects_plan(I, &plan, &effects) < 0) goto finish;
     }
+    cap_read_unlaid(I);
     for (int i = 0; i < plan.outputs.len; i++)
         if (wk_graph_output(I->g, plan.outputs.data[i]) < 0) {
             cap_graph_failed(I, "graph output");
@@ -1828,6 +1829,7 @@ cleanup:
     wk_vec_free(&I->input_args);
     wk_vec_free(&I->input_paths);
     wk_vec_free(&I->value_rg);
+    wk_vec_free(&I->relaid);
     wk_vec_free(&I->autocast_casts);
     wk_vec_free(&I->input_tensors);
     for (int i = 0; i < I->frames.len; i++) frame_free(I->frames.data[i]);

@@ -131,6 +131,27 @@ int wk_graph_input_value(const WkGraph *g, int i) {
 int wk_graph_output_value(const WkGraph *g, int i) {
     return i >= 0 && i < g->outputs.len ? g->outputs.data[i] : -1;
 }
+int wk_graph_replace_input(WkGraph *g, int node, int k, int value) {
+    WkNode *n = node >= 0 && node < g->nodes.len ? g->nodes.data[node] : NULL;
+    if (!n || k < 0 || k >= n->ninputs || value < 0 || value >= n->output || n->op == WK_OP_VIEW ||
+        n->op == WK_OP_EXTERN) {
+        wk_error_set("wk_graph_replace_input: no such input, or a node that reads by layout");
+        return -1;
+    }
+    const WkValue *a = g->values.data[n->inputs[k]], *b = g->values.data[value];
+    int same = a->dtype == b->dtype && a->device.type == b->device.type && a->device.index == b->device.index &&
+               a->ndim == b->ndim && a->is_wrapped_number == b->is_wrapped_number;
+    for (int d = 0; same && d < a->ndim; d++) same = a->sizes[d] == b->sizes[d];
+    if (!same) {
+        wk_error_set("wk_graph_replace_input: the new input is another tensor");
+        return -1;
+    }
+    g->nusers.data[n->inputs[k]]--;
+    g->nusers.data[value]++;
+    n->inputs[k] = value;
+    return 0;
+}
+
 int wk_graph_nusers(const WkGraph *g, int value) {
     return value >= 0 && value < g->nusers.len ? g->nusers.data[value] : 0;
 }

@@ -324,6 +324,12 @@ int wk_graph_input_value(const WkGraph *g, int i);  /* value id of input i */
 int wk_graph_output_value(const WkGraph *g, int i); /* value id of output i */
 /* Number of nodes reading value id (outputs not counted). */
 int wk_graph_nusers(const WkGraph *g, int value);
+/* Node `node` reads `value` where it read input k: value must be defined
+ * before the node and hold the same tensor (dtype, device, sizes; strides
+ * may differ), as a copy in another layout does for a node that reads by
+ * logical index (any but VIEW and EXTERN: capture's layout pass, vals/views.c).
+ * 0, or -1 with wk_error set. */
+int wk_graph_replace_input(WkGraph *g, int node, int k, int value);
 
 /* Human-readable listing, one node per line; caller frees. Stable: used for
  * logs, explain() and the codegen replay tests. */

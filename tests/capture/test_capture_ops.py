@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
-from test_capture_util import assert_same, compiled, entries, fallbacks, graphs, reasons
+from test_capture_util import assert_same, compiled, entries, fallbacks, graphs, one_graph, reasons
 
 DTYPES = [torch.float32, torch.float64, torch.int64, torch.bool]
 
@@ -459,14 +459,15 @@ def test_dtype_checks_fold(backend):
 
 
 def contiguous_of_computed(x):
-    return (x + 1).is_contiguous()  # eager: follows x's layout; not modelled
+    return (x + 1).is_contiguous()  # eager: follows x's layout, as wick lays x + 1 out
 
 
-def test_is_contiguous_of_computed_tensor_falls_back():
-    x = torch.randn(4, 3).t()
-    assert compiled(contiguous_of_computed)(x) == contiguous_of_computed(x)
-    (e,) = entries(contiguous_of_computed)
-    assert e["eager"] and "is_contiguous" in e["reason"]
+def test_is_contiguous_of_computed_tensor_is_eagers_answer():
+    for x in (torch.randn(4, 3).t(), torch.randn(3, 4)):
+        C.reset()
+        assert compiled(contiguous_of_computed)(x) == contiguous_of_computed(x)
+        (e,) = entries(contiguous_of_computed)  # a constant answer: nothing left to run in a graph
+        assert not e["eager"] and not e.get("breaks"), reasons(contiguous_of_computed)
 
 
 def strides_read(x, y):
@@ -523,14 +524,15 @@ def stride_out_of_range(x):
 
 @pytest.mark.parametrize("fn", [stride_of_computed, stride_of_a_slice, contiguity_of_computed])
 def test_layout_reads_of_computed_tensors_match_eager(fn):
-    # wick lays out x * 2 of a transposed x contiguously where eager keeps
-    # x's order: a graph break there would hand Python wick's layout (a wrong
-    # result before), so the frame runs eagerly; on a contiguous x both agree
+    # eager keeps x's order in x * 2 of a transposed x, and so does wick (a
+    # contiguous result before, whose layout reads ran the frame eagerly): the
+    # reads are answered at capture time, one graph per layout
     C.reset()
     gen = torch.Generator().manual_seed(5)
     for x in (torch.randn(4, 3, generator=gen).t(), torch.randn(4, 3, generator=gen), torch.randn(2, 5, generator=gen)):
         assert_same(compiled(fn)(x), fn(x))
-    assert any("layout" in r or "computed" in r or "stride" in r for r in reasons(fn))
+    assert entries(fn) and not reasons(fn)
+    assert all(e["graph_count"] == 1 for e in entries(fn))
 
 
 def test_stride_out_of_range_raises_as_eager():

@@ -135,8 +135,12 @@ class RefGraph:
                 for j, vid in enumerate(n["outputs"]):
                     env[vid] = B._extern_output(res, j)
                 continue
-            elif op == "CONVERT":
-                r = x[0].to(getattr(torch, n["dtype"]))
+            elif op == "CONVERT":  # a fresh buffer, contiguous as every node output (graph.h)
+                r = x[0].to(getattr(torch, n["dtype"])).contiguous()
+            elif op == "VIEW":  # the base's memory as the node's sizes and strides say
+                nd = n["ints"][0]
+                sizes, strides, offset = n["ints"][1:1 + nd], n["ints"][1 + nd:1 + 2 * nd], n["ints"][1 + 2 * nd]
+                r = x[0].as_strided(sizes, strides, x[0].storage_offset() + offset)
             elif op in _BINARY:
                 r = _BINARY[op](*x)
             elif op in _UNARY:
@@ -156,6 +160,8 @@ class RefGraph:
                     r = r.reshape([1] * t.dim())
             else:
                 raise NotImplementedError(op)
+            if isinstance(r, torch.Tensor) and op != "VIEW":
+                r = r.contiguous()  # eager may keep an operand's layout; a node output is contiguous
             env[n["output"]] = r
         return tuple(env[o] for o in self.outputs)
 

@@ -800,7 +800,7 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         if ((r = call_reducing(I, fn, n, a)) != NULL || CAP_FAILED(I)) return r;
         if (strcmp(n, "abs") == 0 && a->npos == 1 && a->pos[0]->kind == SV_TENSOR) {
             int in = cap_tensor_value(I, a->pos[0]);
-            return in < 0 ? NULL : cap_graph_op(I, WK_OP_ABS, &in, 1, NULL);
+            return in < 0 ? NULL : cap_laid_or_raw(I, cap_graph_op(I, WK_OP_ABS, &in, 1, NULL), CAP_LAID_POINTWISE);
         }
         return NULL;
     }

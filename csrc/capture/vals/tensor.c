@@ -36,11 +36,23 @@ int cap_device_of(PyObject *d, WkDevice *dev, int *ok) {
 /* value_rg holds two bits per graph value: RG_REQUIRES (the value requires
  * grad, as eager would say) and RG_NO_GRAD (a node output computed with grad
  * mode off, inside a no_grad block): the FX path replays those grad modes. */
-enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4, RG_STALE = 8, RG_PRIVATE_BASE = 16 };
+enum { RG_REQUIRES = 1, RG_NO_GRAD = 2, RG_ALIASED = 4, RG_STALE = 8, RG_PRIVATE_BASE = 16, RG_EAGER_LAYOUT = 32 };
 
 static void set_rg_bits(Interp *I, int value, char bits) {
     while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
-    I->value_rg.data[value] = (char)((I->value_rg.data[value] & (RG_ALIASED | RG_STALE | RG_PRIVATE_BASE)) | bits);
+    I->value_rg.data[value] =
+        (char)((I->value_rg.data[value] & (RG_ALIASED | RG_STALE | RG_PRIVATE_BASE | RG_EAGER_LAYOUT)) | bits);
+}
+
+/* A sixth bit, RG_EAGER_LAYOUT: the value's strides in the graph are the
+ * ones eager's tensor has (views.c cap_eager_laid laid it out so). */
+void cap_mark_eager_layout(Interp *I, int value) {
+    while (I->value_rg.len <= value) wk_vec_push(&I->value_rg, 0);
+    I->value_rg.data[value] |= RG_EAGER_LAYOUT;
+}
+
+int cap_has_eager_layout(const Interp *I, int value) {
+    return value >= 0 && value < I->value_rg.len && (I->value_rg.data[value] & RG_EAGER_LAYOUT);
 }
 
 /* A fourth bit, RG_STALE: a VIEW of a value that was then written in place
@@ -102,6 +114,23 @@ static int private_like_view(const Interp *I, int v) {
         for (int k = 0; k < n->ninputs; k++) readers += n->inputs[k] == base;
     }
     return readers == 1;
+}
+
+/* Do values a and b have the same sizes and the same concrete strides? */
+static int same_strides(const WkGraph *g, int a, int b) {
+    const WkValue *am = wk_graph_value(g, a), *bm = wk_graph_value(g, b);
+    if (am->ndim != bm->ndim) return 0;
+    int64_t aexp = 1, bexp = 1;
+    for (int d = am->ndim - 1; d >= 0; d--) {
+        int64_t as = 0, bs = 0, ast = aexp, bst = bexp;
+        if (!wk_sym_is_const(am->sizes[d], &as) || !wk_sym_is_const(bm->sizes[d], &bs) || as != bs) return 0;
+        if (am->strides[d] && !wk_sym_is_const(am->strides[d], &ast)) return 0;
+        if (bm->strides[d] && !wk_sym_is_const(bm->strides[d], &bst)) return 0;
+        if (ast != bst) return 0;
+        aexp *= as > 1 ? as : 1;
+        bexp *= bs > 1 ? bs : 1;
+    }
+    return 1;
 }
 
 /* Do a and b name the same input (the same argument path, or global)? */
@@ -184,13 +213,23 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     if (old < 0) return NULL;
     CapWrite *w = is_input ? cap_write_of(I, x) : NULL;
     if (is_input && input_write_check(I, x, r, w ? w->input : old, what) < 0) return NULL;
-    int like = !is_input && private_like_view(I, old);
+    /* an input written before holds its result laid out as the input
+     * (cap_eager_laid): a private view too, rebound the same way */
+    int like = private_like_view(I, old);
     if (cap_is_aliased(I, old) || (value_is_view(I->g, old) && !like))
         return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
     const WkValue *xm = wk_graph_value(I->g, old), *rm = wk_graph_value(I->g, r->value);
     int same_shape = xm->ndim == rm->ndim;
     for (int d = 0; same_shape && d < xm->ndim; d++) same_shape = xm->sizes[d] == rm->sizes[d];
     if (!same_shape) return cap_unsupported(I, "in-place %s would change the shape", what), NULL;
+    /* eager writes into x's memory, which keeps x's strides: r laid out by
+     * eager's rule (cap_eager_laid) only where that is x's layout, else the
+     * node output under it, in wick's own layout */
+    int raw = like ? -1 : cap_relaid_raw(I, r->value);
+    if (raw >= 0 && !same_strides(I->g, old, r->value)) {
+        r = sv_tensor(I, raw);
+        rm = wk_graph_value(I->g, r->value);
+    }
     if (rm->dtype != xm->dtype) {
         if (!(wk_dtype_is_float(rm->dtype) && wk_dtype_is_float(xm->dtype)))
             return cap_unsupported(I, "in-place %s would change the dtype", what), NULL;
@@ -198,7 +237,9 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
         if (!c) return NULL;
         r = c;
     }
-    if (like) { /* the update keeps the *_like's layout (eager writes into its memory) */
+    if (like && same_strides(I->g, old, r->value) && private_like_view(I, r->value)) {
+        /* r is laid out as x already, in a buffer of its own (cap_eager_laid) */
+    } else if (like) { /* the update keeps the *_like's layout (eager writes into its memory) */
         Sv *relaid = cap_relaid_like(I, r, x);
         if (!relaid) return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
         r = relaid;
@@ -451,6 +492,27 @@ Sv *cap_convert(Interp *I, Sv *t, int dtype) {
     return cap_graph_op(I, WK_OP_CONVERT, &in, 1, &at);
 }
 
+/* the value's strides in elements (contiguous for a node output without
+ * given strides, graph.h): 1, or 0 when one is symbolic */
+static int concrete_strides(const WkValue *m, int64_t *out) {
+    int64_t expect = 1;
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        int64_t size = 0;
+        if (!wk_sym_is_const(m->sizes[d], &size)) return 0;
+        out[d] = expect;
+        if (m->strides[d] && !wk_sym_is_const(m->strides[d], &out[d])) return 0;
+        expect *= size > 1 ? size : 1;
+    }
+    return 1;
+}
+
+Sv *cap_user_convert(Interp *I, Sv *t, int dtype) {
+    const WkValue *m = cap_sv_meta(I, t);
+    if (!m) return NULL;
+    if ((int)m->dtype == dtype) return t;
+    return cap_laid_or_raw(I, cap_convert(I, t, dtype), CAP_LAID_CONVERT);
+}
+
 PyObject *cap_torch_size_Ref(const WkValue *m) {
     PyObject *t = PyTuple_New(m->ndim);
     if (!t) return NULL;
@@ -563,6 +625,24 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         /* inputs answer from guarded strides; eager's node outputs follow
          * their inputs' layouts, which the graph does not model */
         if (!self->obj) {
+            /* a computed tensor whose strides in the graph are eager's:
+             * answered from them (they follow from the guarded inputs') */
+            int64_t strides[WK_MAX_DIMS];
+            if (cap_layout_is_eagers(I, self) && concrete_strides(m, strides)) {
+                int contiguous = 1;
+                int64_t expect = 1;
+                for (int d = m->ndim - 1; d >= 0; d--) {
+                    int64_t size = cap_const_size(m, d);
+                    if (size == 0) {
+                        contiguous = 1;
+                        break;
+                    }
+                    if (size != 1 && strides[d] != expect) contiguous = 0;
+                    expect *= size;
+                }
+                return sv_const(I, contiguous ? Py_True : Py_False);
+            }
+            if (CAP_FAILED(I)) return NULL;
             /* nor may Python ask after a graph break where the graph's
              * output has wick's layout, not eager's: the frame runs eagerly */
             if (!cap_layout_is_eagers(I, self)) I->no_break = 1;
@@ -572,6 +652,36 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (!r) return cap_py_failed(I, fname), NULL;
         return sv_const_Steal(I, r);
     }
+    if (strcmp(name, "stride") == 0 && !(self->obj && m->node < 0) && nargs <= 1 && cap_layout_is_eagers(I, self)) {
+        /* a computed tensor whose strides in the graph are eager's: its
+         * answer (a dim out of range goes the generic way below: eager's error) */
+        int64_t strides[WK_MAX_DIMS];
+        Sv *dim = a->npos > 1 ? a->pos[1] : NULL;
+        if (a->nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dim") == 0)
+            dim = a->kw[0];
+        if (dim && dim->kind == SV_CONST && dim->obj == Py_None) dim = NULL;
+        long d = 0;
+        int known = concrete_strides(m, strides) && (nargs == 0 || dim);
+        if (known && dim) {
+            known = dim->kind == SV_CONST && PyLong_CheckExact(dim->obj);
+            d = known ? PyLong_AsLong(dim->obj) : 0;
+            if (PyErr_Occurred()) PyErr_Clear(), known = 0;
+            if (d < 0) d += m->ndim;
+            known = known && d >= 0 && d < m->ndim;
+        }
+        if (known && dim) return sv_const_Steal(I, PyLong_FromLongLong(strides[d]));
+        if (known) {
+            PyObject *t = PyTuple_New(m->ndim);
+            for (int k = 0; t && k < m->ndim; k++) {
+                PyObject *x = PyLong_FromLongLong(strides[k]);
+                if (!x) Py_CLEAR(t);
+                else PyTuple_SET_ITEM(t, k, x);
+            }
+            if (!t) return cap_py_failed(I, fname), NULL;
+            return sv_const_Steal(I, t);
+        }
+    }
+    if (CAP_FAILED(I)) return NULL;
     if (strcmp(name, "stride") == 0 && !(self->obj && m->node < 0) && !cap_layout_is_eagers(I, self)) {
         /* Python would read wick's layout after a graph break, not eager's */
         I->no_break = 1;
@@ -629,14 +739,14 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
     for (size_t i = 0; i < sizeof convert_methods / sizeof convert_methods[0]; i++) {
         if (strcmp(convert_methods[i].name, name) != 0) continue;
         if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
-        return cap_convert(I, self, convert_methods[i].dtype);
+        return cap_user_convert(I, self, convert_methods[i].dtype);
     }
     if (strcmp(name, "type_as") == 0) {
         if (a->npos != 2 || a->nkw || a->pos[1]->kind != SV_TENSOR)
             return cap_unsupported(I, "%s() arguments", fname), NULL;
         const WkValue *o = cap_sv_meta(I, a->pos[1]);
         if (!o) return NULL;
-        return cap_convert(I, self, o->dtype);
+        return cap_user_convert(I, self, o->dtype);
     }
     if (strcmp(name, "to") == 0) {
         /* x.to(dtype), x.to(device), x.to(device, dtype), x.to(device=, dtype=,
@@ -678,7 +788,7 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (!dt_sv || (dt_sv->kind == SV_CONST && dt_sv->obj == Py_None)) return self;
         int d = dt_sv->kind == SV_CONST ? cap_dtype_of_obj(dt_sv->obj) : -1;
         if (d < 0) return cap_unsupported(I, "%s() with arguments other than a dtype", fname), NULL;
-        return cap_convert(I, self, d);
+        return cap_user_convert(I, self, d);
     }
     Sv *written = inplace_method(I, name, a);
     if (written || CAP_FAILED(I)) return written;
@@ -852,7 +962,9 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     int in[2];
     if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;
     if ((in[1] = cap_operand_value(I, y, "right operand")) < 0) return NULL;
-    Sv *r = cap_graph_op(I, op, in, 2, NULL);
+    /* x ** 2 is pow(Tensor, Scalar): the number is no operand of eager's iterator */
+    Sv *r = cap_laid_or_raw(I, cap_graph_op(I, op, in, 2, NULL),
+                            op == WK_OP_POW ? CAP_LAID_POINTWISE_UNARY : CAP_LAID_POINTWISE);
     if (!r) return NULL;
     if (inplace && x->kind == SV_TENSOR) {
         char what[48];
@@ -868,7 +980,7 @@ static Sv *tensor_compare(Interp *I, int cmp, Sv *x, Sv *y) {
     int in[2];
     if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;
     if ((in[1] = cap_operand_value(I, y, "right operand")) < 0) return NULL;
-    return cap_graph_op(I, ops[cmp], in, 2, NULL);
+    return cap_laid_or_raw(I, cap_graph_op(I, ops[cmp], in, 2, NULL), CAP_LAID_POINTWISE);
 }
 
 static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
@@ -877,12 +989,12 @@ static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
         const WkValue *m = cap_sv_meta(I, x);
         if (!m) return NULL;
         if (m->dtype != WK_BOOL && !wk_dtype_is_integral(m->dtype)) return cap_tensor_operator(I, "invert", x, NULL);
-        return cap_graph_op(I, WK_OP_BITWISE_NOT, &m->id, 1, NULL);
+        return cap_laid_or_raw(I, cap_graph_op(I, WK_OP_BITWISE_NOT, &m->id, 1, NULL), CAP_LAID_POINTWISE);
     }
     if (opcode != UNARY_NEGATIVE) return cap_tensor_operator(I, "pos", x, NULL);
     int in = cap_tensor_value(I, x);
     if (in < 0) return NULL;
-    return cap_graph_op(I, WK_OP_NEG, &in, 1, NULL);
+    return cap_laid_or_raw(I, cap_graph_op(I, WK_OP_NEG, &in, 1, NULL), CAP_LAID_POINTWISE);
 }
 
 static Sv *tensor_subscript(Interp *I, Sv *s, Sv *key) { return cap_tensor_getitem(I, s, key); }

@@ -184,6 +184,25 @@ static Sv *layer_norm_call(Interp *I, Sv **b, const char *fname, const Args *a, 
     return cap_graph_op(I, WK_OP_LAYER_NORM, in, 3, &at);
 }
 
+/* How eager lays out the result of a call of a pointwise row's torch
+ * callables (checked against eager: tests/capture/test_capture_layouts.py) */
+static CapLaid eager_layout_rule(WkOp op) {
+    switch (op) {
+    case WK_OP_MASKED_FILL: return CAP_LAID_CONTIGUOUS; /* a contiguous clone, filled */
+    /* the numbers these take are Scalar arguments, not iterator operands */
+    case WK_OP_POW:
+    case WK_OP_CLAMP:
+    case WK_OP_CLAMP_MIN:
+    case WK_OP_CLAMP_MAX:
+    case WK_OP_LERP:
+    case WK_OP_SOFTPLUS:
+    case WK_OP_HARDTANH:
+    case WK_OP_LEAKY_RELU:
+    case WK_OP_ELU: return CAP_LAID_POINTWISE_UNARY;
+    default: return CAP_LAID_POINTWISE;
+    }
+}
+
 /* A call of op with bound arguments. `method` is set when called as a
  * tensor method (input is self). `fn` (borrowed) is the torch callable the
  * call names: arguments this op's capture rule does not model make the call
@@ -327,14 +346,15 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
                 if (!scaled) return NULL;
             }
             in[1] = scaled->value;
+            return cap_graph_op(I, op, in, 2, NULL); /* x + y * alpha: eager's iterator reads x and y */
         }
-        return cap_graph_op(I, op, in, 2, NULL);
+        return cap_laid_or_raw(I, cap_graph_op(I, op, in, 2, NULL), CAP_LAID_POINTWISE);
     }
     case WK_OP_CONVERT: {
         int dt;
         if (read_dtype(I, b[1], &dt, fname) < 0) return NULL;
         if (dt < 0) return cap_unsupported(I, "%s(): dtype=None", fname), NULL;
-        return cap_convert(I, b[0], dt);
+        return cap_user_convert(I, b[0], dt);
     }
     case WK_OP_SUM:
     case WK_OP_MEAN:
@@ -415,8 +435,10 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
     }
     case WK_OP_GELU: {
         const char *approx = b[1]->kind == SV_CONST && PyUnicode_Check(b[1]->obj) ? PyUnicode_AsUTF8(b[1]->obj) : NULL;
-        if (approx && strcmp(approx, "none") == 0) return cap_graph_op(I, WK_OP_GELU, in, 1, NULL);
-        if (approx && strcmp(approx, "tanh") == 0) return cap_graph_op(I, WK_OP_GELU_TANH, in, 1, NULL);
+        if (approx && strcmp(approx, "none") == 0)
+            return cap_laid_or_raw(I, cap_graph_op(I, WK_OP_GELU, in, 1, NULL), CAP_LAID_POINTWISE);
+        if (approx && strcmp(approx, "tanh") == 0)
+            return cap_laid_or_raw(I, cap_graph_op(I, WK_OP_GELU_TANH, in, 1, NULL), CAP_LAID_POINTWISE);
         PyErr_Clear();
         return extern_of(I, fn, fname, a, "approximate");
     }
@@ -428,6 +450,8 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
                 if (fn) return cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
                 return cap_unsupported(I, "%s(): argument '%s' is not supported", fname, sig->p[i].name), NULL;
             }
-        return cap_graph_op(I, op, in, info->arity, NULL);
+        Sv *r = cap_graph_op(I, op, in, info->arity, NULL);
+        if (info->kind != WK_KIND_POINTWISE || info->shape != WK_SHAPE_BROADCAST) return r;
+        return cap_laid_or_raw(I, r, eager_layout_rule(op));
     }
 }

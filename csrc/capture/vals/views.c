@@ -12,8 +12,14 @@
  * an extern call of the torch callable, so eager computes it (and raises
  * what eager raises). No function here records a fallback reason before it
  * decides to extern, except for view/as_strided of a value whose layout in
- * wick differs from eager's (a pointwise result of a transposed input):
- * those fall back, since even an extern would read other strides. */
+ * wick differs from eager's (a node whose layout rule capture does not
+ * model, on a permuted input): those fall back, since even an extern would
+ * read other strides.
+ *
+ * It also owns the layout of native results (cap_eager_laid): a pointwise
+ * result, a cast or a clone gets the strides eager gives it (torch's rule
+ * asked on meta tensors), a permuted dense copy where those are not
+ * contiguous, so that the calls above see eager's strides. */
 #include <string.h>
 
 #include "../interp.h"
@@ -60,20 +66,34 @@ static int is_contiguous(const Layout *L) {
 }
 
 /* Is the value's layout in wick the one eager gives it? Inputs, views and
- * extern outputs carry eager's strides; other node outputs are contiguous in
- * wick, and in eager when every tensor they read is laid out contiguously
- * (a pointwise result follows a transposed input's layout in eager). Calls
- * whose result depends on the strides (view, reshape, as_strided, clone,
- * contiguous) are native only on values this answers yes for. */
-static int layout_is_eagers(const WkGraph *g, int value, int depth) {
+ * extern outputs carry eager's strides, and so do results laid out by
+ * eager's rule for their call (cap_eager_laid); other node outputs are
+ * contiguous in wick, and in eager when every tensor they read is laid out
+ * contiguously. Calls whose result depends on the strides (view, reshape,
+ * as_strided, clone, contiguous, stride()) are native only on values this
+ * answers yes for. */
+static int layout_is_eagers_uncached(Interp *I, int value, int depth);
+
+/* A yes is remembered on the value (the walk below would otherwise be
+ * repeated for every operand of every node laid out); a no may come from
+ * the depth bound, so it is asked again. */
+static int layout_is_eagers(Interp *I, int value, int depth) {
+    if (cap_has_eager_layout(I, value)) return 1;
+    if (!layout_is_eagers_uncached(I, value, depth)) return 0;
+    cap_mark_eager_layout(I, value);
+    return 1;
+}
+
+static int layout_is_eagers_uncached(Interp *I, int value, int depth) {
+    const WkGraph *g = I->g;
     const WkValue *m = wk_graph_value(g, value);
     if (m->node < 0) return 1;
     const WkNode *n = wk_graph_node(g, m->node);
     if (n->op == WK_OP_EXTERN || n->op == WK_OP_SCALAR) return 1;
     /* a view's strides are its base's, remapped: eager's only where the
-     * base's are (a slice of a pointwise result of a transposed input has
-     * wick's contiguous base under it, not eager's permuted one) */
-    if (n->op == WK_OP_VIEW) return depth <= 12 && layout_is_eagers(g, n->inputs[0], depth + 1);
+     * base's are (a slice of a result wick keeps contiguous where eager
+     * permutes it has wick's contiguous base under it) */
+    if (n->op == WK_OP_VIEW) return depth <= 12 && layout_is_eagers(I, n->inputs[0], depth + 1);
     /* a CONVERT to its own dtype is capture's contiguous copy (contiguous(),
      * reshape's copy, clone of a contiguous tensor): contiguous in eager too */
     if (n->op == WK_OP_CONVERT && wk_graph_value(g, n->inputs[0])->dtype == m->dtype) return 1;
@@ -82,14 +102,14 @@ static int layout_is_eagers(const WkGraph *g, int value, int depth) {
         const WkValue *in = wk_graph_value(g, n->inputs[i]);
         if (in->is_wrapped_number || in->ndim == 0) continue;
         Layout L;
-        if (layout_of(in, &L) < 0 || !is_contiguous(&L) || !layout_is_eagers(g, n->inputs[i], depth + 1)) return 0;
+        if (layout_of(in, &L) < 0 || !is_contiguous(&L) || !layout_is_eagers(I, n->inputs[i], depth + 1)) return 0;
     }
     return 1;
 }
 
 int cap_layout_is_eagers(Interp *I, Sv *t) {
     int v = cap_tensor_value(I, t);
-    return v >= 0 && layout_is_eagers(I->g, v, 0);
+    return v >= 0 && layout_is_eagers(I, v, 0);
 }
 
 /* The VIEW node of self with layout L, or NULL without a reason when the
@@ -542,7 +562,7 @@ Sv *cap_tensor_transpose_attr(Interp *I, Sv *self, const char *name) {
 Sv *cap_tensor_contiguous(Interp *I, Sv *self) {
     const WkValue *m = cap_sv_meta(I, self);
     Layout L;
-    if (!m || layout_of(m, &L) < 0 || !layout_is_eagers(I->g, m->id, 0)) return NULL;
+    if (!m || layout_of(m, &L) < 0 || !layout_is_eagers(I, m->id, 0)) return NULL;
     return is_contiguous(&L) ? self : contiguous_copy(I, self);
 }
 
@@ -579,6 +599,197 @@ Sv *cap_relaid_like(Interp *I, Sv *r, Sv *x) {
     return emit_view(I, copy, &want);
 }
 
+/* ---- eager's layout of a native result ---- */
+
+static int is_standard_contiguous(const Layout *L) {
+    Layout c = *L;
+    contiguous_strides(&c);
+    for (int d = 0; d < L->nd; d++)
+        if (c.strides[d] != L->strides[d]) return 0;
+    return 1;
+}
+
+static PyObject *int_tuple(int n, const int64_t *v) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* wick._capture_meta.eager_strides(kind, operands, device) into out (nd of
+ * them); 0 when answered, -1 (no Python error left) when not */
+static int ask_eager_strides(const char *kind, int n, const Layout *ops, const char *device, int nd, int64_t *out) {
+    static PyObject *query; /* strong, for the process */
+    if (!query) {
+        PyObject *meta = PyImport_ImportModule("wick._capture_meta");
+        query = meta ? PyObject_GetAttrString(meta, "eager_strides") : NULL;
+        Py_XDECREF(meta);
+        if (!query) return PyErr_Clear(), -1;
+    }
+    PyObject *operands = PyTuple_New(n);
+    for (int i = 0; operands && i < n; i++) {
+        PyObject *sizes = int_tuple(ops[i].nd, ops[i].sizes), *strides = sizes ? int_tuple(ops[i].nd, ops[i].strides) : NULL;
+        PyObject *pair = strides ? PyTuple_Pack(2, sizes, strides) : NULL;
+        Py_XDECREF(sizes);
+        Py_XDECREF(strides);
+        if (!pair) {
+            Py_CLEAR(operands);
+            break;
+        }
+        PyTuple_SET_ITEM(operands, i, pair);
+    }
+    PyObject *r = operands ? PyObject_CallFunction(query, "sOs", kind, operands, device) : NULL;
+    Py_XDECREF(operands);
+    int ok = r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == nd;
+    for (int d = 0; ok && d < nd; d++) {
+        Sv item = {.kind = SV_CONST, .obj = PyTuple_GET_ITEM(r, d)};
+        ok = const_int(&item, &out[d]) == 0;
+    }
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return ok ? 0 : -1;
+}
+
+static void record_relaid(Interp *I, int laid, int raw) {
+    cap_mark_eager_layout(I, laid);
+    if (laid == raw) return;
+    wk_vec_push(&I->relaid, laid);
+    wk_vec_push(&I->relaid, raw);
+}
+
+int cap_relaid_raw(const Interp *I, int v) {
+    for (int i = 0; i + 1 < I->relaid.len; i += 2)
+        if (I->relaid.data[i] == v) return I->relaid.data[i + 1];
+    return -1;
+}
+
+/* r (a node output, contiguous: `got`) laid out with strides `want`; NULL
+ * without a reason when not expressible (a layout that is not dense) */
+static Sv *laid_out_as(Interp *I, Sv *r, const Layout *got, const int64_t *want) {
+    Layout wl = *got;
+    memcpy(wl.strides, want, sizeof(int64_t) * (size_t)got->nd);
+    int same = 1, only_size_one = 1;
+    int64_t numel = 1;
+    for (int d = 0; d < got->nd; d++) {
+        numel *= got->sizes[d];
+        if (want[d] == got->strides[d]) continue;
+        same = 0;
+        only_size_one &= got->sizes[d] == 1;
+    }
+    Sv *laid;
+    if (same) {
+        laid = r;
+    } else if (numel == 0 || only_size_one) {
+        /* no element moves: the same buffer seen with eager's strides; no
+         * Python value names it (an in-place update may rebind the view) */
+        laid = emit_view(I, r, &wl);
+        if (laid) cap_mark_private_base(I, r->value);
+    } else {
+        int64_t order[WK_MAX_DIMS], expect = 1;
+        cap_dims_by_stride(got->nd, want, order);
+        for (int k = got->nd - 1; k >= 0; k--) {
+            int64_t d = order[k];
+            if (got->sizes[d] != 1 && want[d] != expect) return NULL; /* not dense */
+            expect *= got->sizes[d];
+        }
+        Layout permuted;
+        if (permute_layout(got, order, got->nd, &permuted) < 0) return NULL;
+        /* the copy runs over the dims in memory order and writes its buffer
+         * in order; the kernel producing r is inlined into it */
+        Sv *in_order = emit_view(I, r, &permuted);
+        Sv *copy = in_order ? contiguous_copy(I, in_order) : NULL;
+        if (!copy) return NULL;
+        cap_mark_private_base(I, copy->value);
+        laid = emit_view(I, copy, &wl);
+    }
+    if (laid) record_relaid(I, laid->value, r->value);
+    return laid;
+}
+
+Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how) {
+    if (!r || r->kind != SV_TENSOR || r->value < 0) return NULL;
+    const WkValue *rm = wk_graph_value(I->g, r->value);
+    if (rm->node < 0) return NULL;
+    const WkNode *n = wk_graph_node(I->g, rm->node);
+    Layout got;
+    if (n->op == WK_OP_VIEW || n->op == WK_OP_EXTERN || n->noutputs != 1 || layout_of(rm, &got) < 0) return NULL;
+    if (how == CAP_LAID_CONTIGUOUS) {
+        record_relaid(I, r->value, r->value);
+        return r;
+    }
+    int pointwise = how == CAP_LAID_POINTWISE || how == CAP_LAID_POINTWISE_UNARY;
+    int nin = pointwise ? n->ninputs : 1, nops = 0, standard = 1;
+    if (nin < 1 || nin > 3) return NULL;
+    Layout ops[3];
+    for (int i = 0; i < nin; i++) {
+        const WkValue *in = wk_graph_value(I->g, n->inputs[i]);
+        if (how == CAP_LAID_POINTWISE_UNARY && in->is_wrapped_number) continue;
+        /* an operand whose strides in wick are not eager's: eager's result
+         * layout is not known from them */
+        if (!layout_is_eagers(I, n->inputs[i], 0) || layout_of(in, &ops[nops]) < 0) return NULL;
+        standard &= is_standard_contiguous(&ops[nops]);
+        nops++;
+    }
+    if (nops == 0) return NULL;
+    int64_t want[WK_MAX_DIMS];
+    if (standard) {
+        /* operands with contiguous strides (size-1 dims included) order
+         * every dim as contiguous: eager's result is contiguous too, as
+         * wick's is; no question to ask */
+        memcpy(want, got.strides, sizeof(int64_t) * (size_t)got.nd);
+    } else {
+        const char *kind = pointwise ? "pointwise" : how == CAP_LAID_CONVERT ? "convert" : "clone";
+        /* an empty result's strides are the CPU kernels' own (meta tensors
+         * answer otherwise): asked on small CPU tensors, and not modelled on
+         * other devices */
+        int64_t numel = 1;
+        for (int d = 0; d < got.nd; d++) numel *= got.sizes[d];
+        const char *device = "meta";
+        if (numel == 0) {
+            if (rm->device.type != WK_DEV_CPU) return NULL;
+            for (int i = 0; i < nops; i++) {
+                int64_t span = 1;
+                for (int d = 0; d < ops[i].nd; d++) span += (ops[i].sizes[d] - 1) * ops[i].strides[d];
+                if (span > 4096) return NULL;
+            }
+            device = "cpu";
+        }
+        if (ask_eager_strides(kind, nops, ops, device, got.nd, want) < 0) return NULL;
+    }
+    return laid_out_as(I, r, &got, want);
+}
+
+void cap_read_unlaid(Interp *I) {
+    int nvalues = wk_graph_nvalues(I->g);
+    if (!I->relaid.len || nvalues <= 0) return;
+    int *raw_of = PyMem_Malloc(sizeof(int) * (size_t)nvalues);
+    if (!raw_of) return; /* the graph stays as it is: correct, with more copies */
+    for (int v = 0; v < nvalues; v++) raw_of[v] = -1;
+    for (int i = 0; i + 1 < I->relaid.len; i += 2) raw_of[I->relaid.data[i]] = I->relaid.data[i + 1];
+    for (int n = 0; n < wk_graph_nnodes(I->g); n++) {
+        const WkNode *node = wk_graph_node(I->g, n);
+        if (node->op == WK_OP_VIEW || node->op == WK_OP_EXTERN) continue; /* these read the strides */
+        for (int k = 0; k < node->ninputs; k++) {
+            int raw = raw_of[node->inputs[k]];
+            if (raw >= 0 && wk_graph_replace_input(I->g, n, k, raw) < 0) wk_error_clear();
+        }
+    }
+    PyMem_Free(raw_of);
+}
+
+Sv *cap_laid_or_raw(Interp *I, Sv *r, CapLaid how) {
+    if (!r) return NULL;
+    Sv *laid = cap_eager_laid(I, r, how);
+    if (laid || CAP_FAILED(I)) return laid;
+    return r;
+}
+
 Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape) {
     const WkValue *m = cap_sv_meta(I, self);
     Layout L;
@@ -593,7 +804,7 @@ static Sv *view_rule(Interp *I, const char *name, const Args *a, Sv *self, const
     int n;
     Sv *b[4];
     Layout out = *L;
-    int eagers = layout_is_eagers(I->g, cap_tensor_value(I, self), 0);
+    int eagers = layout_is_eagers(I, cap_tensor_value(I, self), 0);
     /* view and as_strided read the strides eager has, which wick's buffer
      * does not have: an extern would compute something else than eager */
     if (!eagers && (strcmp(name, "view") == 0 || strcmp(name, "view_as") == 0 || strcmp(name, "unflatten") == 0 ||
@@ -766,9 +977,12 @@ static Sv *view_rule(Interp *I, const char *name, const Args *a, Sv *self, const
             Py_XDECREF(pf);
             if (!contiguous_format && !preserve) return NULL;
         }
-        /* preserve_format keeps a dense layout's strides: native only where that is contiguous */
-        if (!contiguous_format && (!is_contiguous(L) || !eagers)) return NULL;
-        return contiguous_copy(I, self);
+        if (contiguous_format) return contiguous_copy(I, self);
+        /* preserve_format keeps self's layout (dense strides in its dims'
+         * order): a copy laid out so, or an extern where that is not known */
+        if (!eagers) return NULL;
+        Sv *copy = contiguous_copy(I, self);
+        return copy ? cap_eager_laid(I, copy, CAP_LAID_CLONE) : NULL;
     }
     if (strcmp(name, "dropout") == 0) {
         static const char *const names[] = {"p", "training", "inplace"};
