@@ -146,10 +146,9 @@ def test_attention_in_training_gives_eagers_gradients():
 def test_bert_inference_under_autocast_is_one_graph_equal_to_eager():
     # BertForMaskedLM under bf16 autocast through the new attention rule. With
     # transformers 5.17 the model makes a bool mask while compiling (broadcast
-    # from a (1, 1, S, 1) comparison, strides (0, S, 1, 0)); for that mask the
-    # graph still calls torch's F.scaled_dot_product_attention (measured on the
-    # H200, 2026-12-03: why capture does not take the fused kernel there is
-    # not found yet), the unit cases above take it
+    # from a (1, 1, S, 1) comparison, strides (0, S, 1, 0)); for that mask
+    # eager picks the math path (H200, torch 2.11), which the graph leaves to
+    # torch's F.scaled_dot_product_attention call
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
