@@ -486,7 +486,9 @@ def test_outputs_allocated_through_the_c_shim_or_python(shim, tmp_path):
 
     env = dict(os.environ, WICK_SHIM=shim, WICK_LOG="perf", WICK_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", _SHIM_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
+    # the allocation log line repeats per output: left out, so a failure shows its cause
+    cause = "\n".join(line for line in r.stderr.splitlines() if "C shim allocation" not in line)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.returncode, r.stdout[-500:], cause[-3000:])
     want = "C shim allocation: on" if shim == "1" else "C shim allocation: off"
     assert want in r.stderr
 
