@@ -456,6 +456,13 @@ int cap_layout_is_eagers(Interp *I, Sv *t);
 /* self's memory seen with these sizes and strides (elements, from its first
  * element): a VIEW node, or NULL without a reason when the builder refuses it */
 Sv *cap_view_with_layout(Interp *I, Sv *self, int nd, const int64_t *sizes, const int64_t *strides);
+/* m's strides in elements (contiguous for a node output without given
+ * strides, graph.h) into strides; -1 when a size or stride is symbolic */
+int cap_value_strides(const WkValue *m, int64_t *strides);
+/* the strides of self.expand(sizes) (eager's expand rule: new leading dims
+ * and size-1 dims broadcast with stride 0) into strides; -1 when the expand
+ * is not valid or self's layout is symbolic (no Python error) */
+int cap_expanded_strides(Interp *I, Sv *self, int nd, const int64_t *sizes, int64_t *strides);
 /* r (a value of x's shape) copied into a fresh buffer laid out as x, a
  * dense view (a *_like's layout), and seen through a VIEW with x's strides;
  * NULL without a reason when not expressible */

@@ -1143,10 +1143,11 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
  *   CPU flash: a bool mask becomes 0/-inf of the query's dtype (a WHERE);
  *   CUDA flash: no mask; eager pads a head size that is not a multiple of 8
  *     (refused);
- *   CUDA efficient: a mask is expanded to (B, H, L, S); eager pads a last
- *     size that is not a multiple of 16 and copies a mask whose leading
- *     strides are not multiples of 16 (both refused); a bool mask refused;
- *     the logsumexp is asked for when autograd will need it, as eager does;
+ *   CUDA efficient: a bool mask becomes 0/-inf as on the CPU; the mask is
+ *     expanded to (B, H, L, S); eager pads a last size that is not a
+ *     multiple of 16 and copies a mask whose leading strides are not
+ *     multiples of 16 (both refused); the logsumexp is asked for when
+ *     autograd will need it, as eager does;
  *   CUDA cudnn: a mask of the query's dtype as it is, a bool mask made
  *     additive with -65504 where it is False (eager's cudnn form).
  * The choice also reads torch's global backend flags (torch.backends.cuda.
@@ -1186,6 +1187,7 @@ static int sdpa_ready(void) {
     PyErr_Clear();
     return state == 1;
 }
+
 /* (sizes, strides, dtype, requires_grad) of m in the graph's layout of it;
  * NULL with a Python error */
 static PyObject *layout_tuple_Ref(Interp *I, const WkValue *m) {
@@ -1224,8 +1226,8 @@ static SdpaKernel sdpa_kernel(Interp *I, const WkValue *const *ms, double dropou
         }
         PyTuple_SET_ITEM(ts, i, t);
     }
-    char device[32];
-    snprintf(device, sizeof device, ms[0]->device.type == WK_DEV_CUDA ? "cuda:%d" : "cpu", ms[0]->device.index);
+    char device[32] = "cpu";
+    if (ms[0]->device.type == WK_DEV_CUDA) snprintf(device, sizeof device, "cuda:%d", ms[0]->device.index);
     PyObject *r = PyObject_CallFunction(sdpa_choice_fn, "NsdOOO", ts, device, dropout, causal ? Py_True : Py_False,
                                         scale, Py_False);
     SdpaKernel k = SDPA_OTHER;
@@ -1257,26 +1259,12 @@ static Sv *additive_mask(Interp *I, const WkValue *mask, WkDType dtype, double m
  * (B, H, L, S) when that view is what eager passes (a last size that is a
  * multiple of 16, leading strides that are), else NULL (eager pads or
  * copies it: not reproduced) */
-static Sv *efficient_bias(Interp *I, Sv *mask, const WkValue *m, const WkValue *q, const WkValue *k) {
-    if (q->ndim != 4 || k->ndim != 4 || m->ndim < 1 || m->ndim > 4) return NULL;
+static Sv *efficient_bias(Interp *I, Sv *mask, const WkValue *q, const WkValue *k) {
+    const WkValue *m = cap_sv_meta(I, mask);
+    if (!m || m->ndim < 1 || q->ndim != 4 || k->ndim != 4) return NULL;
     int64_t sizes[4] = {cap_const_size(q, 0), cap_const_size(q, 1), cap_const_size(q, 2), cap_const_size(k, 2)};
-    int64_t strides[4], expect = 1, mstrides[4];
-    for (int d = m->ndim - 1; d >= 0; d--) { /* m's strides, contiguous where symbolic (refused below) */
-        int64_t size = cap_const_size(m, d), stride = expect;
-        if (m->strides[d] && !wk_sym_is_const(m->strides[d], &stride)) return NULL;
-        mstrides[d] = stride;
-        expect *= size > 1 ? size : 1;
-    }
-    for (int d = 0; d < 4; d++) {
-        int md = d - (4 - m->ndim);
-        if (md < 0) {
-            strides[d] = 0;
-            continue;
-        }
-        int64_t size = cap_const_size(m, md);
-        if (size != sizes[d] && size != 1) return NULL;
-        strides[d] = size == sizes[d] ? mstrides[md] : 0;
-    }
+    int64_t strides[4];
+    if (cap_expanded_strides(I, mask, 4, sizes, strides) < 0) return NULL;
     if (sizes[3] % 16 != 0 || strides[0] % 16 != 0 || strides[1] % 16 != 0 || strides[2] % 16 != 0) return NULL;
     return cap_view_with_layout(I, mask, 4, sizes, strides);
 }
@@ -1322,34 +1310,20 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
     } else if (ms[3]) {
         bias = mask;
     }
-    if (!cuda) {
-        Sv *pos[5] = {qkv[0], qkv[1], qkv[2], sv_const_Steal(I, PyFloat_FromDouble(0.0)),
-                      sv_const(I, causal ? Py_True : Py_False)};
-        Sv *kw[2];
-        int nkw = 0;
-        PyObject *kwnames = PyTuple_New((bias ? 1 : 0) + (is_none(scale) ? 0 : 1));
-        if (!kwnames) return cap_py_failed(I, "attention"), NULL;
-        if (bias) {
-            kw[nkw] = bias;
-            PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("attn_mask"));
-        }
-        if (!is_none(scale)) {
-            kw[nkw] = scale;
-            PyTuple_SET_ITEM(kwnames, nkw++, PyUnicode_FromString("scale"));
-        }
-        Sv *r = cap_extern_call_first(I, flash_cpu_fn, "aten._scaled_dot_product_flash_attention_for_cpu.default",
-                                      pos, 5, nkw ? kwnames : NULL, kw, nkw);
-        Py_DECREF(kwnames);
-        return r;
-    }
     PyObject *fn;
     const char *aten;
-    Sv *pos[8];
-    int npos = 0;
+    Sv *pos[8], *kw[2];
+    const char *kwname[2];
+    int npos = 0, nkw = 0;
     pos[npos++] = qkv[0];
     pos[npos++] = qkv[1];
     pos[npos++] = qkv[2];
-    if (kernel == SDPA_FLASH) {
+    if (!cuda) {
+        fn = flash_cpu_fn, aten = "aten._scaled_dot_product_flash_attention_for_cpu.default";
+        pos[npos++] = sv_const_Steal(I, PyFloat_FromDouble(0.0));
+        pos[npos++] = sv_const(I, causal ? Py_True : Py_False);
+        if (bias) kw[nkw] = bias, kwname[nkw++] = "attn_mask";
+    } else if (kernel == SDPA_FLASH) {
         /* eager pads a head size that is not a multiple of 8 */
         if (cap_const_size(ms[0], ms[0]->ndim - 1) % 8 || cap_const_size(ms[2], ms[2]->ndim - 1) % 8) return NULL;
         fn = flash_cuda_fn, aten = "aten._scaled_dot_product_flash_attention.default";
@@ -1357,8 +1331,7 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
         pos[npos++] = sv_const(I, causal ? Py_True : Py_False);
         pos[npos++] = sv_const(I, Py_False); /* return_debug_mask */
     } else if (kernel == SDPA_EFFICIENT || kernel == SDPA_CUDNN) {
-        if (bias && kernel == SDPA_EFFICIENT && !(bias = efficient_bias(I, bias, cap_sv_meta(I, bias), ms[0], ms[1])))
-            return NULL;
+        if (bias && kernel == SDPA_EFFICIENT && !(bias = efficient_bias(I, bias, ms[0], ms[1]))) return NULL;
         /* eager asks for the logsumexp when autograd will need it */
         int lse = 0;
         for (int i = 0; i < 3; i++) lse |= I->grad_enabled && cap_get_rg(I, ms[i]->id);
@@ -1377,11 +1350,19 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
     if (!fn) return NULL;
     for (int i = 3; i < npos; i++)
         if (!pos[i]) return NULL;
-    Sv *kw[1] = {scale};
-    PyObject *kwnames = is_none(scale) ? NULL : Py_BuildValue("(s)", "scale");
-    if (!is_none(scale) && !kwnames) return cap_py_failed(I, "attention"), NULL;
-    /* flash and cudnn return ints among their results: the node is item 0 alone */
-    Sv *r = cap_extern_call_first(I, fn, aten, pos, npos, kwnames, kw, kwnames ? 1 : 0);
+    if (!is_none(scale)) kw[nkw] = scale, kwname[nkw++] = "scale";
+    PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
+    if (nkw && !kwnames) return cap_py_failed(I, "attention"), NULL;
+    for (int i = 0; i < nkw; i++) {
+        PyObject *n = PyUnicode_FromString(kwname[i]);
+        if (!n) {
+            Py_DECREF(kwnames);
+            return cap_py_failed(I, "attention"), NULL;
+        }
+        PyTuple_SET_ITEM(kwnames, i, n);
+    }
+    /* these ops return ints or unused tensors beside the output: the node is item 0 alone */
+    Sv *r = cap_extern_call_first(I, fn, aten, pos, npos, kwnames, kw, nkw);
     Py_XDECREF(kwnames);
     return r;
 }

@@ -119,17 +119,10 @@ static int private_like_view(const Interp *I, int v) {
 /* Do values a and b have the same sizes and the same concrete strides? */
 static int same_strides(const WkGraph *g, int a, int b) {
     const WkValue *am = wk_graph_value(g, a), *bm = wk_graph_value(g, b);
-    if (am->ndim != bm->ndim) return 0;
-    int64_t aexp = 1, bexp = 1;
-    for (int d = am->ndim - 1; d >= 0; d--) {
-        int64_t as = 0, bs = 0, ast = aexp, bst = bexp;
-        if (!wk_sym_is_const(am->sizes[d], &as) || !wk_sym_is_const(bm->sizes[d], &bs) || as != bs) return 0;
-        if (am->strides[d] && !wk_sym_is_const(am->strides[d], &ast)) return 0;
-        if (bm->strides[d] && !wk_sym_is_const(bm->strides[d], &bst)) return 0;
-        if (ast != bst) return 0;
-        aexp *= as > 1 ? as : 1;
-        bexp *= bs > 1 ? bs : 1;
-    }
+    int64_t as[WK_MAX_DIMS], bs[WK_MAX_DIMS];
+    if (am->ndim != bm->ndim || cap_value_strides(am, as) < 0 || cap_value_strides(bm, bs) < 0) return 0;
+    for (int d = 0; d < am->ndim; d++)
+        if (cap_const_size(am, d) != cap_const_size(bm, d) || as[d] != bs[d]) return 0;
     return 1;
 }
 
@@ -492,20 +485,6 @@ Sv *cap_convert(Interp *I, Sv *t, int dtype) {
     return cap_graph_op(I, WK_OP_CONVERT, &in, 1, &at);
 }
 
-/* the value's strides in elements (contiguous for a node output without
- * given strides, graph.h): 1, or 0 when one is symbolic */
-static int concrete_strides(const WkValue *m, int64_t *out) {
-    int64_t expect = 1;
-    for (int d = m->ndim - 1; d >= 0; d--) {
-        int64_t size = 0;
-        if (!wk_sym_is_const(m->sizes[d], &size)) return 0;
-        out[d] = expect;
-        if (m->strides[d] && !wk_sym_is_const(m->strides[d], &out[d])) return 0;
-        expect *= size > 1 ? size : 1;
-    }
-    return 1;
-}
-
 Sv *cap_user_convert(Interp *I, Sv *t, int dtype) {
     const WkValue *m = cap_sv_meta(I, t);
     if (!m) return NULL;
@@ -628,7 +607,7 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
             /* a computed tensor whose strides in the graph are eager's:
              * answered from them (they follow from the guarded inputs') */
             int64_t strides[WK_MAX_DIMS];
-            if (cap_layout_is_eagers(I, self) && concrete_strides(m, strides)) {
+            if (cap_layout_is_eagers(I, self) && cap_value_strides(m, strides) == 0) {
                 int contiguous = 1;
                 int64_t expect = 1;
                 for (int d = m->ndim - 1; d >= 0; d--) {
@@ -661,7 +640,7 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
             dim = a->kw[0];
         if (dim && dim->kind == SV_CONST && dim->obj == Py_None) dim = NULL;
         long d = 0;
-        int known = concrete_strides(m, strides) && (nargs == 0 || dim);
+        int known = cap_value_strides(m, strides) == 0 && (nargs == 0 || dim);
         if (known && dim) {
             known = dim->kind == SV_CONST && PyLong_CheckExact(dim->obj);
             d = known ? PyLong_AsLong(dim->obj) : 0;

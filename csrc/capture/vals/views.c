@@ -790,6 +790,21 @@ Sv *cap_laid_or_raw(Interp *I, Sv *r, CapLaid how) {
     return r;
 }
 
+int cap_value_strides(const WkValue *m, int64_t *strides) {
+    Layout L;
+    if (layout_of(m, &L) < 0) return -1;
+    memcpy(strides, L.strides, sizeof(int64_t) * (size_t)L.nd);
+    return 0;
+}
+
+int cap_expanded_strides(Interp *I, Sv *self, int nd, const int64_t *sizes, int64_t *strides) {
+    const WkValue *m = cap_sv_meta(I, self);
+    Layout L, out;
+    if (!m || layout_of(m, &L) < 0 || expand_layout(&L, sizes, nd, &out) < 0) return -1;
+    memcpy(strides, out.strides, sizeof(int64_t) * (size_t)nd);
+    return 0;
+}
+
 Sv *cap_view_as_shape(Interp *I, Sv *self, int nd, const int64_t *shape) {
     const WkValue *m = cap_sv_meta(I, self);
     Layout L;
