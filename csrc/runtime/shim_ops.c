@@ -355,9 +355,29 @@ static int tensor_arg(const Args *a, Py_ssize_t i, const char *name, int optiona
     return 0;
 }
 
+/* fn wrapped in wick._capture_meta.UnderAutocast with autocast off on every
+ * device it names (capture's extern inside a `torch.autocast(...,
+ * enabled=False)` block, e.g. the float32 matmuls of the math attention it
+ * inlines): the wrapped op, else fn. The shim's kernels run below autocast's
+ * dispatch, so they compute what the wrapper's call does. Borrowed. */
+static PyObject *unwrap_autocast_off(PyObject *fn) {
+    if (strcmp(Py_TYPE(fn)->tp_name, "UnderAutocast") != 0) return fn;
+    PyObject *states = PyObject_GetAttrString(fn, "states"), *inner = PyObject_GetAttrString(fn, "fn");
+    int off = states && inner && PyTuple_Check(states);
+    for (Py_ssize_t i = 0; off && i < PyTuple_GET_SIZE(states); i++) {
+        PyObject *st = PyTuple_GET_ITEM(states, i);
+        off = PyTuple_Check(st) && PyTuple_GET_SIZE(st) == 3 && PyTuple_GET_ITEM(st, 1) == Py_False;
+    }
+    PyErr_Clear();
+    Py_XDECREF(states);
+    Py_XDECREF(inner); /* the wrapper keeps it alive */
+    return off ? inner : fn;
+}
+
 /* fn is the op's own callable (torch.ops.<ns>.<op>.<overload> or its
- * _op), not a wrapper around it. */
+ * _op), not a wrapper around it (but for autocast off: unwrap_autocast_off). */
 static int is_the_op(const char *name, PyObject *fn) {
+    fn = unwrap_autocast_off(fn);
     char buf[160];
     if (strlen(name) >= sizeof buf) return 0;
     strcpy(buf, name);

@@ -1,7 +1,9 @@
 """F.scaled_dot_product_attention on CUDA through wick's own capture (skipped
 without a GPU): the graph calls the fused kernel eager picks (flash,
 efficient or cudnn attention, torch._fused_sdp_choice asked at capture time)
-as an extern node the runtime makes through the C shim, with no Python call;
+as an extern node the runtime makes through the C shim, with no Python call,
+or where eager picks the math kernel, that kernel's own ops (two float32 bmm
+kernels, also made through the shim, and native softmax work);
 what eager does around the kernel that capture does not reproduce (padding a
 head size, padding or copying a mask) keeps the torch call. Results are
 compared with eager bit for bit (the same kernel on the same inputs)."""
@@ -20,6 +22,7 @@ import wick._C as C  # noqa: E402
 
 DEV = "cuda"
 SDPA = "torch._C._nn.scaled_dot_product_attention"
+BMM = "aten.bmm.default"
 FUSED = {"flash": "aten._scaled_dot_product_flash_attention.default",
          "efficient": "aten._scaled_dot_product_efficient_attention.default",
          "cudnn": "aten._scaled_dot_product_cudnn_attention.default"}
@@ -113,7 +116,11 @@ def test_attention_calls_the_kernel_eager_picks(fn, dtype, shape):
     # what capture reproduces of eager's preparation around the kernel
     modelled = (kernel == "flash" and d % 8 == 0 and m is None) or \
                (kernel == "efficient" and (m is None or s % 16 == 0)) or kernel == "cudnn"
-    if modelled:
+    if kernel == "math":  # its ops inlined (wick/_inlined.py): float32 bmm kernels and native softmax
+        assert externs == [BMM, BMM], (kernel, externs)
+        assert calls >= 2
+        torch.testing.assert_close(got, want)
+    elif modelled:
         assert externs == [FUSED[kernel]], (kernel, externs)
         assert calls >= 1
         torch.testing.assert_close(got, want, rtol=0, atol=0)  # the same kernel on the same inputs
@@ -143,12 +150,39 @@ def test_attention_in_training_gives_eagers_gradients():
     assert set(externs_of(fn)) <= set(FUSED.values()) | {SDPA}
 
 
+@pytest.mark.parametrize("fn", [plain, causal, scaled, float_mask, bool_mask, bert_layout], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_math_path_is_inlined_under_autocast(fn, dtype):
+    # eager's math kernel (forced here; BERT's broadcast bool mask gets it by
+    # itself): its ops in the graph, 16-bit inputs computed in float32 with
+    # the caller's autocast off around the two bmm kernels, which the C shim
+    # runs (no Python call)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    shape = (2, 4, 48, 32)
+    q, k, v = (rand(shape, torch.float32, seed) for seed in range(3))
+    m = mask_for(fn, 2, 4, 48, torch.float32, 3)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+        want = fn(q, k, v, m)
+        wick.reset()
+        f = wick.compile(fn)
+        f(q, k, v, m)
+        native_calls()
+        got = f(q, k, v, m)
+        torch.cuda.synchronize()
+        calls = native_calls()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+    assert externs_of(fn) == [BMM, BMM]
+    assert calls == 2
+
+
 def test_bert_inference_under_autocast_is_one_graph_equal_to_eager():
-    # BertForMaskedLM under bf16 autocast through the new attention rule. With
+    # BertForMaskedLM under bf16 autocast through the attention rule. With
     # transformers 5.17 the model makes a bool mask while compiling (broadcast
     # from a (1, 1, S, 1) comparison, strides (0, S, 1, 0)); for that mask
-    # eager picks the math path (H200, torch 2.11), which the graph leaves to
-    # torch's F.scaled_dot_product_attention call
+    # eager picks the math path (H200, torch 2.11), whose ops the graph
+    # inlines: no torch F.scaled_dot_product_attention call is left
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -163,3 +197,5 @@ def test_bert_inference_under_autocast_is_one_graph_equal_to_eager():
     torch.testing.assert_close(got.float(), want.float(), rtol=5e-2, atol=5e-2)
     st = wick.stats()
     assert st["graphs"] == 1 and not st["fallbacks"] and not st["breaks"], st
+    graphs = [e.get("graph", "") for e in wick._entries(wick._compiled_codes) if not e.get("eager")]
+    assert len(graphs) == 1 and SDPA not in graphs[0] and BMM in graphs[0]

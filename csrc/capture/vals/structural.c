@@ -1156,6 +1156,7 @@ Sv *cap_matmul_call(Interp *I, PyObject *fn, const Args *a) {
  * rounding. */
 static PyObject *sdpa_fn, *sdpa_choice_fn;                                        /* strong, for the process */
 static PyObject *flash_cpu_fn, *flash_cuda_fn, *efficient_fn, *cudnn_attention_fn; /* the aten overloads */
+static PyObject *attention_math_fn; /* wick._inlined.attention_math, strong */
 
 static PyObject *aten_overload_New(PyObject *aten, const char *name) {
     PyObject *packet = aten ? PyObject_GetAttrString(aten, name) : NULL;
@@ -1179,7 +1180,10 @@ static int sdpa_ready(void) {
     cudnn_attention_fn = aten_overload_New(aten, "_scaled_dot_product_cudnn_attention");
     sdpa_fn = flash_cpu_fn && nn ? PyObject_GetAttrString(nn, "scaled_dot_product_attention") : NULL;
     sdpa_choice_fn = sdpa_fn ? PyObject_GetAttrString(meta, "sdpa_backend") : NULL;
-    if (sdpa_choice_fn) state = 1;
+    PyObject *inlined = sdpa_choice_fn ? PyImport_ImportModule("wick._inlined") : NULL;
+    attention_math_fn = inlined ? PyObject_GetAttrString(inlined, "attention_math") : NULL;
+    if (attention_math_fn && PyFunction_Check(attention_math_fn)) state = 1;
+    Py_XDECREF(inlined);
     Py_XDECREF(nn);
     Py_XDECREF(meta);
     Py_XDECREF(torch_ops);
@@ -1209,20 +1213,20 @@ static PyObject *layout_tuple_Ref(Interp *I, const WkValue *m) {
     return Py_BuildValue("(NNOO)", sizes, strides, cap_dtype_objs[m->dtype], rg ? Py_True : Py_False);
 }
 
-typedef enum { SDPA_OTHER, SDPA_FLASH, SDPA_EFFICIENT, SDPA_CUDNN } SdpaKernel;
+typedef enum { SDPA_UNKNOWN, SDPA_MATH, SDPA_FLASH, SDPA_EFFICIENT, SDPA_CUDNN } SdpaKernel;
 
 /* the kernel eager's F.scaled_dot_product_attention would run on tensors of
- * these metas (query, key, value, mask or NULL); SDPA_OTHER when it is the
- * math path, or the question fails */
+ * these metas (query, key, value, mask or NULL); SDPA_UNKNOWN when the
+ * question fails */
 static SdpaKernel sdpa_kernel(Interp *I, const WkValue *const *ms, double dropout, int causal, PyObject *scale) {
     PyObject *ts = PyTuple_New(4);
-    if (!ts) return PyErr_Clear(), SDPA_OTHER;
+    if (!ts) return PyErr_Clear(), SDPA_UNKNOWN;
     for (int i = 0; i < 4; i++) {
         PyObject *t = ms[i] ? layout_tuple_Ref(I, ms[i]) : Py_NewRef(Py_None);
         if (!t) {
             Py_DECREF(ts);
             PyErr_Clear();
-            return SDPA_OTHER;
+            return SDPA_UNKNOWN;
         }
         PyTuple_SET_ITEM(ts, i, t);
     }
@@ -1230,9 +1234,10 @@ static SdpaKernel sdpa_kernel(Interp *I, const WkValue *const *ms, double dropou
     if (ms[0]->device.type == WK_DEV_CUDA) snprintf(device, sizeof device, "cuda:%d", ms[0]->device.index);
     PyObject *r = PyObject_CallFunction(sdpa_choice_fn, "NsdOOO", ts, device, dropout, causal ? Py_True : Py_False,
                                         scale, Py_False);
-    SdpaKernel k = SDPA_OTHER;
+    SdpaKernel k = SDPA_UNKNOWN;
     if (r && PyUnicode_Check(r)) {
-        if (PyUnicode_CompareWithASCIIString(r, "flash") == 0) k = SDPA_FLASH;
+        if (PyUnicode_CompareWithASCIIString(r, "math") == 0) k = SDPA_MATH;
+        else if (PyUnicode_CompareWithASCIIString(r, "flash") == 0) k = SDPA_FLASH;
         else if (PyUnicode_CompareWithASCIIString(r, "efficient") == 0) k = SDPA_EFFICIENT;
         else if (PyUnicode_CompareWithASCIIString(r, "cudnn") == 0) k = SDPA_CUDNN;
     }
@@ -1300,6 +1305,15 @@ static Sv *sdpa_call(Interp *I, const Args *a) {
     for (int i = 0; i < 4; i++)
         if (ms[i] && !cap_layout_is_eagers(I, i < 3 ? qkv[i] : mask)) return NULL;
     SdpaKernel kernel = sdpa_kernel(I, ms, p, causal, is_none(scale) ? Py_None : scale->obj);
+    if (kernel == SDPA_MATH) {
+        /* eager's math kernel is a composite: its ops, inlined (wick/_inlined.py) */
+        Sv *pos[7] = {qkv[0], qkv[1], qkv[2], ms[3] ? mask : sv_const(I, Py_None), sv_const(I, causal ? Py_True : Py_False),
+                      is_none(scale) ? sv_const(I, Py_None) : scale,
+                      sv_const_Steal(I, PyUnicode_FromString(cuda ? "cuda" : "cpu"))};
+        if (!pos[6]) return cap_py_failed(I, "attention"), NULL;
+        Args math = {pos, 7, NULL, NULL, 0};
+        return cap_inline_call(I, (PyFunctionObject *)attention_math_fn, &math);
+    }
     Sv *bias = NULL;
     /* CUDA flash takes no mask */
     if ((!cuda && kernel != SDPA_FLASH) || (cuda && ms[3] && kernel == SDPA_FLASH)) return NULL;

@@ -1,0 +1,65 @@
+"""Python functions wick's own capture inlines in place of a torch call whose
+eager kernel is a composite of ops capture has rules for: the graph then
+holds those ops (fused kernels and extern matmuls), not one opaque call.
+Each function computes what eager's kernel computes, op for op, in the same
+dtypes; capture interprets its bytecode like user code, so it must stay
+plain torch code (no data-dependent Python branches on tensor values)."""
+import math
+
+import torch
+
+
+def _matmul(a, b):
+    """torch.matmul as eager's at::matmul runs it for these operands: mm for
+    matrices, else both expanded to the common batch sizes, folded to one
+    batch dimension (views where the layout allows, as eager's reshape) and
+    multiplied by bmm. Capture models mm and bmm as extern kernels the runtime
+    calls natively; torch.matmul itself would be a Python call. Operands of
+    different ranks keep torch.matmul."""
+    if a.dim() == 2 and b.dim() == 2:
+        return torch.mm(a, b)
+    if a.dim() != b.dim() or a.dim() < 3:
+        return torch.matmul(a, b)
+    batch = []
+    for x, y in zip(a.shape[:-2], b.shape[:-2]):
+        batch.append(y if x == 1 else x)
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    a3 = a.expand(*batch, n, k).reshape(-1, n, k)
+    b3 = b.expand(*batch, k, m).reshape(-1, k, m)
+    return torch.bmm(a3, b3).view(*batch, n, m)
+
+
+def attention_math(query, key, value, attn_mask, is_causal, scale, device_type):
+    """F.scaled_dot_product_attention where eager runs the math path
+    (aten._scaled_dot_product_attention_math; capture calls this only when
+    torch._fused_sdp_choice answers math and dropout is 0). The inputs are
+    those eager's kernel gets: already cast by the caller's autocast. The
+    kernel runs below autocast's dispatch, so its ops here run with autocast
+    off; 16-bit inputs are computed in float32 and the result cast back.
+    A bool mask is first made additive (0 / -inf) in the query's dtype, as
+    eager does before choosing the kernel. q and k are each scaled by the
+    square root of the scale; rows that are all -inf give 0, not NaN, and a
+    gradient of 0 (aten._safe_softmax)."""
+    dtype = query.dtype
+    with torch.autocast(device_type, enabled=False):
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros_like(attn_mask, dtype=dtype).masked_fill(attn_mask.logical_not(), -math.inf)
+        if dtype == torch.float16 or dtype == torch.bfloat16:
+            query, key, value = query.float(), key.float(), value.float()
+        if scale is None:
+            scale = 1.0 / math.sqrt(query.shape[-1])
+        factor = math.sqrt(abs(scale))
+        query = query * (0.0 - factor if scale < 0 else factor)
+        if is_causal:
+            # eager's ones(L, S).tril(): column <= row
+            rows = torch.arange(query.shape[-2], device=query.device)
+            causal = rows[:, None] >= torch.arange(key.shape[-2], device=query.device)
+            attn_mask = torch.zeros_like(causal, dtype=query.dtype).masked_fill(causal.logical_not(), -math.inf)
+        attn = _matmul(query, key.transpose(-2, -1) * factor)
+        if attn_mask is not None:
+            attn = attn + attn_mask
+        # the rows all -inf are 0 before the softmax too, so that their
+        # gradient is 0 as _safe_softmax's, not NaN
+        empty_rows = attn.amax(-1, keepdim=True) == -math.inf
+        probs = torch.softmax(attn.masked_fill(empty_rows, 0.0), -1).masked_fill(empty_rows, 0.0)
+        return _matmul(probs, value).to(dtype)
