@@ -41,7 +41,9 @@ def attention_math(query, key, value, attn_mask, is_causal, scale, device_type):
     square root of the scale; rows that are all -inf give 0, not NaN, and a
     gradient of 0 (aten._safe_softmax)."""
     dtype = query.dtype
-    with torch.autocast(device_type, enabled=False):
+    # a dtype every autocast of the device accepts: with the caller's (which
+    # may be float32) torch.autocast would warn, even to turn it off
+    with torch.autocast(device_type, dtype=torch.float16 if device_type == "cuda" else torch.bfloat16, enabled=False):
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             attn_mask = torch.zeros_like(attn_mask, dtype=dtype).masked_fill(attn_mask.logical_not(), -math.inf)
         if dtype == torch.float16 or dtype == torch.bfloat16:

