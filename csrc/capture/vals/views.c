@@ -17,9 +17,12 @@
  * read other strides.
  *
  * It also owns the layout of native results (cap_eager_laid): a pointwise
- * result, a cast or a clone gets the strides eager gives it (torch's rule
- * asked on meta tensors), a permuted dense copy where those are not
- * contiguous, so that the calls above see eager's strides. */
+ * result, a cast, a clone, a cat, a constant pad or an advanced index gets
+ * the strides eager gives it (torch's rule asked on meta tensors), a
+ * permuted dense copy where those are not contiguous, so that the calls
+ * above see eager's strides; results eager allocates contiguous whatever
+ * their operands (reductions, softmax, layer_norm, gather) are eager's
+ * layout as they are (result_is_contiguous_in_eager). */
 #include <string.h>
 
 #include "../interp.h"
