@@ -604,18 +604,56 @@ _EAGER_LAYOUT_RULES = {
 }
 
 
-def eager_strides(kind, operands, device="meta"):
+def _cat_result(operands, extra):
+    # torch.cat lays its result out in the memory format all its inputs
+    # suggest (channels-last ones), else contiguously
+    return torch.cat(operands, extra[0])
+
+
+def _pad_result(operands, extra):
+    # capture's PAD widths are (lo, hi) per dim in dim order; constant_pad_nd
+    # lists them from the last dim backwards, and lays its result out in the
+    # format its input suggests (a crop alone clones the cropped view)
+    widths = []
+    for d in reversed(range(len(extra) // 2)):
+        widths += [extra[2 * d], extra[2 * d + 1]]
+    return torch.constant_pad_nd(operands[0], widths, 0.0)
+
+
+def _index_result(operands, extra):
+    # x[..., i, ...] with index tensors (capture's INDEX: operands[1:] index
+    # the dims extra[1:]): torch's index TensorIterator follows the
+    # source's and the indices' strides
+    key = [slice(None)] * operands[0].dim()
+    for index, dim in zip(operands[1:], extra[1:]):
+        key[dim] = index
+    return operands[0][tuple(key)]
+
+
+_EAGER_LAYOUT_RULES_WITH_ARGS = {"cat": _cat_result, "pad": _pad_result, "index": _index_result}
+
+
+def eager_strides(kind, operands, device="meta", extra=()):
     """The strides eager gives the result of a `kind` call ("pointwise",
-    "convert", "clone") on operands given as (sizes, strides) pairs (a
-    wrapped Python number as ((), ())). Asked on float32 tensors of
+    "convert", "clone", "cat", "pad", "index") on operands given as (sizes, strides)
+    pairs (a wrapped Python number as ((), ())); `extra`: the ints of the
+    call besides them (cat's dim, pad's (lo, hi) per dim, the indexed dims).
+    Asked on float32 tensors (int64 indices) of
     `device` (meta; "cpu" for an empty result, whose strides the CPU kernels
     choose otherwise than meta ones), once per distinct signature: the
     layout rules of these calls do not depend on the dtypes (capture lays
     out its native results with the answer: views.c cap_eager_laid)."""
-    key = (kind, operands, device)
+    key = (kind, operands, device, extra)
     got = _eager_strides_memo.get(key)
     if got is None:
-        made = [torch.empty_strided(sizes, strides, device=device) for sizes, strides in operands]
-        got = tuple(_EAGER_LAYOUT_RULES[kind](made).stride())
+        made = [
+            torch.empty_strided(sizes, strides, device=device,
+                                dtype=torch.int64 if kind == "index" and i > 0 else torch.float32)
+            for i, (sizes, strides) in enumerate(operands)
+        ]
+        if kind in _EAGER_LAYOUT_RULES_WITH_ARGS:
+            got = tuple(_EAGER_LAYOUT_RULES_WITH_ARGS[kind](made, extra).stride())
+        else:
+            got = tuple(_EAGER_LAYOUT_RULES[kind](made).stride())
         _eager_strides_memo[key] = got
     return got

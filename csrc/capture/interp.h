@@ -477,7 +477,10 @@ typedef enum {
                                  Scalar arguments, not operands (clamp(x, 0, 1), pow(x, 2)) */
     CAP_LAID_CONVERT,   /* Tensor.to(dtype) in preserve_format, of the node's input */
     CAP_LAID_CLONE,     /* clone() in preserve_format (empty_like's strides) of the node's input */
-    CAP_LAID_CONTIGUOUS /* contiguous whatever the inputs' layouts (masked_fill) */
+    CAP_LAID_CONTIGUOUS, /* contiguous whatever the inputs' layouts (masked_fill) */
+    CAP_LAID_CAT,        /* torch.cat(node's inputs, attrs.ints[0]): their common suggested memory format */
+    CAP_LAID_PAD,        /* constant_pad_nd(node's input 0, attrs.ints per dim): its suggested memory format */
+    CAP_LAID_INDEX       /* x[..., i, ...]: torch's index iterator over the node's inputs (source, indices) */
 } CapLaid;
 /* r (a node output, contiguous in the graph) with the strides eager gives
  * that call's result: r itself when those are contiguous, else r's values
@@ -487,6 +490,10 @@ typedef enum {
  * (an operand whose layout wick does not know to be eager's, symbolic sizes,
  * a layout that is not dense): r keeps wick's own layout then. */
 Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how);
+/* cap_eager_laid(r, CAP_LAID_POINTWISE) where eager's iterator reads the
+ * values `operands` (n, 1 to 3) rather than r's node inputs: x + y * alpha
+ * is one add of x and y in eager */
+Sv *cap_eager_laid_pointwise_of(Interp *I, Sv *r, const int *operands, int n);
 /* cap_eager_laid(r), or r itself where that is not modelled; NULL only on a failure */
 Sv *cap_laid_or_raw(Interp *I, Sv *r, CapLaid how);
 /* Once the graph is whole: every node that reads a value laid out by

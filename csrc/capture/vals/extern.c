@@ -323,7 +323,8 @@ Sv *cap_autocast_to_fp32(Interp *I, Sv *t) {
     if (!wk_dtype_is_float(m->dtype) || m->dtype == WK_F64 || m->dtype == WK_F32) return t;
     int dt = cap_autocast_dtype(I, m->device.type);
     if (dt == -2) return cap_py_failed(I, "autocast state"), NULL;
-    return dt < 0 ? t : cap_convert(I, t, WK_F32);
+    /* autocast's cast is Tensor.to(dtype): eager's copy keeps a dense input's layout */
+    return dt < 0 ? t : cap_laid_or_raw(I, cap_convert(I, t, WK_F32), CAP_LAID_CONVERT);
 }
 
 /* args[i] cast as autocast would cast it (itself when autocast leaves it);
@@ -344,7 +345,7 @@ static int autocast_args(Interp *I, Sv **args, int n) {
             if (e[0] == m->id && e[1] == dt && e[2] == I->grad_enabled) c = sv_tensor(I, e[3]);
         }
         if (!c) {
-            if (!(c = cap_convert(I, args[i], dt))) return -1;
+            if (!(c = cap_laid_or_raw(I, cap_convert(I, args[i], dt), CAP_LAID_CONVERT))) return -1;
             int cast = cap_tensor_value(I, c);
             if (cast < 0) return -1;
             wk_vec_push(&I->autocast_casts, m->id);

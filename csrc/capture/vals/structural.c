@@ -282,7 +282,7 @@ Sv *cap_index_getitem(Interp *I, Sv *self, Sv *key) {
     WkAttrs at = {0};
     at.nints = n;
     at.ints = ints;
-    return try_node(I, WK_OP_INDEX, in, n, &at);
+    return cap_laid_or_raw(I, try_node(I, WK_OP_INDEX, in, n, &at), CAP_LAID_INDEX);
 }
 
 /* ---- torch.arange(start, end, step, *, dtype, device, ...) -> ARANGE ------- */
@@ -539,9 +539,10 @@ static Sv *full_node(Interp *I, const char *fname, const Args *a) {
 Sv *cap_structural_call(Interp *I, WkOp op, const Args *a, const char *fname, PyObject *fn) {
     Sv *r = NULL;
     switch (op) {
-    case WK_OP_CAT: r = cat_node(I, a); break;
-    case WK_OP_PAD: r = pad_node(I, a); break;
-    case WK_OP_INDEX: r = embedding_node(I, a); break;
+    case WK_OP_CAT: r = cap_laid_or_raw(I, cat_node(I, a), CAP_LAID_CAT); break;
+    case WK_OP_PAD: r = cap_laid_or_raw(I, pad_node(I, a), CAP_LAID_PAD); break;
+    /* embedding is index_select's rows, viewed: contiguous in eager */
+    case WK_OP_INDEX: r = cap_laid_or_raw(I, embedding_node(I, a), CAP_LAID_CONTIGUOUS); break;
     case WK_OP_ARANGE: r = arange_node(I, a); break;
     case WK_OP_FULL: r = full_node(I, fname, a); break;
     default: break;

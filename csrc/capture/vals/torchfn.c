@@ -345,8 +345,12 @@ static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int met
                 scaled = cap_convert(I, scaled, (int)result);
                 if (!scaled) return NULL;
             }
+            int read[2] = {in[0], in[1]}; /* x + y * alpha: eager's iterator reads x and y */
             in[1] = scaled->value;
-            return cap_graph_op(I, op, in, 2, NULL); /* x + y * alpha: eager's iterator reads x and y */
+            Sv *r = cap_graph_op(I, op, in, 2, NULL);
+            if (!r) return NULL;
+            Sv *laid = cap_eager_laid_pointwise_of(I, r, read, 2);
+            return laid || CAP_FAILED(I) ? laid : r;
         }
         return cap_laid_or_raw(I, cap_graph_op(I, op, in, 2, NULL), CAP_LAID_POINTWISE);
     }

@@ -17,9 +17,12 @@
  * read other strides.
  *
  * It also owns the layout of native results (cap_eager_laid): a pointwise
- * result, a cast or a clone gets the strides eager gives it (torch's rule
- * asked on meta tensors), a permuted dense copy where those are not
- * contiguous, so that the calls above see eager's strides. */
+ * result, a cast, a clone, a cat, a constant pad or an advanced index gets
+ * the strides eager gives it (torch's rule asked on meta tensors), a
+ * permuted dense copy where those are not contiguous, so that the calls
+ * above see eager's strides; results eager allocates contiguous whatever
+ * their operands (reductions, softmax, layer_norm, gather) are eager's
+ * layout as they are (result_is_contiguous_in_eager). */
 #include <string.h>
 
 #include "../interp.h"
@@ -84,6 +87,18 @@ static int layout_is_eagers(Interp *I, int value, int depth) {
     return 1;
 }
 
+/* Ops whose result eager allocates contiguous whatever its operands'
+ * strides (their meta functions give it no strides: a reduction's
+ * resize_reduction, softmax's and gather's set_output_raw_strided,
+ * native_layer_norm's and index_select's contiguous empty): wick's
+ * contiguous output is eager's layout, on every device. Advanced indexing
+ * (INDEX) is not among them: its TensorIterator follows the source's
+ * strides, and embedding's index_select shares the row. */
+static int result_is_contiguous_in_eager(WkOp op) {
+    if (wk_op_info(op)->shape == WK_SHAPE_REDUCE) return 1;
+    return op == WK_OP_SOFTMAX || op == WK_OP_LOG_SOFTMAX || op == WK_OP_LAYER_NORM || op == WK_OP_GATHER;
+}
+
 static int layout_is_eagers_uncached(Interp *I, int value, int depth) {
     const WkGraph *g = I->g;
     const WkValue *m = wk_graph_value(g, value);
@@ -97,6 +112,7 @@ static int layout_is_eagers_uncached(Interp *I, int value, int depth) {
     /* a CONVERT to its own dtype is capture's contiguous copy (contiguous(),
      * reshape's copy, clone of a contiguous tensor): contiguous in eager too */
     if (n->op == WK_OP_CONVERT && wk_graph_value(g, n->inputs[0])->dtype == m->dtype) return 1;
+    if (result_is_contiguous_in_eager(n->op)) return 1;
     if (depth > 12) return 0;
     for (int i = 0; i < n->ninputs; i++) {
         const WkValue *in = wk_graph_value(g, n->inputs[i]);
@@ -624,7 +640,8 @@ static PyObject *int_tuple(int n, const int64_t *v) {
 
 /* wick._capture_meta.eager_strides(kind, operands, device) into out (nd of
  * them); 0 when answered, -1 (no Python error left) when not */
-static int ask_eager_strides(const char *kind, int n, const Layout *ops, const char *device, int nd, int64_t *out) {
+static int ask_eager_strides(const char *kind, int n, const Layout *ops, int nextra, const int64_t *extra,
+                             const char *device, int nd, int64_t *out) {
     static PyObject *query; /* strong, for the process */
     if (!query) {
         PyObject *meta = PyImport_ImportModule("wick._capture_meta");
@@ -644,8 +661,10 @@ static int ask_eager_strides(const char *kind, int n, const Layout *ops, const c
         }
         PyTuple_SET_ITEM(operands, i, pair);
     }
-    PyObject *r = operands ? PyObject_CallFunction(query, "sOs", kind, operands, device) : NULL;
+    PyObject *args = operands ? int_tuple(nextra, extra) : NULL;
+    PyObject *r = args ? PyObject_CallFunction(query, "sOsO", kind, operands, device, args) : NULL;
     Py_XDECREF(operands);
+    Py_XDECREF(args);
     int ok = r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == nd;
     for (int d = 0; ok && d < nd; d++) {
         Sv item = {.kind = SV_CONST, .obj = PyTuple_GET_ITEM(r, d)};
@@ -712,27 +731,46 @@ static Sv *laid_out_as(Interp *I, Sv *r, const Layout *got, const int64_t *want)
     return laid;
 }
 
-Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how) {
+/* The rule's name in wick._capture_meta.eager_strides, and the node's
+ * attribute ints the call takes besides its operands (cat's dim, pad's
+ * per-dim widths) */
+static const char *rule_name(CapLaid how) {
+    switch (how) {
+    case CAP_LAID_POINTWISE: case CAP_LAID_POINTWISE_UNARY: return "pointwise";
+    case CAP_LAID_CONVERT: return "convert";
+    case CAP_LAID_CLONE: return "clone";
+    case CAP_LAID_CAT: return "cat";
+    case CAP_LAID_PAD: return "pad";
+    case CAP_LAID_INDEX: return "index";
+    default: return NULL;
+    }
+}
+
+enum { MAX_LAID_OPERANDS = 64 }; /* cat's inputs: structural.c takes at most 64 */
+
+/* r laid out as eager lays out the `how` call of the values `operands`
+ * (n of them); NULL without a reason where not modelled */
+static Sv *eager_laid_of(Interp *I, Sv *r, CapLaid how, const int *operands, int n) {
     if (!r || r->kind != SV_TENSOR || r->value < 0) return NULL;
     const WkValue *rm = wk_graph_value(I->g, r->value);
     if (rm->node < 0) return NULL;
-    const WkNode *n = wk_graph_node(I->g, rm->node);
+    const WkNode *node = wk_graph_node(I->g, rm->node);
     Layout got;
-    if (n->op == WK_OP_VIEW || n->op == WK_OP_EXTERN || n->noutputs != 1 || layout_of(rm, &got) < 0) return NULL;
+    if (node->op == WK_OP_VIEW || node->op == WK_OP_EXTERN || node->noutputs != 1 || layout_of(rm, &got) < 0)
+        return NULL;
     if (how == CAP_LAID_CONTIGUOUS) {
         record_relaid(I, r->value, r->value);
         return r;
     }
-    int pointwise = how == CAP_LAID_POINTWISE || how == CAP_LAID_POINTWISE_UNARY;
-    int nin = pointwise ? n->ninputs : 1, nops = 0, standard = 1;
-    if (nin < 1 || nin > 3) return NULL;
-    Layout ops[3];
-    for (int i = 0; i < nin; i++) {
-        const WkValue *in = wk_graph_value(I->g, n->inputs[i]);
+    if (n < 1 || n > MAX_LAID_OPERANDS) return NULL;
+    int nops = 0, standard = 1;
+    Layout ops[MAX_LAID_OPERANDS];
+    for (int i = 0; i < n; i++) {
+        const WkValue *in = wk_graph_value(I->g, operands[i]);
         if (how == CAP_LAID_POINTWISE_UNARY && in->is_wrapped_number) continue;
         /* an operand whose strides in wick are not eager's: eager's result
          * layout is not known from them */
-        if (!layout_is_eagers(I, n->inputs[i], 0) || layout_of(in, &ops[nops]) < 0) return NULL;
+        if (!layout_is_eagers(I, operands[i], 0) || layout_of(in, &ops[nops]) < 0) return NULL;
         standard &= is_standard_contiguous(&ops[nops]);
         nops++;
     }
@@ -744,7 +782,9 @@ Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how) {
          * wick's is; no question to ask */
         memcpy(want, got.strides, sizeof(int64_t) * (size_t)got.nd);
     } else {
-        const char *kind = pointwise ? "pointwise" : how == CAP_LAID_CONVERT ? "convert" : "clone";
+        const char *kind = rule_name(how);
+        if (!kind) return NULL;
+        int nextra = how == CAP_LAID_CAT || how == CAP_LAID_PAD || how == CAP_LAID_INDEX ? node->attrs.nints : 0;
         /* an empty result's strides are the CPU kernels' own (meta tensors
          * answer otherwise): asked on small CPU tensors, and not modelled on
          * other devices */
@@ -760,9 +800,30 @@ Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how) {
             }
             device = "cpu";
         }
-        if (ask_eager_strides(kind, nops, ops, device, got.nd, want) < 0) return NULL;
+        if (ask_eager_strides(kind, nops, ops, nextra, node->attrs.ints, device, got.nd, want) < 0) return NULL;
     }
     return laid_out_as(I, r, &got, want);
+}
+
+Sv *cap_eager_laid(Interp *I, Sv *r, CapLaid how) {
+    if (!r || r->kind != SV_TENSOR || r->value < 0) return NULL;
+    const WkValue *rm = wk_graph_value(I->g, r->value);
+    if (rm->node < 0) return NULL;
+    const WkNode *node = wk_graph_node(I->g, rm->node);
+    /* the operands eager's call reads: a pointwise node's and a cat's
+     * inputs, pad's input (its fill is a Scalar), a cast's or clone's one */
+    int all = how == CAP_LAID_POINTWISE || how == CAP_LAID_POINTWISE_UNARY || how == CAP_LAID_CAT ||
+              how == CAP_LAID_INDEX;
+    int n = all ? node->ninputs : 1;
+    if (how == CAP_LAID_POINTWISE || how == CAP_LAID_POINTWISE_UNARY) {
+        if (n > 3) return NULL; /* TensorIterator ops of one to three operands (_capture_meta) */
+    }
+    return eager_laid_of(I, r, how, node->inputs, n);
+}
+
+Sv *cap_eager_laid_pointwise_of(Interp *I, Sv *r, const int *operands, int n) {
+    if (n < 1 || n > 3) return NULL;
+    return eager_laid_of(I, r, CAP_LAID_POINTWISE, operands, n);
 }
 
 void cap_read_unlaid(Interp *I) {
