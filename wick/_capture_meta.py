@@ -528,6 +528,17 @@ _LOGGER_METHODS = frozenset(f"Logger.{n}" for n in ("debug", "info", "warning", 
 # functools.lru_cache wrappers, so a message is logged once per process.
 _TRANSFORMERS_ONCE = frozenset(("warning_once", "info_once"))
 _TRANSFORMERS_PLAIN = frozenset(("warning_advice",))
+# logging.LoggerAdapter's: process() adds its `extra`, then its logger logs;
+# findCaller skips logging's own frames, so the record's location is still
+# the call's.
+_ADAPTER_METHODS = frozenset(f"LoggerAdapter.{n}" for n in ("debug", "info", "warning", "error", "critical", "log"))
+# logging's module functions, on the root logger (basicConfig first when it
+# has no handler, as eager does at the call); exception and warn are not.
+_ROOT_FUNCTIONS = frozenset(("debug", "info", "warning", "error", "critical", "log"))
+# What a logger answers about its own state: the answer is a constant of
+# the graph, guarded by asking again on every call (log_query_guard).
+_LOGGER_QUERIES = frozenset(f"{c}.{n}" for c in ("Logger", "LoggerAdapter")
+                            for n in ("isEnabledFor", "getEffectiveLevel"))
 
 
 def is_log_method(fn):
@@ -541,11 +552,34 @@ def is_log_method(fn):
         return False
     logging = sys.modules.get("logging")
     if logging is not None and fn.__globals__ is vars(logging):
-        return not once and fn.__qualname__ in _LOGGER_METHODS
+        return not once and (fn.__qualname__ in _LOGGER_METHODS or fn.__qualname__ in _ADAPTER_METHODS)
     tlog = sys.modules.get("transformers.utils.logging")
     if tlog is not None and fn.__globals__ is vars(tlog) and fn.__qualname__ == fn.__name__:
         return fn.__name__ in (_TRANSFORMERS_ONCE if once else _TRANSFORMERS_PLAIN)
     return False
+
+
+def log_call_kind(fn):
+    """How capture models a call of fn (csrc/capture/vals/logcall.c): 1 a
+    logging method (is_log_method), 2 one of logging's module functions on
+    the root logger, 3 a logger's isEnabledFor or getEffectiveLevel, 0 none."""
+    if is_log_method(fn):
+        return 1
+    logging = sys.modules.get("logging")
+    if logging is None or type(fn) is not type(is_log_method) or fn.__globals__ is not vars(logging):
+        return 0
+    if fn.__qualname__ in _ROOT_FUNCTIONS and getattr(logging, fn.__name__, None) is fn:
+        return 2
+    return 3 if fn.__qualname__ in _LOGGER_QUERIES else 0
+
+
+def log_query_guard(query, logger, args, answer):
+    """A check, made on every call of the compiled frame, that query(logger,
+    *args) still gives `answer`: the logger's level, its parents', logging's
+    disable() and the logger's disabled flag are all read again."""
+    def same_answer():
+        return query(logger, *args) == answer
+    return same_answer
 
 
 _log_sites = {}
