@@ -562,9 +562,13 @@ def is_log_method(fn):
 def log_call_kind(fn):
     """How capture models a call of fn (csrc/capture/vals/logcall.c): 1 a
     logging method (is_log_method), 2 one of logging's module functions on
-    the root logger, 3 a logger's isEnabledFor or getEffectiveLevel, 0 none."""
+    the root logger, 3 a logger's isEnabledFor or getEffectiveLevel, 4
+    warnings.warn, 0 none."""
     if is_log_method(fn):
         return 1
+    warnings = sys.modules.get("warnings")
+    if warnings is not None and fn is getattr(warnings, "warn", None):
+        return 4
     logging = sys.modules.get("logging")
     if logging is None or type(fn) is not type(is_log_method) or fn.__globals__ is not vars(logging):
         return 0
@@ -582,16 +586,43 @@ def log_query_guard(query, logger, args, answer):
     return same_answer
 
 
+def _warn_action(text, category, module, lineno):
+    # the action warnings' filters give a warning of this text and category
+    # raised from that module and line, as warnings.warn looks it up
+    import warnings
+
+    for action, msg, cat, mod, ln in warnings.filters:
+        if ((msg is None or msg.match(text)) and issubclass(category, cat) and (mod is None or mod.match(module))
+                and (ln == 0 or ln == lineno)):
+            return action
+    return warnings.defaultaction
+
+
+def warn_action_guard(text, category, globals, lineno):
+    """A check, made on every call of the compiled frame, that a deferred
+    warnings.warn(text, category) at lineno of the module whose globals
+    these are is not turned into an exception by the filters then: raised
+    after the graph, it would come later than eager's, so capture defers
+    the call only while this holds (csrc/capture/vals/logcall.c)."""
+    module = globals.get("__name__", "<string>")
+
+    def not_an_error():
+        return _warn_action(text, category, module, lineno) != "error"
+    return not_an_error
+
+
 _log_sites = {}
 
 
-def log_call_site(filename, line, name, qualname):
+def log_call_site(filename, line, name, qualname, globals=None):
     """A function whose frame stands where the captured frame made a logging
     call (filename, line, the function's name): the transformed code makes the
     deferred call through it, site(fn, args, kwargs_pairs), so the record's
     pathname, lineno and funcName (logging's findCaller) are eager's, and so is
-    a traceback through it."""
-    key = (filename, line, name, qualname)
+    a traceback through it. With `globals` (warnings.warn's sites) the site
+    runs in them (the function keeps them, so their id in the key stays
+    theirs)."""
+    key = (filename, line, name, qualname, id(globals))
     site = _log_sites.get(key)
     if site is None:
         import builtins
@@ -601,7 +632,10 @@ def log_call_site(filename, line, name, qualname):
         module = compile(src, filename, "exec", dont_inherit=True)
         code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
         code = code.replace(co_name=name, co_qualname=qualname)
-        site = types.FunctionType(code, {"__builtins__": builtins})
+        # warnings.warn reads the calling frame's globals: its module's
+        # __name__ (the filters' module) and __warningregistry__ (once and
+        # default), so a warning's site runs in the frame's own
+        site = types.FunctionType(code, {"__builtins__": builtins} if globals is None else globals)
         _log_sites[key] = site
     return site
 

@@ -32,7 +32,7 @@
 #include "../interp.h"
 
 /* wick._capture_meta's */
-static PyObject *is_log_method_fn, *log_call_kind_fn, *log_call_site_fn, *log_query_guard_fn;
+static PyObject *is_log_method_fn, *log_call_kind_fn, *log_call_site_fn, *log_query_guard_fn, *warn_guard_fn;
 /* logging.Logger and logging.LoggerAdapter, once logging is imported (kept:
  * logging is never unloaded), and LoggerAdapter.process */
 static PyTypeObject *logger_type, *adapter_type;
@@ -73,8 +73,10 @@ static int load_helpers(void) {
     PyObject *kind = m ? PyObject_GetAttrString(m, "log_call_kind") : NULL;
     PyObject *site = m ? PyObject_GetAttrString(m, "log_call_site") : NULL;
     PyObject *query = m ? PyObject_GetAttrString(m, "log_query_guard") : NULL;
+    PyObject *warn = m ? PyObject_GetAttrString(m, "warn_action_guard") : NULL;
     Py_XDECREF(m);
-    if (!is || !kind || !site || !query) {
+    if (!is || !kind || !site || !query || !warn) {
+        Py_XDECREF(warn);
         Py_XDECREF(is);
         Py_XDECREF(kind);
         Py_XDECREF(site);
@@ -85,6 +87,7 @@ static int load_helpers(void) {
     log_call_kind_fn = kind;
     log_call_site_fn = site;
     log_query_guard_fn = query;
+    warn_guard_fn = warn;
     return 0;
 }
 
@@ -94,7 +97,7 @@ static PyObject *process_name(void) {
     return name;
 }
 
-enum { NOT_LOGGING, LOG_METHOD, ROOT_FUNCTION, LOGGER_QUERY };
+enum { NOT_LOGGING, LOG_METHOD, ROOT_FUNCTION, LOGGER_QUERY, WARN };
 
 /* Which of the enum above a call of fn is (wick._capture_meta.log_call_kind). */
 static int log_call_kind(PyObject *fn) {
@@ -203,24 +206,65 @@ static Sv *logger_query(Interp *I, PyObject *fn, const Args *a) {
     return sv_const_Steal(I, answer);
 }
 
+/* warnings.warn(message, category=None, stacklevel=1, source=None) with a
+ * str message, a Warning subclass (or None) and the defaults otherwise (a
+ * stacklevel above 1 names a frame the replay does not stand in): the
+ * no-argument check that the filters do not make it an exception, new, or
+ * NULL (with no Python error) when not such a call or when they do now. */
+static PyObject *warn_check(Interp *I, const Args *a, int line) {
+    static const char *const names[] = {"message", "category", "stacklevel", "source"};
+    Sv *given[4] = {0};
+    if (a->npos > 4) return NULL;
+    for (int i = 0; i < a->npos; i++) given[i] = a->pos[i];
+    for (int k = 0; k < a->nkw; k++) {
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, k), names[i]) == 0) found = i;
+        if (found < 0 || given[found]) return NULL;
+        given[found] = a->kw[k];
+    }
+    for (int i = 0; i < 4; i++)
+        if (given[i] && (given[i]->kind != SV_CONST || !given[i]->obj)) return NULL;
+    PyObject *message = given[0] ? given[0]->obj : NULL;
+    PyObject *category = given[1] ? given[1]->obj : Py_None;
+    if (!message || !PyUnicode_CheckExact(message)) return NULL;
+    if (category == Py_None) category = PyExc_UserWarning;
+    if (!PyType_Check(category) || !PyType_IsSubtype((PyTypeObject *)category, (PyTypeObject *)PyExc_Warning))
+        return NULL;
+    if (given[2] && !(PyLong_CheckExact(given[2]->obj) && PyLong_AsLong(given[2]->obj) == 1)) return NULL;
+    if (given[3] && given[3]->obj != Py_None) return NULL;
+    PyObject *check = PyObject_CallFunction(warn_guard_fn, "OOOi", message, category, I->f->globals, line);
+    PyObject *ok = check ? PyObject_CallNoArgs(check) : NULL;
+    if (ok != Py_True) {
+        PyErr_Clear();
+        Py_XDECREF(check);
+        check = NULL;
+    }
+    Py_XDECREF(ok);
+    return check;
+}
+
 Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a) {
     int kind = log_call_kind(fn);
     if (kind == NOT_LOGGING) return NULL;
     if (kind == LOGGER_QUERY) return logger_query(I, fn, a);
+    Frame *F = I->f;
+    int line = F->line > 0 ? F->line : F->code->co_firstlineno;
+    PyObject *warn_ok = NULL; /* WARN: the check the deferred call needs on every call */
+    if (kind == WARN && !(warn_ok = warn_check(I, a, line))) return NULL;
     if (kind == LOG_METHOD && !called_logger(a)) return NULL;
     int first = kind == LOG_METHOD; /* the record's arguments start after the logger */
-    int hashed = !PyFunction_Check(fn); /* the lru_cache wrappers */
+    int hashed = kind != WARN && !PyFunction_Check(fn); /* the lru_cache wrappers */
     /* Logger.log raises on a level that is no int: where the frame calls it */
     if (!hashed && PyUnicode_CompareWithASCIIString(((PyFunctionObject *)fn)->func_name, "log") == 0 &&
         (a->npos < first + 1 || a->pos[first]->kind != SV_CONST || !PyLong_Check(a->pos[first]->obj)))
         return NULL;
-    for (int i = first; i < a->npos; i++)
+    for (int i = first; kind != WARN && i < a->npos; i++)
         if (!replayable(a->pos[i], hashed)) return NULL;
-    for (int i = 0; i < a->nkw; i++) {
+    for (int i = 0; kind != WARN && i < a->nkw; i++) {
         if (!replayable(a->kw[i], hashed)) return NULL;
         if (!keyword_default(PyTuple_GET_ITEM(a->kwnames, i), a->kw[i]->obj)) return NULL;
     }
-    Frame *F = I->f;
     PyObject *args = PyTuple_New(a->npos);
     PyObject *kwargs = args ? PyTuple_New(a->nkw) : NULL;
     for (int i = 0; kwargs && i < a->npos; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(a->pos[i]->obj));
@@ -232,18 +276,23 @@ Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a) {
         }
         PyTuple_SET_ITEM(kwargs, i, pair);
     }
-    int line = F->line > 0 ? F->line : F->code->co_firstlineno;
-    PyObject *site = kwargs ? PyObject_CallFunction(log_call_site_fn, "OiOO", F->code->co_filename, line,
-                                                    F->code->co_name, F->code->co_qualname)
+    PyObject *site = kwargs ? PyObject_CallFunction(log_call_site_fn, "OiOOO", F->code->co_filename, line,
+                                                    F->code->co_name, F->code->co_qualname,
+                                                    kind == WARN ? F->globals : Py_None)
                             : NULL;
     if (!site) {
         Py_XDECREF(args);
         Py_XDECREF(kwargs);
+        Py_XDECREF(warn_ok);
         return cap_py_failed(I, "a logging call"), NULL;
     }
     int rc = cap_log_effect(I, site, Py_NewRef(fn), args, kwargs);
-    if (rc < 0) return NULL;
-    if (rc == 0) return NULL; /* not deferred: captured as before */
+    if (rc <= 0) { /* rc 0: not deferred, captured as before */
+        Py_XDECREF(warn_ok);
+        return NULL;
+    }
     if (first) pin_logger(I, a);
+    if (warn_ok) wk_guard_call_is(I->guards, warn_ok, Py_True);
+    Py_XDECREF(warn_ok);
     return sv_const(I, Py_None);
 }
