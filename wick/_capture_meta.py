@@ -598,6 +598,18 @@ def _warn_action(text, category, module, lineno):
     return warnings.defaultaction
 
 
+def is_logging_internal(filename):
+    """A frame of this file is one logging's findCaller steps over (logging's
+    own source, importlib's bootstrap): a deferred record is made at the
+    nearest capture frame that is not one (csrc/capture/vals/logcall.c)."""
+    import os
+
+    logging = sys.modules.get("logging")
+    name = os.path.normcase(filename)
+    return (logging is not None and name == getattr(logging, "_srcfile", None)) or (
+        "importlib" in name and "_bootstrap" in name)
+
+
 def warn_action_guard(text, category, globals, lineno):
     """A check, made on every call of the compiled frame, that a deferred
     warnings.warn(text, category) at lineno of the module whose globals

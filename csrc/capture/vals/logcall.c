@@ -32,7 +32,8 @@
 #include "../interp.h"
 
 /* wick._capture_meta's */
-static PyObject *is_log_method_fn, *log_call_kind_fn, *log_call_site_fn, *log_query_guard_fn, *warn_guard_fn;
+static PyObject *is_log_method_fn, *log_call_kind_fn, *log_call_site_fn, *log_query_guard_fn, *warn_guard_fn,
+    *is_logging_internal_fn;
 /* logging.Logger and logging.LoggerAdapter, once logging is imported (kept:
  * logging is never unloaded), and LoggerAdapter.process */
 static PyTypeObject *logger_type, *adapter_type;
@@ -74,9 +75,11 @@ static int load_helpers(void) {
     PyObject *site = m ? PyObject_GetAttrString(m, "log_call_site") : NULL;
     PyObject *query = m ? PyObject_GetAttrString(m, "log_query_guard") : NULL;
     PyObject *warn = m ? PyObject_GetAttrString(m, "warn_action_guard") : NULL;
+    PyObject *internal = m ? PyObject_GetAttrString(m, "is_logging_internal") : NULL;
     Py_XDECREF(m);
-    if (!is || !kind || !site || !query || !warn) {
+    if (!is || !kind || !site || !query || !warn || !internal) {
         Py_XDECREF(warn);
+        Py_XDECREF(internal);
         Py_XDECREF(is);
         Py_XDECREF(kind);
         Py_XDECREF(site);
@@ -88,6 +91,7 @@ static int load_helpers(void) {
     log_call_site_fn = site;
     log_query_guard_fn = query;
     warn_guard_fn = warn;
+    is_logging_internal_fn = internal;
     return 0;
 }
 
@@ -244,11 +248,30 @@ static PyObject *warn_check(Interp *I, const Args *a, int line) {
     return check;
 }
 
+/* The frame a record made now would name (logging's findCaller steps
+ * over logging's own frames: a call inlined from LoggerAdapter.log is the
+ * adapter's caller's), or NULL when none of the capture's frames is one. */
+static Frame *record_frame(Interp *I) {
+    for (Frame *F = I->f; F; F = F->parent) {
+        PyObject *r = PyObject_CallOneArg(is_logging_internal_fn, F->code->co_filename);
+        int internal = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (internal < 0) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (!internal) return F;
+    }
+    return NULL;
+}
+
 Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a) {
     int kind = log_call_kind(fn);
     if (kind == NOT_LOGGING) return NULL;
     if (kind == LOGGER_QUERY) return logger_query(I, fn, a);
-    Frame *F = I->f;
+    /* warnings.warn at stacklevel 1 names the calling frame, whatever its file */
+    Frame *F = kind == WARN ? I->f : record_frame(I);
+    if (!F) return NULL;
     int line = F->line > 0 ? F->line : F->code->co_firstlineno;
     PyObject *warn_ok = NULL; /* WARN: the check the deferred call needs on every call */
     if (kind == WARN && !(warn_ok = warn_check(I, a, line))) return NULL;
