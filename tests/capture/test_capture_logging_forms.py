@@ -408,9 +408,11 @@ def inlined_warn(x):
     return helper_that_warns(x - 0.2) * 3
 
 
-def warns_then_mutates(x):
-    warnings.warn("about to add", UserWarning)
+def mutates_then_warns(x, events):
     x.add_(1)
+    events.append("before")
+    warnings.warn("added one", UserWarning)
+    events.append("after")
     return x * 2
 
 
@@ -485,36 +487,39 @@ def test_warn_category_filter():
     one_graph_entry(warns_mid)
 
 
-def test_warn_as_error_raises_before_the_mutation():
-    """Under an "error" filter the warning raises at the call, before the
-    in-place add: not deferred (the filter check fails, capture keeps the
-    call where it is), and the argument is left as eager leaves it; a
-    compiled entry made under "always" is not reused."""
+def test_warn_as_error_raises_where_eager_does():
+    """Under an "error" filter the warning raises at the call: after the
+    in-place add and the first append, before the second. An entry made
+    under "always" defers the call; under "error" its filter check fails,
+    and the call raises where eager's does: the argument, the appends and
+    the warnings shown are eager's."""
     C.reset()
-    cf = compiled(warns_then_mutates)
-    for action in ("always", "error", "always", "error"):
-        x = inputs((5,), torch.float32, 7)
+    cf = compiled(mutates_then_warns)
+    for i, action in enumerate(("always", "error", "always", "error")):
+        x = inputs(SHAPES_DTYPES[i % 3][0], SHAPES_DTYPES[i % 3][1], 7 + i)
         xe, xc = x.clone(), x.clone()
         outcomes = []
-        for run, arg in ((warns_then_mutates, xe), (cf, xc)):
-            clear_registries(warns_then_mutates)
+        for run, arg in ((mutates_then_warns, xe), (cf, xc)):
+            clear_registries(mutates_then_warns)
+            events = []
             with warnings.catch_warnings(record=True) as got:
                 warnings.simplefilter(action)
                 try:
-                    out = run(arg)
+                    out = run(arg, events)
                 except UserWarning as e:
                     out = ("raised", str(e))
-            outcomes.append((out, [str(w.message) for w in got]))
-        (expected, eager_seen), (out, seen) = outcomes
-        assert seen == eager_seen
+            outcomes.append((out, events, [str(w.message) for w in got]))
+        (expected, eager_events, eager_seen), (out, events, seen) = outcomes
+        assert (events, seen) == (eager_events, eager_seen)
         if action == "error":
-            assert out == expected == ("raised", "about to add")
+            assert out == expected == ("raised", "added one") and events == ["before"]
         else:
             assert_same(out, expected)
+            assert events == ["before", "after"] and seen == ["added one"]
         assert torch.equal(xc, xe)
-    es = entry_tree(warns_then_mutates.__code__)
+    es = C.code_entries(mutates_then_warns.__code__)  # the frame's own entries, not its resume functions
     assert any(not e["eager"] and e["graph_count"] == 1 and not e.get("breaks") for e in es), reasons(
-        warns_then_mutates)  # the entry made under "always"
+        mutates_then_warns)  # the entry made under "always"
     assert any(e.get("breaks") or e["eager"] for e in es)  # the one under "error"
 
 
