@@ -534,3 +534,36 @@ def test_warn_stacklevel_2_still_breaks_and_is_exact():
     assert [w[:2] for w in seen] == [w[:2] for w in eager]
     graphs, breaks, eager_entries = break_counts(warns_stacklevel_2)
     assert breaks >= 1, reasons(warns_stacklevel_2)
+
+
+def debug_a_tensor(x):
+    y = x.sin()
+    logger.debug("sum is %s", y.sum())
+    return y * 2
+
+
+def test_disabled_call_with_a_tensor_is_one_graph(handler):
+    """A tensor argument is not replayable, so the call is captured as
+    before: Logger.debug asks isEnabledFor first, a guarded constant now. A
+    logger not enabled for DEBUG makes it do nothing (one graph, as in
+    eager); enabled, the tensor is formatted (a break), and the records are
+    eager's."""
+    C.reset()
+    cf = compiled(debug_a_tensor)
+    try:
+        for i, level in enumerate((logging.INFO, logging.INFO, logging.DEBUG, logging.WARNING)):
+            logger.setLevel(level)
+            shape, dtype = SHAPES_DTYPES[i % 3]
+            x = inputs(shape, dtype, i)
+            handler.records.clear()
+            expected = debug_a_tensor(x)
+            eager = [r[:2] for r in handler.records]
+            handler.records.clear()
+            assert_same(cf(x), expected)
+            assert [r[:2] for r in handler.records] == eager
+            assert bool(eager) == (level == logging.DEBUG)
+    finally:
+        logger.setLevel(logging.DEBUG)
+    es = C.code_entries(debug_a_tensor.__code__)
+    assert any(not e["eager"] and e["graph_count"] == 1 and not e.get("breaks") for e in es), reasons(debug_a_tensor)
+    assert any(e.get("breaks") or e["eager"] for e in es)
