@@ -240,9 +240,11 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
                 return push_const_Steal(I, v, method);
             }
     }
-    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !_PyType_Lookup(Py_TYPE(o->obj), name)) {
+    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr &&
+        !_PyType_Lookup(Py_TYPE(o->obj), name)) {
         /* obj.log of a pinned instance holding a logger in its __dict__
-         * (no class attribute of that name, so nothing else is read): the
+         * (plain attribute lookup and no class attribute of that name, so
+         * nothing else is read): the
          * logger, while the instance keeps it there (vals/logcall.c) */
         PyObject **dp = _PyObject_GetDictPtr(o->obj);
         PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL;
