@@ -528,6 +528,17 @@ _LOGGER_METHODS = frozenset(f"Logger.{n}" for n in ("debug", "info", "warning", 
 # functools.lru_cache wrappers, so a message is logged once per process.
 _TRANSFORMERS_ONCE = frozenset(("warning_once", "info_once"))
 _TRANSFORMERS_PLAIN = frozenset(("warning_advice",))
+# logging.LoggerAdapter's: process() adds its `extra`, then its logger logs;
+# findCaller skips logging's own frames, so the record's location is still
+# the call's.
+_ADAPTER_METHODS = frozenset(f"LoggerAdapter.{n}" for n in ("debug", "info", "warning", "error", "critical", "log"))
+# logging's module functions, on the root logger (basicConfig first when it
+# has no handler, as eager does at the call); exception and warn are not.
+_ROOT_FUNCTIONS = frozenset(("debug", "info", "warning", "error", "critical", "log"))
+# What a logger answers about its own state: the answer is a constant of
+# the graph, guarded by asking again on every call (log_query_guard).
+_LOGGER_QUERIES = frozenset(f"{c}.{n}" for c in ("Logger", "LoggerAdapter")
+                            for n in ("isEnabledFor", "getEffectiveLevel"))
 
 
 def is_log_method(fn):
@@ -541,23 +552,89 @@ def is_log_method(fn):
         return False
     logging = sys.modules.get("logging")
     if logging is not None and fn.__globals__ is vars(logging):
-        return not once and fn.__qualname__ in _LOGGER_METHODS
+        return not once and (fn.__qualname__ in _LOGGER_METHODS or fn.__qualname__ in _ADAPTER_METHODS)
     tlog = sys.modules.get("transformers.utils.logging")
     if tlog is not None and fn.__globals__ is vars(tlog) and fn.__qualname__ == fn.__name__:
         return fn.__name__ in (_TRANSFORMERS_ONCE if once else _TRANSFORMERS_PLAIN)
     return False
 
 
+def log_call_kind(fn):
+    """How capture models a call of fn (csrc/capture/vals/logcall.c): 1 a
+    logging method (is_log_method), 2 one of logging's module functions on
+    the root logger, 3 a logger's isEnabledFor or getEffectiveLevel, 4
+    warnings.warn, 0 none."""
+    if is_log_method(fn):
+        return 1
+    warnings = sys.modules.get("warnings")
+    if warnings is not None and fn is getattr(warnings, "warn", None):
+        return 4
+    logging = sys.modules.get("logging")
+    if logging is None or type(fn) is not type(is_log_method) or fn.__globals__ is not vars(logging):
+        return 0
+    if fn.__qualname__ in _ROOT_FUNCTIONS and getattr(logging, fn.__name__, None) is fn:
+        return 2
+    return 3 if fn.__qualname__ in _LOGGER_QUERIES else 0
+
+
+def log_query_guard(query, logger, args, answer):
+    """A check, made on every call of the compiled frame, that query(logger,
+    *args) still gives `answer`: the logger's level, its parents', logging's
+    disable() and the logger's disabled flag are all read again."""
+    def same_answer():
+        return query(logger, *args) == answer
+    return same_answer
+
+
+def _warn_action(text, category, module, lineno):
+    # the action warnings' filters give a warning of this text and category
+    # raised from that module and line, as warnings.warn looks it up
+    import warnings
+
+    for action, msg, cat, mod, ln in warnings.filters:
+        if ((msg is None or msg.match(text)) and issubclass(category, cat) and (mod is None or mod.match(module))
+                and (ln == 0 or ln == lineno)):
+            return action
+    return warnings.defaultaction
+
+
+def is_logging_internal(filename):
+    """A frame of this file is one logging's findCaller steps over (logging's
+    own source, importlib's bootstrap): a deferred record is made at the
+    nearest capture frame that is not one (csrc/capture/vals/logcall.c)."""
+    import os
+
+    logging = sys.modules.get("logging")
+    name = os.path.normcase(filename)
+    return (logging is not None and name == getattr(logging, "_srcfile", None)) or (
+        "importlib" in name and "_bootstrap" in name)
+
+
+def warn_action_guard(text, category, globals, lineno):
+    """A check, made on every call of the compiled frame, that a deferred
+    warnings.warn(text, category) at lineno of the module whose globals
+    these are is not turned into an exception by the filters then: raised
+    after the graph, it would come later than eager's, so capture defers
+    the call only while this holds (csrc/capture/vals/logcall.c)."""
+    module = globals.get("__name__", "<string>")
+
+    def not_an_error():
+        return _warn_action(text, category, module, lineno) != "error"
+    return not_an_error
+
+
 _log_sites = {}
 
 
-def log_call_site(filename, line, name, qualname):
+def log_call_site(filename, line, name, qualname, globals=None):
     """A function whose frame stands where the captured frame made a logging
     call (filename, line, the function's name): the transformed code makes the
     deferred call through it, site(fn, args, kwargs_pairs), so the record's
     pathname, lineno and funcName (logging's findCaller) are eager's, and so is
-    a traceback through it."""
-    key = (filename, line, name, qualname)
+    a traceback through it. With `globals` (warnings.warn's sites) the site
+    runs in them (the function keeps them, so their id in the key stays
+    theirs)."""
+    key = (filename, line, name, qualname, id(globals))
     site = _log_sites.get(key)
     if site is None:
         import builtins
@@ -567,7 +644,10 @@ def log_call_site(filename, line, name, qualname):
         module = compile(src, filename, "exec", dont_inherit=True)
         code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
         code = code.replace(co_name=name, co_qualname=qualname)
-        site = types.FunctionType(code, {"__builtins__": builtins})
+        # warnings.warn reads the calling frame's globals: its module's
+        # __name__ (the filters' module) and __warningregistry__ (once and
+        # default), so a warning's site runs in the frame's own
+        site = types.FunctionType(code, {"__builtins__": builtins} if globals is None else globals)
         _log_sites[key] = site
     return site
 

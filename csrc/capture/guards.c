@@ -278,9 +278,11 @@ void wk_guard_type_at(WkGuards *g, int arg, PyObject *path, PyTypeObject *type) 
 
 void wk_guard_type(WkGuards *g, int arg, PyTypeObject *type) { wk_guard_type_at(g, arg, NULL, type); }
 
-void wk_guard_id(WkGuards *g, int arg, PyObject *value) {
-    if (has_check(g, CK_ID, arg)) return;
-    Check c = {.kind = CK_ID, .arg = arg};
+void wk_guard_id(WkGuards *g, int arg, PyObject *value) { wk_guard_id_at(g, arg, NULL, value); }
+
+void wk_guard_id_at(WkGuards *g, int arg, PyObject *path, PyObject *value) {
+    if (has_check_at(g, CK_ID, arg, path)) return;
+    Check c = {.kind = CK_ID, .arg = arg, .path = Py_XNewRef(path)};
     c.value = Py_NewRef(value);
     add_check(g, c);
 }

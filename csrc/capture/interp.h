@@ -669,9 +669,14 @@ int cap_break_note_exit(Interp *I, Sv *exit_method);
 /* vals/logcall.c */
 /* fn, found on self, is a logging method capture defers (self a logging.Logger): 1 or 0 */
 int cap_log_method(PyObject *self, PyObject *fn);
-/* fn(*a) when fn is such a method, self a pinned logger and every argument
- * a plain constant: kept as a side effect, None. NULL without a reason when
- * it is not one (capture goes on as before), NULL with a reason on failure. */
+/* o is a logging.Logger or logging.LoggerAdapter (borrowed): 1 or 0 */
+int cap_is_logger(PyObject *o);
+/* fn(*a) when fn is such a method, self a pinned logger (or one reached
+ * from an argument) and every argument a plain constant, one of logging's
+ * root functions, or warnings.warn: kept as a side effect, None; a logger's
+ * isEnabledFor/getEffectiveLevel: a guarded constant. NULL without a reason
+ * when it is not one (capture goes on as before), NULL with a reason on
+ * failure. */
 Sv *cap_log_call(Interp *I, PyObject *fn, const Args *a);
 
 /* vals/contextvar.c */

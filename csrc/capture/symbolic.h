@@ -21,6 +21,7 @@ int wk_guards_count(const WkGuards *g);
 /* The same guards on getattr(arg, *path) (path: tuple of str, borrowed;
  * NULL means the argument itself), read afresh on every check. */
 void wk_guard_type_at(WkGuards *g, int arg, PyObject *path, PyTypeObject *type);
+void wk_guard_id_at(WkGuards *g, int arg, PyObject *path, PyObject *value_Borrow);
 void wk_guard_equals_at(WkGuards *g, int arg, PyObject *path, PyObject *value_Borrow);
 void wk_guard_tensor_at(WkGuards *g, int arg, PyObject *path, PyObject *tensor_Borrow);
 /* Type and tensor metadata of the global `name` (looked up like

@@ -26,6 +26,10 @@ OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default
 log = logging.getLogger("wick.test.loops")
 log.addHandler(logging.NullHandler())
 log.propagate = False
+# enabled for DEBUG: a tensor logged is formatted, so the call is a break
+# (a logger not enabled for it answers isEnabledFor as a guarded constant
+# and the call does nothing, in the graph as in eager)
+log.setLevel(logging.DEBUG)
 
 
 pytestmark = pytest.mark.usefixtures("fresh_wick")

@@ -240,6 +240,22 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
                 return push_const_Steal(I, v, method);
             }
     }
+    if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && Py_TYPE(o->obj)->tp_getattro == PyObject_GenericGetAttr &&
+        !_PyType_Lookup(Py_TYPE(o->obj), name)) {
+        /* obj.log of a pinned instance holding a logger in its __dict__
+         * (plain attribute lookup and no class attribute of that name, so
+         * nothing else is read): the
+         * logger, while the instance keeps it there (vals/logcall.c) */
+        PyObject **dp = _PyObject_GetDictPtr(o->obj);
+        PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL;
+        PyErr_Clear();
+        if (v && cap_is_logger(v)) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, NULL);
+            wk_guard_dict_item_is(I->guards, *dp, name, v);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, v));
+        }
+    }
     return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
 }
 
