@@ -1643,8 +1643,13 @@ static int gen_group(Gen *g, int first, int last) {
  * it). With AVX2 and FMA: n = round(x / ln 2), r = x - n ln 2 (ln 2 in two
  * parts, Cody-Waite; the first product is exact under FMA), e^r by a degree-6
  * polynomial fitted here for relative error < 4e-9 on |r| <= ln 2 / 2, times
- * 2^n made in the exponent bits: within 1 ulp of exp over all floats
- * (libmvec's expf: 2.6). Vectors whose lanes are all in |x| <= 87 (n in
+ * 2^n made in the exponent bits: within 0.89 ulp of exp over all floats
+ * (libmvec's expf: 2.6). The polynomial runs in Horner form down to its
+ * constant term (6 FMAs; q r^2 + r + 1 took 5, a multiply and an add) and the
+ * constants are negated in the text (gcc negated n with an xor per vector):
+ * the exp is bound by Zen 3's two FMA/multiply pipes, and this form has one
+ * operation less there and two less in all; softmax at one thread gained
+ * ~8 % (bench/results/2026-12-03-sm21-softmax). Vectors whose lanes are all in |x| <= 87 (n in
  * -126..126) take the short path; others clamp x to [-110, 100] and scale by
  * 2^(n/2) twice (denormal results round once, large ones overflow to inf),
  * NaN lanes return x + x. Inlined vector code, not a `declare simd` clone: a
@@ -1663,22 +1668,25 @@ static int gen_group(Gen *g, int first, int last) {
     "    q = WK_FMA(q, r, WK_V8(0x1.5558f2p-5f));\n" \
     "    q = WK_FMA(q, r, WK_V8(0x1.555492p-3f));\n" \
     "    q = WK_FMA(q, r, WK_V8(0x1.fffffcp-2f));\n" \
-    "    return WK_FMA(q, r * r, r) + WK_V8(1.0f);\n" \
+    "    q = WK_FMA(q, r, WK_V8(1.0f));\n" \
+    "    return WK_FMA(q, r, WK_V8(1.0f));\n" \
     "}\n" \
     "static inline wk_v8f wk_expf8(wk_v8f x) {\n" \
     "    const wk_v8f ln2hi = WK_V8(0x1.62e43p-1f), ln2lo = WK_V8(-0x1.05c61p-29f), log2e = WK_V8(0x1.715476p+0f);\n" \
     "    wk_v8f ax = (wk_v8f)((wk_v8i)x & 0x7fffffff);\n" \
     "    if (__builtin_ia32_movmskps256((wk_v8f)(ax <= WK_V8(87.0f))) == 0xff) {\n" \
-    "        /* 1.5 * 2^23 + 127: t's low bits hold n + 127, the exponent field of 2^n */\n" \
-    "        const wk_v8f sh = WK_V8(0x1.8000fep23f);\n" \
+    "        /* 1.5 * 2^23: t's low bits hold n; (t << 23) is n in the exponent field, and\n" \
+    "           e^r (0.7..1.42) times 2^n stays normal here (n = -126 only with r > 0),\n" \
+    "           so an integer add scales it: exact, off the multiply pipes */\n" \
+    "        const wk_v8f sh = WK_V8(0x1.8p23f);\n" \
     "        wk_v8f t = WK_FMA(x, log2e, sh), n = t - sh;\n" \
-    "        wk_v8f r = WK_FMA(-n, ln2lo, WK_FMA(-n, ln2hi, x));\n" \
-    "        return wk_expf_poly8(r) * (wk_v8f)((wk_v8i)t << 23);\n" \
+    "        wk_v8f r = WK_FMA(n, -ln2lo, WK_FMA(n, -ln2hi, x));\n" \
+    "        return (wk_v8f)((wk_v8i)wk_expf_poly8(r) + ((wk_v8i)t << 23));\n" \
     "    }\n" \
     "    /* max, then min, with x first: a NaN lane clamps to a number (replaced below) */\n" \
     "    wk_v8f xc = __builtin_ia32_minps256(__builtin_ia32_maxps256(x, WK_V8(-110.0f)), WK_V8(100.0f));\n" \
     "    wk_v8f n = __builtin_ia32_roundps256(xc * log2e, 8); /* to nearest, no exceptions */\n" \
-    "    wk_v8f r = WK_FMA(-n, ln2lo, WK_FMA(-n, ln2hi, xc));\n" \
+    "    wk_v8f r = WK_FMA(n, -ln2lo, WK_FMA(n, -ln2hi, xc));\n" \
     "    wk_v8i ni = __builtin_convertvector(n, wk_v8i), n1 = ni >> 1, n2 = ni - n1;\n" \
     "    wk_v8f s1 = (wk_v8f)((n1 + 127) << 23), s2 = (wk_v8f)((n2 + 127) << 23);\n" \
     "    wk_v8f y = wk_expf_poly8(r) * s1 * s2;\n" \
