@@ -2227,8 +2227,9 @@ def _aot_without_logs(torch, gm, example_inputs, compilers):
     forward and backward graphs to strings for its structured log whether
     or not anything reads them (a seventh of a second for a transformer's
     training step). None where this torch's stages are not the ones this
-    was written against (2.13), or where its cache or pre-grad passes are
-    on: the caller then runs aot_module_simplified itself."""
+    was written against (2.13), or where its autograd cache is forced on:
+    the caller then runs aot_module_simplified itself. (wick passes no
+    pre-grad passes and uses only the call of what this returns.)"""
     import dataclasses
     import inspect
 
