@@ -1839,6 +1839,8 @@ def _aten_compiler(which, cudagraphs=False, partition=None):
         early = partition.pop("early", None) if partition is not None and which == "backward" else None
         try:
             got = early.take(gm, example_inputs) if early is not None else None
+            if got is None and gm.__dict__.get("_wick_shared_on_copy"):
+                gm = _private_copy(gm)  # the importer's passes edit the graph AOTAutograd keeps
             fn, info = got if got is not None else _compile_aten(gm, example_inputs, which, free_outputs=saved)
         except _Unsupported as exc:
             return _boxed_fallback(gm, f"{which} graph: {exc}")
@@ -1904,10 +1906,11 @@ class _EarlyBackward:
     failed here, makes the backward compiler compile as before, which also
     reports any error the usual way."""
 
-    def __init__(self, torch, code, metas, imp):
+    def __init__(self, torch, original, metas, imp):
         import threading
 
-        self.code, self.metas, self.imp = code, metas, imp
+        # original: the graph AOTAutograd keeps, shared on copy (_share_on_copy)
+        self.original, self.metas, self.imp = original, metas, imp
         self.compiled = self.error = None
         # OpenMP's thread count is per thread, and the code generator reads it
         # (one thread: serial kernels): this thread's, as the backward
@@ -1956,9 +1959,8 @@ class _EarlyBackward:
             if os.environ.get("WICK_TRITON") == "interpret" or any(
                     isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs):
                 return None  # Triton kernels: compiled through Python, on the thread that runs them
-            code = bw_module.code
             imp = _import_aten(gm, inputs, "backward")
-            return cls(torch, code, cls._metas(torch, inputs), imp)
+            return cls(torch, _share_on_copy(bw_module), cls._metas(torch, inputs), imp)
         except Exception:  # noqa: BLE001 - compiled at the first backward instead, errors reported then
             return None
 
@@ -1969,9 +1971,44 @@ class _EarlyBackward:
         self.thread.join()
         if self.error is not None or self.compiled is None:
             return None
-        if gm.code != self.code or self._metas(torch, example_inputs) != self.metas:
+        # (the Python code of a graph AOTAutograd made lazily is generated only where it is read)
+        same_graph = gm is self.original or gm.code == self.original.code
+        if not same_graph or self._metas(torch, example_inputs) != self.metas:
             return None
         return _finish_aten(self.imp, self.compiled, "backward")
+
+
+def _share_on_copy(gm):
+    """gm, changed so that copy.deepcopy(gm) is gm itself. AOTAutograd copies
+    the partitioned backward graph before giving it to the backward compiler
+    (a fifth of a second for a transformer's backward: the nodes, then the
+    Python code again), in case the compiler edits it; a backward that
+    _EarlyBackward compiled is only compared with the graph it was started
+    with, and a backward compiler that must compile it after all takes a
+    copy of its own first (_private_copy)."""
+    base = type(gm)
+    shared = type(base.__name__, (base,), {"__deepcopy__": _deepcopy_unless_shared})
+    gm.__class__ = shared
+    gm.__dict__["_wick_shared_on_copy"] = True
+    return gm
+
+
+def _deepcopy_unless_shared(gm, memo):
+    if gm.__dict__.get("_wick_shared_on_copy"):
+        memo[id(gm)] = gm
+        return gm
+    return super(type(gm), gm).__deepcopy__(memo)
+
+
+def _private_copy(gm):
+    """A real deep copy of a graph _share_on_copy made shared (gm is left shared)."""
+    import copy
+
+    gm.__dict__["_wick_shared_on_copy"] = False
+    try:
+        return copy.deepcopy(gm)
+    finally:
+        gm.__dict__["_wick_shared_on_copy"] = True
 
 
 def _early_partition(partition):
@@ -2174,11 +2211,61 @@ def _aot_own_capture(gm, example_inputs, cudagraphs):
     context = torch._guards.TracingContext.try_get()
     with contextlib.nullcontext() if context is not None else torch._guards.tracing(
             torch._guards.TracingContext(None)):
-        compiled = aot_module_simplified(
-            gm, example_inputs, fw_compiler=_aten_compiler("forward", cudagraphs, partition), bw_compiler=bw_compiler,
-            inference_compiler=_aten_compiler("inference", cudagraphs), decompositions=_decomposition_table,
-            partition_fn=_early_partition(partition))
+        compilers = dict(fw_compiler=_aten_compiler("forward", cudagraphs, partition), bw_compiler=bw_compiler,
+                         inference_compiler=_aten_compiler("inference", cudagraphs),
+                         partition_fn=_early_partition(partition))
+        compiled = _aot_without_logs(torch, gm, example_inputs, compilers)
+        if compiled is None:
+            compiled = aot_module_simplified(gm, example_inputs, decompositions=_decomposition_table, **compilers)
     return disable(compiled, reason="do not trace AOT-compiled graph")
+
+
+def _aot_without_logs(torch, gm, example_inputs, compilers):
+    """aot_module_simplified's work, run stage by stage so that its config
+    can say enable_log=False: with it on (its default, which callers of
+    aot_module_simplified cannot change), AOTAutograd prints the joint,
+    forward and backward graphs to strings for its structured log whether
+    or not anything reads them (a seventh of a second for a transformer's
+    training step). None where this torch's stages are not the ones this
+    was written against (2.13), or where its autograd cache is forced on:
+    the caller then runs aot_module_simplified itself. (wick passes no
+    pre-grad passes and uses only the call of what this returns.)"""
+    import dataclasses
+    import inspect
+
+    aot = torch._functorch.aot_autograd
+    functorch_config = torch._functorch.config
+    stages = ("prepare_aot_module_simplified", "create_aot_state", "aot_stage1_graph_capture", "aot_stage2_compile")
+    if not all(hasattr(aot, name) for name in stages) or functorch_config.force_autograd_cache:
+        return None
+    if "flatten" not in inspect.signature(aot.prepare_aot_module_simplified).parameters:
+        return None
+    with contextlib.ExitStack() as stack:
+        # the graph modules AOTAutograd makes generate their Python code when
+        # it is first read or run (as under Dynamo), not at each edit: wick
+        # compiles from their nodes
+        stack.enter_context(torch.fx._lazy_graph_module._use_lazy_graph_module(True))
+        prepared = aot.prepare_aot_module_simplified(
+            gm, example_inputs, None, _decomposition_table, False, False, flatten=False,
+            force_non_lazy_backward_lowering=functorch_config.force_non_lazy_backward_lowering)
+        (functional_call, params_and_buffers, _, _, fake_args, arg_descs, aot_config, fake_mode, shape_env, _, _,
+         activation_inputs) = prepared
+        aot_config = dataclasses.replace(aot_config, enable_log=False)  # (a frozen dataclass)
+        stack.enter_context(torch._dynamo.compiled_autograd._disable())
+        state = aot.create_aot_state(stack, functional_call, fake_args, arg_descs, aot_config, fake_mode, shape_env)
+        state.fw_metadata.act_input_indices = activation_inputs
+        captured = aot.aot_stage1_graph_capture(state, functional_call)
+        compiled_boxed, _ = aot.aot_stage2_compile(
+            state, captured, compilers["partition_fn"], compilers["fw_compiler"], compilers["bw_compiler"],
+            compilers["inference_compiler"])
+    params_and_buffers = list(params_and_buffers)
+
+    def run(*args):
+        # AOTAutograd's compiled function takes one list (boxed): the graph's
+        # parameters and buffers, then the call's arguments
+        return compiled_boxed(params_and_buffers + list(args))
+
+    return run
 
 
 _decomposition_table = None
@@ -2510,7 +2597,9 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     switches = any(n.target is torch._C._set_grad_enabled for n in fx.nodes)
     grad_mode(bool(entry_grad))
     fx.output(tuple(outs))
-    gm = torch.fx.GraphModule(torch.nn.Module(), fx)
+    # lazy: its Python code is generated only if something runs or reads it
+    # (AOTAutograd interprets the graph node by node: a fallback runs it)
+    gm = torch.fx._lazy_graph_module._LazyGraphModule(torch.nn.Module(), fx)
     gm.wick_switches_grad = switches
     return gm
 

@@ -96,7 +96,7 @@ def test_a_job_for_another_graph_is_not_taken(takes, monkeypatch):
     def mismatched(torch_, bw_module):
         job = start(torch_, bw_module)
         if job is not None:
-            job.code += "\n# another graph"
+            job.original = torch.fx.symbolic_trace(lambda x: x * 2)  # another graph (its code differs)
         return job
 
     monkeypatch.setattr(wb._EarlyBackward, "start", mismatched)
@@ -174,3 +174,83 @@ def test_forward_without_backward_then_training_steps(takes):
         for p, q in zip(m.parameters(), ref.parameters()):
             assert_same(p, q, rtol=1e-4, atol=1e-5)
     assert takes["started"] >= 1
+
+
+def test_the_taken_backward_is_the_graph_aotautograd_keeps_not_a_copy(takes, monkeypatch):
+    """AOTAutograd deep-copies the partitioned backward before compiling it
+    (a fifth of a second for a transformer); a graph with an early job is
+    shared on copy, so the backward compiler is given that graph itself."""
+    seen = []
+    take = wb._EarlyBackward.take
+
+    def recording_take(self, gm, example_inputs):
+        seen.append(gm is self.original)
+        return take(self, gm, example_inputs)
+
+    monkeypatch.setattr(wb._EarlyBackward, "take", recording_take)
+    _run_and_compare((2, 6, 8), torch.float32, seed=7)
+    assert seen == [True] and takes == {"taken": 1, "started": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_job_not_taken_leaves_the_graph_aotautograd_keeps_unedited(dtype, takes, monkeypatch):
+    """The job's compile failed, so the backward compiler compiles the shared
+    graph after all: on a copy of its own (the importer edits the graph it
+    is given), leaving AOTAutograd's graph as it was partitioned."""
+    kept = []
+    start = wb._EarlyBackward.start
+
+    def failing(self, torch_):
+        self.error = wb._C.CompileError("wick: a compile that failed on the early thread")
+
+    def recording_start(torch_, bw_module):
+        job = start(torch_, bw_module)
+        if job is not None:
+            kept.append((job.original, job.original.code, [n.format_node() for n in job.original.graph.nodes]))
+        return job
+
+    monkeypatch.setattr(wb._EarlyBackward, "_compile", failing)
+    monkeypatch.setattr(wb._EarlyBackward, "start", recording_start)
+    _run_and_compare((3, 2, 8), dtype, seed=8)
+    assert takes["taken"] == 0 and len(kept) == 1
+    original, code, nodes = kept[0]
+    assert original.code == code and [n.format_node() for n in original.graph.nodes] == nodes
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 8), (4, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_training_compile_neither_prints_graphs_nor_generates_their_code(shape, dtype, takes, monkeypatch):
+    """AOTAutograd run with its logs off (wick's stage-by-stage call) prints no
+    graph to a string, and its graph modules are lazy: wick compiles from
+    their nodes, so no Python code is generated for any of them."""
+    counts = {"printed": 0, "code": 0}
+    print_readable, python_code = torch.fx.GraphModule.print_readable, torch.fx.Graph.python_code
+
+    def counting_print(self, *args, **kwargs):
+        counts["printed"] += 1
+        return print_readable(self, *args, **kwargs)
+
+    def counting_code(self, *args, **kwargs):
+        counts["code"] += 1
+        return python_code(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.fx.GraphModule, "print_readable", counting_print)
+    monkeypatch.setattr(torch.fx.Graph, "python_code", counting_code)
+    _run_and_compare(shape, dtype, seed=9)
+    assert counts == {"printed": 0, "code": 0}
+    assert takes == {"taken": 1, "started": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_aot_module_simplified_when_the_stages_are_not_usable(dtype, takes, monkeypatch):
+    """Where this torch's AOTAutograd stages are not the expected ones, wick
+    calls aot_module_simplified as before: same results, early job taken."""
+    calls = []
+
+    def unusable(*args):
+        calls.append(1)
+        return None
+
+    monkeypatch.setattr(wb, "_aot_without_logs", unusable)
+    _run_and_compare((2, 4, 8), dtype, seed=10)
+    assert calls == [1] and takes == {"taken": 1, "started": 1}
