@@ -2220,6 +2220,32 @@ def _aot_own_capture(gm, example_inputs, cudagraphs):
     return disable(compiled, reason="do not trace AOT-compiled graph")
 
 
+_PREPARE_PARAMETERS = ("mod", "args", "kwargs", "decompositions", "keep_inference_input_mutations", "ignore_shape_env",
+                       "flatten", "force_non_lazy_backward_lowering")
+_CREATE_STATE_PARAMETERS = ("stack", "flat_fn", "fake_flat_args", "flat_args_descs", "aot_config", "fake_mode",
+                            "shape_env")
+_STAGE2_PARAMETERS = ("aot_state", "aot_graph_capture", "partition_fn", "fw_compiler", "bw_compiler",
+                      "inference_compiler")
+
+
+def aot_stages_known(torch):
+    """This torch's AOTAutograd stages have the exact parameters of 2.13's,
+    which _aot_without_logs calls: another torch (2.11 has other positional
+    ones) gets aot_module_simplified, never a shifted call."""
+    import inspect
+
+    import torch._functorch.aot_autograd
+
+    aot = torch._functorch.aot_autograd
+    expected = {"prepare_aot_module_simplified": _PREPARE_PARAMETERS, "create_aot_state": _CREATE_STATE_PARAMETERS,
+                "aot_stage1_graph_capture": ("aot_state", "orig_flat_fn"), "aot_stage2_compile": _STAGE2_PARAMETERS}
+    for name, params in expected.items():
+        fn = getattr(aot, name, None)
+        if fn is None or tuple(inspect.signature(fn).parameters)[:len(params)] != params:
+            return False
+    return True
+
+
 def _aot_without_logs(torch, gm, example_inputs, compilers):
     """aot_module_simplified's work, run stage by stage so that its config
     can say enable_log=False: with it on (its default, which callers of
@@ -2231,14 +2257,10 @@ def _aot_without_logs(torch, gm, example_inputs, compilers):
     the caller then runs aot_module_simplified itself. (wick passes no
     pre-grad passes and uses only the call of what this returns.)"""
     import dataclasses
-    import inspect
 
     aot = torch._functorch.aot_autograd
     functorch_config = torch._functorch.config
-    stages = ("prepare_aot_module_simplified", "create_aot_state", "aot_stage1_graph_capture", "aot_stage2_compile")
-    if not all(hasattr(aot, name) for name in stages) or functorch_config.force_autograd_cache:
-        return None
-    if "flatten" not in inspect.signature(aot.prepare_aot_module_simplified).parameters:
+    if not aot_stages_known(torch) or functorch_config.force_autograd_cache:
         return None
     with contextlib.ExitStack() as stack:
         # the graph modules AOTAutograd makes generate their Python code when
@@ -2246,7 +2268,8 @@ def _aot_without_logs(torch, gm, example_inputs, compilers):
         # compiles from their nodes
         stack.enter_context(torch.fx._lazy_graph_module._use_lazy_graph_module(True))
         prepared = aot.prepare_aot_module_simplified(
-            gm, example_inputs, None, _decomposition_table, False, False, flatten=False,
+            gm, example_inputs, None, _decomposition_table, keep_inference_input_mutations=False,
+            ignore_shape_env=False, flatten=False,
             force_non_lazy_backward_lowering=functorch_config.force_non_lazy_backward_lowering)
         (functional_call, params_and_buffers, _, _, fake_args, arg_descs, aot_config, fake_mode, shape_env, _, _,
          activation_inputs) = prepared

@@ -217,6 +217,8 @@ def test_a_job_not_taken_leaves_the_graph_aotautograd_keeps_unedited(dtype, take
     assert original.code == code and [n.format_node() for n in original.graph.nodes] == nodes
 
 
+@pytest.mark.skipif(not wb.aot_stages_known(torch), reason="this torch's AOTAutograd stages are not 2.13's: "
+                    "wick calls aot_module_simplified, which logs")
 @pytest.mark.parametrize("shape", [(2, 5, 8), (4, 8)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_training_compile_neither_prints_graphs_nor_generates_their_code(shape, dtype, takes, monkeypatch):
@@ -254,3 +256,18 @@ def test_aot_module_simplified_when_the_stages_are_not_usable(dtype, takes, monk
     monkeypatch.setattr(wb, "_aot_without_logs", unusable)
     _run_and_compare((2, 4, 8), dtype, seed=10)
     assert calls == [1] and takes == {"taken": 1, "started": 1}
+
+
+def test_another_torchs_stages_get_aot_module_simplified(takes, monkeypatch):
+    """Where AOTAutograd's stages have other parameters (torch 2.11's
+    prepare_aot_module_simplified has another positional one), the training
+    compile is aot_module_simplified's, taken early as before, equal to eager,
+    with no fallback."""
+    params = wb._PREPARE_PARAMETERS
+    monkeypatch.setattr(wb, "_PREPARE_PARAMETERS", params[:5] + ("boxed_forward_device_index",) + params[5:])
+    assert not wb.aot_stages_known(torch)
+    called = []
+    real = wb._aot_without_logs
+    monkeypatch.setattr(wb, "_aot_without_logs", lambda *a: called.append(1) or real(*a))
+    _run_and_compare((2, 6, 8), torch.float32, seed=11)
+    assert called and takes["taken"] >= 1
