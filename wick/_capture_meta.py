@@ -116,7 +116,7 @@ def outputs(fn, args, kwargs, inputs, grad_enabled=False, first_only=False):
         hit = _memo.get(key)
         if hit is not None:
             return hit
-    out = _outputs(fn, args, kwargs, inputs, grad_enabled, first_only)
+    out = _cpu_kernel_layout(fn, args, inputs, _outputs(fn, args, kwargs, inputs, grad_enabled, first_only))
     if first_only and out[0] != "first":
         raise TypeError(f"returns a {out[0]}, not a tuple whose first item is a tensor")
     if key is not None:
@@ -124,6 +124,48 @@ def outputs(fn, args, kwargs, inputs, grad_enabled=False, first_only=False):
             _memo.clear()
         _memo[key] = out
     return out
+
+
+def _batch_norm_callables():
+    aten = torch.ops.aten
+    return {torch.nn.functional.batch_norm, torch.batch_norm, torch.native_batch_norm,
+            aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
+            aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit_no_training.default}
+
+
+_batch_norms = None
+
+
+def _cpu_kernel_layout(fn, args, inputs, out):
+    """out with its first result's strides those of eager's CPU kernel where
+    they differ from the meta rule fake tensors follow: CPU batch norm writes
+    a tensor contiguous in its input's suggested memory format (a permuted
+    3-D input gives a contiguous result) where the meta rule keeps the
+    input's strides. (Checked on the CPU only; CUDA keeps the meta rule.)"""
+    global _batch_norms
+    if _batch_norms is None:
+        _batch_norms = _batch_norm_callables()
+    target = getattr(fn, "fn", fn)  # through UnderAutocast
+    try:
+        if target not in _batch_norms:
+            return out
+    except TypeError:  # an unhashable callable
+        return out
+    metas = out[1]
+    first = args[0] if args else None
+    if not metas or not isinstance(first, C.ExternInput):
+        return out
+    dtype, device, sizes, strides, requires_grad = metas[0]
+    in_sizes, in_strides = inputs[first.index][2], inputs[first.index][3]
+    if torch.device(device).type != "cpu" or tuple(in_sizes) != tuple(sizes):
+        return out
+    from torch._prims_common import suggest_memory_format
+
+    probe = torch.empty_strided(in_sizes, in_strides, device="meta")
+    kernel_strides = torch.empty(in_sizes, device="meta", memory_format=suggest_memory_format(probe)).stride()
+    if tuple(kernel_strides) == tuple(strides):
+        return out
+    return (out[0], [(dtype, device, sizes, tuple(kernel_strides), requires_grad)] + list(metas[1:])) + tuple(out[2:])
 
 
 def _outputs(fn, args, kwargs, inputs, grad_enabled=False, first_only=False):

@@ -230,3 +230,28 @@ def test_a_cat_output_is_written_in_eagers_layout_by_its_kernel():
     assert got.stride() == expected.stride()
     kernels = [line for line in entries(cat_output)[0]["source"].splitlines() if line.startswith("/* kernel")]
     assert len(kernels) == 1 and "CAT" in kernels[0], kernels
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("layout", ["permuted3", "channels_last", "permuted4_odd", "contiguous"])
+def test_cpu_batch_norm_reports_its_kernels_strides(layout, training):
+    # an extern: its strides come from fake tensors, whose meta rule keeps a
+    # permuted input's strides, where eager's CPU kernel writes a result
+    # contiguous in the input's suggested memory format
+    gen = torch.Generator().manual_seed(7)
+    x = {"permuted3": lambda: rand((2, 6, 4), torch.float32, gen).permute(0, 2, 1),
+         "channels_last": lambda: rand((2, 4, 3, 5), torch.float32, gen).to(memory_format=torch.channels_last),
+         "permuted4_odd": lambda: rand((2, 3, 4, 5), torch.float32, gen).permute(0, 2, 1, 3),
+         "contiguous": lambda: rand((2, 4, 6), torch.float32, gen)}[layout]()
+    stats = (torch.randn(4, generator=gen), torch.rand(4, generator=gen) + 0.5)
+
+    def fn(x, mean, var):
+        r = F.batch_norm(x, mean, var, training=training)
+        return r * 2, r.stride(), r.is_contiguous()
+
+    want = fn(x, *(s.clone() for s in stats))
+    C.reset()
+    got = compiled(fn)(x, *(s.clone() for s in stats))
+    assert_same(got[0], want[0])
+    assert got[1:] == want[1:]
+    assert break_counts(fn) == (1, 0, 0), reasons(fn)
