@@ -716,16 +716,6 @@ def _pointwise_result(operands):
     return fn(*operands)
 
 
-_EAGER_LAYOUT_RULES = {
-    "pointwise": _pointwise_result,
-    # Tensor.to(dtype) (_to_copy in preserve_format): a dense input's
-    # strides, else the memory format torch suggests for it
-    "convert": lambda operands: operands[0].to(torch.float64),
-    # clone(memory_format=preserve_format): empty_like's strides
-    "clone": lambda operands: operands[0].clone(),
-}
-
-
 def _cat_result(operands, extra):
     # torch.cat lays its result out in the memory format all its inputs
     # suggest (channels-last ones), else contiguously
@@ -752,7 +742,18 @@ def _index_result(operands, extra):
     return operands[0][tuple(key)]
 
 
-_EAGER_LAYOUT_RULES_WITH_ARGS = {"cat": _cat_result, "pad": _pad_result, "index": _index_result}
+# each rule: (operand tensors, the call's extra ints) -> eager's result
+_EAGER_LAYOUT_RULES = {
+    "pointwise": lambda operands, extra: _pointwise_result(operands),
+    # Tensor.to(dtype) (_to_copy in preserve_format): a dense input's
+    # strides, else the memory format torch suggests for it
+    "convert": lambda operands, extra: operands[0].to(torch.float64),
+    # clone(memory_format=preserve_format): empty_like's strides
+    "clone": lambda operands, extra: operands[0].clone(),
+    "cat": _cat_result,
+    "pad": _pad_result,
+    "index": _index_result,
+}
 
 
 def eager_strides(kind, operands, device="meta", extra=()):
@@ -773,9 +774,6 @@ def eager_strides(kind, operands, device="meta", extra=()):
                                 dtype=torch.int64 if kind == "index" and i > 0 else torch.float32)
             for i, (sizes, strides) in enumerate(operands)
         ]
-        if kind in _EAGER_LAYOUT_RULES_WITH_ARGS:
-            got = tuple(_EAGER_LAYOUT_RULES_WITH_ARGS[kind](made, extra).stride())
-        else:
-            got = tuple(_EAGER_LAYOUT_RULES[kind](made).stride())
+        got = tuple(_EAGER_LAYOUT_RULES[kind](made, extra).stride())
         _eager_strides_memo[key] = got
     return got
