@@ -44,6 +44,11 @@ ap.add_argument("--compiler", default="wick", choices=("wick", "wick-own", "indu
 ap.add_argument("--floor", choices=("", "aot", "dynamo"), default="",
                 help="aot: wick's compile of each ATen graph replaced by running that graph as it is (what is left is "
                      "Dynamo + AOTAutograd with wick's decompositions); dynamo: torch.compile(backend='eager'), Dynamo alone")
+ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                help="cuda: the model on the GPU under bf16 autocast, with the Triton phases timed (compile_batch: the "
+                     "parallel compile of a graph's kernels and tuning candidates; compile_kernel: a compile in this "
+                     "process; load_module: importing a generated module)")
+ap.add_argument("--suite", default="huggingface", choices=("huggingface", "timm"))
 ap.add_argument("--profile", default="")
 ap.add_argument("--json", default="")
 args = ap.parse_args()
@@ -59,15 +64,16 @@ if args.compiler == "wick-own":
 sys.path.insert(0, os.environ.get("COLD_REPO") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch  # noqa: E402
 
-torch.set_num_threads(1)
+if args.device == "cpu":
+    torch.set_num_threads(1)
 from wick.bench import compilers as C  # noqa: E402
 from wick.bench import models as M  # noqa: E402
 
 comp = C.get({"wick": "dynamo+wick", "wick-own": "wick", "inductor": "inductor"}[args.compiler])
 comp.setup()
-spec = next(s for s in M.load_suite("huggingface") if s.name == args.model)
+spec = next(s for s in M.load_suite(args.suite) if s.name == args.model)
 torch.manual_seed(0)
-built = M.build(spec, spec.batch_for("cpu"), "cpu")
+built = M.build(spec, spec.batch_for(args.device), args.device)
 model, inputs = built.model, built.inputs
 train = args.mode == "training"
 model.train(train)
@@ -148,7 +154,28 @@ elif args.compiler == "wick-own":
     wb._compile_aten = spanned(timed("    wick compile (importer+pipeline+cc)", wb._compile_aten))
 
 
+if args.device == "cuda":
+    import wick._triton as wt
+
+    wt.compile_batch = timed("triton compile_batch (parallel compile of kernels + tuning candidates)", wt.compile_batch)
+    wt.compile_kernel = timed("triton compile_kernel (in this process: cache hit or a compile)", wt.compile_kernel)
+    wt.load_module = timed("triton load_module (import of a generated module)", wt.load_module)
+
+
 def runner_for(fwd, module):
+    if args.device == "cuda":
+        cpu_runner = _runner_for(fwd, module)
+
+        def on_gpu():
+            with torch.autocast("cuda", torch.bfloat16):
+                out = cpu_runner()
+            torch.cuda.synchronize()
+            return out
+        return on_gpu
+    return _runner_for(fwd, module)
+
+
+def _runner_for(fwd, module):
     if not train:
         def infer():
             with torch.no_grad():
@@ -244,6 +271,9 @@ if log_fd is not None:
     phases["wick C compile, all graphs (lower+codegen+cc, WICK_LOG=perf)"] = [len(perf), sum(s for _, s in perf), nan, nan]
     phases["  of which native-runtime graphs"] = [len(native), sum(native), nan, nan]
     phases["  of which AOTAutograd graphs"] = [len(in_fx), sum(in_fx), nan, nan]
+    tunes = [ln for _, ln in lines if ln.startswith("[wick:perf] autotune ")]
+    phases["autotune timings (launches of candidates, WICK_LOG=perf)"] = [
+        len(tunes), sum(float(ln.rsplit(": ", 1)[1].split()[0]) * 11e-6 for ln in tunes), nan, nan]
 got = floats(out1)
 err = None
 if ref and len(got) == len(ref):
