@@ -157,7 +157,14 @@ elif args.compiler == "wick-own":
 if args.device == "cuda":
     import wick._triton as wt
 
-    wt.compile_batch = timed("triton compile_batch (parallel compile of kernels + tuning candidates)", wt.compile_batch)
+    _batch = timed("triton compile_batch (parallel compile of kernels + tuning candidates)", wt.compile_batch)
+
+    def counted_batch(cache_dir, path, src_hash, jobs, arch):
+        p = phases.setdefault("  triton jobs sent to compile_batch (n: jobs)", [0, float("nan"), float("nan"), float("nan")])
+        p[0] += len(jobs)
+        return _batch(cache_dir, path, src_hash, jobs, arch)
+
+    wt.compile_batch = counted_batch
     wt.compile_kernel = timed("triton compile_kernel (in this process: cache hit or a compile)", wt.compile_kernel)
     wt.load_module = timed("triton load_module (import of a generated module)", wt.load_module)
 

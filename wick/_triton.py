@@ -122,6 +122,14 @@ def _has_asserts(path, name):
     return parts is None or "tl.device_assert(" in parts[1]
 
 
+def _cache_key(path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):
+    """What a compiled kernel's cache entry is named by and must record."""
+    import triton
+
+    return json.dumps([*kernel_identity(path, src_hash, name), param_types, has_r, xblock, rblock, num_warps, arch,
+                       aligned, _has_asserts(path, name), triton.__version__])
+
+
 def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):
     """Compiles kernel `name` of the module at `path` for sm_<arch>.
 
@@ -130,10 +138,8 @@ def compile_kernel(cache_dir, path, src_hash, name, param_types, has_r, xblock, 
     pointers)."""
     import triton
 
-    identity = kernel_identity(path, src_hash, name)
+    key = _cache_key(path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned)
     asserts = _has_asserts(path, name)
-    key = json.dumps([*identity, param_types, has_r, xblock, rblock, num_warps, arch, aligned, asserts,
-                      triton.__version__])
     h = _sha(key.encode())
     d = _dir(cache_dir)
     bin_path, meta_path = os.path.join(d, f"{h}.cubin"), os.path.join(d, f"{h}.json")
@@ -192,21 +198,39 @@ def _compile_job(args):
         return False
 
 
+# A worker's first lines: this file loaded as wick._triton under a bare
+# "wick" package, so that neither the worker nor the generated modules it
+# imports (`from wick._triton import libdevice`) import wick's package, and
+# with it torch: two seconds of each worker's start on the H200.
+_WORKER_BOOT = """\
+import importlib.util, sys, types
+pkg = types.ModuleType("wick")
+pkg.__path__ = []
+sys.modules["wick"] = pkg
+spec = importlib.util.spec_from_file_location("wick._triton", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+sys.modules["wick._triton"] = pkg._triton = mod
+spec.loader.exec_module(mod)
+mod._worker_main()
+"""
+
+
 class _Workers:
     """Compile worker processes: plain `python -c` children that import
     Triton once and compile jobs sent one JSON line at a time (no fork of a
     process holding CUDA state and threads, and no re-import of the user's
-    main module, as multiprocessing's spawn would do). Started at the first
-    large batch of a process, kept for the next ones."""
+    main module, as multiprocessing's spawn would do). Started by the first
+    graph compile for a GPU in a process (``start_workers``), so that their
+    start overlaps the capture and AOTAutograd, and kept for the next
+    batches."""
 
-    def __init__(self, n):
+    def __init__(self, n, arch=None):
         import subprocess
 
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in sys.path if p]))
-        cmd = [sys.executable, "-c", "from wick._triton import _worker_main; _worker_main()"]
-        self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-                                       bufsize=1) for _ in range(n)]
+        cmd = [sys.executable, "-c", _WORKER_BOOT, os.path.abspath(__file__)]
+        env = dict(os.environ, WICK_TRITON_WARM_ARCH=str(arch or ""))
+        self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                       env=env) for _ in range(n)]
 
     def map(self, args):
         import queue
@@ -244,25 +268,91 @@ class _Workers:
 
 
 def _worker_main():
-    """A _Workers child: one JSON job per stdin line, one JSON answer per line."""
+    """A _Workers child: one JSON job per stdin line, one JSON answer per line.
+    Triton's compiler is imported and run once on a small kernel before the
+    first job (its first compile in a process costs most of a second of
+    set-up), while the parent is still capturing."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever Triton prints goes to stderr, not into the answers
-    import triton  # noqa: F401  imported once, before the first job
+    try:
+        _warm_up()
+    except Exception:  # noqa: BLE001 - a real job reports what is wrong
+        pass
     for line in sys.stdin:
         print(json.dumps(_compile_job(json.loads(line))), file=out)
+
+
+def _warm_up():
+    import tempfile
+
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    arch = os.environ.get("WICK_TRITON_WARM_ARCH", "")
+    if not arch.isdigit():
+        return
+    with tempfile.TemporaryDirectory() as d:
+        prev = os.environ.get("TRITON_CACHE_DIR")
+        os.environ["TRITON_CACHE_DIR"] = d  # the warm-up's artifacts are not kept
+        try:
+            @triton.jit
+            def wk_warm(x, n, XBLOCK: tl.constexpr):
+                i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+                tl.store(x + i, tl.exp(tl.load(x + i, mask=i < n)), mask=i < n)
+
+            src = ASTSource(wk_warm, {"x": "*fp32", "n": "i32", "XBLOCK": "constexpr"}, {(2,): 128})
+            triton.compile(src, target=GPUTarget("cuda", int(arch), 32), options={"num_warps": 4})
+        finally:
+            if prev is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = prev
 
 
 _workers = None  # None: not started; False: could not start
 
 
-def _process_workers(n):
+def _process_workers(n, arch=None):
     global _workers
     if _workers is None:
         try:
-            _workers = _Workers(n)
+            _workers = _Workers(n, arch)
         except OSError:
             _workers = False
     return _workers if _workers and _workers.procs else None
+
+
+def _worker_count():
+    """How many compile processes a large batch gets: one per usable CPU
+    but one (left to this process, which captures while they start), none
+    (threads) on a machine of two CPUs or fewer or where
+    WICK_TRITON_COMPILE_PROCS says 0 or 1."""
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    procs = os.environ.get("WICK_TRITON_COMPILE_PROCS", "")
+    procs = int(procs) if procs.strip().isdigit() else min(ncpu - 1, 32)
+    return procs if procs > 1 and ncpu > 2 else 0
+
+
+def start_workers(arch):
+    """Starts the compile processes in the background (a no-op once
+    started, or where there would be none): called when a graph for a GPU
+    begins compiling, before its kernels exist."""
+    n = _worker_count()
+    if n:
+        _process_workers(n, arch)
+
+
+def _cached(args):
+    """Whether compile_kernel(*args) would be a cache hit (its metadata is on
+    disk under the same key; the load still checks the cubin's hash)."""
+    try:
+        key = _cache_key(*args[1:])
+        with open(os.path.join(args[0], "triton", f"{_sha(key.encode())}.json")) as f:
+            return json.load(f).get("key") == key
+    except (OSError, ValueError, ImportError):
+        return False
 
 
 def compile_batch(cache_dir, path, src_hash, jobs, arch):
@@ -270,30 +360,44 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch):
     jobs at once into the cache: a graph's kernels and their autotuning
     candidates compile in parallel instead of one by one. Triton's front end
     is Python and holds the GIL, so a large batch goes to worker processes
-    (WICK_TRITON_COMPILE_PROCS, default: the usable CPUs; 0: threads only),
+    (_worker_count; WICK_TRITON_COMPILE_PROCS=0: threads only),
     a small one to threads (its passes and ptxas run without the GIL). A job
     that fails is left for compile_kernel to redo (and report) when its
-    kernel is loaded."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    # one job per distinct kernel and config: the repeats are cache hits once it is compiled
+    kernel is loaded. One answer per job: True where it is compiled (or
+    was already)."""
+    # one job per distinct kernel and config not yet in the disk cache: a
+    # repeat is a cache hit once its first is compiled, and a run whose
+    # kernels are all cached starts no worker
     seen = set()
     args = []
+    index = []  # each job's position in args, or -1: cached
     for job in jobs:
         job = list(job)
         ident = json.dumps([*kernel_identity(path, src_hash, job[0]), *job[1:]])
-        if ident not in seen:
-            seen.add(ident)
-            args.append((cache_dir, path, src_hash, *job, arch, 1))
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    procs = os.environ.get("WICK_TRITON_COMPILE_PROCS", "")
-    procs = int(procs) if procs.strip().isdigit() else min(ncpu, 32)
-    if procs > 1 and len(args) >= 8 and ncpu > 2:
-        workers = _process_workers(procs)
+        a = (cache_dir, path, src_hash, *job, arch, 1)
+        if ident in seen or _cached(a):
+            index.append(-1)
+            continue
+        seen.add(ident)
+        index.append(len(args))
+        args.append(a)
+    done = _compile_all(args)
+    return [True if i < 0 else done[i] for i in index]
+
+
+def _compile_all(args):
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not args:
+        return []
+    procs = _worker_count()
+    if procs and len(args) >= 8:
+        workers = _process_workers(procs, args[0][-2])
         if workers is not None:
             return workers.map(args)
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time
-    workers = max(1, min(len(jobs), limit if limit > 0 else ncpu, 32))
+    workers = max(1, min(len(args), limit if limit > 0 else ncpu, 32))
     if workers == 1:
         return [_compile_job(a) for a in args]
     with ThreadPoolExecutor(workers) as ex:

@@ -2294,6 +2294,23 @@ def _aot_without_logs(torch, gm, example_inputs, compilers):
 _decomposition_table = None
 
 
+def _start_triton_workers(example_inputs):
+    """A graph on a GPU will compile Triton kernels once it is traced: the
+    compile processes start now, and import Triton while AOTAutograd runs."""
+    try:
+        import torch
+
+        dev = next((x.device for x in example_inputs if isinstance(x, torch.Tensor) and x.is_cuda), None)
+        if dev is None or os.environ.get("WICK_TRITON", "").strip() == "interpret":
+            return
+        from wick import _triton
+
+        major, minor = torch.cuda.get_device_capability(dev)
+        _triton.start_workers(major * 10 + minor)
+    except Exception:  # noqa: BLE001 - only a head start: the compile starts them itself
+        pass
+
+
 def wick_backend(gm, example_inputs, mode=None, options=None, own_capture=False):
     """torch.compile(model, backend="wick"): AOTAutograd traces dynamo's graph
     to ATen (forward, and backward when something requires grad), and wick
@@ -2302,6 +2319,7 @@ def wick_backend(gm, example_inputs, mode=None, options=None, own_capture=False)
     own_capture: gm is exported from wick's own capture (compile_graph_with),
     not a Dynamo frame's."""
     cudagraphs = mode == "reduce-overhead"
+    _start_triton_workers(example_inputs)
     direct = own_capture and os.environ.get("TORCH_COMPILE_DEBUG", "0") != "1" and not any(
         isinstance(x, (list, tuple, dict)) for x in example_inputs)
     aot = _aot_backends.get(cudagraphs)

@@ -262,9 +262,10 @@ def test_another_torchs_stages_get_aot_module_simplified(takes, monkeypatch):
     """Where AOTAutograd's stages have other parameters (torch 2.11's
     prepare_aot_module_simplified has another positional one), the training
     compile is aot_module_simplified's, taken early as before, equal to eager,
-    with no fallback."""
+    with no fallback. The expected parameters are made ones that no torch has
+    (a name inserted as 2.11 inserts one), so that this runs on every torch."""
     params = wb._PREPARE_PARAMETERS
-    monkeypatch.setattr(wb, "_PREPARE_PARAMETERS", params[:5] + ("boxed_forward_device_index",) + params[5:])
+    monkeypatch.setattr(wb, "_PREPARE_PARAMETERS", params[:5] + ("no_torch_has_this_parameter",) + params[5:])
     assert not wb.aot_stages_known(torch)
     called = []
     real = wb._aot_without_logs

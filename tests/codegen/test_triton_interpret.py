@@ -601,4 +601,66 @@ def test_kernels_differing_only_by_name_compile_once(tmp_path, monkeypatch):
     # a batch holding the same kernel twice (two names) compiles it once
     jobs = [(k0, types, 0, 32, 1, 2), (k0.replace(entry, renamed), types, 0, 32, 1, 2)]
     both = _triton.write_module(cache, src + other[other.index(f"@triton.jit\ndef {k0.replace(entry, renamed)}("):])
-    assert _triton.compile_batch(cache, both, "h", jobs, 90) == [True]
+    cubins = {f for f in os.listdir(os.path.join(cache, "triton")) if f.endswith(".cubin")}
+    assert _triton.compile_batch(cache, both, "h", jobs, 90) == [True, True]
+    assert len({f for f in os.listdir(os.path.join(cache, "triton")) if f.endswith(".cubin")} - cubins) == 1
+
+
+def _module_with_kernels(monkeypatch, n):
+    """A generated module of n distinct kernels (pointwise and reductions) and
+    their compile jobs in every candidate config."""
+    from wick import _triton
+
+    monkeypatch.setenv("WICK_TRITON", "interpret")  # Triton target for CPU tensors; nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    C.env_reload()
+    try:
+        g = C.Graph()
+        a = g.input_like(rand((64, 96)))
+        for k in range(n):
+            g.output(g.op("sum", [g.op("mul", [g.op("exp", [a]), g.scalar(float(k + 2))])], dims=(k % 2,)))
+        cg = g.compile()
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    path = _triton.write_module(C.cache_dir(), cg.describe()["source"])
+    jobs = [(k["name"], ["*fp32"] * len(k["params"]), int(k["has_r"]), *cfg)
+            for k in cg.triton_kernels for cfg in k["configs"]]
+    return path, jobs
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads a worker's mapped libraries")
+def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_path, monkeypatch):
+    """The compile processes a large batch goes to (on a machine of more than
+    two CPUs) start ahead of the batch, import neither wick's package nor
+    torch (the generated modules' `from wick._triton import libdevice`
+    resolves to the file itself), and compile every job; a batch whose jobs
+    are all in the disk cache starts none."""
+    from wick import _triton
+
+    path, jobs = _module_with_kernels(monkeypatch, 6)
+    assert len(jobs) >= 8
+    cache = str(tmp_path)
+    monkeypatch.setattr(_triton, "_workers", None)
+    monkeypatch.setattr(_triton, "_worker_count", lambda: 2)
+    _triton.start_workers(90)
+    workers = _triton._workers
+    try:
+        assert workers and len(workers.procs) == 2
+        assert _triton.compile_batch(cache, path, "h", jobs, 90) == [True] * len(jobs)
+        assert _triton._workers is workers and all(p.poll() is None for p in workers.procs)
+        for p in workers.procs:
+            with open(f"/proc/{p.pid}/maps") as f:
+                libs = f.read()
+            assert "libtriton" in libs and "libtorch" not in libs, p.pid
+        for name, types, has_r, x, r, w in jobs:  # every job is now a cache hit in this process
+            assert _triton._cached((cache, path, "h", name, types, has_r, x, r, w, 90, 1))
+        monkeypatch.setattr(_triton, "_workers", None)
+        monkeypatch.setattr(_triton, "_worker_count", lambda: 2)
+        assert _triton.compile_batch(cache, path, "h", jobs, 90) == [True] * len(jobs)
+        assert _triton._workers is None  # all cached: nothing started
+    finally:
+        for p in workers.procs if workers else ():
+            p.kill()
+            p.wait()
