@@ -1,5 +1,12 @@
 """Fixtures shared by the test directories."""
+import os
+
 import pytest
+
+# Under pytest-xdist each test process would start one Triton compile process
+# per CPU but one at its first GPU graph (wick/_triton.py): two each instead.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("WICK_TRITON_COMPILE_PROCS", "2")
 
 import wick._C as C
 

@@ -391,7 +391,7 @@ def _compile_all(args):
     if not args:
         return []
     procs = _worker_count()
-    if procs and len(args) >= 8:
+    if procs and (len(args) >= 8 or _workers):  # a small batch goes to threads unless the processes are up
         workers = _process_workers(procs, args[0][-2])
         if workers is not None:
             return workers.map(args)
