@@ -228,7 +228,10 @@ class _Workers:
         import subprocess
 
         cmd = [sys.executable, "-c", _WORKER_BOOT, os.path.abspath(__file__)]
-        env = dict(os.environ, WICK_TRITON_WARM_ARCH=str(arch or ""))
+        # this process's import path (Triton may have been found through an
+        # entry added at run time), and the GPU the warm-up compiles for
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                   WICK_TRITON_WARM_ARCH=str(arch or ""))
         self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
                                        env=env) for _ in range(n)]
 
@@ -368,19 +371,18 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch):
     # one job per distinct kernel and config not yet in the disk cache: a
     # repeat is a cache hit once its first is compiled, and a run whose
     # kernels are all cached starts no worker
-    seen = set()
+    first = {}  # a job's identity -> its first occurrence's position in args
     args = []
     index = []  # each job's position in args, or -1: cached
     for job in jobs:
         job = list(job)
         ident = json.dumps([*kernel_identity(path, src_hash, job[0]), *job[1:]])
         a = (cache_dir, path, src_hash, *job, arch, 1)
-        if ident in seen or _cached(a):
-            index.append(-1)
-            continue
-        seen.add(ident)
-        index.append(len(args))
-        args.append(a)
+        if ident not in first:
+            first[ident] = -1 if _cached(a) else len(args)
+            if first[ident] >= 0:
+                args.append(a)
+        index.append(first[ident])
     done = _compile_all(args)
     return [True if i < 0 else done[i] for i in index]
 
