@@ -1,7 +1,10 @@
 """One cold compile through torch.compile, set up as a benchmark row does it, with its phases timed.
 
     python bench/cold_compile.py --model BertForMaskedLM --mode inference [--compiler wick|wick-own|inductor]
-                                 [--profile out.prof] [--json out.json]
+                                 [--device cpu|cuda] [--suite huggingface|timm] [--profile out.prof] [--json out.json]
+
+--device cuda: the row as the H200's benchmark runs it (the suite's CUDA batch, bf16 autocast), with the Triton
+phases timed: compile_batch (a graph's kernels and tuning candidates compiled in parallel) and the jobs sent to it.
 
 --compiler wick: torch.compile(model, backend="wick") (Dynamo + AOTAutograd + wick's compiler; the row's
 "dynamo+wick"); wick-own: wick.compile(model) (wick's own C capture; inference graphs go to wick's native
