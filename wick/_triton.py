@@ -327,12 +327,16 @@ def _process_workers(n, arch=None):
     return _workers if _workers and _workers.procs else None
 
 
+def _usable_cpus():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _worker_count():
     """How many compile processes a large batch gets: one per usable CPU
     but one (left to this process, which captures while they start), none
     (threads) on a machine of two CPUs or fewer or where
     WICK_TRITON_COMPILE_PROCS says 0 or 1."""
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    ncpu = _usable_cpus()
     procs = os.environ.get("WICK_TRITON_COMPILE_PROCS", "")
     procs = int(procs) if procs.strip().isdigit() else min(ncpu - 1, 32)
     return procs if procs > 1 and ncpu > 2 else 0
@@ -347,14 +351,13 @@ def start_workers(arch):
         _process_workers(n, arch)
 
 
-def _cached(args):
-    """Whether compile_kernel(*args) would be a cache hit (its metadata is on
-    disk under the same key; the load still checks the cubin's hash)."""
+def _cached(cache_dir, key):
+    """Whether the kernel of this _cache_key is in the cache (its metadata
+    is on disk under the key; the load still checks the cubin's hash)."""
     try:
-        key = _cache_key(*args[1:])
-        with open(os.path.join(args[0], "triton", f"{_sha(key.encode())}.json")) as f:
+        with open(os.path.join(cache_dir, "triton", f"{_sha(key.encode())}.json")) as f:
             return json.load(f).get("key") == key
-    except (OSError, ValueError, ImportError):
+    except (OSError, ValueError):
         return False
 
 
@@ -371,18 +374,17 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch):
     # one job per distinct kernel and config not yet in the disk cache: a
     # repeat is a cache hit once its first is compiled, and a run whose
     # kernels are all cached starts no worker
-    first = {}  # a job's identity -> its first occurrence's position in args
+    first = {}  # a job's cache key -> its first occurrence's position in args
     args = []
     index = []  # each job's position in args, or -1: cached
     for job in jobs:
-        job = list(job)
-        ident = json.dumps([*kernel_identity(path, src_hash, job[0]), *job[1:]])
         a = (cache_dir, path, src_hash, *job, arch, 1)
-        if ident not in first:
-            first[ident] = -1 if _cached(a) else len(args)
-            if first[ident] >= 0:
+        key = _cache_key(*a[1:])
+        if key not in first:
+            first[key] = -1 if _cached(cache_dir, key) else len(args)
+            if first[key] >= 0:
                 args.append(a)
-        index.append(first[ident])
+        index.append(first[key])
     done = _compile_all(args)
     return [True if i < 0 else done[i] for i in index]
 
@@ -397,7 +399,7 @@ def _compile_all(args):
         workers = _process_workers(procs, args[0][-2])
         if workers is not None:
             return workers.map(args)
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    ncpu = _usable_cpus()
     limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time
     workers = max(1, min(len(args), limit if limit > 0 else ncpu, 32))
     if workers == 1:

@@ -655,7 +655,7 @@ def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_p
                 libs = f.read()
             assert "libtriton" in libs and "libtorch" not in libs, p.pid
         for name, types, has_r, x, r, w in jobs:  # every job is now a cache hit in this process
-            assert _triton._cached((cache, path, "h", name, types, has_r, x, r, w, 90, 1))
+            assert _triton._cached(cache, _triton._cache_key(path, "h", name, types, has_r, x, r, w, 90, 1))
         monkeypatch.setattr(_triton, "_workers", None)
         monkeypatch.setattr(_triton, "_worker_count", lambda: 2)
         assert _triton.compile_batch(cache, path, "h", jobs, 90) == [True] * len(jobs)
