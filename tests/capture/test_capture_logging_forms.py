@@ -78,6 +78,18 @@ def one_graph_entry(fn):
     assert es and all(not e["eager"] and e["graph_count"] == 1 and not e.get("breaks") for e in es), reasons(fn)
 
 
+def same_records(fn, cf, h, *args, project=list):
+    """fn(*args) eagerly, then cf(*args): equal results, and the records the
+    compiled call logs are eager's (both through `project`). Returns eager's."""
+    h.records.clear()
+    expected = fn(*args)
+    eager = project(h.records)
+    h.records.clear()
+    assert_same(cf(*args), expected)
+    assert project(h.records) == eager
+    return eager
+
+
 def run_both(fn, h, *extra, calls=2):
     """fn eagerly then compiled on fresh random inputs of several shapes and
     dtypes: equal results, and the records each call logs are eager's."""
@@ -85,13 +97,7 @@ def run_both(fn, h, *extra, calls=2):
     for i, (shape, dtype) in enumerate(SHAPES_DTYPES):
         for c in range(calls):
             x = inputs(shape, dtype, 10 * i + c)
-            h.records.clear()
-            expected = fn(x, *extra)
-            eager_records = list(h.records)
-            h.records.clear()
-            assert_same(cf(x, *extra), expected)
-            assert h.records == eager_records
-            assert eager_records  # the function logs
+            assert same_records(fn, cf, h, x, *extra)  # equal, and the function logs
     return cf
 
 
@@ -261,12 +267,7 @@ def test_root_level_changed_between_calls(root_handler):
     x = inputs((3, 7), torch.float64, 2)
     for level in (logging.DEBUG, logging.ERROR, logging.INFO):
         logging.getLogger().setLevel(level)
-        root_handler.records.clear()
-        expected = root_functions(x)
-        eager = list(root_handler.records)
-        root_handler.records.clear()
-        assert_same(cf(x), expected)
-        assert root_handler.records == eager
+        same_records(root_functions, cf, root_handler, x)
     one_graph_entry(root_functions)
 
 
@@ -352,12 +353,7 @@ def test_level_guard_follows_the_logger(fn, handler):
             step()
             shape, dtype = SHAPES_DTYPES[i % len(SHAPES_DTYPES)]
             x = inputs(shape, dtype, i)
-            handler.records.clear()
-            expected = fn(x)
-            eager = list(handler.records)
-            handler.records.clear()
-            assert_same(cf(x), expected)
-            assert handler.records == eager
+            same_records(fn, cf, handler, x)
             branches.add(logger.isEnabledFor(logging.DEBUG))
     finally:
         restore()
@@ -373,12 +369,7 @@ def test_level_guard_on_an_attribute_logger(handler):
         for i, level in enumerate((logging.DEBUG, logging.ERROR, logging.INFO, logging.WARNING)):
             logger.setLevel(level)
             x = inputs((3, 7), torch.float32, i)
-            handler.records.clear()
-            expected = attribute_guard(x, block)
-            eager = list(handler.records)
-            handler.records.clear()
-            assert_same(cf(x, block), expected)
-            assert handler.records == eager
+            same_records(attribute_guard, cf, handler, x, block)
     finally:
         logger.setLevel(logging.DEBUG)
     one_graph_entry(attribute_guard)
@@ -555,12 +546,7 @@ def test_disabled_call_with_a_tensor_is_one_graph(handler):
             logger.setLevel(level)
             shape, dtype = SHAPES_DTYPES[i % 3]
             x = inputs(shape, dtype, i)
-            handler.records.clear()
-            expected = debug_a_tensor(x)
-            eager = [r[:2] for r in handler.records]
-            handler.records.clear()
-            assert_same(cf(x), expected)
-            assert [r[:2] for r in handler.records] == eager
+            eager = same_records(debug_a_tensor, cf, handler, x, project=lambda rs: [r[:2] for r in rs])
             assert bool(eager) == (level == logging.DEBUG)
     finally:
         logger.setLevel(logging.DEBUG)
