@@ -13,8 +13,9 @@ moved to a copy of its own (copy-on-replay: no copy when outputs are dropped,
 as in a loop that consumes them), and a call during which the caller holds a
 view into it runs without the graph, so no value a program can see ever
 changes under it. The first call runs
-the compiled graph normally (Triton compiles and autotunes then); the second
-records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
+the compiled graph normally (Triton compiles then); the second waits for the
+kernels' autotuning candidates to compile, runs once more uncaptured (tuning
+them), and records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
 as an extern that synchronises) runs the compiled graph as it is, with the
 reason recorded in wick's fallback reasons; a call whose in-place inputs moved
 runs without the graph for that call.
@@ -147,6 +148,12 @@ class CudaGraphRunner:
                 inputs.append(buf)
         side = torch.cuda.Stream(device=inputs[0].device if isinstance(inputs[0], torch.Tensor) else None)
         side.wait_stream(torch.cuda.current_stream())
+        triton = sys.modules.get("wick._triton")
+        if triton is not None:
+            # the kernels' autotuning candidates compiled, so that the run
+            # below (not captured) tunes them and the graph records the tuned
+            # configs: nothing is tuned while a stream is captured
+            triton.wait_background()
         with torch.cuda.stream(side):
             self._run(inputs)
         torch.cuda.current_stream().wait_stream(side)

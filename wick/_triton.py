@@ -7,6 +7,8 @@ wick's C runtime (csrc/runtime/triton_rt.c) calls these functions to
     objects: content-addressed names, written to a temporary file and renamed
     into place, each artifact checked against a SHA-256 recorded beside it
     (a mismatch is recompiled, never loaded);
+  * compile the autotuning candidates a first call does not need in the
+    background (``compile_later``; the runtime tunes once they are in), and
   * launch a kernel through Triton's own Python launcher under
     TRITON_INTERPRET=1 (``launch_interpret``: CPU tensors, tests).
 The C runtime loads cubins and launches them itself through the CUDA driver
@@ -22,6 +24,7 @@ import json
 import os
 import re
 import sys
+import threading
 
 _modules = {}
 
@@ -234,10 +237,16 @@ class _Workers:
                    WICK_TRITON_WARM_ARCH=str(arch or ""))
         self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
                                        env=env) for _ in range(n)]
+        # a process serves one job at a time; a foreground batch (a graph
+        # about to run) and a background one (autotuning candidates) share
+        # the processes, the background taking a job only while no
+        # foreground batch is waiting
+        self.locks = {p.pid: threading.Lock() for p in self.procs}
+        self.turn = threading.Condition()
+        self.foreground = 0
 
-    def map(self, args):
+    def map(self, args, background=False):
         import queue
-        import threading
 
         todo = queue.Queue()
         for i, a in enumerate(args):
@@ -247,25 +256,39 @@ class _Workers:
 
         def feed(proc):
             while True:
+                if background:
+                    with self.turn:
+                        self.turn.wait_for(lambda: self.foreground == 0)
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
                     return
                 try:
-                    proc.stdin.write(json.dumps(args[i]) + "\n")
-                    line = proc.stdout.readline()
+                    with self.locks[proc.pid]:
+                        proc.stdin.write(json.dumps(args[i]) + "\n")
+                        line = proc.stdout.readline()
                     results[i] = json.loads(line) is True
                 except (OSError, ValueError):
                     broken.append(proc)
                     return  # this job is left to compile_kernel's retry
 
-        threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in self.procs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        if not background:
+            with self.turn:
+                self.foreground += 1
+        try:
+            threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in list(self.procs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            if not background:
+                with self.turn:
+                    self.foreground -= 1
+                    self.turn.notify_all()
         for p in broken:
-            self.procs.remove(p)
+            if p in self.procs:
+                self.procs.remove(p)
             p.kill()
         return results
 
@@ -361,7 +384,7 @@ def _cached(cache_dir, key):
         return False
 
 
-def compile_batch(cache_dir, path, src_hash, jobs, arch):
+def compile_batch(cache_dir, path, src_hash, jobs, arch, background=False):
     """Compiles many (name, param_types, has_r, xblock, rblock, num_warps)
     jobs at once into the cache: a graph's kernels and their autotuning
     candidates compile in parallel instead of one by one. Triton's front end
@@ -385,11 +408,54 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch):
             if first[key] >= 0:
                 args.append(a)
         index.append(first[key])
-    done = _compile_all(args)
+    done = _compile_all(args, background)
     return [True if i < 0 else done[i] for i in index]
 
 
-def _compile_all(args):
+class _Later:
+    """A batch compiling on a thread of its own; done() says whether it has
+    finished (successfully or not: a job that failed is redone, and
+    reported, when its kernel is loaded)."""
+
+    def __init__(self, args):
+        self.thread = threading.Thread(target=self._run, args=args, daemon=True, name="wick-triton-later")
+        self.thread.start()
+
+    @staticmethod
+    def _run(*args):
+        try:
+            compile_batch(*args, background=True)
+        except Exception:  # noqa: BLE001 - the loads redo and report
+            pass
+
+    def done(self):
+        return not self.thread.is_alive()
+
+
+_later = []
+
+
+def compile_later(cache_dir, path, src_hash, jobs, arch):
+    """Starts compiling the autotuning candidates that a graph's first call
+    does not need (it runs each kernel in its first config): the runtime
+    times them once this handle says done(). Jobs share the compile
+    processes with foreground batches, which go first."""
+    _later[:] = [h for h in _later if not h.done()]
+    handle = _Later((cache_dir, path, src_hash, jobs, arch))
+    _later.append(handle)
+    return handle
+
+
+def wait_background(timeout=None):
+    """Waits until every background batch has finished (at most timeout
+    seconds each): the next call of each graph then tunes its kernels.
+    Benchmarks call it before timing; reduce-overhead before recording."""
+    for h in list(_later):
+        h.thread.join(timeout)
+    return all(h.done() for h in _later)
+
+
+def _compile_all(args, background=False):
     from concurrent.futures import ThreadPoolExecutor
 
     if not args:
@@ -398,7 +464,9 @@ def _compile_all(args):
     if procs and (len(args) >= 8 or _workers):  # a small batch goes to threads unless the processes are up
         workers = _process_workers(procs, args[0][-2])
         if workers is not None:
-            return workers.map(args)
+            return workers.map(args, background)
+    if background:  # one at a time, beside the program's own threads
+        return [_compile_job(a) for a in args]
     ncpu = _usable_cpus()
     limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time
     workers = max(1, min(len(args), limit if limit > 0 else ncpu, 32))

@@ -101,6 +101,7 @@ void wk_sha256_hex(const void *p, size_t n, char out[65]);
     X(NATIVE_EXTERNS, "1", "0: matmul, convolution and attention extern calls through Python, not PyTorch's C shim") \
     X(OUTPUT_POOL, "256", "MiB of freed large CPU outputs kept warm for later outputs (runtime/shim.c); 0 = off") \
     X(TRITON, "", "'interpret': CPU graphs use the Triton backend, run by Triton's interpreter (tests)") \
+    X(TRITON_TUNE, "later", "when Triton kernels are autotuned: later = first call in the first config, the others compiled in the background and timed at a later call; first = all at the first call") \
     X(HOST_PROFILE, "0", "1: graphs compiled from now on time their host work per phase (wick._C.host_profile())") \
     X(CUDA_INDEXING, "1", "1: indirect loads (embedding, gather, index) as Triton kernels on CUDA (device asserts, as eager raises); 0 = extern calls") \
     X(EARLY_BACKWARD, "1", "1: a grad-mode graph's backward starts compiling (C compiler in the background) when its forward is compiled (wick/backends.py); 0 = at the first backward") \

@@ -10,11 +10,20 @@
  * / functions it compiled from (strong references).
  *
  * Autotuning: a kernel with several candidate configs (block sizes, warps)
- * is compiled in each at its first launch, timed on the real buffers with
- * CUDA events (kernels write only their outputs and temporaries, so
- * re-running one is harmless), and the fastest is kept; the choice is cached
- * on disk per kernel source and device name, so a later process compiles
- * only the chosen config.
+ * is timed in each on the real buffers with CUDA events (kernels write only
+ * their outputs and temporaries, so re-running one is harmless), and the
+ * fastest is kept; the choice is cached on disk per kernel source and device
+ * name, so a later process compiles only the chosen config. When: by
+ * default (WICK_TRITON_TUNE=later) a graph's first call compiles and runs
+ * each kernel in its first config only, while the other candidates compile
+ * in the background (wick/_triton.py compile_later, on the compile processes
+ * when the foreground leaves them idle); the first call of the graph after
+ * that batch is done times them. A first call then waits for one compile
+ * per kernel instead of one per candidate (a third of the jobs). No tuning
+ * happens while the stream is being captured into a CUDA graph: the
+ * reduce-overhead runner waits for the background batches before it
+ * records. WICK_TRITON_TUNE=first compiles and times every candidate at the
+ * first launch.
  *
  * Interpreter mode (device -1, TRITON_INTERPRET=1, CPU tensors): kernels are
  * launched through Triton's Python launcher, which runs them in numpy; this
@@ -64,6 +73,7 @@ static struct {
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
     CUresult (*EventDestroy)(CUevent);
+    CUresult (*StreamIsCapturing)(CUstream, int *);
     CUresult (*GetErrorString)(CUresult, const char **);
     /* PyTorch's current stream without a Python call (the AOTInductor shim) */
     int (*current_stream)(int32_t, void **);
@@ -106,6 +116,7 @@ static int cu_load(void) {
     L(EventSynchronize, "cuEventSynchronize", NULL);
     L(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
     L(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
+    L(StreamIsCapturing, "cuStreamIsCapturing", NULL);
     L(GetErrorString, "cuGetErrorString", NULL);
 #undef L
     if (cu.Init(0) != 0) {
@@ -146,6 +157,7 @@ typedef struct {
 typedef struct {
     const WkTritonKernel *k;
     int chosen;           /* config index; -1 until chosen */
+    int provisional;      /* chosen is the first config, run until the background batch lets it be tuned */
     Loaded aligned[WK_TRITON_MAX_CONFIGS];
     Loaded unaligned;     /* chosen config, no 16-byte alignment assumed */
     PyObject *jit_fn;     /* interpreter mode */
@@ -165,6 +177,9 @@ struct WkTriton {
     PyObject *dtypes[WK_NDTYPES];
     PyObject *device_obj; /* "cpu" (interpreter) or torch.device("cuda", i) */
     int prepared;         /* every kernel's configs compiled in one parallel batch */
+    int tune_later;       /* WICK_TRITON_TUNE=later (read when the plan is made) */
+    int untuned;          /* kernels still provisional */
+    PyObject *later;      /* the background batch of their other configs (wick._triton._Later), NULL when done */
     int nsteps;
     KernelRt **steps;     /* per plan step: its kernels (NULL for extern steps) */
     PyObject *stream_fn;  /* torch.cuda.current_stream when the shim is absent */
@@ -191,6 +206,7 @@ WkTriton *wk_triton_new(const WkPlan *plan, int device) {
     t->device = device;
     t->plan = plan;
     t->nsteps = plan->nsteps;
+    t->tune_later = strcmp(wk_env_str(WK_ENV_TRITON_TUNE), "first") != 0;
     t->steps = wk_xcalloc((size_t)plan->nsteps + 1, sizeof *t->steps);
     for (int s = 0; s < plan->nsteps; s++) {
         const WkProgram *p = plan->steps[s].program;
@@ -255,6 +271,7 @@ void wk_triton_free(WkTriton *t) {
     free(t->steps);
     Py_XDECREF(t->helper);
     Py_XDECREF(t->path);
+    Py_XDECREF(t->later);
     Py_XDECREF(t->module);
     Py_XDECREF(t->stream_fn);
     Py_XDECREF(t->empty);
@@ -468,13 +485,24 @@ done:
     return rc;
 }
 
+/* Appends kernel k's compile job in config c to jobs (cleared on error). */
+static void add_job(PyObject **jobs, const WkTritonKernel *k, PyObject *types, int c) {
+    PyObject *job = Py_BuildValue("(sOiiii)", k->name, types, k->has_r, k->configs[c].xblock, k->configs[c].rblock,
+                                  k->configs[c].num_warps);
+    if (!job || PyList_Append(*jobs, job) < 0) Py_CLEAR(*jobs);
+    Py_XDECREF(job);
+}
+
 /* Before the first launch: every kernel of the plan, in the configs it may
- * run (the cached tuning choice, else every candidate), compiled in one
- * parallel batch into the disk cache, so that the loads that follow are
- * cache hits. Failures here are not errors: the loads redo and report. */
+ * run first (the cached tuning choice, else every candidate, or under
+ * tune_later its first), compiled in one parallel batch into the disk cache,
+ * so that the loads that follow are cache hits; under tune_later, the other
+ * candidates then start compiling in the background. Failures here are not
+ * errors: the loads redo and report. */
 static void prepare_all(WkTriton *t) {
     t->prepared = 1;
-    PyObject *jobs = PyList_New(0);
+    PyObject *jobs = PyList_New(0), *later = PyList_New(0);
+    if (!later) Py_CLEAR(jobs);
     for (int s = 0; jobs && s < t->nsteps; s++) {
         if (!t->steps[s]) continue;
         const WkProgram *p = t->plan->steps[s].program;
@@ -484,18 +512,22 @@ static void prepare_all(WkTriton *t) {
             if (k->xnumel == 0) continue;
             if (kr->chosen < 0) {
                 int c = tune_read(t, k);
-                if (c >= 0) kr->chosen = c;
+                if (c >= 0) {
+                    kr->chosen = c;
+                } else if (t->tune_later) {
+                    kr->chosen = 0;
+                    kr->provisional = 1;
+                    t->untuned++;
+                }
             }
             PyObject *types = PyList_New(k->nparams);
             for (int i = 0; types && i < k->nparams; i++)
                 PyList_SET_ITEM(types, i, PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype
                                                                                           : k->scratch_dtype)));
-            for (int c = 0; types && c < k->nconfigs; c++) {
-                if (kr->chosen >= 0 && c != kr->chosen) continue;
-                PyObject *job = Py_BuildValue("(sOiiii)", k->name, types, k->has_r, k->configs[c].xblock,
-                                              k->configs[c].rblock, k->configs[c].num_warps);
-                if (!job || PyList_Append(jobs, job) < 0) Py_CLEAR(jobs);
-                Py_XDECREF(job);
+            for (int c = 0; types && jobs && c < k->nconfigs; c++) {
+                if (kr->chosen < 0 || c == kr->chosen) add_job(&jobs, k, types, c);
+                else if (kr->provisional) add_job(&later, k, types, c);
+                if (!later) Py_CLEAR(jobs);
             }
             Py_XDECREF(types);
         }
@@ -505,8 +537,52 @@ static void prepare_all(WkTriton *t) {
                                             t->src_hash, jobs, t->arch)
                       : NULL;
     Py_XDECREF(r);
-    Py_XDECREF(jobs);
     PyErr_Clear();
+    if (jobs && later && PyList_GET_SIZE(later) > 0)
+        t->later = PyObject_CallMethod(t->helper, "compile_later", "sOsOi", wk_cc_cache_dir(), t->path, t->src_hash,
+                                       later, t->arch);
+    Py_XDECREF(jobs);
+    Py_XDECREF(later);
+    PyErr_Clear(); /* without a background batch, the provisional kernels are tuned at the next run */
+}
+
+/* Whether this run may time the provisional kernels: their background batch
+ * is done (or there is none) and the stream is not being captured. */
+static int may_tune_now(WkTriton *t, CUstream stream) {
+    if (t->later) {
+        PyObject *r = PyObject_CallMethod(t->later, "done", NULL);
+        int done = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (done < 0) PyErr_Clear();
+        if (done <= 0) return 0;
+        Py_CLEAR(t->later);
+    }
+    int capturing = 1;
+    return cu.StreamIsCapturing(stream, &capturing) == 0 && capturing == 0;
+}
+
+/* The loaded kernel kr runs as this time: tuned first where it is due
+ * (tune_now, or a provisional first config that did not compile). */
+static Loaded *chosen_kernel(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *ptrs, void *scratch,
+                             CUstream stream, int aligned, int tune_now) {
+    if (kr->provisional && tune_now) {
+        kr->provisional = 0;
+        t->untuned--;
+        kr->chosen = -1;
+        kr->unaligned = (Loaded){0}; /* it was the first config's */
+    }
+    if (kr->chosen < 0 && autotune(t, p, kr, ptrs, scratch, stream) < 0) return NULL;
+    Loaded *l = aligned ? &kr->aligned[kr->chosen] : &kr->unaligned;
+    if (!l->ready && load_kernel(t, p, kr, kr->chosen, aligned, l) < 0) {
+        if (!kr->provisional) return NULL;
+        PyErr_Clear(); /* the first config does not compile (registers, shared memory): tune among the others */
+        return chosen_kernel(t, p, kr, ptrs, scratch, stream, aligned, 1);
+    }
+    if (l->ready < 0) {
+        PyErr_Format(PyExc_RuntimeError, "wick: Triton kernel %s failed to compile earlier", kr->k->name);
+        return NULL;
+    }
+    return l;
 }
 
 /* ---- running a step ------------------------------------------------------ */
@@ -601,6 +677,7 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
     if (!t->prepared) prepare_all(t);
     CUstream stream;
     if (current_stream(t, &stream) < 0) goto done;
+    int tune_now = t->untuned > 0 && may_tune_now(t, stream);
     /* the device's context, once for the step's launches */
     if (enter_ctx(t, &prev) < 0) goto done;
     entered = 1;
@@ -611,13 +688,8 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
         if (k->scratch == 1 && new_scratch(t, k, &scratch, &scratch_ptr) < 0) goto done;
         int aligned = 1;
         for (int i = 0; i < k->nparams; i++) aligned &= k->params[i] < 0 || ((uintptr_t)ptrs[k->params[i]] & 15) == 0;
-        if (kr->chosen < 0 && autotune(t, p, kr, ptrs, scratch_ptr, stream) < 0) goto done;
-        Loaded *l = aligned ? &kr->aligned[kr->chosen] : &kr->unaligned;
-        if (!l->ready && load_kernel(t, p, kr, kr->chosen, aligned, l) < 0) goto done;
-        if (l->ready < 0) {
-            PyErr_Format(PyExc_RuntimeError, "wick: Triton kernel %s failed to compile earlier", k->name);
-            goto done;
-        }
+        Loaded *l = chosen_kernel(t, p, kr, ptrs, scratch_ptr, stream, aligned, tune_now);
+        if (!l) goto done;
         if (launch(kr, l, &k->configs[kr->chosen], ptrs, scratch_ptr, stream) < 0) goto done;
     }
     rc = 0;

@@ -664,3 +664,38 @@ def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_p
         for p in workers.procs if workers else ():
             p.kill()
             p.wait()
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+@pytest.mark.parametrize("procs", [2, 0])
+def test_background_batch_shares_the_compile_processes_with_a_foreground_batch(tmp_path, monkeypatch, procs):
+    """Autotuning candidates compile in the background (compile_later) while
+    a graph's first-call batch compiles in the foreground on the same
+    processes (or, without processes, on a thread of their own): every job of
+    both is compiled, the foreground returns its own answers, and
+    wait_background returns once the background batch is done."""
+    from wick import _triton
+
+    path, jobs = _module_with_kernels(monkeypatch, 8)
+    first, rest = [], []
+    seen = set()
+    for job in jobs:  # a first config per kernel in the foreground, the others in the background
+        (rest if job[0] in seen else first).append(job)
+        seen.add(job[0])
+    assert len(first) >= 8 and len(rest) >= 8
+    cache = str(tmp_path)
+    monkeypatch.setattr(_triton, "_workers", None)
+    monkeypatch.setattr(_triton, "_later", [])
+    monkeypatch.setattr(_triton, "_worker_count", lambda: procs)
+    try:
+        handle = _triton.compile_later(cache, path, "h", rest, 90)
+        assert _triton.compile_batch(cache, path, "h", first, 90) == [True] * len(first)
+        assert _triton.wait_background() and handle.done()
+        for name, types, has_r, x, r, w in jobs:
+            assert _triton._cached(cache, _triton._cache_key(path, "h", name, types, has_r, x, r, w, 90, 1)), name
+        if procs:
+            assert len(_triton._workers.procs) == procs and _triton._workers.foreground == 0
+    finally:
+        for p in _triton._workers.procs if _triton._workers else ():
+            p.kill()
+            p.wait()

@@ -104,18 +104,57 @@ def test_softmax_log_softmax_layer_norm(cols, dtype):
     close(got[2], torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5), tol, 5e-2 if dtype != torch.float32 else 1e-4)
 
 
+def _tune_files():
+    d = os.path.join(C.cache_dir(), "triton")
+    return {f for f in os.listdir(d) if f.startswith("tune-")} if os.path.isdir(d) else set()
+
+
 def test_side_stream_and_autotune_cache():
+    from wick import _triton
+
     x = rand((4096, 1024))
     cg, _ = run(lambda g, a: [g.op("softmax", [a], dims=1)], x)
+    _triton.wait_background()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         y = x * 1.0
-        (out,) = cg(y)
+        (out,) = cg(y)  # the first call after the background compiles: tuned here, on the side stream
     torch.cuda.current_stream().wait_stream(s)
     close(out, torch.softmax(x, 1), 1e-5, 1e-6)
-    tunes = [f for f in os.listdir(os.path.join(C.cache_dir(), "triton")) if f.startswith("tune-")]
-    assert tunes
+    assert _tune_files()
+
+
+@pytest.mark.parametrize("when", ["later", "first"])
+def test_autotuning_after_the_first_call(when, monkeypatch, tmp_path):
+    """WICK_TRITON_TUNE=later (the default): the first call runs each
+    kernel in its first config while the other candidates compile in the
+    background, and the first call after they are in times them (a tuning
+    choice per kernel on disk); =first tunes during the first call. Results
+    equal eager's on every call."""
+    from wick import _triton
+
+    monkeypatch.setenv("WICK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("WICK_TRITON_TUNE", when)
+    C.env_reload()
+    try:
+        x = rand((3000, 700), seed=3)
+        cg, got = run(lambda g, a: [g.op("softmax", [a], dims=1), g.op("sum", [a], dims=0)], x)
+        want = [torch.softmax(x, 1), x.sum(0)]
+        close(got[0], want[0], 1e-5, 1e-6)
+        close(got[1], want[1], 1e-4, 1e-3)
+        tuned_first = _tune_files()
+        assert _triton.wait_background()
+        got = cg(x)
+        close(got[0], want[0], 1e-5, 1e-6)
+        close(got[1], want[1], 1e-4, 1e-3)
+        if when == "later":
+            assert not tuned_first and _tune_files(), (tuned_first, _tune_files())
+        else:
+            assert tuned_first and _tune_files() == tuned_first
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one GPU")
