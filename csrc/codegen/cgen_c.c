@@ -597,9 +597,10 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
      * into a stack row and streams it out with non-temporal stores: no read
      * for ownership of the output's lines, a third less memory traffic than
      * plain stores, and the input rows the next phases read stay cached
-     * (a store that a later phase reads back is not streamed: it would
-     * come back from memory). A kernel of one loop (a flat elementwise kernel) does the same chunk
-     * by chunk, each thread over its range of chunks (4096 x 4096 float32
+     * (a store that a later phase reads back, a residual sum, is not
+     * streamed: it would come back from memory). A kernel of one loop (a
+     * flat elementwise kernel) does the same chunk by chunk, each thread
+     * over its range of chunks (4096 x 4096 float32
      * ((x * 1.5 + 0.5).relu() - y).sigmoid() * y on one thread measured
      * ~20 % faster by its fastest samples). */
     int *nt = wk_xcalloc((size_t)K->nstores + 1, sizeof *nt);
