@@ -98,11 +98,12 @@ int wk_sched_row_read_ok(const WkSchedule *S, const WkSchedKernel *Ks, const WkS
     int64_t row_stride = coef_of(&sa, i0), unit = coef_of(&sa, i1);
     for (int k = 0; k < sa.n; k++)
         if (sa.coef[k] != 0 && sa.var[k] != i0 && sa.var[k] != i1) return 0;
-    if (unit == 0 || coef_of(&ra, i0) != row_stride || ra.c0 != sa.c0) return 0;
-    /* the read: R*i0 + u*t + c0 where t, a non-negative combination of the
-     * reading kernel's inner loops, stays within [0, cols): an element this
-     * row's store wrote */
-    int64_t tmax = 0;
+    if (unit == 0 || coef_of(&ra, i0) != row_stride || (ra.c0 - sa.c0) % unit != 0) return 0;
+    /* the read: R*i0 + u*t + c0 where t, a constant plus a non-negative
+     * combination of the reading kernel's inner loops, stays within
+     * [0, cols): an element this row's store wrote (a slice of the row) */
+    int64_t tmax = (ra.c0 - sa.c0) / unit;
+    if (tmax < 0 || tmax >= Ks->sizes[1]) return 0;
     for (int k = 0; k < ra.n; k++) {
         if (ra.var[k] == i0 || ra.coef[k] == 0) continue;
         int64_t ext = inner_extent(L, Kr, ra.var[k]);

@@ -247,7 +247,9 @@ static void test_residual_sum_joins_the_norm_rows(void) {
         CHECK(wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, r0)));
         const WkSym *one = wk_sym_const(L->syms, 1), *two = wk_sym_const(L->syms, 2);
         CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, wk_sym_add(L->syms, row, r0), one)));
+        CHECK(wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_const(L->syms, 95))));
         CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_const(L->syms, 96))));
+        CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_const(L->syms, -1))));
         CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_mul(L->syms, r0, two))));
         CHECK(!wk_sched_row_read_ok(S, P, st, R, r0));
         /* the verifier catches a phase reading h one element along */

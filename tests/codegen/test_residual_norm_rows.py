@@ -166,3 +166,27 @@ def test_sum_not_reused_is_recomputed_in_the_norm():
     lines = summary_lines(cg)
     assert not any("{ADD}" in ln and "pointwise" in ln and "LAYER_NORM" not in ln for ln in lines), lines
     torch.testing.assert_close(got, eager(layer_norm_build, x, y, w, b)[1], rtol=1e-5, atol=1e-5)
+
+
+def sliced_norms_build(g, x, y, w, b):
+    """Layer norms of two slices of each row of h: every other element, and
+    the second half (a read at an offset into the row)."""
+    rows, cols = g.value(x)["sizes"]
+    h = g.op("add", [x, y])
+    every_other = g.op("VIEW", [h], ints=[2, rows, cols // 2, cols, 2, 0])
+    second_half = g.op("VIEW", [h], ints=[2, rows, cols // 2, cols, 1, cols // 2])
+    return [h, g.op("layer_norm", [every_other, w, b], dims=(-1,), eps=EPS),
+            g.op("layer_norm", [second_half, w, b], dims=(-1,), eps=EPS)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norms_of_slices_of_the_sum(dtype):
+    """The norms read parts of the row the sum phase stored: all one group."""
+    x, y, _, _ = tensors((48, 768), dtype)
+    _, _, w, b = tensors((48, 384), dtype, seed=1)
+    cg, got = compile_run(sliced_norms_build, x, y, w, b)
+    h = x + y
+    assert_one_row_group(cg, 48, 768)
+    torch.testing.assert_close(got[0], h, rtol=0, atol=0)
+    for out, part in zip(got[1:], (h[:, ::2], h[:, 384:])):
+        torch.testing.assert_close(out, torch.nn.functional.layer_norm(part, (384,), w, b, EPS), **tolerances(dtype))

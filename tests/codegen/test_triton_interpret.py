@@ -379,6 +379,34 @@ def test_residual_sum_is_the_norms_first_phase(norm, cols, dtype, layout):
 
 
 @child_only
+def test_norms_of_slices_of_the_residual_sum():
+    """Layer norms of every other element and of the second half of each
+    row of h: lanes other than the ones that stored, read back through
+    memory after a barrier in the persistent group."""
+    x, y, w, b = rand((32, 768)), rand((32, 768), seed=2), rand((384,), seed=5), rand((384,), seed=6)
+
+    def build(g, a, c, ww, bb):
+        h = g.op("add", [a, c])
+        every_other = g.op("VIEW", [h], ints=[2, 32, 384, 768, 2, 0])
+        second_half = g.op("VIEW", [h], ints=[2, 32, 384, 768, 1, 384])
+        return [h, g.op("layer_norm", [every_other, ww, bb], dims=(1,), eps=1e-5),
+                g.op("layer_norm", [second_half, ww, bb], dims=(1,), eps=1e-5)]
+
+    g = C.Graph()
+    ids = [g.input_like(t) for t in (x, y, w, b)]
+    for o in build(g, *ids):
+        g.output(o)
+    cg = g.compile()
+    got = cg(x, y, w, b)
+    src = cg.describe()["source"]
+    assert src.count("@triton.jit\ndef wick_") == 1 and "tl.debug_barrier()" in src, src
+    h = x + y
+    close(got[0], h)
+    close(got[1], torch.nn.functional.layer_norm(h[:, ::2], (384,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
+    close(got[2], torch.nn.functional.layer_norm(h[:, 384:], (384,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
+
+
+@child_only
 def test_residual_layer_norm_zero_rows():
     x, y, w, b = rand((0, 768)), rand((0, 768), seed=2), rand((768,), seed=5), rand((768,), seed=6)
     got = run(residual_layer_norm, x, y, w, b)
