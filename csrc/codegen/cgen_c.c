@@ -58,6 +58,7 @@ typedef struct {
     const char *vexp_idx;
     int64_t par_min_work;     /* PAR_MIN_WORK, or INT64_MAX for one thread (wk_cgen_c_set_threads) */
     const struct LagPhase *lag; /* run one row late in this reduction's blocks (gen_group), or NULL */
+    int group_last;           /* the last kernel of the row group being generated */
 } Gen;
 
 static void emit(Gen *g, const char *fmt, ...) WK_PRINTF(2, 3);
@@ -536,6 +537,28 @@ static int emit_exp_chunk(Gen *g, const ExprVec *inner, int var_id, const char *
     return n;
 }
 
+static int reads_buf(const WkLExpr *e, int buf, WkLowerMap *seen) {
+    if (wk_lower_map_get(seen, e)) return 0;
+    wk_lower_map_put(seen, e, e);
+    if (e->op == WK_LX_READ && e->buf == buf) return 1;
+    for (int k = 0; k < e->nargs; k++)
+        if (reads_buf(e->a[k], buf, seen)) return 1;
+    return 0;
+}
+
+/* Whether a later phase of K's row group reads buffer buf (a residual sum
+ * that the layer norm after it normalises): it must stay in cache. */
+static int read_later_in_group(const Gen *g, const WkSchedKernel *K, int buf) {
+    int found = 0;
+    for (int m = (int)(K - g->S->kernels) + 1; m <= g->group_last && !found; m++) {
+        WkLowerMap seen = {0};
+        for (int j = 0; j < g->S->kernels[m].nstores && !found; j++)
+            found = reads_buf(g->S->kernels[m].stores[j].expr, buf, &seen);
+        wk_lower_map_free(&seen);
+    }
+    return found;
+}
+
 /* skip: leading loops already opened by a row group (which owns threads).
  * Nodes that do not depend on the innermost loop variable are computed
  * before that loop: besides saving work, gcc's vectoriser gives up on a
@@ -573,9 +596,11 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
      * (it cannot stay cached for a later reader anyway) computes each row
      * into a stack row and streams it out with non-temporal stores: no read
      * for ownership of the output's lines, a third less memory traffic than
-     * plain stores, and the input rows the next phases read stay cached.
-     * A kernel of one loop (a flat elementwise kernel) does the same chunk
-     * by chunk, each thread over its range of chunks (4096 x 4096 float32
+     * plain stores, and the input rows the next phases read stay cached
+     * (a store that a later phase reads back, a residual sum, is not
+     * streamed: it would come back from memory). A kernel of one loop (a
+     * flat elementwise kernel) does the same chunk by chunk, each thread
+     * over its range of chunks (4096 x 4096 float32
      * ((x * 1.5 + 0.5).relu() - y).sigmoid() * y on one thread measured
      * ~20 % faster by its fastest samples). */
     int *nt = wk_xcalloc((size_t)K->nstores + 1, sizeof *nt);
@@ -586,7 +611,8 @@ static int gen_pointwise(Gen *g, const WkSchedKernel *K, const ExprVec *order, i
     snprintf(vexp_idx, sizeof vexp_idx, "i%d - wk_c", n - 1);
     if (((skip == 1 && n == 2 && row * 4 <= NT_ROW_MAX_BYTES) || flat_nt) && K->numel * 4 >= llc_bytes())
         for (int j = 0; j < K->nstores; j++) {
-            nt[j] = g->S->bufs[K->stores[j].buf].dtype == WK_F32 && unit_in(K->stores[j].offset, inner_var);
+            nt[j] = g->S->bufs[K->stores[j].buf].dtype == WK_F32 && unit_in(K->stores[j].offset, inner_var) &&
+                    !read_later_in_group(g, K, K->stores[j].buf);
             any_nt |= nt[j];
         }
     int rc = 0;
@@ -1545,6 +1571,7 @@ static int gen_group(Gen *g, int first, int last) {
     emit(g, "%sstatic int kernel%d(void **bufs) {", first < last ? "WK_ROW_GROUP " : "", first);
     g->indent++;
     emit(g, "int wk_oob = 0; /* set by index checks (BOUND): an index out of range */");
+    g->group_last = last;
     ExprVec *orders = wk_xcalloc((size_t)(last - first + 1), sizeof *orders);
     ExprVec *epis = wk_xcalloc((size_t)(last - first + 1), sizeof *epis);
     ExprVec all = {0};

@@ -14,8 +14,14 @@
  *   - a row group of the schedule (kernels sharing loop i0: softmax,
  *     layer_norm) is one kernel whose programs own XBLOCK rows and run the
  *     group's kernels as phases; a phase reads what an earlier phase stored
- *     from registers (the schedule guarantees the same offset), so a softmax
- *     row is read from memory once when the group is persistent.
+ *     from registers where the address of each lane is the same (the same
+ *     offset, or offsets over different loop variables bound to the same
+ *     block index: a layer norm's reduction over r0 reading the residual sum
+ *     its first phase stored over i1), so a softmax row or a residual sum is
+ *     read from memory once when the group is persistent. Any other read of
+ *     what the function stored (a looped group's earlier phase, rows.c
+ *     guarantees the same row) goes through memory after tl.debug_barrier(),
+ *     which makes the program's stores visible to all its threads.
  * Index variables are never materialised: each is printed as its
  * definition over xindex/rindex, so identical loads have identical text and
  * are shared between the phases of a persistent group.
@@ -42,6 +48,7 @@ enum { PERSIST_MAX = 4096 };
 typedef struct {
     int buf;
     const WkSym *offset;
+    const char *offset_text; /* the offset as emitted (interned): the address per lane */
     char var[48];       /* the stored value, in memory dtype */
     WkDType dtype;      /* the buffer's dtype */
 } StoreRec;
@@ -206,6 +213,24 @@ static const char *intern(TGen *g, const char *text) {
     return c;
 }
 
+/* The store made earlier in this function whose value (a variable in
+ * registers) is what `read` loads in every lane, or NULL: the same offset,
+ * or one whose text under the current bindings is the same address. */
+static const StoreRec *held_store(TGen *g, const WkLExpr *read) {
+    const StoreRec *same = NULL;
+    for (int k = 0; k < g->stores.len && !same; k++)
+        if (g->stores.data[k].buf == read->buf && g->stores.data[k].offset == read->idx[0]) same = &g->stores.data[k];
+    if (same || read->nargs) return same;
+    WkStr off = {0};
+    wk_str_append(&off, "");
+    if (sym_py(g, read->idx[0], &off) == 0)
+        for (int k = 0; k < g->stores.len && !same; k++)
+            if (g->stores.data[k].buf == read->buf && !strcmp(g->stores.data[k].offset_text, off.data))
+                same = &g->stores.data[k];
+    wk_str_free(&off);
+    return same;
+}
+
 static const char *load_mask(TGen *g, int axes) {
     if (!g->two_d) return axes ? "xmask" : NULL;
     if (axes == 1) return "xmask";
@@ -282,12 +307,11 @@ static int expr_text(TGen *g, const WkLExpr *e, WkStr *s) {
     const char *T = tl_compute(e->dtype);
     switch (e->op) {
     case WK_LX_READ: {
-        for (int k = 0; k < g->stores.len; k++) {
-            const StoreRec *r = &g->stores.data[k];
-            if (r->buf == e->buf && r->offset == e->idx[0]) {
-                wk_str_printf(s, is16(r->dtype) ? "%s.to(tl.float32)" : "%s", r->var);
-                return 0;
-            }
+        /* a 16-bit store's variable holds the rounded value, as memory would */
+        const StoreRec *r = held_store(g, e);
+        if (r) {
+            wk_str_printf(s, is16(r->dtype) ? "%s.to(tl.float32)" : "%s", r->var);
+            return 0;
         }
         if (g->stored_here[e->buf] && !g->barrier) {
             wk_error_set("Triton codegen: a kernel reads buffer b%d, which it stores, at another offset", e->buf);
@@ -527,6 +551,7 @@ static int emit_store(TGen *g, const WkSchedStore *st, const char *v, int shape,
     if (shape == 2) snprintf(mask, sizeof mask, "xmask & %s", g->rmask);
     else snprintf(mask, sizeof mask, "xmask");
     emit(g, "tl.store(b%d + %s + %s, %s, mask=%s)", st->buf, off.data, zero, r.var, mask);
+    r.offset_text = intern(g, off.data);
     wk_str_free(&off);
     if (remember) wk_vec_push(&g->stores, r);
     return 0;
@@ -604,19 +629,14 @@ static int emit_x_nodes(TGen *g, const WkLExpr *e, WkLowerMap *seen) {
     return 0;
 }
 
-/* Does e read a buffer stored earlier in this function at another offset? */
+/* Does e read a buffer stored earlier in this function other than from
+ * registers (held_store)? Its phase's variables must be bound. Kernels are
+ * in order, so what the function stores and the phase reads was stored by
+ * an earlier phase (or is the phase's own store, held). */
 static int reads_stored_elsewhere(TGen *g, const WkLExpr *e, WkLowerMap *seen) {
     if (wk_lower_map_get(seen, e)) return 0;
     wk_lower_map_put(seen, e, e);
-    if (e->op == WK_LX_READ) {
-        int stored = 0, same = 0;
-        for (int k = 0; k < g->stores.len; k++)
-            if (g->stores.data[k].buf == e->buf) {
-                stored = 1;
-                same |= g->stores.data[k].offset == e->idx[0];
-            }
-        if (stored && !same) return 1;
-    }
+    if (e->op == WK_LX_READ && g->stored_here[e->buf] && !held_store(g, e)) return 1;
     for (int k = 0; k < e->nargs; k++)
         if (reads_stored_elsewhere(g, e->a[k], seen)) return 1;
     return 0;
@@ -639,15 +659,28 @@ static void set_phase_rindex(TGen *g, int persistent, int64_t ext) {
     g->rmask = intern(g, rmask);
 }
 
+/* A phase's r index, mask and r-axis variables: a reduction's reduced
+ * dims, a row group's pointwise phase's i1... Returns the r extent. */
+static int64_t bind_phase_rvars(TGen *g, const WkSchedKernel *K, int persistent) {
+    int vars[WK_MAX_DIMS];
+    if (K->kind == WK_SCHED_REDUCTION) {
+        set_phase_rindex(g, persistent, K->red_numel);
+        for (int d = 0; d < K->nred; d++) vars[d] = g->S->L->rvar_id[d];
+        bind_vars(g, vars, K->red_sizes, K->nred, g->rindex, 2);
+        return K->red_numel;
+    }
+    int64_t ext = K->sizes[0] > 0 ? K->numel / K->sizes[0] : 0;
+    set_phase_rindex(g, persistent, ext);
+    for (int d = 1; d < K->nloops; d++) vars[d - 1] = g->S->L->ivar_id[d];
+    bind_vars(g, vars, K->sizes + 1, K->nloops - 1, g->rindex, 2);
+    return ext;
+}
+
 /* One reduction phase ([XBLOCK, 1] outputs) of a two-dimensional function. */
 static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) {
     Red r = red_of(K->stores[0].expr);
-    int64_t ext = K->red_numel;
     char buf[512], v[64];
-    set_phase_rindex(g, persistent, ext);
-    int vars[WK_MAX_DIMS];
-    for (int d = 0; d < K->nred; d++) vars[d] = g->S->L->rvar_id[d];
-    bind_vars(g, vars, K->red_sizes, K->nred, g->rindex, 2);
+    int64_t ext = bind_phase_rvars(g, K, persistent);
     WkLowerMap seen = {0};
     int rc = emit_x_nodes(g, r.body, &seen);
     wk_lower_map_free(&seen);
@@ -727,11 +760,7 @@ static int finish_reduction(TGen *g, const WkSchedKernel *K, const Red *rp, cons
 
 /* One pointwise phase of a row group: i0 on x, the rest (extent ext) on r. */
 static int gen_row_pointwise_phase(TGen *g, const WkSchedKernel *K, int persistent) {
-    int64_t ext = K->sizes[0] > 0 ? K->numel / K->sizes[0] : 0;
-    set_phase_rindex(g, persistent, ext);
-    int vars[WK_MAX_DIMS];
-    for (int d = 1; d < K->nloops; d++) vars[d - 1] = g->S->L->ivar_id[d];
-    bind_vars(g, vars, K->sizes + 1, K->nloops - 1, g->rindex, 2);
+    int64_t ext = bind_phase_rvars(g, K, persistent);
     int shape = ext > 1 ? 2 : 1;
     WkLowerMap seen = {0};
     int rc = 0;
@@ -747,7 +776,9 @@ static int gen_row_pointwise_phase(TGen *g, const WkSchedKernel *K, int persiste
     }
     for (int j = 0; j < K->nstores; j++) {
         const char *e = ref(g, K->stores[j].expr);
-        /* stores of the r axis are not read back by later phases (rows.c) */
+        /* a looped phase's stores of the r axis are read back by later
+         * phases through memory (after a barrier), persistent ones from
+         * registers */
         if (!e || emit_store(g, &K->stores[j], e, shape, shape == 1 || !g->in_loop) < 0) return -1;
     }
     if (g->in_loop) {
@@ -1035,7 +1066,10 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
             else bind_vars(g, S->L->ivar_id, K->sizes, K->nloops, "xindex", 1);
             if (grouped) {
                 /* r-axis names do not survive phases; x-axis ones do as long as
-                 * their meaning (i0 on x) does, which a group guarantees */
+                 * their meaning (i0 on x) does, which a group guarantees. The
+                 * phase's r variables bound as the phase binds them, so that
+                 * a read's address can be compared with the stores' */
+                bind_phase_rvars(g, K, persistent);
                 WkLowerMap seen2 = {0};
                 int far = 0;
                 for (int j = 0; j < K->nstores && !far; j++) far = reads_stored_elsewhere(g, K->stores[j].expr, &seen2);

@@ -109,7 +109,8 @@ static int check_row_reads(const WkSchedule *S, int g, int k, const WkLExpr *e, 
     if (e->op == WK_LX_READ)
         for (int m = g; m < k; m++)
             for (int j = 0; j < S->kernels[m].nstores; j++)
-                if (S->kernels[m].stores[j].buf == e->buf && S->kernels[m].stores[j].offset != e->idx[0]) {
+                if (S->kernels[m].stores[j].buf == e->buf &&
+                    !wk_sched_row_read_ok(S, &S->kernels[m], &S->kernels[m].stores[j], &S->kernels[k], e->idx[0])) {
                     wk_error_set("schedule check: row phase %d reads b%d off the row phase %d stored", k, e->buf, m);
                     return -1;
                 }

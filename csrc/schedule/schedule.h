@@ -24,7 +24,9 @@
  *     its other stores (epilogue) read only i* and the reduction's result;
  *   - every OUTPUT and TEMP buffer is stored by exactly one kernel;
  *   - in a row group, a kernel reads what an earlier phase of the group
- *     stored only at the offset it was stored at, a function of i0 alone.
+ *     stored only where that phase stored it in the same iteration of i0
+ *     (wk_sched_row_read_ok): at the same offset, a function of i0 alone,
+ *     or within the row a [rows, cols] pointwise phase stored whole.
  *
  * Ownership: a WkSchedule borrows its WkLoopIR (expressions live in its
  * arena) and owns its arrays and strings. Free it before the loop IR.
@@ -100,6 +102,11 @@ int wk_sched_fuse(WkSchedule *S);
 
 /* rows.c */
 int wk_sched_fuse_rows(WkSchedule *S);
+/* Whether kernel Kr, a later phase of the row group of kernel Ks, may read
+ * Ks's store st at offset `read` (over Kr's loop variables): the element
+ * read is one Ks stored in the same iteration of i0. */
+int wk_sched_row_read_ok(const WkSchedule *S, const WkSchedKernel *Ks, const WkSchedStore *st,
+                         const WkSchedKernel *Kr, const WkSym *read);
 
 /* temps.c: after fuse_rows (a row group's kernels run interleaved, so a
  * TEMP touched in a group is live for all of it). Sets bufs[].offset of

@@ -212,6 +212,61 @@ static void test_row_groups(void) {
     wk_graph_free(g);
 }
 
+/* A residual sum h = x + y that an RMS norm normalises and the graph
+ * returns: fuse.c collapses the sum into one loop, rows.c splits it back
+ * into [rows, cols] as the first phase of the norm's row group, and the
+ * norm's phases read h in the row the first phase stored. The verifier
+ * refuses reads outside that row. */
+static void test_residual_sum_joins_the_norm_rows(void) {
+    WkGraph *g = wk_graph_new();
+    int64_t sz[3] = {4, 16, 96};
+    int x = input_contig(g, WK_F32, 3, sz), y = input_contig(g, WK_F32, 3, sz);
+    int d2[1] = {2};
+    int h = op_node(g, WK_OP_ADD, x, y);
+    int ms = reduce_node(g, WK_OP_MEAN, op_node(g, WK_OP_MUL, h, h), 1, d2, 1);
+    int r = op_node(g, WK_OP_RSQRT, op_node(g, WK_OP_ADD, ms, wk_graph_scalar(g, WK_F64, 1e-6, 0)), -1);
+    wk_graph_output(g, h);
+    wk_graph_output(g, op_node(g, WK_OP_MUL, h, r));
+    WkLoopIR *L = wk_lower_graph(g);
+    WkSchedule *S = L ? wk_sched_build(L) : NULL;
+    CHECK(S != NULL);
+    if (S) {
+        CHECK(wk_sched_check(S) == 0);
+        CHECK_EQ_INT(S->nkernels, 3);
+        for (int k = 0; k < S->nkernels; k++) CHECK_EQ_INT(S->kernels[k].group, 0);
+        const WkSchedKernel *P = &S->kernels[0], *R = &S->kernels[1];
+        CHECK_EQ_INT(P->kind, WK_SCHED_POINTWISE);
+        CHECK_EQ_INT(P->nloops, 2);
+        CHECK_EQ_INT((int)P->sizes[0], 64);
+        CHECK_EQ_INT((int)P->sizes[1], 96);
+        CHECK_EQ_INT(R->kind, WK_SCHED_REDUCTION);
+        /* h's row as the norm reads it, and reads off that row */
+        const WkSym *i0 = L->ivar[0], *r0 = L->rvar[0];
+        const WkSym *row = wk_sym_mul(L->syms, i0, wk_sym_const(L->syms, 96));
+        const WkSchedStore *st = &P->stores[0];
+        CHECK(wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, r0)));
+        const WkSym *one = wk_sym_const(L->syms, 1), *two = wk_sym_const(L->syms, 2);
+        CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, wk_sym_add(L->syms, row, r0), one)));
+        CHECK(wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_const(L->syms, 95))));
+        CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_const(L->syms, 96))));
+        CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_const(L->syms, -1))));
+        CHECK(!wk_sched_row_read_ok(S, P, st, R, wk_sym_add(L->syms, row, wk_sym_mul(L->syms, r0, two))));
+        CHECK(!wk_sched_row_read_ok(S, P, st, R, r0));
+        /* the verifier catches a phase reading h one element along */
+        const WkSchedStore saved = R->stores[0];
+        WkSchedStore *rs = &S->kernels[1].stores[0];
+        const WkSym *shifted[1] = {wk_sym_add(L->syms, r0, wk_sym_const(L->syms, 1))};
+        const WkLExpr *moved = wk_lower_subst(L, rs->expr->a[0], NULL, 0, shifted, 1, NULL, NULL);
+        rs->expr = wk_lower_reduce(L, rs->expr->rop, rs->expr->dtype, moved, R->nred, R->red_sizes);
+        CHECK(wk_sched_check(S) < 0);
+        *rs = saved;
+        CHECK(wk_sched_check(S) == 0);
+    }
+    wk_sched_free(S);
+    wk_lower_free(L);
+    wk_graph_free(g);
+}
+
 /* work nobody reads (an unused reduction, an unused exp) gets no kernel */
 static void test_dead_values(void) {
     WkGraph *g = wk_graph_new();
@@ -295,6 +350,7 @@ int main(void) {
     test_indirect_loads();
     test_dead_values();
     test_row_groups();
+    test_residual_sum_joins_the_norm_rows();
     test_hash_consing();
     test_broadcast_and_inline();
     test_schedule_decisions();

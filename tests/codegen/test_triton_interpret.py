@@ -324,6 +324,96 @@ def test_row_groups_softmax_log_softmax_layer_norm(cols):
     close(got[2], torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
 
 
+def residual_layer_norm(g, a, c, ww, bb):
+    h = g.op("add", [a, c])
+    return [h, g.op("layer_norm", [h, ww, bb], dims=(1,), eps=1e-5)]
+
+
+def residual_rms_norm(g, a, c, ww, bb):
+    h = g.op("add", [a, c])
+    hf = g.op("convert", [h], dtype="float32")
+    ms = g.op("mean", [g.op("mul", [hf, hf])], dims=[1], keepdim=True)
+    n = g.op("mul", [hf, g.op("rsqrt", [g.op("add", [ms, g.scalar(1e-5)])])])
+    return [h, g.op("mul", [ww, g.op("convert", [n], dtype=g.value(a)["dtype"])])]
+
+
+@child_only
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cols", [768, 5000])  # persistent, looped (> 4096)
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_residual_sum_is_the_norms_first_phase(norm, cols, dtype, layout):
+    """h = x + y, returned and normalised: one function whose first phase
+    stores h and whose norm phases take it from registers (persistent) or
+    read it back after a barrier (looped). The norm normalises h as stored:
+    16-bit h is rounded first, as eager does (the interpreter rounds toward
+    zero, so h is compared within one ulp and the norm with eager's norm of
+    the h wick stored)."""
+    x, y = rand((32, cols), dtype, layout=layout), rand((32, cols), dtype, seed=2)
+    w, b = rand((cols,), dtype, seed=5) * 0.5 + 1, rand((cols,), dtype, seed=6)
+    build = residual_layer_norm if norm == "layer_norm" else residual_rms_norm
+    g = C.Graph()
+    ids = [g.input_like(t) for t in (x, y, w, b)]
+    for o in build(g, *ids):
+        g.output(o)
+    cg = g.compile()
+    h, out = cg(x, y, w, b)
+    kernels = [ln for ln in cg.describe()["summary"].splitlines() if ln.startswith("kernel ")]
+    assert kernels[0].startswith("kernel 0: pointwise {ADD} [32, %d]" % cols), kernels
+    assert all("(row-fused into kernel 0)" in ln for ln in kernels[1:]), kernels
+    src = cg.describe()["source"]
+    assert src.count("@triton.jit\ndef wick_") == 1, src
+    if cols <= 4096:
+        assert "tl.load(b4 " not in src and "tl.debug_barrier()" not in src, src
+    else:
+        assert "tl.load(b4 " in src and "tl.debug_barrier()" in src, src
+    ulp = 2.0**-7 if dtype == torch.bfloat16 else 0.0
+    close(h, x + y, rtol=ulp, atol=0)
+    if norm == "layer_norm":
+        want = torch.nn.functional.layer_norm(h, (cols,), w, b, 1e-5)
+    else:
+        hf = h.float()
+        want = w * (hf * torch.rsqrt(hf.pow(2).mean(1, keepdim=True) + 1e-5)).to(dtype)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    close(out, want, rtol=tol, atol=tol)
+
+
+@child_only
+def test_norms_of_slices_of_the_residual_sum():
+    """Layer norms of every other element and of the second half of each
+    row of h: lanes other than the ones that stored, read back through
+    memory after a barrier in the persistent group."""
+    x, y, w, b = rand((32, 768)), rand((32, 768), seed=2), rand((384,), seed=5), rand((384,), seed=6)
+
+    def build(g, a, c, ww, bb):
+        h = g.op("add", [a, c])
+        every_other = g.op("VIEW", [h], ints=[2, 32, 384, 768, 2, 0])
+        second_half = g.op("VIEW", [h], ints=[2, 32, 384, 768, 1, 384])
+        return [h, g.op("layer_norm", [every_other, ww, bb], dims=(1,), eps=1e-5),
+                g.op("layer_norm", [second_half, ww, bb], dims=(1,), eps=1e-5)]
+
+    g = C.Graph()
+    ids = [g.input_like(t) for t in (x, y, w, b)]
+    for o in build(g, *ids):
+        g.output(o)
+    cg = g.compile()
+    got = cg(x, y, w, b)
+    src = cg.describe()["source"]
+    assert src.count("@triton.jit\ndef wick_") == 1 and "tl.debug_barrier()" in src, src
+    h = x + y
+    close(got[0], h)
+    close(got[1], torch.nn.functional.layer_norm(h[:, ::2], (384,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
+    close(got[2], torch.nn.functional.layer_norm(h[:, 384:], (384,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
+
+
+@child_only
+def test_residual_layer_norm_zero_rows():
+    x, y, w, b = rand((0, 768)), rand((0, 768), seed=2), rand((768,), seed=5), rand((768,), seed=6)
+    got = run(residual_layer_norm, x, y, w, b)
+    close(got[0], x + y)
+    close(got[1], torch.nn.functional.layer_norm(x + y, (768,), w, b, 1e-5))
+
+
 @child_only
 def test_fused_epilogue_and_prologue():
     x, y = rand((12, 300)), rand((12, 300), seed=7)

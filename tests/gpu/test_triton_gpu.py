@@ -104,6 +104,37 @@ def test_softmax_log_softmax_layer_norm(cols, dtype):
     close(got[2], torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5), tol, 5e-2 if dtype != torch.float32 else 1e-4)
 
 
+@pytest.mark.parametrize("cols", [768, 5000])  # persistent, looped (> 4096): through registers / a barrier
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_residual_sum_and_norm_in_one_kernel(norm, dtype, cols):
+    """h = x + y returned and normalised (a transformer block): one Triton
+    function stores h and normalises it; the norm reads h rounded to the
+    stored dtype, as eager does."""
+    x, y = rand((300, cols), dtype), rand((300, cols), dtype, seed=2)
+    w, b = rand((cols,), dtype, seed=3) * 0.5 + 1, rand((cols,), dtype, seed=4)
+
+    def build(g, a, c, ww, bb):
+        h = g.op("add", [a, c])
+        if norm == "layer_norm":
+            return [h, g.op("layer_norm", [h, ww, bb], dims=(1,), eps=1e-5)]
+        hf = g.op("convert", [h], dtype="float32")
+        ms = g.op("mean", [g.op("mul", [hf, hf])], dims=[1], keepdim=True)
+        n = g.op("mul", [hf, g.op("rsqrt", [g.op("add", [ms, g.scalar(1e-5)])])])
+        return [h, g.op("mul", [ww, g.op("convert", [n], dtype=g.value(a)["dtype"])])]
+
+    cg, (h, out) = run(build, x, y, w, b)
+    assert cg.describe()["source"].count("@triton.jit\ndef wick_") == 1
+    close(h, x + y, 0, 0)
+    hh = x + y
+    if norm == "layer_norm":
+        want = torch.nn.functional.layer_norm(hh, (cols,), w, b, 1e-5)
+    else:
+        want = w * (hh.float() * torch.rsqrt(hh.float().pow(2).mean(1, keepdim=True) + 1e-5)).to(dtype)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    close(out, want, tol, tol)
+
+
 def _tune_files():
     d = os.path.join(C.cache_dir(), "triton")
     return {f for f in os.listdir(d) if f.startswith("tune-")} if os.path.isdir(d) else set()
