@@ -282,3 +282,23 @@ def test_without_shim_views(tmp_path):
     env = dict(os.environ, WICK_SHIM="0", WICK_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout[-2000:] + run.stderr[-4000:]
+
+
+def test_autocast_float32_statistics():
+    """bfloat16 autocast over a float32 model (resnet50's training on the
+    H200): the convolutions give bfloat16, batch norm updates float32
+    running statistics, in place."""
+    eager, net = twins(torch.float32)
+    fresh()
+    fn = torch.compile(net, backend="wick")
+    for step in range(3):
+        x = rand((4, 3, 9, 9), torch.float32, 70 + step)
+        with torch.autocast("cpu", torch.bfloat16):
+            want, got = eager(x), fn(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=f"step {step}: output")
+        same_state(eager, net, torch.bfloat16, step)  # exact
+        want.float().square().sum().backward()
+        got.float().square().sum().backward()
+        grads_agree(eager, net, torch.bfloat16, step)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    assert in_place_counts() == [2]
