@@ -7,6 +7,7 @@ after every step: outputs, running_mean/var, num_batches_tracked, gradients
 (exact where batch norm is an extern call: 16-bit inputs); and the calls a
 step makes, counted with the profiler."""
 import collections
+import copy
 import os
 import subprocess
 import sys
@@ -302,3 +303,51 @@ def test_autocast_float32_statistics():
         grads_agree(eager, net, torch.bfloat16, step)
     assert not backends.fallback_reasons, backends.fallback_reasons
     assert in_place_counts() == [2]
+
+
+class SharedNorm(torch.nn.Module):
+    """One batch norm called twice in a forward: its second call reads the
+    statistics the first wrote (not in place: the first's new values are
+    read by the graph), its own new values go back to the buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.norm = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.norm(torch.relu(self.norm(self.conv(x))) * 2)
+
+
+@pytest.mark.parametrize("kind", ["no_affine", "no_running_stats", "batchnorm1d", "shared", "channels_last"])
+def test_module_variants(kind):
+    dtype = torch.bfloat16
+    torch.manual_seed(0)
+    if kind == "shared":
+        eager = SharedNorm().to(dtype)
+        want_in_place = 0
+        shape = (4, 3, 8, 8)
+    elif kind == "batchnorm1d":
+        eager = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU()).to(dtype)
+        want_in_place = 1
+        shape = (7, 6)
+    else:
+        norm = torch.nn.BatchNorm2d(5, affine=kind != "no_affine", track_running_stats=kind != "no_running_stats")
+        eager = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3), norm, torch.nn.ReLU()).to(dtype)
+        want_in_place = 0 if kind == "no_running_stats" else 1
+        shape = (4, 3, 8, 8)
+    net = copy.deepcopy(eager)
+    fresh()
+    fn = torch.compile(net, backend="wick")
+    for step in range(3):
+        x = rand(shape, dtype, 80 + step)
+        if kind == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        want, got = eager(x), fn(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=f"step {step}: output")
+        same_state(eager, net, dtype, step)
+        want.float().square().sum().backward()
+        got.float().square().sum().backward()
+        grads_agree(eager, net, dtype, step)
+    assert not backends.fallback_reasons, backends.fallback_reasons
+    assert in_place_counts() == [want_in_place]
