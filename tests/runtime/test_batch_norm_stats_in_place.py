@@ -66,7 +66,7 @@ def same_state(eager, compiled, dtype, step):
 
 def grads_agree(eager, compiled, dtype, step):
     for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
-        tol = 2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-4
+        tol = 0 if dtype in (torch.bfloat16, torch.float16) else 1e-4
         torch.testing.assert_close(p.grad, q.grad, rtol=tol, atol=tol, msg=f"step {step}: {name}")
 
 
