@@ -665,8 +665,10 @@ class _AtenImporter:
                     self.stats_slots[node] = slots
 
     def stats_final(self, buffer, getitems, output, mutated, saved, at):
-        """(the nodes that stand for buffer's new value, the saved output
-        positions reading it), or None where it is read otherwise."""
+        """(the nodes that stand for buffer's new value, the output position
+        AOTAutograd copies it back into buffer from, the saved output
+        positions reading it), or None where it is read otherwise. at:
+        buffer's placeholder position."""
         torch = self.torch
         if len(getitems) != 1:
             return None
@@ -709,6 +711,7 @@ class _AtenImporter:
                            counted=(self.stats_runs, k))
 
     def stats_restore(self):
+        """The _StatsRestore of this graph's in-place batch norms."""
         return _StatsRestore(self.stats_runs, self.stats_order)
 
     def addmm_folds(self):
@@ -1749,6 +1752,7 @@ class _StatsRestore:
 
 
 def _counting_calls(fn, counts, k):
+    """fn, each of whose calls that returns adds one to counts[k]."""
     def call(*args):
         out = fn(*args)
         counts[k] += 1
