@@ -507,10 +507,12 @@ class _AtenImporter:
         self.stats_outputs = None  # AOTAutograd's mutation and saved output positions, or None: never
         self.stats_plan = {}  # functional batch-norm node -> its _StatsInPlace
         self.stats_aliases = {}  # new-statistics node -> the placeholder it is, updated in place
-        self.stats_views = {}  # output position -> the placeholder node whose alias it returns
+        self.stats_views = {}  # output position -> the node (a buffer updated in place) whose alias it returns
         self.stats_runs = []  # per in-place batch norm: calls made (read when a run fails)
         self.stats_slots = {}  # per in-place batch norm: (output position, its buffer's input position)
         self.stats_order = []  # the stats_slots of each in-place batch norm, in stats_runs' order
+        self.stats_counters = {}  # add(counter, 1) node -> the counter's placeholder (plan_counters)
+        self.stats_counter_slots = []  # per counter: (output position, its buffer's input position)
 
     # -- values ---------------------------------------------------------------
     def concrete(self, x):
@@ -608,6 +610,10 @@ class _AtenImporter:
             if node in self.stats_plan:
                 self.env[node] = self.stats_in_place(node, self.stats_plan[node])
                 continue
+            if node in self.stats_counters:
+                if node not in self.env:  # the first: all of them, one call
+                    self.counters_in_place()
+                continue
             if node in folds:
                 self.env[node] = self.extern(folds[node], node.meta["val"])
                 continue
@@ -663,6 +669,54 @@ class _AtenImporter:
                     self.stats_aliases.update(aliases)
                     self.stats_views.update(views)
                     self.stats_slots[node] = slots
+        self.plan_counters(position, output, mutated)
+
+    def plan_counters(self, position, output, mutated):
+        """The batch norms' num_batches_tracked += 1 (add(counter, 1) of an
+        int64 0-d placeholder that nothing else reads, returned only as its
+        mutation output): all made by one _foreach_add_ on the buffers,
+        returned as aliases (see _StatsInPlace), instead of a kernel's fresh
+        result that AOTAutograd copies back into each buffer."""
+        torch = self.torch
+        for node in self.gm.graph.nodes:
+            if (node.op != "call_function" or node.target is not torch.ops.aten.add.Tensor or node.kwargs
+                    or len(node.args) != 2 or type(node.args[1]) is not int or node.args[1] != 1):
+                continue
+            counter = node.args[0]
+            if not isinstance(counter, torch.fx.Node) or counter.op != "placeholder" or len(counter.users) != 1:
+                continue
+            want, got = counter.meta.get("val"), node.meta.get("val")
+            if not all(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.dim() == 0 for t in (want, got)):
+                continue
+            if any(u.op != "output" for u in node.users):
+                continue
+            where = [i for i, a in enumerate(output) if a is node]
+            if len(where) != 1 or mutated.get(where[0]) != position[counter]:
+                continue
+            self.stats_counters[node] = counter
+            self.stats_views[where[0]] = node
+            self.stats_counter_slots.append((where[0], position[counter]))
+
+    def counters_in_place(self):
+        """The one extern call that adds 1 to every counter of
+        stats_counters; each add node's value is its buffer, returned."""
+        from wick._C import ExternInput
+
+        counters = list(self.stats_counters.values())
+        k = len(self.stats_runs)
+        self.stats_runs.append(0)
+        self.stats_order.append(list(self.stats_counter_slots))
+        idx = len(self.externs)
+        fn = _counting_calls(_bump_counters, self.stats_runs, k)
+        self.externs.append((fn, tuple(ExternInput(i) for i in range(len(counters))), None,
+                             tuple(range(len(counters)))))
+        self.nextern += 1
+        name = "aten._foreach_add_.Scalar"
+        self.extern_names[name] = self.extern_names.get(name, 0) + 1
+        ids = self.g.extern(idx, [self.env[c] for c in counters], [self.meta_of(c.meta["val"]) for c in counters],
+                            name=name)
+        for add, vid in zip(self.stats_counters, ids):
+            self.env[add] = vid
 
     def stats_final(self, buffer, getitems, output, mutated, saved, at):
         """(the nodes that stand for buffer's new value, the output position
@@ -1751,6 +1805,14 @@ class _StatsRestore:
         return type(out)(items) if isinstance(out, tuple) else items
 
 
+def _bump_counters(*counters):
+    """num_batches_tracked += 1 for every batch norm of a graph, in one call."""
+    import torch
+
+    torch._foreach_add_(list(counters), 1)
+    return counters
+
+
 def _counting_calls(fn, counts, k):
     """fn, each of whose calls that returns adds one to counts[k]."""
     def call(*args):
@@ -2042,8 +2104,9 @@ def _finish_aten(imp, compiled, which, retried=None):
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
             "kernels": compiled.nkernels, "layout": imp.layout, "output_strides": imp.output_strides,
-            "retried": retried, "stats_in_place": len(imp.stats_plan)}
-    if imp.stats_plan:
+            "retried": retried, "stats_in_place": len(imp.stats_plan),
+            "counters_in_place": len(imp.stats_counters)}
+    if imp.stats_runs:
         info["_stats_restore"] = imp.stats_restore()
     spec, out_type = imp.spec, imp.out_type
     tensor_inputs = imp.tensor_inputs

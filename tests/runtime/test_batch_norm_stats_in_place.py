@@ -202,10 +202,12 @@ def test_two_forwards_then_one_backward():
     assert in_place_counts() == [2]
 
 
-def test_failed_first_run_updates_statistics_once(monkeypatch):
-    """A compiled forward that fails after its in-place batch norms ran
-    (here: an injected error after each call) runs eagerly instead; those
-    statistics are not updated a second time."""
+@pytest.mark.parametrize("after", ["first", "last"])
+def test_failed_first_run_updates_statistics_once(monkeypatch, after):
+    """A compiled forward that fails after some of its in-place updates ran
+    (here: an injected error after the first, or the last, of its in-place
+    calls: the counters' one call, the batch norms') runs eagerly instead;
+    what was updated is not updated a second time."""
     real = backends._counting_calls
 
     def failing(fn, counts, k):
@@ -213,7 +215,9 @@ def test_failed_first_run_updates_statistics_once(monkeypatch):
 
         def call(*args):
             out = counted(*args)
-            raise RuntimeError("injected failure after the batch norm")
+            if k == (0 if after == "first" else len(counts) - 1):
+                raise RuntimeError("injected failure after the batch norm")
+            return out
         return call
 
     monkeypatch.setattr(backends, "_counting_calls", failing)
@@ -249,7 +253,8 @@ def test_step_makes_no_copies_of_the_statistics():
     the new values back (two more). In place: no clone, no widening, the
     copies back copy a buffer onto itself (ATen returns at once), so a step
     makes as many copy_ calls as eager's plus three per batch norm (those two
-    and num_batches_tracked's)."""
+    and num_batches_tracked's, also onto itself: one _foreach_add_ bumps the
+    counters in place)."""
     dtype = torch.bfloat16
     eager, net = twins(dtype, channels=(3, 6, 5, 4))
     fresh()
@@ -264,6 +269,9 @@ def test_step_makes_no_copies_of_the_statistics():
     assert got["aten::_native_batch_norm_legit_functional"] == 0, got
     assert got["aten::clone"] == 0, got
     assert got["aten::copy_"] <= want["aten::copy_"] + 3 * nbn, (got["aten::copy_"], want["aten::copy_"])
+    # the counters' copies back are of a buffer onto itself too: one call added 1 to each
+    assert got["aten::_foreach_add_"] == 1, got
+    assert [g["counters_in_place"] for g in backends.compiled_graphs if g["graph"] == "forward"] == [nbn]
 
 
 def test_without_shim_views(tmp_path):
