@@ -669,12 +669,14 @@ class _AtenImporter:
                     self.stats_aliases.update(aliases)
                     self.stats_views.update(views)
                     self.stats_slots[node] = slots
-        self.plan_counters(position, output, mutated)
+        if self.stats_plan:  # (where batch norm is native, so is its counter's add: left to fuse)
+            self.plan_counters(position, output, mutated)
 
     def plan_counters(self, position, output, mutated):
         """The batch norms' num_batches_tracked += 1 (add(counter, 1) of an
         int64 0-d placeholder that nothing else reads, returned only as its
-        mutation output): all made by one _foreach_add_ on the buffers,
+        mutation output) in a graph whose batch norms update their running
+        statistics in place: all made by one _foreach_add_ on the buffers,
         returned as aliases (see _StatsInPlace), instead of a kernel's fresh
         result that AOTAutograd copies back into each buffer."""
         torch = self.torch
