@@ -503,6 +503,16 @@ class _AtenImporter:
         self.extern_names = {}
         self.native_indexing = native_indexing  # indirect loads as kernels (else extern calls)
         self.nindirect = 0  # indirect loads made native
+        # batch norms updating their running statistics in place (_StatsInPlace)
+        self.stats_outputs = None  # AOTAutograd's mutation and saved output positions, or None: never
+        self.stats_plan = {}  # functional batch-norm node -> its _StatsInPlace
+        self.stats_aliases = {}  # new-statistics node -> the placeholder it is, updated in place
+        self.stats_views = {}  # output position -> the node (a buffer updated in place) whose alias it returns
+        self.stats_runs = []  # per in-place batch norm: calls made (read when a run fails)
+        self.stats_slots = {}  # per in-place batch norm: (output position, its buffer's input position)
+        self.stats_order = []  # the stats_slots of each in-place batch norm, in stats_runs' order
+        self.stats_counters = {}  # add(counter, 1) node -> the counter's placeholder (plan_counters)
+        self.stats_counter_slots = []  # per counter: (output position, its buffer's input position)
 
     # -- values ---------------------------------------------------------------
     def concrete(self, x):
@@ -562,6 +572,7 @@ class _AtenImporter:
         if self.device.type not in ("cpu", "cuda"):
             raise _Unsupported(f"inputs on {self.device}: wick compiles for CPU and CUDA")
         folds, folded_mms = self.addmm_folds()
+        self.plan_stats_in_place(placeholders)
         for i, node in enumerate(placeholders):
             val = node.meta.get("val", example_inputs[i])
             if isinstance(val, torch.Tensor):
@@ -593,6 +604,16 @@ class _AtenImporter:
                 raise _Unsupported(f"FX node {node.op} {node.target}")
             if node in folded_mms:
                 continue  # computed by the addmm its one user becomes
+            if node in self.stats_aliases:  # the buffer the in-place batch norm updated
+                self.env[node] = self.env[self.stats_aliases[node]]
+                continue
+            if node in self.stats_plan:
+                self.env[node] = self.stats_in_place(node, self.stats_plan[node])
+                continue
+            if node in self.stats_counters:
+                if node not in self.env:  # the first: all of them, one call
+                    self.counters_in_place()
+                continue
             if node in folds:
                 self.env[node] = self.extern(folds[node], node.meta["val"])
                 continue
@@ -601,6 +622,153 @@ class _AtenImporter:
             except _C.CompileError as exc:  # name the node in the fallback's reason
                 raise _C.CompileError(f"{node.name} ({_target_name_aten(node.target)}): {exc}") from exc
         return self.outputs(output)
+
+    def plan_stats_in_place(self, placeholders):
+        """Which functional batch norms run as their in-place op (see
+        _StatsInPlace): each running statistic a placeholder that nothing
+        else reads, its new value (or its conversion back to the buffer's
+        dtype) read by nothing but the graph's outputs: once as AOTAutograd's
+        mutation output of that very input, otherwise only as saved for the
+        backward. Fills stats_plan, stats_aliases and stats_views."""
+        if self.stats_outputs is None:
+            return
+        import operator
+
+        torch = self.torch
+        mutated, saved = self.stats_outputs
+        position = {node: i for i, node in enumerate(placeholders)}
+        output = [n for n in self.gm.graph.nodes if n.op == "output"][0].args[0]
+        output = list(output) if isinstance(output, (list, tuple)) else [output]
+        for node in self.gm.graph.nodes:
+            variant = _StatsInPlace.variants(torch).get(node.target)
+            if variant is None or not variant.training(node) or len(node.args) < 5 or node.kwargs:
+                continue
+            stats = node.args[3], node.args[4]
+            if not all(isinstance(b, torch.fx.Node) and b.op == "placeholder" for b in stats) or stats[0] is stats[1]:
+                continue
+            if any(len(b.users) != 1 for b in stats):
+                continue  # read elsewhere too: their old values are needed
+            items = {}
+            for u in node.users:
+                if u.target is not operator.getitem or u.kwargs:
+                    break
+                items.setdefault(u.args[1], []).append(u)
+            else:
+                aliases, views, slots = {}, {}, []
+                for k, buffer in zip(variant.new_stats, stats):
+                    at = position[buffer]
+                    found = self.stats_final(buffer, items.get(k, []), output, mutated, saved, at)
+                    if found is None:
+                        break
+                    chain, at_mutation, at_saved = found
+                    aliases.update((n, buffer) for n in chain)
+                    views.update((i, buffer) for i in [at_mutation, *at_saved])
+                    slots += [(i, at) for i in [at_mutation, *at_saved]]
+                else:
+                    self.stats_plan[node] = variant
+                    self.stats_aliases.update(aliases)
+                    self.stats_views.update(views)
+                    self.stats_slots[node] = slots
+        if self.stats_plan:  # (where batch norm is native, so is its counter's add: left to fuse)
+            self.plan_counters(position, output, mutated)
+
+    def plan_counters(self, position, output, mutated):
+        """The batch norms' num_batches_tracked += 1 (add(counter, 1) of an
+        int64 0-d placeholder that nothing else reads, returned only as its
+        mutation output) in a graph whose batch norms update their running
+        statistics in place: all made by one _foreach_add_ on the buffers,
+        returned as aliases (see _StatsInPlace), instead of a kernel's fresh
+        result that AOTAutograd copies back into each buffer."""
+        torch = self.torch
+        for node in self.gm.graph.nodes:
+            if (node.op != "call_function" or node.target is not torch.ops.aten.add.Tensor or node.kwargs
+                    or len(node.args) != 2 or type(node.args[1]) is not int or node.args[1] != 1):
+                continue
+            counter = node.args[0]
+            if not isinstance(counter, torch.fx.Node) or counter.op != "placeholder" or len(counter.users) != 1:
+                continue
+            want, got = counter.meta.get("val"), node.meta.get("val")
+            if not all(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.dim() == 0 for t in (want, got)):
+                continue
+            if any(u.op != "output" for u in node.users):
+                continue
+            where = [i for i, a in enumerate(output) if a is node]
+            if len(where) != 1 or mutated.get(where[0]) != position[counter]:
+                continue
+            self.stats_counters[node] = counter
+            self.stats_views[where[0]] = node
+            self.stats_counter_slots.append((where[0], position[counter]))
+
+    def counters_in_place(self):
+        """The one extern call that adds 1 to every counter of
+        stats_counters; each add node's value is its buffer, returned."""
+        from wick._C import ExternInput
+
+        counters = list(self.stats_counters.values())
+        k = len(self.stats_runs)
+        self.stats_runs.append(0)
+        self.stats_order.append(list(self.stats_counter_slots))
+        idx = len(self.externs)
+        fn = _counting_calls(_bump_counters, self.stats_runs, k)
+        self.externs.append((fn, tuple(ExternInput(i) for i in range(len(counters))), None,
+                             tuple(range(len(counters)))))
+        self.nextern += 1
+        name = "aten._foreach_add_.Scalar"
+        self.extern_names[name] = self.extern_names.get(name, 0) + 1
+        ids = self.g.extern(idx, [self.env[c] for c in counters], [self.meta_of(c.meta["val"]) for c in counters],
+                            name=name)
+        for add, vid in zip(self.stats_counters, ids):
+            self.env[add] = vid
+
+    def stats_final(self, buffer, getitems, output, mutated, saved, at):
+        """(the nodes that stand for buffer's new value, the output position
+        AOTAutograd copies it back into buffer from, the saved output
+        positions reading it), or None where it is read otherwise. at:
+        buffer's placeholder position."""
+        torch = self.torch
+        if len(getitems) != 1:
+            return None
+        chain = [getitems[0]]
+        last = chain[0]
+        want = buffer.meta.get("val")
+        if not isinstance(want, torch.Tensor):
+            return None
+        if any(u.op != "output" for u in last.users):
+            conv = list(last.users)
+            if len(conv) != 1 or conv[0].target is not torch.ops.aten._to_copy.default or conv[0].args != (last,):
+                return None
+            kw = dict(conv[0].kwargs)
+            if (kw.pop("dtype", None) != want.dtype or kw.pop("layout", torch.strided) != torch.strided
+                    or kw.pop("device", want.device) != want.device or kw):
+                return None
+            last = conv[0]
+            chain.append(last)
+            if any(u.op != "output" for u in last.users):
+                return None
+        got = last.meta.get("val")
+        if (not isinstance(got, torch.Tensor) or got.dtype != want.dtype or got.shape != want.shape
+                or got.stride() != want.stride()):
+            return None
+        where = [i for i, a in enumerate(output) if a is last]
+        mine = [i for i in where if mutated.get(i) == at]
+        rest = [i for i in where if i not in mine]
+        if len(mine) != 1 or any(i not in saved for i in rest):
+            return None
+        return chain, mine[0], rest
+
+    def stats_in_place(self, node, variant):
+        """The functional batch norm as its in-place op on the running
+        buffers: the extern returns only the items the in-place op has."""
+        val = node.meta["val"]
+        k = len(self.stats_runs)
+        self.stats_runs.append(0)
+        self.stats_order.append(self.stats_slots[node])
+        return self.extern(node, type(val)(val[:variant.nitems]), target=variant.in_place,
+                           counted=(self.stats_runs, k))
+
+    def stats_restore(self):
+        """The _StatsRestore of this graph's in-place batch norms."""
+        return _StatsRestore(self.stats_runs, self.stats_order)
 
     def addmm_folds(self):
         """add(mm(a, b), t) -> addmm(t, a, b), one extern call where the mm's
@@ -1399,7 +1567,9 @@ class _AtenImporter:
             return None
         return [pad, int(scale)]
 
-    def extern(self, node, val):
+    def extern(self, node, val, target=None, counted=None):
+        """node as an extern call (target: the op called in place of
+        node.target; counted: (list, k), list[k] counts the calls)."""
         import operator
 
         torch = self.torch
@@ -1437,7 +1607,8 @@ class _AtenImporter:
 
         args = template(tuple(node.args))
         kwargs = template(dict(node.kwargs))
-        name = _target_name_aten(node.target)
+        target = node.target if target is None else target
+        name = _target_name_aten(target)
         if isinstance(val, torch.Tensor):
             metas, picks, kind = [self.meta_of(val)], None, None
         else:
@@ -1461,9 +1632,11 @@ class _AtenImporter:
             metas, picks = [self.meta_of(val[i]) for i in positions], tuple(positions)
         # an OpOverload's _op is the C++ builtin its __call__ forwards to: calling
         # it directly saves a Python frame per extern call
-        fn = getattr(node.target, "_op", None) if isinstance(node.target, torch._ops.OpOverload) else None
-        fn = fn or node.target
-        if node.target in _stats_widened_ops(torch) and isinstance(val, (list, tuple)):
+        fn = getattr(target, "_op", None) if isinstance(target, torch._ops.OpOverload) else None
+        fn = fn or target
+        if counted is not None:
+            fn = _counting_calls(fn, *counted)
+        if target in _stats_widened_ops(torch) and isinstance(val, (list, tuple)):
             # 16-bit batch norm in training: the functional variants' fake
             # kernels give the updated running statistics as float32, the
             # CPU and CUDA kernels in the running buffers' dtype; widening the
@@ -1516,8 +1689,26 @@ class _AtenImporter:
         spec = []  # per item: ("t", k) a compiled output, ("c", value) a constant
         self.output_strides = []  # per item: the strides the compiled graph returns it with, or None
         nt = 0
-        for item in items:
+        for pos, item in enumerate(items):
             self.output_strides.append(None)
+            if pos in self.stats_views:
+                # a running buffer updated in place, returned as its new value
+                # and, where the backward takes it (it reads no running
+                # statistic in training), saved: an alias of its memory, a
+                # tensor of its own with a version counter of its own
+                # (alias_views). The buffer itself would be an input
+                # returned by AOTAutograd's autograd.Function, which hands
+                # out a view_as of it instead, and its copy back onto the
+                # buffer would bump the version of the very tensor saved.
+                item = self.stats_views[pos]
+                v = self.env[item]
+                m = self.g.value(v)
+                v = self.g.op("VIEW", [v], ints=[len(m["sizes"]), *m["sizes"], *m["strides"], 0])
+                self.g.output(v)
+                self.output_strides[-1] = tuple(m["strides"])
+                spec.append(("t", nt))
+                nt += 1
+                continue
             if isinstance(item, torch.fx.Node):
                 k, v = self.lookup(item)
                 if k == "v":
@@ -1541,6 +1732,121 @@ class _AtenImporter:
 
 class _NotNative(Exception):
     pass
+
+
+class _StatsInPlace:
+    """A training batch norm of the forward graph run as its in-place op.
+
+    AOTAutograd makes the module's in-place update of running_mean/var
+    functional: the functional op clones both buffers and updates the
+    clones (two copies), and after the graph the runtime wrapper copies the
+    new values back into the buffers (two more). Where the buffers are
+    placeholders nothing else in the graph reads and their new values are
+    only returned (as the mutation outputs of those buffers, and saved for
+    the backward), the graph calls the in-place op on the buffers instead,
+    as eager does, and returns aliases of the buffers as their new values
+    (_AtenImporter.outputs says why not the buffers themselves): the
+    copy back copies a buffer's memory onto itself, which ATen's copy_
+    returns from at once. Values are eager's bit for bit (the functional op
+    is the in-place kernel run on clones). Not under CUDA graphs (their
+    warm-up run would update the buffers once more) nor for symbolic graphs.
+
+    Should a run fail after some in-place batch norm ran, the run eagerly
+    that follows must not update those buffers again: the extern counts its
+    calls (stats_runs) and the eager run returns those buffers as they are
+    (_eager_on_metadata_mismatch)."""
+
+    def __init__(self, in_place, nitems, new_stats, training_arg):
+        self.in_place = in_place        # the in-place overload, same arguments
+        self.nitems = nitems            # the items it returns (the functional op's first ones)
+        self.new_stats = new_stats      # the functional op's items: new running_mean, running_var
+        self.training_arg = training_arg  # its training flag's position, or None: always training
+
+    def training(self, node):
+        if self.training_arg is None:
+            return True
+        return len(node.args) > self.training_arg and node.args[self.training_arg] is True
+
+    _table = None
+
+    @classmethod
+    def variants(cls, torch):
+        if cls._table is None:
+            aten = torch.ops.aten
+            cls._table = {
+                aten._native_batch_norm_legit_functional.default:
+                    cls(aten._native_batch_norm_legit.default, 3, (3, 4), 5),
+                aten._batch_norm_with_update_functional.default:
+                    cls(aten._batch_norm_with_update.default, 4, (4, 5), None),
+            }
+        return cls._table
+
+
+class _StatsRestore:
+    """What a graph's eager rerun returns for the buffers that its failed
+    compiled run already updated in place (_StatsInPlace)."""
+
+    def __init__(self, runs, slots):
+        self.runs = runs    # per in-place batch norm: its calls so far
+        self.slots = slots  # per in-place batch norm: (output position, its buffer's input position)
+
+    def mark(self):
+        return list(self.runs)
+
+    def patch(self, out, args, before):
+        """out (the functional graph's outputs, computed from buffers some
+        in-place batch norms may have updated already) with those buffers
+        returned as their new values: updated once, as eager does."""
+        ran = [k for k, (now, then) in enumerate(zip(self.runs, before)) if now != then]
+        if not ran:
+            return out
+        items = list(out)
+        for k in ran:
+            for pos, at in self.slots[k]:
+                items[pos] = args[at].data  # as the compiled graph's aliases (_StatsInPlace)
+        return type(out)(items) if isinstance(out, tuple) else items
+
+
+def _bump_counters(*counters):
+    """num_batches_tracked += 1 for every batch norm of a graph, in one call."""
+    import torch
+
+    torch._foreach_add_(list(counters), 1)
+    return counters
+
+
+def _counting_calls(fn, counts, k):
+    """fn, each of whose calls that returns adds one to counts[k]."""
+    def call(*args):
+        out = fn(*args)
+        counts[k] += 1
+        return out
+    return call
+
+
+def _stats_outputs(torch, gm, which, cudagraphs):
+    """For _StatsInPlace: ({output position: placeholder position} of the
+    inputs AOTAutograd copies new values into after the forward, the output
+    positions it saves for the backward), or None where the graph is not one
+    to update buffers in place in."""
+    if which not in ("forward", "inference") or cudagraphs or _is_symbolic(torch, gm):
+        return None
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    if meta is None or getattr(meta, "tokens", None):
+        return None
+    try:
+        mutated = {}
+        for pos, at in enumerate(meta.mutated_inp_runtime_indices):
+            info = meta.input_info[at]
+            if info.mutates_data and not info.mutates_metadata and not info.mutates_storage_metadata:
+                mutated[pos] = at
+        output = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+        saved = frozenset(range(len(output))[meta.tensors_saved_for_backwards_slice]) if which == "forward" \
+            else frozenset()
+    except Exception:  # noqa: BLE001 - metadata of another shape: nothing in place
+        return None
+    return mutated, saved
 
 
 def _stats_widened_ops(torch):
@@ -1739,8 +2045,9 @@ def _import_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
     return imp
 
 
-def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=()):
-    """The importer of gm after the layout pass, not yet run."""
+def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=(), stats=None):
+    """The importer of gm after the layout pass, not yet run (stats:
+    _stats_outputs' answer)."""
     import torch
 
     global _native_table
@@ -1759,16 +2066,17 @@ def _importer_for(gm, example_inputs, which, bindings=None, free_outputs=()):
         layout = why or "channels-last"
     imp = _AtenImporter(torch, gm, bindings or {})
     imp.layout = layout
+    imp.stats_outputs = stats
     return imp
 
 
-def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
+def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=(), stats=None):
     """One ATen graph -> (callable taking the placeholders positionally, info).
     free_outputs: positions of outputs (activations saved for the backward)
     the layout pass may leave channels-last; info["output_strides"] says,
     per output, the strides the compiled graph returns it with (None: not a
     tensor)."""
-    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs)
+    imp = _importer_for(gm, example_inputs, which, bindings, free_outputs, stats)
     retried = None
     try:
         imp.spec, imp.out_type = imp.run(list(example_inputs))
@@ -1783,7 +2091,7 @@ def _compile_aten(gm, example_inputs, which, bindings=None, free_outputs=()):
             print(f"[wick:breaks] torch.compile(backend='wick'): {which} graph: {retried}", file=sys.stderr)
         # the graph the layout pass already made, imported again
         first, imp = imp, _AtenImporter(imp.torch, imp.gm, bindings or {}, native_indexing=False)
-        imp.layout = first.layout
+        imp.layout, imp.stats_outputs = first.layout, first.stats_outputs
         imp.spec, imp.out_type = imp.run(list(example_inputs))
         compiled = imp.g.compile(externs=imp.externs)
     return _finish_aten(imp, compiled, which, retried)
@@ -1798,7 +2106,10 @@ def _finish_aten(imp, compiled, which, retried=None):
     info = {"graph": which, "native": imp.nnative, "extern": imp.nextern, "views": imp.nview,
             "externs": dict(imp.extern_names),
             "kernels": compiled.nkernels, "layout": imp.layout, "output_strides": imp.output_strides,
-            "retried": retried}
+            "retried": retried, "stats_in_place": len(imp.stats_plan),
+            "counters_in_place": len(imp.stats_counters)}
+    if imp.stats_runs:
+        info["_stats_restore"] = imp.stats_restore()
     spec, out_type = imp.spec, imp.out_type
     tensor_inputs = imp.tensor_inputs
     nplaceholders = len([n for n in imp.gm.graph.nodes if n.op == "placeholder"])
@@ -1841,11 +2152,14 @@ def _aten_compiler(which, cudagraphs=False, partition=None):
             got = early.take(gm, example_inputs) if early is not None else None
             if got is None and gm.__dict__.get("_wick_shared_on_copy"):
                 gm = _private_copy(gm)  # the importer's passes edit the graph AOTAutograd keeps
-            fn, info = got if got is not None else _compile_aten(gm, example_inputs, which, free_outputs=saved)
+            stats = _stats_outputs(torch, gm, which, cudagraphs) if got is None else None
+            fn, info = got if got is not None else _compile_aten(gm, example_inputs, which, free_outputs=saved,
+                                                                 stats=stats)
         except _Unsupported as exc:
             return _boxed_fallback(gm, f"{which} graph: {exc}")
         except _C.CompileError as exc:
             return _boxed_fallback(gm, f"{which} graph: wick could not compile it: {exc}")
+        restore = info.pop("_stats_restore", None)
         compiled_graphs.append(info)
         saved_strides = None  # what the backward is compiled for
         if context is not None and info.get("output_strides") is not None:
@@ -1876,7 +2190,7 @@ def _aten_compiler(which, cudagraphs=False, partition=None):
                 return f(*args)
 
             del placeholders
-        guarded = _eager_on_metadata_mismatch(gm, which, boxed, saved_strides)
+        guarded = _eager_on_metadata_mismatch(gm, which, boxed, saved_strides, restore)
         if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
             from . import _cudagraphs
 
@@ -2089,7 +2403,7 @@ def _checking_strides(torch, which, boxed, out_strides):
     return run
 
 
-def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None):
+def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None, restore=None):
     """An extern whose real output differs from its fake-tensor metadata (a
     PyTorch meta function that disagrees with its kernel, e.g. batch_norm on
     bfloat16) makes the runtime raise before any kernel reads the wrong data.
@@ -2101,24 +2415,29 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None):
     out_strides: a forward's, per output, the strides its backward was
     compiled for (those of the saved activations, reported to AOTAutograd
     where they are not the traced ones), which eager's run of the graph is
-    given as well, and which the first run checks."""
+    given as well, and which the first run checks. restore: the
+    _StatsRestore of a graph that updates running statistics in place, so
+    that the eager run after a failed one updates them once in all."""
     import torch
 
     if out_strides:
         boxed = _checking_strides(torch, which, boxed, out_strides)
     state = {"fn": boxed, "ran": False}
 
-    def eager(args):
+    def eager(args, before=None):
         out = gm(*args)
+        if before is not None:
+            out = restore.patch(out, args, before)
         return _restrided(torch, out, out_strides) if out_strides else out
 
-    def first_run_failed(args, exc):
-        out = eager(args)  # eager's own error, if it has one, propagates from here
+    def first_run_failed(args, exc, before):
+        out = eager(args, before)  # eager's own error, if it has one, propagates from here
         reason = f"{which} graph at its first run: {type(exc).__name__}: {str(exc)[:300]}"
         state["fn"] = _boxed_fallback(gm, reason, out_strides)
         return out
 
     def guarded(args):
+        before = restore.mark() if restore is not None and state["fn"] is boxed else None
         try:
             out = state["fn"](args)
             state["ran"] = True
@@ -2129,21 +2448,21 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None):
             # own error (or, should wick be wrong, gives eager's result)
             if not str(exc).startswith("wick: index out of range"):
                 if state["fn"] is boxed and not state["ran"]:
-                    return first_run_failed(args, exc)
+                    return first_run_failed(args, exc, before)
                 raise
-            return eager(args)
+            return eager(args, before)
         except (RuntimeError, TypeError) as exc:
             msg = str(exc)
             if (state["fn"] is not boxed or not msg.startswith("wick: extern")
                     or ("metadata" not in msg and "returned" not in msg)):
                 if state["fn"] is boxed and not state["ran"]:
-                    return first_run_failed(args, exc)
+                    return first_run_failed(args, exc, before)
                 raise
             state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}", out_strides)
-            return state["fn"](args)
+            return eager(args, before)
         except Exception as exc:  # noqa: BLE001 - e.g. Triton's CompilationError
             if state["fn"] is boxed and not state["ran"]:
-                return first_run_failed(args, exc)
+                return first_run_failed(args, exc, before)
             raise
 
     guarded._boxed_call = True

@@ -121,6 +121,7 @@ static struct {
     PyObject *empty_strided;   /* torch.empty_strided */
     PyObject *dtypes[WK_NDTYPES];
     PyObject *s_data_ptr, *s_stride, *s_dtype, *s_shape, *s_is_cpu, *s_copy_, *s_as_strided, *s_storage_offset;
+    PyObject *s_data;
     PyObject *alloc_kwnames;   /* ("dtype", "device") */
     PyObject *cpu;             /* "cpu" */
 } T;
@@ -146,6 +147,7 @@ static int torch_ready(void) {
     if (!(T.s_is_cpu = PyUnicode_InternFromString("is_cpu"))) goto done;
     if (!(T.s_copy_ = PyUnicode_InternFromString("copy_"))) goto done;
     if (!(T.s_as_strided = PyUnicode_InternFromString("as_strided"))) goto done;
+    if (!(T.s_data = PyUnicode_InternFromString("data"))) goto done;
     if (!(T.s_storage_offset = PyUnicode_InternFromString("storage_offset"))) goto done;
     if (!(T.alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device"))) goto done;
     if (!(T.cpu = PyUnicode_InternFromString("cpu"))) goto done;
@@ -780,15 +782,28 @@ static int run_view(CompiledObject *self, int step, PyObject **slots) {
         }
         if (PyErr_Occurred()) return -1;
     }
+    /* Without the shim, a plain alias is a view of base.data: a tensor over
+     * the same memory with a version counter of its own, as the shim's (a
+     * running buffer saved for the backward relies on it, backends.py
+     * _StatsInPlace). */
+    PyObject *source = self->alias_views ? PyObject_GetAttr(base, T.s_data) : Py_NewRef(base);
+    if (!source) return -1;
     PyObject *off = PyObject_CallMethodNoArgs(base, T.s_storage_offset);
-    if (!off) return -1;
+    if (!off) {
+        Py_DECREF(source);
+        return -1;
+    }
     long long base_off = PyLong_AsLongLong(off);
     Py_DECREF(off);
-    if (base_off == -1 && PyErr_Occurred()) return -1;
-    if (!(off = PyLong_FromLongLong(base_off + st->view_offset))) return -1;
-    PyObject *call_args[4] = {base, rt->view_sizes, rt->view_strides, off};
+    off = (base_off == -1 && PyErr_Occurred()) ? NULL : PyLong_FromLongLong(base_off + st->view_offset);
+    if (!off) {
+        Py_DECREF(source);
+        return -1;
+    }
+    PyObject *call_args[4] = {source, rt->view_sizes, rt->view_strides, off};
     PyObject *view = PyObject_VectorcallMethod(T.s_as_strided, call_args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     Py_DECREF(off);
+    Py_DECREF(source);
     if (!view) return -1;
     Py_XSETREF(slots[st->out_slots[0]], view);
     return 0;
