@@ -76,6 +76,7 @@ typedef struct {
     WkVec(char *) load_names;
     WkVec(char *) interned;
     unsigned char *stored_here; /* [nbufs] buffer stored by this function */
+    unsigned char *unsynced;    /* [nbufs] stored since the function's last tl.debug_barrier() */
     int64_t split_chunk;        /* split reduction, partials kernel: r elements per program */
     int split_n;                /* programs per output (partials per output) */
     int split_column;           /* the partials kernel of a split column reduction: [XBLOCK, 1] partials */
@@ -551,6 +552,7 @@ static int emit_store(TGen *g, const WkSchedStore *st, const char *v, int shape,
     if (shape == 2) snprintf(mask, sizeof mask, "xmask & %s", g->rmask);
     else snprintf(mask, sizeof mask, "xmask");
     emit(g, "tl.store(b%d + %s + %s, %s, mask=%s)", st->buf, off.data, zero, r.var, mask);
+    g->unsynced[st->buf] = 1;
     r.offset_text = intern(g, off.data);
     wk_str_free(&off);
     if (remember) wk_vec_push(&g->stores, r);
@@ -630,16 +632,20 @@ static int emit_x_nodes(TGen *g, const WkLExpr *e, WkLowerMap *seen) {
 }
 
 /* Does e read a buffer stored earlier in this function other than from
- * registers (held_store)? Its phase's variables must be bound. Kernels are
- * in order, so what the function stores and the phase reads was stored by
- * an earlier phase (or is the phase's own store, held). */
+ * registers (held_store)? 1 if so, 2 if one of those was stored since the
+ * last barrier (the phase needs one). Its phase's variables must be bound.
+ * Kernels are in order, so what the function stores and the phase reads was
+ * stored by an earlier phase (or is the phase's own store, held). */
 static int reads_stored_elsewhere(TGen *g, const WkLExpr *e, WkLowerMap *seen) {
     if (wk_lower_map_get(seen, e)) return 0;
     wk_lower_map_put(seen, e, e);
-    if (e->op == WK_LX_READ && g->stored_here[e->buf] && !held_store(g, e)) return 1;
-    for (int k = 0; k < e->nargs; k++)
-        if (reads_stored_elsewhere(g, e->a[k], seen)) return 1;
-    return 0;
+    int far = 0;
+    if (e->op == WK_LX_READ && g->stored_here[e->buf] && !held_store(g, e)) far = g->unsynced[e->buf] ? 2 : 1;
+    for (int k = 0; k < e->nargs && far < 2; k++) {
+        int f = reads_stored_elsewhere(g, e->a[k], seen);
+        if (f > far) far = f;
+    }
+    return far;
 }
 
 static int finish_reduction(TGen *g, const WkSchedKernel *K, const Red *rp, const char *v, int64_t ext);
@@ -929,6 +935,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
 
     unsigned char *used = wk_xcalloc((size_t)S->nbufs + 1, 1);
     memset(g->stored_here, 0, (size_t)S->nbufs + 1);
+    memset(g->unsynced, 0, (size_t)S->nbufs + 1);
     WkLowerMap seen = {0};
     for (int k = first; k <= last; k++)
         for (int j = 0; j < S->kernels[k].nstores; j++) {
@@ -1072,10 +1079,16 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
                 bind_phase_rvars(g, K, persistent);
                 WkLowerMap seen2 = {0};
                 int far = 0;
-                for (int j = 0; j < K->nstores && !far; j++) far = reads_stored_elsewhere(g, K->stores[j].expr, &seen2);
+                for (int j = 0; j < K->nstores && far < 2; j++) {
+                    int f = reads_stored_elsewhere(g, K->stores[j].expr, &seen2);
+                    if (f > far) far = f;
+                }
                 wk_lower_map_free(&seen2);
-                g->barrier = far;
-                if (far) emit(g, "tl.debug_barrier()");
+                g->barrier = far > 0;
+                if (far == 2) { /* (stores made before an earlier phase's barrier are visible already) */
+                    emit(g, "tl.debug_barrier()");
+                    memset(g->unsynced, 0, (size_t)S->nbufs + 1);
+                }
             }
             if (grouped && k > first) emit(g, "# phase %d", g->phase);
             rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction_phase(g, K, persistent)
@@ -1232,6 +1245,7 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
     g.vtext = wk_xcalloc((size_t)g.nvars, sizeof(char *));
     g.vaxis = wk_xcalloc((size_t)g.nvars, 1);
     g.stored_here = wk_xcalloc((size_t)S->nbufs + 1, 1);
+    g.unsynced = wk_xcalloc((size_t)S->nbufs + 1, 1);
     WkTritonKernel *tks = wk_xcalloc((size_t)S->nkernels * 2 + 1, sizeof *tks); /* a split is two */
     int ntk = 0, rc = 0;
     for (int k = 0; k < S->nkernels && rc == 0;) {
@@ -1261,6 +1275,7 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
     free(g.vtext);
     free(g.vaxis);
     free(g.stored_here);
+    free(g.unsynced);
     if (rc < 0) {
         for (int i = 0; i < ntk; i++) {
             free(tks[i].name);

@@ -5,8 +5,9 @@ is the group's first phase, over [rows, cols], and the norm's phases read h
 in the row it was just stored (rows.c). Values compared with eager on the
 C backend: float32 and bfloat16 (the norm reads h rounded to bfloat16, as
 eager does), rows of 768 and 5000, a 3-d input whose leading dims are the
-rows, transposed and sliced inputs, zero rows; and a large output (above
-the last-level cache) whose sum is kept in cache for the norm, not streamed.
+rows, transposed and sliced inputs, zero rows, norms of slices of h's rows;
+and a large output (above the last-level cache) whose sum is kept in cache
+for the norm, not streamed.
 The same graphs under Triton's interpreter: tests/codegen/test_triton_interpret.py."""
 import pytest
 import torch
@@ -37,11 +38,7 @@ def rms_norm_float_build(g, x, y, w, b):
     hf = g.op("convert", [h], dtype=torch.float32)
     ms = g.op("mean", [g.op("mul", [hf, hf])], dims=[-1], keepdim=True)
     n = g.op("mul", [hf, g.op("rsqrt", [g.op("add", [ms, g.scalar(EPS)])])])
-    return [h, g.op("mul", [w, g.op("convert", [n], dtype=x_dtype_of(g, x))])]
-
-
-def x_dtype_of(g, x):
-    return g.value(x)["dtype"]
+    return [h, g.op("mul", [w, g.op("convert", [n], dtype=g.value(x)["dtype"])])]
 
 
 def eager(build, x, y, w, b):

@@ -366,7 +366,8 @@ def test_residual_sum_is_the_norms_first_phase(norm, cols, dtype, layout):
     if cols <= 4096:
         assert "tl.load(b4 " not in src and "tl.debug_barrier()" not in src, src
     else:
-        assert "tl.load(b4 " in src and "tl.debug_barrier()" in src, src
+        # one barrier, before the first phase that reads h back; the later ones read what it made visible
+        assert "tl.load(b4 " in src and src.count("tl.debug_barrier()") == 1, src
     ulp = 2.0**-7 if dtype == torch.bfloat16 else 0.0
     close(h, x + y, rtol=ulp, atol=0)
     if norm == "layer_norm":
@@ -382,7 +383,8 @@ def test_residual_sum_is_the_norms_first_phase(norm, cols, dtype, layout):
 def test_norms_of_slices_of_the_residual_sum():
     """Layer norms of every other element and of the second half of each
     row of h: lanes other than the ones that stored, read back through
-    memory after a barrier in the persistent group."""
+    memory after a barrier (one: no phase stores h after it) in the
+    persistent group."""
     x, y, w, b = rand((32, 768)), rand((32, 768), seed=2), rand((384,), seed=5), rand((384,), seed=6)
 
     def build(g, a, c, ww, bb):
@@ -399,7 +401,7 @@ def test_norms_of_slices_of_the_residual_sum():
     cg = g.compile()
     got = cg(x, y, w, b)
     src = cg.describe()["source"]
-    assert src.count("@triton.jit\ndef wick_") == 1 and "tl.debug_barrier()" in src, src
+    assert src.count("@triton.jit\ndef wick_") == 1 and src.count("tl.debug_barrier()") == 1, src
     h = x + y
     close(got[0], h)
     close(got[1], torch.nn.functional.layer_norm(h[:, ::2], (384,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
