@@ -244,7 +244,13 @@ def profile_step(fn, x):
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn(x).float().sum().backward()
-    return collections.Counter(e.name for e in prof.events())
+    counts = collections.Counter(e.name for e in prof.events())
+    # clones other than those of .contiguous() (torch 2.11's CPU convolution
+    # backward makes its inputs contiguous, eager's step as well)
+    counts["clone, not for contiguous"] = sum(
+        1 for e in prof.events()
+        if e.name == "aten::clone" and (e.cpu_parent is None or e.cpu_parent.name != "aten::contiguous"))
+    return counts
 
 
 def test_step_makes_no_copies_of_the_statistics():
@@ -267,7 +273,7 @@ def test_step_makes_no_copies_of_the_statistics():
     nbn = 3
     assert got["aten::_native_batch_norm_legit"] == nbn, got
     assert got["aten::_native_batch_norm_legit_functional"] == 0, got
-    assert got["aten::clone"] == 0, got
+    assert got["clone, not for contiguous"] == 0, got
     assert got["aten::copy_"] <= want["aten::copy_"] + 3 * nbn, (got["aten::copy_"], want["aten::copy_"])
     # the counters' copies back are of a buffer onto itself too: one call added 1 to each
     assert got["aten::_foreach_add_"] == 1, got
