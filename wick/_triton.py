@@ -30,8 +30,13 @@ _modules = {}
 
 
 def _atomic_write(path, data):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        f = open(tmp, "wb")
+    except FileNotFoundError:  # the cache folder was removed while the process ran (_dir made it once)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        f = open(tmp, "wb")
+    with f:
         f.write(data)
     os.replace(tmp, path)
 
@@ -40,9 +45,14 @@ def _sha(data):
     return hashlib.sha256(data).hexdigest()
 
 
+_made_dirs = set()
+
+
 def _dir(cache_dir):
     d = os.path.join(cache_dir, "triton")
-    os.makedirs(d, exist_ok=True)
+    if d not in _made_dirs:  # a stat per kernel load adds up over thousands of kernels
+        os.makedirs(d, exist_ok=True)
+        _made_dirs.add(d)
     return d
 
 
@@ -82,27 +92,32 @@ def load_module(path):
 
 # a graph's kernel in a generated module (the helpers before it are named wk_*)
 _KERNEL_DEF = re.compile(r"^@triton\.jit\ndef (\w+_k\d+)\(", re.M)
-_text_of = [None, None]  # (path, text) of the last module read: a batch reads its module once
+# per module path: {kernel name: (identity, asserts)}, or None when the module
+# cannot be read. A module's name is its text's hash, so an entry never goes
+# stale; one scan of the text serves every kernel of it (a model's backward
+# module holds hundreds, and each is asked for by every config of it).
+_kernel_index = {}
 
 
-def _kernel_text(path, name):
-    """(the module's text before its first kernel, kernel `name`'s own text),
-    or None when the module cannot be read or is not laid out as the
-    generator writes it."""
-    text = _text_of[1] if _text_of[0] == path else None
-    if text is None:
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            return None
-        _text_of[:] = [path, text]
+def _index_module(path):
+    index = _kernel_index.get(path, False)
+    if index is not False:
+        return index
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None  # not remembered: the file may appear (a failed write is redone)
+    index = {}
     defs = list(_KERNEL_DEF.finditer(text))
+    head = text[:defs[0].start()] if defs else ""
     for i, m in enumerate(defs):
-        if m.group(1) == name:
-            end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
-            return text[:defs[0].start()], text[m.start():end]
-    return None
+        name = m.group(1)
+        body = text[m.start():defs[i + 1].start() if i + 1 < len(defs) else len(text)]
+        identity = ["kernel", _sha((head + body.replace(name, "WK_KERNEL")).encode())]
+        index[name] = (identity, "tl.device_assert(" in body)
+    _kernel_index[path] = index
+    return index
 
 
 def kernel_identity(path, src_hash, name):
@@ -111,18 +126,15 @@ def kernel_identity(path, src_hash, name):
     name (a model's repeated layers: the same block in every layer) then share
     one compile and one cubin, whose symbol is the first one's name. A module
     whose layout is not the generator's falls back to (module, name)."""
-    parts = _kernel_text(path, name)
-    if parts is None:
-        return [src_hash, name]
-    head, body = parts
-    return ["kernel", _sha((head + body.replace(name, "WK_KERNEL")).encode())]
+    entry = (_index_module(path) or {}).get(name)
+    return list(entry[0]) if entry is not None else [src_hash, name]
 
 
 def _has_asserts(path, name):
     """Whether kernel `name` asserts its indices (indirect loads); unknown
     text counts as yes (asserts on cost little, off would drop a check)."""
-    parts = _kernel_text(path, name)
-    return parts is None or "tl.device_assert(" in parts[1]
+    entry = (_index_module(path) or {}).get(name)
+    return entry is None or entry[1]
 
 
 def _cache_key(path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):

@@ -791,3 +791,54 @@ def test_background_batch_shares_the_compile_processes_with_a_foreground_batch(t
         for p in _triton._workers.procs if _triton._workers else ():
             p.kill()
             p.wait()
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+def test_a_module_is_read_once_for_all_its_kernels_and_a_removed_cache_is_made_again(tmp_path, monkeypatch):
+    """The cache keys of a module's kernels come from one read and one scan of
+    its text (a model's backward module holds hundreds of kernels, each asked
+    for in every config: a scan per key made the cold compile of convnext's
+    training step spend 20 s there on the H200), and they are what a fresh scan
+    gives. A cache folder removed while the process runs is made again when a
+    kernel is written."""
+    import builtins
+    import shutil
+
+    from wick import _triton
+
+    path, jobs = _module_with_kernels(monkeypatch, 12)
+    with open(path) as f:
+        text = f.read()
+    monkeypatch.setattr(_triton, "_kernel_index", {})
+    opened = []
+    real_open = builtins.open
+
+    def counting_open(file, *a, **k):
+        if file == path:
+            opened.append(file)
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    keys = [_triton._cache_key(path, "h", *job, 90, 1) for job in jobs]
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert len(opened) == 1 and len(set(keys)) == len(jobs)
+    names = sorted({job[0] for job in jobs})
+    assert len(names) == 12
+    import re
+
+    starts = [m.start() for m in re.finditer(r"^@triton\.jit\ndef \w+_k\d+\(", text, re.M)] + [len(text)]
+    head = text[:starts[0]]  # the helpers (wk_*, jit functions too) before the first kernel
+    for name in names:  # the identity: the helpers and the kernel's own text, its name taken out
+        start = text.index(f"@triton.jit\ndef {name}(")
+        body = text[start:starts[starts.index(start) + 1]]
+        want = _triton._sha((head + body.replace(name, "WK_KERNEL")).encode())
+        assert _triton.kernel_identity(path, "h", name) == ["kernel", want]
+        assert _triton._has_asserts(path, name) == ("tl.device_assert(" in body)
+    assert _triton.kernel_identity(path, "h", "no_such_k0") == ["h", "no_such_k0"]
+    assert _triton._has_asserts(path, "no_such_k0")
+    cache = str(tmp_path / "cache")
+    name, types, has_r, x, r, w = jobs[0]
+    first = _triton.compile_kernel(cache, path, "h", name, types, has_r, x, r, w, 90, 1)
+    shutil.rmtree(cache)
+    again = _triton.compile_kernel(cache, path, "h", name, types, has_r, x, r, w, 90, 1)
+    assert again == first and _triton._cached(cache, keys[0])
