@@ -3013,8 +3013,9 @@ def _in_place_writes(torch, graph, externs, written):
     (written: (input position, output position) pairs), not require grad,
     and be read by nothing after the call, nor be an output itself: in FX
     its placeholder holds the new value from then on. The call's written
-    outputs are then the inputs themselves, so the frame's copies back
-    copy a buffer onto itself."""
+    outputs are then the inputs themselves, which AOTAutograd returns as
+    they are, and the frame skips a copy back of a tensor onto itself
+    (transform.c)."""
     from wick._capture_meta import Functional
 
     inputs = graph.inputs()
