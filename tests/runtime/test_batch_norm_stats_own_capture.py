@@ -279,16 +279,19 @@ def test_no_grad_training_mode():
     assert not backends.fallback_reasons, backends.fallback_reasons
 
 
-def test_no_grad_through_aot_autograd(monkeypatch):
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_no_grad_through_aot_autograd(monkeypatch, mode):
     """Training-mode batch norm under no_grad in a graph that goes through
     AOTAutograd (WICK_CHANNELS_LAST=1: conv graphs on any device, the route
-    of conv graphs on CUDA): its inference graph updates in place."""
+    of conv graphs on CUDA): its inference graph updates in place; not
+    under mode="reduce-overhead" (a CUDA graph's warm-up run would update
+    the buffers once more), where AOTAutograd copies the new values back."""
     monkeypatch.setenv("WICK_CHANNELS_LAST", "1")
     C.env_reload()
     dtype = torch.bfloat16
     eager, net = twins(dtype)
     fresh()
-    fn = wick.compile(net)
+    fn = wick.compile(net, mode=mode)
     with torch.no_grad():
         for step in range(3):
             x = rand((4, 3, 9, 9), dtype, 40 + step)
@@ -296,7 +299,7 @@ def test_no_grad_through_aot_autograd(monkeypatch):
             same_state(eager, net, dtype, step)
     assert not backends.fallback_reasons, backends.fallback_reasons
     assert [g["graph"] for g in backends.compiled_graphs] == ["inference"]
-    assert forward_counts() == [2]
+    assert forward_counts() == ([2] if mode == "default" else [0])
 
 
 def test_reduce_overhead():
