@@ -313,12 +313,17 @@ class Functional:
             a = _clone_written(self.args, args, written, clones)
             kw = {k: _clone_written(self.kwargs[k], v, written, clones) for k, v in kwargs.items()}
             out = self.fn(*a, **kw)
-        tail = tuple(clones[k] for k in self.written)
+        return self.result(out, tuple(clones[k] for k in self.written))
+
+    def result(self, out, written):
+        """What a call returns given fn's result and the written tensors
+        (the clones, or the inputs themselves where the call runs in place:
+        backends.to_fx)."""
         if self.kind == "none" or self.kind.startswith("self:"):
-            return tail
+            return written
         if self.kind == "tensor":
-            return (out,) + tail
-        return tuple(out) + tail
+            return (out,) + written
+        return tuple(out) + written
 
     def __repr__(self):
         return f"<wick Functional {self.__qualname__} writes inputs {list(self.written)}>"

@@ -635,7 +635,7 @@ class _AtenImporter:
         import operator
 
         torch = self.torch
-        mutated, saved = self.stats_outputs
+        mutated, saved, regenerated = self.stats_outputs
         position = {node: i for i, node in enumerate(placeholders)}
         output = [n for n in self.gm.graph.nodes if n.op == "output"][0].args[0]
         output = list(output) if isinstance(output, (list, tuple)) else [output]
@@ -657,7 +657,7 @@ class _AtenImporter:
                 aliases, views, slots = {}, {}, []
                 for k, buffer in zip(variant.new_stats, stats):
                     at = position[buffer]
-                    found = self.stats_final(buffer, items.get(k, []), output, mutated, saved, at)
+                    found = self.stats_final(buffer, items.get(k, []), output, mutated, saved, regenerated, at)
                     if found is None:
                         break
                     chain, at_mutation, at_saved = found
@@ -670,12 +670,13 @@ class _AtenImporter:
                     self.stats_views.update(views)
                     self.stats_slots[node] = slots
         if self.stats_plan:  # (where batch norm is native, so is its counter's add: left to fuse)
-            self.plan_counters(position, output, mutated)
+            self.plan_counters(position, output, mutated, regenerated)
 
-    def plan_counters(self, position, output, mutated):
+    def plan_counters(self, position, output, mutated, regenerated):
         """The batch norms' num_batches_tracked += 1 (add(counter, 1) of an
         int64 0-d placeholder that nothing else reads, returned only as its
-        mutation output) in a graph whose batch norms update their running
+        mutation output, or as an output AOTAutograd returns the counter
+        itself for) in a graph whose batch norms update their running
         statistics in place: all made by one _foreach_add_ on the buffers,
         returned as aliases (see _StatsInPlace), instead of a kernel's fresh
         result that AOTAutograd copies back into each buffer."""
@@ -692,12 +693,15 @@ class _AtenImporter:
                 continue
             if any(u.op != "output" for u in node.users):
                 continue
+            at = position[counter]
             where = [i for i, a in enumerate(output) if a is node]
-            if len(where) != 1 or mutated.get(where[0]) != position[counter]:
+            if (len([i for i in where if mutated.get(i) == at]) != 1
+                    or any(mutated.get(i) != at and regenerated.get(i) != at for i in where)):
                 continue
             self.stats_counters[node] = counter
-            self.stats_views[where[0]] = node
-            self.stats_counter_slots.append((where[0], position[counter]))
+            for i in where:
+                self.stats_views[i] = node
+                self.stats_counter_slots.append((i, at))
 
     def counters_in_place(self):
         """The one extern call that adds 1 to every counter of
@@ -720,11 +724,12 @@ class _AtenImporter:
         for add, vid in zip(self.stats_counters, ids):
             self.env[add] = vid
 
-    def stats_final(self, buffer, getitems, output, mutated, saved, at):
+    def stats_final(self, buffer, getitems, output, mutated, saved, regenerated, at):
         """(the nodes that stand for buffer's new value, the output position
-        AOTAutograd copies it back into buffer from, the saved output
-        positions reading it), or None where it is read otherwise. at:
-        buffer's placeholder position."""
+        AOTAutograd copies it back into buffer from, the other output
+        positions reading it: saved ones, and those AOTAutograd returns
+        buffer itself for), or None where it is read otherwise. at: buffer's
+        placeholder position."""
         torch = self.torch
         if len(getitems) != 1:
             return None
@@ -752,7 +757,7 @@ class _AtenImporter:
         where = [i for i, a in enumerate(output) if a is last]
         mine = [i for i in where if mutated.get(i) == at]
         rest = [i for i in where if i not in mine]
-        if len(mine) != 1 or any(i not in saved for i in rest):
+        if len(mine) != 1 or any(i not in saved and regenerated.get(i) != at for i in rest):
             return None
         return chain, mine[0], rest
 
@@ -1827,8 +1832,11 @@ def _counting_calls(fn, counts, k):
 def _stats_outputs(torch, gm, which, cudagraphs):
     """For _StatsInPlace: ({output position: placeholder position} of the
     inputs AOTAutograd copies new values into after the forward, the output
-    positions it saves for the backward), or None where the graph is not one
-    to update buffers in place in."""
+    positions it saves for the backward, {output position: placeholder
+    position} of the outputs that are those inputs themselves, which
+    AOTAutograd returns in place of the graph's value: a graph of wick's own
+    capture returns a buffer it updated in place, to_fx), or None where the
+    graph is not one to update buffers in place in."""
     if which not in ("forward", "inference") or cudagraphs or _is_symbolic(torch, gm):
         return None
     context = torch._guards.TracingContext.try_get()
@@ -1844,9 +1852,13 @@ def _stats_outputs(torch, gm, which, cudagraphs):
         output = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
         saved = frozenset(range(len(output))[meta.tensors_saved_for_backwards_slice]) if which == "forward" \
             else frozenset()
+        first_user = len(meta.mutated_inp_runtime_indices)
+        is_input = torch._functorch._aot_autograd.schemas.OutputType.is_input
+        regenerated = {first_user + i: info.base_idx for i, info in enumerate(meta.output_info)
+                       if info.output_type == is_input and isinstance(info.base_idx, int)}
     except Exception:  # noqa: BLE001 - metadata of another shape: nothing in place
         return None
-    return mutated, saved
+    return mutated, saved, regenerated
 
 
 def _stats_widened_ops(torch):
@@ -2417,7 +2429,9 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None, restore=None
     where they are not the traced ones), which eager's run of the graph is
     given as well, and which the first run checks. restore: the
     _StatsRestore of a graph that updates running statistics in place, so
-    that the eager run after a failed one updates them once in all."""
+    that the eager run after a failed one updates them once in all; a later
+    run that fails after it updated some of them runs eagerly too, rather
+    than raise (the caller could not undo the updates)."""
     import torch
 
     if out_strides:
@@ -2432,9 +2446,16 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None, restore=None
 
     def first_run_failed(args, exc, before):
         out = eager(args, before)  # eager's own error, if it has one, propagates from here
-        reason = f"{which} graph at its first run: {type(exc).__name__}: {str(exc)[:300]}"
+        when = "at its first run" if not state["ran"] else "after updating running statistics in place"
+        reason = f"{which} graph {when}: {type(exc).__name__}: {str(exc)[:300]}"
         state["fn"] = _boxed_fallback(gm, reason, out_strides)
         return out
+
+    def runs_eagerly(before):
+        # the first run, or a later one that updated statistics in place
+        # already: raising would leave them updated, and wick.compile's frame
+        # would run eagerly and update them a second time
+        return state["fn"] is boxed and (not state["ran"] or (before is not None and restore.mark() != before))
 
     def guarded(args):
         before = restore.mark() if restore is not None and state["fn"] is boxed else None
@@ -2447,7 +2468,7 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None, restore=None
             # the graph is functional, so eager from the start raises eager's
             # own error (or, should wick be wrong, gives eager's result)
             if not str(exc).startswith("wick: index out of range"):
-                if state["fn"] is boxed and not state["ran"]:
+                if runs_eagerly(before):
                     return first_run_failed(args, exc, before)
                 raise
             return eager(args, before)
@@ -2455,13 +2476,13 @@ def _eager_on_metadata_mismatch(gm, which, boxed, out_strides=None, restore=None
             msg = str(exc)
             if (state["fn"] is not boxed or not msg.startswith("wick: extern")
                     or ("metadata" not in msg and "returned" not in msg)):
-                if state["fn"] is boxed and not state["ran"]:
+                if runs_eagerly(before):
                     return first_run_failed(args, exc, before)
                 raise
             state["fn"] = _boxed_fallback(gm, f"{which} graph at run time: {msg}", out_strides)
             return eager(args, before)
         except Exception as exc:  # noqa: BLE001 - e.g. Triton's CompilationError
-            if state["fn"] is boxed and not state["ran"]:
+            if runs_eagerly(before):
                 return first_run_failed(args, exc, before)
             raise
 
@@ -2819,7 +2840,7 @@ def _view_plan(base_sizes, base_strides, sizes, strides, offset):
     return border, flat, perm, expand
 
 
-def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
+def to_fx(graph, externs=None, no_grad=(), entry_grad=True, written=()):
     """Exports a wick Graph to a torch.fx.GraphModule of torch calls whose
     forward takes the graph inputs positionally and returns a tuple of outputs.
     externs: the extern table capture built (entry i for EXTERN index i).
@@ -2827,7 +2848,11 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     a no_grad block, or all of a frame entered under no_grad but for its
     enable_grad blocks); the module sets each node's grad mode
     (torch._C._set_grad_enabled nodes, which AOTAutograd traces) and
-    returns in `entry_grad` mode."""
+    returns in `entry_grad` mode. written: (input position, output
+    position) pairs, the inputs the captured frame copies those outputs into
+    after the graph: a training batch norm's update of such inputs, and
+    their num_batches_tracked += 1, are exported as eager makes them, in
+    place (_in_place_writes)."""
     import operator
 
     import torch
@@ -2838,6 +2863,7 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     env = {}  # wick value id -> fx node, or a Python scalar for SCALAR values
     for i, inp in enumerate(graph.inputs()):
         env[inp["id"]] = fx.placeholder(f"in{i}")
+    in_place = _in_place_writes(torch, graph, externs, written) if written else set()
     no_grad = set(no_grad)
     grad_now = [bool(entry_grad)]
 
@@ -2869,9 +2895,11 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
             index = nd["extern_index"]
             if externs is None or index >= len(externs) or callable(externs[index]):
                 raise NotImplementedError(f"wick: extern {index} has no call template")
-            if index not in extern_fns:
-                extern_fns[index] = _extern_callable(index, externs[index], nd["name"] or "extern")
-            result = fx.call_function(extern_fns[index], tuple(ins))
+            key = (index, out in in_place)
+            if key not in extern_fns:
+                make = _in_place_callable if key[1] else _extern_callable
+                extern_fns[key] = make(index, externs[index], nd["name"] or "extern")
+            result = fx.call_function(extern_fns[key], tuple(ins))
             for k, vid in enumerate(nd["outputs"]):
                 env[vid] = fx.call_function(_extern_output, (result, k))
             continue
@@ -2938,6 +2966,9 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
                     kwargs["dtype"] = getattr(torch, nd["dtype"])
             env[out] = fx.call_function(fn, (as_tensor(ins[0]),), kwargs)
             continue
+        if out in in_place:  # num_batches_tracked += 1 (_in_place_writes)
+            env[out] = fx.call_method("add_", (ins[0], ins[1]))
+            continue
         scalars = [not isinstance(x, torch.fx.Node) for x in ins]
         if op in binary_ops and not all(scalars):
             env[out] = fx.call_function(binary_ops[op], tuple(ins))  # Python scalars keep wrapped-number promotion
@@ -2962,6 +2993,83 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True):
     gm = torch.fx._lazy_graph_module._LazyGraphModule(torch.nn.Module(), fx)
     gm.wick_switches_grad = switches
     return gm
+
+
+def _batch_norm_functions(torch):
+    return (torch.nn.functional.batch_norm, torch.batch_norm)
+
+
+def _in_place_writes(torch, graph, externs, written):
+    """The nodes (by their first output) that to_fx exports as the in-place
+    calls eager makes: a training batch norm's update of running statistics
+    that are graph inputs (capture's Functional call clones them, updates the
+    clones and the frame copies those back into the buffers after the graph)
+    and a num_batches_tracked += 1 (an int64 0-d input plus 1, the frame's
+    copy back of it as well). AOTAutograd then sees mutations of those
+    inputs, as it does in a Dynamo graph: the forward graph updates the
+    buffers in place (_StatsInPlace) where nothing else reads them, else
+    makes the mutations functional and copies the new values back itself.
+    Each written input must be one the frame copies a graph output into
+    (written: (input position, output position) pairs), not require grad,
+    and be read by nothing after the call, nor be an output itself: in FX
+    its placeholder holds the new value from then on. The call's written
+    outputs are then the inputs themselves, which AOTAutograd returns as
+    they are, and the frame skips a copy back of a tensor onto itself
+    (transform.c)."""
+    from wick._capture_meta import Functional
+
+    inputs = graph.inputs()
+    outputs = list(graph.outputs())
+    final = {}  # input value id -> the value the frame copies into it
+    for k, j in written:
+        if 0 <= k < len(inputs) and 0 <= j < len(outputs):
+            final[inputs[k]["id"]] = outputs[j]
+    last_read, made_by = {}, {}
+    nodes = list(graph.nodes())
+    for pos, nd in enumerate(nodes):
+        for v in nd["inputs"]:
+            last_read[v] = pos
+        for v in nd["outputs"]:
+            made_by[v] = nd
+    returned = set(outputs)
+
+    def free_after(v, pos, nd):
+        return v in final and v not in returned and last_read.get(v) == pos and list(nd["inputs"]).count(v) == 1
+
+    norms = _batch_norm_functions(torch)
+    chosen = set()
+    for pos, nd in enumerate(nodes):
+        if nd["op"] == "EXTERN":
+            index = nd["extern_index"]
+            entry = externs[index] if externs is not None and index < len(externs) else None
+            fn = entry[0] if isinstance(entry, tuple) and len(entry) == 3 else None
+            if not isinstance(fn, Functional) or not fn.flat or fn.fn not in norms or not fn.written:
+                continue
+            if all(free_after(nd["inputs"][k], pos, nd) for k in fn.written):
+                chosen.add(nd["output"])
+        elif nd["op"] == "ADD" and len(nd["inputs"]) == 2:
+            counter, one = graph.value(nd["inputs"][0]), made_by.get(nd["inputs"][1])
+            if (counter["dtype"] == "int64" and not counter["sizes"] and one is not None and one["op"] == "SCALAR"
+                    and type(one["value"]) is int and one["value"] == 1 and free_after(nd["inputs"][0], pos, nd)
+                    and final[nd["inputs"][0]] == nd["output"]):
+                chosen.add(nd["output"])
+    return chosen
+
+
+def _in_place_callable(index, entry, name):
+    """_extern_callable for a Functional extern that to_fx exports in place
+    (_in_place_writes): its function called on the inputs themselves, which
+    it returns as its written outputs."""
+    functional, args, kwargs = entry[0], entry[1], entry[2] if entry[2] is not None else {}
+
+    def call(*tensors):
+        out = functional.fn(*_fill_template(args, tensors), **_fill_template(kwargs, tensors))
+        return functional.result(out, tuple(tensors[k] for k in functional.written))
+
+    call.__name__ = call.__qualname__ = (
+        f"wick_extern_{index}_in_place_{''.join(c if c.isalnum() else '_' for c in name)}")
+    call.__module__ = __name__
+    return call
 
 
 def _structural_fx(torch, fx, graph, nd, ins):
@@ -3001,19 +3109,27 @@ def _structural_fx(torch, fx, graph, nd, ins):
                                  dtype))
 
 
-def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None):
+def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None,
+                       written=()):
     """Compiles a wick Graph with a torch.compile backend (a name such as
     "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
     None or "wick": wick's own, through AOTAutograd, which is how a captured
     graph that needs autograd is compiled: forward and backward graphs both
     by wick). Returns a callable taking the graph inputs and returning a
-    tuple of outputs. mode: wick's backend's mode ("reduce-overhead")."""
+    tuple of outputs. mode: wick's backend's mode ("reduce-overhead").
+    written: (input position, output position) pairs, the inputs the
+    captured frame copies outputs into after the graph: for wick's backend,
+    batch norm's updates of those inputs stay in place (to_fx)."""
     import torch
 
     if entry_grad is None:
         entry_grad = torch.is_grad_enabled()
-    gm = to_fx(graph, externs, no_grad, entry_grad)
-    if backend is None or backend == "wick":
+    own = backend is None or backend == "wick"
+    written = [(k, j) for k, j in written or ()
+               if k < len(example_inputs) and isinstance(example_inputs[k], torch.Tensor)
+               and not example_inputs[k].requires_grad] if own else ()
+    gm = to_fx(graph, externs, no_grad, entry_grad, written)
+    if own:
         backend = functools.partial(wick_backend, mode=mode, own_capture=True)
     elif isinstance(backend, str):
         import torch._dynamo

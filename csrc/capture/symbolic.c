@@ -1526,9 +1526,29 @@ static int conv_graph_for_layout(const WkGraph *g) {
     return conv && (cuda || any_device);
 }
 
+/* The inputs the transformed code copies a graph output into after the
+ * graph (COPY effects): a list of (input position, output position), which
+ * wick's backend uses to make such writes mutations of the graph's inputs
+ * (backends.to_fx, written). New reference, or NULL with an exception. */
+static PyObject *written_outputs_Ref(const WkEffects *effects) {
+    PyObject *pairs = PyList_New(0);
+    for (int i = 0; pairs && effects && i < effects->n; i++) {
+        const WkEffect *e = &effects->items[i];
+        if (e->kind != WK_EFFECT_COPY || !e->target || e->target->kind != WK_RET_WRITTEN || !e->value ||
+            e->value->kind != WK_RET_OUTPUT || e->target->index < 0 || e->target->index >= effects->nwritten)
+            continue;
+        PyObject *pair = Py_BuildValue("(ii)", effects->written[e->target->index], e->value->index);
+        if (!pair || PyList_Append(pairs, pair) < 0) Py_CLEAR(pairs);
+        Py_XDECREF(pair);
+    }
+    return pairs;
+}
+
 /* options (the compile options, or NULL): mode="reduce-overhead" is passed on
- * to wick's backend. */
-static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g, PyObject *options) {
+ * to wick's backend. effects: the writes the transformed code makes after
+ * the graph. */
+static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g, PyObject *options,
+                                          const WkEffects *effects) {
     PyObject *mod = PyImport_ImportModule("wick.backends");
     if (!mod) return NULL;
     PyObject *no_grad = PyList_New(0);
@@ -1538,21 +1558,27 @@ static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph 
         if (!x || PyList_Append(no_grad, x) < 0) Py_CLEAR(no_grad);
         Py_XDECREF(x);
     }
-    PyObject *graph_obj = no_grad ? wk_rt_graph_wrap_Steal(*g) : NULL;
+    PyObject *written = no_grad ? written_outputs_Ref(effects) : NULL;
+    PyObject *graph_obj = written ? wk_rt_graph_wrap_Steal(*g) : NULL;
     if (graph_obj) *g = NULL;
     PyObject *examples = graph_obj ? PyList_New(I->input_tensors.len) : NULL;
+    PyObject *fn = examples ? PyObject_GetAttrString(mod, "compile_graph_with") : NULL;
     PyObject *res = NULL;
-    if (examples) {
+    if (fn) {
         for (int i = 0; i < I->input_tensors.len; i++)
             PyList_SET_ITEM(examples, i, Py_NewRef(I->input_tensors.data[i]));
         PyObject *mode = options && PyDict_Check(options) ? PyDict_GetItemString(options, "mode") : NULL;
         PyObject *externs = I->externs ? I->externs : Py_None, *entry_grad = I->entry_grad ? Py_True : Py_False;
-        res = mode && mode != Py_None
-                  ? PyObject_CallMethod(mod, "compile_graph_with", "OOOOOOO", backend ? backend : Py_None, graph_obj,
-                                        examples, externs, no_grad, entry_grad, mode)
-                  : PyObject_CallMethod(mod, "compile_graph_with", "OOOOOO", backend ? backend : Py_None, graph_obj,
-                                        examples, externs, no_grad, entry_grad);
+        PyObject *args = PyTuple_Pack(6, backend ? backend : Py_None, graph_obj, examples, externs, no_grad,
+                                      entry_grad);
+        PyObject *kwargs = args ? Py_BuildValue("{s:O}", "written", written) : NULL;
+        if (kwargs && mode && mode != Py_None && PyDict_SetItemString(kwargs, "mode", mode) < 0) Py_CLEAR(kwargs);
+        if (kwargs) res = PyObject_Call(fn, args, kwargs);
+        Py_XDECREF(args);
+        Py_XDECREF(kwargs);
     }
+    Py_XDECREF(fn);
+    Py_XDECREF(written);
     Py_XDECREF(no_grad);
     Py_XDECREF(examples);
     Py_XDECREF(graph_obj);
@@ -1694,7 +1720,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         } else {
             /* a torch backend, or wick's through AOTAutograd (forward and
              * backward compiled by wick) when node outputs require grad */
-            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g, layout ? options : NULL);
+            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g, layout ? options : NULL,
+                                                &effects);
             if (!compiled) {
                 cap_py_failed(I, "backend");
                 goto finish;

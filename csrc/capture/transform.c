@@ -314,11 +314,21 @@ static int emit_effects(WkAsm *a, const WkEffects *fx, const int *out_locals) {
         int target = tv[3 * i], index = tv[3 * i + 1], value = tv[3 * i + 2];
         if (e->kind == WK_EFFECT_EXIT) continue;
         if (e->kind == WK_EFFECT_APPEND || e->kind == WK_EFFECT_COPY) {
+            /* a graph that updated the input in place returns the input itself
+             * (a batch norm's statistics, backends.to_fx): nothing to copy */
+            int skip = e->kind == WK_EFFECT_COPY ? wk_asm_new_label(a) : -1;
+            if (skip >= 0) {
+                wk_asm_load_fast(a, target);
+                wk_asm_load_fast(a, value);
+                wk_asm_op(a, IS_OP, 0);
+                wk_asm_pop_jump_if(a, 1, skip);
+            }
             wk_asm_load_fast(a, target);
             wk_asm_load_method(a, e->kind == WK_EFFECT_COPY ? "copy_" : "append");
             wk_asm_load_fast(a, value);
             wk_asm_call(a, 1);
             wk_asm_op(a, POP_TOP, 0);
+            if (skip >= 0) wk_asm_bind_label(a, skip);
             continue;
         }
         if (e->kind == WK_EFFECT_CALL) { /* name(target[, index][, value]) */

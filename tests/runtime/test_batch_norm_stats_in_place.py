@@ -203,11 +203,13 @@ def test_two_forwards_then_one_backward():
 
 
 @pytest.mark.parametrize("after", ["first", "last"])
-def test_failed_first_run_updates_statistics_once(monkeypatch, after):
+@pytest.mark.parametrize("run", [1, 2])
+def test_failed_run_updates_statistics_once(monkeypatch, after, run):
     """A compiled forward that fails after some of its in-place updates ran
     (here: an injected error after the first, or the last, of its in-place
-    calls: the counters' one call, the batch norms') runs eagerly instead;
-    what was updated is not updated a second time."""
+    calls: the counters' one call, the batch norms'), at its first run or a
+    later one, runs eagerly instead; what was updated is not updated a
+    second time."""
     real = backends._counting_calls
 
     def failing(fn, counts, k):
@@ -215,7 +217,7 @@ def test_failed_first_run_updates_statistics_once(monkeypatch, after):
 
         def call(*args):
             out = counted(*args)
-            if k == (0 if after == "first" else len(counts) - 1):
+            if k == (0 if after == "first" else len(counts) - 1) and counts[k] == run:
                 raise RuntimeError("injected failure after the batch norm")
             return out
         return call
