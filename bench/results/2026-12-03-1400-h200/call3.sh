@@ -10,7 +10,7 @@ S0=$(date +%s)
 left() { echo $(( ${TOTAL_S:-585} - ($(date +%s) - S0) )); }
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null && export PYTHONPATH=/tmp/site
 python3 setup.py -q build_ext --inplace --parallel 16 > $OUT/build.log 2>&1; echo "build $? in $(( $(date +%s) - S0 )) s"
-timeout ${TESTS_S:-210} python3 -m pytest tests/gpu tests/runtime/test_batch_norm_stats_in_place.py tests/runtime/test_externs.py \
+timeout ${TESTS_S:-210} python3 -m pytest tests/gpu tests/runtime/test_batch_norm_stats_in_place.py tests/runtime/test_batch_norm_stats_own_capture.py tests/runtime/test_externs.py \
   tests/codegen/test_triton_interpret.py -p no:cacheprovider -p no:warnings -rfE -q --tb=short -n 16 2>&1 \
   | grep -v "DEBUG\|^$" > $OUT/tests.log
 echo "tests rc ${PIPESTATUS[0]} at $(( $(date +%s) - S0 )) s"; grep -E "[0-9]+ (passed|failed)" $OUT/tests.log | tail -1
