@@ -6,6 +6,7 @@
  * Owns the lifetimes of WkProgram and WkPlan. */
 #include "cgen.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -590,6 +591,64 @@ static void add_view_step(PlanBuilder *B, const WkNode *node) {
     wk_vec_push(&B->steps, st);
 }
 
+/* Bytes of value v's elements, or -1 when a size is symbolic. */
+static double value_bytes(const WkGraph *g, int v) {
+    const WkValue *val = wk_graph_value(g, v);
+    double n = wk_dtype_size(val->dtype);
+    for (int d = 0; d < val->ndim; d++) {
+        int64_t size;
+        if (!wk_sym_is_const(val->sizes[d], &size)) return -1;
+        n *= (double)size;
+    }
+    return n;
+}
+
+/* Pointwise work that the first stages could run but only a later stage
+ * reads moves to that stage (the latest its readers allow), so it fuses
+ * with its readers there instead of being written out and read back across
+ * the stages. A backward graph shows why: its recomputations (a layer norm's
+ * (x - mean) * rstd from the saved inputs) depend only on graph inputs, so
+ * the stages "as early as the inputs allow" put every layer's in stage 0,
+ * each a full-size tensor written there and read again by that layer's
+ * backward stage after the matmuls between. A node moves only where its
+ * inputs cost no more to read there than its output costs to write and read
+ * back (2x its bytes); not a graph output, not read by a VIEW (a VIEW's
+ * stage is its base's), not a reduction (whose inputs would live longer). */
+static void sink_to_readers(const WkGraph *g, int *stage) {
+    int nnodes = wk_graph_nnodes(g), nvalues = wk_graph_nvalues(g);
+    int *latest = wk_xcalloc((size_t)nvalues + 1, sizeof(int)); /* by value: its readers' earliest stage */
+    char *pinned = wk_xcalloc((size_t)nvalues + 1, 1);           /* a graph output or a VIEW's base */
+    for (int v = 0; v < nvalues; v++) latest[v] = INT_MAX;
+    for (int i = 0; i < wk_graph_noutputs(g); i++) pinned[wk_graph_output_value(g, i)] = 1;
+    for (int n = nnodes - 1; n >= 0; n--) {
+        const WkNode *node = wk_graph_node(g, n);
+        const WkOpInfo *info = wk_op_info(node->op);
+        int out = node->noutputs == 1 ? node->outputs[0] : -1;
+        if (node->op != WK_OP_EXTERN && node->op != WK_OP_VIEW && node->op != WK_OP_SCALAR && info &&
+            info->kind == WK_KIND_POINTWISE && out >= 0 && !pinned[out] && latest[out] != INT_MAX &&
+            latest[out] > stage[n]) {
+            double in_bytes = 0, out_bytes = value_bytes(g, out);
+            for (int i = 0; i < node->ninputs && in_bytes >= 0; i++) {
+                const WkValue *u = wk_graph_value(g, node->inputs[i]);
+                int dup = 0;
+                for (int j = 0; j < i; j++) dup |= node->inputs[j] == node->inputs[i];
+                if (dup || value_is_scalar(g, u)) continue;
+                double b = value_bytes(g, u->id);
+                in_bytes = b < 0 ? -1 : in_bytes + b;
+            }
+            if (out_bytes >= 0 && in_bytes >= 0 && in_bytes <= 2 * out_bytes) stage[n] = latest[out];
+        }
+        if (node->op == WK_OP_SCALAR) continue;
+        for (int i = 0; i < node->ninputs; i++) {
+            int u = node->inputs[i];
+            if (node->op == WK_OP_VIEW) pinned[u] = 1;
+            else if (stage[n] < latest[u]) latest[u] = stage[n];
+        }
+    }
+    free(latest);
+    free(pinned);
+}
+
 WkPlan *wk_compile_plan(const WkGraph *g) { return wk_compile_plan_for(g, WK_TARGET_C); }
 
 WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target) {
@@ -640,6 +699,8 @@ WkPlan *wk_compile_plan_for(const WkGraph *g, WkTarget target) {
             avail_k[o] = node->op == WK_OP_EXTERN ? s + 1 : s;
         }
     }
+
+    if (maxstage > 0) sink_to_readers(g, B.stage);
 
     /* slots: inputs, extern outputs, values crossing stages, graph outputs */
     for (int i = 0; i < ninputs; i++) B.needs_slot[wk_graph_input_value(g, i)] = 1;

@@ -214,8 +214,8 @@ def test_extern_table_errors():
 
 
 def test_many_stages_and_liveness():
-    """Alternating kernels and externs; independent pointwise work lands in
-    the earliest stage, every value is computed once."""
+    """Alternating kernels and externs; independent pointwise work is
+    computed once, in the stage that reads it."""
     torch.manual_seed(8)
     x, w = torch.randn(8, 8), torch.randn(8, 8)
     g = C.Graph()
@@ -232,6 +232,41 @@ def test_many_stages_and_liveness():
     assert kinds == ["kernels", "extern"] * 4 + ["kernels"]
     for _ in range(3):
         assert_same(cg(x, w)[0], ref + x.tanh(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_pointwise_work_moves_to_the_stage_that_reads_it(keep):
+    """A backward graph's recomputation ((x - mean) * rstd from saved inputs)
+    depends only on graph inputs but is read after a matmul: it runs in the
+    matmul's reader's stage, fused there, not written out in the first stage
+    and read back (pipeline.c, sink_to_readers). Work whose inputs cost more
+    to read later than its output costs to write and read back (a where of
+    three full-size inputs) stays in the first stage."""
+    torch.manual_seed(9)
+    rows, cols = 24, 40
+    x, gr, w = torch.randn(rows, cols), torch.randn(rows, cols), torch.randn(cols, cols)
+    mean, rstd = x.mean(1, keepdim=True), torch.rand(rows, 1) + 0.5
+    cond = torch.rand(rows, cols) > 0.5
+    g = C.Graph()
+    xi, mi, ri, gi, wi, ci = (g.input_like(t) for t in (x, mean, rstd, gr, w, cond))
+    xhat = g.op("mul", [g.op("sub", [xi, mi]), ri])
+    (h,) = g.extern(0, [gi, wi], [meta(gr)], name="torch.mm")
+    g.output(g.op("sum", [g.op("mul", [h, xhat])], dims=0))
+    hw = torch.mm(gr, w)
+    want = [(hw * ((x - mean) * rstd)).sum(0)]
+    if keep:
+        kept = g.op("where", [ci, xi, gi])
+        g.output(g.op("add", [h, kept]))
+        want.append(hw + torch.where(cond, x, gr))
+    cg = g.compile(externs=[torch.mm])
+    steps = cg.steps
+    if keep:
+        assert [st["kind"] for st in steps] == ["kernels", "extern", "kernels"]
+        assert len(steps[0]["outputs"]) == 1  # the where's value; not the recomputation's
+    else:
+        assert [st["kind"] for st in steps] == ["extern", "kernels"]
+    for got, ref in zip(cg(x, mean, rstd, gr, w, cond), want):
+        assert_same(got, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_node_introspection_and_ints():
