@@ -2771,6 +2771,11 @@ def _extern_callable(index, entry, name):
             result = whole(*tensors)
             return tuple(result[p] for p in picks)
 
+    return _named_extern_call(call, index, name)
+
+
+def _named_extern_call(call, index, name):
+    """call, named for the FX graph's code as extern `index` (`name`)."""
     call.__name__ = call.__qualname__ = f"wick_extern_{index}_{''.join(c if c.isalnum() else '_' for c in name)}"
     call.__module__ = __name__
     return call
@@ -3066,10 +3071,7 @@ def _in_place_callable(index, entry, name):
         out = functional.fn(*_fill_template(args, tensors), **_fill_template(kwargs, tensors))
         return functional.result(out, tuple(tensors[k] for k in functional.written))
 
-    call.__name__ = call.__qualname__ = (
-        f"wick_extern_{index}_in_place_{''.join(c if c.isalnum() else '_' for c in name)}")
-    call.__module__ = __name__
-    return call
+    return _named_extern_call(call, index, f"in_place_{name}")
 
 
 def _structural_fx(torch, fx, graph, nd, ins):

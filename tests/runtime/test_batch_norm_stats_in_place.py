@@ -117,18 +117,23 @@ def test_eval_mode_leaves_statistics_alone():
     assert all(c == 0 for c in in_place_counts())
 
 
+def no_grad_steps(eager, net, fn, dtype, seed):
+    """Three training-mode calls under no_grad against the eager twin:
+    outputs and statistics, bit for bit."""
+    with torch.no_grad():
+        for step in range(3):
+            x = rand((4, 3, 9, 9), dtype, seed + step)
+            torch.testing.assert_close(fn(x), eager(x), rtol=0, atol=0)
+            same_state(eager, net, dtype, step)
+
+
 def test_no_grad_training_mode_updates_once():
     """Training-mode batch norm under no_grad: an inference graph, which
     updates the statistics in place too."""
     dtype = torch.bfloat16
     eager, net = twins(dtype)
     fresh()
-    fn = torch.compile(net, backend="wick")
-    with torch.no_grad():
-        for step in range(3):
-            x = rand((4, 3, 9, 9), dtype, 30 + step)
-            torch.testing.assert_close(fn(x), eager(x), rtol=0, atol=0)
-            same_state(eager, net, dtype, step)
+    no_grad_steps(eager, net, torch.compile(net, backend="wick"), dtype, seed=30)
     assert [g["stats_in_place"] for g in backends.compiled_graphs] == [2]
 
 
@@ -335,26 +340,22 @@ class SharedNorm(torch.nn.Module):
         return self.norm(torch.relu(self.norm(self.conv(x))) * 2)
 
 
-@pytest.mark.parametrize("kind", ["no_affine", "no_running_stats", "batchnorm1d", "shared", "channels_last"])
-def test_module_variants(kind):
-    dtype = torch.bfloat16
+def variant(kind, dtype):
+    """test_module_variants' module for `kind`: (the module, how many batch
+    norms its forward graph updates in place, the input's shape)."""
     torch.manual_seed(0)
     if kind == "shared":
-        eager = SharedNorm().to(dtype)
-        want_in_place = 0
-        shape = (4, 3, 8, 8)
-    elif kind == "batchnorm1d":
-        eager = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU()).to(dtype)
-        want_in_place = 1
-        shape = (7, 6)
-    else:
-        norm = torch.nn.BatchNorm2d(5, affine=kind != "no_affine", track_running_stats=kind != "no_running_stats")
-        eager = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3), norm, torch.nn.ReLU()).to(dtype)
-        want_in_place = 0 if kind == "no_running_stats" else 1
-        shape = (4, 3, 8, 8)
-    net = copy.deepcopy(eager)
-    fresh()
-    fn = torch.compile(net, backend="wick")
+        return SharedNorm().to(dtype), 0, (4, 3, 8, 8)
+    if kind == "batchnorm1d":
+        return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU()).to(dtype), 1, (7, 6)
+    norm = torch.nn.BatchNorm2d(5, affine=kind != "no_affine", track_running_stats=kind != "no_running_stats")
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3), norm, torch.nn.ReLU()).to(dtype)
+    return module, 0 if kind == "no_running_stats" else 1, (4, 3, 8, 8)
+
+
+def variant_steps(eager, net, fn, kind, shape, dtype):
+    """Three training steps of a variant and its eager twin: outputs,
+    statistics and gradients bit for bit after each."""
     for step in range(3):
         x = rand(shape, dtype, 80 + step)
         if kind == "channels_last":
@@ -365,5 +366,14 @@ def test_module_variants(kind):
         want.float().square().sum().backward()
         got.float().square().sum().backward()
         grads_agree(eager, net, dtype, step)
+
+
+@pytest.mark.parametrize("kind", ["no_affine", "no_running_stats", "batchnorm1d", "shared", "channels_last"])
+def test_module_variants(kind):
+    dtype = torch.bfloat16
+    eager, want_in_place, shape = variant(kind, dtype)
+    net = copy.deepcopy(eager)
+    fresh()
+    variant_steps(eager, net, torch.compile(net, backend="wick"), kind, shape, dtype)
     assert not backends.fallback_reasons, backends.fallback_reasons
     assert in_place_counts() == [want_in_place]

@@ -16,7 +16,8 @@ import torch
 
 import wick
 import wick._C as C
-from tests.runtime.test_batch_norm_stats_in_place import grads_agree, profile_step, rand, same_state, twins
+from tests.runtime.test_batch_norm_stats_in_place import (grads_agree, no_grad_steps, profile_step, rand, same_state,
+                                                          twins, variant, variant_steps)
 from wick import backends
 
 
@@ -270,12 +271,7 @@ def test_no_grad_training_mode():
     dtype = torch.bfloat16
     eager, net = twins(dtype)
     fresh()
-    fn = wick.compile(net)
-    with torch.no_grad():
-        for step in range(3):
-            x = rand((4, 3, 9, 9), dtype, 30 + step)
-            torch.testing.assert_close(fn(x), eager(x), rtol=0, atol=0)
-            same_state(eager, net, dtype, step)
+    no_grad_steps(eager, net, wick.compile(net), dtype, seed=30)
     assert not backends.fallback_reasons, backends.fallback_reasons
 
 
@@ -291,12 +287,7 @@ def test_no_grad_through_aot_autograd(monkeypatch, mode):
     dtype = torch.bfloat16
     eager, net = twins(dtype)
     fresh()
-    fn = wick.compile(net, mode=mode)
-    with torch.no_grad():
-        for step in range(3):
-            x = rand((4, 3, 9, 9), dtype, 40 + step)
-            torch.testing.assert_close(fn(x), eager(x), rtol=0, atol=0)
-            same_state(eager, net, dtype, step)
+    no_grad_steps(eager, net, wick.compile(net, mode=mode), dtype, seed=40)
     assert not backends.fallback_reasons, backends.fallback_reasons
     assert [g["graph"] for g in backends.compiled_graphs] == ["inference"]
     assert forward_counts() == ([2] if mode == "default" else [0])
@@ -315,27 +306,9 @@ def test_reduce_overhead():
 @pytest.mark.parametrize("kind", ["no_affine", "no_running_stats", "batchnorm1d", "channels_last"])
 def test_module_variants(kind):
     dtype = torch.bfloat16
-    torch.manual_seed(0)
-    if kind == "batchnorm1d":
-        eager = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU()).to(dtype)
-        want_in_place, shape = 1, (7, 6)
-    else:
-        norm = torch.nn.BatchNorm2d(5, affine=kind != "no_affine", track_running_stats=kind != "no_running_stats")
-        eager = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3), norm, torch.nn.ReLU()).to(dtype)
-        want_in_place, shape = (0 if kind == "no_running_stats" else 1), (4, 3, 8, 8)
+    eager, want_in_place, shape = variant(kind, dtype)
     net = copy.deepcopy(eager)
     fresh()
-    fn = wick.compile(net)
-    for step in range(3):
-        x = rand(shape, dtype, 80 + step)
-        if kind == "channels_last":
-            x = x.contiguous(memory_format=torch.channels_last)
-        want, got = eager(x), fn(x)
-        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=f"step {step}: output")
-        same_state(eager, net, dtype, step)
-        want.float().square().sum().backward()
-        got.float().square().sum().backward()
-        grads_agree(eager, net, dtype, step)
+    variant_steps(eager, net, wick.compile(net), kind, shape, dtype)
     assert not backends.fallback_reasons, backends.fallback_reasons
     assert forward_counts() == [want_in_place]
-
