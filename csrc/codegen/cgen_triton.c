@@ -913,18 +913,21 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
      * extent) has few x blocks to give programs: each block's reduction is
      * split across programs as well. x is padded to a multiple of the widest
      * x block (xpad), which every configuration's XBLOCK (a power of two no
-     * wider) divides, so the grid is xpad / XBLOCK blocks times split_n. */
+     * wider) divides, so the grid is xpad / XBLOCK blocks times split_n.
+     * Chunks of 1024 rows or more keep the partials small against the data;
+     * a transformer's bias and norm-weight gradients (768 columns, 12608
+     * rows at batch 64) are split, or only 12 programs would run. */
     int64_t xpad = 0, col_xc = 0;
-    if (column && rext >= 16384) {
+    if (column && rext >= 4096) {
         int64_t cap = pow2_at_least(xnumel > 0 ? xnumel : 1), xc = cap < 64 ? cap : 64;
         int64_t nxb = (xnumel + xc - 1) / xc;
         if (nxb < 128) {
             int64_t n = pow2_at_least((512 + nxb - 1) / nxb);
             if (n > 1024) n = 1024;
-            while (n > 2 && rext / n < 2048) n /= 2;
+            while (n > 2 && rext / n < 1024) n /= 2;
             if (n >= 2) {
                 chunk = (rext + n - 1) / n;
-                chunk = (chunk + 1023) / 1024 * 1024;
+                chunk = (chunk + 511) / 512 * 512; /* the widest column RBLOCK divides it */
                 split_n = (int)((rext + chunk - 1) / chunk);
                 xpad = nxb * xc;
                 col_xc = xc;

@@ -341,11 +341,15 @@ static int build_kernel(Fuse *f, int k) {
         K->stores[j].expr = e;
     }
     if (K->kind == WK_SCHED_REDUCTION && affine && ci.n > 0 && cr.n > 0) {
+        /* loads of one element per reduced index (a layer norm's per-row
+         * mean and rstd in its weight's gradient) are broadcast along the
+         * outputs: small, they do not decide how the big ones are walked */
         int unit_i = 0, unit_r = 0;
         for (int a = 0; a < nl; a++) {
-            int uses_r = 0;
+            int uses_r = 0, uses_i = 0;
             for (int d = 0; d < nred; d++) uses_r |= acc[a].cr[d] != 0;
-            if (!uses_r) continue;
+            for (int d = 0; d < WK_MAX_DIMS; d++) uses_i |= acc[a].ci[d] != 0;
+            if (!uses_r || !uses_i) continue;
             unit_i |= acc[a].ci[ci.inner[ci.n - 1]] == 1;
             unit_r |= acc[a].cr[cr.inner[cr.n - 1]] == 1;
         }

@@ -10,6 +10,12 @@
  * fuse.c collapses such a sum into one loop when its accesses are
  * contiguous; it is split back into rows x cols here, only when it joins.
  *
+ * A kernel that could join a group but was created after unrelated kernels
+ * (a layer norm's backward: its per-row gradient comes after the weight's
+ * column sums in graph order) moves up to the group when nothing between
+ * them stores what it reads or reads what it stores: otherwise it reads
+ * the rows from memory a second time in a kernel of its own.
+ *
  * Requires: wk_sched_fuse has run (kernels in order, READ offsets final).
  * Provides: WkSchedKernel.group: the first kernel of the row group each
  *           kernel belongs to (itself when it runs alone).
@@ -17,6 +23,7 @@
 #include "schedule.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Fewer rows than this leave threads idle when only rows are parallel: such
  * kernels keep their own parallel reductions. */
@@ -170,6 +177,100 @@ static void split_into_rows(WkSchedule *S, const WkSchedKernel *P, int64_t rows,
     }
 }
 
+/* Whether kernel K reads plan buffer buf. */
+static int kernel_reads(const WkSchedKernel *K, int buf) {
+    ExprVec reads = {0};
+    WkLowerMap seen = {0};
+    for (int j = 0; j < K->nstores; j++) collect_reads(K->stores[j].expr, &seen, &reads);
+    wk_lower_map_free(&seen);
+    int found = 0;
+    for (int a = 0; a < reads.len && !found; a++) found = reads.data[a]->buf == buf;
+    wk_vec_free(&reads);
+    return found;
+}
+
+static int kernel_stores(const WkSchedKernel *K, int buf) {
+    for (int j = 0; j < K->nstores; j++)
+        if (K->stores[j].buf == buf) return 1;
+    return 0;
+}
+
+/* Whether A and B may run in either order: neither reads or stores what the
+ * other stores. */
+static int independent(const WkSchedKernel *A, const WkSchedKernel *B) {
+    for (int j = 0; j < A->nstores; j++)
+        if (kernel_reads(B, A->stores[j].buf) || kernel_stores(B, A->stores[j].buf)) return 0;
+    for (int j = 0; j < B->nstores; j++)
+        if (kernel_reads(A, B->stores[j].buf)) return 0;
+    return 1;
+}
+
+/* Whether K reads a buffer that one of kernels g..e reads or stores: what
+ * makes it worth running as a phase of their group. */
+static int shares_rows(const WkSchedule *S, int g, int e, const WkSchedKernel *K) {
+    ExprVec reads = {0};
+    WkLowerMap seen = {0};
+    for (int j = 0; j < K->nstores; j++) collect_reads(K->stores[j].expr, &seen, &reads);
+    wk_lower_map_free(&seen);
+    int found = 0;
+    for (int a = 0; a < reads.len && !found; a++)
+        for (int m = g; m <= e && !found; m++)
+            found = kernel_stores(&S->kernels[m], reads.data[a]->buf) || kernel_reads(&S->kernels[m], reads.data[a]->buf);
+    wk_vec_free(&reads);
+    return found;
+}
+
+/* Moves kernel `from` to position `to` (< from), shifting the kernels between
+ * one place on; group indices of the shifted kernels follow them. */
+static void move_kernel_up(WkSchedule *S, int from, int to) {
+    WkSchedKernel K = S->kernels[from];
+    memmove(&S->kernels[to + 1], &S->kernels[to], sizeof K * (size_t)(from - to));
+    S->kernels[to] = K;
+    for (int m = to + 1; m <= from; m++)
+        if (S->kernels[m].group >= to) S->kernels[m].group++;
+}
+
+/* The inverse: kernel `from` back to position `to` (> from). */
+static void move_kernel_down(WkSchedule *S, int from, int to) {
+    WkSchedKernel K = S->kernels[from];
+    for (int m = from + 1; m <= to; m++)
+        if (S->kernels[m].group > from) S->kernels[m].group--;
+    memmove(&S->kernels[from], &S->kernels[from + 1], sizeof K * (size_t)(to - from));
+    S->kernels[to] = K;
+}
+
+/* Kernels an out-of-place kernel may move past to reach its group: a bound
+ * on the search, which is quadratic in it. */
+enum { HOIST_MAX = 8 };
+
+/* Kernel k has no group: moves it up behind the nearest earlier row group
+ * it can join, past kernels independent of it. Returns whether it moved
+ * (it is then at the returned group's end, with its group set). */
+static int hoist_into_group(WkSchedule *S, int k) {
+    const WkSchedKernel *K = &S->kernels[k];
+    if (!rowable(K) || K->sizes[0] < ROWS_MIN) return 0;
+    for (int p = k - 1; p >= 0 && p >= k - HOIST_MAX; p--) {
+        const WkSchedKernel *P = &S->kernels[p];
+        /* p must end its group: K joins behind the group's last phase */
+        if (p < k - 1 && rowable(P) && P->sizes[0] == K->sizes[0] && S->kernels[p + 1].group != P->group) {
+            int g = P->group, reads_first;
+            const WkSchedKernel *F = &S->kernels[g];
+            int grouped_reduction = 0;
+            for (int m = g; m <= p; m++) grouped_reduction |= S->kernels[m].kind == WK_SCHED_REDUCTION;
+            if (F->sizes[0] == K->sizes[0] && grouped_reduction && shares_rows(S, g, p, K)) {
+                move_kernel_up(S, k, p + 1);
+                if (can_join(S, &S->kernels[g], g, p + 1, &S->kernels[p + 1], &reads_first)) {
+                    S->kernels[p + 1].group = g;
+                    return 1;
+                }
+                move_kernel_down(S, p + 1, k);
+            }
+        }
+        if (!independent(P, K)) return 0;
+    }
+    return 0;
+}
+
 /* Requires: kernels from wk_sched_fuse. Provides: K->group for every kernel. */
 int wk_sched_fuse_rows(WkSchedule *S) {
     for (int k = 0; k < S->nkernels; k++) {
@@ -191,8 +292,8 @@ int wk_sched_fuse_rows(WkSchedule *S) {
             }
             free(split.stores);
         }
-        if (!rowable(prev)) continue;
-        if (can_join(S, &S->kernels[g], g, k, K, &reads_first)) K->group = g;
+        if (rowable(prev) && can_join(S, &S->kernels[g], g, k, K, &reads_first)) K->group = g;
+        else hoist_into_group(S, k);
     }
     /* a group of pointwise phases alone gains nothing: fusion already put
      * same-shaped pointwise work into one nest */

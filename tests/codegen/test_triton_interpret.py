@@ -437,7 +437,8 @@ def test_fused_epilogue_and_prologue():
 @child_only
 @pytest.mark.parametrize("shape,dims", [((3, 10000), (1,)), ((5000, 3), (0,)), ((20000,), (0,)),
                                         ((2, 40000), (1,)), ((40000,), (0,)),  # split
-                                        ((20000, 24), (0,)), ((17000, 200), (0,))])  # column split
+                                        ((20000, 24), (0,)), ((17000, 200), (0,)),  # column split
+                                        ((4100, 96), (0,))])  # column split, a short last chunk
 def test_large_reductions(shape, dims):
     x = rand(shape)
     x.view(-1)[7] = math.nan if x.numel() > 30000 else x.view(-1)[7]  # NaN through the partials
@@ -451,7 +452,7 @@ def test_large_reductions(shape, dims):
 
 
 @child_only
-@pytest.mark.parametrize("shape,dims", [((2, 40000), (1,)), ((20000, 24), (0,))])  # row and column splits
+@pytest.mark.parametrize("shape,dims", [((2, 40000), (1,)), ((20000, 24), (0,)), ((6000, 40), (0,))])  # row and column splits
 def test_large_16bit_reductions(shape, dims):
     # partials of 16-bit data are kept in float32 (Triton's max of two
     # bfloat16 blocks is float32: a bfloat16 scratch made the final kernel's
@@ -541,6 +542,21 @@ def test_indirect_loads_and_creation_ops():
     close(got[2], torch.arange(0.5, 2.75, 0.25))
 
 
+@child_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows,cols", [(64, 96), (40, 5000)])  # persistent, looped rows
+def test_layer_norm_input_gradient_runs_in_the_rows_function(rows, cols, dtype):
+    """The layer norm backward of test_row_group_hoist.py: its input gradient,
+    created after the column sums, is a phase of the row sums' function
+    (one @triton.jit function for the group, one for each column sum)."""
+    from test_row_group_hoist import check, compile_and_run, eager, inputs
+
+    tensors = inputs(rows, cols, dtype, "transposed")
+    got, kernels = compile_and_run(tensors, False)
+    check(got, eager(*tensors), dtype)
+    assert sum("row-fused" in k for k in kernels) == 2 and len(kernels) == 5, kernels
+
+
 # ---- the same kernels through Triton's real compiler (no GPU needed) --------
 
 COMPILE_CASES = {
@@ -620,7 +636,7 @@ def test_kernels_compile_for_sm90(case, monkeypatch):
 
 @pytest.mark.skipif(CHILD, reason="compiles in the parent process")
 @pytest.mark.parametrize("rows,cols,split", [(20000, 24, True), (17000, 200, True), (17000, 9000, False),
-                                             (3000, 24, False)])
+                                             (3000, 24, False), (12608, 768, True), (5000, 3072, True)])
 def test_column_reduction_split_across_programs(rows, cols, split, monkeypatch):
     """A column reduction (contiguous along its outputs) with few blocks of
     outputs and a long reduced extent, as batch norm's per-channel statistics
@@ -708,8 +724,8 @@ def _module_with_kernels(monkeypatch, n):
     C.env_reload()
     try:
         g = C.Graph()
-        a = g.input_like(rand((64, 96)))
-        for k in range(n):
+        for k in range(n):  # an input each: row sums of one input would join one row group
+            a = g.input_like(rand((64, 96)))
             g.output(g.op("sum", [g.op("mul", [g.op("exp", [a]), g.scalar(float(k + 2))])], dims=(k % 2,)))
         cg = g.compile()
     finally:
