@@ -553,7 +553,7 @@ def test_layer_norm_input_gradient_runs_in_the_rows_function(rows, cols, dtype):
 
     tensors = inputs(rows, cols, dtype, "transposed")
     got, kernels = compile_and_run(tensors, False)
-    check(got, eager(*tensors), dtype)
+    check(got, eager(*tensors))
     assert sum("row-fused" in k for k in kernels) == 2 and len(kernels) == 5, kernels
 
 
