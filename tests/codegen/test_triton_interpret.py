@@ -546,9 +546,9 @@ def test_indirect_loads_and_creation_ops():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rows,cols", [(64, 96), (40, 5000)])  # persistent, looped rows
 def test_layer_norm_input_gradient_runs_in_the_rows_function(rows, cols, dtype):
-    """The layer norm backward of test_row_group_hoist.py: its input gradient,
-    created after the column sums, is a phase of the row sums' function
-    (one @triton.jit function for the group, one for each column sum)."""
+    """The layer norm backward of test_row_group_hoist.py on the Triton
+    target: its input gradient, created after the column sums, runs as a
+    phase of the row sums' group, and the values match eager's."""
     from test_row_group_hoist import check, compile_and_run, eager, inputs
 
     tensors = inputs(rows, cols, dtype, "transposed")
