@@ -166,6 +166,9 @@ def reset():
     backends = sys.modules.get("wick.backends")
     if backends is not None:
         backends.fallback_reasons.clear()
+    autodiff = sys.modules.get("wick._autodiff")
+    if autodiff is not None:
+        autodiff.reset_stats()
 
 
 def _entries(codes):
@@ -205,7 +208,15 @@ def stats():
         "break_reasons": breaks + fallbacks,
         "compile_time_s": sum(float(e.get("compile_time_s", 0) or 0) for e in entries),
         "hook": _C.hook_stats(),
+        # training graphs whose backward wick built itself, and those it gave
+        # to AOTAutograd (with why): neither is an eager fallback
+        "autodiff": _autodiff_stats(),
     }
+
+
+def _autodiff_stats():
+    autodiff = sys.modules.get("wick._autodiff")
+    return autodiff.stats() if autodiff is not None else {"graphs": 0, "fallbacks": 0, "reasons": []}
 
 
 class ExplainOutput:

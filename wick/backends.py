@@ -3111,6 +3111,31 @@ def _structural_fx(torch, fx, graph, nd, ins):
                                  dtype))
 
 
+def _own_autodiff(graph, externs, example_inputs, no_grad, written):
+    """wick's own backward for a captured graph (wick/_autodiff.py), or None
+    when its rules do not cover the graph: AOTAutograd takes it then."""
+    import torch
+
+    if not any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+        return None
+    from . import _autodiff
+
+    if not _autodiff.enabled():
+        return None
+    try:
+        if written:
+            raise _autodiff.Unsupported("the graph writes its inputs (batch norm's statistics)")
+        compiled = _autodiff.compile_training(graph, externs, example_inputs, no_grad)
+    except _autodiff.Unsupported as exc:
+        _autodiff.record_fallback(str(exc))
+        return None
+    except _C.CompileError as exc:
+        _autodiff.record_fallback(f"wick could not compile a graph of it: {exc}")
+        return None
+    compiled.graph_module = None
+    return compiled
+
+
 def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(), entry_grad=None, mode=None,
                        written=()):
     """Compiles a wick Graph with a torch.compile backend (a name such as
@@ -3130,6 +3155,10 @@ def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(),
     written = [(k, j) for k, j in written or ()
                if k < len(example_inputs) and isinstance(example_inputs[k], torch.Tensor)
                and not example_inputs[k].requires_grad] if own else ()
+    if own and mode is None and entry_grad:
+        own_backward = _own_autodiff(graph, externs, example_inputs, no_grad, written)
+        if own_backward is not None:
+            return own_backward
     gm = to_fx(graph, externs, no_grad, entry_grad, written)
     if own:
         backend = functools.partial(wick_backend, mode=mode, own_capture=True)

@@ -1485,3 +1485,74 @@ uint64_t wk_graph_hash(const WkGraph *g) {
     for (int i = 0; i < g->outputs.len; i++) h = wk_hash_mix(h, (uint64_t)g->outputs.data[i]);
     return h;
 }
+
+/* ---- copies ----------------------------------------------------------------- */
+
+static int const_shape(const WkValue *v, int64_t *sizes, int64_t *strides) {
+    for (int d = 0; d < v->ndim; d++)
+        if (!wk_sym_is_const(v->sizes[d], &sizes[d]) || !wk_sym_is_const(v->strides[d], &strides[d])) {
+            wk_error_set("graph copy: value %%%d has a symbolic size or stride", v->id);
+            return -1;
+        }
+    return 0;
+}
+
+WkGraph *wk_graph_copy(const WkGraph *g, const int *extra_outputs, const WkTensorMeta *extra_metas, int *value_map) {
+    WkGraph *c = wk_graph_new();
+    int nextra_used = 0;
+    for (int id = 0; id < g->values.len; id++) value_map[id] = -1;
+    /* inputs first, in input order: their positions are part of the graph's contract */
+    for (int i = 0; i < g->inputs.len; i++) {
+        const WkValue *v = g->values.data[g->inputs.data[i]];
+        int64_t sizes[WK_MAX_DIMS], strides[WK_MAX_DIMS];
+        if (const_shape(v, sizes, strides) < 0) goto fail;
+        int id = wk_graph_input_any(c, v->dtype, v->device, v->ndim, sizes, strides, v->requires_grad, v->source);
+        if (id < 0) goto fail;
+        value_map[v->id] = id;
+    }
+    for (int n = 0; n < g->nodes.len; n++) {
+        const WkNode *nd = g->nodes.data[n];
+        int *inputs = wk_arena_alloc(c->arena, sizeof(int) * (size_t)(nd->ninputs ? nd->ninputs : 1));
+        for (int i = 0; i < nd->ninputs; i++) {
+            inputs[i] = value_map[nd->inputs[i]];
+            if (inputs[i] < 0) {
+                wk_error_set("graph copy: node %d reads a value defined after it", n);
+                goto fail;
+            }
+        }
+        int id, nout = nd->noutputs, extra = extra_outputs ? extra_outputs[n] : 0;
+        if (nd->op == WK_OP_EXTERN) {
+            WkTensorMeta *metas = wk_xcalloc((size_t)(nout + extra), sizeof *metas);
+            int bad = 0;
+            for (int k = 0; k < nout && !bad; k++) {
+                const WkValue *v = g->values.data[nd->outputs[k]];
+                metas[k].dtype = v->dtype;
+                metas[k].device = v->device;
+                metas[k].ndim = v->ndim;
+                metas[k].requires_grad = v->requires_grad;
+                bad = const_shape(v, metas[k].sizes, metas[k].strides) < 0;
+            }
+            for (int k = 0; k < extra; k++) metas[nout + k] = extra_metas[nextra_used + k];
+            id = bad ? -1
+                     : wk_graph_extern_ints(c, nd->extern_index, nd->extern_name, inputs, nd->ninputs, metas,
+                                            nout + extra, nd->attrs.ints, nd->attrs.nints);
+            free(metas);
+            nextra_used += extra;
+        } else if (extra) {
+            wk_error_set("graph copy: only an extern node can gain outputs (node %d)", n);
+            goto fail;
+        } else if (nd->op == WK_OP_SCALAR && g->values.data[nd->output]->is_wrapped_number) {
+            id = wk_graph_scalar(c, nd->attrs.dtype, nd->attrs.fvalue, nd->attrs.ivalue);
+        } else {
+            id = wk_graph_op(c, nd->op, inputs, nd->ninputs, &nd->attrs);
+        }
+        if (id < 0) goto fail;
+        for (int k = 0; k < nout; k++) value_map[nd->outputs[k]] = id + k;
+    }
+    for (int i = 0; i < g->outputs.len; i++)
+        if (wk_graph_output(c, value_map[g->outputs.data[i]]) < 0) goto fail;
+    return c;
+fail:
+    wk_graph_free(c);
+    return NULL;
+}

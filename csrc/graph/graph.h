@@ -331,6 +331,15 @@ int wk_graph_nusers(const WkGraph *g, int value);
  * 0, or -1 with wk_error set. */
 int wk_graph_replace_input(WkGraph *g, int node, int k, int value);
 
+/* A copy of g with the same inputs (in order), nodes and outputs. With
+ * extra_outputs (NULL: none), node n of g gains extra_outputs[n] outputs
+ * after its own (extern nodes only), described by the next entries of
+ * extra_metas (node order). value_map (g's nvalues entries, caller's) gets
+ * each value's id in the copy; node n's extra output k is the id of its
+ * last own output + 1 + k. New graph (caller frees), or NULL with wk_error
+ * set (a symbolic size, an extra output on a table op, a builder refusal). */
+WkGraph *wk_graph_copy(const WkGraph *g, const int *extra_outputs, const WkTensorMeta *extra_metas, int *value_map);
+
 /* Human-readable listing, one node per line; caller frees. Stable: used for
  * logs, explain() and the codegen replay tests. */
 char *wk_graph_print(const WkGraph *g);

@@ -614,6 +614,85 @@ static PyObject *Graph_value(GraphObject *self, PyObject *arg) {
     return value_dict_Ref(self->g, wk_graph_value(self->g, (int)id));
 }
 
+/* copy(extra=None) -> (Graph, value_map): a copy of this graph; extra maps a
+ * node index to a list of output metadata that extern node gains after its
+ * own outputs (autodiff keeps what an extern's backward reads: attention's
+ * logsumexp). value_map[i] is value i's id in the copy. */
+static PyObject *Graph_copy(GraphObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"extra", NULL};
+    PyObject *extra = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:copy", kwlist, &extra)) return NULL;
+    int nnodes = wk_graph_nnodes(self->g), nvalues = wk_graph_nvalues(self->g), nmetas = 0;
+    int *counts = PyMem_Calloc((size_t)nnodes + 1, sizeof *counts);
+    int *map = PyMem_Calloc((size_t)nvalues + 1, sizeof *map);
+    WkTensorMeta *metas = NULL;
+    PyObject *result = NULL, *items = NULL;
+    if (!counts || !map) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (extra != Py_None) {
+        if (!PyDict_Check(extra)) {
+            PyErr_SetString(PyExc_TypeError, "wick: copy(extra=) takes a dict {node index: [metadata]}");
+            goto done;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *val;
+        while (PyDict_Next(extra, &pos, &key, &val)) {
+            long n = PyLong_AsLong(key);
+            if (n == -1 && PyErr_Occurred()) goto done;
+            Py_ssize_t len = PySequence_Length(val);
+            if (len < 0) goto done;
+            if (n < 0 || n >= nnodes) {
+                PyErr_Format(PyExc_IndexError, "wick: no node %ld", n);
+                goto done;
+            }
+            counts[n] = (int)len;
+            nmetas += (int)len;
+        }
+        metas = PyMem_Calloc((size_t)nmetas + 1, sizeof *metas);
+        if (!metas) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int n = 0, k = 0; n < nnodes; n++) {
+            if (!counts[n]) continue;
+            PyObject *key2 = PyLong_FromLong(n);
+            PyObject *seq = key2 ? PySequence_Fast(PyDict_GetItemWithError(extra, key2), "metadata list") : NULL;
+            Py_XDECREF(key2);
+            if (!seq) goto done;
+            for (int j = 0; j < counts[n]; j++)
+                if (parse_meta(PySequence_Fast_GET_ITEM(seq, j), &metas[k++]) < 0) {
+                    Py_DECREF(seq);
+                    goto done;
+                }
+            Py_DECREF(seq);
+        }
+    }
+    wk_error_clear();
+    WkGraph *c = wk_graph_copy(self->g, counts, metas, map);
+    if (!c) {
+        PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
+        goto done;
+    }
+    GraphObject *copy = (GraphObject *)Graph_Type.tp_alloc(&Graph_Type, 0);
+    if (!copy) {
+        wk_graph_free(c);
+        goto done;
+    }
+    copy->g = c;
+    items = PyList_New(nvalues);
+    for (int i = 0; items && i < nvalues; i++) PyList_SET_ITEM(items, i, PyLong_FromLong(map[i]));
+    if (items) result = PyTuple_Pack(2, (PyObject *)copy, items);
+    Py_DECREF(copy);
+done:
+    Py_XDECREF(items);
+    PyMem_Free(counts);
+    PyMem_Free(map);
+    PyMem_Free(metas);
+    return result;
+}
+
 static PyObject *Graph_hash(GraphObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromUnsignedLongLong(wk_graph_hash(self->g));
@@ -646,6 +725,8 @@ static PyMethodDef Graph_methods[] = {
     {"outputs", (PyCFunction)Graph_outputs, METH_NOARGS, "Output value ids, in order."},
     {"value", (PyCFunction)Graph_value, METH_O, "value(id) -> dict(dtype, sizes, strides, ...)"},
     {"hash", (PyCFunction)Graph_hash, METH_NOARGS, "Structural hash (not sources)."},
+    {"copy", (PyCFunction)(void (*)(void))Graph_copy, METH_VARARGS | METH_KEYWORDS,
+     "copy(extra=None) -> (Graph, value_map): extra = {extern node index: [output metadata]}"},
     {NULL, NULL, 0, NULL},
 };
 

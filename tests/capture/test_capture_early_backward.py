@@ -16,6 +16,13 @@ from test_capture_util import *  # noqa: F401,F403
 from test_capture_util import assert_same, compiled, entries
 
 
+@pytest.fixture(autouse=True)
+def _through_aotautograd(monkeypatch):
+    """The early backward is AOTAutograd's path: wick's own autodiff
+    (wick/_autodiff.py, tests/autodiff/) would take these graphs first."""
+    monkeypatch.setenv("WICK_AUTODIFF", "aot")
+
+
 class Block(torch.nn.Module):
     def __init__(self, d=8, h=12):
         super().__init__()

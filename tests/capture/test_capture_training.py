@@ -316,6 +316,7 @@ def test_attention_views_export_as_views(monkeypatch):
     reorder their base (heads split and merged), and so the backward graph AOTAutograd makes has
     no as_strided_scatter or copy; gradients equal eager's. (Slices, e.g. of a fused qkv
     projection's chunks, stay _view_of.)"""
+    monkeypatch.setenv("WICK_AUTODIFF", "aot")  # the export to FX, which wick's own autodiff skips
     import wick.backends as wb
 
     modules = []
@@ -352,11 +353,13 @@ class SDPA(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p).transpose(1, 2).reshape(b, t, d)
 
 
-def test_backward_graph_runs_no_attention_forward():
+def test_backward_graph_runs_no_attention_forward(monkeypatch):
     """AOTAutograd's backward graph of a graph from wick's capture held an attention forward whose
     results nothing read (kept by FX's dead code elimination: the op is tagged as drawing random
     numbers), run in every training step. Dropped when dropout_p == 0; gradients equal eager's."""
     import wick.backends as wb
+
+    monkeypatch.setenv("WICK_AUTODIFF", "aot")  # AOTAutograd's backward graph
 
     start = len(wb.compiled_graphs)
     torch.manual_seed(0)

@@ -1,0 +1,1109 @@
+"""wick's own reverse-mode autodiff, for graphs of wick's own capture that
+need a backward (a training step through wick.compile).
+
+Without it such a graph is exported to FX and AOTAutograd traces the forward
+and the backward through PyTorch's dispatcher under fake tensors: seconds
+for a transformer (4 of ViT-B's 6 s cold first call on the H200). Here the
+backward is built from the captured graph directly, one derivative rule per
+op of the table and per extern kind, in milliseconds:
+
+  * differentiate() walks the graph backwards from the outputs that need a
+    gradient and builds the backward graph node by node (pointwise work,
+    reductions, views, extern calls such as mm and the attention backward);
+  * every forward value a rule reads becomes an input of the backward and an
+    extra output of a copy of the forward graph (the graph inputs among them
+    are passed as they are); an extern whose backward needs more of its
+    result than the captured node kept (attention's logsumexp) gains that
+    output in the copy;
+  * both graphs are compiled by the pipeline as any other, and a
+    torch.autograd.Function runs them (compile_training).
+
+A node without a rule, a graph with written inputs, symbolic sizes or an
+output that is an input raise Unsupported, and the caller gives the graph to
+AOTAutograd as before, with the reason logged (WICK_LOG=breaks) and counted
+(stats()). WICK_AUTODIFF=aot sends every graph there.
+"""
+import os
+import sys
+import threading
+
+from . import _C
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+LOW = ("float16", "bfloat16")
+
+# ops whose outputs carry no gradient (comparisons, integer results, masks)
+_NONDIFF = {"EQ", "NE", "LT", "LE", "GT", "GE", "ISNAN", "ISINF", "ISFINITE", "ISPOSINF", "ISNEGINF", "ARGMAX",
+            "ARGMIN", "ANY", "ALL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_NOT", "BITWISE_AND",
+            "BITWISE_OR", "BITWISE_XOR", "BITWISE_NOT", "ONE_HOT", "ARANGE", "FULL", "SIGN", "FLOOR", "CEIL",
+            "ROUND", "TRUNC", "SCALAR"}
+
+_stats = {"graphs": 0, "fallbacks": 0, "reasons": []}
+
+
+class Unsupported(Exception):
+    """A graph these rules do not cover; it goes through AOTAutograd."""
+
+
+def enabled():
+    return os.environ.get("WICK_AUTODIFF", "own").strip().lower() != "aot"
+
+
+def stats():
+    """How many training graphs took wick's autodiff, how many went to
+    AOTAutograd and why (the last 20 reasons)."""
+    return {"graphs": _stats["graphs"], "fallbacks": _stats["fallbacks"], "reasons": list(_stats["reasons"])}
+
+
+def reset_stats():
+    _stats.update(graphs=0, fallbacks=0, reasons=[])
+
+
+def contiguous_strides(sizes):
+    strides, acc = [0] * len(sizes), 1
+    for d in range(len(sizes) - 1, -1, -1):
+        strides[d] = acc
+        acc *= max(sizes[d], 1)
+    return strides
+
+
+def _numel(sizes):
+    n = 1
+    for s in sizes:
+        n *= s
+    return n
+
+
+class _Builder:
+    """The backward graph under construction, and the forward values it reads."""
+
+    def __init__(self, fwd, fwd_values, producer, nodes):
+        self.fwd, self.fwd_values, self.producer, self.nodes = fwd, fwd_values, producer, nodes
+        self.g = _C.Graph()
+        self.saved = {}        # forward value id (or ("extra", node, k)) -> backward input id
+        self.saved_order = []  # those keys, in backward input order
+        self.extra = {}        # forward node index -> [metadata of the outputs it gains]
+        self.extern_entries = []
+        self.views = set()   # backward ids made by VIEW
+        self.inputs = set()  # backward ids that are its inputs
+        self._meta = {}
+
+    def input(self, meta):
+        b = self.g.input(meta["dtype"], list(meta["sizes"]), list(meta["strides"]), device=meta["device"],
+                         any_dtype=True)
+        self.inputs.add(b)
+        return b
+
+    # -- values --------------------------------------------------------------
+    def fmeta(self, v):
+        m = self.fwd_values.get(v)
+        if m is None:
+            m = self.fwd_values[v] = self.fwd.value(v)
+        return m
+
+    def meta(self, b):
+        m = self._meta.get(b)
+        if m is None:
+            m = self._meta[b] = self.g.value(b)
+        return m
+
+    def fw(self, v):
+        """The forward value v, read by the backward."""
+        b = self.saved.get(v)
+        if b is not None:
+            return b
+        n = self.producer.get(v)
+        nd = self.nodes[n] if n is not None else None
+        if nd is not None and nd["op"] == "SCALAR" and self.fmeta(v)["is_wrapped_number"]:
+            b = self.g.scalar(nd["value"])  # a Python number: a constant of the backward too
+        else:
+            b = self.input(self.fmeta(v))
+            self.saved_order.append(v)
+        self.saved[v] = b
+        return b
+
+    def fw_extra(self, node, k, meta):
+        """Output k of the outputs forward node `node` gains (metadata meta)."""
+        key = ("extra", node, k)
+        b = self.saved.get(key)
+        if b is None:
+            self.extra.setdefault(node, [])
+            while len(self.extra[node]) <= k:
+                self.extra[node].append(None)
+            self.extra[node][k] = meta
+            b = self.input(meta)
+            self.saved[key] = b
+            self.saved_order.append(key)
+        return b
+
+    # -- ops -----------------------------------------------------------------
+    def op(self, name, inputs, **kw):
+        return self.g.op(name, inputs, **kw)
+
+    def num(self, x):
+        return self.g.scalar(x)
+
+    def mul(self, a, b):
+        return self.op("MUL", [a, b])
+
+    def add(self, a, b):
+        return self.op("ADD", [a, b])
+
+    def sub(self, a, b):
+        return self.op("SUB", [a, b])
+
+    def div(self, a, b):
+        return self.op("DIV", [a, b])
+
+    def neg(self, a):
+        return self.op("NEG", [a])
+
+    def cast(self, b, dtype):
+        return b if self.meta(b)["dtype"] == dtype else self.op("CONVERT", [b], dtype=dtype)
+
+    def wide(self, b):
+        """b in float32 when it is 16-bit (derivatives compute as eager's kernels do)."""
+        return self.cast(b, "float32") if self.meta(b)["dtype"] in LOW else b
+
+    def copy(self, b):
+        return self.op("CONVERT", [b], dtype=self.meta(b)["dtype"])
+
+    def contiguous(self, b):
+        m = self.meta(b)
+        if list(m["strides"]) == contiguous_strides(m["sizes"]) or _numel(m["sizes"]) <= 1:
+            return b
+        return self.copy(b)
+
+    def view(self, b, sizes, strides, offset=0):
+        sizes, strides = list(sizes), list(strides)
+        v = self.op("VIEW", [b], ints=[len(sizes)] + sizes + strides + [offset])
+        self.views.add(v)
+        return v
+
+    def reshape(self, b, sizes):
+        """b (made contiguous) seen with other sizes of the same count."""
+        b = self.contiguous(b)
+        if list(self.meta(b)["sizes"]) == list(sizes):
+            return b
+        return self.view(b, sizes, contiguous_strides(sizes))
+
+    def zeros(self, sizes, dtype, device):
+        return self.op("FULL", [self.num(0.0 if dtype in FLOATS else 0)], ints=list(sizes), dtype=dtype,
+                       device=device)
+
+    def sum_to(self, b, sizes):
+        """b summed over the dims broadcasting added to a tensor of `sizes`."""
+        have = list(self.meta(b)["sizes"])
+        sizes = list(sizes)
+        if have == sizes:
+            return b
+        lead = len(have) - len(sizes)
+        if lead < 0:
+            raise Unsupported("a gradient of lower rank than its input")
+        dims = list(range(lead)) + [lead + i for i, s in enumerate(sizes) if s == 1 and have[lead + i] != 1]
+        if dims:
+            b = self.op("SUM", [b], dims=dims, keepdim=True)
+        return self.reshape(b, sizes)
+
+    def expand_reduced(self, b, in_sizes, dims, keepdim):
+        """The gradient of a reduction over `dims` of a tensor of in_sizes,
+        broadcast back to in_sizes (a stride-0 view)."""
+        nd = len(in_sizes)
+        dims = sorted(d % nd for d in dims) if dims else list(range(nd))
+        kept = [1 if d in dims else in_sizes[d] for d in range(nd)]
+        b = self.reshape(b, kept) if (not keepdim or list(self.meta(b)["sizes"]) != kept) else self.contiguous(b)
+        strides = contiguous_strides(kept)
+        return self.view(b, in_sizes, [0 if d in dims else strides[d] for d in range(nd)])
+
+    def extern(self, fn, args, kwargs, inputs, outputs, name, picks=None):
+        """A call of fn in the backward; args/kwargs templates hold
+        ExternInput(k) for inputs[k]. outputs: metadata dicts. Returns ids."""
+        index = len(self.extern_entries)
+        entry = (fn, tuple(args), dict(kwargs or {})) + ((tuple(picks),) if picks is not None else ())
+        self.extern_entries.append(entry)
+        return self.g.extern(index, list(inputs), outputs, name=name)
+
+    def transpose(self, b):
+        """The last two dims of b swapped (a view)."""
+        m = self.meta(b)
+        sizes, strides = list(m["sizes"]), list(m["strides"])
+        sizes[-2], sizes[-1] = sizes[-1], sizes[-2]
+        strides[-2], strides[-1] = strides[-1], strides[-2]
+        return self.view(b, sizes, strides)
+
+
+def _meta(dtype, sizes, device, strides=None):
+    return {"dtype": dtype, "sizes": list(sizes), "strides": list(strides or contiguous_strides(sizes)),
+            "device": device}
+
+
+# ---- derivative rules --------------------------------------------------------
+# rule(bld, node, gouts, need) -> one gradient per node input (a backward id
+# in that input's dtype and shape, or None); gouts: the gradients of the
+# node's outputs (None where an output has none). A rule reads forward
+# values through bld.fw().
+
+def _in(bld, nd, k):
+    return bld.fmeta(nd["inputs"][k])
+
+
+def _unbroadcast(bld, nd, k, g):
+    m = _in(bld, nd, k)
+    if m["is_wrapped_number"]:
+        return None
+    return bld.cast(bld.sum_to(g, m["sizes"]), m["dtype"])
+
+
+def _binary(fa, fb):
+    def rule(bld, nd, gouts, need):
+        g = gouts[0]
+        out = [None, None]
+        if need[0]:
+            out[0] = _unbroadcast(bld, nd, 0, fa(bld, nd, g))
+        if need[1]:
+            out[1] = _unbroadcast(bld, nd, 1, fb(bld, nd, g))
+        return out
+    return rule
+
+
+def _x(bld, nd, k=0):
+    return bld.fw(nd["inputs"][k])
+
+
+def _y(bld, nd):
+    return bld.fw(nd["output"])
+
+
+def _unary(f):
+    """f(bld, nd, g) -> dL/dx for a pointwise op of one input, in the output's
+    dtype (cast to the input's here)."""
+    def rule(bld, nd, gouts, need):
+        if not need[0]:
+            return [None] * len(nd["inputs"])
+        return [_unbroadcast(bld, nd, 0, f(bld, nd, gouts[0]))] + [None] * (len(nd["inputs"]) - 1)
+    return rule
+
+
+def _wide_unary(f):
+    """As _unary, the derivative computed in float32 for 16-bit values (eager's
+    backward kernels widen them) and rounded once."""
+    def g_of(bld, nd, g):
+        return f(bld, nd, bld.wide(g))
+    return _unary(g_of)
+
+
+def _gelu_derivative(bld, nd, g):
+    x = bld.wide(_x(bld, nd))
+    cdf = bld.mul(bld.add(bld.op("ERF", [bld.mul(x, bld.num(0.7071067811865476))]), bld.num(1.0)), bld.num(0.5))
+    pdf = bld.mul(bld.op("EXP", [bld.mul(bld.mul(x, x), bld.num(-0.5))]), bld.num(0.3989422804014327))
+    return bld.mul(g, bld.add(cdf, bld.mul(x, pdf)))
+
+
+def _gelu_tanh_derivative(bld, nd, g):
+    x = bld.wide(_x(bld, nd))
+    k, c = 0.7978845608028654, 0.044715
+    x2 = bld.mul(x, x)
+    inner = bld.mul(bld.mul(x, bld.add(bld.mul(x2, bld.num(c)), bld.num(1.0))), bld.num(k))
+    t = bld.op("TANH", [inner])
+    left = bld.mul(bld.add(t, bld.num(1.0)), bld.num(0.5))
+    dinner = bld.mul(bld.add(bld.mul(x2, bld.num(3 * c)), bld.num(1.0)), bld.num(k))
+    right = bld.mul(bld.mul(bld.mul(x, bld.num(0.5)), bld.sub(bld.num(1.0), bld.mul(t, t))), dinner)
+    return bld.mul(g, bld.add(left, right))
+
+
+def _silu_derivative(bld, nd, g):
+    x = bld.wide(_x(bld, nd))
+    s = bld.op("SIGMOID", [x])
+    return bld.mul(g, bld.mul(s, bld.add(bld.mul(x, bld.sub(bld.num(1.0), s)), bld.num(1.0))))
+
+
+def _pow_rule(bld, nd, gouts, need):
+    e = bld.producer.get(nd["inputs"][1])
+    enode = bld.nodes[e] if e is not None else None
+    if need[1] or enode is None or enode["op"] != "SCALAR":
+        raise Unsupported("pow with a tensor exponent")
+    c = enode["value"]
+    if not need[0]:
+        return [None, None]
+    x = bld.wide(_x(bld, nd))
+    d = bld.mul(bld.op("POW", [x, bld.num(float(c) - 1.0)]), bld.num(float(c)))
+    return [_unbroadcast(bld, nd, 0, bld.mul(bld.wide(gouts[0]), d)), None]
+
+
+def _where_rule(bld, nd, gouts, need):
+    g = gouts[0]
+    c = _x(bld, nd, 0)
+    zero = bld.num(0.0)
+    out = [None, None, None]
+    if need[1]:
+        out[1] = _unbroadcast(bld, nd, 1, bld.op("WHERE", [c, g, zero]))
+    if need[2]:
+        out[2] = _unbroadcast(bld, nd, 2, bld.op("WHERE", [c, zero, g]))
+    return out
+
+
+def _masked_fill_rule(bld, nd, gouts, need):
+    if need[2] and not _in(bld, nd, 2)["is_wrapped_number"]:
+        raise Unsupported("masked_fill with a tensor value that needs a gradient")
+    out = [None, None, None]
+    if need[0]:
+        out[0] = _unbroadcast(bld, nd, 0, bld.op("MASKED_FILL", [gouts[0], _x(bld, nd, 1), bld.num(0.0)]))
+    return out
+
+
+def _reduce_dims(nd, ndim):
+    return list(nd["dims"]) if nd["dims"] else list(range(ndim))
+
+
+def _sum_rule(bld, nd, gouts, need):
+    m = _in(bld, nd, 0)
+    g = bld.expand_reduced(gouts[0], m["sizes"], _reduce_dims(nd, len(m["sizes"])), nd["keepdim"])
+    return [bld.cast(g, m["dtype"])]
+
+
+def _mean_rule(bld, nd, gouts, need):
+    m = _in(bld, nd, 0)
+    dims = _reduce_dims(nd, len(m["sizes"]))
+    count = _numel([m["sizes"][d] for d in dims])
+    g = bld.expand_reduced(gouts[0], m["sizes"], dims, nd["keepdim"])
+    return [bld.cast(bld.div(g, bld.num(float(count))), m["dtype"])]
+
+
+def _softmax_rule(bld, nd, gouts, need):
+    m = _in(bld, nd, 0)
+    y = bld.wide(_y(bld, nd))
+    g = bld.wide(gouts[0])
+    dims = list(nd["dims"])
+    gy = bld.mul(g, y)
+    s = bld.op("SUM", [gy], dims=dims, keepdim=True)
+    return [bld.cast(bld.sub(gy, bld.mul(y, s)), m["dtype"])]
+
+
+def _log_softmax_rule(bld, nd, gouts, need):
+    m = _in(bld, nd, 0)
+    y = bld.wide(_y(bld, nd))
+    g = bld.wide(gouts[0])
+    s = bld.op("SUM", [g], dims=list(nd["dims"]), keepdim=True)
+    return [bld.cast(bld.sub(g, bld.mul(bld.op("EXP", [y]), s)), m["dtype"])]
+
+
+def _layer_norm_rule(bld, nd, gouts, need):
+    xm = _in(bld, nd, 0)
+    dims = list(nd["dims"])
+    eps = nd["fvalue"]
+    x = bld.wide(_x(bld, nd, 0))
+    mean = bld.op("MEAN", [x], dims=dims, keepdim=True)
+    xc = bld.sub(x, mean)
+    var = bld.op("MEAN", [bld.mul(xc, xc)], dims=dims, keepdim=True)
+    rstd = bld.op("RSQRT", [bld.add(var, bld.num(float(eps)))])
+    xhat = bld.mul(xc, rstd)
+    g = bld.wide(gouts[0])
+    out = [None, None, None]
+    wm = _in(bld, nd, 1)
+    if need[1]:
+        out[1] = bld.cast(bld.sum_to(bld.mul(g, xhat), wm["sizes"]), wm["dtype"])
+    if need[2]:
+        bm = _in(bld, nd, 2)
+        out[2] = bld.cast(bld.sum_to(g, bm["sizes"]), bm["dtype"])
+    if need[0]:
+        gxhat = g if wm["is_wrapped_number"] else bld.mul(g, bld.wide(_x(bld, nd, 1)))
+        a = bld.op("MEAN", [gxhat], dims=dims, keepdim=True)
+        b = bld.op("MEAN", [bld.mul(gxhat, xhat)], dims=dims, keepdim=True)
+        gx = bld.mul(bld.sub(bld.sub(gxhat, a), bld.mul(xhat, b)), rstd)
+        out[0] = bld.cast(gx, xm["dtype"])
+    return out
+
+
+def _cat_rule(bld, nd, gouts, need):
+    g = bld.contiguous(gouts[0])
+    gm = bld.meta(g)
+    dim = nd["ints"][0] % len(gm["sizes"])
+    strides = contiguous_strides(gm["sizes"])
+    out, start = [], 0
+    for k, v in enumerate(nd["inputs"]):
+        m = bld.fmeta(v)
+        n = m["sizes"][dim] if len(m["sizes"]) == len(gm["sizes"]) else 0
+        if need[k] and n:
+            out.append(bld.cast(bld.view(g, m["sizes"], strides, start * strides[dim]), m["dtype"]))
+        else:
+            out.append(None)
+        start += n
+    return out
+
+
+def _pad_rule(bld, nd, gouts, need):
+    if not need[0]:
+        return [None, None]
+    m = _in(bld, nd, 0)
+    crop = [-p for p in nd["ints"]]
+    return [bld.cast(bld.op("PAD", [gouts[0], bld.num(0.0)], ints=crop), m["dtype"]), None]
+
+
+def _view_map(bsizes, bstrides, vsizes, vstrides, offset):
+    """How view dim d reads base dim k (dim_of[d], mult[d]) and where each
+    base dim starts (off[k]), or None when the view is not a nested split
+    of the base's dims (a transposed merge, an overlapping base). Dims of
+    size 1 and stride-0 dims get dim_of -1."""
+    order = sorted((k for k in range(len(bsizes)) if bsizes[k] > 1), key=lambda k: -bstrides[k])
+    for a, b in zip(order, order[1:]):
+        if bstrides[a] < bstrides[b] * bsizes[b] or bstrides[b] <= 0:
+            return None  # an overlapping base
+    off = [0] * len(bsizes)
+    rem = offset
+    for k in order:
+        off[k], rem = divmod(rem, bstrides[k])
+        if off[k] >= bsizes[k]:
+            return None
+    if rem:
+        return None
+    dim_of, mult = [-1] * len(vsizes), [0] * len(vsizes)
+    for d, (n, s) in enumerate(zip(vsizes, vstrides)):
+        if n == 1 or s == 0:
+            continue
+        k = next((k for k in order if 0 < bstrides[k] <= s), None)
+        if k is None or s % bstrides[k]:
+            return None
+        dim_of[d], mult[d] = k, s // bstrides[k]
+    for k in order:
+        ds = sorted((d for d in range(len(vsizes)) if dim_of[d] == k), key=lambda d: -mult[d])
+        if not ds:
+            continue
+        if mult[ds[-1]] != 1:
+            return None  # a strided slice
+        for a, b in zip(ds, ds[1:]):
+            if mult[a] != mult[b] * vsizes[b]:
+                return None
+        if off[k] + _numel([vsizes[d] for d in ds]) > bsizes[k]:
+            return None
+    return dim_of, mult, off
+
+
+def _merged(sizes, strides):
+    """sizes/strides with adjacent dims merged where memory allows (a
+    reshape of the base could not tell them apart)."""
+    ms, mt = [], []
+    for n, s in zip(sizes, strides):
+        if n == 1:
+            continue
+        if ms and mt[-1] == s * n:
+            ms[-1] *= n
+            mt[-1] = s
+        else:
+            ms.append(n)
+            mt.append(s)
+    return ms, mt
+
+
+def _view_rule(bld, nd, gouts, need):
+    if not need[0]:
+        return [None]
+    base = _in(bld, nd, 0)
+    ints = nd["ints"]
+    n = ints[0]
+    vsizes, vstrides, offset = list(ints[1:1 + n]), list(ints[1 + n:1 + 2 * n]), ints[1 + 2 * n]
+    bsizes, bstrides = list(base["sizes"]), list(base["strides"])
+    g = gouts[0]
+    if _numel(vsizes) == 0 or _numel(bsizes) == 0:
+        return [bld.zeros(bsizes, base["dtype"], base["device"])]
+    # expanded dims: their gradients add up
+    expanded = [d for d in range(n) if vstrides[d] == 0 and vsizes[d] > 1]
+    if expanded:
+        g = bld.op("SUM", [g], dims=expanded, keepdim=True)
+        vsizes = [1 if d in expanded else s for d, s in enumerate(vsizes)]
+    g = bld.contiguous(g)
+    # the base as it is, with dims merged where a reshape could not tell them
+    # apart, or in memory order (a permuted base) merged the same way
+    perm = sorted(range(len(bsizes)), key=lambda k: -bstrides[k])
+    candidates = ((bsizes, bstrides, None), _merged(bsizes, bstrides) + (None,),
+                  _merged([bsizes[k] for k in perm], [bstrides[k] for k in perm]) + (perm,))
+    for target_sizes, target_strides, order_of in candidates:
+        found = _view_map(target_sizes, target_strides, vsizes, vstrides, offset)
+        if found is not None:
+            break
+    else:
+        raise Unsupported(f"the gradient of a view {vsizes}/{vstrides}+{offset} of {bsizes}/{bstrides}")
+    dim_of, mult, off = found
+    gstrides = contiguous_strides(vsizes)
+    order = sorted((d for d in range(n) if dim_of[d] >= 0), key=lambda d: (dim_of[d], -mult[d]))
+    if order != sorted(order):  # the base's order differs from the view's: a copy in the base's order
+        g = bld.copy(bld.view(g, [vsizes[d] for d in order], [gstrides[d] for d in order]))
+    counts = [_numel([vsizes[d] for d in order if dim_of[d] == k]) for k in range(len(target_sizes))]
+    g = bld.reshape(g, counts)
+    pads = []
+    for k in range(len(target_sizes)):
+        pads += [off[k], target_sizes[k] - off[k] - counts[k]]
+    if any(pads):
+        g = bld.op("PAD", [g, bld.num(0.0)], ints=pads)
+    if order_of is None:
+        return [bld.reshape(g, bsizes)]
+    # memory order -> the base's dims: a view of the contiguous gradient
+    msizes = [bsizes[k] for k in order_of]
+    g = bld.reshape(g, msizes)
+    mstrides = contiguous_strides(msizes)
+    return [bld.view(g, bsizes, [mstrides[order_of.index(k)] for k in range(len(bsizes))])]
+
+
+# ---- extern rules --------------------------------------------------------------
+
+def _mm_out(bld, a, b):
+    ma, mb = bld.meta(a), bld.meta(b)
+    return _meta(ma["dtype"], list(ma["sizes"][:-1]) + [mb["sizes"][-1]], ma["device"])
+
+
+def _mm(bld, a, b, name="aten.mm.default"):
+    import torch
+
+    fn = torch.ops.aten.mm.default if name == "aten.mm.default" else torch.ops.aten.bmm.default
+    return bld.extern(fn, (_C.ExternInput(0), _C.ExternInput(1)), None, [a, b], [_mm_out(bld, a, b)], name)[0]
+
+
+def _plain_template(entry, n):
+    """entry's args are ExternInput(0..n-1) in order, no kwargs, no extra args."""
+    if callable(entry) or len(entry) < 2:
+        return False
+    args, kwargs = entry[1], entry[2] if len(entry) > 2 else None
+    return (len(args) == n and all(isinstance(a, _C.ExternInput) and a.index == i for i, a in enumerate(args))
+            and not kwargs)
+
+
+def _addmm_rule(bld, nd, gouts, need, entry):
+    if not _plain_template(entry, 3):
+        raise Unsupported("addmm with beta or alpha")
+    g = gouts[0]
+    out = [None, None, None]
+    if need[0]:
+        out[0] = _unbroadcast(bld, nd, 0, g)
+    if need[1]:
+        out[1] = bld.cast(_mm(bld, g, bld.transpose(_x(bld, nd, 2))), _in(bld, nd, 1)["dtype"])
+    if need[2]:
+        out[2] = bld.cast(_mm(bld, bld.transpose(_x(bld, nd, 1)), g), _in(bld, nd, 2)["dtype"])
+    return out
+
+
+def _mm_rule(bld, nd, gouts, need, entry, name="aten.mm.default"):
+    if not _plain_template(entry, 2):
+        raise Unsupported(f"{name} with other arguments")
+    g = gouts[0]
+    out = [None, None]
+    if need[0]:
+        out[0] = bld.cast(_mm(bld, g, bld.transpose(_x(bld, nd, 1)), name), _in(bld, nd, 0)["dtype"])
+    if need[1]:
+        out[1] = bld.cast(_mm(bld, bld.transpose(_x(bld, nd, 0)), g, name), _in(bld, nd, 1)["dtype"])
+    return out
+
+
+def _bmm_rule(bld, nd, gouts, need, entry):
+    return _mm_rule(bld, nd, gouts, need, entry, "aten.bmm.default")
+
+
+def _convolution_rule(bld, nd, gouts, need, entry):
+    import torch
+
+    args = entry[1] if not callable(entry) else ()
+    kwargs = entry[2] if len(entry) > 2 else None
+    if kwargs or len(args) != 9 or not all(isinstance(a, _C.ExternInput) and a.index == i
+                                          for i, a in enumerate(args[:len(nd["inputs"])])):
+        raise Unsupported("a convolution call of another form")
+    has_bias = len(nd["inputs"]) == 3 and isinstance(args[2], _C.ExternInput)
+    if len(nd["inputs"]) != (3 if has_bias else 2):
+        raise Unsupported("a convolution call of another form")
+    stride, padding, dilation, transposed, output_padding, groups = args[3:9]
+    mask = [bool(need[0]), bool(need[1]), bool(has_bias and need[2])]
+    g = bld.contiguous(gouts[0])
+    xm, wm = _in(bld, nd, 0), _in(bld, nd, 1)
+    bias_sizes = [wm["sizes"][1] * groups if transposed else wm["sizes"][0]] if has_bias else None
+    template = (_C.ExternInput(0), _C.ExternInput(1), _C.ExternInput(2), bias_sizes, list(stride), list(padding),
+                list(dilation), transposed, list(output_padding), groups, mask)
+    picks, metas, which = [], [], []
+    for k, (want, m) in enumerate(((mask[0], xm), (mask[1], wm), (mask[2], _in(bld, nd, 2) if has_bias else None))):
+        if want:
+            picks.append(k)
+            metas.append(_meta(bld.meta(g)["dtype"], m["sizes"], m["device"]))
+            which.append(k)
+    if not picks:
+        return [None] * len(nd["inputs"])
+    ids = bld.extern(torch.ops.aten.convolution_backward.default, template, None,
+                     [g, _x(bld, nd, 0), _x(bld, nd, 1)], metas, "aten.convolution_backward.default", picks)
+    out = [None] * len(nd["inputs"])
+    for k, b in zip(which, ids):
+        out[k] = bld.cast(b, _in(bld, nd, k)["dtype"])
+    return out
+
+
+def _unbind_rule(bld, nd, gouts, need, entry):
+    args = entry[1] if not callable(entry) else ()
+    if len(args) != 2 or not isinstance(args[0], _C.ExternInput) or not isinstance(args[1], int) or \
+            (len(entry) > 2 and entry[2]):
+        raise Unsupported("unbind of another form")
+    if not need[0]:
+        return [None]
+    xm = _in(bld, nd, 0)
+    dim = args[1] % len(xm["sizes"])
+    parts = []
+    for k, o in enumerate(nd["outputs"]):
+        om = bld.fmeta(o)
+        g = gouts[k] if gouts[k] is not None else bld.zeros(om["sizes"], om["dtype"], om["device"])
+        sizes = list(om["sizes"])
+        parts.append(bld.reshape(g, sizes[:dim] + [1] + sizes[dim:]))
+    return [bld.cast(bld.op("CAT", parts, ints=[dim]), xm["dtype"])]
+
+
+def _lse_meta(bld, n, nd, entry, item):
+    """Metadata of item `item` of the attention call's result (its
+    logsumexp), from a call on meta tensors."""
+    import torch
+
+    def sub(a):
+        if isinstance(a, _C.ExternInput):
+            m = _in(bld, nd, a.index)
+            return torch.empty_strided(m["sizes"], m["strides"], dtype=getattr(torch, m["dtype"]), device="meta")
+        return a
+
+    fn, args = entry[0], entry[1]
+    kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
+    res = fn(*[sub(a) for a in args], **{k: sub(v) for k, v in kwargs.items()})
+    t = res[item]
+    return _meta(str(t.dtype).replace("torch.", ""), list(t.shape), _in(bld, nd, 0)["device"], list(t.stride()))
+
+
+def _attention_args(entry, nd, want):
+    args = entry[1]
+    kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
+    picks = tuple(entry[3]) if len(entry) > 3 else None
+    if picks != (0,) or not all(isinstance(a, _C.ExternInput) and a.index == i for i, a in enumerate(args[:3])):
+        raise Unsupported("an attention call of another form")
+    for a in args[3:]:
+        if isinstance(a, _C.ExternInput):
+            want.append(a.index)
+    for v in kwargs.values():
+        if isinstance(v, _C.ExternInput):
+            want.append(v.index)
+    return args, kwargs
+
+
+def _flash_cpu_rule(bld, nd, gouts, need, entry, node_index):
+    import torch
+
+    args, kwargs = _attention_args(entry, nd, [])
+    if len(args) != 5 or args[3] != 0.0 or set(kwargs) - {"attn_mask", "scale"}:
+        raise Unsupported("CPU flash attention with dropout or other arguments")
+    mask = kwargs.get("attn_mask")
+    if mask is not None and need[mask.index]:
+        raise Unsupported("an attention mask that needs a gradient")
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, k) for k in range(3)] + [_y(bld, nd), lse]
+    kw = {}
+    if mask is not None:
+        ins.append(_x(bld, nd, mask.index))
+        kw["attn_mask"] = _C.ExternInput(6)
+    if "scale" in kwargs:
+        kw["scale"] = kwargs["scale"]
+    template = [_C.ExternInput(k) for k in range(6)] + [0.0, args[4]]
+    metas = [_meta(bld.fmeta(nd["inputs"][k])["dtype"], bld.fmeta(nd["inputs"][k])["sizes"],
+                   bld.fmeta(nd["inputs"][k])["device"]) for k in range(3)]
+    ids = bld.extern(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default, template, kw,
+                     ins, metas, "aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
+    return [ids[k] if k < 3 and need[k] else None for k in range(len(nd["inputs"]))]
+
+
+def _philox(device):
+    import torch
+
+    # the attention ops' random state: read by their backward only with dropout,
+    # which capture never passes (dropout_p is 0.0)
+    return torch.zeros((), dtype=torch.int64, device=device)
+
+
+def _flash_cuda_rule(bld, nd, gouts, need, entry, node_index):
+    import torch
+
+    args, kwargs = _attention_args(entry, nd, [])
+    if len(args) != 6 or args[3] != 0.0 or set(kwargs) - {"scale"}:
+        raise Unsupported("CUDA flash attention with dropout or other arguments")
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    q, k = _in(bld, nd, 0), _in(bld, nd, 1)
+    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
+    dev = q["device"]
+    template = [_C.ExternInput(i) for i in range(6)] + [None, None, q["sizes"][-2], k["sizes"][-2], 0.0, args[4],
+                                                        _philox(dev), _philox(dev)]
+    kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
+    metas = [_meta(_in(bld, nd, i)["dtype"], _in(bld, nd, i)["sizes"], dev) for i in range(3)]
+    ids = bld.extern(torch.ops.aten._scaled_dot_product_flash_attention_backward.default, template, kw, ins, metas,
+                     "aten._scaled_dot_product_flash_attention_backward.default", picks=(0, 1, 2))
+    return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
+
+
+def _efficient_rule(bld, nd, gouts, need, entry, node_index):
+    import torch
+
+    args, kwargs = _attention_args(entry, nd, [])
+    if len(args) != 7 or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
+        raise Unsupported("efficient attention with dropout, without its logsumexp, or other arguments")
+    bias = args[3]
+    if isinstance(bias, _C.ExternInput) and need[bias.index]:
+        raise Unsupported("an attention bias that needs a gradient")
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    dev = _in(bld, nd, 0)["device"]
+    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, i) for i in range(3)]
+    if isinstance(bias, _C.ExternInput):
+        ins.append(_x(bld, nd, bias.index))
+        bias_t = _C.ExternInput(4)
+    else:
+        bias_t = None
+    base = len(ins)
+    ins += [_y(bld, nd), lse]
+    template = [_C.ExternInput(i) for i in range(4)] + [bias_t, _C.ExternInput(base), _C.ExternInput(base + 1),
+                                                       _philox(dev), _philox(dev), 0.0, [True, True, True, False],
+                                                       args[6]]
+    kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
+    metas = [_meta(_in(bld, nd, i)["dtype"], _in(bld, nd, i)["sizes"], dev) for i in range(3)]
+    ids = bld.extern(torch.ops.aten._scaled_dot_product_efficient_attention_backward.default, template, kw, ins,
+                     metas, "aten._scaled_dot_product_efficient_attention_backward.default", picks=(0, 1, 2))
+    return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
+
+
+_RULES = {
+    "CONVERT": _unary(lambda bld, nd, g: g),
+    "ADD": _binary(lambda bld, nd, g: g, lambda bld, nd, g: g),
+    "SUB": _binary(lambda bld, nd, g: g, lambda bld, nd, g: bld.neg(g)),
+    "MUL": _binary(lambda bld, nd, g: bld.mul(g, _x(bld, nd, 1)), lambda bld, nd, g: bld.mul(g, _x(bld, nd, 0))),
+    "DIV": _binary(lambda bld, nd, g: bld.div(g, _x(bld, nd, 1)),
+                   lambda bld, nd, g: bld.neg(bld.div(bld.mul(g, _y(bld, nd)), _x(bld, nd, 1)))),
+    "NEG": _unary(lambda bld, nd, g: bld.neg(g)),
+    "RELU": _unary(lambda bld, nd, g: bld.op("WHERE", [bld.op("GT", [_y(bld, nd), bld.num(0)]), g, bld.num(0.0)])),
+    "EXP": _unary(lambda bld, nd, g: bld.mul(g, _y(bld, nd))),
+    "LOG": _unary(lambda bld, nd, g: bld.div(g, _x(bld, nd))),
+    "SQRT": _unary(lambda bld, nd, g: bld.div(g, bld.mul(_y(bld, nd), bld.num(2.0)))),
+    "RSQRT": _unary(lambda bld, nd, g: bld.mul(bld.mul(g, bld.op("POW", [_y(bld, nd), bld.num(3)])),
+                                               bld.num(-0.5))),
+    "TANH": _unary(lambda bld, nd, g: bld.mul(g, bld.sub(bld.num(1.0), bld.mul(_y(bld, nd), _y(bld, nd))))),
+    "SIGMOID": _unary(lambda bld, nd, g: bld.mul(g, bld.mul(_y(bld, nd), bld.sub(bld.num(1.0), _y(bld, nd))))),
+    "SQUARE": _unary(lambda bld, nd, g: bld.mul(g, bld.mul(_x(bld, nd), bld.num(2.0)))),
+    "RECIPROCAL": _unary(lambda bld, nd, g: bld.neg(bld.mul(g, bld.mul(_y(bld, nd), _y(bld, nd))))),
+    "ABS": _unary(lambda bld, nd, g: bld.mul(g, bld.op("SIGN", [_x(bld, nd)]))),
+    "SIN": _unary(lambda bld, nd, g: bld.mul(g, bld.op("COS", [_x(bld, nd)]))),
+    "COS": _unary(lambda bld, nd, g: bld.neg(bld.mul(g, bld.op("SIN", [_x(bld, nd)])))),
+    "GELU": _wide_unary(_gelu_derivative),
+    "GELU_TANH": _wide_unary(_gelu_tanh_derivative),
+    "SILU": _wide_unary(_silu_derivative),
+    "POW": _pow_rule,
+    "WHERE": _where_rule,
+    "MASKED_FILL": _masked_fill_rule,
+    "SUM": _sum_rule,
+    "MEAN": _mean_rule,
+    "SOFTMAX": _softmax_rule,
+    "LOG_SOFTMAX": _log_softmax_rule,
+    "LAYER_NORM": _layer_norm_rule,
+    "VIEW": _view_rule,
+    "CAT": _cat_rule,
+    "PAD": _pad_rule,
+}
+
+_EXTERN_RULES = {
+    "aten.addmm.default": _addmm_rule,
+    "aten.mm.default": _mm_rule,
+    "aten.bmm.default": _bmm_rule,
+    "aten.convolution.default": _convolution_rule,
+    "Tensor.unbind": _unbind_rule,
+}
+
+_ATTENTION_RULES = {
+    "aten._scaled_dot_product_flash_attention_for_cpu.default": _flash_cpu_rule,
+    "aten._scaled_dot_product_flash_attention.default": _flash_cuda_rule,
+    "aten._scaled_dot_product_efficient_attention.default": _efficient_rule,
+}
+
+
+class Plan:
+    """The two graphs of a differentiated graph and how to call them."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def differentiate(graph, externs, example_inputs, no_grad=()):
+    """graph (a wick._C.Graph of wick's capture), its extern table and
+    example inputs -> Plan: the forward graph (the original's outputs, then
+    the values the backward reads) and the backward graph (the saved values,
+    then a gradient for each differentiable output -> a gradient for each
+    input that requires one). Raises Unsupported."""
+    import torch
+
+    nodes = graph.nodes()
+    ins = graph.inputs()
+    outs = graph.outputs()
+    if len(ins) != len(example_inputs):
+        raise Unsupported("example inputs do not match the graph")
+    values = {}
+    producer = {}
+    need = set()
+    for i, d in enumerate(ins):
+        values[d["id"]] = d
+        t = example_inputs[i]
+        if isinstance(t, torch.Tensor) and t.requires_grad and d["dtype"] in FLOATS:
+            need.add(d["id"])
+    if not need:
+        raise Unsupported("no input requires grad")
+    no_grad = set(no_grad)
+    extern_users = {}
+    for n, nd in enumerate(nodes):
+        for o in nd["outputs"]:
+            producer[o] = n
+        if nd["op"] == "EXTERN":
+            extern_users.setdefault(nd["extern_index"], []).append(n)
+        if nd["op"] in _NONDIFF or not any(i in need for i in nd["inputs"]):
+            continue
+        for o in nd["outputs"]:
+            if o not in no_grad:
+                m = values.get(o) or values.setdefault(o, graph.value(o))
+                if m["dtype"] in FLOATS:
+                    need.add(o)
+    input_ids = {d["id"] for d in ins}
+    seen = set()
+    for v in outs:
+        if v in input_ids:
+            raise Unsupported("an output is a graph input")
+        if v in seen:
+            raise Unsupported("an output appears twice")
+        seen.add(v)
+    diff_outs = [j for j, v in enumerate(outs) if v in need]
+    if not diff_outs:
+        raise Unsupported("no output needs a gradient")
+    bld = _Builder(graph, values, producer, nodes)
+    grads = {}
+
+    def accumulate(v, b):
+        have = grads.get(v)
+        grads[v] = b if have is None else bld.add(have, b)
+
+    grad_out_metas = []
+    for j in diff_outs:
+        m = bld.fmeta(outs[j])
+        meta = _meta(m["dtype"], m["sizes"], m["device"])
+        grad_out_metas.append(meta)
+        accumulate(outs[j], bld.input(meta))
+    # the backward's inputs: these gradients, then the saved values as rules ask for them
+    for n in range(len(nodes) - 1, -1, -1):
+        nd = nodes[n]
+        gouts = [grads.pop(o, None) for o in nd["outputs"]]
+        if all(g is None for g in gouts):
+            continue
+        needin = [i in need for i in nd["inputs"]]
+        if not any(needin):
+            continue
+        if nd["op"] == "EXTERN":
+            name = nd["name"]
+            entry = externs[nd["extern_index"]]
+            if name in _ATTENTION_RULES:
+                if len(extern_users.get(nd["extern_index"], ())) != 1:
+                    raise Unsupported(f"{name}: an extern entry shared by several nodes")
+                gins = _ATTENTION_RULES[name](bld, nd, gouts, needin, entry, n)
+            elif name in _EXTERN_RULES:
+                if len(nd["outputs"]) == 1 and gouts[0] is None:
+                    continue
+                gins = _EXTERN_RULES[name](bld, nd, [g for g in gouts] if name == "Tensor.unbind" else gouts,
+                                           needin, entry)
+            else:
+                raise Unsupported(f"no derivative for the extern {name}")
+        else:
+            rule = _RULES.get(nd["op"])
+            if rule is None:
+                raise Unsupported(f"no derivative for {nd['op']}")
+            if nd["op"] != "EXTERN" and len(nd["outputs"]) != 1:
+                raise Unsupported(f"{nd['op']} with several outputs")
+            gins = rule(bld, nd, gouts, needin)
+        for v, gi, want in zip(nd["inputs"], gins, needin):
+            if gi is not None and want:
+                accumulate(v, gi)
+    grad_inputs = []
+    for i, d in enumerate(ins):
+        if d["id"] not in need:
+            continue
+        b = grads.get(d["id"])
+        if b is None:
+            b = bld.zeros(d["sizes"], d["dtype"], d["device"])
+        b = bld.cast(b, d["dtype"])
+        m = bld.meta(b)
+        if list(m["sizes"]) != list(d["sizes"]):
+            raise Unsupported(f"the gradient of input {i} has sizes {m['sizes']}, not {d['sizes']}")
+        if b in bld.views or b in bld.inputs:
+            b = bld.copy(b)  # a gradient of its own: the optimizer updates .grad in place
+        bld.g.output(b)
+        grad_inputs.append(i)
+    return _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_inputs, bld)
+
+
+def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_inputs, bld):
+    # the forward: a copy with the attention calls' extra results and the saved values as outputs
+    extra = {n: metas for n, metas in bld.extra.items()}
+    fwd, vmap = graph.copy(extra=extra) if extra else graph.copy()
+    fwd_externs = list(externs)
+    for n, metas in extra.items():
+        nd = nodes[n]
+        entry = fwd_externs[nd["extern_index"]]
+        fwd_externs[nd["extern_index"]] = tuple(entry[:3]) + (tuple(range(1 + len(metas))),)
+    input_pos = {d["id"]: i for i, d in enumerate(ins)}
+    saved_spec = []  # ("input", position) or ("output", position among the forward's outputs)
+    nout = len(outs)
+    for key in bld.saved_order:
+        if isinstance(key, tuple):
+            _, n, k = key
+            v = vmap[nodes[n]["outputs"][-1]] + 1 + k
+        elif key in input_pos:
+            saved_spec.append(("input", input_pos[key]))
+            continue
+        else:
+            v = vmap[key]
+        fwd.output(v)
+        saved_spec.append(("output", nout))
+        nout += 1
+    return Plan(fwd=fwd, fwd_externs=fwd_externs, bwd=bld.g, bwd_externs=bld.extern_entries,
+                noutputs=len(outs), diff_outs=diff_outs, grad_out_metas=grad_out_metas, grad_inputs=grad_inputs,
+                saved_spec=saved_spec, nsaved=len(bld.saved_order), ninputs=len(ins))
+
+
+# ---- running the two graphs -----------------------------------------------------
+
+_function_class = None
+
+
+def _autograd_function(torch):
+    global _function_class
+    if _function_class is not None:
+        return _function_class
+
+    class WickGraphFunction(torch.autograd.Function):
+        """A forward and backward graph compiled by wick, as one autograd node."""
+
+        @staticmethod
+        def forward(ctx, runner, *args):
+            outs = runner.fwd(*args)
+            saved = [args[i] if kind == "input" else outs[i] for kind, i in runner.saved_spec]
+            ctx.save_for_backward(*saved)
+            ctx.runner = runner
+            user = outs[:runner.noutputs]
+            nondiff = [user[j] for j in runner.nondiff_outs]
+            if nondiff:
+                ctx.mark_non_differentiable(*nondiff)
+            return tuple(user)
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, *grads):
+            return ctx.runner.backward(torch, ctx.saved_tensors, grads)
+
+    _function_class = WickGraphFunction
+    return _function_class
+
+
+class _Runner:
+    def __init__(self, plan, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+        self.noutputs, self.saved_spec = plan.noutputs, plan.saved_spec
+        self.diff_outs, self.grad_out_metas = plan.diff_outs, plan.grad_out_metas
+        self.nondiff_outs = [j for j in range(plan.noutputs) if j not in set(plan.diff_outs)]
+        self.grad_inputs, self.ninputs = plan.grad_inputs, plan.ninputs
+        self.bwd_inputs = plan.bwd.inputs()
+        self.restride = None  # positions of backward inputs to copy into the promised layout
+
+    def backward(self, torch, saved, grads):
+        args = []
+        for j, m in zip(self.diff_outs, self.grad_out_metas):
+            g = grads[j]
+            if g is None:
+                g = torch.zeros(m["sizes"], dtype=getattr(torch, m["dtype"]), device=m["device"])
+            elif not g.is_contiguous():
+                g = g.contiguous()
+            args.append(g)
+        args.extend(saved)
+        if self.restride:
+            for k in self.restride:
+                args[k] = self._laid_out(torch, k, args[k])
+        try:
+            res = self.bwd(*args)
+        except ValueError:
+            # an input in another layout than the graph's (an extern's result
+            # with strides of its own): copied into the promised one from now on
+            self.restride = [k for k, t in enumerate(args) if tuple(t.stride()) != tuple(self.bwd_inputs[k]["strides"])
+                             and t.numel() > 1]
+            if not self.restride:
+                raise
+            for k in self.restride:
+                args[k] = self._laid_out(torch, k, args[k])
+            res = self.bwd(*args)
+        out = [None] * (1 + self.ninputs)
+        for k, i in enumerate(self.grad_inputs):
+            out[1 + i] = res[k]
+        return tuple(out)
+
+    def _laid_out(self, torch, k, t):
+        m = self.bwd_inputs[k]
+        if tuple(t.stride()) == tuple(m["strides"]):
+            return t
+        out = torch.empty_strided(t.shape, m["strides"], dtype=t.dtype, device=t.device)
+        out.copy_(t)
+        return out
+
+
+def compile_training(graph, externs, example_inputs, no_grad=()):
+    """A callable running graph with wick's own backward: args -> tuple of
+    outputs, differentiable through one autograd node. Raises Unsupported
+    (the caller uses AOTAutograd) or wick._C.CompileError."""
+    import torch
+
+    plan = differentiate(graph, externs or [], example_inputs, no_grad)
+    done = {}
+    nthreads = torch.get_num_threads()
+
+    def compile_backward():
+        # the backward's C compile overlaps the forward's (Graph.compile drops
+        # the GIL around the C compilers); OpenMP's thread count is per thread
+        try:
+            torch.set_num_threads(nthreads)
+            done["bwd"] = plan.bwd.compile(externs=plan.bwd_externs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=compile_backward, name="wick-autodiff-backward", daemon=True)
+    thread.start()
+    try:
+        fwd = plan.fwd.compile(externs=plan.fwd_externs)
+    finally:
+        thread.join()
+    if "error" in done:
+        raise done["error"]
+    fwd.check_inputs = False  # capture's guards checked them
+    fwd.alias_views = True
+    bwd = done["bwd"]
+    bwd.alias_views = True
+    runner = _Runner(plan, fwd, bwd)
+    apply = _autograd_function(torch).apply
+    _stats["graphs"] += 1
+    if _log_graphs():
+        print(f"[wick:graphs] wick autodiff: forward {len(plan.fwd.nodes())} nodes in {fwd.nkernels} kernels, "
+              f"{len(plan.saved_spec)} saved values; backward {len(plan.bwd.nodes())} nodes in {bwd.nkernels} "
+              f"kernels, {len(plan.bwd_externs)} extern calls", file=sys.stderr)
+
+    def run(*args):
+        return apply(runner, *args)
+
+    run.plan = plan
+    run.runner = runner
+    return run
+
+
+def record_fallback(reason):
+    _stats["fallbacks"] += 1
+    _stats["reasons"] = (_stats["reasons"] + [reason])[-20:]
+    if _log_enabled("breaks"):
+        print(f"[wick:breaks] wick autodiff: {reason}; the graph goes through AOTAutograd", file=sys.stderr)
+
+
+def _log_enabled(name):
+    spec = os.environ.get("WICK_LOG", "")
+    names = {s.strip() for s in spec.replace(" ", ",").split(",")}
+    return name in names or "all" in names
+
+
+def _log_graphs():
+    return _log_enabled("graphs")
