@@ -439,59 +439,86 @@ def _pad_rule(bld, nd, gouts, need):
     return [bld.cast(bld.op("PAD", [gouts[0], bld.num(0.0)], ints=crop), m["dtype"]), None]
 
 
-def _view_map(bsizes, bstrides, vsizes, vstrides, offset):
-    """How view dim d reads base dim k (dim_of[d], mult[d]) and where each
-    base dim starts (off[k]), or None when the view is not a nested split
-    of the base's dims (a transposed merge, an overlapping base). Dims of
-    size 1 and stride-0 dims get dim_of -1."""
-    order = sorted((k for k in range(len(bsizes)) if bsizes[k] > 1), key=lambda k: -bstrides[k])
-    for a, b in zip(order, order[1:]):
-        if bstrides[a] < bstrides[b] * bsizes[b] or bstrides[b] <= 0:
-            return None  # an overlapping base
-    off = [0] * len(bsizes)
-    rem = offset
-    for k in order:
-        off[k], rem = divmod(rem, bstrides[k])
-        if off[k] >= bsizes[k]:
-            return None
+def _gather_rule(bld, nd, gouts, need):
+    if not need[0]:
+        return [None, None]
+    m = _in(bld, nd, 0)
+    dim = nd["ints"][0] % len(m["sizes"])
+    g = bld.wide(gouts[0]) if m["dtype"] in LOW else gouts[0]
+    zeros = bld.zeros(m["sizes"], bld.meta(g)["dtype"], m["device"])
+    # scatter_add: each element sums the gradients whose index names it
+    gx = bld.op("SCATTER", [zeros, _x(bld, nd, 1), g], ints=[dim, 1, 0])
+    return [bld.cast(gx, m["dtype"]), None]
+
+
+def _index_rule(bld, nd, gouts, need):
+    """An embedding (a 2-D table indexed along dim 0 by one index tensor):
+    embedding_dense_backward, which the C target runs as generated code."""
+    import torch
+
+    if any(need[1:]):
+        raise Unsupported("an index tensor that needs a gradient")
+    if not need[0]:
+        return [None] * len(nd["inputs"])
+    m = _in(bld, nd, 0)
+    ints = list(nd["ints"])
+    if len(nd["inputs"]) != 2 or len(m["sizes"]) != 2 or ints[1:] != [0] or ints[0] != 0:
+        raise Unsupported("indexing other than an embedding lookup")
+    padding_idx = nd["ivalue"] - 1 if nd["ivalue"] > 0 else -1
+    g = bld.contiguous(gouts[0])
+    out = _meta(bld.meta(g)["dtype"], m["sizes"], m["device"])
+    template = (_C.ExternInput(0), _C.ExternInput(1), m["sizes"][0], padding_idx, False)
+    index = bld.g.extern(len(bld.extern_entries), [g, _x(bld, nd, 1)], [out],
+                         name="aten.embedding_dense_backward.default", ints=[padding_idx, 0])
+    bld.extern_entries.append((torch.ops.aten.embedding_dense_backward.default, template, {}))
+    return [bld.cast(index[0], m["dtype"])] + [None] * (len(nd["inputs"]) - 1)
+
+
+def _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset):
+    """A view's memory against its base's, as mixed-radix digits: the
+    element positions both use are cut at every stride and extent of a dim
+    of either (these must divide each other), so each interval [lo, hi) is a
+    digit of size hi // lo, inside one base dim or in a gap between them,
+    and inside one view dim or none. Returns (intervals, base_of, view_of,
+    digit) with digit the offset's digit per interval, or None when the
+    view does not decompose so (overlapping dims, a stride that does not
+    divide, an offset with a carry into a digit the view walks)."""
+    bdims = [k for k in range(len(bsizes)) if bsizes[k] > 1]
+    vdims = [d for d in range(len(vsizes)) if vsizes[d] > 1]
+    if any(bstrides[k] <= 0 for k in bdims) or any(vstrides[d] <= 0 for d in vdims):
+        return None
+    for dims, sizes, strides in ((bdims, bsizes, bstrides), (vdims, vsizes, vstrides)):
+        spans = sorted((strides[k], strides[k] * sizes[k]) for k in dims)
+        if any(a_hi > b_lo for (_, a_hi), (b_lo, _) in zip(spans, spans[1:])):
+            return None  # dims that overlap
+    points = sorted({p for k in bdims for p in (bstrides[k], bstrides[k] * bsizes[k])} |
+                    {p for d in vdims for p in (vstrides[d], vstrides[d] * vsizes[d])})
+    if not points:
+        return [], [], [], []
+    if any(b % a for a, b in zip(points, points[1:])) or offset % points[0] or offset >= points[-1]:
+        return None
+    intervals = list(zip(points, points[1:]))
+
+    def owner(lo, hi, dims, sizes, strides):
+        return next((k for k in dims if strides[k] <= lo and hi <= strides[k] * sizes[k]), None)
+
+    base_of = [owner(lo, hi, bdims, bsizes, bstrides) for lo, hi in intervals]
+    view_of = [owner(lo, hi, vdims, vsizes, vstrides) for lo, hi in intervals]
+    digit, rem = [0] * len(intervals), offset
+    for i in range(len(intervals) - 1, -1, -1):
+        digit[i], rem = divmod(rem, intervals[i][0])
     if rem:
         return None
-    dim_of, mult = [-1] * len(vsizes), [0] * len(vsizes)
-    for d, (n, s) in enumerate(zip(vsizes, vstrides)):
-        if n == 1 or s == 0:
-            continue
-        k = next((k for k in order if 0 < bstrides[k] <= s), None)
-        if k is None or s % bstrides[k]:
+    for i in range(len(intervals)):
+        if view_of[i] is not None and (digit[i] or base_of[i] is None):
+            return None  # a carry, or a view dim outside the base
+        if base_of[i] is None and digit[i]:
             return None
-        dim_of[d], mult[d] = k, s // bstrides[k]
-    for k in order:
-        ds = sorted((d for d in range(len(vsizes)) if dim_of[d] == k), key=lambda d: -mult[d])
-        if not ds:
-            continue
-        if mult[ds[-1]] != 1:
-            return None  # a strided slice
-        for a, b in zip(ds, ds[1:]):
-            if mult[a] != mult[b] * vsizes[b]:
-                return None
-        if off[k] + _numel([vsizes[d] for d in ds]) > bsizes[k]:
+    # a view dim must cover whole intervals from its stride to its extent
+    for d in vdims:
+        if _numel([hi // lo for (lo, hi), v in zip(intervals, view_of) if v == d]) != vsizes[d]:
             return None
-    return dim_of, mult, off
-
-
-def _merged(sizes, strides):
-    """sizes/strides with adjacent dims merged where memory allows (a
-    reshape of the base could not tell them apart)."""
-    ms, mt = [], []
-    for n, s in zip(sizes, strides):
-        if n == 1:
-            continue
-        if ms and mt[-1] == s * n:
-            ms[-1] *= n
-            mt[-1] = s
-        else:
-            ms.append(n)
-            mt.append(s)
-    return ms, mt
+    return intervals, base_of, view_of, digit
 
 
 def _view_rule(bld, nd, gouts, need):
@@ -510,37 +537,38 @@ def _view_rule(bld, nd, gouts, need):
     if expanded:
         g = bld.op("SUM", [g], dims=expanded, keepdim=True)
         vsizes = [1 if d in expanded else s for d, s in enumerate(vsizes)]
-    g = bld.contiguous(g)
-    # the base as it is, with dims merged where a reshape could not tell them
-    # apart, or in memory order (a permuted base) merged the same way
-    perm = sorted(range(len(bsizes)), key=lambda k: -bstrides[k])
-    candidates = ((bsizes, bstrides, None), _merged(bsizes, bstrides) + (None,),
-                  _merged([bsizes[k] for k in perm], [bstrides[k] for k in perm]) + (perm,))
-    for target_sizes, target_strides, order_of in candidates:
-        found = _view_map(target_sizes, target_strides, vsizes, vstrides, offset)
-        if found is not None:
-            break
-    else:
+    found = _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset)
+    if found is None:
         raise Unsupported(f"the gradient of a view {vsizes}/{vstrides}+{offset} of {bsizes}/{bstrides}")
-    dim_of, mult, off = found
-    gstrides = contiguous_strides(vsizes)
-    order = sorted((d for d in range(n) if dim_of[d] >= 0), key=lambda d: (dim_of[d], -mult[d]))
-    if order != sorted(order):  # the base's order differs from the view's: a copy in the base's order
-        g = bld.copy(bld.view(g, [vsizes[d] for d in order], [gstrides[d] for d in order]))
-    counts = [_numel([vsizes[d] for d in order if dim_of[d] == k]) for k in range(len(target_sizes))]
-    g = bld.reshape(g, counts)
+    intervals, base_of, view_of, digit = found
+    # 1. each view dim split into its digits (outer first): free on the contiguous gradient
+    g = bld.contiguous(g)
+    axes = []  # interval index of each axis
+    for d in range(n):
+        axes += sorted((i for i, v in enumerate(view_of) if v == d), reverse=True)
+    g = bld.reshape(g, [intervals[i][1] // intervals[i][0] for i in axes])
+    # 2. the digits in memory order (outer first): a copy when the view reordered them
+    order = sorted(range(len(axes)), key=lambda a: -intervals[axes[a]][0])
+    if order != list(range(len(axes))):
+        strides = contiguous_strides([intervals[i][1] // intervals[i][0] for i in axes])
+        g = bld.copy(bld.view(g, [intervals[axes[a]][1] // intervals[axes[a]][0] for a in order],
+                              [strides[a] for a in order]))
+    # 3. the base's digits the view does not walk: zeros around the offset's digit
+    inside = [i for i in range(len(intervals) - 1, -1, -1) if base_of[i] is not None]
+    full = [intervals[i][1] // intervals[i][0] for i in inside]
+    g = bld.reshape(g, [full[j] if view_of[i] is not None else 1 for j, i in enumerate(inside)])
     pads = []
-    for k in range(len(target_sizes)):
-        pads += [off[k], target_sizes[k] - off[k] - counts[k]]
+    for j, i in enumerate(inside):
+        pads += [0, 0] if view_of[i] is not None else [digit[i], full[j] - digit[i] - 1]
     if any(pads):
         g = bld.op("PAD", [g, bld.num(0.0)], ints=pads)
-    if order_of is None:
+    # 4. digits merged into the base's dims (in memory order), seen in the base's order
+    mem = sorted((k for k in range(len(bsizes)) if bsizes[k] > 1), key=lambda k: -bstrides[k])
+    g = bld.reshape(g, [bsizes[k] for k in mem])
+    if mem == sorted(mem):
         return [bld.reshape(g, bsizes)]
-    # memory order -> the base's dims: a view of the contiguous gradient
-    msizes = [bsizes[k] for k in order_of]
-    g = bld.reshape(g, msizes)
-    mstrides = contiguous_strides(msizes)
-    return [bld.view(g, bsizes, [mstrides[order_of.index(k)] for k in range(len(bsizes))])]
+    mstrides = contiguous_strides([bsizes[k] for k in mem])
+    return [bld.view(g, bsizes, [mstrides[mem.index(k)] if k in mem else 0 for k in range(len(bsizes))])]
 
 
 # ---- extern rules --------------------------------------------------------------
@@ -797,6 +825,8 @@ _RULES = {
     "VIEW": _view_rule,
     "CAT": _cat_rule,
     "PAD": _pad_rule,
+    "GATHER": _gather_rule,
+    "INDEX": _index_rule,
 }
 
 _EXTERN_RULES = {
