@@ -475,50 +475,84 @@ def _index_rule(bld, nd, gouts, need):
 
 
 def _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset):
-    """A view's memory against its base's, as mixed-radix digits: the
-    element positions both use are cut at every stride and extent of a dim
-    of either (these must divide each other), so each interval [lo, hi) is a
-    digit of size hi // lo, inside one base dim or in a gap between them,
-    and inside one view dim or none. Returns (intervals, base_of, view_of,
-    digit) with digit the offset's digit per interval, or None when the
-    view does not decompose so (overlapping dims, a stride that does not
-    divide, an offset with a carry into a digit the view walks)."""
-    bdims = [k for k in range(len(bsizes)) if bsizes[k] > 1]
+    """A view's memory against its base's, as mixed-radix digits. The base's
+    dims are merged where memory allows (adjacent in memory order, as a
+    reshape could not tell them apart); within each merged dim, of stride T
+    and size N, the index is cut at 1, N and every stride of a view dim
+    walking it (in units of T; each must divide the next), so each interval
+    is a digit. A view dim walks the digits of one merged dim from its
+    stride up: whole ones and, where its extent falls inside a digit, the
+    first `count` values from the offset's digit (a slice).
+    Returns (intervals, view_of, count, digit): intervals as memory
+    positions [T * lo, T * hi) (memory order is their order), per interval
+    the view dim walking it (None: none), how many of its values it walks
+    and the offset's digit; or None when the view does not decompose so
+    (overlapping dims, a stride that does not divide, a carry)."""
+    bdims = sorted((k for k in range(len(bsizes)) if bsizes[k] > 1), key=lambda k: -bstrides[k])
     vdims = [d for d in range(len(vsizes)) if vsizes[d] > 1]
     if any(bstrides[k] <= 0 for k in bdims) or any(vstrides[d] <= 0 for d in vdims):
         return None
-    for dims, sizes, strides in ((bdims, bsizes, bstrides), (vdims, vsizes, vstrides)):
-        spans = sorted((strides[k], strides[k] * sizes[k]) for k in dims)
-        if any(a_hi > b_lo for (_, a_hi), (b_lo, _) in zip(spans, spans[1:])):
-            return None  # dims that overlap
-    points = sorted({p for k in bdims for p in (bstrides[k], bstrides[k] * bsizes[k])} |
-                    {p for d in vdims for p in (vstrides[d], vstrides[d] * vsizes[d])})
-    if not points:
-        return [], [], [], []
-    if any(b % a for a, b in zip(points, points[1:])) or offset % points[0] or offset >= points[-1]:
-        return None
-    intervals = list(zip(points, points[1:]))
-
-    def owner(lo, hi, dims, sizes, strides):
-        return next((k for k in dims if strides[k] <= lo and hi <= strides[k] * sizes[k]), None)
-
-    base_of = [owner(lo, hi, bdims, bsizes, bstrides) for lo, hi in intervals]
-    view_of = [owner(lo, hi, vdims, vsizes, vstrides) for lo, hi in intervals]
-    digit, rem = [0] * len(intervals), offset
-    for i in range(len(intervals) - 1, -1, -1):
-        digit[i], rem = divmod(rem, intervals[i][0])
+    merged = []  # [stride, size], outer first
+    for k in bdims:
+        if merged and merged[-1][0] == bstrides[k] * bsizes[k]:
+            merged[-1] = [bstrides[k], merged[-1][1] * bsizes[k]]
+        else:
+            merged.append([bstrides[k], bsizes[k]])
+    if any(a[0] < b[0] * b[1] for a, b in zip(merged, merged[1:])):
+        return None  # an overlapping base
+    spans = sorted((vstrides[d], vstrides[d] * vsizes[d]) for d in vdims)
+    if any(a_hi > b_lo for (_, a_hi), (b_lo, _) in zip(spans, spans[1:])):
+        return None  # an overlapping view
+    offs, rem = [], offset
+    for stride, size in merged:
+        o, rem = divmod(rem, stride)
+        if o >= size:
+            return None
+        offs.append(o)
     if rem:
         return None
-    for i in range(len(intervals)):
-        if view_of[i] is not None and (digit[i] or base_of[i] is None):
-            return None  # a carry, or a view dim outside the base
-        if base_of[i] is None and digit[i]:
-            return None
-    # a view dim must cover whole intervals from its stride to its extent
+    walks = [[] for _ in merged]  # (view dim, mult)
     for d in vdims:
-        if _numel([hi // lo for (lo, hi), v in zip(intervals, view_of) if v == d]) != vsizes[d]:
+        j = next((j for j, (stride, _) in enumerate(merged) if stride <= vstrides[d] and vstrides[d] % stride == 0),
+                 None)
+        if j is None:
             return None
-    return intervals, base_of, view_of, digit
+        walks[j].append((d, vstrides[d] // merged[j][0]))
+    intervals, view_of, count, digit = [], [], [], []
+    for j, (stride, size) in enumerate(merged):
+        points = sorted({1, size} | {m for _, m in walks[j] if m < size})
+        if any(b % a for a, b in zip(points, points[1:])):
+            return None
+        cuts = list(zip(points, points[1:]))
+        owner, walked = [None] * len(cuts), [1] * len(cuts)
+        for d, m in walks[j]:
+            hi_d = m * vsizes[d]
+            for i, (lo, hi) in enumerate(cuts):
+                if lo < m or lo >= hi_d:
+                    continue
+                if owner[i] is not None:
+                    return None
+                owner[i] = d
+                if hi <= hi_d:
+                    walked[i] = hi // lo
+                elif hi_d % lo == 0:
+                    walked[i] = hi_d // lo  # a slice of this digit
+                else:
+                    return None
+            if _numel([walked[i] for i in range(len(cuts)) if owner[i] == d]) != vsizes[d]:
+                return None
+        digits, r = [0] * len(cuts), offs[j]
+        for i in range(len(cuts) - 1, -1, -1):
+            digits[i], r = divmod(r, cuts[i][0])
+        for i, (lo, hi) in enumerate(cuts):
+            if owner[i] is not None and (digits[i] + walked[i] > hi // lo or (walked[i] == hi // lo and digits[i])):
+                return None  # a carry out of this digit
+        for i in range(len(cuts) - 1, -1, -1):  # outer first
+            intervals.append((stride * cuts[i][0], stride * cuts[i][1]))
+            view_of.append(owner[i])
+            count.append(walked[i])
+            digit.append(digits[i])
+    return intervals, view_of, count, digit
 
 
 def _view_rule(bld, nd, gouts, need):
@@ -540,26 +574,25 @@ def _view_rule(bld, nd, gouts, need):
     found = _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset)
     if found is None:
         raise Unsupported(f"the gradient of a view {vsizes}/{vstrides}+{offset} of {bsizes}/{bstrides}")
-    intervals, base_of, view_of, digit = found
+    intervals, view_of, count, digit = found  # outer first
     # 1. each view dim split into its digits (outer first): free on the contiguous gradient
     g = bld.contiguous(g)
-    axes = []  # interval index of each axis
+    axes = []  # interval of each axis
     for d in range(n):
-        axes += sorted((i for i, v in enumerate(view_of) if v == d), reverse=True)
-    g = bld.reshape(g, [intervals[i][1] // intervals[i][0] for i in axes])
-    # 2. the digits in memory order (outer first): a copy when the view reordered them
-    order = sorted(range(len(axes)), key=lambda a: -intervals[axes[a]][0])
+        axes += [i for i, v in enumerate(view_of) if v == d]
+    g = bld.reshape(g, [count[i] for i in axes])
+    # 2. the digits in memory order: a copy when the view reordered them
+    order = sorted(range(len(axes)), key=lambda a: axes[a])
     if order != list(range(len(axes))):
-        strides = contiguous_strides([intervals[i][1] // intervals[i][0] for i in axes])
-        g = bld.copy(bld.view(g, [intervals[axes[a]][1] // intervals[axes[a]][0] for a in order],
-                              [strides[a] for a in order]))
-    # 3. the base's digits the view does not walk: zeros around the offset's digit
-    inside = [i for i in range(len(intervals) - 1, -1, -1) if base_of[i] is not None]
-    full = [intervals[i][1] // intervals[i][0] for i in inside]
-    g = bld.reshape(g, [full[j] if view_of[i] is not None else 1 for j, i in enumerate(inside)])
+        strides = contiguous_strides([count[i] for i in axes])
+        g = bld.copy(bld.view(g, [count[axes[a]] for a in order], [strides[a] for a in order]))
+    # 3. the digits the view does not walk (whole or in part): zeros around it
+    full = [hi // lo for lo, hi in intervals]
+    g = bld.reshape(g, [count[i] if view_of[i] is not None else 1 for i in range(len(intervals))])
     pads = []
-    for j, i in enumerate(inside):
-        pads += [0, 0] if view_of[i] is not None else [digit[i], full[j] - digit[i] - 1]
+    for i in range(len(intervals)):
+        walked = count[i] if view_of[i] is not None else 1
+        pads += [digit[i], full[i] - digit[i] - walked]
     if any(pads):
         g = bld.op("PAD", [g, bld.num(0.0)], ints=pads)
     # 4. digits merged into the base's dims (in memory order), seen in the base's order
