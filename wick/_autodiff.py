@@ -38,6 +38,11 @@ _NONDIFF = {"EQ", "NE", "LT", "LE", "GT", "GE", "ISNAN", "ISINF", "ISFINITE", "I
             "BITWISE_OR", "BITWISE_XOR", "BITWISE_NOT", "ONE_HOT", "ARANGE", "FULL", "SIGN", "FLOOR", "CEIL",
             "ROUND", "TRUNC", "SCALAR"}
 
+# extern calls whose results carry no gradient
+_NONDIFF_EXTERNS = {"Tensor.detach", "torch.detach", "Tensor.argmax", "Tensor.argmin", "torch.argmax",
+                    "torch.argmin", "Tensor.argsort", "torch.argsort", "Tensor.size", "torch.bucketize",
+                    "torch.searchsorted"}
+
 _stats = {"graphs": 0, "fallbacks": 0, "reasons": []}
 
 
@@ -83,6 +88,7 @@ class _Builder:
         self.saved = {}        # forward value id (or ("extra", node, k)) -> backward input id
         self.saved_order = []  # those keys, in backward input order
         self.extra = {}        # forward node index -> [metadata of the outputs it gains]
+        self.replaced = {}     # forward node index -> the extern entry its copy calls
         self.extern_entries = []
         self.views = set()   # backward ids made by VIEW
         self.inputs = set()  # backward ids that are its inputs
@@ -121,6 +127,10 @@ class _Builder:
             self.saved_order.append(v)
         self.saved[v] = b
         return b
+
+    def replace_entry(self, node, entry):
+        """The forward's copy calls entry (with picks for its extra outputs) at node."""
+        self.replaced[node] = entry
 
     def fw_extra(self, node, k, meta):
         """Output k of the outputs forward node `node` gains (metadata meta)."""
@@ -351,6 +361,228 @@ def _masked_fill_rule(bld, nd, gouts, need):
     return out
 
 
+def _const(bld, v):
+    """The Python number a wrapped-scalar value holds, or None."""
+    n = bld.producer.get(v)
+    nd = bld.nodes[n] if n is not None else None
+    return nd["value"] if nd is not None and nd["op"] == "SCALAR" and bld.fmeta(v)["is_wrapped_number"] else None
+
+
+def _mask_rule(keep):
+    """Ops whose derivative is the gradient where keep(bld, nd) holds, 0
+    elsewhere; their other inputs (bounds, slopes) must not need one."""
+    def rule(bld, nd, gouts, need):
+        if any(need[1:]):
+            raise Unsupported(f"{nd['op']} with a bound that needs a gradient")
+        if not need[0]:
+            return [None] * len(nd["inputs"])
+        g = bld.op("WHERE", [keep(bld, nd), gouts[0], bld.num(0.0)])
+        return [_unbroadcast(bld, nd, 0, g)] + [None] * (len(nd["inputs"]) - 1)
+    return rule
+
+
+def _between(bld, nd, lo_k, hi_k):
+    x = _x(bld, nd)
+    conds = []
+    if lo_k is not None:
+        conds.append(bld.op("GE", [x, _x(bld, nd, lo_k)]))
+    if hi_k is not None:
+        conds.append(bld.op("LE", [x, _x(bld, nd, hi_k)]))
+    return conds[0] if len(conds) == 1 else bld.op("LOGICAL_AND", conds)
+
+
+def _strictly_between(bld, nd, lo, hi):
+    x = _x(bld, nd)
+    return bld.op("LOGICAL_AND", [bld.op("GT", [x, lo]), bld.op("LT", [x, hi])])
+
+
+def _scaled_rule(bld, nd, gouts, need, f):
+    """As _unary for ops with scalar parameters (inputs 1..) that need none."""
+    if any(need[1:]):
+        raise Unsupported(f"{nd['op']} with a parameter that needs a gradient")
+    if not need[0]:
+        return [None] * len(nd["inputs"])
+    return [_unbroadcast(bld, nd, 0, f(bld, nd, bld.wide(gouts[0])))] + [None] * (len(nd["inputs"]) - 1)
+
+
+def _leaky_relu_rule(bld, nd, gouts, need):
+    return _scaled_rule(bld, nd, gouts, need, lambda bld, nd, g: bld.op(
+        "WHERE", [bld.op("GT", [_x(bld, nd), bld.num(0.0)]), g, bld.mul(g, _x(bld, nd, 1))]))
+
+
+def _elu_rule(bld, nd, gouts, need):
+    def f(bld, nd, g):
+        x = bld.wide(_x(bld, nd))
+        neg = bld.mul(bld.mul(g, bld.op("EXP", [x])), _x(bld, nd, 1))
+        return bld.op("WHERE", [bld.op("GT", [x, bld.num(0.0)]), g, neg])
+    return _scaled_rule(bld, nd, gouts, need, f)
+
+
+def _softplus_rule(bld, nd, gouts, need):
+    def f(bld, nd, g):
+        x = bld.wide(_x(bld, nd))
+        bx = bld.mul(x, _x(bld, nd, 1))
+        return bld.op("WHERE", [bld.op("GT", [bx, _x(bld, nd, 2)]), g, bld.mul(g, bld.op("SIGMOID", [bx]))])
+    return _scaled_rule(bld, nd, gouts, need, f)
+
+
+def _hardswish_derivative(bld, nd, g):
+    x = bld.wide(_x(bld, nd))
+    mid = bld.mul(g, bld.div(bld.add(bld.mul(x, bld.num(2.0)), bld.num(3.0)), bld.num(6.0)))
+    inner = bld.op("WHERE", [bld.op("LT", [x, bld.num(3.0)]), mid, g])
+    return bld.op("WHERE", [bld.op("LE", [x, bld.num(-3.0)]), bld.num(0.0), inner])
+
+
+def _hardsigmoid_derivative(bld, nd, g):
+    x = bld.wide(_x(bld, nd))
+    inside = bld.op("LOGICAL_AND", [bld.op("GT", [x, bld.num(-3.0)]), bld.op("LT", [x, bld.num(3.0)])])
+    return bld.op("WHERE", [inside, bld.div(g, bld.num(6.0)), bld.num(0.0)])
+
+
+def _mish_derivative(bld, nd, g):
+    x = bld.wide(_x(bld, nd))
+    sp = bld.op("SOFTPLUS", [x, bld.num(1.0), bld.num(20.0)])
+    t = bld.op("TANH", [sp])
+    d = bld.add(t, bld.mul(bld.mul(x, bld.op("SIGMOID", [x])), bld.sub(bld.num(1.0), bld.mul(t, t))))
+    return bld.mul(g, d)
+
+
+def _extremum_rule(pick):
+    """maximum/minimum: the gradient to the input that won, half to each on a tie (eager's rule)."""
+    def rule(bld, nd, gouts, need):
+        a, b, g = _x(bld, nd, 0), _x(bld, nd, 1), gouts[0]
+        half = bld.mul(g, bld.num(0.5))
+        eq = bld.op("EQ", [a, b])
+        out = [None, None]
+        for k, (mine, theirs) in enumerate(((a, b), (b, a))):
+            if need[k]:
+                wins = bld.op(pick, [mine, theirs])
+                gk = bld.op("WHERE", [eq, half, bld.op("WHERE", [wins, g, bld.num(0.0)])])
+                out[k] = _unbroadcast(bld, nd, k, gk)
+        return out
+    return rule
+
+
+def _pow_tensor_rule(bld, nd, gouts, need):
+    if _const(bld, nd["inputs"][1]) is not None:
+        return _pow_rule(bld, nd, gouts, need)
+    g = bld.wide(gouts[0])
+    a, b = bld.wide(_x(bld, nd, 0)), bld.wide(_x(bld, nd, 1))
+    out = [None, None]
+    if need[0]:
+        da = bld.mul(b, bld.op("POW", [a, bld.sub(b, bld.num(1.0))]))
+        # eager's rule: 0 where the exponent is 0 (0 * inf would be NaN)
+        da = bld.op("WHERE", [bld.op("EQ", [b, bld.num(0.0)]), bld.num(0.0), da])
+        out[0] = _unbroadcast(bld, nd, 0, bld.mul(g, da))
+    if need[1]:
+        y = bld.wide(_y(bld, nd))
+        db = bld.mul(y, bld.op("LOG", [a]))
+        db = bld.op("WHERE", [bld.op("LOGICAL_AND", [bld.op("EQ", [a, bld.num(0.0)]),
+                                                     bld.op("GE", [b, bld.num(0.0)])]), bld.num(0.0), db])
+        out[1] = _unbroadcast(bld, nd, 1, bld.mul(g, db))
+    return out
+
+
+def _atan2_rule(bld, nd, gouts, need):
+    g = bld.wide(gouts[0])
+    a, b = bld.wide(_x(bld, nd, 0)), bld.wide(_x(bld, nd, 1))
+    r = bld.add(bld.mul(a, a), bld.mul(b, b))
+    out = [None, None]
+    if need[0]:
+        out[0] = _unbroadcast(bld, nd, 0, bld.div(bld.mul(g, b), r))
+    if need[1]:
+        out[1] = _unbroadcast(bld, nd, 1, bld.neg(bld.div(bld.mul(g, a), r)))
+    return out
+
+
+def _lerp_rule(bld, nd, gouts, need):
+    g = gouts[0]
+    w = _x(bld, nd, 2)
+    out = [None, None, None]
+    if need[0]:
+        out[0] = _unbroadcast(bld, nd, 0, bld.mul(g, bld.sub(bld.num(1.0), w)))
+    if need[1]:
+        out[1] = _unbroadcast(bld, nd, 1, bld.mul(g, w))
+    if need[2]:
+        out[2] = _unbroadcast(bld, nd, 2, bld.mul(g, bld.sub(_x(bld, nd, 1), _x(bld, nd, 0))))
+    return out
+
+
+def _addc_rule(div):
+    def rule(bld, nd, gouts, need):
+        g = gouts[0]
+        t1, t2 = _x(bld, nd, 1), _x(bld, nd, 2)
+        out = [None, None, None]
+        if need[0]:
+            out[0] = _unbroadcast(bld, nd, 0, g)
+        if need[1]:
+            out[1] = _unbroadcast(bld, nd, 1, bld.div(g, t2) if div else bld.mul(g, t2))
+        if need[2]:
+            out[2] = _unbroadcast(bld, nd, 2, bld.neg(bld.div(bld.mul(g, t1), bld.mul(t2, t2))) if div
+                                  else bld.mul(g, t1))
+        return out
+    return rule
+
+
+def _division_rule(rounding):
+    """fmod / remainder: 1 for the dividend, -round(a / b) for the divisor."""
+    def rule(bld, nd, gouts, need):
+        g = gouts[0]
+        out = [None, None]
+        if need[0]:
+            out[0] = _unbroadcast(bld, nd, 0, g)
+        if need[1]:
+            q = bld.op(rounding, [bld.div(_x(bld, nd, 0), _x(bld, nd, 1))])
+            out[1] = _unbroadcast(bld, nd, 1, bld.neg(bld.mul(g, q)))
+        return out
+    return rule
+
+
+def _amax_rule(bld, nd, gouts, need):
+    """The gradient shared evenly among the elements equal to the extremum."""
+    m = _in(bld, nd, 0)
+    dims = _reduce_dims(nd, len(m["sizes"]))
+    y = bld.expand_reduced(_y(bld, nd), m["sizes"], dims, nd["keepdim"])
+    hit = bld.op("CONVERT", [bld.op("EQ", [_x(bld, nd), y])], dtype="float32")
+    count = bld.expand_reduced(bld.op("SUM", [hit], dims=dims, keepdim=True), m["sizes"], dims, True)
+    g = bld.expand_reduced(bld.wide(gouts[0]), m["sizes"], dims, nd["keepdim"])
+    return [bld.cast(bld.div(bld.mul(g, hit), count), m["dtype"])]
+
+
+def _var_rule(std):
+    def rule(bld, nd, gouts, need):
+        m = _in(bld, nd, 0)
+        dims = _reduce_dims(nd, len(m["sizes"]))
+        count = _numel([m["sizes"][d] for d in dims])
+        correction = nd["fvalue"] if nd["correction_given"] else 1.0
+        x = bld.wide(_x(bld, nd))
+        xc = bld.sub(x, bld.op("MEAN", [x], dims=dims, keepdim=True))
+        g = bld.expand_reduced(bld.wide(gouts[0]), m["sizes"], dims, nd["keepdim"])
+        scale = bld.num(2.0 / max(count - correction, 0.0) if count - correction > 0 else float("inf"))
+        gx = bld.mul(bld.mul(g, xc), scale)
+        if std:
+            y = bld.expand_reduced(bld.wide(_y(bld, nd)), m["sizes"], dims, nd["keepdim"])
+            gx = bld.div(bld.mul(gx, bld.num(0.5)), y)
+        return [bld.cast(gx, m["dtype"])]
+    return rule
+
+
+def _logsumexp_rule(bld, nd, gouts, need):
+    m = _in(bld, nd, 0)
+    dims = _reduce_dims(nd, len(m["sizes"]))
+    y = bld.expand_reduced(bld.wide(_y(bld, nd)), m["sizes"], dims, nd["keepdim"])
+    g = bld.expand_reduced(bld.wide(gouts[0]), m["sizes"], dims, nd["keepdim"])
+    return [bld.cast(bld.mul(g, bld.op("EXP", [bld.sub(bld.wide(_x(bld, nd)), y)])), m["dtype"])]
+
+
+def _tri_rule(op):
+    def rule(bld, nd, gouts, need):
+        if not need[0]:
+            return [None]
+        return [bld.op(op, [gouts[0]], ints=list(nd["ints"]))]
+    return rule
+
+
 def _reduce_dims(nd, ndim):
     return list(nd["dims"]) if nd["dims"] else list(range(ndim))
 
@@ -451,6 +683,23 @@ def _gather_rule(bld, nd, gouts, need):
     return [bld.cast(gx, m["dtype"]), None]
 
 
+def _index_put_rule(bld, nd, gouts, m, ints):
+    """x[i0, i1, ...] (index tensors along ints[1:]): the gradient adds
+    into zeros at the same indices (index_put with accumulate)."""
+    import torch
+
+    dims = ints[1:]
+    g = bld.contiguous(gouts[0])
+    indices = [None] * (max(dims) + 1)
+    for k, d in enumerate(dims):
+        indices[d] = _C.ExternInput(2 + k)
+    zeros = bld.zeros(m["sizes"], bld.meta(g)["dtype"], m["device"])
+    out = _meta(bld.meta(g)["dtype"], m["sizes"], m["device"])
+    ids = bld.extern(torch.ops.aten.index_put.default, (_C.ExternInput(0), indices, _C.ExternInput(1), True), None,
+                     [zeros, g] + [_x(bld, nd, 1 + k) for k in range(len(dims))], [out], "aten.index_put.default")
+    return [bld.cast(ids[0], m["dtype"])] + [None] * (len(nd["inputs"]) - 1)
+
+
 def _index_rule(bld, nd, gouts, need):
     """An embedding (a 2-D table indexed along dim 0 by one index tensor):
     embedding_dense_backward, which the C target runs as generated code."""
@@ -463,7 +712,7 @@ def _index_rule(bld, nd, gouts, need):
     m = _in(bld, nd, 0)
     ints = list(nd["ints"])
     if len(nd["inputs"]) != 2 or len(m["sizes"]) != 2 or ints[1:] != [0] or ints[0] != 0:
-        raise Unsupported("indexing other than an embedding lookup")
+        return _index_put_rule(bld, nd, gouts, m, ints)
     padding_idx = nd["ivalue"] - 1 if nd["ivalue"] > 0 else -1
     g = bld.contiguous(gouts[0])
     out = _meta(bld.meta(g)["dtype"], m["sizes"], m["device"])
@@ -691,6 +940,108 @@ def _convolution_rule(bld, nd, gouts, need, entry):
     return out
 
 
+def _matmul_rule(bld, nd, gouts, need, entry):
+    """torch.matmul of operands of 2 dims or more (batch dims broadcast)."""
+    import torch
+
+    if not _plain_template(entry, 2):
+        raise Unsupported("matmul with other arguments")
+    a, b = _in(bld, nd, 0), _in(bld, nd, 1)
+    if len(a["sizes"]) < 2 or len(b["sizes"]) < 2:
+        raise Unsupported("matmul of a vector")
+    g = gouts[0]
+    gm = bld.meta(g)
+
+    def matmul(x, y):
+        mx, my = bld.meta(x), bld.meta(y)
+        batch = list(torch.broadcast_shapes(tuple(mx["sizes"][:-2]), tuple(my["sizes"][:-2])))
+        out = _meta(gm["dtype"], batch + [mx["sizes"][-2], my["sizes"][-1]], gm["device"])
+        return bld.extern(torch.matmul, (_C.ExternInput(0), _C.ExternInput(1)), None, [x, y], [out],
+                          "torch.matmul")[0]
+
+    out = [None, None]
+    if need[0]:
+        out[0] = bld.cast(bld.sum_to(matmul(g, bld.transpose(_x(bld, nd, 1))), a["sizes"]), a["dtype"])
+    if need[1]:
+        out[1] = bld.cast(bld.sum_to(matmul(bld.transpose(_x(bld, nd, 0)), g), b["sizes"]), b["dtype"])
+    return out
+
+
+def _dropout_rule(bld, nd, gouts, need, entry, node_index):
+    """F.dropout in training: the forward calls aten.native_dropout instead,
+    which also returns its mask (the same draw as F.dropout's on CUDA; on the
+    CPU F.dropout draws a float mask, native_dropout a bool one); the
+    gradient is grad * mask / (1 - p)."""
+    import torch
+
+    fn, args = entry[0], list(entry[1])
+    kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
+    names = ["input", "p", "training", "inplace"]
+    defaults = {"p": 0.5, "training": True, "inplace": False}
+    bound = dict(zip(names, args))
+    if fn is not torch.nn.functional.dropout or set(kwargs) - set(names) or set(bound) & set(kwargs):
+        raise Unsupported("dropout of another form")
+    bound.update(kwargs)
+    for k, v in defaults.items():
+        bound.setdefault(k, v)
+    x = bound["input"]
+    p = bound["p"]
+    if not isinstance(x, _C.ExternInput) or x.index != 0 or bound["inplace"] or bound["training"] is not True or \
+            not isinstance(p, (int, float)) or not 0 < p < 1:
+        raise Unsupported("dropout of another form")
+    xm = _in(bld, nd, 0)
+    mask_meta = _meta("bool", xm["sizes"], xm["device"], _dense_like(xm))
+    bld.replace_entry(node_index, (torch.ops.aten.native_dropout.default, (_C.ExternInput(0), float(p), True), {},
+                                   (0, 1)))
+    mask = bld.fw_extra(node_index, 0, mask_meta)
+    if not need[0]:
+        return [None]
+    g = bld.mul(bld.mul(bld.wide(gouts[0]), bld.cast(mask, "float32")), bld.num(1.0 / (1.0 - p)))
+    return [bld.cast(g, xm["dtype"])]
+
+
+def _dense_like(m):
+    """The strides empty_like gives a tensor of metadata m (its own when they
+    are dense and non-overlapping, else contiguous)."""
+    sizes, strides = list(m["sizes"]), list(m["strides"])
+    order = sorted(range(len(sizes)), key=lambda d: strides[d])
+    expect = 1
+    for d in order:
+        if sizes[d] != 1 and strides[d] != expect:
+            return contiguous_strides(sizes)
+        expect *= sizes[d]
+    return strides
+
+
+def _cat_extern_rule(bld, nd, gouts, need, entry):
+    """torch.cat left an extern call (inputs of mixed dtypes, ...): each
+    input's gradient is its slice of the output's, in its dtype."""
+    args = list(entry[1]) if not callable(entry) else []
+    kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
+    tensors = args[0] if args else kwargs.get("tensors")
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if set(kwargs) - {"tensors", "dim"} or not isinstance(tensors, (list, tuple)) or not isinstance(dim, int) or \
+            len(args) > 2 or not all(isinstance(t, _C.ExternInput) for t in tensors):
+        raise Unsupported("torch.cat of another form")
+    g = bld.contiguous(gouts[0])
+    gm = bld.meta(g)
+    dim %= len(gm["sizes"])
+    strides = contiguous_strides(gm["sizes"])
+    out, start = [None] * len(nd["inputs"]), 0
+    for t in tensors:
+        m = _in(bld, nd, t.index)
+        if len(m["sizes"]) == 1 and m["sizes"][0] == 0 and len(gm["sizes"]) != 1:
+            continue  # cat skips an empty 1-d tensor
+        n = m["sizes"][dim]
+        if need[t.index] and out[t.index] is None:
+            piece = bld.cast(bld.view(g, m["sizes"], strides, start * strides[dim]), m["dtype"])
+            out[t.index] = piece
+        elif need[t.index]:
+            raise Unsupported("torch.cat of one tensor twice")
+        start += n
+    return out
+
+
 def _unbind_rule(bld, nd, gouts, need, entry):
     args = entry[1] if not callable(entry) else ()
     if len(args) != 2 or not isinstance(args[0], _C.ExternInput) or not isinstance(args[1], int) or \
@@ -847,7 +1198,60 @@ _RULES = {
     "GELU": _wide_unary(_gelu_derivative),
     "GELU_TANH": _wide_unary(_gelu_tanh_derivative),
     "SILU": _wide_unary(_silu_derivative),
-    "POW": _pow_rule,
+    "POW": _pow_tensor_rule,
+    "ERF": _wide_unary(lambda bld, nd, g: bld.mul(g, bld.mul(bld.op("EXP", [bld.neg(bld.mul(
+        bld.wide(_x(bld, nd)), bld.wide(_x(bld, nd))))]), bld.num(1.1283791670955126)))),
+    "ERFC": _wide_unary(lambda bld, nd, g: bld.mul(g, bld.mul(bld.op("EXP", [bld.neg(bld.mul(
+        bld.wide(_x(bld, nd)), bld.wide(_x(bld, nd))))]), bld.num(-1.1283791670955126)))),
+    "ERFINV": _wide_unary(lambda bld, nd, g: bld.mul(g, bld.mul(bld.op("EXP", [bld.mul(
+        bld.wide(_y(bld, nd)), bld.wide(_y(bld, nd)))]), bld.num(0.886226925452758)))),
+    "LOG1P": _unary(lambda bld, nd, g: bld.div(g, bld.add(_x(bld, nd), bld.num(1.0)))),
+    "EXPM1": _unary(lambda bld, nd, g: bld.mul(g, bld.add(_y(bld, nd), bld.num(1.0)))),
+    "LOG2": _unary(lambda bld, nd, g: bld.div(g, bld.mul(_x(bld, nd), bld.num(0.6931471805599453)))),
+    "LOG10": _unary(lambda bld, nd, g: bld.div(g, bld.mul(_x(bld, nd), bld.num(2.302585092994046)))),
+    "EXP2": _unary(lambda bld, nd, g: bld.mul(g, bld.mul(_y(bld, nd), bld.num(0.6931471805599453)))),
+    "TAN": _unary(lambda bld, nd, g: bld.mul(g, bld.add(bld.mul(_y(bld, nd), _y(bld, nd)), bld.num(1.0)))),
+    "ASIN": _unary(lambda bld, nd, g: bld.div(g, bld.op("SQRT", [bld.sub(bld.num(1.0), bld.mul(_x(bld, nd),
+                                                                                          _x(bld, nd)))]))),
+    "ACOS": _unary(lambda bld, nd, g: bld.neg(bld.div(g, bld.op("SQRT", [bld.sub(bld.num(1.0), bld.mul(
+        _x(bld, nd), _x(bld, nd)))])))),
+    "ATAN": _unary(lambda bld, nd, g: bld.div(g, bld.add(bld.mul(_x(bld, nd), _x(bld, nd)), bld.num(1.0)))),
+    "SINH": _unary(lambda bld, nd, g: bld.mul(g, bld.op("COSH", [_x(bld, nd)]))),
+    "COSH": _unary(lambda bld, nd, g: bld.mul(g, bld.op("SINH", [_x(bld, nd)]))),
+    "ASINH": _unary(lambda bld, nd, g: bld.div(g, bld.op("SQRT", [bld.add(bld.mul(_x(bld, nd), _x(bld, nd)),
+                                                                         bld.num(1.0))]))),
+    "ACOSH": _unary(lambda bld, nd, g: bld.div(g, bld.op("SQRT", [bld.sub(bld.mul(_x(bld, nd), _x(bld, nd)),
+                                                                         bld.num(1.0))]))),
+    "ATANH": _unary(lambda bld, nd, g: bld.div(g, bld.sub(bld.num(1.0), bld.mul(_x(bld, nd), _x(bld, nd))))),
+    "FRAC": _unary(lambda bld, nd, g: g),
+    "NAN_TO_NUM": _unary(lambda bld, nd, g: bld.op("WHERE", [bld.op("ISFINITE", [_x(bld, nd)]), g,
+                                                             bld.num(0.0)])),
+    "CLAMP": _mask_rule(lambda bld, nd: _between(bld, nd, 1, 2)),
+    "CLAMP_MIN": _mask_rule(lambda bld, nd: _between(bld, nd, 1, None)),
+    "CLAMP_MAX": _mask_rule(lambda bld, nd: _between(bld, nd, None, 1)),
+    "HARDTANH": _mask_rule(lambda bld, nd: _strictly_between(bld, nd, _x(bld, nd, 1), _x(bld, nd, 2))),
+    "RELU6": _mask_rule(lambda bld, nd: _strictly_between(bld, nd, bld.num(0.0), bld.num(6.0))),
+    "LEAKY_RELU": _leaky_relu_rule,
+    "ELU": _elu_rule,
+    "SOFTPLUS": _softplus_rule,
+    "HARDSWISH": _wide_unary(_hardswish_derivative),
+    "HARDSIGMOID": _wide_unary(_hardsigmoid_derivative),
+    "MISH": _wide_unary(_mish_derivative),
+    "MAXIMUM": _extremum_rule("GT"),
+    "MINIMUM": _extremum_rule("LT"),
+    "ATAN2": _atan2_rule,
+    "LERP": _lerp_rule,
+    "ADDCMUL": _addc_rule(False),
+    "ADDCDIV": _addc_rule(True),
+    "FMOD": _division_rule("TRUNC"),
+    "REMAINDER": _division_rule("FLOOR"),
+    "AMAX": _amax_rule,
+    "AMIN": _amax_rule,
+    "VAR": _var_rule(False),
+    "STD": _var_rule(True),
+    "LOGSUMEXP": _logsumexp_rule,
+    "TRIL": _tri_rule("TRIL"),
+    "TRIU": _tri_rule("TRIU"),
     "WHERE": _where_rule,
     "MASKED_FILL": _masked_fill_rule,
     "SUM": _sum_rule,
@@ -863,6 +1267,10 @@ _RULES = {
 }
 
 _EXTERN_RULES = {
+    "operator.matmul": _matmul_rule,
+    "torch.cat": _cat_extern_rule,
+    "torch.matmul": _matmul_rule,
+    "Tensor.matmul": _matmul_rule,
     "aten.addmm.default": _addmm_rule,
     "aten.mm.default": _mm_rule,
     "aten.bmm.default": _bmm_rule,
@@ -870,7 +1278,9 @@ _EXTERN_RULES = {
     "Tensor.unbind": _unbind_rule,
 }
 
+# the externs that take the forward node's index (they change its call or its outputs)
 _ATTENTION_RULES = {
+    "torch.nn.functional.dropout": _dropout_rule,
     "aten._scaled_dot_product_flash_attention_for_cpu.default": _flash_cpu_rule,
     "aten._scaled_dot_product_flash_attention.default": _flash_cuda_rule,
     "aten._scaled_dot_product_efficient_attention.default": _efficient_rule,
@@ -914,7 +1324,8 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
             producer[o] = n
         if nd["op"] == "EXTERN":
             extern_users.setdefault(nd["extern_index"], []).append(n)
-        if nd["op"] in _NONDIFF or not any(i in need for i in nd["inputs"]):
+        if nd["op"] in _NONDIFF or not any(i in need for i in nd["inputs"]) or \
+                (nd["op"] == "EXTERN" and nd["name"] in _NONDIFF_EXTERNS):
             continue
         for o in nd["outputs"]:
             if o not in no_grad:
@@ -1003,7 +1414,7 @@ def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_in
     fwd_externs = list(externs)
     for n, metas in extra.items():
         nd = nodes[n]
-        entry = fwd_externs[nd["extern_index"]]
+        entry = bld.replaced.get(n) or fwd_externs[nd["extern_index"]]
         fwd_externs[nd["extern_index"]] = tuple(entry[:3]) + (tuple(range(1 + len(metas))),)
     input_pos = {d["id"]: i for i, d in enumerate(ins)}
     saved_spec = []  # ("input", position) or ("output", position among the forward's outputs)
