@@ -89,6 +89,7 @@ class _Builder:
         self.saved_order = []  # those keys, in backward input order
         self.extra = {}        # forward node index -> [metadata of the outputs it gains]
         self.replaced = {}     # forward node index -> the extern entry its copy calls
+        self.recomputed = []   # externs whose gradient calls them again (_RecomputedGradient)
         self.extern_entries = []
         self.views = set()   # backward ids made by VIEW
         self.inputs = set()  # backward ids that are its inputs
@@ -1042,6 +1043,83 @@ def _cat_extern_rule(bld, nd, gouts, need, entry):
     return out
 
 
+_RANDOM = ("dropout", "rand", "bernoulli", "normal", "multinomial", "uniform", "exponential", "poisson",
+           "cauchy", "geometric", "log_normal")
+
+
+class _RecomputedGradient:
+    """The backward of an extern call with no rule of its own: the call again,
+    under autograd, on its saved inputs, and torch.autograd.grad of its
+    results (the forward's work once more: a rule of its own avoids that).
+    Called with the forward node's tensor inputs, then the gradients of its
+    outputs (zeros where one has none); returns one gradient per input that
+    needs one."""
+
+    def __init__(self, entry, nin, need, nout):
+        self.fn = entry if callable(entry) else entry[0]
+        self.args = () if callable(entry) else tuple(entry[1])
+        self.kwargs = {} if callable(entry) or len(entry) < 3 else dict(entry[2] or {})
+        self.picks = None if callable(entry) or len(entry) < 4 else tuple(entry[3])
+        self.whole = callable(entry)
+        self.nin, self.need, self.nout = nin, need, nout
+
+    def _sub(self, a, xs):
+        if isinstance(a, _C.ExternInput):
+            return xs[a.index]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._sub(v, xs) for v in a)
+        if isinstance(a, dict):
+            return {k: self._sub(v, xs) for k, v in a.items()}
+        return a
+
+    def __call__(self, *tensors):
+        import torch
+
+        xs = [t.detach().requires_grad_(True) if self.need[k] else t for k, t in enumerate(tensors[:self.nin])]
+        grads = tensors[self.nin:]
+        device = xs[0].device.type if xs else "cpu"
+        with torch.enable_grad(), torch.autocast(device, enabled=False):
+            res = self.fn(*xs) if self.whole else self.fn(*self._sub(self.args, xs), **self._sub(self.kwargs, xs))
+        if self.picks is not None:
+            outs = [res[k] for k in self.picks]
+        elif isinstance(res, (list, tuple)):
+            outs = list(res[:self.nout])
+        else:
+            outs = [res]
+        pairs = [(o, g) for o, g in zip(outs, grads) if isinstance(o, torch.Tensor) and o.requires_grad]
+        wanted = [x for k, x in enumerate(xs) if self.need[k]]
+        got = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) \
+            if pairs else [None] * len(wanted)
+        return tuple(torch.zeros_like(x) if g is None else g for x, g in zip(wanted, got))
+
+
+def _recompute_rule(bld, nd, gouts, need, entry):
+    name = nd["name"] or ""
+    if any(r in name.lower() for r in _RANDOM):
+        raise Unsupported(f"no derivative for the extern {name} (it draws random numbers)")
+    outs = []
+    for k, o in enumerate(nd["outputs"]):
+        m = bld.fmeta(o)
+        if gouts[k] is not None:
+            outs.append(bld.contiguous(gouts[k]))
+        elif m["dtype"] in FLOATS:
+            outs.append(bld.zeros(m["sizes"], m["dtype"], m["device"]))
+        else:
+            raise Unsupported(f"no derivative for the extern {name} (an output that is not floating)")
+    wanted = [k for k in range(len(nd["inputs"])) if need[k]]
+    metas = [_meta(_in(bld, nd, k)["dtype"], _in(bld, nd, k)["sizes"], _in(bld, nd, k)["device"]) for k in wanted]
+    fn = _RecomputedGradient(entry, len(nd["inputs"]), list(need), len(nd["outputs"]))
+    index = len(bld.extern_entries)
+    bld.extern_entries.append(fn)
+    ids = bld.g.extern(index, [_x(bld, nd, k) for k in range(len(nd["inputs"]))] + outs, metas,
+                       name=f"recomputed gradient of {name}")
+    out = [None] * len(nd["inputs"])
+    for k, b in zip(wanted, ids):
+        out[k] = b
+    bld.recomputed.append(name)
+    return out
+
+
 def _unbind_rule(bld, nd, gouts, need, entry):
     args = entry[1] if not callable(entry) else ()
     if len(args) != 2 or not isinstance(args[0], _C.ExternInput) or not isinstance(args[1], int) or \
@@ -1378,7 +1456,7 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
                 gins = _EXTERN_RULES[name](bld, nd, [g for g in gouts] if name == "Tensor.unbind" else gouts,
                                            needin, entry)
             else:
-                raise Unsupported(f"no derivative for the extern {name}")
+                gins = _recompute_rule(bld, nd, gouts, needin, entry)
         else:
             rule = _RULES.get(nd["op"])
             if rule is None:
@@ -1432,8 +1510,8 @@ def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_in
         saved_spec.append(("output", nout))
         nout += 1
     return Plan(fwd=fwd, fwd_externs=fwd_externs, bwd=bld.g, bwd_externs=bld.extern_entries,
-                noutputs=len(outs), diff_outs=diff_outs, grad_out_metas=grad_out_metas, grad_inputs=grad_inputs,
-                saved_spec=saved_spec, nsaved=len(bld.saved_order), ninputs=len(ins))
+                noutputs=len(outs), recomputed=bld.recomputed, diff_outs=diff_outs, grad_out_metas=grad_out_metas,
+                grad_inputs=grad_inputs, saved_spec=saved_spec, nsaved=len(bld.saved_order), ninputs=len(ins))
 
 
 # ---- running the two graphs -----------------------------------------------------
@@ -1556,7 +1634,8 @@ def compile_training(graph, externs, example_inputs, no_grad=()):
     if _log_graphs():
         print(f"[wick:graphs] wick autodiff: forward {len(plan.fwd.nodes())} nodes in {fwd.nkernels} kernels, "
               f"{len(plan.saved_spec)} saved values; backward {len(plan.bwd.nodes())} nodes in {bwd.nkernels} "
-              f"kernels, {len(plan.bwd_externs)} extern calls", file=sys.stderr)
+              f"kernels, {len(plan.bwd_externs)} extern calls ({len(plan.recomputed)} recomputed: "
+              f"{sorted(set(plan.recomputed))})", file=sys.stderr)
 
     def run(*args):
         return apply(runner, *args)
