@@ -354,11 +354,12 @@ def _where_rule(bld, nd, gouts, need):
 
 
 def _masked_fill_rule(bld, nd, gouts, need):
-    if need[2] and not _in(bld, nd, 2)["is_wrapped_number"]:
-        raise Unsupported("masked_fill with a tensor value that needs a gradient")
     out = [None, None, None]
     if need[0]:
         out[0] = _unbroadcast(bld, nd, 0, bld.op("MASKED_FILL", [gouts[0], _x(bld, nd, 1), bld.num(0.0)]))
+    if need[2]:  # a 0-d tensor value: the gradients where it was written
+        filled = bld.op("WHERE", [_x(bld, nd, 1), gouts[0], bld.num(0.0)])
+        out[2] = _unbroadcast(bld, nd, 2, filled)
     return out
 
 
@@ -371,7 +372,7 @@ def _const(bld, v):
 
 def _mask_rule(keep):
     """Ops whose derivative is the gradient where keep(bld, nd) holds, 0
-    elsewhere; their other inputs (bounds, slopes) must not need one."""
+    elsewhere; their other inputs (bounds) must not need one."""
     def rule(bld, nd, gouts, need):
         if any(need[1:]):
             raise Unsupported(f"{nd['op']} with a bound that needs a gradient")
@@ -382,14 +383,33 @@ def _mask_rule(keep):
     return rule
 
 
-def _between(bld, nd, lo_k, hi_k):
-    x = _x(bld, nd)
-    conds = []
-    if lo_k is not None:
-        conds.append(bld.op("GE", [x, _x(bld, nd, lo_k)]))
-    if hi_k is not None:
-        conds.append(bld.op("LE", [x, _x(bld, nd, hi_k)]))
-    return conds[0] if len(conds) == 1 else bld.op("LOGICAL_AND", conds)
+def _clamp_rule(lo_k, hi_k):
+    """clamp / clamp_min / clamp_max, bounds included (eager's rule: a bound
+    gets the gradient where it clamped; with min > max, max wins)."""
+    def rule(bld, nd, gouts, need):
+        g, x = gouts[0], _x(bld, nd)
+        lo = _x(bld, nd, lo_k) if lo_k is not None else None
+        hi = _x(bld, nd, hi_k) if hi_k is not None else None
+
+        def where(cond):
+            return bld.op("WHERE", [cond, g, bld.num(0.0)])
+
+        def both(a, b, op="LOGICAL_AND"):
+            return a if b is None else b if a is None else bld.op(op, [a, b])
+
+        out = [None] * len(nd["inputs"])
+        if need[0]:
+            keep = both(bld.op("GE", [x, lo]) if lo is not None else None,
+                        bld.op("LE", [x, hi]) if hi is not None else None)
+            out[0] = _unbroadcast(bld, nd, 0, where(keep))
+        if lo_k is not None and need[lo_k]:
+            cond = both(bld.op("LT", [x, lo]), bld.op("LT", [lo, hi]) if hi is not None else None)
+            out[lo_k] = _unbroadcast(bld, nd, lo_k, where(cond))
+        if hi_k is not None and need[hi_k]:
+            cond = both(bld.op("GT", [x, hi]), bld.op("LT", [hi, lo]) if lo is not None else None, "LOGICAL_OR")
+            out[hi_k] = _unbroadcast(bld, nd, hi_k, where(cond))
+        return out
+    return rule
 
 
 def _strictly_between(bld, nd, lo, hi):
@@ -878,16 +898,21 @@ def _plain_template(entry, n):
 
 
 def _addmm_rule(bld, nd, gouts, need, entry):
-    if not _plain_template(entry, 3):
-        raise Unsupported("addmm with beta or alpha")
+    kwargs = dict(entry[2] or {}) if not callable(entry) and len(entry) > 2 else {}
+    plain = (not callable(entry), len(entry) >= 2 and len(entry[1]) == 3, len(entry) < 4)
+    if not all(plain) or not all(isinstance(a, _C.ExternInput) and a.index == i for i, a in enumerate(entry[1])) \
+            or set(kwargs) - {"beta", "alpha"} or not all(isinstance(v, (int, float)) for v in kwargs.values()):
+        raise Unsupported("addmm of another form")
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
     g = gouts[0]
+    ga = g if alpha == 1 else bld.mul(g, bld.num(float(alpha)))
     out = [None, None, None]
     if need[0]:
-        out[0] = _unbroadcast(bld, nd, 0, g)
+        out[0] = _unbroadcast(bld, nd, 0, g if beta == 1 else bld.mul(g, bld.num(float(beta))))
     if need[1]:
-        out[1] = bld.cast(_mm(bld, g, bld.transpose(_x(bld, nd, 2))), _in(bld, nd, 1)["dtype"])
+        out[1] = bld.cast(_mm(bld, ga, bld.transpose(_x(bld, nd, 2))), _in(bld, nd, 1)["dtype"])
     if need[2]:
-        out[2] = bld.cast(_mm(bld, bld.transpose(_x(bld, nd, 1)), g), _in(bld, nd, 2)["dtype"])
+        out[2] = bld.cast(_mm(bld, bld.transpose(_x(bld, nd, 1)), ga), _in(bld, nd, 2)["dtype"])
     return out
 
 
@@ -942,29 +967,40 @@ def _convolution_rule(bld, nd, gouts, need, entry):
 
 
 def _matmul_rule(bld, nd, gouts, need, entry):
-    """torch.matmul of operands of 2 dims or more (batch dims broadcast)."""
+    """torch.matmul: a vector operand is a matrix of one row (left) or one
+    column (right) for the rule, batch dims broadcast."""
     import torch
 
     if not _plain_template(entry, 2):
         raise Unsupported("matmul with other arguments")
     a, b = _in(bld, nd, 0), _in(bld, nd, 1)
-    if len(a["sizes"]) < 2 or len(b["sizes"]) < 2:
-        raise Unsupported("matmul of a vector")
-    g = gouts[0]
-    gm = bld.meta(g)
+    if not a["sizes"] or not b["sizes"]:
+        raise Unsupported("matmul of a 0-d tensor")
+    gm = bld.meta(gouts[0])
+    av, bv = len(a["sizes"]) == 1, len(b["sizes"]) == 1
+    x0, x1 = _x(bld, nd, 0), _x(bld, nd, 1)
+    if av:
+        x0 = bld.view(x0, [1, a["sizes"][0]], [0, a["strides"][0]])
+    if bv:
+        x1 = bld.view(x1, [b["sizes"][0], 1], [b["strides"][0], 0])
+    m0, m1 = bld.meta(x0), bld.meta(x1)
+    batch = list(torch.broadcast_shapes(tuple(m0["sizes"][:-2]), tuple(m1["sizes"][:-2])))
+    g = bld.reshape(gouts[0], batch + [m0["sizes"][-2], m1["sizes"][-1]])
 
     def matmul(x, y):
         mx, my = bld.meta(x), bld.meta(y)
-        batch = list(torch.broadcast_shapes(tuple(mx["sizes"][:-2]), tuple(my["sizes"][:-2])))
-        out = _meta(gm["dtype"], batch + [mx["sizes"][-2], my["sizes"][-1]], gm["device"])
+        shape = list(torch.broadcast_shapes(tuple(mx["sizes"][:-2]), tuple(my["sizes"][:-2])))
+        out = _meta(gm["dtype"], shape + [mx["sizes"][-2], my["sizes"][-1]], gm["device"])
         return bld.extern(torch.matmul, (_C.ExternInput(0), _C.ExternInput(1)), None, [x, y], [out],
                           "torch.matmul")[0]
 
     out = [None, None]
     if need[0]:
-        out[0] = bld.cast(bld.sum_to(matmul(g, bld.transpose(_x(bld, nd, 1))), a["sizes"]), a["dtype"])
+        ga = bld.sum_to(matmul(g, bld.transpose(x1)), m0["sizes"])
+        out[0] = bld.cast(bld.reshape(ga, a["sizes"]), a["dtype"])
     if need[1]:
-        out[1] = bld.cast(bld.sum_to(matmul(bld.transpose(_x(bld, nd, 0)), g), b["sizes"]), b["dtype"])
+        gb = bld.sum_to(matmul(bld.transpose(x0), g), m1["sizes"])
+        out[1] = bld.cast(bld.reshape(gb, b["sizes"]), b["dtype"])
     return out
 
 
@@ -1304,9 +1340,9 @@ _RULES = {
     "FRAC": _unary(lambda bld, nd, g: g),
     "NAN_TO_NUM": _unary(lambda bld, nd, g: bld.op("WHERE", [bld.op("ISFINITE", [_x(bld, nd)]), g,
                                                              bld.num(0.0)])),
-    "CLAMP": _mask_rule(lambda bld, nd: _between(bld, nd, 1, 2)),
-    "CLAMP_MIN": _mask_rule(lambda bld, nd: _between(bld, nd, 1, None)),
-    "CLAMP_MAX": _mask_rule(lambda bld, nd: _between(bld, nd, None, 1)),
+    "CLAMP": _clamp_rule(1, 2),
+    "CLAMP_MIN": _clamp_rule(1, None),
+    "CLAMP_MAX": _clamp_rule(None, 1),
     "HARDTANH": _mask_rule(lambda bld, nd: _strictly_between(bld, nd, _x(bld, nd, 1), _x(bld, nd, 2))),
     "RELU6": _mask_rule(lambda bld, nd: _strictly_between(bld, nd, bld.num(0.0), bld.num(6.0))),
     "LEAKY_RELU": _leaky_relu_rule,
