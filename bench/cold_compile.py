@@ -10,7 +10,9 @@ they finished (which times them) returned, from the start of the first call.
 
 --compiler wick: torch.compile(model, backend="wick") (Dynamo + AOTAutograd + wick's compiler; the row's
 "dynamo+wick"); wick-own: wick.compile(model) (wick's own C capture; inference graphs go to wick's native
-runtime, grad-mode graphs are exported to FX and compiled through AOTAutograd with wick's compilers);
+runtime, grad-mode graphs to wick's own autodiff (wick/_autodiff.py; check["autodiff"] counts them), or, where
+its rules do not cover a graph or WICK_AUTODIFF=aot, are exported to FX and compiled through AOTAutograd with
+wick's compilers);
 inductor: torch.compile(model).
 
 Run it in a fresh process each time: it points WICK_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR at new
@@ -324,6 +326,8 @@ if args.compiler == "wick-own":
     check["eager_entries"] = sum(1 for e in ents if e.get("eager") or e.get("reason"))
     check["via_fx_entries"] = sum(1 for e in ents if e.get("via_fx"))
     check["hook"] = {k: st["hook"].get(k) for k in ("compiles", "eager_runs", "graph_errors")}
+    # grad-mode graphs: how many wick's own autodiff took, how many went to AOTAutograd (and why)
+    check["autodiff"] = st.get("autodiff")
     fc = st.get("compile_time_s") or 0.0
     phases["frame compiles (capture + graph compiles, wick.stats)"] = [len(ents), fc, float("nan"), float("nan")]
 ok = bool(check["graphs"]) and not check["fallbacks"] and not check.get("eager_entries") and \

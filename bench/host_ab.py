@@ -11,7 +11,9 @@ dynamo+wick (torch.compile(backend="wick")) | wick (wick.compile, wick's
 capture) | dynamo+wick-ro and inductor-ro (mode="reduce-overhead": CUDA
 graphs) | dynamo+wick-py and
 wick-py (the same, compiled with WICK_NATIVE_EXTERNS=0: every extern call
-through Python, the A/B of csrc/runtime/shim_ops.c). MODE: inference
+through Python, the A/B of csrc/runtime/shim_ops.c) | wick-aot (wick.compile
+with WICK_AUTODIFF=aot: training graphs through AOTAutograd instead of
+wick's own autodiff). MODE: inference
 (default) or training (SGD step: forward, loss, backward, step).
 
 bf16 autocast. Each variant runs on its own copy of the model; the first
@@ -102,7 +104,7 @@ def compile_variant(v, m):
         return torch.compile(m, backend="wick")
     if v == "dynamo+wick-ro":
         return torch.compile(m, backend="wick", mode="reduce-overhead")
-    if v == "wick":
+    if v in ("wick", "wick-aot"):
         return wick.compile(m)
     raise SystemExit(f"unknown variant {v}")
 
@@ -187,6 +189,8 @@ def main():
             if v.endswith("-py"):  # the knob is read when a graph is compiled: during the first call
                 os.environ["WICK_NATIVE_EXTERNS"] = "0"
                 C.env_reload()
+            if v == "wick-aot":  # likewise: training graphs through AOTAutograd, not wick's own autodiff
+                os.environ["WICK_AUTODIFF"] = "aot"
             wick.backends.compiled_graphs.clear()
             try:
                 out = r()
@@ -196,6 +200,7 @@ def main():
                 continue
             finally:
                 os.environ.pop("WICK_NATIVE_EXTERNS", None)
+                os.environ.pop("WICK_AUTODIFF", None)
                 C.env_reload()
             if v == "dynamo+wick":
                 for info in wick.backends.compiled_graphs:

@@ -1288,6 +1288,32 @@ def _efficient_rule(bld, nd, gouts, need, entry, node_index):
     return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
 
 
+def _cudnn_rule(bld, nd, gouts, need, entry, node_index):
+    import torch
+
+    args, kwargs = _attention_args(entry, nd, [])
+    if len(args) != 8 or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
+        raise Unsupported("cuDNN attention with dropout, without its logsumexp, or other arguments")
+    bias = args[3]
+    if isinstance(bias, _C.ExternInput) and need[bias.index]:
+        raise Unsupported("an attention bias that needs a gradient")
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    q, k = _in(bld, nd, 0), _in(bld, nd, 1)
+    dev = q["device"]
+    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
+    bias_t = None
+    if isinstance(bias, _C.ExternInput):
+        ins.append(_x(bld, nd, bias.index))
+        bias_t = _C.ExternInput(6)
+    template = [_C.ExternInput(i) for i in range(6)] + [_philox(dev), _philox(dev), bias_t, None, None,
+                                                        q["sizes"][-2], k["sizes"][-2], 0.0, args[6]]
+    kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
+    metas = [_meta(_in(bld, nd, i)["dtype"], _in(bld, nd, i)["sizes"], dev) for i in range(3)]
+    ids = bld.extern(torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default, template, kw, ins,
+                     metas, "aten._scaled_dot_product_cudnn_attention_backward.default", picks=(0, 1, 2))
+    return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
+
+
 _RULES = {
     "CONVERT": _unary(lambda bld, nd, g: g),
     "ADD": _binary(lambda bld, nd, g: g, lambda bld, nd, g: g),
@@ -1398,6 +1424,7 @@ _ATTENTION_RULES = {
     "aten._scaled_dot_product_flash_attention_for_cpu.default": _flash_cpu_rule,
     "aten._scaled_dot_product_flash_attention.default": _flash_cuda_rule,
     "aten._scaled_dot_product_efficient_attention.default": _efficient_rule,
+    "aten._scaled_dot_product_cudnn_attention.default": _cudnn_rule,
 }
 
 

@@ -3122,6 +3122,7 @@ def _own_autodiff(graph, externs, example_inputs, no_grad, written):
 
     if not _autodiff.enabled():
         return None
+    _start_triton_workers(example_inputs)
     try:
         if written:
             raise _autodiff.Unsupported("the graph writes its inputs (batch norm's statistics)")
