@@ -72,6 +72,24 @@ def contiguous_strides(sizes):
     return strides
 
 
+def dense_strides(sizes, order):
+    """Strides of a dense tensor whose dims, outer first, are `order`."""
+    strides, acc = [0] * len(sizes), 1
+    for d in reversed(order):
+        strides[d] = acc
+        acc *= max(sizes[d], 1)
+    return strides
+
+
+def like_strides(m):
+    """What empty_like(preserve_format) gives a tensor of metadata m: its own
+    strides when dense, else dense ones in its dims' stride order."""
+    order = sorted(range(len(m["sizes"])), key=lambda d: (-m["strides"][d], d))
+    dense = dense_strides(m["sizes"], order)
+    own = list(m["strides"])
+    return own if all(n == 1 or a == b for n, a, b in zip(m["sizes"], own, dense)) else dense
+
+
 def _numel(sizes):
     n = 1
     for s in sizes:
@@ -184,6 +202,22 @@ class _Builder:
         if list(m["strides"]) == contiguous_strides(m["sizes"]) or _numel(m["sizes"]) <= 1:
             return b
         return self.copy(b)
+
+    def laid_out(self, b, strides):
+        """b with these strides (a dense layout): a copy in their dim order,
+        seen through a VIEW; b itself when it has them already. What an
+        extern that wants one operand laid out like another gets (cuDNN's
+        attention backward reads its gradient as laid out like its output)."""
+        m = self.meta(b)
+        sizes, have = list(m["sizes"]), list(m["strides"])
+        if all(n == 1 or s == t for n, s, t in zip(sizes, have, strides)) or _numel(sizes) <= 1:
+            return b
+        order = sorted(range(len(sizes)), key=lambda d: -strides[d])
+        if dense_strides(sizes, order) != [s if n != 1 else dense_strides(sizes, order)[d]
+                                           for d, (n, s) in enumerate(zip(sizes, strides))]:
+            return self.contiguous(b)
+        t = self.copy(self.view(b, [sizes[d] for d in order], [have[d] for d in order]))
+        return self.view(t, sizes, dense_strides(sizes, order))
 
     def view(self, b, sizes, strides, offset=0):
         sizes, strides = list(sizes), list(strides)
@@ -1207,6 +1241,19 @@ def _attention_args(entry, nd, want):
     return args, kwargs
 
 
+def _grad_like_out(bld, nd, g):
+    """The gradient of an attention output, laid out as the output is (the
+    kernels read it so; cuDNN's gives wrong gradients otherwise)."""
+    return bld.laid_out(g, list(bld.fmeta(nd["output"])["strides"]))
+
+
+def _grad_meta(bld, nd, k):
+    """An attention backward's gradient of input k: laid out as that input
+    (empty_like), which the runtime would otherwise copy into another layout."""
+    m = _in(bld, nd, k)
+    return _meta(m["dtype"], m["sizes"], m["device"], like_strides(m))
+
+
 def _flash_cpu_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
@@ -1217,7 +1264,7 @@ def _flash_cpu_rule(bld, nd, gouts, need, entry, node_index):
     if mask is not None and need[mask.index]:
         raise Unsupported("an attention mask that needs a gradient")
     lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
-    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, k) for k in range(3)] + [_y(bld, nd), lse]
+    ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, k) for k in range(3)] + [_y(bld, nd), lse]
     kw = {}
     if mask is not None:
         ins.append(_x(bld, nd, mask.index))
@@ -1225,8 +1272,7 @@ def _flash_cpu_rule(bld, nd, gouts, need, entry, node_index):
     if "scale" in kwargs:
         kw["scale"] = kwargs["scale"]
     template = [_C.ExternInput(k) for k in range(6)] + [0.0, args[4]]
-    metas = [_meta(bld.fmeta(nd["inputs"][k])["dtype"], bld.fmeta(nd["inputs"][k])["sizes"],
-                   bld.fmeta(nd["inputs"][k])["device"]) for k in range(3)]
+    metas = [_grad_meta(bld, nd, k) for k in range(3)]
     ids = bld.extern(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default, template, kw,
                      ins, metas, "aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
     return [ids[k] if k < 3 and need[k] else None for k in range(len(nd["inputs"]))]
@@ -1248,12 +1294,12 @@ def _flash_cuda_rule(bld, nd, gouts, need, entry, node_index):
         raise Unsupported("CUDA flash attention with dropout or other arguments")
     lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
     q, k = _in(bld, nd, 0), _in(bld, nd, 1)
-    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
+    ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
     dev = q["device"]
     template = [_C.ExternInput(i) for i in range(6)] + [None, None, q["sizes"][-2], k["sizes"][-2], 0.0, args[4],
                                                         _philox(dev), _philox(dev)]
     kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
-    metas = [_meta(_in(bld, nd, i)["dtype"], _in(bld, nd, i)["sizes"], dev) for i in range(3)]
+    metas = [_grad_meta(bld, nd, i) for i in range(3)]
     ids = bld.extern(torch.ops.aten._scaled_dot_product_flash_attention_backward.default, template, kw, ins, metas,
                      "aten._scaled_dot_product_flash_attention_backward.default", picks=(0, 1, 2))
     return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
@@ -1270,7 +1316,7 @@ def _efficient_rule(bld, nd, gouts, need, entry, node_index):
         raise Unsupported("an attention bias that needs a gradient")
     lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
     dev = _in(bld, nd, 0)["device"]
-    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, i) for i in range(3)]
+    ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)]
     if isinstance(bias, _C.ExternInput):
         ins.append(_x(bld, nd, bias.index))
         bias_t = _C.ExternInput(4)
@@ -1282,7 +1328,7 @@ def _efficient_rule(bld, nd, gouts, need, entry, node_index):
                                                        _philox(dev), _philox(dev), 0.0, [True, True, True, False],
                                                        args[6]]
     kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
-    metas = [_meta(_in(bld, nd, i)["dtype"], _in(bld, nd, i)["sizes"], dev) for i in range(3)]
+    metas = [_grad_meta(bld, nd, i) for i in range(3)]
     ids = bld.extern(torch.ops.aten._scaled_dot_product_efficient_attention_backward.default, template, kw, ins,
                      metas, "aten._scaled_dot_product_efficient_attention_backward.default", picks=(0, 1, 2))
     return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
@@ -1300,7 +1346,7 @@ def _cudnn_rule(bld, nd, gouts, need, entry, node_index):
     lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
     q, k = _in(bld, nd, 0), _in(bld, nd, 1)
     dev = q["device"]
-    ins = [bld.contiguous(gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
+    ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
     bias_t = None
     if isinstance(bias, _C.ExternInput):
         ins.append(_x(bld, nd, bias.index))
@@ -1308,7 +1354,7 @@ def _cudnn_rule(bld, nd, gouts, need, entry, node_index):
     template = [_C.ExternInput(i) for i in range(6)] + [_philox(dev), _philox(dev), bias_t, None, None,
                                                         q["sizes"][-2], k["sizes"][-2], 0.0, args[6]]
     kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
-    metas = [_meta(_in(bld, nd, i)["dtype"], _in(bld, nd, i)["sizes"], dev) for i in range(3)]
+    metas = [_grad_meta(bld, nd, i) for i in range(3)]
     ids = bld.extern(torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default, template, kw, ins,
                      metas, "aten._scaled_dot_product_cudnn_attention_backward.default", picks=(0, 1, 2))
     return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
@@ -1476,8 +1522,13 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
     input_ids = {d["id"] for d in ins}
     seen = set()
     for v in outs:
-        if v in input_ids:
-            raise Unsupported("an output is a graph input")
+        base = v
+        while base in producer and nodes[producer[base]]["op"] == "VIEW":
+            base = nodes[producer[base]]["inputs"][0]
+        if base in input_ids:
+            # eager's output would be a view of the input, which autograd tracks
+            # (an in-place write to it); a plain tensor here would not be
+            raise Unsupported("an output is a graph input or a view of one")
         if v in seen:
             raise Unsupported("an output appears twice")
         seen.add(v)
