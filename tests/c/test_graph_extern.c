@@ -1,5 +1,6 @@
 /* test_graph_extern.c — open-ended node inputs and int-list attributes,
- * multi-output EXTERN nodes (graph.c), and plans: a graph cut into kernel
+ * multi-output EXTERN nodes and graph copies that give an extern node more
+ * outputs (graph.c), and plans: a graph cut into kernel
  * stages and extern steps, with slots between them (pipeline.c). */
 #include "codegen/program.h"
 #include "runtime/runtime.h"
@@ -282,8 +283,67 @@ static void test_complex_carried(void) {
     wk_graph_free(h);
 }
 
+
+/* wk_graph_copy: the same inputs, nodes, attributes and outputs (the hash
+ * equal); an extern node gains the extra outputs asked for, after its own,
+ * and later values move up by as many ids. */
+static void test_copy(void) {
+    WkGraph *g = wk_graph_new();
+    int64_t sz[2] = {3, 4};
+    int x = wk_graph_input(g, WK_F32, CPU, 2, sz, NULL, 1, "L['x']");
+    int s = wk_graph_scalar(g, WK_F64, 0.5, 0);
+    int in2[2] = {x, s};
+    int m = wk_graph_op(g, WK_OP_MUL, in2, 2, &(WkAttrs){0});
+    WkTensorMeta out = meta2(WK_F32, 4, 3, 1, 4);
+    int e = wk_graph_extern(g, 3, "aten.t", &m, 1, &out, 1);
+    int64_t ints[] = {2, 4, 3, 3, 1, 0};
+    WkAttrs va = {0};
+    va.nints = 6;
+    va.ints = ints;
+    int v = wk_graph_op(g, WK_OP_VIEW, &e, 1, &va);
+    WkAttrs ra = {0};
+    ra.ndims = 1;
+    ra.dims[0] = 1;
+    int r = wk_graph_op(g, WK_OP_SUM, &v, 1, &ra);
+    wk_graph_output(g, r);
+    wk_graph_output(g, e);
+
+    int map[16];
+    WkGraph *c = wk_graph_copy(g, NULL, NULL, map);
+    CHECK(c != NULL);
+    CHECK_EQ_INT(wk_graph_hash(c), wk_graph_hash(g));
+    CHECK_EQ_INT(wk_graph_nvalues(c), wk_graph_nvalues(g));
+    CHECK(wk_graph_value(c, map[x])->requires_grad);
+    CHECK(!strcmp(wk_graph_value(c, map[x])->source, "L['x']"));
+    CHECK(wk_graph_value(c, map[s])->is_wrapped_number);
+    wk_graph_free(c);
+
+    /* node 2 (the extern) gains an int64 output */
+    int extra[5] = {0, 0, 1, 0, 0};
+    WkTensorMeta more = meta2(WK_I64, 4, 1, 1, 1);
+    c = wk_graph_copy(g, extra, &more, map);
+    CHECK(c != NULL);
+    CHECK_EQ_INT(wk_graph_nvalues(c), wk_graph_nvalues(g) + 1);
+    CHECK_EQ_INT(map[e], e);
+    CHECK_EQ_INT(map[v], v + 1);
+    CHECK_EQ_INT(map[r], r + 1);
+    const WkNode *en = wk_graph_node(c, wk_graph_value(c, map[e])->node);
+    CHECK_EQ_INT(en->noutputs, 2);
+    CHECK_EQ_INT(wk_graph_value(c, map[e] + 1)->dtype, WK_I64);
+    CHECK_EQ_INT(wk_graph_output_value(c, 0), map[r]);
+    CHECK_EQ_INT(wk_graph_output_value(c, 1), map[e]);
+    wk_graph_free(c);
+
+    /* only an extern node may gain outputs */
+    int bad[5] = {0, 1, 0, 0, 0};
+    CHECK(wk_graph_copy(g, bad, &more, map) == NULL);
+    CHECK(strstr(wk_error_get(), "only an extern node") != NULL);
+    wk_graph_free(g);
+}
+
 int main(void) {
     test_builder();
+    test_copy();
     test_complex_carried();
     test_plan();
     test_plan_embedding_backward();
