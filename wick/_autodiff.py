@@ -680,10 +680,14 @@ def _layer_norm_rule(bld, nd, gouts, need):
     eps = nd["fvalue"]
     x = bld.wide(_x(bld, nd, 0))
     mean = bld.op("MEAN", [x], dims=dims, keepdim=True)
-    xc = bld.sub(x, mean)
-    var = bld.op("MEAN", [bld.mul(xc, xc)], dims=dims, keepdim=True)
+    centred = bld.sub(x, mean)
+    var = bld.op("MEAN", [bld.mul(centred, centred)], dims=dims, keepdim=True)
     rstd = bld.op("RSQRT", [bld.add(var, bld.num(float(eps)))])
-    xhat = bld.mul(xc, rstd)
+    # x - mean again, for the uses that also read the gradient: the statistics
+    # depend on saved values only, so the pipeline computes them in the
+    # backward's first stage; a node of its own keeps x - mean out of that
+    # stage (read there, it would be written out whole for the later ones)
+    xhat = bld.mul(bld.sub(x, mean), rstd)
     g = bld.wide(gouts[0])
     out = [None, None, None]
     wm = _in(bld, nd, 1)
