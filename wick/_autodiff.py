@@ -108,6 +108,8 @@ class _Builder:
         self.extra = {}        # forward node index -> [metadata of the outputs it gains]
         self.replaced = {}     # forward node index -> the extern entry its copy calls
         self.recomputed = []   # externs whose gradient calls them again (_RecomputedGradient)
+        self.need = set()      # forward values that need a gradient
+        self.routed = []       # (forward value, gradient) a rule gives past the node's inputs
         self.extern_entries = []
         self.views = set()   # backward ids made by VIEW
         self.inputs = set()  # backward ids that are its inputs
@@ -935,6 +937,34 @@ def _plain_template(entry, n):
             and not kwargs)
 
 
+def _transposed_base(bld, v):
+    """The 2-d value v is a transpose of (a linear layer's weight, seen as
+    the matmul's right operand), when it needs a gradient: its gradient is
+    then made in the base's orientation (no transposed copy after it)."""
+    n = bld.producer.get(v)
+    nd = bld.nodes[n] if n is not None else None
+    if nd is None or nd["op"] != "VIEW" or nd["inputs"][0] not in bld.need:
+        return None
+    base = bld.fmeta(nd["inputs"][0])
+    ints = nd["ints"]
+    if len(base["sizes"]) != 2 or list(ints) != [2, base["sizes"][1], base["sizes"][0], base["strides"][1],
+                                                 base["strides"][0], 0]:
+        return None
+    return nd["inputs"][0]
+
+
+def _right_operand_gradient(bld, nd, k, left, g, dtype_of):
+    """The gradient of a matmul's right operand (input k, [K, N]) given its
+    left operand's value `left` ([M, K]) and the output's gradient: left^T g,
+    or, where the operand is a transpose of a weight [N, K], g^T left routed
+    to the weight itself."""
+    base = _transposed_base(bld, nd["inputs"][k])
+    if base is None:
+        return bld.cast(_mm(bld, bld.transpose(left), g), dtype_of)
+    bld.routed.append((base, bld.cast(_mm(bld, bld.transpose(g), left), bld.fmeta(base)["dtype"])))
+    return None
+
+
 def _addmm_rule(bld, nd, gouts, need, entry):
     kwargs = dict(entry[2] or {}) if not callable(entry) and len(entry) > 2 else {}
     plain = (not callable(entry), len(entry) >= 2 and len(entry[1]) == 3, len(entry) < 4)
@@ -950,7 +980,7 @@ def _addmm_rule(bld, nd, gouts, need, entry):
     if need[1]:
         out[1] = bld.cast(_mm(bld, ga, bld.transpose(_x(bld, nd, 2))), _in(bld, nd, 1)["dtype"])
     if need[2]:
-        out[2] = bld.cast(_mm(bld, bld.transpose(_x(bld, nd, 1)), ga), _in(bld, nd, 2)["dtype"])
+        out[2] = _right_operand_gradient(bld, nd, 2, _x(bld, nd, 1), ga, _in(bld, nd, 2)["dtype"])
     return out
 
 
@@ -961,7 +991,9 @@ def _mm_rule(bld, nd, gouts, need, entry, name="aten.mm.default"):
     out = [None, None]
     if need[0]:
         out[0] = bld.cast(_mm(bld, g, bld.transpose(_x(bld, nd, 1)), name), _in(bld, nd, 0)["dtype"])
-    if need[1]:
+    if need[1] and name == "aten.mm.default":
+        out[1] = _right_operand_gradient(bld, nd, 1, _x(bld, nd, 0), g, _in(bld, nd, 1)["dtype"])
+    elif need[1]:
         out[1] = bld.cast(_mm(bld, bld.transpose(_x(bld, nd, 0)), g, name), _in(bld, nd, 1)["dtype"])
     return out
 
@@ -1540,6 +1572,7 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
     if not diff_outs:
         raise Unsupported("no output needs a gradient")
     bld = _Builder(graph, values, producer, nodes)
+    bld.need = need
     grads = {}
 
     def accumulate(v, b):
@@ -1585,6 +1618,9 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
         for v, gi, want in zip(nd["inputs"], gins, needin):
             if gi is not None and want:
                 accumulate(v, gi)
+        for v, gi in bld.routed:
+            accumulate(v, gi)
+        bld.routed.clear()
     grad_inputs = []
     for i, d in enumerate(ins):
         if d["id"] not in need:
