@@ -159,6 +159,13 @@ elif args.compiler == "wick-own":
     wb.wick_backend = timed("  wick_backend (AOTAutograd incl. wick)", wb.wick_backend)
     # AOTAutograd compiles the backward graph lazily, at the first backward: outside compile_graph_with
     wb._compile_aten = spanned(timed("    wick compile (importer+pipeline+cc)", wb._compile_aten))
+    import wick._autodiff as wa
+
+    # wick's own autodiff (the default for grad-mode graphs): the rules and the forward's copy, then both
+    # graphs' compile; its graphs' C compile lines count with the AOTAutograd graphs' (inside compile_graph_with)
+    wa.differentiate = timed("  wick autodiff: differentiate (rules + forward copy)", wa.differentiate)
+    wa.compile_training = spanned(timed("  wick autodiff: compile_training (differentiate + compiles)",
+                                        wa.compile_training))
 
 
 if args.device == "cuda":
@@ -290,6 +297,7 @@ if log_fd is not None:
     nan = float("nan")
     phases["wick C compile, all graphs (lower+codegen+cc, WICK_LOG=perf)"] = [len(perf), sum(s for _, s in perf), nan, nan]
     phases["  of which native-runtime graphs"] = [len(native), sum(native), nan, nan]
+    # (graphs compiled inside compile_graph_with: AOTAutograd's, or wick autodiff's forward and backward)
     phases["  of which AOTAutograd graphs"] = [len(in_fx), sum(in_fx), nan, nan]
     tunes = [ln for _, ln in lines if ln.startswith("[wick:perf] autotune ")]
     phases["autotune timings (launches of candidates, WICK_LOG=perf)"] = [
