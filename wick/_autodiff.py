@@ -1097,7 +1097,7 @@ def _dropout_rule(bld, nd, gouts, need, entry, node_index):
             not isinstance(p, (int, float)) or not 0 < p < 1:
         raise Unsupported("dropout of another form")
     xm = _in(bld, nd, 0)
-    mask_meta = _meta("bool", xm["sizes"], xm["device"], _dense_like(xm))
+    mask_meta = _meta("bool", xm["sizes"], xm["device"], like_strides(xm))
     bld.replace_entry(node_index, (torch.ops.aten.native_dropout.default, (_C.ExternInput(0), float(p), True), {},
                                    (0, 1)))
     mask = bld.fw_extra(node_index, 0, mask_meta)
@@ -1105,19 +1105,6 @@ def _dropout_rule(bld, nd, gouts, need, entry, node_index):
         return [None]
     g = bld.mul(bld.mul(bld.wide(gouts[0]), bld.cast(mask, "float32")), bld.num(1.0 / (1.0 - p)))
     return [bld.cast(g, xm["dtype"])]
-
-
-def _dense_like(m):
-    """The strides empty_like gives a tensor of metadata m (its own when they
-    are dense and non-overlapping, else contiguous)."""
-    sizes, strides = list(m["sizes"]), list(m["strides"])
-    order = sorted(range(len(sizes)), key=lambda d: strides[d])
-    expect = 1
-    for d in order:
-        if sizes[d] != 1 and strides[d] != expect:
-            return contiguous_strides(sizes)
-        expect *= sizes[d]
-    return strides
 
 
 def _cat_extern_rule(bld, nd, gouts, need, entry):
@@ -1244,7 +1231,7 @@ def _unbind_rule(bld, nd, gouts, need, entry):
     return [bld.cast(bld.op("CAT", parts, ints=[dim]), xm["dtype"])]
 
 
-def _lse_meta(bld, n, nd, entry, item):
+def _lse_meta(bld, nd, entry, item):
     """Metadata of item `item` of the attention call's result (its
     logsumexp), from a call on meta tensors."""
     import torch
@@ -1262,18 +1249,12 @@ def _lse_meta(bld, n, nd, entry, item):
     return _meta(str(t.dtype).replace("torch.", ""), list(t.shape), _in(bld, nd, 0)["device"], list(t.stride()))
 
 
-def _attention_args(entry, nd, want):
+def _attention_args(entry):
     args = entry[1]
     kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
     picks = tuple(entry[3]) if len(entry) > 3 else None
     if picks != (0,) or not all(isinstance(a, _C.ExternInput) and a.index == i for i, a in enumerate(args[:3])):
         raise Unsupported("an attention call of another form")
-    for a in args[3:]:
-        if isinstance(a, _C.ExternInput):
-            want.append(a.index)
-    for v in kwargs.values():
-        if isinstance(v, _C.ExternInput):
-            want.append(v.index)
     return args, kwargs
 
 
@@ -1293,13 +1274,13 @@ def _grad_meta(bld, nd, k):
 def _flash_cpu_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
-    args, kwargs = _attention_args(entry, nd, [])
+    args, kwargs = _attention_args(entry)
     if len(args) != 5 or args[3] != 0.0 or set(kwargs) - {"attn_mask", "scale"}:
         raise Unsupported("CPU flash attention with dropout or other arguments")
     mask = kwargs.get("attn_mask")
     if mask is not None and need[mask.index]:
         raise Unsupported("an attention mask that needs a gradient")
-    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
     ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, k) for k in range(3)] + [_y(bld, nd), lse]
     kw = {}
     if mask is not None:
@@ -1325,10 +1306,10 @@ def _philox(device):
 def _flash_cuda_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
-    args, kwargs = _attention_args(entry, nd, [])
+    args, kwargs = _attention_args(entry)
     if len(args) != 6 or args[3] != 0.0 or set(kwargs) - {"scale"}:
         raise Unsupported("CUDA flash attention with dropout or other arguments")
-    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
     q, k = _in(bld, nd, 0), _in(bld, nd, 1)
     ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
     dev = q["device"]
@@ -1344,13 +1325,13 @@ def _flash_cuda_rule(bld, nd, gouts, need, entry, node_index):
 def _efficient_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
-    args, kwargs = _attention_args(entry, nd, [])
+    args, kwargs = _attention_args(entry)
     if len(args) != 7 or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
         raise Unsupported("efficient attention with dropout, without its logsumexp, or other arguments")
     bias = args[3]
     if isinstance(bias, _C.ExternInput) and need[bias.index]:
         raise Unsupported("an attention bias that needs a gradient")
-    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
     dev = _in(bld, nd, 0)["device"]
     ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)]
     if isinstance(bias, _C.ExternInput):
@@ -1373,13 +1354,13 @@ def _efficient_rule(bld, nd, gouts, need, entry, node_index):
 def _cudnn_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
-    args, kwargs = _attention_args(entry, nd, [])
+    args, kwargs = _attention_args(entry)
     if len(args) != 8 or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
         raise Unsupported("cuDNN attention with dropout, without its logsumexp, or other arguments")
     bias = args[3]
     if isinstance(bias, _C.ExternInput) and need[bias.index]:
         raise Unsupported("an attention bias that needs a gradient")
-    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, node_index, nd, entry, 1))
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
     q, k = _in(bld, nd, 0), _in(bld, nd, 1)
     dev = q["device"]
     ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
@@ -1500,14 +1481,36 @@ _EXTERN_RULES = {
     "Tensor.unbind": _unbind_rule,
 }
 
-# the externs that take the forward node's index (they change its call or its outputs)
-_ATTENTION_RULES = {
+# extern rules that change the forward's node (its call, its outputs): they take its index
+_NODE_RULES = {
     "torch.nn.functional.dropout": _dropout_rule,
     "aten._scaled_dot_product_flash_attention_for_cpu.default": _flash_cpu_rule,
     "aten._scaled_dot_product_flash_attention.default": _flash_cuda_rule,
     "aten._scaled_dot_product_efficient_attention.default": _efficient_rule,
     "aten._scaled_dot_product_cudnn_attention.default": _cudnn_rule,
 }
+
+
+def _apply_rule(bld, n, nd, gouts, needin, externs, extern_users):
+    """The gradients of node n's inputs (None: nothing flows through it)."""
+    if nd["op"] != "EXTERN":
+        rule = _RULES.get(nd["op"])
+        if rule is None:
+            raise Unsupported(f"no derivative for {nd['op']}")
+        if len(nd["outputs"]) != 1:
+            raise Unsupported(f"{nd['op']} with several outputs")
+        return rule(bld, nd, gouts, needin)
+    name = nd["name"]
+    entry = externs[nd["extern_index"]]
+    if name in _NODE_RULES:
+        if len(extern_users.get(nd["extern_index"], ())) != 1:
+            raise Unsupported(f"{name}: an extern entry shared by several nodes")
+        return _NODE_RULES[name](bld, nd, gouts, needin, entry, n)
+    if name in _EXTERN_RULES:
+        if len(nd["outputs"]) == 1 and gouts[0] is None:
+            return None
+        return _EXTERN_RULES[name](bld, nd, gouts, needin, entry)
+    return _recompute_rule(bld, nd, gouts, needin, entry)
 
 
 class Plan:
@@ -1594,33 +1597,30 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
         needin = [i in need for i in nd["inputs"]]
         if not any(needin):
             continue
-        if nd["op"] == "EXTERN":
-            name = nd["name"]
-            entry = externs[nd["extern_index"]]
-            if name in _ATTENTION_RULES:
-                if len(extern_users.get(nd["extern_index"], ())) != 1:
-                    raise Unsupported(f"{name}: an extern entry shared by several nodes")
-                gins = _ATTENTION_RULES[name](bld, nd, gouts, needin, entry, n)
-            elif name in _EXTERN_RULES:
-                if len(nd["outputs"]) == 1 and gouts[0] is None:
-                    continue
-                gins = _EXTERN_RULES[name](bld, nd, [g for g in gouts] if name == "Tensor.unbind" else gouts,
-                                           needin, entry)
-            else:
-                gins = _recompute_rule(bld, nd, gouts, needin, entry)
-        else:
-            rule = _RULES.get(nd["op"])
-            if rule is None:
-                raise Unsupported(f"no derivative for {nd['op']}")
-            if nd["op"] != "EXTERN" and len(nd["outputs"]) != 1:
-                raise Unsupported(f"{nd['op']} with several outputs")
-            gins = rule(bld, nd, gouts, needin)
+        try:
+            gins = _apply_rule(bld, n, nd, gouts, needin, externs, extern_users)
+        except Unsupported:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            # a template of another shape than a rule reads, the graph builder
+            # refusing a node: what the rules do not cover, said as such
+            what = nd["name"] if nd["op"] == "EXTERN" else nd["op"]
+            raise Unsupported(f"the derivative of {what}: {type(exc).__name__}: {exc}") from exc
+        if gins is None:
+            continue
         for v, gi, want in zip(nd["inputs"], gins, needin):
             if gi is not None and want:
                 accumulate(v, gi)
         for v, gi in bld.routed:
             accumulate(v, gi)
         bld.routed.clear()
+    try:
+        return _outputs_and_forward(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, need, grads, bld)
+    except (ValueError, TypeError, IndexError, KeyError) as exc:  # a symbolic size, a dtype the builder refuses
+        raise Unsupported(f"the forward's copy or the gradients' outputs: {type(exc).__name__}: {exc}") from exc
+
+
+def _outputs_and_forward(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, need, grads, bld):
     grad_inputs = []
     for i, d in enumerate(ins):
         if d["id"] not in need:
