@@ -678,6 +678,8 @@ def _log_softmax_rule(bld, nd, gouts, need):
 
 def _layer_norm_rule(bld, nd, gouts, need):
     xm = _in(bld, nd, 0)
+    if xm["dtype"] in LOW:
+        return _eager_layer_norm_backward(bld, nd, gouts, need)
     dims = list(nd["dims"])
     eps = nd["fvalue"]
     x = bld.wide(_x(bld, nd, 0))
@@ -704,6 +706,29 @@ def _layer_norm_rule(bld, nd, gouts, need):
         b = bld.op("MEAN", [bld.mul(gxhat, xhat)], dims=dims, keepdim=True)
         gx = bld.mul(bld.sub(bld.sub(gxhat, a), bld.mul(xhat, b)), rstd)
         out[0] = bld.cast(gx, xm["dtype"])
+    return out
+
+
+def _eager_layer_norm_backward(bld, nd, gouts, need):
+    """A 16-bit layer norm (the CPU's mixed kernel: 16-bit input, float32
+    parameters) gets eager's backward kernel, whose float32 intermediates
+    and rounding the rule above does not reproduce bit for bit: its forward
+    again under autograd (_RecomputedGradient; the norm is cheap beside what
+    it saves), as AOTAutograd keeps eager's native_layer_norm_backward for
+    16-bit inputs."""
+    import torch
+
+    xm = _in(bld, nd, 0)
+    shape = [xm["sizes"][d] for d in nd["dims"]]
+    tensors = [0] + [k for k in (1, 2) if not _in(bld, nd, k)["is_wrapped_number"]]
+    slot = {k: _C.ExternInput(i) for i, k in enumerate(tensors)}
+    template = (slot[0], shape, slot.get(1), slot.get(2), float(nd["fvalue"]))
+    entry = (torch.nn.functional.layer_norm, template, {})
+    sub = dict(nd, inputs=[nd["inputs"][k] for k in tensors], name="torch.nn.functional.layer_norm")
+    got = _recompute_rule(bld, sub, gouts, [need[k] for k in tensors], entry)
+    out = [None, None, None]
+    for i, k in enumerate(tensors):
+        out[k] = got[i]
     return out
 
 
@@ -1710,6 +1735,7 @@ class _Runner:
         self.nondiff_outs = [j for j in range(plan.noutputs) if j not in set(plan.diff_outs)]
         self.grad_inputs, self.ninputs = plan.grad_inputs, plan.ninputs
         self.bwd_inputs = plan.bwd.inputs()
+        self.device_type = "cuda" if any(d["device"].startswith("cuda") for d in self.bwd_inputs) else "cpu"
         self.restride = None  # positions of backward inputs to copy into the promised layout
 
     def backward(self, torch, saved, grads):
@@ -1726,7 +1752,7 @@ class _Runner:
             for k in self.restride:
                 args[k] = self._laid_out(torch, k, args[k])
         try:
-            res = self.bwd(*args)
+            res = self._run_backward(torch, args)
         except ValueError:
             # an input in another layout than the graph's (an extern's result
             # with strides of its own): copied into the promised one from now on
@@ -1736,11 +1762,21 @@ class _Runner:
                 raise
             for k in self.restride:
                 args[k] = self._laid_out(torch, k, args[k])
-            res = self.bwd(*args)
+            res = self._run_backward(torch, args)
         out = [None] * (1 + self.ninputs)
         for k, i in enumerate(self.grad_inputs):
             out[1 + i] = res[k]
         return tuple(out)
+
+    def _run_backward(self, torch, args):
+        # a backward called inside an autocast region runs with it on (the
+        # engine carries the thread's state): the graph's dtypes are explicit,
+        # and an autocast fp32 op inside an extern (the sum in convolution's
+        # bias gradient) would change a result's dtype
+        if torch.is_autocast_enabled(self.device_type):
+            with torch.autocast(self.device_type, enabled=False):
+                return self.bwd(*args)
+        return self.bwd(*args)
 
     def _laid_out(self, torch, k, t):
         m = self.bwd_inputs[k]

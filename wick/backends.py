@@ -3111,6 +3111,22 @@ def _structural_fx(torch, fx, graph, nd, ins):
                                  dtype))
 
 
+def _channels_last_convolutions(graph):
+    """The 2-d convolutions of a graph that wick/_layout.py would run
+    channels-last (on CUDA, WICK_CHANNELS_LAST not 0; any device with 1),
+    as capture routes such graphs (symbolic.c, conv_graph_for_layout)."""
+    knob = os.environ.get("WICK_CHANNELS_LAST", "auto").strip()
+    nodes = graph.nodes()
+    if knob == "0" or not nodes:
+        return 0
+    cuda = any(str(v["device"]).startswith("cuda") for v in graph.inputs())
+    if not cuda and knob != "1":
+        return 0
+    return sum(1 for nd in nodes if nd["op"] == "EXTERN" and nd["name"] and
+               ("conv2d" in nd["name"] or "convolution" in nd["name"]) and
+               len(graph.value(nd["inputs"][0])["sizes"]) == 4)
+
+
 def _own_autodiff(graph, externs, example_inputs, no_grad, written):
     """wick's own backward for a captured graph (wick/_autodiff.py), or None
     when its rules do not cover the graph: AOTAutograd takes it then."""
@@ -3126,6 +3142,12 @@ def _own_autodiff(graph, externs, example_inputs, no_grad, written):
     try:
         if written:
             raise _autodiff.Unsupported("the graph writes its inputs (batch norm's statistics)")
+        convs = _channels_last_convolutions(graph)
+        if convs > 1:
+            # convnext_base's step on the H200: 37.4 ms of device time through
+            # AOTAutograd and the layout pass, 49.1 without them
+            raise _autodiff.Unsupported(f"{convs} convolutions on CUDA: the channels-last pass (wick/_layout.py) "
+                                        "runs on AOTAutograd's graphs")
         compiled = _autodiff.compile_training(graph, externs, example_inputs, no_grad)
     except _autodiff.Unsupported as exc:
         _autodiff.record_fallback(str(exc))

@@ -27,6 +27,14 @@ def fresh():
     backends.compiled_graphs.clear()
 
 
+@pytest.fixture(autouse=True)
+def _through_aotautograd(monkeypatch):
+    """These tests count AOTAutograd's forward graphs (the statistics written
+    in place there); a module without running statistics writes no input
+    and would take wick's own autodiff (wick/_autodiff.py) instead."""
+    monkeypatch.setenv("WICK_AUTODIFF", "aot")
+
+
 def forward_counts(key="stats_in_place"):
     return [g[key] for g in backends.compiled_graphs if g["graph"] in ("forward", "inference")]
 
