@@ -589,8 +589,10 @@ def _division_rule(rounding):
         if need[0]:
             out[0] = _unbroadcast(bld, nd, 0, g)
         if need[1]:
-            q = bld.op(rounding, [bld.div(_x(bld, nd, 0), _x(bld, nd, 1))])
-            out[1] = _unbroadcast(bld, nd, 1, bld.neg(bld.mul(g, q)))
+            # the quotient rounded in float32 (as eager's div with a rounding
+            # mode): a 16-bit a / b first would round 2.99 up to 3
+            q = bld.op(rounding, [bld.div(bld.wide(_x(bld, nd, 0)), bld.wide(_x(bld, nd, 1)))])
+            out[1] = _unbroadcast(bld, nd, 1, bld.neg(bld.mul(bld.wide(g), q)))
         return out
     return rule
 
