@@ -107,6 +107,7 @@ class _Builder:
         self.saved_order = []  # those keys, in backward input order
         self.extra = {}        # forward node index -> [metadata of the outputs it gains]
         self.replaced = {}     # forward node index -> the extern entry its copy calls
+        self.derived = {}      # key -> builder of a value the forward's copy computes for the backward
         self.recomputed = []   # externs whose gradient calls them again (_RecomputedGradient)
         self.need = set()      # forward values that need a gradient
         self.routed = []       # (forward value, gradient) a rule gives past the node's inputs
@@ -147,6 +148,18 @@ class _Builder:
             b = self.input(self.fmeta(v))
             self.saved_order.append(v)
         self.saved[v] = b
+        return b
+
+    def fw_derived(self, key, meta, build):
+        """A value the forward's copy computes after its own nodes,
+        build(fwd, vmap, memo) -> its id there (vmap: forward ids to the
+        copy's; memo: shared by the builders), read by the backward."""
+        b = self.saved.get(key)
+        if b is None:
+            b = self.input(meta)
+            self.saved[key] = b
+            self.saved_order.append(key)
+            self.derived[key] = build
         return b
 
     def replace_entry(self, node, entry):
@@ -684,15 +697,26 @@ def _layer_norm_rule(bld, nd, gouts, need):
         return _eager_layer_norm_backward(bld, nd, gouts, need)
     dims = list(nd["dims"])
     eps = nd["fvalue"]
-    x = bld.wide(_x(bld, nd, 0))
-    mean = bld.op("MEAN", [x], dims=dims, keepdim=True)
-    centred = bld.sub(x, mean)
-    var = bld.op("MEAN", [bld.mul(centred, centred)], dims=dims, keepdim=True)
-    rstd = bld.op("RSQRT", [bld.add(var, bld.num(float(eps)))])
-    # x - mean again, for the uses that also read the gradient: the statistics
-    # depend on saved values only, so the pipeline computes them in the
-    # backward's first stage; a node of its own keeps x - mean out of that
-    # stage (read there, it would be written out whole for the later ones)
+    x = _x(bld, nd, 0)
+    # the row statistics come from the forward (computed after its nodes, on
+    # the same input): recomputed here they would depend on saved values
+    # only, so the pipeline would put every norm's in the backward's first
+    # stage, one kernel over all of them (slow for Triton to compile)
+    xv = nd["inputs"][0]
+    stat = _meta(xm["dtype"], [1 if d in dims else n for d, n in enumerate(xm["sizes"])], xm["device"])
+
+    def statistics(fwd, vmap, memo):
+        key = ("layer norm statistics", xv, tuple(dims), eps)
+        if key not in memo:
+            xf = vmap[xv]
+            mean_f = fwd.op("MEAN", [xf], dims=dims, keepdim=True)
+            c = fwd.op("SUB", [xf, mean_f])
+            var_f = fwd.op("MEAN", [fwd.op("MUL", [c, c])], dims=dims, keepdim=True)
+            memo[key] = (mean_f, fwd.op("RSQRT", [fwd.op("ADD", [var_f, fwd.scalar(float(eps))])]))
+        return memo[key]
+
+    mean = bld.fw_derived(("mean", xv, tuple(dims), eps), stat, lambda f, v, m: statistics(f, v, m)[0])
+    rstd = bld.fw_derived(("rstd", xv, tuple(dims), eps), stat, lambda f, v, m: statistics(f, v, m)[1])
     xhat = bld.mul(bld.sub(x, mean), rstd)
     g = bld.wide(gouts[0])
     out = [None, None, None]
@@ -1678,8 +1702,11 @@ def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_in
     input_pos = {d["id"]: i for i, d in enumerate(ins)}
     saved_spec = []  # ("input", position) or ("output", position among the forward's outputs)
     nout = len(outs)
+    memo = {}
     for key in bld.saved_order:
-        if isinstance(key, tuple):
+        if key in bld.derived:
+            v = bld.derived[key](fwd, vmap, memo)
+        elif isinstance(key, tuple):
             _, n, k = key
             v = vmap[nodes[n]["outputs"][-1]] + 1 + k
         elif key in input_pos:
