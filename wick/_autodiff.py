@@ -1373,29 +1373,36 @@ def _flash_cuda_rule(bld, nd, gouts, need, entry, node_index):
     return [ids[i] if i < 3 and need[i] else None for i in range(len(nd["inputs"]))]
 
 
+def _biased_attention(bld, nd, need, entry, node_index, nargs, what):
+    """What the efficient and cuDNN rules share: their call's form checked
+    (no dropout, the logsumexp asked for, a bias that needs no gradient),
+    the logsumexp kept by the forward. Returns (args, kwargs for the
+    backward (scale), the bias's ExternInput or None, logsumexp, device)."""
+    args, kwargs = _attention_args(entry)
+    if len(args) != nargs or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
+        raise Unsupported(f"{what} attention with dropout, without its logsumexp, or other arguments")
+    bias = args[3] if isinstance(args[3], _C.ExternInput) else None
+    if bias is not None and need[bias.index]:
+        raise Unsupported("an attention bias that needs a gradient")
+    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
+    kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
+    return args, kw, bias, lse, _in(bld, nd, 0)["device"]
+
+
 def _efficient_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
-    args, kwargs = _attention_args(entry)
-    if len(args) != 7 or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
-        raise Unsupported("efficient attention with dropout, without its logsumexp, or other arguments")
-    bias = args[3]
-    if isinstance(bias, _C.ExternInput) and need[bias.index]:
-        raise Unsupported("an attention bias that needs a gradient")
-    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
-    dev = _in(bld, nd, 0)["device"]
+    args, kw, bias, lse, dev = _biased_attention(bld, nd, need, entry, node_index, 7, "efficient")
     ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)]
-    if isinstance(bias, _C.ExternInput):
+    bias_t = None
+    if bias is not None:
         ins.append(_x(bld, nd, bias.index))
         bias_t = _C.ExternInput(4)
-    else:
-        bias_t = None
     base = len(ins)
     ins += [_y(bld, nd), lse]
     template = [_C.ExternInput(i) for i in range(4)] + [bias_t, _C.ExternInput(base), _C.ExternInput(base + 1),
                                                        _philox(dev), _philox(dev), 0.0, [True, True, True, False],
                                                        args[6]]
-    kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
     metas = [_grad_meta(bld, nd, i) for i in range(3)]
     ids = bld.extern(torch.ops.aten._scaled_dot_product_efficient_attention_backward.default, template, kw, ins,
                      metas, "aten._scaled_dot_product_efficient_attention_backward.default", picks=(0, 1, 2))
@@ -1405,23 +1412,15 @@ def _efficient_rule(bld, nd, gouts, need, entry, node_index):
 def _cudnn_rule(bld, nd, gouts, need, entry, node_index):
     import torch
 
-    args, kwargs = _attention_args(entry)
-    if len(args) != 8 or args[5] != 0.0 or set(kwargs) - {"scale"} or args[4] is not True:
-        raise Unsupported("cuDNN attention with dropout, without its logsumexp, or other arguments")
-    bias = args[3]
-    if isinstance(bias, _C.ExternInput) and need[bias.index]:
-        raise Unsupported("an attention bias that needs a gradient")
-    lse = bld.fw_extra(node_index, 0, _lse_meta(bld, nd, entry, 1))
+    args, kw, bias, lse, dev = _biased_attention(bld, nd, need, entry, node_index, 8, "cuDNN")
     q, k = _in(bld, nd, 0), _in(bld, nd, 1)
-    dev = q["device"]
     ins = [_grad_like_out(bld, nd, gouts[0])] + [_x(bld, nd, i) for i in range(3)] + [_y(bld, nd), lse]
     bias_t = None
-    if isinstance(bias, _C.ExternInput):
+    if bias is not None:
         ins.append(_x(bld, nd, bias.index))
         bias_t = _C.ExternInput(6)
     template = [_C.ExternInput(i) for i in range(6)] + [_philox(dev), _philox(dev), bias_t, None, None,
                                                         q["sizes"][-2], k["sizes"][-2], 0.0, args[6]]
-    kw = {"scale": kwargs["scale"]} if "scale" in kwargs else {}
     metas = [_grad_meta(bld, nd, i) for i in range(3)]
     ids = bld.extern(torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default, template, kw, ins,
                      metas, "aten._scaled_dot_product_cudnn_attention_backward.default", picks=(0, 1, 2))
