@@ -3163,9 +3163,10 @@ def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(),
                        written=()):
     """Compiles a wick Graph with a torch.compile backend (a name such as
     "inductor" or "eager", or a callable taking (GraphModule, example_inputs);
-    None or "wick": wick's own, through AOTAutograd, which is how a captured
-    graph that needs autograd is compiled: forward and backward graphs both
-    by wick). Returns a callable taking the graph inputs and returning a
+    None or "wick": wick's own, which is how a captured graph that needs
+    autograd is compiled: wick's own autodiff (wick/_autodiff.py) where its
+    rules cover the graph, else through AOTAutograd, forward and backward
+    graphs both compiled by wick). Returns a callable taking the graph inputs and returning a
     tuple of outputs. mode: wick's backend's mode ("reduce-overhead").
     written: (input position, output position) pairs, the inputs the
     captured frame copies outputs into after the graph: for wick's backend,
