@@ -13,15 +13,22 @@ op of the table and per extern kind, in milliseconds:
   * every forward value a rule reads becomes an input of the backward and an
     extra output of a copy of the forward graph (the graph inputs among them
     are passed as they are); an extern whose backward needs more of its
-    result than the captured node kept (attention's logsumexp) gains that
-    output in the copy;
+    result than the captured node kept (attention's logsumexp, dropout's
+    mask) gains that output in the copy, and values the backward would
+    otherwise recompute from saved ones (a layer norm's row statistics) are
+    computed by the copy, after its own nodes;
+  * an extern without a rule of its own is called again under autograd in
+    the backward (_RecomputedGradient), unless it draws random numbers;
   * both graphs are compiled by the pipeline as any other, and a
-    torch.autograd.Function runs them (compile_training).
+    torch.autograd.Function runs them (compile_training), the backward with
+    autocast off.
 
-A node without a rule, a graph with written inputs, symbolic sizes or an
-output that is an input raise Unsupported, and the caller gives the graph to
-AOTAutograd as before, with the reason logged (WICK_LOG=breaks) and counted
-(stats()). WICK_AUTODIFF=aot sends every graph there.
+A table op without a rule, a view no digit decomposition expresses, a random
+extern without a rule, symbolic sizes, or an output that is an input or a
+view of one raise Unsupported (backends.py adds graphs that write their
+inputs and CUDA graphs for the channels-last pass), and the caller gives the
+graph to AOTAutograd as before, with the reason logged (WICK_LOG=breaks) and
+counted (stats()). WICK_AUTODIFF=aot sends every graph there.
 """
 import os
 import sys
