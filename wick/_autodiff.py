@@ -35,6 +35,8 @@ import sys
 import threading
 
 from . import _C
+from .backends import _contiguous_strides as contiguous_strides
+from .backends import _log_breaks, _log_graphs
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 LOW = ("float16", "bfloat16")
@@ -69,14 +71,6 @@ def stats():
 
 def reset_stats():
     _stats.update(graphs=0, fallbacks=0, reasons=[])
-
-
-def contiguous_strides(sizes):
-    strides, acc = [0] * len(sizes), 1
-    for d in range(len(sizes) - 1, -1, -1):
-        strides[d] = acc
-        acc *= max(sizes[d], 1)
-    return strides
 
 
 def dense_strides(sizes, order):
@@ -147,10 +141,9 @@ class _Builder:
         b = self.saved.get(v)
         if b is not None:
             return b
-        n = self.producer.get(v)
-        nd = self.nodes[n] if n is not None else None
-        if nd is not None and nd["op"] == "SCALAR" and self.fmeta(v)["is_wrapped_number"]:
-            b = self.g.scalar(nd["value"])  # a Python number: a constant of the backward too
+        number = _const(self, v)
+        if number is not None:
+            b = self.g.scalar(number)  # a Python number: a constant of the backward too
         else:
             b = self.input(self.fmeta(v))
             self.saved_order.append(v)
@@ -235,11 +228,11 @@ class _Builder:
         if all(n == 1 or s == t for n, s, t in zip(sizes, have, strides)) or _numel(sizes) <= 1:
             return b
         order = sorted(range(len(sizes)), key=lambda d: -strides[d])
-        if dense_strides(sizes, order) != [s if n != 1 else dense_strides(sizes, order)[d]
-                                           for d, (n, s) in enumerate(zip(sizes, strides))]:
-            return self.contiguous(b)
+        dense = dense_strides(sizes, order)
+        if any(n != 1 and s != t for n, s, t in zip(sizes, strides, dense)):
+            return self.contiguous(b)  # not a dense layout: none that a copy could give
         t = self.copy(self.view(b, [sizes[d] for d in order], [have[d] for d in order]))
-        return self.view(t, sizes, dense_strides(sizes, order))
+        return self.view(t, sizes, dense)
 
     def view(self, b, sizes, strides, offset=0):
         sizes, strides = list(sizes), list(strides)
@@ -1873,15 +1866,6 @@ def compile_training(graph, externs, example_inputs, no_grad=()):
 def record_fallback(reason):
     _stats["fallbacks"] += 1
     _stats["reasons"] = (_stats["reasons"] + [reason])[-20:]
-    if _log_enabled("breaks"):
+    if _log_breaks():
         print(f"[wick:breaks] wick autodiff: {reason}; the graph goes through AOTAutograd", file=sys.stderr)
 
-
-def _log_enabled(name):
-    spec = os.environ.get("WICK_LOG", "")
-    names = {s.strip() for s in spec.replace(" ", ",").split(",")}
-    return name in names or "all" in names
-
-
-def _log_graphs():
-    return _log_enabled("graphs")
