@@ -189,6 +189,31 @@ if args.device == "cuda":
     wt.load_module = timed("triton load_module (import of a generated module)", wt.load_module)
 
 
+def triton_timeline(t_start, t_end):
+    """What the first call's Triton compiles waited on, in seconds from the first call's start: when the compile
+    processes were started and ready (Triton imported, one kernel compiled to warm up), each foreground batch's
+    start, and the jobs: how many, their summed and longest compile, when the last ended, and the slowest ones
+    (kernel name and generated module) from wick._triton.job_log."""
+    workers = wt._workers or None
+    fg = [j for j in wt.job_log if not j[3] and j[4] < t_end]
+    if not fg and workers is None:
+        return None
+    durs = sorted(((j[6] - j[5], j) for j in fg), key=lambda x: -x[0])
+    rel = lambda t: round(t - t_start, 3)  # noqa: E731
+    ready = sorted(workers.ready.values()) if workers else []
+    return {
+        "processes": len(workers.procs) if workers else 0,
+        "processes_started_s": rel(workers.started) if workers else None,
+        "processes_ready_s": [rel(ready[0]), rel(ready[len(ready) // 2]), rel(ready[-1])] if ready else None,
+        "batches_started_s": sorted({rel(j[4]) for j in fg}),
+        "jobs": len(fg), "jobs_compile_s_sum": round(sum(d for d, _ in durs), 3),
+        "job_compile_s_max": round(durs[0][0], 3) if durs else None,
+        "first_job_started_s": rel(min(j[5] for j in fg)) if fg else None,
+        "last_job_ended_s": rel(max(j[6] for j in fg)) if fg else None,
+        "slowest": [[j[0], os.path.basename(j[1]), round(d, 3), rel(j[5])] for d, j in durs[:12]],
+    }
+
+
 def runner_for(fwd, module):
     if args.device == "cuda":
         cpu_runner = _runner_for(fwd, module)
@@ -260,6 +285,7 @@ if args.compiler == "wick-own":  # WICK_LOG=perf lines of the first call go to a
     saved_fd = os.dup(2)
     os.dup2(log_fd.fileno(), 2)
 w0, c0, ch0 = time.perf_counter(), time.process_time(), os.times()
+wall0 = time.time()  # the Triton compile processes' records are in wall-clock time
 if prof:
     prof.enable()
 try:
@@ -302,6 +328,9 @@ if log_fd is not None:
     tunes = [ln for _, ln in lines if ln.startswith("[wick:perf] autotune ")]
     phases["autotune timings (launches of candidates, WICK_LOG=perf)"] = [
         len(tunes), sum(float(ln.rsplit(": ", 1)[1].split()[0]) * 11e-6 for ln in tunes), nan, nan]
+timeline = None
+if args.device == "cuda":
+    timeline = triton_timeline(wall0, wall0 + first)
 got = floats(out1)
 err = None
 if ref and len(got) == len(ref):
@@ -358,7 +387,7 @@ def r3(x):
 
 out = {"model": args.model, "mode": args.mode, "compiler": args.compiler + (f"/floor-{args.floor}" if args.floor else ""), "cold_s": round(cold, 3),
        "first_call_s": round(first, 3), "tuned_s": None if tuned is None else round(tuned, 3), "steady_s": round(min(steady), 4), "cpu_s": round(cpu, 3), "children_cpu_s": round(children, 3),
-       "load": os.getloadavg()[0], "pass": ok, "check": check,
+       "load": os.getloadavg()[0], "pass": ok, "check": check, "triton_timeline": timeline,
        "phases": {k: {"n": v[0], "wall_s": r3(v[1]), "cpu_s": r3(v[2]), "children_cpu_s": r3(v[3])}
                   for k, v in phases.items()}}
 if prof:

@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import threading
+import time
 
 _modules = {}
 
@@ -213,6 +214,15 @@ def _compile_job(args):
         return False
 
 
+# One record per job a compile process ran in this process's life: (kernel
+# name, module path, worker pid, whether its batch was a background one, and
+# the wall-clock times (time.time()) of the batch's start and the job's start
+# and end, whether it compiled). With each process's start and ready times
+# (_workers.started, .ready) it tells what a cold first call waited for: the
+# processes' start or one long kernel (bench/cold_compile.py reads it).
+job_log = []
+
+
 # A worker's first lines: this file loaded as wick._triton under a bare
 # "wick" package, so that neither the worker nor the generated modules it
 # imports (`from wick._triton import libdevice`) import wick's package, and
@@ -247,8 +257,10 @@ class _Workers:
         # entry added at run time), and the GPU the warm-up compiles for
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
                    WICK_TRITON_WARM_ARCH=str(arch or ""))
+        self.started = time.time()
         self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
                                        env=env) for _ in range(n)]
+        self.ready = {}  # pid -> when the process had imported Triton and warmed up (its first answer says)
         # a process serves one job at a time; a foreground batch (a graph
         # about to run) and a background one (autotuning candidates) share
         # the processes, the background taking a job only while no
@@ -265,6 +277,7 @@ class _Workers:
             todo.put(i)
         results = [False] * len(args)
         broken = []
+        t_batch = time.time()
 
         def feed(proc):
             while True:
@@ -278,9 +291,12 @@ class _Workers:
                 try:
                     with self.locks[proc.pid]:
                         proc.stdin.write(json.dumps(args[i]) + "\n")
-                        line = proc.stdout.readline()
-                    results[i] = json.loads(line) is True
-                except (OSError, ValueError):
+                        answer = json.loads(proc.stdout.readline())
+                    ok, t0, t1, ready = answer
+                    results[i] = ok is True
+                    self.ready.setdefault(proc.pid, ready)
+                    job_log.append((args[i][3], args[i][1], proc.pid, background, t_batch, t0, t1, results[i]))
+                except (OSError, ValueError, TypeError):
                     broken.append(proc)
                     return  # this job is left to compile_kernel's retry
 
@@ -316,8 +332,11 @@ def _worker_main():
         _warm_up()
     except Exception:  # noqa: BLE001 - a real job reports what is wrong
         pass
+    ready = time.time()
     for line in sys.stdin:
-        print(json.dumps(_compile_job(json.loads(line))), file=out)
+        t0 = time.time()
+        ok = _compile_job(json.loads(line))
+        print(json.dumps([ok, t0, time.time(), ready]), file=out)
 
 
 def _warm_up():

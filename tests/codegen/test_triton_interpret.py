@@ -756,7 +756,14 @@ def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_p
     workers = _triton._workers
     try:
         assert workers and len(workers.procs) == 2
+        monkeypatch.setattr(_triton, "job_log", [])
         assert _triton.compile_batch(cache, path, "h", jobs, 90) == [True] * len(jobs)
+        # every job ran in a compile process, after that process was ready, and is timed in the log
+        pids = {p.pid for p in workers.procs}
+        assert len(_triton.job_log) == len({_triton._cache_key(path, "h", *j, 90, 1) for j in jobs})
+        for name, mod, pid, background, t_batch, t0, t1, ok in _triton.job_log:
+            assert mod == path and pid in pids and not background and ok
+            assert workers.started <= workers.ready[pid] <= t0 <= t1 and t_batch <= t1
         assert _triton._workers is workers and all(p.poll() is None for p in workers.procs)
         for p in workers.procs:
             with open(f"/proc/{p.pid}/maps") as f:
