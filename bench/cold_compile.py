@@ -174,15 +174,21 @@ if args.device == "cuda":
     _unwrapped_batch = wt.compile_batch
     _batch = timed("triton compile_batch (parallel compile of the first call's kernels)", wt.compile_batch)
 
-    def counted_batch(cache_dir, path, src_hash, jobs, arch, background=False):
-        if background:  # autotuning candidates, compiled while the program runs (not timed as a phase)
+    def counted_batch(cache_dir, path, src_hash, jobs, arch, background=False, batch=None):
+        level = wt.BACKGROUND if background else (batch.level if batch is not None else wt.FOREGROUND)
+        if level == wt.BACKGROUND:  # autotuning candidates, compiled while the program runs (not timed as a phase)
             p = phases.setdefault("  triton jobs compiled in the background (n: jobs)",
                                   [0, float("nan"), float("nan"), float("nan")])
             p[0] += len(jobs)
-            return _unwrapped_batch(cache_dir, path, src_hash, jobs, arch, background=True)
+            return _unwrapped_batch(cache_dir, path, src_hash, jobs, arch, background, batch)
+        if level == wt.SOON:  # a graph's kernels compiled ahead of its first run (overlaps the rest: not a phase)
+            p = phases.setdefault("  triton jobs sent early (a backward's, compile_soon) (n: jobs)",
+                                  [0, float("nan"), float("nan"), float("nan")])
+            p[0] += len(jobs)
+            return _unwrapped_batch(cache_dir, path, src_hash, jobs, arch, background, batch)
         p = phases.setdefault("  triton jobs sent to compile_batch (n: jobs)", [0, float("nan"), float("nan"), float("nan")])
         p[0] += len(jobs)
-        return _batch(cache_dir, path, src_hash, jobs, arch)
+        return _batch(cache_dir, path, src_hash, jobs, arch, background, batch)
 
     wt.compile_batch = counted_batch
     wt.compile_kernel = timed("triton compile_kernel (in this process: cache hit or a compile)", wt.compile_kernel)
@@ -191,14 +197,14 @@ if args.device == "cuda":
 
 def triton_timeline(t_start, t_end):
     """What the first call's Triton compiles waited on, in seconds from the first call's start: when the compile
-    processes were started and ready (Triton imported, one kernel compiled to warm up), each foreground batch's
-    start, and the jobs: how many, their summed and longest compile, when the last ended, and the slowest ones
+    processes were started and ready (Triton imported, one kernel compiled to warm up), each first-call batch's
+    start (a graph's own, or a backward's sent early), and the jobs: how many, their summed and longest compile, when the last ended, and the slowest ones
     (kernel name and generated module) from wick._triton.job_log."""
     workers = wt._workers or None
-    fg = [j for j in wt.job_log if not j[3] and j[4] < t_end]
+    fg = [j for j in wt.job_log if j[3] != wt.BACKGROUND and j[4] < t_end]
     if not fg and workers is None:
         return None
-    durs = sorted(((j[6] - j[5], j) for j in fg), key=lambda x: -x[0])
+    durs = sorted(((j[7] - j[6], j) for j in fg), key=lambda x: -x[0])
     rel = lambda t: round(t - t_start, 3)  # noqa: E731
     ready = sorted(workers.ready.values()) if workers else []
     return {
@@ -208,9 +214,9 @@ def triton_timeline(t_start, t_end):
         "batches_started_s": sorted({rel(j[4]) for j in fg}),
         "jobs": len(fg), "jobs_compile_s_sum": round(sum(d for d, _ in durs), 3),
         "job_compile_s_max": round(durs[0][0], 3) if durs else None,
-        "first_job_started_s": rel(min(j[5] for j in fg)) if fg else None,
-        "last_job_ended_s": rel(max(j[6] for j in fg)) if fg else None,
-        "slowest": [[j[0], os.path.basename(j[1]), round(d, 3), rel(j[5])] for d, j in durs[:12]],
+        "first_job_started_s": rel(min(j[6] for j in fg)) if fg else None,
+        "last_job_ended_s": rel(max(j[7] for j in fg)) if fg else None,
+        "slowest": [[j[0], os.path.basename(j[1]), j[3], round(d, 3), rel(j[6])] for d, j in durs[:12]],
     }
 
 

@@ -1831,6 +1831,9 @@ def compile_training(graph, externs, example_inputs, no_grad=()):
         try:
             torch.set_num_threads(nthreads)
             done["bwd"] = plan.bwd.compile(externs=plan.bwd_externs)
+            # its GPU kernels compile while the forward's compile and run,
+            # after the forward's first-call kernels on the compile processes
+            done["bwd"].compile_kernels_soon()
         except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
             done["error"] = exc
 

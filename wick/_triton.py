@@ -215,9 +215,11 @@ def _compile_job(args):
 
 
 # One record per job a compile process ran in this process's life: (kernel
-# name, module path, worker pid, whether its batch was a background one, and
-# the wall-clock times (time.time()) of the batch's start and the job's start
-# and end, whether it compiled). With each process's start and ready times
+# name, module path, worker pid, its batch's level when a process took it
+# (FOREGROUND, SOON, BACKGROUND), the wall-clock times (time.time()) of the
+# batch's start, of the job's taking (this process's clock, which orders the
+# takes) and of its start and end in the compile process, whether it
+# compiled). With each process's start and ready times
 # (_workers.started, .ready) it tells what a cold first call waited for: the
 # processes' start or one long kernel (bench/cold_compile.py reads it).
 job_log = []
@@ -240,6 +242,14 @@ mod._worker_main()
 """
 
 
+# How urgently a batch's jobs are needed: a graph about to run waits on its
+# FOREGROUND batch; a SOON batch holds the kernels of a graph that will run
+# shortly (a training graph's backward, compiled while the forward runs); a
+# BACKGROUND batch holds autotuning candidates. A compile process takes a
+# job of a level only while no job of a more urgent level is waiting.
+FOREGROUND, SOON, BACKGROUND = 0, 1, 2
+
+
 class _Workers:
     """Compile worker processes: plain `python -c` children that import
     Triton once and compile jobs sent one JSON line at a time (no fork of a
@@ -247,7 +257,13 @@ class _Workers:
     main module, as multiprocessing's spawn would do). Started by the first
     graph compile for a GPU in a process (``start_workers``), so that their
     start overlaps the capture and AOTAutograd, and kept for the next
-    batches."""
+    batches.
+
+    Triton names the entries of its own cache by a hash of its installation
+    that reads all of libtriton (half a second of each process's start, and
+    fifteen processes reading it at once take longer): this process computes
+    it once, on a thread, and sends it to every process as its first line
+    (Triton's own compile pool does the same)."""
 
     def __init__(self, n, arch=None):
         import subprocess
@@ -261,48 +277,84 @@ class _Workers:
         self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
                                        env=env) for _ in range(n)]
         self.ready = {}  # pid -> when the process had imported Triton and warmed up (its first answer says)
-        # a process serves one job at a time; a foreground batch (a graph
-        # about to run) and a background one (autotuning candidates) share
-        # the processes, the background taking a job only while no
-        # foreground batch is waiting
+        # a process serves one job at a time (its lock); jobs waiting, per level
         self.locks = {p.pid: threading.Lock() for p in self.procs}
         self.turn = threading.Condition()
-        self.foreground = 0
+        self.waiting = [0, 0, 0]
+        self.key_sent = threading.Event()
+        self.triton_key = None
+        threading.Thread(target=self._send_triton_key, daemon=True, name="wick-triton-key").start()
 
-    def map(self, args, background=False):
+    def _send_triton_key(self):
+        try:
+            self.triton_key = _installation_key()
+        except Exception:  # noqa: BLE001 - each process then computes its own
+            self.triton_key = None
+        line = json.dumps({"triton_key": self.triton_key}) + "\n"
+        for p in list(self.procs):
+            try:
+                with self.locks[p.pid]:
+                    p.stdin.write(line)
+                    p.stdin.flush()
+            except OSError:
+                pass  # a dead process: its first job finds it broken
+        self.key_sent.set()
+
+    def _may_take(self, level):
+        return not any(self.waiting[:level])
+
+    def map(self, args, level=FOREGROUND, batch=None):
+        """Compiles args' jobs on the processes; one answer per job (True:
+        compiled). batch (a _Batch) may raise the level while it runs."""
         import queue
 
         todo = queue.Queue()
-        for i, a in enumerate(args):
+        for i in range(len(args)):
             todo.put(i)
         results = [False] * len(args)
         broken = []
         t_batch = time.time()
+        batch = batch or _Batch(level)
+        batch.attach(self, len(args))
+
+        def take(proc):
+            """The next job's index for proc, or None when none is left; waits
+            while more urgent jobs are waiting (without holding the process)."""
+            while True:
+                with self.turn:
+                    self.turn.wait_for(lambda: todo.empty() or self._may_take(batch.level))
+                    if todo.empty():
+                        return None
+                with self.locks[proc.pid]:
+                    with self.turn:
+                        if todo.empty():
+                            return None
+                        if not self._may_take(batch.level):
+                            continue  # a more urgent batch came meanwhile
+                        i = todo.get_nowait()
+                        self.waiting[batch.level] -= 1
+                        batch.left -= 1
+                        self.turn.notify_all()
+                        level, t_take = batch.level, time.time()
+                    run(proc, i, level, t_take)
+                    if broken and broken[-1] is proc:
+                        return None
+
+        def run(proc, i, level, t_take):
+            try:
+                proc.stdin.write(json.dumps(args[i]) + "\n")
+                ok, t0, t1, ready = json.loads(proc.stdout.readline())
+                results[i] = ok is True
+                self.ready.setdefault(proc.pid, ready)
+                job_log.append((args[i][3], args[i][1], proc.pid, level, t_batch, t_take, t0, t1, results[i]))
+            except (OSError, ValueError, TypeError):
+                broken.append(proc)  # this job is left to compile_kernel's retry
 
         def feed(proc):
-            while True:
-                if background:
-                    with self.turn:
-                        self.turn.wait_for(lambda: self.foreground == 0)
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    with self.locks[proc.pid]:
-                        proc.stdin.write(json.dumps(args[i]) + "\n")
-                        answer = json.loads(proc.stdout.readline())
-                    ok, t0, t1, ready = answer
-                    results[i] = ok is True
-                    self.ready.setdefault(proc.pid, ready)
-                    job_log.append((args[i][3], args[i][1], proc.pid, background, t_batch, t0, t1, results[i]))
-                except (OSError, ValueError, TypeError):
-                    broken.append(proc)
-                    return  # this job is left to compile_kernel's retry
+            self.key_sent.wait()
+            while take(proc) is not None:
+                pass
 
-        if not background:
-            with self.turn:
-                self.foreground += 1
         try:
             threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in list(self.procs)]
             for t in threads:
@@ -310,10 +362,10 @@ class _Workers:
             for t in threads:
                 t.join()
         finally:
-            if not background:
-                with self.turn:
-                    self.foreground -= 1
-                    self.turn.notify_all()
+            with self.turn:  # jobs no process took (every one broke) wait no more
+                self.waiting[batch.level] -= batch.left
+                batch.left = 0
+                self.turn.notify_all()
         for p in broken:
             if p in self.procs:
                 self.procs.remove(p)
@@ -321,13 +373,91 @@ class _Workers:
         return results
 
 
+class _Batch:
+    """The level of a batch in flight on the compile processes, which
+    raise_to() makes more urgent (a graph whose kernels were compiling soon
+    is about to run)."""
+
+    def __init__(self, level):
+        self.level = level
+        self.left = 0  # jobs no process has taken yet (changed under workers.turn)
+        self.workers = None
+        self.lock = threading.Lock()  # taken before workers.turn
+
+    def attach(self, workers, njobs):
+        with self.lock, workers.turn:
+            self.workers = workers
+            self.left = njobs
+            workers.waiting[self.level] += njobs
+
+    def raise_to(self, level):
+        with self.lock:
+            w = self.workers
+            if w is None:
+                self.level = min(self.level, level)
+                return
+            with w.turn:
+                if level < self.level:
+                    w.waiting[self.level] -= self.left
+                    w.waiting[level] += self.left
+                    self.level = level
+                    w.turn.notify_all()
+
+
+def _installation_key():
+    """Triton's hash of its own installation (its cache entries' names)."""
+    fn = _triton_key_fn()
+    return fn() if fn is not None else None
+
+
+def _triton_key_fn():
+    import importlib
+
+    for mod in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            fn = getattr(importlib.import_module(mod), "triton_key", None)
+        except ImportError:
+            fn = None
+        if callable(fn):
+            return fn
+    return None
+
+
+def _use_triton_key(key):
+    """Makes this process's Triton use key as its installation hash instead
+    of hashing the installation again (where it names the function)."""
+    import importlib
+
+    for mod in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        if callable(getattr(m, "triton_key", None)):
+            m.triton_key = lambda: key
+
+
 def _worker_main():
-    """A _Workers child: one JSON job per stdin line, one JSON answer per line.
-    Triton's compiler is imported and run once on a small kernel before the
-    first job (its first compile in a process costs most of a second of
-    set-up), while the parent is still capturing."""
+    """A _Workers child: its first stdin line carries Triton's installation
+    hash; then one JSON job per line, one JSON answer per line. Triton's
+    compiler is imported (while the parent hashes) and run once on a small
+    kernel before the first job (its first compile in a process costs most
+    of a second of set-up), while the parent is still capturing."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever Triton prints goes to stderr, not into the answers
+    import importlib
+
+    for mod in ("triton.compiler.compiler", "triton.compiler.code_generator"):  # while the parent hashes
+        try:
+            importlib.import_module(mod)
+        except Exception:  # noqa: BLE001 - a real job reports what is wrong
+            pass
+    try:
+        key = json.loads(sys.stdin.readline() or "{}").get("triton_key")
+        if isinstance(key, str) and key:
+            _use_triton_key(key)
+    except (ValueError, AttributeError, ImportError):
+        pass
     try:
         _warm_up()
     except Exception:  # noqa: BLE001 - a real job reports what is wrong
@@ -371,14 +501,18 @@ def _warm_up():
 _workers = None  # None: not started; False: could not start
 
 
+_workers_lock = threading.Lock()  # batches on several threads start one set of processes
+
+
 def _process_workers(n, arch=None):
     global _workers
-    if _workers is None:
-        try:
-            _workers = _Workers(n, arch)
-        except OSError:
-            _workers = False
-    return _workers if _workers and _workers.procs else None
+    with _workers_lock:
+        if _workers is None:
+            try:
+                _workers = _Workers(n, arch)
+            except OSError:
+                _workers = False
+        return _workers if _workers and _workers.procs else None
 
 
 def _usable_cpus():
@@ -415,7 +549,7 @@ def _cached(cache_dir, key):
         return False
 
 
-def compile_batch(cache_dir, path, src_hash, jobs, arch, background=False):
+def compile_batch(cache_dir, path, src_hash, jobs, arch, background=False, batch=None):
     """Compiles many (name, param_types, has_r, xblock, rblock, num_warps)
     jobs at once into the cache: a graph's kernels and their autotuning
     candidates compile in parallel instead of one by one. Triton's front end
@@ -424,7 +558,8 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch, background=False):
     a small one to threads (its passes and ptxas run without the GIL). A job
     that fails is left for compile_kernel to redo (and report) when its
     kernel is loaded. One answer per job: True where it is compiled (or
-    was already)."""
+    was already). background: autotuning candidates (BACKGROUND); batch: a
+    _Batch giving the level (FOREGROUND where neither is given)."""
     # one job per distinct kernel and config not yet in the disk cache: a
     # repeat is a cache hit once its first is compiled, and a run whose
     # kernels are all cached starts no worker
@@ -439,28 +574,33 @@ def compile_batch(cache_dir, path, src_hash, jobs, arch, background=False):
             if first[key] >= 0:
                 args.append(a)
         index.append(first[key])
-    done = _compile_all(args, background)
+    done = _compile_all(args, batch or _Batch(BACKGROUND if background else FOREGROUND))
     return [True if i < 0 else done[i] for i in index]
 
 
-class _Later:
+class _Pending:
     """A batch compiling on a thread of its own; done() says whether it has
     finished (successfully or not: a job that failed is redone, and
-    reported, when its kernel is loaded)."""
+    reported, when its kernel is loaded), wait() makes it as urgent as a
+    graph about to run and waits for it."""
 
-    def __init__(self, args):
-        self.thread = threading.Thread(target=self._run, args=args, daemon=True, name="wick-triton-later")
+    def __init__(self, args, level):
+        self.batch = _Batch(level)
+        self.thread = threading.Thread(target=self._run, args=args, daemon=True, name="wick-triton-pending")
         self.thread.start()
 
-    @staticmethod
-    def _run(*args):
+    def _run(self, *args):
         try:
-            compile_batch(*args, background=True)
+            compile_batch(*args, batch=self.batch)
         except Exception:  # noqa: BLE001 - the loads redo and report
             pass
 
     def done(self):
         return not self.thread.is_alive()
+
+    def wait(self):
+        self.batch.raise_to(FOREGROUND)
+        self.thread.join()
 
 
 _later = []
@@ -472,9 +612,18 @@ def compile_later(cache_dir, path, src_hash, jobs, arch):
     times them once this handle says done(). Jobs share the compile
     processes with foreground batches, which go first."""
     _later[:] = [h for h in _later if not h.done()]
-    handle = _Later((cache_dir, path, src_hash, jobs, arch))
+    handle = _Pending((cache_dir, path, src_hash, jobs, arch), BACKGROUND)
     _later.append(handle)
     return handle
+
+
+def compile_soon(cache_dir, path, src_hash, jobs, arch):
+    """Starts compiling the first-call kernels of a graph that is not about
+    to run yet (a training graph's backward, while the forward compiles and
+    runs): they go after any foreground batch's jobs and before autotuning
+    candidates. The runtime calls the handle's wait() before the graph's
+    first launch."""
+    return _Pending((cache_dir, path, src_hash, jobs, arch), SOON)
 
 
 def wait_background(timeout=None):
@@ -486,7 +635,7 @@ def wait_background(timeout=None):
     return all(h.done() for h in _later)
 
 
-def _compile_all(args, background=False):
+def _compile_all(args, batch):
     from concurrent.futures import ThreadPoolExecutor
 
     if not args:
@@ -495,8 +644,8 @@ def _compile_all(args, background=False):
     if procs and (len(args) >= 8 or _workers):  # a small batch goes to threads unless the processes are up
         workers = _process_workers(procs, args[0][-2])
         if workers is not None:
-            return workers.map(args, background)
-    if background:  # one at a time, beside the program's own threads
+            return workers.map(args, batch=batch)
+    if batch.level == BACKGROUND:  # one at a time, beside the program's own threads
         return [_compile_job(a) for a in args]
     ncpu = _usable_cpus()
     limit = int(os.environ.get("WICK_TRITON_COMPILE_THREADS", "0") or 0)  # 1: one at a time

@@ -1536,6 +1536,13 @@ static PyObject *Compiled_describe(PyObject *self, PyObject *unused) {
     return wk_rt_describe_Ref(self);
 }
 
+static PyObject *Compiled_compile_kernels_soon(PyObject *self, PyObject *unused) {
+    (void)unused;
+    CompiledObject *c = (CompiledObject *)self;
+    if (c->triton) wk_triton_prepare_soon(c->triton);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Compiled_repr(CompiledObject *self) {
     return PyUnicode_FromFormat("<wick._C.CompiledGraph: %d inputs, %d outputs, %d kernels, %d externs>",
                                 self->ninputs, self->plan->noutputs, self->plan->nkernels, self->plan->nextern);
@@ -1543,6 +1550,9 @@ static PyObject *Compiled_repr(CompiledObject *self) {
 
 static PyMethodDef Compiled_methods[] = {
     {"describe", Compiled_describe, METH_NOARGS, "Source, summary and timings as a dict."},
+    {"compile_kernels_soon", Compiled_compile_kernels_soon, METH_NOARGS,
+     "Starts compiling the GPU kernels its first call needs, without waiting (a graph that runs later: a "
+     "training graph's backward); the first call waits for them. A no-op on the CPU or once started."},
     {NULL, NULL, 0, NULL},
 };
 

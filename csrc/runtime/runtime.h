@@ -176,6 +176,10 @@ WkTriton *wk_triton_new(const WkPlan *plan, int device);
  * tensor of program buffer b (borrowed), ptrs[b] its data pointer. -1 with
  * a Python exception. */
 int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bufs, void *const *ptrs);
+/* Starts compiling, on the compile processes, the kernels the first launch
+ * needs, without waiting (no-op for the interpreter or once started); the
+ * first wk_triton_run waits for them. Errors are left to the loads. */
+void wk_triton_prepare_soon(WkTriton *t);
 void wk_triton_free(WkTriton *t);
 
 /* ---- pygraph.c --------------------------------------------------------- */

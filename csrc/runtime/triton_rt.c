@@ -179,7 +179,8 @@ struct WkTriton {
     int prepared;         /* every kernel's configs compiled in one parallel batch */
     int tune_later;       /* WICK_TRITON_TUNE=later (read when the plan is made) */
     int untuned;          /* kernels still provisional */
-    PyObject *later;      /* the background batch of their other configs (wick._triton._Later), NULL when done */
+    PyObject *later;      /* the background batch of their other configs (wick._triton._Pending), NULL when done */
+    PyObject *soon;       /* the first-call batch started ahead of the first run (compile_soon), NULL once waited */
     int nsteps;
     KernelRt **steps;     /* per plan step: its kernels (NULL for extern steps) */
     PyObject *stream_fn;  /* torch.cuda.current_stream when the shim is absent */
@@ -272,6 +273,7 @@ void wk_triton_free(WkTriton *t) {
     Py_XDECREF(t->helper);
     Py_XDECREF(t->path);
     Py_XDECREF(t->later);
+    Py_XDECREF(t->soon);
     Py_XDECREF(t->module);
     Py_XDECREF(t->stream_fn);
     Py_XDECREF(t->empty);
@@ -497,9 +499,11 @@ static void add_job(PyObject **jobs, const WkTritonKernel *k, PyObject *types, i
  * run first (the cached tuning choice, else every candidate, or under
  * tune_later its first), compiled in one parallel batch into the disk cache,
  * so that the loads that follow are cache hits; under tune_later, the other
- * candidates then start compiling in the background. Failures here are not
+ * candidates then start compiling in the background. soon: the batch is
+ * started on a thread (compile_soon) and the first run waits for it (a
+ * backward's kernels compile while its forward runs). Failures here are not
  * errors: the loads redo and report. */
-static void prepare_all(WkTriton *t) {
+static void prepare_all(WkTriton *t, int soon) {
     t->prepared = 1;
     PyObject *jobs = PyList_New(0), *later = PyList_New(0);
     if (!later) Py_CLEAR(jobs);
@@ -532,11 +536,12 @@ static void prepare_all(WkTriton *t) {
             Py_XDECREF(types);
         }
     }
-    PyObject *r = jobs && PyList_GET_SIZE(jobs) > 1
-                      ? PyObject_CallMethod(t->helper, "compile_batch", "sOsOi", wk_cc_cache_dir(), t->path,
-                                            t->src_hash, jobs, t->arch)
-                      : NULL;
-    Py_XDECREF(r);
+    if (jobs && PyList_GET_SIZE(jobs) > 1) {
+        PyObject *r = PyObject_CallMethod(t->helper, soon ? "compile_soon" : "compile_batch", "sOsOi",
+                                          wk_cc_cache_dir(), t->path, t->src_hash, jobs, t->arch);
+        if (soon) t->soon = r;
+        else Py_XDECREF(r);
+    }
     PyErr_Clear();
     if (jobs && later && PyList_GET_SIZE(later) > 0)
         t->later = PyObject_CallMethod(t->helper, "compile_later", "sOsOi", wk_cc_cache_dir(), t->path, t->src_hash,
@@ -658,6 +663,10 @@ static int new_scratch(WkTriton *t, const WkTritonKernel *k, PyObject **scratch,
     return PyErr_Occurred() ? -1 : 0;
 }
 
+void wk_triton_prepare_soon(WkTriton *t) {
+    if (t->device >= 0 && !t->prepared) prepare_all(t, 1);
+}
+
 int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bufs, void *const *ptrs) {
     KernelRt *krs = t->steps[step];
     if (!krs) return 0;
@@ -674,7 +683,13 @@ int wk_triton_run(WkTriton *t, int step, const WkProgram *p, PyObject *const *bu
         rc = 0;
         goto done;
     }
-    if (!t->prepared) prepare_all(t);
+    if (!t->prepared) prepare_all(t, 0);
+    if (t->soon) {
+        PyObject *r = PyObject_CallMethod(t->soon, "wait", NULL);
+        Py_XDECREF(r);
+        PyErr_Clear(); /* the loads redo what did not compile, and report */
+        Py_CLEAR(t->soon);
+    }
     CUstream stream;
     if (current_stream(t, &stream) < 0) goto done;
     int tune_now = t->untuned > 0 && may_tune_now(t, stream);

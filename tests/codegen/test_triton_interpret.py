@@ -761,9 +761,9 @@ def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_p
         # every job ran in a compile process, after that process was ready, and is timed in the log
         pids = {p.pid for p in workers.procs}
         assert len(_triton.job_log) == len({_triton._cache_key(path, "h", *j, 90, 1) for j in jobs})
-        for name, mod, pid, background, t_batch, t0, t1, ok in _triton.job_log:
-            assert mod == path and pid in pids and not background and ok
-            assert workers.started <= workers.ready[pid] <= t0 <= t1 and t_batch <= t1
+        for name, mod, pid, level, t_batch, t_take, t0, t1, ok in _triton.job_log:
+            assert mod == path and pid in pids and level == _triton.FOREGROUND and ok
+            assert workers.started <= workers.ready[pid] <= t0 <= t1 and t_batch <= t_take <= t1
         assert _triton._workers is workers and all(p.poll() is None for p in workers.procs)
         for p in workers.procs:
             with open(f"/proc/{p.pid}/maps") as f:
@@ -777,6 +777,50 @@ def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_p
         assert _triton._workers is None  # all cached: nothing started
     finally:
         for p in workers.procs if workers else ():
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+def test_compile_processes_take_the_most_urgent_waiting_job(tmp_path, monkeypatch):
+    """On one compile process: autotuning candidates (BACKGROUND), then a
+    graph's kernels sent ahead of its first run (compile_soon), then a graph
+    about to run (compile_batch). Once a batch is waiting, no job of a less
+    urgent one is taken until all of its jobs are; the early batch's wait()
+    makes it as urgent as a foreground one. Every job compiles, and the
+    Triton key the process got is this process's own."""
+    from wick import _triton
+
+    path, jobs = _module_with_kernels(monkeypatch, 8)
+    names = sorted({j[0] for j in jobs})
+    assert len(names) == 8 and len(jobs) >= 24
+    group = {name: min(i // 3, 2) for i, name in enumerate(names)}  # 3 kernels each (2 in the last) in every config
+    bg, soon, fg = ([j for j in jobs if group[j[0]] == g] for g in range(3))
+    cache = str(tmp_path)
+    monkeypatch.setattr(_triton, "_workers", None)
+    monkeypatch.setattr(_triton, "_later", [])
+    monkeypatch.setattr(_triton, "job_log", [])
+    monkeypatch.setattr(_triton, "_worker_count", lambda: 1)
+    try:
+        later = _triton.compile_later(cache, path, "h", bg, 90)
+        early = _triton.compile_soon(cache, path, "h", soon, 90)
+        assert _triton.compile_batch(cache, path, "h", fg, 90) == [True] * len(fg)
+        early.wait()
+        assert early.done() and _triton.wait_background() and later.done()
+        workers = _triton._workers
+        assert len(workers.procs) == 1 and workers.waiting == [0, 0, 0]
+        assert workers.triton_key == _triton._installation_key()
+        for name, types, has_r, x, r, w in jobs:
+            assert _triton._cached(cache, _triton._cache_key(path, "h", name, types, has_r, x, r, w, 90, 1)), name
+        # the takes of each batch's jobs (this process's clock orders them); by kernel name: the early
+        # batch's level is raised by its wait(), so the level a job was taken at does not name its batch
+        takes = [sorted(j[5] for j in _triton.job_log if group[j[0]] == g) for g in range(3)]
+        assert [len(t) for t in takes] == [len(bg), len(soon), len(fg)]
+        fg_takes, soon_takes, bg_takes = takes[2], takes[1], takes[0]
+        for urgent, others in ((fg_takes, soon_takes + bg_takes), (soon_takes, bg_takes)):
+            assert not any(urgent[0] < t < urgent[-1] for t in others)
+    finally:
+        for p in _triton._workers.procs if _triton._workers else ():
             p.kill()
             p.wait()
 
@@ -809,7 +853,7 @@ def test_background_batch_shares_the_compile_processes_with_a_foreground_batch(t
         for name, types, has_r, x, r, w in jobs:
             assert _triton._cached(cache, _triton._cache_key(path, "h", name, types, has_r, x, r, w, 90, 1)), name
         if procs:
-            assert len(_triton._workers.procs) == procs and _triton._workers.foreground == 0
+            assert len(_triton._workers.procs) == procs and _triton._workers.waiting == [0, 0, 0]
     finally:
         for p in _triton._workers.procs if _triton._workers else ():
             p.kill()
