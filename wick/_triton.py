@@ -423,9 +423,10 @@ def _triton_key_fn():
     return None
 
 
-def _use_triton_key(key):
+def _use_triton_key(key, fn=None):
     """Makes this process's Triton use key as its installation hash instead
-    of hashing the installation again (where it names the function)."""
+    of hashing the installation again (where it names the function), or
+    puts fn (Triton's own function) back."""
     import importlib
 
     for mod in ("triton.runtime.cache", "triton.compiler.compiler"):
@@ -434,15 +435,15 @@ def _use_triton_key(key):
         except ImportError:
             continue
         if callable(getattr(m, "triton_key", None)):
-            m.triton_key = lambda: key
+            m.triton_key = fn or (lambda: key)
 
 
 def _worker_main():
     """A _Workers child: its first stdin line carries Triton's installation
     hash; then one JSON job per line, one JSON answer per line. Triton's
-    compiler is imported (while the parent hashes) and run once on a small
-    kernel before the first job (its first compile in a process costs most
-    of a second of set-up), while the parent is still capturing."""
+    compiler is imported and run once on a small kernel before the first
+    job (its first compile in a process costs most of a second of set-up),
+    while the parent is still capturing and hashing."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever Triton prints goes to stderr, not into the answers
     import importlib
@@ -452,16 +453,23 @@ def _worker_main():
             importlib.import_module(mod)
         except Exception:  # noqa: BLE001 - a real job reports what is wrong
             pass
+    # the warm-up's artifacts are thrown away, so it needs no real hash and
+    # runs while the parent computes it
+    own = _triton_key_fn()
     try:
-        key = json.loads(sys.stdin.readline() or "{}").get("triton_key")
-        if isinstance(key, str) and key:
-            _use_triton_key(key)
-    except (ValueError, AttributeError, ImportError):
-        pass
-    try:
+        _use_triton_key("wick-warm-up")
         _warm_up()
     except Exception:  # noqa: BLE001 - a real job reports what is wrong
         pass
+    key = None
+    try:
+        key = json.loads(sys.stdin.readline() or "{}").get("triton_key")
+    except (ValueError, AttributeError):
+        pass
+    if isinstance(key, str) and key:
+        _use_triton_key(key)
+    elif own is not None:
+        _use_triton_key(None, own)  # Triton hashes its installation itself
     ready = time.time()
     for line in sys.stdin:
         t0 = time.time()
