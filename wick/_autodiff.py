@@ -602,9 +602,12 @@ def _division_rule(rounding):
         if need[0]:
             out[0] = _unbroadcast(bld, nd, 0, g)
         if need[1]:
-            # the quotient rounded in float32 (as eager's div with a rounding
-            # mode): a 16-bit a / b first would round 2.99 up to 3
+            # the quotient rounded in float32, then stored in the divisor's
+            # dtype, as eager's div with a rounding mode gives it: a 16-bit
+            # a / b first would round 2.99 up to 3, and a 16-bit quotient
+            # above 256 is not every integer
             q = bld.op(rounding, [bld.div(bld.wide(_x(bld, nd, 0)), bld.wide(_x(bld, nd, 1)))])
+            q = bld.wide(bld.cast(q, _in(bld, nd, 1)["dtype"]))
             out[1] = _unbroadcast(bld, nd, 1, bld.neg(bld.mul(bld.wide(g), q)))
         return out
     return rule
