@@ -18,6 +18,7 @@ API; no Python runs per kernel launch on a GPU.
 own libdevice when compiling, and numpy implementations under the
 interpreter (which cannot call external device functions).
 """
+import collections
 import hashlib
 import importlib.util
 import json
@@ -221,8 +222,9 @@ def _compile_job(args):
 # takes) and of its start and end in the compile process, whether it
 # compiled). With each process's start and ready times
 # (_workers.started, .ready) it tells what a cold first call waited for: the
-# processes' start or one long kernel (bench/cold_compile.py reads it).
-job_log = []
+# processes' start or one long kernel (bench/cold_compile.py reads it). The
+# newest 10000 are kept.
+job_log = collections.deque(maxlen=10000)
 
 
 # A worker's first lines: this file loaded as wick._triton under a bare
