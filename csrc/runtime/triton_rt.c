@@ -23,7 +23,10 @@
  * happens while the stream is being captured into a CUDA graph: the
  * reduce-overhead runner waits for the background batches before it
  * records. WICK_TRITON_TUNE=first compiles and times every candidate at the
- * first launch.
+ * first launch. A graph known to run later (a training graph's backward)
+ * sends its first-call batch at compile time (wk_triton_prepare_soon;
+ * compile_soon), behind any graph about to run, and its first run waits
+ * for it.
  *
  * Interpreter mode (device -1, TRITON_INTERPRET=1, CPU tensors): kernels are
  * launched through Triton's Python launcher, which runs them in numpy; this
