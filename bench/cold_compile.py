@@ -6,7 +6,9 @@
 --device cuda: the row as the H200's benchmark runs it (the suite's CUDA batch, bf16 autocast), with the Triton
 phases timed: compile_batch (a graph's kernels compiled in parallel for its first call) and the jobs sent to it; the
 autotuning candidates compile in the background and are counted apart, and "tuned_s" is when the first call after
-they finished (which times them) returned, from the start of the first call.
+they finished (which times them) returned, from the start of the first call. "triton_timeline" says what the first
+call waited on: when the compile processes started and were ready, when each batch was sent (a backward's is sent
+early, at SOON urgency), and every first-call job's compile (wick._triton.job_log), the slowest named.
 
 --compiler wick: torch.compile(model, backend="wick") (Dynamo + AOTAutograd + wick's compiler; the row's
 "dynamo+wick"); wick-own: wick.compile(model) (wick's own C capture; inference graphs go to wick's native
