@@ -176,21 +176,16 @@ if args.device == "cuda":
     _unwrapped_batch = wt.compile_batch
     _batch = timed("triton compile_batch (parallel compile of the first call's kernels)", wt.compile_batch)
 
+    # batches not timed as a phase (they overlap the rest), counted by their level
+    untimed = {wt.BACKGROUND: "  triton jobs compiled in the background (n: jobs)",  # autotuning candidates
+               wt.SOON: "  triton jobs sent early (a backward's, compile_soon) (n: jobs)"}  # ahead of a first run
+
     def counted_batch(cache_dir, path, src_hash, jobs, arch, background=False, batch=None):
         level = wt.BACKGROUND if background else (batch.level if batch is not None else wt.FOREGROUND)
-        if level == wt.BACKGROUND:  # autotuning candidates, compiled while the program runs (not timed as a phase)
-            p = phases.setdefault("  triton jobs compiled in the background (n: jobs)",
-                                  [0, float("nan"), float("nan"), float("nan")])
-            p[0] += len(jobs)
-            return _unwrapped_batch(cache_dir, path, src_hash, jobs, arch, background, batch)
-        if level == wt.SOON:  # a graph's kernels compiled ahead of its first run (overlaps the rest: not a phase)
-            p = phases.setdefault("  triton jobs sent early (a backward's, compile_soon) (n: jobs)",
-                                  [0, float("nan"), float("nan"), float("nan")])
-            p[0] += len(jobs)
-            return _unwrapped_batch(cache_dir, path, src_hash, jobs, arch, background, batch)
-        p = phases.setdefault("  triton jobs sent to compile_batch (n: jobs)", [0, float("nan"), float("nan"), float("nan")])
-        p[0] += len(jobs)
-        return _batch(cache_dir, path, src_hash, jobs, arch, background, batch)
+        label = untimed.get(level, "  triton jobs sent to compile_batch (n: jobs)")
+        phases.setdefault(label, [0, float("nan"), float("nan"), float("nan")])[0] += len(jobs)
+        run = _unwrapped_batch if level in untimed else _batch
+        return run(cache_dir, path, src_hash, jobs, arch, background, batch)
 
     wt.compile_batch = counted_batch
     wt.compile_kernel = timed("triton compile_kernel (in this process: cache hit or a compile)", wt.compile_kernel)
@@ -200,8 +195,8 @@ if args.device == "cuda":
 def triton_timeline(t_start, t_end):
     """What the first call's Triton compiles waited on, in seconds from the first call's start: when the compile
     processes were started and ready (Triton imported, one kernel compiled to warm up), each first-call batch's
-    start (a graph's own, or a backward's sent early), and the jobs: how many, their summed and longest compile, when the last ended, and the slowest ones
-    (kernel name and generated module) from wick._triton.job_log."""
+    start (a graph's own, or a backward's sent early), and the jobs: how many, their summed and longest compile,
+    when the last ended, and the slowest ones (kernel name and generated module) from wick._triton.job_log."""
     workers = wt._workers or None
     fg = [j for j in wt.job_log if j[3] != wt.BACKGROUND and j[4] < t_end]
     if not fg and workers is None:

@@ -305,9 +305,10 @@ class _Workers:
     def _may_take(self, level):
         return not any(self.waiting[:level])
 
-    def map(self, args, level=FOREGROUND, batch=None):
-        """Compiles args' jobs on the processes; one answer per job (True:
-        compiled). batch (a _Batch) may raise the level while it runs."""
+    def map(self, args, batch):
+        """Compiles args' jobs on the processes at batch's level (a _Batch,
+        which may raise it while they run); one answer per job (True:
+        compiled)."""
         import queue
 
         todo = queue.Queue()
@@ -316,7 +317,6 @@ class _Workers:
         results = [False] * len(args)
         broken = []
         t_batch = time.time()
-        batch = batch or _Batch(level)
         batch.attach(self, len(args))
 
         def take(proc):
@@ -412,10 +412,14 @@ def _installation_key():
     return fn() if fn is not None else None
 
 
+# where Triton's installation hash function lives (it moved between releases)
+_TRITON_KEY_MODULES = ("triton.runtime.cache", "triton.compiler.compiler")
+
+
 def _triton_key_fn():
     import importlib
 
-    for mod in ("triton.runtime.cache", "triton.compiler.compiler"):
+    for mod in _TRITON_KEY_MODULES:
         try:
             fn = getattr(importlib.import_module(mod), "triton_key", None)
         except ImportError:
@@ -431,7 +435,7 @@ def _use_triton_key(key, fn=None):
     puts fn (Triton's own function) back."""
     import importlib
 
-    for mod in ("triton.runtime.cache", "triton.compiler.compiler"):
+    for mod in _TRITON_KEY_MODULES:
         try:
             m = importlib.import_module(mod)
         except ImportError:
@@ -654,7 +658,7 @@ def _compile_all(args, batch):
     if procs and (len(args) >= 8 or _workers):  # a small batch goes to threads unless the processes are up
         workers = _process_workers(procs, args[0][-2])
         if workers is not None:
-            return workers.map(args, batch=batch)
+            return workers.map(args, batch)
     if batch.level == BACKGROUND:  # one at a time, beside the program's own threads
         return [_compile_job(a) for a in args]
     ncpu = _usable_cpus()
