@@ -1,7 +1,7 @@
 """One cold compile through torch.compile, set up as a benchmark row does it, with its phases timed.
 
     python bench/cold_compile.py --model BertForMaskedLM --mode inference [--compiler wick|wick-own|inductor]
-                                 [--device cpu|cuda] [--suite huggingface|timm] [--profile out.prof] [--json out.json]
+                                 [--device cpu|cuda] [--suite huggingface|timm] [--profile out.prof] [--torch-profile ops.txt] [--json out.json]
 
 --device cuda: the row as the H200's benchmark runs it (the suite's CUDA batch, bf16 autocast), with the Triton
 phases timed: compile_batch (a graph's kernels compiled in parallel for its first call) and the jobs sent to it; the
@@ -60,6 +60,9 @@ ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
 ap.add_argument("--suite", default="huggingface", choices=("huggingface", "timm"))
 ap.add_argument("--profile", default="")
 ap.add_argument("--json", default="")
+ap.add_argument("--torch-profile", default="",
+                help="a file for torch.profiler's table of the first call's operators (CPU time, self first): where a "
+                     "first call's time goes inside C calls that cProfile cannot see (an extern's first use)")
 args = ap.parse_args()
 
 tmp = os.environ.get("COLD_DIR") or tempfile.mkdtemp(prefix="coldc-")
@@ -214,7 +217,26 @@ def triton_timeline(t_start, t_end):
         "first_job_started_s": rel(min(j[6] for j in fg)) if fg else None,
         "last_job_ended_s": rel(max(j[7] for j in fg)) if fg else None,
         "slowest": [[j[0], os.path.basename(j[1]), j[3], round(d, 3), rel(j[6])] for d, j in durs[:12]],
+        **jobs_per_kernel(fg),
     }
+
+
+def jobs_per_kernel(jobs):
+    """How the first call's jobs map onto distinct kernels (wick._triton.kernel_identity: a module's kernels that
+    differ only by name are one), and for kernels compiled more than once, what differed between their jobs (the
+    param types or the config), so that a kernel compiled twice in one call shows."""
+    by_kernel = {}
+    for j in jobs:
+        ident = json.dumps(wt.kernel_identity(j[1], os.path.basename(j[1]), j[0]))
+        by_kernel.setdefault(ident, []).append(j)
+    repeated = [js for js in by_kernel.values() if len(js) > 1]
+    examples = []
+    for js in sorted(repeated, key=len, reverse=True)[:8]:
+        configs = [j[9] if len(j) > 9 else None for j in js]
+        examples.append({"names": sorted({j[0] for j in js})[:4], "modules": sorted({os.path.basename(j[1]) for j in js}),
+                         "jobs": len(js), "configs": [json.dumps(c) for c in configs[:6]]})
+    return {"distinct_kernels": len(by_kernel), "kernels_compiled_more_than_once": len(repeated),
+            "repeated_examples": examples}
 
 
 def runner_for(fwd, module):
@@ -291,6 +313,12 @@ w0, c0, ch0 = time.perf_counter(), time.process_time(), os.times()
 wall0 = time.time()  # the Triton compile processes' records are in wall-clock time
 if prof:
     prof.enable()
+tprof = None
+if args.torch_profile:
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    tprof = torch_profile(activities=[ProfilerActivity.CPU])
+    tprof.__enter__()
 try:
     run = runner_for(comp.compile(mc), mc)
     out1 = run()
@@ -302,6 +330,8 @@ except BaseException:
     raise
 if prof:
     prof.disable()
+if tprof is not None:
+    tprof.__exit__(None, None, None)
 first = time.perf_counter() - w0
 cpu = time.process_time() - c0
 ch1 = os.times()
@@ -395,6 +425,9 @@ out = {"model": args.model, "mode": args.mode, "compiler": args.compiler + (f"/f
                   for k, v in phases.items()}}
 if prof:
     prof.dump_stats(args.profile)
+if tprof is not None:
+    with open(args.torch_profile, "w") as f:
+        f.write(tprof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=70))
 print(json.dumps(out))
 if args.json:
     with open(args.json, "a") as f:

@@ -220,8 +220,9 @@ def _compile_job(args):
 # (FOREGROUND, SOON, BACKGROUND), the wall-clock times (time.time()) of the
 # batch's start, of the job's taking (this process's clock, which orders the
 # takes) and of its start and end in the compile process, whether it
-# compiled). With each process's start and ready times
-# (_workers.started, .ready) it tells what a cold first call waited for: the
+# compiled, and the job's (param types, has_r, xblock, rblock, num_warps)).
+# With each process's start and ready times (_workers.started, .ready) it
+# tells what a cold first call waited for: the
 # processes' start or one long kernel (bench/cold_compile.py reads it). The
 # newest 10000 are kept.
 job_log = collections.deque(maxlen=10000)
@@ -348,7 +349,8 @@ class _Workers:
                 ok, t0, t1, ready = json.loads(proc.stdout.readline())
                 results[i] = ok is True
                 self.ready.setdefault(proc.pid, ready)
-                job_log.append((args[i][3], args[i][1], proc.pid, level, t_batch, t_take, t0, t1, results[i]))
+                job_log.append((args[i][3], args[i][1], proc.pid, level, t_batch, t_take, t0, t1, results[i],
+                                args[i][4:9]))
             except (OSError, ValueError, TypeError):
                 broken.append(proc)  # this job is left to compile_kernel's retry
 

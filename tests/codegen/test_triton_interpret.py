@@ -761,8 +761,9 @@ def test_compile_workers_start_early_without_torch_and_skip_cached_batches(tmp_p
         # every job ran in a compile process, after that process was ready, and is timed in the log
         pids = {p.pid for p in workers.procs}
         assert len(_triton.job_log) == len({_triton._cache_key(path, "h", *j, 90, 1) for j in jobs})
-        for name, mod, pid, level, t_batch, t_take, t0, t1, ok in _triton.job_log:
+        for name, mod, pid, level, t_batch, t_take, t0, t1, ok, config in _triton.job_log:
             assert mod == path and pid in pids and level == _triton.FOREGROUND and ok
+            assert (name, *config) in [tuple(j) for j in jobs]
             assert workers.started <= workers.ready[pid] <= t0 <= t1 and t_batch <= t_take <= t1
         assert _triton._workers is workers and all(p.poll() is None for p in workers.procs)
         for p in workers.procs:
