@@ -150,6 +150,42 @@ def test_attention_in_training_gives_eagers_gradients():
     assert set(externs_of(fn)) <= set(FUSED.values()) | {SDPA}
 
 
+def test_cudnn_attention_plans_are_built_before_the_first_run(monkeypatch):
+    # wick's autodiff makes each cuDNN attention call of a training graph once
+    # on scratch tensors while the graph's kernels compile (its forward on this
+    # thread, its backward on autograd's): the results and gradients stay
+    # eager's, and the random state is untouched
+    from wick import _autodiff
+
+    def fn(q, k, v, m):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0) * 3).sum()
+
+    shape = (2, 4, 64, 64)
+    base = [rand(shape, torch.bfloat16, seed) for seed in range(3)]
+    m = mask_for(bool_mask, 2, 4, 64, torch.bfloat16, 3)
+    if eager_kernel(*base, m > 0) != "cudnn":
+        pytest.skip("eager does not pick cuDNN attention here")
+    warmed = []
+    real = _autodiff.warm_attention_plans
+    monkeypatch.setattr(_autodiff, "warm_attention_plans", lambda g, e: warmed.append(real(g, e)) or warmed[-1])
+    want_in = [t.clone().requires_grad_() for t in base]
+    got_in = [t.clone().requires_grad_() for t in base]
+    wick.reset()
+    want = fn(*want_in, m)
+    want.backward()
+    rng = torch.cuda.get_rng_state()
+    got = wick.compile(fn)(*got_in, m)
+    got.backward()
+    for t in _autodiff._warming:
+        t.join()
+    assert warmed == [1]
+    assert torch.equal(torch.cuda.get_rng_state(), rng)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    for g, w in zip(got_in, want_in):
+        torch.testing.assert_close(g.grad, w.grad, rtol=2e-2, atol=2e-2)
+    assert FUSED["cudnn"] in externs_of(fn)
+
+
 @pytest.mark.parametrize("fn", [plain, causal, scaled, float_mask, bool_mask, bert_layout], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 def test_math_path_is_inlined_under_autocast(fn, dtype):
