@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 
-from . import _C
+from . import _C, _attention_plans
 from .backends import _contiguous_strides as contiguous_strides
 from .backends import _log_breaks, _log_graphs
 
@@ -1851,7 +1851,7 @@ def compile_training(graph, externs, example_inputs, no_grad=()):
     # the forward's kernels start compiling now, and cuDNN's attention plans
     # are built meanwhile (the first run waits for the kernels)
     fwd.compile_kernels_soon()
-    warm_attention_plans(plan.fwd, plan.fwd_externs)
+    _attention_plans.warm(plan.fwd, plan.fwd_externs)
     fwd.check_inputs = False  # capture's guards checked them
     fwd.alias_views = True
     bwd = done["bwd"]
@@ -1871,84 +1871,6 @@ def compile_training(graph, externs, example_inputs, no_grad=()):
     run.plan = plan
     run.runner = runner
     return run
-
-
-_CUDNN_ATTENTION = "aten._scaled_dot_product_cudnn_attention.default"
-# the threads running warm-up backwards (joined by tests; daemon threads)
-_warming = []
-
-
-def warm_attention_plans(graph, externs):
-    """Builds cuDNN's attention plans for graph's first run while its kernels
-    compile, instead of in that run.
-
-    cuDNN attention builds an execution plan for every distinct call (its
-    sizes, strides and flags), 0.3-0.5 s for a forward and up to 1 s for a
-    backward on the H200 (GPT-2's first training call spent 1.6 s so, after
-    its kernels had compiled). The plans are cached per thread
-    (aten/src/ATen/native/cudnn/MHA.cpp): a forward's on the thread running
-    the graph, a backward's on autograd's thread for the device. So each
-    distinct cuDNN attention call of graph is made once here, on this thread,
-    on scratch tensors of the call's layouts, and, where it returns the
-    logsumexp a backward needs, its backward is run through autograd from a
-    thread of its own: autograd runs it on the device's thread, as it runs the
-    graph's backward. Neither touches the random state (no dropout: capture
-    passes dropout_p 0), and what fails here is left to the graph's own
-    run. WICK_WARM_ATTENTION=0 turns it off. Returns how many calls were
-    warmed."""
-    import torch
-
-    if os.environ.get("WICK_WARM_ATTENTION", "1").strip() == "0" or not torch.cuda.is_available():
-        return 0
-    try:
-        if torch.cuda.is_current_stream_capturing():
-            return 0
-    except RuntimeError:
-        return 0
-    seen, grads = set(), []
-    for nd in graph.nodes():
-        if nd["op"] != "EXTERN" or nd["name"] != _CUDNN_ATTENTION:
-            continue
-        entry = externs[nd["extern_index"]]
-        if callable(entry) or len(entry) < 2:
-            continue
-        metas = [graph.value(v) for v in nd["inputs"]]
-        args = list(entry[1])
-        kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
-        if len(args) < 8 or args[5] != 0.0:
-            continue  # dropout would draw random numbers
-        key = (repr([(m["dtype"], m["sizes"], m["strides"], m["device"]) for m in metas]),
-               repr([a for a in args if not isinstance(a, _C.ExternInput)]), repr(sorted(kwargs.items())))
-        if key in seen:
-            continue
-        seen.add(key)
-        train = args[4] is True
-
-        def scratch(a):
-            if not isinstance(a, _C.ExternInput):
-                return a
-            m = metas[a.index]
-            t = torch.empty_strided(m["sizes"], m["strides"], dtype=getattr(torch, m["dtype"]), device=m["device"])
-            return t.requires_grad_() if train and a.index < 3 else t
-
-        try:
-            with torch.autocast("cuda", enabled=False):
-                res = entry[0](*[scratch(a) for a in args], **{k: scratch(v) for k, v in kwargs.items()})
-        except Exception:  # noqa: BLE001 - the graph's own call reports it
-            continue
-        if train and res[0].requires_grad:
-            grads.append(res[0])
-    if grads:
-        def backward():
-            try:
-                torch.autograd.backward(grads, [torch.empty_like(g) for g in grads])
-            except Exception:  # noqa: BLE001 - the graph's backward reports it
-                pass
-
-        t = threading.Thread(target=backward, name="wick-warm-attention", daemon=True)
-        t.start()
-        _warming.append(t)
-    return len(seen)
 
 
 def record_fallback(reason):

@@ -8,7 +8,8 @@ wick's C runtime (csrc/runtime/triton_rt.c) calls these functions to
     into place, each artifact checked against a SHA-256 recorded beside it
     (a mismatch is recompiled, never loaded);
   * compile the autotuning candidates a first call does not need in the
-    background (``compile_later``; the runtime tunes once they are in), and
+    background (``compile_later``; the runtime tunes once they are in, one
+    timing per kernel identity: ``tune_key``), and
   * launch a kernel through Triton's own Python launcher under
     TRITON_INTERPRET=1 (``launch_interpret``: CPU tensors, tests).
 The C runtime loads cubins and launches them itself through the CUDA driver
@@ -93,7 +94,8 @@ def load_module(path):
 
 
 # a graph's kernel in a generated module (the helpers before it are named wk_*)
-_KERNEL_DEF = re.compile(r"^@triton\.jit\ndef (\w+_k\d+)\(", re.M)
+_KERNEL_DEF = re.compile(r"^@triton\.jit\ndef (\w+_k\d+(?:_final)?)\(", re.M)
+_MODULE_COMMENT = re.compile(r"^#", re.M)
 # per module path: {kernel name: (identity, asserts)}, or None when the module
 # cannot be read. A module's name is its text's hash, so an entry never goes
 # stale; one scan of the text serves every kernel of it (a model's backward
@@ -116,6 +118,9 @@ def _index_module(path):
     for i, m in enumerate(defs):
         name = m.group(1)
         body = text[m.start():defs[i + 1].start() if i + 1 < len(defs) else len(text)]
+        tail = _MODULE_COMMENT.search(body)  # the module's closing summary, after its last kernel
+        if tail:
+            body = body[:tail.start()]
         identity = ["kernel", _sha((head + body.replace(name, "WK_KERNEL")).encode())]
         index[name] = (identity, "tl.device_assert(" in body)
     _kernel_index[path] = index
@@ -137,6 +142,16 @@ def _has_asserts(path, name):
     text counts as yes (asserts on cost little, off would drop a check)."""
     entry = (_index_module(path) or {}).get(name)
     return entry is None or entry[1]
+
+
+def tune_key(path, src_hash, name, param_types, device_name):
+    """What names kernel `name`'s autotuning choice (csrc/runtime/triton_rt.c
+    tune_path): its identity, parameter types and device. The candidate
+    configs follow from the kernel's text (its sizes are in it), so kernels
+    of one identity share one timing: a model's twelve layers tune once."""
+    import triton
+
+    return json.dumps([*kernel_identity(path, src_hash, name), param_types, device_name, triton.__version__])
 
 
 def _cache_key(path, src_hash, name, param_types, has_r, xblock, rblock, num_warps, arch, aligned):

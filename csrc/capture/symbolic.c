@@ -1586,6 +1586,32 @@ static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph 
     return res;
 }
 
+/* An inference graph on CUDA calling cuDNN attention: its kernels start
+ * compiling now and cuDNN's plans for its attention calls are built
+ * meanwhile, on this thread (wick/_attention_plans.py: 0.3-0.5 s a call
+ * that the first run would otherwise spend after its kernels compiled).
+ * Only a head start: what fails here is cleared. */
+static void warm_attention_plans(PyObject *compiled, const WkGraph *g, PyObject *externs) {
+    int any = 0;
+    for (int n = 0; n < wk_graph_nnodes(g) && !any; n++) {
+        const WkNode *node = wk_graph_node(g, n);
+        any = node->op == WK_OP_EXTERN && node->extern_name &&
+              !strcmp(node->extern_name, "aten._scaled_dot_product_cudnn_attention.default");
+    }
+    if (!any || !externs) return;
+    int *map = wk_xcalloc((size_t)wk_graph_nvalues(g) + 1, sizeof *map);
+    WkGraph *copy = wk_graph_copy(g, NULL, NULL, map);
+    free(map);
+    if (!copy) wk_error_clear(); /* a symbolic size: no warm-up */
+    PyObject *graph_obj = copy ? wk_rt_graph_wrap_Steal(copy) : NULL;
+    PyObject *mod = graph_obj ? PyImport_ImportModule("wick._attention_plans") : NULL;
+    PyObject *r = mod ? PyObject_CallMethod(mod, "warm_graph", "OOO", compiled, graph_obj, externs) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(mod);
+    Py_XDECREF(graph_obj);
+    PyErr_Clear();
+}
+
 /* stop_step > 0: the second capture of a graph break (see breaks.c), which
  * stops before that top-level instruction; it returns NULL (no fallback
  * entry) when the break cannot be made. break_reason: why the first failed. */
@@ -1697,6 +1723,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
                 goto finish;
             }
             wk_rt_set_check_inputs(compiled, 0);
+            warm_attention_plans(compiled, I->g, I->externs);
             PyObject *desc = wk_rt_describe_Ref(compiled);
             if (desc && PyDict_Check(desc)) source = Py_XNewRef(PyDict_GetItemString(desc, "source"));
             if (source && PyUnicode_Check(source)) {

@@ -163,6 +163,7 @@ typedef struct {
     int provisional;      /* chosen is the first config, run until the background batch lets it be tuned */
     Loaded aligned[WK_TRITON_MAX_CONFIGS];
     Loaded unaligned;     /* chosen config, no 16-byte alignment assumed */
+    char tune[65];        /* its tuning record's name (tune_path), "" until needed */
     PyObject *jit_fn;     /* interpreter mode */
 } KernelRt;
 
@@ -302,21 +303,25 @@ static void leave_ctx(WkTriton *t, CUcontext prev) {
     if (prev != t->ctx && prev) cu.CtxSetCurrent(prev);
 }
 
+/* Triton's pointer types of kernel k's parameters: a new list, NULL with a
+ * Python error. */
+static PyObject *param_types(const WkProgram *p, const WkTritonKernel *k) {
+    PyObject *types = PyList_New(k->nparams);
+    for (int i = 0; types && i < k->nparams; i++) {
+        PyObject *s = PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype : k->scratch_dtype));
+        if (!s) Py_CLEAR(types);
+        else PyList_SET_ITEM(types, i, s);
+    }
+    return types;
+}
+
 /* Compiles kernel k in config c (aligned or not) and loads it. */
 static int load_kernel(WkTriton *t, const WkProgram *p, KernelRt *kr, int c, int aligned, Loaded *out) {
     if (out->ready) return out->ready > 0 ? 0 : -1;
     const WkTritonKernel *k = kr->k;
     const WkTritonConfig *cfg = &k->configs[c];
-    PyObject *types = PyList_New(k->nparams);
+    PyObject *types = param_types(p, k);
     if (!types) return -1;
-    for (int i = 0; i < k->nparams; i++) {
-        PyObject *s = PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype : k->scratch_dtype));
-        if (!s) {
-            Py_DECREF(types);
-            return -1;
-        }
-        PyList_SET_ITEM(types, i, s);
-    }
     PyObject *r = PyObject_CallMethod(t->helper, "compile_kernel", "sOssOiiiiii", wk_cc_cache_dir(), t->path,
                                       t->src_hash, k->name, types, k->has_r, cfg->xblock, cfg->rblock,
                                       cfg->num_warps, t->arch, aligned);
@@ -398,17 +403,38 @@ static int launch(const KernelRt *kr, const Loaded *l, const WkTritonConfig *cfg
 
 /* ---- autotuning ---------------------------------------------------------- */
 
-static void tune_path(const WkTriton *t, const WkTritonKernel *k, char *out, size_t n) {
-    char key[512], h[65];
-    snprintf(key, sizeof key, "%s/%s/%s", t->src_hash, k->name, t->devname);
-    wk_sha256_hex(key, strlen(key), h);
-    snprintf(out, n, "%s/triton/tune-%s.txt", wk_cc_cache_dir(), h);
+/* The file of kernel kr's tuning choice. Kernels of one identity (the same
+ * text under other names: a model's repeated layers, wick/_triton.py
+ * tune_key) with the same parameter types share it on one device, so one
+ * layer's timing serves every layer; the kernel's own name where the
+ * identity cannot be had. */
+static void tune_path(WkTriton *t, const WkProgram *p, KernelRt *kr, char *out, size_t n) {
+    if (!kr->tune[0]) {
+        const WkTritonKernel *k = kr->k;
+        PyObject *types = param_types(p, k);
+        PyObject *key = types ? PyObject_CallMethod(t->helper, "tune_key", "OssOs", t->path, t->src_hash, k->name,
+                                                    types, t->devname)
+                              : NULL;
+        Py_XDECREF(types);
+        const char *s = key && PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (s) {
+            wk_sha256_hex(s, strlen(s), kr->tune);
+        } else {
+            PyErr_Clear();
+            char own[512];
+            snprintf(own, sizeof own, "%s/%s/%s", t->src_hash, k->name, t->devname);
+            wk_sha256_hex(own, strlen(own), kr->tune);
+        }
+        Py_XDECREF(key);
+    }
+    snprintf(out, n, "%s/triton/tune-%s.txt", wk_cc_cache_dir(), kr->tune);
 }
 
 /* The cached choice: "x r w" of a config that is still a candidate. */
-static int tune_read(const WkTriton *t, const WkTritonKernel *k) {
+static int tune_read(WkTriton *t, const WkProgram *p, KernelRt *kr) {
+    const WkTritonKernel *k = kr->k;
     char path[1024];
-    tune_path(t, k, path, sizeof path);
+    tune_path(t, p, kr, path, sizeof path);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     int x, r, w, found = -1;
@@ -419,9 +445,10 @@ static int tune_read(const WkTriton *t, const WkTritonKernel *k) {
     return found;
 }
 
-static void tune_write(const WkTriton *t, const WkTritonKernel *k, int c) {
+static void tune_write(WkTriton *t, const WkProgram *p, KernelRt *kr, int c) {
+    const WkTritonKernel *k = kr->k;
     char path[1024], tmp[1100];
-    tune_path(t, k, path, sizeof path);
+    tune_path(t, p, kr, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return;
@@ -434,7 +461,7 @@ static void tune_write(const WkTriton *t, const WkTritonKernel *k, int c) {
 static int autotune(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *ptrs, void *scratch,
                     CUstream stream) {
     const WkTritonKernel *k = kr->k;
-    int cached = tune_read(t, k);
+    int cached = tune_read(t, p, kr);
     if (cached >= 0) {
         kr->chosen = cached;
         return 0;
@@ -481,7 +508,7 @@ static int autotune(WkTriton *t, const WkProgram *p, KernelRt *kr, void *const *
         goto done;
     }
     kr->chosen = best;
-    tune_write(t, k, best);
+    tune_write(t, p, kr, best);
     rc = 0;
 done:
     if (e0) cu.EventDestroy(e0);
@@ -518,7 +545,7 @@ static void prepare_all(WkTriton *t, int soon) {
             const WkTritonKernel *k = kr->k;
             if (k->xnumel == 0) continue;
             if (kr->chosen < 0) {
-                int c = tune_read(t, k);
+                int c = tune_read(t, p, kr);
                 if (c >= 0) {
                     kr->chosen = c;
                 } else if (t->tune_later) {
@@ -527,10 +554,7 @@ static void prepare_all(WkTriton *t, int soon) {
                     t->untuned++;
                 }
             }
-            PyObject *types = PyList_New(k->nparams);
-            for (int i = 0; types && i < k->nparams; i++)
-                PyList_SET_ITEM(types, i, PyUnicode_FromString(ptr_type(k->params[i] >= 0 ? p->bufs[k->params[i]].dtype
-                                                                                          : k->scratch_dtype)));
+            PyObject *types = param_types(p, k);
             for (int c = 0; types && jobs && c < k->nconfigs; c++) {
                 if (kr->chosen < 0 || c == kr->chosen) add_job(&jobs, k, types, c);
                 else if (kr->provisional) add_job(&later, k, types, c);

@@ -664,6 +664,45 @@ def test_column_reduction_split_across_programs(rows, cols, split, monkeypatch):
 
 
 @pytest.mark.skipif(CHILD, reason="compiles in the parent process")
+def test_split_reductions_final_kernels_have_their_own_identity(tmp_path, monkeypatch):
+    """A reduction split across programs is two kernels, the partials' and
+    `<name>_final`: each is indexed as a kernel of its own, so two layers'
+    copies of the final kernel share one compile (ViT-B's backward compiled
+    its 84 final kernels one by one before), and the partials kernel's
+    identity does not take in the final kernel's text."""
+    import re
+
+    from wick import _triton
+
+    monkeypatch.setenv("WICK_TRITON", "interpret")  # Triton target for CPU tensors; nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    C.env_reload()
+    try:
+        g = C.Graph()
+        a = g.input_like(rand((20000, 24)))
+        g.output(g.op("sum", [a], dims=(0,)))
+        src = g.compile().describe()["source"]
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    names = re.findall(r"^def (\w+_k\d+(?:_final)?)\(", src, re.M)
+    assert len(names) == 2 and names[1] == names[0] + "_final", names
+    entry = names[0].rsplit("_k", 1)[0]
+    renamed = "wick_graph_0123456789abcdef"
+    cache = str(tmp_path)
+    paths = [_triton.write_module(cache, s) for s in (src, src.replace(entry, renamed))]
+    ident = [[_triton.kernel_identity(p, "h", n.replace(entry, e)) for n in names]
+             for p, e in zip(paths, (entry, renamed))]
+    assert ident[0] == ident[1] and all(i[0] == "kernel" for i in ident[0])
+    assert ident[0][0] != ident[0][1]
+    # the partials kernel's identity is its own text: the same with the final kernel's text changed
+    changed = src.rstrip("\n") + "\n    pass\n"
+    other = _triton.write_module(cache, changed)
+    assert _triton.kernel_identity(other, "h", names[0]) == ident[0][0]
+    assert _triton.kernel_identity(other, "h", names[1]) != ident[0][1]
+
+
+@pytest.mark.skipif(CHILD, reason="compiles in the parent process")
 def test_kernels_differing_only_by_name_compile_once(tmp_path, monkeypatch):
     """A model's repeated layers give kernels that are the same text under
     other names (another entry, another position): they share one compile
@@ -894,11 +933,11 @@ def test_a_module_is_read_once_for_all_its_kernels_and_a_removed_cache_is_made_a
     assert len(names) == 12
     import re
 
-    starts = [m.start() for m in re.finditer(r"^@triton\.jit\ndef \w+_k\d+\(", text, re.M)] + [len(text)]
+    starts = [m.start() for m in re.finditer(r"^@triton\.jit\ndef \w+_k\d+(?:_final)?\(", text, re.M)] + [len(text)]
     head = text[:starts[0]]  # the helpers (wk_*, jit functions too) before the first kernel
     for name in names:  # the identity: the helpers and the kernel's own text, its name taken out
         start = text.index(f"@triton.jit\ndef {name}(")
-        body = text[start:starts[starts.index(start) + 1]]
+        body = re.split(r"^#", text[start:starts[starts.index(start) + 1]], flags=re.M)[0]  # not a step's summary
         want = _triton._sha((head + body.replace(name, "WK_KERNEL")).encode())
         assert _triton.kernel_identity(path, "h", name) == ["kernel", want]
         assert _triton._has_asserts(path, name) == ("tl.device_assert(" in body)

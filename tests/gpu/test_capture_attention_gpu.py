@@ -150,12 +150,14 @@ def test_attention_in_training_gives_eagers_gradients():
     assert set(externs_of(fn)) <= set(FUSED.values()) | {SDPA}
 
 
-def test_cudnn_attention_plans_are_built_before_the_first_run(monkeypatch):
-    # wick's autodiff makes each cuDNN attention call of a training graph once
-    # on scratch tensors while the graph's kernels compile (its forward on this
-    # thread, its backward on autograd's): the results and gradients stay
-    # eager's, and the random state is untouched
-    from wick import _autodiff
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+def test_cudnn_attention_plans_are_built_before_the_first_run(training, monkeypatch):
+    # each cuDNN attention call of a graph is made once on scratch tensors
+    # while the graph's kernels compile (wick/_attention_plans.py: a training
+    # graph's forward on this thread and its backward on autograd's, through
+    # wick's autodiff; an inference graph's forward, from capture): results
+    # and gradients stay eager's, and the random state is untouched
+    from wick import _attention_plans
 
     def fn(q, k, v, m):
         return (F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0) * 3).sum()
@@ -166,24 +168,33 @@ def test_cudnn_attention_plans_are_built_before_the_first_run(monkeypatch):
     if eager_kernel(*base, m > 0) != "cudnn":
         pytest.skip("eager does not pick cuDNN attention here")
     warmed = []
-    real = _autodiff.warm_attention_plans
-    monkeypatch.setattr(_autodiff, "warm_attention_plans", lambda g, e: warmed.append(real(g, e)) or warmed[-1])
-    want_in = [t.clone().requires_grad_() for t in base]
-    got_in = [t.clone().requires_grad_() for t in base]
+    real = _attention_plans.warm
+    monkeypatch.setattr(_attention_plans, "warm", lambda g, e: warmed.append(real(g, e)) or warmed[-1])
+    want_in = [t.clone().requires_grad_(training) for t in base]
+    got_in = [t.clone().requires_grad_(training) for t in base]
     wick.reset()
     want = fn(*want_in, m)
-    want.backward()
     rng = torch.cuda.get_rng_state()
     got = wick.compile(fn)(*got_in, m)
-    got.backward()
-    for t in _autodiff._warming:
+    if training:
+        want.backward()
+        got.backward()
+    for t in _attention_plans.warming:
         t.join()
     assert warmed == [1]
     assert torch.equal(torch.cuda.get_rng_state(), rng)
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
     for g, w in zip(got_in, want_in):
-        torch.testing.assert_close(g.grad, w.grad, rtol=2e-2, atol=2e-2)
+        if training:
+            torch.testing.assert_close(g.grad, w.grad, rtol=2e-2, atol=2e-2)
     assert FUSED["cudnn"] in externs_of(fn)
+    # off: no call is made
+    monkeypatch.setenv("WICK_WARM_ATTENTION", "0")
+    wick.reset()
+    warmed.clear()
+    again = wick.compile(fn)(*[t.detach().clone().requires_grad_(training) for t in base], m)
+    torch.testing.assert_close(again, want, rtol=1e-2, atol=1e-2)
+    assert warmed in ([], [0])
 
 
 @pytest.mark.parametrize("fn", [plain, causal, scaled, float_mask, bool_mask, bert_layout], ids=lambda f: f.__name__)

@@ -188,6 +188,36 @@ def test_autotuning_after_the_first_call(when, monkeypatch, tmp_path):
         C.env_reload()
 
 
+def test_kernels_of_one_identity_tune_once(monkeypatch, tmp_path):
+    """Two kernels of one text under two names (a softmax before and after a
+    matmul: a model's repeated layers in small) share one tuning record: the
+    second finds the first's choice instead of timing its candidates again."""
+    from wick import _triton
+
+    monkeypatch.setenv("WICK_CACHE_DIR", str(tmp_path))
+    C.env_reload()
+    try:
+        x, w = rand((3000, 700), seed=3), rand((700, 700), seed=4) * 0.05
+        g = C.Graph()
+        a, b = g.input_like(x), g.input_like(w)
+        t = g.op("softmax", [a], dims=1)
+        (u,) = g.extern(0, [t, b], [{"dtype": torch.float32, "sizes": (3000, 700), "strides": (700, 1)}],
+                        name="aten.mm.default")
+        g.output(g.op("softmax", [u], dims=1))
+        cg = g.compile(externs=[(torch.ops.aten.mm.default, (C.ExternInput(0), C.ExternInput(1)))])
+        names = [k["name"] for k in cg.triton_kernels]
+        path = _triton.write_module(str(tmp_path), cg.describe()["source"])
+        assert len(names) == 2 and len({str(_triton.kernel_identity(path, "h", n)) for n in names}) == 1
+        want = torch.softmax(torch.softmax(x, 1) @ w, 1)
+        close(cg(x, w)[0], want, 1e-5, 1e-6)
+        assert _triton.wait_background()
+        close(cg(x, w)[0], want, 1e-5, 1e-6)  # tuned here
+        assert len(_tune_files()) == 1
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one GPU")
 def test_second_device():
     x = torch.randn(1000, device="cuda:1")
