@@ -95,7 +95,7 @@ def load_module(path):
 
 # a graph's kernel in a generated module (the helpers before it are named wk_*)
 _KERNEL_DEF = re.compile(r"^@triton\.jit\ndef (\w+_k\d+(?:_final)?)\(", re.M)
-_MODULE_COMMENT = re.compile(r"^#", re.M)
+_MODULE_COMMENT = re.compile(r"^#", re.M)  # module-level comment lines: no kernel's text
 # per module path: {kernel name: (identity, asserts)}, or None when the module
 # cannot be read. A module's name is its text's hash, so an entry never goes
 # stale; one scan of the text serves every kernel of it (a model's backward
@@ -118,7 +118,7 @@ def _index_module(path):
     for i, m in enumerate(defs):
         name = m.group(1)
         body = text[m.start():defs[i + 1].start() if i + 1 < len(defs) else len(text)]
-        tail = _MODULE_COMMENT.search(body)  # the module's closing summary, after its last kernel
+        tail = _MODULE_COMMENT.search(body)  # a step's summary, after its last kernel
         if tail:
             body = body[:tail.start()]
         identity = ["kernel", _sha((head + body.replace(name, "WK_KERNEL")).encode())]

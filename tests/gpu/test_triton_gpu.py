@@ -201,8 +201,8 @@ def test_kernels_of_one_identity_tune_once(monkeypatch, tmp_path):
         g = C.Graph()
         a, b = g.input_like(x), g.input_like(w)
         t = g.op("softmax", [a], dims=1)
-        (u,) = g.extern(0, [t, b], [{"dtype": torch.float32, "sizes": (3000, 700), "strides": (700, 1)}],
-                        name="aten.mm.default")
+        (u,) = g.extern(0, [t, b], [{"dtype": torch.float32, "sizes": (3000, 700), "strides": (700, 1),
+                                     "device": x.device}], name="aten.mm.default")
         g.output(g.op("softmax", [u], dims=1))
         cg = g.compile(externs=[(torch.ops.aten.mm.default, (C.ExternInput(0), C.ExternInput(1)))])
         names = [k["name"] for k in cg.triton_kernels]
