@@ -70,3 +70,15 @@ def torch_state_is_left_as_found():
         _set_global_torch_state(torch, before)
         changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
         pytest.fail(f"the test left torch's global state changed (before, after): {changed}", pytrace=False)
+
+
+def pytest_runtest_logreport(report):
+    """WICK_TEST_FAILURES=<file>: each failure's report is appended to the
+    file as it happens (under xdist this runs in the controller, which gets
+    every worker's reports), so a run stopped by a time limit before
+    pytest's summary (the device machine's calls are limited to 10 minutes)
+    still names its failures with their messages."""
+    path = os.environ.get("WICK_TEST_FAILURES")
+    if path and report.failed:
+        with open(path, "a") as f:
+            f.write(f"== {report.nodeid} ({report.when})\n{report.longreprtext[-8000:]}\n\n")
