@@ -39,7 +39,15 @@ def _enabled():
 def warm(graph, externs):
     """Makes each distinct cuDNN attention call of graph (a wick Graph; its
     extern nodes index externs, the capture's (fn, args, kwargs, picks)
-    entries) once. Returns how many calls were made."""
+    entries) once. Returns how many calls were made; never raises (a head
+    start only)."""
+    try:
+        return _warm(graph, externs)
+    except Exception:  # noqa: BLE001 - the graph's own run reports what is wrong
+        return 0
+
+
+def _warm(graph, externs):
     import torch
 
     if not _enabled() or not any(str(d["device"]).startswith("cuda") for d in graph.inputs()):
@@ -99,7 +107,10 @@ def warm_graph(compiled, graph, externs):
     """An inference graph just compiled (a CompiledGraph of graph): its
     kernels start compiling, and its cuDNN attention plans are built
     meanwhile; its first run waits for the kernels. Returns warm's count."""
-    if not _enabled() or not any(nd["op"] == "EXTERN" and nd["name"] == CUDNN_ATTENTION for nd in graph.nodes()):
+    try:
+        if not _enabled() or not any(nd["op"] == "EXTERN" and nd["name"] == CUDNN_ATTENTION for nd in graph.nodes()):
+            return 0
+        compiled.compile_kernels_soon()
+    except Exception:  # noqa: BLE001 - the first run compiles the kernels itself
         return 0
-    compiled.compile_kernels_soon()
     return warm(graph, externs)
