@@ -232,9 +232,8 @@ def jobs_per_kernel(jobs):
     repeated = [js for js in by_kernel.values() if len(js) > 1]
     examples = []
     for js in sorted(repeated, key=len, reverse=True)[:8]:
-        configs = [j[9] if len(j) > 9 else None for j in js]
         examples.append({"names": sorted({j[0] for j in js})[:4], "modules": sorted({os.path.basename(j[1]) for j in js}),
-                         "jobs": len(js), "configs": [json.dumps(c) for c in configs[:6]]})
+                         "jobs": len(js), "configs": [json.dumps(j[9]) for j in js[:6]]})
     return {"distinct_kernels": len(by_kernel), "kernels_compiled_more_than_once": len(repeated),
             "repeated_examples": examples}
 

@@ -104,12 +104,13 @@ def _warm(graph, externs):
 
 
 def warm_graph(compiled, graph, externs):
-    """An inference graph just compiled (a CompiledGraph of graph): its
-    kernels start compiling, and its cuDNN attention plans are built
-    meanwhile; its first run waits for the kernels. Returns warm's count."""
+    """An inference graph just compiled (a CompiledGraph of graph), which
+    its caller found calling cuDNN attention: its kernels start compiling,
+    and its cuDNN attention plans are built meanwhile; its first run waits
+    for the kernels. Returns warm's count."""
+    if not _enabled():
+        return 0
     try:
-        if not _enabled() or not any(nd["op"] == "EXTERN" and nd["name"] == CUDNN_ATTENTION for nd in graph.nodes()):
-            return 0
         compiled.compile_kernels_soon()
     except Exception:  # noqa: BLE001 - the first run compiles the kernels itself
         return 0
