@@ -11,14 +11,16 @@
 
 static PyObject *py_op_table(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
-    static const char *const kinds[] = {"pointwise", "reduction", "constant"};
+    static const char *const kinds[] = {"pointwise", "reduction", "constant", "extern"};
+    static const char *const shapes[] = {"broadcast", "reduce", "same_dim", "scalar", "view", "cat",
+                                         "pad", "index", "gather", "one_hot", "sizes", "scatter"};
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
     for (int op = 0; op < WK_NOPS; op++) {
         const WkOpInfo *info = wk_op_info((WkOp)op);
-        PyObject *row = Py_BuildValue("{s:s,s:s,s:i,s:s,s:s}", "name", info->name, "kind",
-                                      kinds[info->kind], "arity", info->arity, "signature",
-                                      info->signature, "torch", info->torch);
+        PyObject *row = Py_BuildValue("{s:s,s:s,s:s,s:i,s:s,s:s}", "name", info->name, "kind",
+                                      kinds[info->kind], "shape", shapes[info->shape], "arity", info->arity,
+                                      "signature", info->signature, "torch", info->torch);
         if (!row || PyList_Append(list, row) < 0) {
             Py_XDECREF(row);
             Py_DECREF(list);
@@ -36,7 +38,7 @@ static PyObject *py_env_reload(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"op_table", py_op_table, METH_NOARGS, "The op table as a list of dicts (name, kind, arity, signature, torch)."},
+    {"op_table", py_op_table, METH_NOARGS, "The op table as a list of dicts (name, kind, shape, arity, signature, torch)."},
     {"env_reload", py_env_reload, METH_NOARGS, "Re-read every WICK_* environment variable."},
     {NULL, NULL, 0, NULL},
 };

@@ -1586,6 +1586,52 @@ static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph 
     return res;
 }
 
+/* A convolutional inference graph rewritten for channels-last on the graph
+ * itself (wick/_graph_layout.py: eval batch norms as kernels, NHWC-ordered
+ * pointwise work), to compile natively: a new reference to the new Graph
+ * object, or NULL (no exception set) where the pass is off or gives the
+ * graph up, and the ATen path takes it (the reason logged). */
+static PyObject *graph_layout_Ref(const WkGraph *g, PyObject *externs, const char *where) {
+    if (!strcmp(wk_env_str(WK_ENV_LAYOUT_PASS), "fx") || !externs || externs == Py_None) return NULL;
+    int nvalues = wk_graph_nvalues(g);
+    int *map = PyMem_Calloc((size_t)nvalues + 1, sizeof *map);
+    WkGraph *copy = map ? wk_graph_copy(g, NULL, NULL, map) : NULL;
+    PyMem_Free(map);
+    if (!copy) {
+        wk_log(WK_LOG_GRAPHS, "channels-last pass of %s not run: %s", where, wk_error_get());
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *graph_obj = wk_rt_graph_wrap_Steal(copy);
+    PyObject *mod = graph_obj ? PyImport_ImportModule("wick._graph_layout") : NULL;
+    PyObject *res = mod ? PyObject_CallMethod(mod, "apply", "OO", graph_obj, externs) : NULL;
+    PyObject *out = NULL;
+    if (res && PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 2 && wk_rt_graph_unwrap_Borrow(PyTuple_GET_ITEM(res, 0))) {
+        out = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+        if (wk_log_on(WK_LOG_GRAPHS)) {
+            PyObject *why = PyTuple_GET_ITEM(res, 1);
+            const char *note = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
+            wk_log(WK_LOG_GRAPHS, "graph of %s compiled natively, %s", where, note ? note : "channels-last");
+        }
+    } else if (wk_log_on(WK_LOG_GRAPHS) || wk_log_on(WK_LOG_BREAKS)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *text = value ? PyObject_Str(value) : NULL;
+        const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+        wk_log(wk_log_on(WK_LOG_GRAPHS) ? WK_LOG_GRAPHS : WK_LOG_BREAKS,
+               "channels-last pass gave up the graph of %s (ATen path instead): %s", where, msg ? msg : "?");
+        Py_XDECREF(text);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    PyErr_Clear();
+    Py_XDECREF(res);
+    Py_XDECREF(mod);
+    Py_XDECREF(graph_obj);
+    return out;
+}
+
 /* An inference graph on CUDA calling cuDNN attention: its kernels start
  * compiling now and cuDNN's plans for its attention calls are built
  * meanwhile, on this thread (wick/_attention_plans.py: 0.3-0.5 s a call
@@ -1713,10 +1759,19 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         }
         int autograd = cap_graph_needs_autograd(I);
         int layout = I->backend_wick && !autograd && conv_graph_for_layout(I->g);
+        PyObject *laid = NULL; /* the graph the channels-last pass rewrote */
+        if (layout) {
+            const char *nm = PyUnicode_AsUTF8(code->co_qualname);
+            PyErr_Clear();
+            laid = graph_layout_Ref(I->g, I->externs, nm ? nm : "?");
+            layout = laid == NULL;
+        }
         via_fx = !I->backend_wick || autograd || layout;
         if (!via_fx) {
-            compiled = I->externs && wk_graph_nexterns(I->g) ? wk_rt_compile_externs_Ref(I->g, I->externs)
-                                                              : wk_rt_compile_Ref(I->g);
+            const WkGraph *g = laid ? wk_rt_graph_unwrap_Borrow(laid) : I->g;
+            compiled = I->externs && wk_graph_nexterns(g) ? wk_rt_compile_externs_Ref(g, I->externs)
+                                                           : wk_rt_compile_Ref(g);
+            Py_XDECREF(laid);
             if (!compiled) {
                 if (PyErr_Occurred()) cap_py_failed(I, "compiling the graph");
                 else cap_unsupported(I, "wick could not compile the graph: %s", wk_error_get());

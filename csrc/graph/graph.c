@@ -1497,19 +1497,57 @@ static int const_shape(const WkValue *v, int64_t *sizes, int64_t *strides) {
     return 0;
 }
 
-WkGraph *wk_graph_copy(const WkGraph *g, const int *extra_outputs, const WkTensorMeta *extra_metas, int *value_map) {
-    WkGraph *c = wk_graph_new();
-    int nextra_used = 0;
+/* g's inputs added to c in input order (their positions are part of the
+ * graph's contract); value_map gets their ids, -1 for every other value. */
+static int copy_inputs(WkGraph *c, const WkGraph *g, int *value_map) {
     for (int id = 0; id < g->values.len; id++) value_map[id] = -1;
-    /* inputs first, in input order: their positions are part of the graph's contract */
     for (int i = 0; i < g->inputs.len; i++) {
         const WkValue *v = g->values.data[g->inputs.data[i]];
         int64_t sizes[WK_MAX_DIMS], strides[WK_MAX_DIMS];
-        if (const_shape(v, sizes, strides) < 0) goto fail;
+        if (const_shape(v, sizes, strides) < 0) return -1;
         int id = wk_graph_input_any(c, v->dtype, v->device, v->ndim, sizes, strides, v->requires_grad, v->source);
-        if (id < 0) goto fail;
+        if (id < 0) return -1;
         value_map[v->id] = id;
     }
+    return 0;
+}
+
+WkGraph *wk_graph_copy_inputs(const WkGraph *g, int *value_map) {
+    WkGraph *c = wk_graph_new();
+    if (copy_inputs(c, g, value_map) == 0) return c;
+    wk_graph_free(c);
+    return NULL;
+}
+
+int wk_graph_replay(WkGraph *dst, const WkGraph *src, int node, const int *inputs, int ninputs, const int *dims,
+                    int ndims) {
+    if (node < 0 || node >= src->nodes.len) {
+        wk_error_set("graph replay: no node %d", node);
+        return -1;
+    }
+    const WkNode *nd = src->nodes.data[node];
+    if (nd->op == WK_OP_EXTERN) {
+        wk_error_set("graph replay: node %d is an extern call (its outputs need new metadata)", node);
+        return -1;
+    }
+    if (nd->op == WK_OP_SCALAR && src->values.data[nd->output]->is_wrapped_number)
+        return wk_graph_scalar(dst, nd->attrs.dtype, nd->attrs.fvalue, nd->attrs.ivalue);
+    if (ndims > WK_MAX_DIMS) {
+        wk_error_set("graph replay: %d dims", ndims);
+        return -1;
+    }
+    WkAttrs attrs = nd->attrs;
+    if (ndims >= 0) {
+        attrs.ndims = ndims;
+        for (int i = 0; i < ndims; i++) attrs.dims[i] = dims[i];
+    }
+    return wk_graph_op(dst, nd->op, inputs, ninputs, &attrs);
+}
+
+WkGraph *wk_graph_copy(const WkGraph *g, const int *extra_outputs, const WkTensorMeta *extra_metas, int *value_map) {
+    WkGraph *c = wk_graph_new();
+    int nextra_used = 0;
+    if (copy_inputs(c, g, value_map) < 0) goto fail;
     for (int n = 0; n < g->nodes.len; n++) {
         const WkNode *nd = g->nodes.data[n];
         int *inputs = wk_arena_alloc(c->arena, sizeof(int) * (size_t)(nd->ninputs ? nd->ninputs : 1));

@@ -339,6 +339,18 @@ int wk_graph_replace_input(WkGraph *g, int node, int k, int value);
  * last own output + 1 + k. New graph (caller frees), or NULL with wk_error
  * set (a symbolic size, an extra output on a table op, a builder refusal). */
 WkGraph *wk_graph_copy(const WkGraph *g, const int *extra_outputs, const WkTensorMeta *extra_metas, int *value_map);
+/* A graph holding only g's inputs (in order); value_map as for
+ * wk_graph_copy (-1 for the values of nodes). The start of a rewrite that
+ * replays g's nodes one by one (wick/_graph_layout.py). New graph, or NULL
+ * with wk_error set (a symbolic size). */
+WkGraph *wk_graph_copy_inputs(const WkGraph *g, int *value_map);
+/* Table node `node` of src appended to dst, reading `inputs` (dst's value
+ * ids) with src's attributes; ndims >= 0 replaces attrs.dims by dims (a
+ * reduction over permuted dims). The shape and dtype rules run again. Not
+ * for EXTERN nodes (their outputs need metadata: wk_graph_extern_ints).
+ * Returns the first output's id, or -1 with wk_error set. Borrows all. */
+int wk_graph_replay(WkGraph *dst, const WkGraph *src, int node, const int *inputs, int ninputs, const int *dims,
+                    int ndims);
 
 /* Human-readable listing, one node per line; caller frees. Stable: used for
  * logs, explain() and the codegen replay tests. */

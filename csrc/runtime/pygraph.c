@@ -619,9 +619,12 @@ static PyObject *Graph_value(GraphObject *self, PyObject *arg) {
  * own outputs (autodiff keeps what an extern's backward reads: attention's
  * logsumexp). value_map[i] is value i's id in the copy. */
 static PyObject *Graph_copy(GraphObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"extra", NULL};
+    static char *kwlist[] = {"extra", "inputs_only", NULL};
     PyObject *extra = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:copy", kwlist, &extra)) return NULL;
+    int inputs_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Op:copy", kwlist, &extra, &inputs_only)) return NULL;
+    if (inputs_only && extra != Py_None)
+        return PyErr_Format(PyExc_TypeError, "wick: copy(inputs_only=True) takes no extra outputs");
     int nnodes = wk_graph_nnodes(self->g), nvalues = wk_graph_nvalues(self->g), nmetas = 0;
     int *counts = PyMem_Calloc((size_t)nnodes + 1, sizeof *counts);
     int *map = PyMem_Calloc((size_t)nvalues + 1, sizeof *map);
@@ -670,7 +673,7 @@ static PyObject *Graph_copy(GraphObject *self, PyObject *args, PyObject *kwds) {
         }
     }
     wk_error_clear();
-    WkGraph *c = wk_graph_copy(self->g, counts, metas, map);
+    WkGraph *c = inputs_only ? wk_graph_copy_inputs(self->g, map) : wk_graph_copy(self->g, counts, metas, map);
     if (!c) {
         PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
         goto done;
@@ -691,6 +694,32 @@ done:
     PyMem_Free(map);
     PyMem_Free(metas);
     return result;
+}
+
+/* replay(src, node, inputs, dims=None) -> first output id: table node
+ * `node` of Graph src appended to this graph reading `inputs`, with src's
+ * attributes (dims replaces a reduction's dims). */
+static PyObject *Graph_replay(GraphObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"src", "node", "inputs", "dims", NULL};
+    PyObject *src, *inputs_obj, *dims_obj = Py_None;
+    int node;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!iO|O:replay", kwlist, &Graph_Type, &src, &node, &inputs_obj,
+                                     &dims_obj))
+        return NULL;
+    int64_t dims64[WK_MAX_DIMS];
+    int dims[WK_MAX_DIMS], ndims = -1;
+    if (dims_obj != Py_None) {
+        ndims = parse_int_seq(dims_obj, dims64, "dims");
+        if (ndims < 0) return NULL;
+        for (int i = 0; i < ndims; i++) dims[i] = (int)dims64[i];
+    }
+    int *inputs = NULL, ninputs = parse_value_ids(self->g, inputs_obj, &inputs);
+    if (ninputs < 0) return NULL;
+    wk_error_clear();
+    int id = wk_graph_replay(self->g, ((GraphObject *)src)->g, node, inputs, ninputs, dims, ndims);
+    PyMem_Free(inputs);
+    if (id < 0) return PyErr_Format(PyExc_ValueError, "%s", wk_error_get());
+    return PyLong_FromLong(id);
 }
 
 static PyObject *Graph_hash(GraphObject *self, PyObject *unused) {
@@ -726,7 +755,10 @@ static PyMethodDef Graph_methods[] = {
     {"value", (PyCFunction)Graph_value, METH_O, "value(id) -> dict(dtype, sizes, strides, ...)"},
     {"hash", (PyCFunction)Graph_hash, METH_NOARGS, "Structural hash (not sources)."},
     {"copy", (PyCFunction)(void (*)(void))Graph_copy, METH_VARARGS | METH_KEYWORDS,
-     "copy(extra=None) -> (Graph, value_map): extra = {extern node index: [output metadata]}"},
+     "copy(extra=None, inputs_only=False) -> (Graph, value_map): extra = {extern node index: [output metadata]}; "
+     "inputs_only: the inputs alone (value_map -1 for the rest)"},
+    {"replay", (PyCFunction)(void (*)(void))Graph_replay, METH_VARARGS | METH_KEYWORDS,
+     "replay(src, node, inputs, dims=None) -> value id: src's table node appended, reading inputs"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -284,19 +284,27 @@ def test_no_grad_training_mode():
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
-def test_no_grad_through_aot_autograd(monkeypatch, mode):
-    """Training-mode batch norm under no_grad in a graph that goes through
-    AOTAutograd (WICK_CHANNELS_LAST=1: conv graphs on any device, the route
-    of conv graphs on CUDA): its inference graph updates in place; not
-    under mode="reduce-overhead" (a CUDA graph's warm-up run would update
-    the buffers once more), where AOTAutograd copies the new values back."""
+@pytest.mark.parametrize("layout", ["fx", "graph"])
+def test_no_grad_conv_graph(monkeypatch, mode, layout):
+    """Training-mode batch norm under no_grad in a conv graph
+    (WICK_CHANNELS_LAST=1: conv graphs on any device, as on CUDA).
+    WICK_LAYOUT_PASS=fx: through AOTAutograd, whose inference graph updates
+    in place; not under mode="reduce-overhead" (a CUDA graph's warm-up run
+    would update the buffers once more), where AOTAutograd copies the new
+    values back. graph (the default): the channels-last pass on the captured
+    graph, compiled natively; the batch norms stay Functional calls whose
+    new statistics the frame copies back."""
     monkeypatch.setenv("WICK_CHANNELS_LAST", "1")
+    monkeypatch.setenv("WICK_LAYOUT_PASS", layout)
     C.env_reload()
     dtype = torch.bfloat16
     eager, net = twins(dtype)
     fresh()
     no_grad_steps(eager, net, wick.compile(net, mode=mode), dtype, seed=40)
     assert not backends.fallback_reasons, backends.fallback_reasons
+    if layout == "graph":
+        assert backends.compiled_graphs == []
+        return
     assert [g["graph"] for g in backends.compiled_graphs] == ["inference"]
     assert forward_counts() == ([2] if mode == "default" else [0])
 

@@ -250,10 +250,14 @@ def test_triton_interpreter_child():
 
 
 @pytest.mark.parametrize("autocast", [False, True])
-def test_wick_capture_goes_through_the_layout_pass(channels_last, autocast):
-    # wick's own capture: a graph with convolutions (on CUDA by default;
-    # here through WICK_CHANNELS_LAST=1) is compiled through AOTAutograd and
-    # the ATen importer, so the layout pass and batch norm's decomposition apply
+def test_wick_capture_goes_through_the_layout_pass(channels_last, autocast, monkeypatch):
+    # wick's own capture with WICK_LAYOUT_PASS=fx: a graph with convolutions
+    # (on CUDA by default; here through WICK_CHANNELS_LAST=1) is compiled
+    # through AOTAutograd and the ATen importer, so this layout pass and batch
+    # norm's decomposition apply (by default the graph's own pass does:
+    # tests/runtime/test_graph_layout.py)
+    monkeypatch.setenv("WICK_LAYOUT_PASS", "fx")
+    C.env_reload()
     m = _bn_random(ResSE().eval(), 11)
     x = torch.randn(2, 3, 14, 14)
     n0 = len(B.compiled_graphs)
