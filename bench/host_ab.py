@@ -13,7 +13,10 @@ graphs) | dynamo+wick-py and
 wick-py (the same, compiled with WICK_NATIVE_EXTERNS=0: every extern call
 through Python, the A/B of csrc/runtime/shim_ops.c) | wick-aot (wick.compile
 with WICK_AUTODIFF=aot: training graphs through AOTAutograd instead of
-wick's own autodiff). MODE: inference
+wick's own autodiff) | wick-fx (wick.compile with WICK_LAYOUT_PASS=fx:
+conv inference graphs through AOTAutograd and wick/_layout.py, not the
+graph's own channels-last pass) | wick-ro (wick.compile,
+mode="reduce-overhead"). MODE: inference
 (default) or training (SGD step: forward, loss, backward, step).
 
 bf16 autocast. Each variant runs on its own copy of the model; the first
@@ -104,8 +107,10 @@ def compile_variant(v, m):
         return torch.compile(m, backend="wick")
     if v == "dynamo+wick-ro":
         return torch.compile(m, backend="wick", mode="reduce-overhead")
-    if v in ("wick", "wick-aot"):
+    if v in ("wick", "wick-aot", "wick-fx"):
         return wick.compile(m)
+    if v == "wick-ro":
+        return wick.compile(m, mode="reduce-overhead")
     raise SystemExit(f"unknown variant {v}")
 
 
@@ -191,6 +196,9 @@ def main():
                 C.env_reload()
             if v == "wick-aot":  # likewise: training graphs through AOTAutograd, not wick's own autodiff
                 os.environ["WICK_AUTODIFF"] = "aot"
+            if v == "wick-fx":  # conv inference graphs through AOTAutograd and wick/_layout.py
+                os.environ["WICK_LAYOUT_PASS"] = "fx"
+                C.env_reload()
             wick.backends.compiled_graphs.clear()
             try:
                 out = r()
@@ -201,6 +209,7 @@ def main():
             finally:
                 os.environ.pop("WICK_NATIVE_EXTERNS", None)
                 os.environ.pop("WICK_AUTODIFF", None)
+                os.environ.pop("WICK_LAYOUT_PASS", None)
                 C.env_reload()
             if v == "dynamo+wick":
                 for info in wick.backends.compiled_graphs:

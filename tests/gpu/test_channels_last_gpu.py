@@ -57,6 +57,57 @@ def test_conv_net_channels_last(monkeypatch, dtype, batch):
         assert _rel(g, r) <= max(2 * _rel(e, r), tol), (_rel(g, r), _rel(e, r))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("layout", ["graph", "fx"])
+def test_wick_compile_conv_net(monkeypatch, dtype, layout):
+    """wick.compile of the same net: by default the captured graph gets the
+    channels-last pass itself (wick/_graph_layout.py) and compiles natively;
+    WICK_LAYOUT_PASS=fx: through AOTAutograd and wick/_layout.py."""
+    import wick._C as C
+    from wick import _graph_layout as GL
+
+    monkeypatch.delenv("WICK_CHANNELS_LAST", raising=False)
+    monkeypatch.setenv("WICK_LAYOUT_PASS", layout)
+    C.env_reload()
+    wick.reset()
+    rewritten = []
+    real = GL.apply
+    monkeypatch.setattr(GL, "apply", lambda g, e: rewritten.append(1) or real(g, e))
+    torch.manual_seed(5)
+    m = _lc.Net(c=32).cuda().eval()
+    for b in m.modules():
+        if isinstance(b, nn.BatchNorm2d):
+            b.running_mean.normal_(0, 0.5)
+            b.running_var.uniform_(0.5, 2)
+            b.weight.data.normal_(1, 0.2)
+            b.bias.data.normal_(0, 0.2)
+    m64 = _lc.Net(c=32).cuda().double().eval()
+    m64.load_state_dict(m.state_dict())
+    x = torch.randn(4, 3, 37, 45, device="cuda")
+    n0 = len(B.compiled_graphs)
+    try:
+        with torch.no_grad():
+            ref = m64(x.double())
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                eager = m(x)
+                f = wick.compile(m)
+                got = f(x)
+                again = f(x)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    if layout == "graph":
+        assert rewritten == [1] and B.compiled_graphs[n0:] == []
+    else:
+        assert not rewritten and [i["layout"] for i in B.compiled_graphs[n0:]] == ["channels-last"]
+    assert wick.stats()["fallbacks"] == []
+    for out in (got, again):
+        for r, e, g in zip(ref, eager, out):
+            assert g.dtype == e.dtype and g.shape == e.shape and g.stride() == e.stride()
+            tol = 2e-2 if dtype == torch.bfloat16 else 5e-3
+            assert _rel(g, r) <= max(2 * _rel(e, r), tol), (_rel(g, r), _rel(e, r))
+
+
 def _views_fn(x, y):
     a = torch.relu(x).permute(0, 2, 1, 3)             # a view read by a kernel
     b = (a * 2).transpose(1, 3).contiguous()          # a copy out of a transposed view
