@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 
-from . import _C, _attention_plans
+from . import _C, _cudnn_plans
 from .backends import _contiguous_strides as contiguous_strides
 from .backends import _log_breaks, _log_graphs
 
@@ -1851,7 +1851,7 @@ def compile_training(graph, externs, example_inputs, no_grad=()):
     # the forward's kernels start compiling now, and cuDNN's attention plans
     # are built meanwhile (the first run waits for the kernels)
     fwd.compile_kernels_soon()
-    _attention_plans.warm(plan.fwd, plan.fwd_externs)
+    _cudnn_plans.warm(plan.fwd, plan.fwd_externs)
     fwd.check_inputs = False  # capture's guards checked them
     fwd.alias_views = True
     bwd = done["bwd"]

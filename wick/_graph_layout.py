@@ -285,8 +285,9 @@ def _batch_norm_as_ops(r, nd, bound):
 
 
 def channels_last(graph, externs):
-    """graph rewritten with channels-last convolutions (module docstring).
-    Raises Abandon."""
+    """(graph rewritten with channels-last convolutions (module docstring),
+    its extern table: externs with the entries the rewrite added). Raises
+    Abandon."""
     import torch
 
     from . import _capture_meta
@@ -316,17 +317,21 @@ def channels_last(graph, externs):
             if p is not None and plain_pointwise(nodes[p]):
                 seeds.add(p)
     conv_set = set(convs)
+    externs = list(externs)
+    bias_split = {}  # conv node -> extern index of the same call without its bias
     nhwc = {}  # src value -> new value holding it permuted to NHWC, contiguous
 
     def follows(old):
-        """old is held channels-last by this pass (not merely moved: a
-        permuted view that became contiguous is best read as it is)."""
+        """old is held channels-last (by this pass, or already in the
+        captured graph, as eager gives it: a ConvNeXt's activations after
+        its stem's permutes). Not a value merely moved: a permuted view
+        that became contiguous is best read as it is."""
         if ndim(old) != 4:
             return False
         if old in nhwc:
             return True
         m = r.meta(r.env[old])
-        return r.moved(old) and is_channels_last(m["sizes"], m["strides"])
+        return is_channels_last(m["sizes"], m["strides"])
 
     def rep(old):
         """old as an NHWC-ordered operand (rank <= 4; 0-d as it is)."""
@@ -339,6 +344,11 @@ def channels_last(graph, externs):
         sizes = [1] * (4 - k) + list(m["sizes"])
         strides = [1] * (4 - k) + list(m["strides"])
         return r.view(r.env[old], [sizes[d] for d in TO_NHWC], [strides[d] for d in TO_NHWC])
+
+    def rep_channels(old):
+        """a [C] vector as an NHWC-ordered operand: [1, 1, 1, C]."""
+        m = r.meta(r.env[old])
+        return r.view(r.env[old], [1, 1, 1, m["sizes"][0]], [1, 1, 1, m["strides"][0]])
 
     def hold_nhwc(old, b):
         """b: old's value as a contiguous NHWC tensor."""
@@ -355,10 +365,28 @@ def channels_last(graph, externs):
         s = r.src_meta(old)
         return r.copy_to(b, list(s["sizes"]), list(s["strides"]))
 
+    outputs = set(graph.outputs())
     for n, nd in enumerate(nodes):
         ins = nd["inputs"]
+        if nd["op"] == "CONVERT" and len(ins) == 1 and nd["output"] not in outputs and \
+                nd["dtype"] == r.src_meta(ins[0])["dtype"]:
+            # a copy (capture's, giving an extern the strides eager would)
+            # whose input this pass already holds in the copy's layout: the
+            # input itself, so its readers' views see the same memory order
+            m, s = r.meta(r.env[ins[0]]), r.src_meta(nd["output"])
+            if list(m["sizes"]) == list(s["sizes"]) and _same_layout(s["sizes"], m["strides"], s["strides"]):
+                r.env[nd["output"]] = r.env[ins[0]]
+                continue
+        if nd["op"] == "EXTERN" and _global_average_pool(r, nd, externs, follows, rep, hold_nhwc, torch):
+            continue
         if nd["op"] == "EXTERN":
-            _extern(r, nd, n in conv_set, externs, nhwc, rep, hold_nhwc, traced, torch, _capture_meta)
+            if n in conv_set and _split_bias(r, nd, externs, bias_split, n):
+                call = dict(nd, inputs=ins[:2], extern_index=bias_split[n], outputs=[nd["output"]])
+                _extern(r, call, True, externs, nhwc, rep, hold_nhwc, traced, torch, _capture_meta, follows)
+                bias = rep_channels(ins[2])
+                hold_nhwc(nd["output"], r.g.op("ADD", [rep(nd["output"]), bias]))
+                continue
+            _extern(r, nd, n in conv_set, externs, nhwc, rep, hold_nhwc, traced, torch, _capture_meta, follows)
             continue
         if plain_pointwise(nd) and (n in seeds or any(follows(v) for v in ins)):
             hold_nhwc(nd["output"], r.replay(n, nd, [rep(v) for v in ins]))
@@ -380,7 +408,53 @@ def channels_last(graph, externs):
         # any other table op reads its operands by logical index, whatever
         # their strides (graph.h, wk_graph_replace_input)
         r.replay(n, nd)
-    return r.finish()
+    return r.finish(), externs
+
+
+def _global_average_pool(r, nd, externs, follows, rep, hold_nhwc, torch):
+    """F.adaptive_avg_pool2d(x, 1) as a MEAN over H and W (kept as size-1
+    dims), a reduction that fuses with the work before it instead of a
+    call of its own (the ATen path decomposes it so). float32 accumulation
+    as eager's kernel. Returns whether it was done."""
+    entry = _entry(externs, nd)
+    if entry is None or _unwrapped(entry[0]) is not torch.nn.functional.adaptive_avg_pool2d or entry[2]:
+        return False
+    args = entry[1]
+    if len(args) != 2 or not isinstance(args[0], _C.ExternInput) or args[0].index != 0 or \
+            args[1] not in (1, (1, 1), [1, 1]) or len(nd["inputs"]) != 1 or len(nd["outputs"]) != 1:
+        return False
+    x = nd["inputs"][0]
+    m = r.src_meta(x)
+    if len(m["sizes"]) != 4 or m["dtype"] not in _FLOATS or 0 in m["sizes"]:
+        return False
+    if follows(x):
+        hold_nhwc(nd["output"], r.g.op("MEAN", [rep(x)], dims=[1, 2], keepdim=True))
+    else:
+        r.env[nd["output"]] = r.g.op("MEAN", [r.env[x]], dims=[2, 3], keepdim=True)
+    return True
+
+
+def _split_bias(r, nd, externs, bias_split, n):
+    """A CUDA convolution with a bias of its output's dtype: the call without
+    the bias (a new extern entry, recorded in bias_split[n]), whose caller
+    adds the bias as a pointwise op that fuses into the kernel after it, as
+    the ATen path does (backends._conv_bias_as_add: eager's cuDNN
+    convolutions add the bias in a pass of their own; 40 of ConvNeXt-B's
+    kernels). On the CPU oneDNN adds it inside the convolution: kept there."""
+    entry = _entry(externs, nd)
+    ins = nd["inputs"]
+    if entry is None or len(ins) != 3 or entry[2] or len(entry[1]) != 9:
+        return False
+    args = entry[1]
+    if not all(isinstance(a, _C.ExternInput) and a.index == k for k, a in enumerate(args[:3])):
+        return False
+    x, b, out = r.src_meta(ins[0]), r.src_meta(ins[2]), r.src_meta(nd["output"])
+    if not str(x["device"]).startswith("cuda") or b["dtype"] != out["dtype"] or len(b["sizes"]) != 1 or \
+            len(nd["outputs"]) != 1 or args[6] is not False:
+        return False
+    bias_split[n] = len(externs)
+    externs.append((entry[0], (args[0], args[1], None) + tuple(args[3:]), entry[2]))
+    return True
 
 
 def _view(r, n, nd, traced):
@@ -409,15 +483,16 @@ def _view(r, n, nd, traced):
     r.replay(n, nd, [traced(base)])
 
 
-def _extern(r, nd, is_conv, externs, nhwc, rep, hold_nhwc, traced, torch, capture_meta):
+def _extern(r, nd, is_conv, externs, nhwc, rep, hold_nhwc, traced, torch, capture_meta, follows):
     ins = nd["inputs"]
-    if is_conv:
+    if is_conv and not follows(ins[0]):
         w = ins[1]
         wm = r.meta(r.env[w])
         cl = channels_last_strides(list(wm["sizes"]))
         if w not in nhwc and not _same_layout(wm["sizes"], wm["strides"], cl):
-            # a weight no kernel of the graph produces: one NHWC-ordered copy
-            # per call, so cuDNN answers channels-last and the activations follow
+            # a weight no kernel of the graph produces, of a convolution whose
+            # input is not channels-last (the stem): one NHWC-ordered copy per
+            # call, so cuDNN answers channels-last and the activations follow
             hold_nhwc(w, r.g.op("CONVERT", [rep(w)], dtype=wm["dtype"]))
     if not any(r.moved(v) for v in ins):
         r.extern(nd)
@@ -451,11 +526,14 @@ def _extern(r, nd, is_conv, externs, nhwc, rep, hold_nhwc, traced, torch, captur
 
 
 def apply(graph, externs):
-    """(rewritten graph, note): eval batch norms decomposed and convolutions
-    channels-last. Raises Abandon."""
+    """(rewritten graph, its extern table, note): eval batch norms
+    decomposed and convolutions channels-last. The table is externs with
+    entries appended (a convolution without its bias); externs itself is not
+    changed. Raises Abandon."""
     try:
         g, norms = decompose_eval_batch_norms(graph, externs)
-        out = channels_last(g, externs)
+        out, table = channels_last(g, externs)
     except ValueError as exc:  # a builder refusal (Graph.op/replay/extern)
         raise Abandon(f"rebuilding the graph: {exc}") from None
-    return out, f"channels-last ({norms} batch norms as kernels)"
+    split = len(table) - len(externs)
+    return out, table, f"channels-last ({norms} batch norms as kernels, {split} convolution biases as adds)"

@@ -1588,9 +1588,10 @@ static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph 
 
 /* A convolutional inference graph rewritten for channels-last on the graph
  * itself (wick/_graph_layout.py: eval batch norms as kernels, NHWC-ordered
- * pointwise work), to compile natively: a new reference to the new Graph
- * object, or NULL (no exception set) where the pass is off or gives the
- * graph up, and the ATen path takes it (the reason logged). */
+ * pointwise work), to compile natively: a new reference to the tuple
+ * (Graph, extern table) to compile, or NULL (no exception set) where the
+ * pass is off or gives the graph up, and the ATen path takes it (the reason
+ * logged). */
 static PyObject *graph_layout_Ref(const WkGraph *g, PyObject *externs, const char *where) {
     if (!strcmp(wk_env_str(WK_ENV_LAYOUT_PASS), "fx") || !externs || externs == Py_None) return NULL;
     int nvalues = wk_graph_nvalues(g);
@@ -1606,10 +1607,11 @@ static PyObject *graph_layout_Ref(const WkGraph *g, PyObject *externs, const cha
     PyObject *mod = graph_obj ? PyImport_ImportModule("wick._graph_layout") : NULL;
     PyObject *res = mod ? PyObject_CallMethod(mod, "apply", "OO", graph_obj, externs) : NULL;
     PyObject *out = NULL;
-    if (res && PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 2 && wk_rt_graph_unwrap_Borrow(PyTuple_GET_ITEM(res, 0))) {
-        out = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+    if (res && PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 3 && wk_rt_graph_unwrap_Borrow(PyTuple_GET_ITEM(res, 0)) &&
+        PyList_Check(PyTuple_GET_ITEM(res, 1))) {
+        out = PyTuple_Pack(2, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1));
         if (wk_log_on(WK_LOG_GRAPHS)) {
-            PyObject *why = PyTuple_GET_ITEM(res, 1);
+            PyObject *why = PyTuple_GET_ITEM(res, 2);
             const char *note = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
             wk_log(WK_LOG_GRAPHS, "graph of %s compiled natively, %s", where, note ? note : "channels-last");
         }
@@ -1632,17 +1634,19 @@ static PyObject *graph_layout_Ref(const WkGraph *g, PyObject *externs, const cha
     return out;
 }
 
-/* An inference graph on CUDA calling cuDNN attention: its kernels start
- * compiling now and cuDNN's plans for its attention calls are built
- * meanwhile, on this thread (wick/_attention_plans.py: 0.3-0.5 s a call
- * that the first run would otherwise spend after its kernels compiled).
- * Only a head start: what fails here is cleared. */
-static void warm_attention_plans(PyObject *compiled, const WkGraph *g, PyObject *externs) {
+/* An inference graph on CUDA calling cuDNN attention or convolutions: its
+ * kernels start compiling now and cuDNN's plans for those calls are built
+ * meanwhile, on this thread (wick/_cudnn_plans.py: 0.3-0.5 s an attention
+ * call, tens of ms a convolution, that the first run would otherwise spend
+ * after its kernels compiled). Only a head start: what fails is cleared. */
+static void warm_cudnn_plans(PyObject *compiled, const WkGraph *g, PyObject *externs) {
     int any = 0;
     for (int n = 0; n < wk_graph_nnodes(g) && !any; n++) {
         const WkNode *node = wk_graph_node(g, n);
-        any = node->op == WK_OP_EXTERN && node->extern_name &&
-              !strcmp(node->extern_name, "aten._scaled_dot_product_cudnn_attention.default");
+        any = node->op == WK_OP_EXTERN && node->extern_name && node->ninputs > 0 &&
+              wk_graph_value(g, node->inputs[0])->device.type == WK_DEV_CUDA &&
+              (!strcmp(node->extern_name, "aten._scaled_dot_product_cudnn_attention.default") ||
+               !strcmp(node->extern_name, "aten.convolution.default"));
     }
     if (!any || !externs) return;
     int *map = wk_xcalloc((size_t)wk_graph_nvalues(g) + 1, sizeof *map);
@@ -1650,7 +1654,7 @@ static void warm_attention_plans(PyObject *compiled, const WkGraph *g, PyObject 
     free(map);
     if (!copy) wk_error_clear(); /* a symbolic size: no warm-up */
     PyObject *graph_obj = copy ? wk_rt_graph_wrap_Steal(copy) : NULL;
-    PyObject *mod = graph_obj ? PyImport_ImportModule("wick._attention_plans") : NULL;
+    PyObject *mod = graph_obj ? PyImport_ImportModule("wick._cudnn_plans") : NULL;
     PyObject *r = mod ? PyObject_CallMethod(mod, "warm_graph", "OOO", compiled, graph_obj, externs) : NULL;
     Py_XDECREF(r);
     Py_XDECREF(mod);
@@ -1759,7 +1763,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         }
         int autograd = cap_graph_needs_autograd(I);
         int layout = I->backend_wick && !autograd && conv_graph_for_layout(I->g);
-        PyObject *laid = NULL; /* the graph the channels-last pass rewrote */
+        PyObject *laid = NULL; /* (the graph the channels-last pass rewrote, its extern table) */
         if (layout) {
             const char *nm = PyUnicode_AsUTF8(code->co_qualname);
             PyErr_Clear();
@@ -1768,17 +1772,19 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         }
         via_fx = !I->backend_wick || autograd || layout;
         if (!via_fx) {
-            const WkGraph *g = laid ? wk_rt_graph_unwrap_Borrow(laid) : I->g;
-            compiled = I->externs && wk_graph_nexterns(g) ? wk_rt_compile_externs_Ref(g, I->externs)
-                                                           : wk_rt_compile_Ref(g);
+            const WkGraph *g = laid ? wk_rt_graph_unwrap_Borrow(PyTuple_GET_ITEM(laid, 0)) : I->g;
+            PyObject *externs = laid ? PyTuple_GET_ITEM(laid, 1) : I->externs;
+            compiled = externs && wk_graph_nexterns(g) ? wk_rt_compile_externs_Ref(g, externs) : wk_rt_compile_Ref(g);
+            if (compiled) {
+                wk_rt_set_check_inputs(compiled, 0);
+                warm_cudnn_plans(compiled, g, externs);
+            }
             Py_XDECREF(laid);
             if (!compiled) {
                 if (PyErr_Occurred()) cap_py_failed(I, "compiling the graph");
                 else cap_unsupported(I, "wick could not compile the graph: %s", wk_error_get());
                 goto finish;
             }
-            wk_rt_set_check_inputs(compiled, 0);
-            warm_attention_plans(compiled, I->g, I->externs);
             PyObject *desc = wk_rt_describe_Ref(compiled);
             if (desc && PyDict_Check(desc)) source = Py_XNewRef(PyDict_GetItemString(desc, "source"));
             if (source && PyUnicode_Check(source)) {

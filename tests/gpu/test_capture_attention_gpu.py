@@ -151,13 +151,13 @@ def test_attention_in_training_gives_eagers_gradients():
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
-def test_cudnn_attention_plans_are_built_before_the_first_run(training, monkeypatch):
+def test_cudnn_cudnn_plans_are_built_before_the_first_run(training, monkeypatch):
     # each cuDNN attention call of a graph is made once on scratch tensors
-    # while the graph's kernels compile (wick/_attention_plans.py: a training
+    # while the graph's kernels compile (wick/_cudnn_plans.py: a training
     # graph's forward on this thread and its backward on autograd's, through
     # wick's autodiff; an inference graph's forward, from capture): results
     # and gradients stay eager's, and the random state is untouched
-    from wick import _attention_plans
+    from wick import _cudnn_plans
 
     def fn(q, k, v, m):
         return (F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0) * 3).sum()
@@ -168,8 +168,8 @@ def test_cudnn_attention_plans_are_built_before_the_first_run(training, monkeypa
     if eager_kernel(*base, m > 0) != "cudnn":
         pytest.skip("eager does not pick cuDNN attention here")
     warmed = []
-    real = _attention_plans.warm
-    monkeypatch.setattr(_attention_plans, "warm", lambda g, e: warmed.append(real(g, e)) or warmed[-1])
+    real = _cudnn_plans.warm
+    monkeypatch.setattr(_cudnn_plans, "warm", lambda g, e: warmed.append(real(g, e)) or warmed[-1])
     want_in = [t.clone().requires_grad_(training) for t in base]
     got_in = [t.clone().requires_grad_(training) for t in base]
     wick.reset()
@@ -179,7 +179,7 @@ def test_cudnn_attention_plans_are_built_before_the_first_run(training, monkeypa
     if training:
         want.backward()
         got.backward()
-    for t in _attention_plans.warming:
+    for t in _cudnn_plans.warming:
         t.join()
     assert warmed == [1]
     assert torch.equal(torch.cuda.get_rng_state(), rng)
@@ -189,7 +189,7 @@ def test_cudnn_attention_plans_are_built_before_the_first_run(training, monkeypa
             torch.testing.assert_close(g.grad, w.grad, rtol=2e-2, atol=2e-2)
     assert FUSED["cudnn"] in externs_of(fn)
     # off: no call is made
-    monkeypatch.setenv("WICK_WARM_ATTENTION", "0")
+    monkeypatch.setenv("WICK_WARM_CUDNN", "0")
     wick.reset()
     warmed.clear()
     again = wick.compile(fn)(*[t.detach().clone().requires_grad_(training) for t in base], m)

@@ -36,7 +36,7 @@ def rewrites(monkeypatch):
 
     def spy(graph, externs):
         out = real(graph, externs)
-        seen.append((graph, out[0]))
+        seen.append((graph, out[0], out[1]))
         return out
 
     monkeypatch.setattr(GL, "apply", spy)
@@ -85,16 +85,17 @@ def test_residual_se_net(rewrites, shape):
     _same(want, again, 1e-4)
     assert B.compiled_graphs[n0:] == []  # natively compiled: no ATen graph
     assert len(rewrites) == 1
-    src, new = rewrites[0]
+    src, new, _ = rewrites[0]
     names = [nd["name"] for nd in new.nodes() if nd["op"] == "EXTERN"]
     assert not any("batch_norm" in n for n in names), names  # eval batch norms are kernels
     assert any("batch_norm" in (nd["name"] or "") for nd in src.nodes())
     convs = _convolutions(new)
     assert len(convs) == 6
-    for k, (inp, weight) in enumerate(convs):
-        assert _is_cl(weight), weight
-        if k:  # the stem reads the graph's NCHW input
-            assert _is_cl(inp), (k, inp)
+    # the stem reads the graph's NCHW input with a weight copied channels-last
+    # (so its output is); every later convolution reads a channels-last input
+    assert _is_cl(convs[0][1]) and not _is_cl(convs[0][0])
+    for k, (inp, weight) in enumerate(convs[1:]):
+        assert _is_cl(inp), (k, inp)
 
 
 def test_autocast_bfloat16(rewrites):
@@ -102,11 +103,13 @@ def test_autocast_bfloat16(rewrites):
     want, got, _ = _run(m, torch.randn(2, 3, 12, 12), autocast=True)
     _same(want, got, 0.05)
     # autocast's weight conversions are computed in NHWC order: no separate copy
-    src, new = rewrites[0]
+    src, new, _ = rewrites[0]
     converts = sum(nd["op"] == "CONVERT" for nd in new.nodes())
     assert converts <= sum(nd["op"] == "CONVERT" for nd in src.nodes()) + 8, new.print()
+    for inp, weight in _convolutions(new):
+        assert _is_cl(weight)  # autocast's conversions write them channels-last
     for inp, weight in _convolutions(new)[1:]:
-        assert _is_cl(inp) and _is_cl(weight)
+        assert _is_cl(inp)
 
 
 def test_conv_output_is_graph_output_and_views(rewrites):
@@ -135,7 +138,7 @@ def test_convnext_block_permutes_are_free(rewrites, shape):
     torch.manual_seed(shape[0])
     want, got, _ = _run(ConvNeXtBlock().eval(), torch.randn(shape))
     _same(want, got, 1e-4)
-    src, new = rewrites[0]
+    src, new, _ = rewrites[0]
     nodes = new.nodes()
     made = {o: nd for nd in nodes for o in nd["outputs"]}
     norm = next(nd for nd in nodes if nd["op"] == "LAYER_NORM")
@@ -145,6 +148,51 @@ def test_convnext_block_permutes_are_free(rewrites, shape):
     assert x["op"] == "VIEW" and made[x["inputs"][0]]["name"] == "aten.convolution.default"
     m = new.value(norm["inputs"][0])
     assert list(m["strides"]) == GL.dense_strides(list(m["sizes"]), range(4))
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """timm's: the norm over channels through permutes, so eager's
+    activations are channels-last from here on."""
+
+    def forward(self, x):
+        return F.layer_norm(x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias,
+                            self.eps).permute(0, 3, 1, 2)
+
+
+class ConvMlpNet(nn.Module):
+    """ConvNeXt-atto's shape: a stem, then blocks of a depthwise conv, a
+    LayerNorm2d and an MLP of 1x1 convolutions."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.stem, self.norm0 = nn.Conv2d(3, c, 4, stride=4), LayerNorm2d(c)
+        self.dw, self.norm = nn.Conv2d(c, c, 7, padding=3, groups=c), LayerNorm2d(c)
+        self.fc1, self.fc2 = nn.Conv2d(c, 4 * c, 1), nn.Conv2d(4 * c, c, 1)
+        self.gamma = nn.Parameter(torch.rand(c) + 0.5)
+
+    def forward(self, x):
+        x = self.norm0(self.stem(x))
+        for _ in range(2):
+            y = self.fc2(F.gelu(self.fc1(self.norm(self.dw(x)))))
+            x = y * self.gamma.reshape(1, -1, 1, 1) + x
+        return F.adaptive_avg_pool2d(x, 1).flatten(1)
+
+
+def test_eager_channels_last_activations_need_no_copies(rewrites):
+    # eager's own activations are channels-last after the stem's permutes:
+    # capture gives the convolutions those strides with copies after each
+    # pointwise kernel (which writes contiguously); here the pointwise work
+    # runs in NHWC order instead and the copies go
+    torch.manual_seed(3)
+    want, got, _ = _run(ConvMlpNet().eval(), torch.randn(2, 3, 24, 20))
+    _same(want, got, 1e-4)
+    src, new, _ = rewrites[0]
+    copies = [nd for nd in src.nodes() if nd["op"] == "CONVERT"]
+    assert len(copies) >= 4, src.print()
+    # one copy left: the stem's weight, written channels-last (its input is NCHW)
+    assert len([nd for nd in new.nodes() if nd["op"] == "CONVERT"]) == 1, new.print()
+    # the global average pool is a reduction, not a call
+    assert not any("adaptive_avg_pool2d" in (nd["name"] or "") for nd in new.nodes())
 
 
 def test_empty_batch(rewrites):

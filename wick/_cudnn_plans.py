@@ -1,23 +1,28 @@
-"""cuDNN attention's execution plans, built while a graph's kernels compile
-instead of in its first run.
+"""cuDNN's execution plans for a graph's attention and convolution calls,
+built while its kernels compile instead of in its first run.
 
-cuDNN attention builds an execution plan for every distinct call (its sizes,
-strides and flags): 0.3-0.5 s for a forward and up to 1 s for a backward on
-the H200. GPT-2's first training call spent 1.6 s so, after its kernels had
-compiled. The plans are cached per thread (aten/src/ATen/native/cudnn/MHA.cpp):
-a forward's on the thread that runs the graph, a backward's on autograd's
-thread for the device.
+cuDNN builds an execution plan for every distinct call (its sizes, strides,
+dtypes and flags) and PyTorch caches the plans per thread
+(aten/src/ATen/native/cudnn/MHA.cpp for attention, Conv_v8.cpp's
+thread-local benchmark caches for convolutions):
+  * attention: 0.3-0.5 s for a forward and up to 1 s for a backward on the
+    H200. GPT-2's first training call spent 1.6 s so, after its kernels had
+    compiled;
+  * convolutions: a channels-last network's convolutions are new to cuDNN
+    even after eager NCHW runs (mobilenetv3's first inference call: 3.3 s
+    after its last kernel compiled).
 
-So each distinct cuDNN attention call of a graph is made once here:
+So each distinct call of a graph is made once here:
   * on this thread (the one about to run the graph), on scratch tensors of
-    the call's layouts;
-  * where the call returns the logsumexp a backward needs, its backward too,
-    through autograd, from a thread of its own: autograd runs it on the
-    device's thread, where it runs the graph's backward.
+    the call's layouts, without grad;
+  * for an attention call that returns the logsumexp a backward needs, its
+    backward too, through autograd, from a thread of its own: autograd runs
+    it on the device's thread, where it runs the graph's backward.
 Meanwhile the graph's kernels compile in the compile processes
-(CompiledGraph.compile_kernels_soon). Neither call touches the random state
-(capture passes dropout_p 0, checked here), and a call that fails here is
-left to the graph's own run to report. WICK_WARM_ATTENTION=0 turns it off.
+(CompiledGraph.compile_kernels_soon). No call touches the random state
+(capture passes attention dropout_p 0, checked here), and a call that fails
+here is left to the graph's own run to report. WICK_WARM_CUDNN=0 turns it
+off.
 
 Callers: wick's autodiff (a training graph's forward) and capture (an
 inference graph, csrc/capture/symbolic.c).
@@ -28,19 +33,20 @@ import threading
 from . import _C
 
 CUDNN_ATTENTION = "aten._scaled_dot_product_cudnn_attention.default"
+CONVOLUTION = "aten.convolution.default"
 # the threads running warm-up backwards (daemon threads; tests join them)
 warming = []
 
 
 def _enabled():
-    return os.environ.get("WICK_WARM_ATTENTION", "1").strip() != "0"
+    return os.environ.get("WICK_WARM_CUDNN", "1").strip() != "0"
 
 
 def warm(graph, externs):
-    """Makes each distinct cuDNN attention call of graph (a wick Graph; its
-    extern nodes index externs, the capture's (fn, args, kwargs, picks)
-    entries) once. Returns how many calls were made; never raises (a head
-    start only)."""
+    """Makes each distinct cuDNN attention and CUDA convolution call of graph
+    (a wick Graph; its extern nodes index externs, the capture's (fn, args,
+    kwargs, picks) entries) once. Returns how many calls were made; never
+    raises (a head start only)."""
     try:
         return _warm(graph, externs)
     except Exception:  # noqa: BLE001 - the graph's own run reports what is wrong
@@ -59,22 +65,25 @@ def _warm(graph, externs):
         return 0
     seen, grads = set(), []
     for nd in graph.nodes():
-        if nd["op"] != "EXTERN" or nd["name"] != CUDNN_ATTENTION:
+        if nd["op"] != "EXTERN" or nd["name"] not in (CUDNN_ATTENTION, CONVOLUTION):
             continue
         entry = externs[nd["extern_index"]]
         if callable(entry) or len(entry) < 2:
             continue
         metas = [graph.value(v) for v in nd["inputs"]]
+        if not metas or not str(metas[0]["device"]).startswith("cuda"):
+            continue
         args = list(entry[1])
         kwargs = dict(entry[2] or {}) if len(entry) > 2 else {}
-        if len(args) < 8 or args[5] != 0.0:
+        attention = nd["name"] == CUDNN_ATTENTION
+        if attention and (len(args) < 8 or args[5] != 0.0):
             continue  # dropout would draw random numbers
-        key = (repr([(m["dtype"], m["sizes"], m["strides"], m["device"]) for m in metas]),
+        key = (nd["name"], repr([(m["dtype"], m["sizes"], m["strides"], m["device"]) for m in metas]),
                repr([a for a in args if not isinstance(a, _C.ExternInput)]), repr(sorted(kwargs.items())))
         if key in seen:
             continue
         seen.add(key)
-        train = args[4] is True
+        train = attention and args[4] is True
 
         def scratch(a):
             if not isinstance(a, _C.ExternInput):
@@ -84,7 +93,7 @@ def _warm(graph, externs):
             return t.requires_grad_() if train and a.index < 3 else t
 
         try:
-            with torch.autocast("cuda", enabled=False):
+            with torch.autocast("cuda", enabled=False), torch.set_grad_enabled(train):
                 res = entry[0](*[scratch(a) for a in args], **{k: scratch(v) for k, v in kwargs.items()})
         except Exception:  # noqa: BLE001 - the graph's own call reports it
             continue
@@ -97,7 +106,7 @@ def _warm(graph, externs):
             except Exception:  # noqa: BLE001 - the graph's backward reports it
                 pass
 
-        t = threading.Thread(target=backward, name="wick-warm-attention", daemon=True)
+        t = threading.Thread(target=backward, name="wick-warm-cudnn", daemon=True)
         t.start()
         warming[:] = [w for w in warming if w.is_alive()] + [t]
     return len(seen)
@@ -105,9 +114,9 @@ def _warm(graph, externs):
 
 def warm_graph(compiled, graph, externs):
     """An inference graph just compiled (a CompiledGraph of graph), which
-    its caller found calling cuDNN attention: its kernels start compiling,
-    and its cuDNN attention plans are built meanwhile; its first run waits
-    for the kernels. Returns warm's count."""
+    its caller found calling cuDNN attention or convolutions: its kernels
+    start compiling, and its cuDNN plans are built meanwhile; its first run
+    waits for the kernels. Returns warm's count."""
     if not _enabled():
         return 0
     try:

@@ -1,4 +1,4 @@
-"""wick/_attention_plans.py off CUDA: the cuDNN attention warm-up is a head
+"""wick/_cudnn_plans.py off CUDA: the cuDNN plan warm-up is a head
 start only, so on a CPU graph it makes no call, and on anything it cannot
 read it returns 0 instead of raising (a training graph's compile calls it;
 tests/gpu/test_capture_attention_gpu.py checks what it does on a GPU)."""
@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import wick
 import wick._C as C
-from wick import _attention_plans
+from wick import _cudnn_plans
 
 
 def test_cpu_training_graph_makes_no_warm_up_call(monkeypatch):
@@ -17,8 +17,8 @@ def test_cpu_training_graph_makes_no_warm_up_call(monkeypatch):
     g = torch.Generator().manual_seed(0)
     base = [torch.randn(2, 4, 16, 8, generator=g) for _ in range(3)]
     counts = []
-    real = _attention_plans.warm
-    monkeypatch.setattr(_attention_plans, "warm", lambda gr, e: counts.append(real(gr, e)) or counts[-1])
+    real = _cudnn_plans.warm
+    monkeypatch.setattr(_cudnn_plans, "warm", lambda gr, e: counts.append(real(gr, e)) or counts[-1])
     want_in = [t.clone().requires_grad_() for t in base]
     got_in = [t.clone().requires_grad_() for t in base]
     wick.reset()
@@ -37,7 +37,7 @@ def test_warm_up_never_raises():
     g = C.Graph()
     a = g.input_like(torch.randn(3))
     g.output(g.op("exp", [a]))
-    assert _attention_plans.warm(g, []) == 0
-    assert _attention_plans.warm(None, None) == 0
-    assert _attention_plans.warm_graph(None, g, []) == 0
-    assert _attention_plans.warm_graph(object(), object(), object()) == 0
+    assert _cudnn_plans.warm(g, []) == 0
+    assert _cudnn_plans.warm(None, None) == 0
+    assert _cudnn_plans.warm_graph(None, g, []) == 0
+    assert _cudnn_plans.warm_graph(object(), object(), object()) == 0
