@@ -92,9 +92,13 @@ def _warm(graph, externs):
             t = torch.empty_strided(m["sizes"], m["strides"], dtype=getattr(torch, m["dtype"]), device=m["device"])
             return t.requires_grad_() if train and a.index < 3 else t
 
+        # a convolution through torch.convolution, the same op: its Python
+        # binding releases the GIL while cuDNN builds the plan (tens of ms a
+        # call), so the threads feeding Triton's compile processes go on
+        fn = torch.convolution if not attention and len(args) == 9 and not kwargs else entry[0]
         try:
             with torch.autocast("cuda", enabled=False), torch.set_grad_enabled(train):
-                res = entry[0](*[scratch(a) for a in args], **{k: scratch(v) for k, v in kwargs.items()})
+                res = fn(*[scratch(a) for a in args], **{k: scratch(v) for k, v in kwargs.items()})
         except Exception:  # noqa: BLE001 - the graph's own call reports it
             continue
         if train and res[0].requires_grad:
