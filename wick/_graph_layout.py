@@ -21,16 +21,23 @@ Two rewrites, each a replay of the graph node by node into a new one
     the op is replayed on permuted views of its operands (a contiguous
     [N, H, W, C] result), and a view with NCHW sizes and channels-last
     strides stands for its value;
-  * a weight no kernel produces (a parameter outside autocast) gets one
+  * a weight no kernel produces (a parameter outside autocast) of a
+    convolution whose input is not channels-last (the stem) gets one
     NHWC-ordered copy per call;
   * an extern call reading a value whose strides changed has its outputs'
     metadata computed again on fake tensors of the new strides
     (_capture_meta.outputs): cuDNN answers a channels-last input with a
     channels-last output, and so do pooling and the like;
-  * pointwise ops and reductions over such a value follow it into NHWC order;
+  * pointwise ops and reductions over a channels-last value (made so here,
+    or already so in the captured graph, as eager's ConvNeXt activations
+    are after its stem's permutes) follow it into NHWC order;
   * a view of a value whose strides changed is recomputed for them where it
     is a permutation (timm's ConvNeXt permutes to NHWC and back: both become
-    free), else it reads a copy in the traced layout;
+    free), else it reads a copy in the traced layout; capture's own copies
+    into a layout (giving an extern the strides eager would) go where the
+    value is already held so;
+  * a CUDA convolution's bias becomes an add that fuses with the next
+    kernel, and adaptive_avg_pool2d(x, 1) a mean, as on the ATen path;
   * graph outputs keep their traced strides (a copy back where they moved).
 
 Values are unchanged: only the order of operands and strides move. Where a
@@ -38,8 +45,6 @@ step cannot be done the pass raises Abandon and capture compiles the graph
 through the ATen path as before (symbolic.c), with the reason logged.
 WICK_LAYOUT_PASS=fx sends every such graph there (the A/B of bench runs).
 """
-import os
-
 from . import _C
 
 TO_NHWC = [0, 2, 3, 1]
@@ -62,10 +67,6 @@ def _ops():
     if _op_info is None:
         _op_info = {row["name"]: (row["kind"], row["shape"]) for row in _C.op_table()}
     return _op_info
-
-
-def enabled():
-    return os.environ.get("WICK_LAYOUT_PASS", "graph").strip().lower() != "fx"
 
 
 def dense_strides(sizes, order):

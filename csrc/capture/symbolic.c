@@ -1506,9 +1506,11 @@ static PyObject *fallback_info_Ref(Interp *I) {
  * travel with it. */
 /* A graph wick compiles whose convolutions should run channels-last
  * (WICK_CHANNELS_LAST: "auto" for graphs on CUDA, "1" on any device, "0"
- * never): it goes through AOTAutograd and the ATen importer like a
- * torch.compile graph, where wick/_layout.py rewrites the layout and batch
- * norm decomposes into kernels that fuse with their neighbours. */
+ * never): wick/_graph_layout.py rewrites it and it compiles natively
+ * (graph_layout_Ref); where that pass gives it up, or WICK_LAYOUT_PASS=fx,
+ * it goes through AOTAutograd and the ATen importer like a torch.compile
+ * graph, where wick/_layout.py rewrites the layout and batch norm
+ * decomposes into kernels that fuse with their neighbours. */
 static int conv_graph_for_layout(const WkGraph *g) {
     const char *knob = wk_env_str(WK_ENV_CHANNELS_LAST);
     if (!strcmp(knob, "0")) return 0;
