@@ -151,3 +151,18 @@ def test_inplace_on_attribute_is_written_back():
     # with grad on, eager raises (a leaf that requires grad): so does the call
     with pytest.raises(RuntimeError):
         compiled(inplace_param)(m, x)
+
+
+def test_transposed_convolution_is_one_graph():
+    # ConvTranspose2d's forward builds its output padding through
+    # torch.nn.modules.utils._pair, which calls itertools.repeat
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.ConvTranspose2d(4, 2, 2, stride=2)).eval()
+    x = torch.randn(2, 3, 5, 6)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        want = m(x)
+        got = fn(x)
+    assert_same(got, want, rtol=1e-4, atol=1e-4)
+    assert reasons(m.forward) == [] and len([e for e in entries(m.forward) if e.get("graph_count")]) == 1

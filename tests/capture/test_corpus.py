@@ -70,6 +70,7 @@ CONSTRUCTS = {
     "chain": "acc = 0\nfor t in itertools.chain([x], (y,)):\n    acc = acc + OP(t)\nreturn acc",
     "product": "acc = x * 0\nfor a, b in itertools.product([1, 2], [3]):\n    acc = acc + OP(x) * a * b\nreturn acc",
     "combinations": "acc = x * 0\nfor a, b in itertools.combinations([1, 2, 3], 2):\n    acc = acc + OP(x) * (a - b)\nreturn acc",
+    "repeat": "acc = x * 0\nfor s in itertools.repeat(2.0, 3):\n    acc = acc + OP(x) * s\nreturn acc + len(tuple(itertools.repeat(y, 2)))",
     "slice_build": "sl = slice(1, None)\nreturn OP(x[sl]) + y[1:]",
     "callable": "if callable(torch.relu) and not callable(3):\n    return OP(x)\nreturn y",
     "enable_grad": "with torch.no_grad():\n    with torch.enable_grad():\n        z = OP(x) * 2\nreturn z + y",

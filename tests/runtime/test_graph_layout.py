@@ -195,6 +195,47 @@ def test_eager_channels_last_activations_need_no_copies(rewrites):
     assert not any("adaptive_avg_pool2d" in (nd["name"] or "") for nd in new.nodes())
 
 
+class StdConv(nn.Conv2d):
+    """timm's StdConv2d: the weight standardised by a batch norm each call,
+    so a kernel of the graph produces it."""
+
+    def forward(self, x):
+        w = F.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None, training=True, momentum=0.0,
+                         eps=1e-6).reshape_as(self.weight)
+        return F.conv2d(x, w, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class OddConvs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = StdConv(3, 8, 3, padding=1)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.g = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=4)
+        self.r = nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect")
+        self.one = nn.Conv2d(8, 1, 1)
+        self.ps = nn.Conv2d(8, 16, 1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.a(x)))
+        u = self.up(y)
+        z = self.r(self.g(y)) + y
+        c = torch.cat([z, y * 2], 1)  # DenseNet's channel concatenation
+        up = F.interpolate(z, scale_factor=2, mode="nearest")
+        p = F.pixel_shuffle(self.ps(z), 2)
+        return u, c.mean((2, 3)), up + u.sum(1, keepdim=True), p, torch.sigmoid(self.one(z)), \
+            z.transpose(1, 3).contiguous()
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 10, 12), (1, 3, 7, 5)])
+def test_transposed_grouped_reflect_cat_upsample_shuffle(rewrites, shape):
+    m = _bn_random(OddConvs().eval(), 8)
+    want, got, again = _run(m, torch.randn(shape))
+    _same(want, got, 1e-4)
+    _same(want, again, 1e-4)
+    assert len(rewrites) == 1 and wick.stats()["breaks"] == 0
+
+
 def test_empty_batch(rewrites):
     m = _bn_random(ResSE().eval(), 5)
     want, got, _ = _run(m, torch.randn(0, 3, 8, 8))

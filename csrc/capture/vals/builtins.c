@@ -491,7 +491,7 @@ static Sv *call_operator(Interp *I, const char *n, const Args *a) {
     return NULL;
 }
 
-/* functools.partial / functools.reduce / itertools.chain, product,
+/* functools.partial / functools.reduce / itertools.chain, repeat, product,
  * combinations over symbolic values */
 static Sv *call_functools(Interp *I, const char *mod, const char *n, const Args *a) {
     if (strcmp(mod, "functools") == 0 && strcmp(n, "reduce") == 0 && !a->nkw && (a->npos == 2 || a->npos == 3)) {
@@ -521,6 +521,20 @@ static Sv *call_functools(Interp *I, const char *mod, const char *n, const Args 
         wk_vec_free(&items);
         cap_list_link_iter(r, a->pos, a->npos);
         return r;
+    }
+    if (strcmp(n, "repeat") == 0 && !a->nkw && a->npos == 2) {
+        /* repeat(x, n) with a constant count: torch.nn.modules.utils._ntuple
+         * (ConvTranspose2d's output padding, pooling's kernel sizes) */
+        Sv *count = a->pos[1];
+        if (count->kind != SV_CONST || !PyLong_CheckExact(count->obj))
+            return cap_unsupported(I, "repeat() with a count that is not a constant int"), NULL;
+        long times = PyLong_AsLong(count->obj);
+        if (times == -1 && PyErr_Occurred()) return cap_py_failed(I, n), NULL;
+        if (times > 4096) return cap_unsupported(I, "repeat() of more than 4096 items"), NULL;
+        Sv *res = sv_new(I, SV_ITER);
+        res->value = 0;
+        for (long i = 0; i < times; i++) wk_vec_push(&res->items, a->pos[0]);
+        return res;
     }
     if ((strcmp(n, "product") == 0 || strcmp(n, "combinations") == 0) && !a->nkw) {
         /* the index tuples come from itertools itself, on ranges */
