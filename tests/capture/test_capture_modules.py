@@ -166,3 +166,35 @@ def test_transposed_convolution_is_one_graph():
         got = fn(x)
     assert_same(got, want, rtol=1e-4, atol=1e-4)
     assert reasons(m.forward) == [] and len([e for e in entries(m.forward) if e.get("graph_count")]) == 1
+
+
+class DenseBlock(torch.nn.ModuleDict):
+    """timm's DenseNet block: a ModuleDict whose forward walks self.items()
+    (its _modules dict), each layer reading the concatenation so far."""
+
+    def __init__(self, n=3, c=4):
+        super().__init__()
+        for i in range(n):
+            self.add_module(f"layer{i}", torch.nn.Linear(c * (i + 1), c))
+
+    def forward(self, x):
+        feats = [x]
+        for _, layer in self.items():
+            feats.append(torch.relu(layer(torch.cat(feats, 1))))
+        return torch.cat(feats, 1)
+
+
+def test_module_dict_items_is_one_graph_and_guarded():
+    torch.manual_seed(0)
+    m = DenseBlock().eval()
+    x = torch.randn(5, 4)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == []
+        n0 = len(entries(m.forward))
+        # another layer: the _modules keys no longer match, so the frame
+        # compiles again, and unrolls four layers
+        m.add_module("layer3", torch.nn.Linear(16, 4))
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert len(entries(m.forward)) == n0 + 1

@@ -199,6 +199,46 @@ static int plain_dict(PyObject *d) {
     return 1;
 }
 
+static Sv *child(Interp *I, Sv *o, PyObject *key);
+
+/* A module's _modules dict (nn.ModuleDict.items(), named_children(),
+ * DenseNet's and RegNet's loops over their blocks): a dict Sv of its
+ * children, each read as the attribute it is (so guarded and used like
+ * self.<name>), keys guarded in order (they decide what capture unrolls).
+ * Its source is this path: capture refuses to change it (vals/dict.c).
+ * NULL with no error set where the dict holds anything but modules and
+ * None under str keys; NULL with an error where capture failed. */
+static Sv *modules_dict(Interp *I, Sv *o, PyObject *mods, PyObject *path, int *failed) {
+    *failed = 0;
+    PyObject *k, *val;
+    Py_ssize_t pos = 0;
+    if (o->arg < 0 || PyDict_GET_SIZE(mods) > 4096) return NULL;
+    while (PyDict_Next(mods, &pos, &k, &val))
+        if (!PyUnicode_CheckExact(k) || (val != Py_None && !PyObject_TypeCheck(val, cap_module_type))) return NULL;
+    PyObject *keys = PyDict_Keys(mods), *kt = keys ? PyList_AsTuple(keys) : NULL;
+    Py_XDECREF(keys);
+    if (!kt) {
+        *failed = 1;
+        cap_py_failed(I, "_modules keys");
+        return NULL;
+    }
+    wk_guard_shape_at(I->guards, o->arg, path, mods, kt);
+    Py_DECREF(kt);
+    Sv *s = cap_dict_new(I);
+    pos = 0;
+    while (s && PyDict_Next(mods, &pos, &k, &val)) {
+        Sv *c = val == Py_None ? sv_const(I, Py_None) : child(I, o, k);
+        if (!c || PyList_Append(s->obj, k) < 0) {
+            if (c) cap_py_failed(I, "_modules");
+            *failed = 1;
+            return NULL;
+        }
+        wk_vec_push(&s->items, c);
+    }
+    if (!s) *failed = 1;
+    return s;
+}
+
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     const char *nm = PyUnicode_AsUTF8(name);
     if (!nm) return cap_py_failed(I, "attribute name");
@@ -243,6 +283,22 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
     PyTuple_SET_ITEM(path, np, Py_NewRef(name));
     Sv *s = NULL;
+    if (is_module && PyDict_CheckExact(v) && strcmp(nm, "_modules") == 0) {
+        int failed;
+        s = modules_dict(I, o, v, path, &failed);
+        if (failed) {
+            Py_DECREF(v);
+            Py_DECREF(path);
+            return -1;
+        }
+        if (s) {
+            Py_DECREF(v);
+            s->arg = o->arg;
+            s->path = path;
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, s);
+        }
+    }
     if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v)) &&
         d == PyMethod_GET_FUNCTION(v)) {
         /* self.helper(...): the function from o's (guarded, exact) type, inlined
