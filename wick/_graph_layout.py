@@ -46,6 +46,7 @@ through the ATen path as before (symbolic.c), with the reason logged.
 WICK_LAYOUT_PASS=fx sends every such graph there (the A/B of bench runs).
 """
 from . import _C
+from ._autodiff import dense_strides
 
 TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
@@ -67,15 +68,6 @@ def _ops():
     if _op_info is None:
         _op_info = {row["name"]: (row["kind"], row["shape"]) for row in _C.op_table()}
     return _op_info
-
-
-def dense_strides(sizes, order):
-    """Strides of a dense tensor of `sizes` whose dims, outer first, are `order`."""
-    strides, acc = [0] * len(sizes), 1
-    for d in reversed(order):
-        strides[d] = acc
-        acc *= max(sizes[d], 1)
-    return strides
 
 
 def channels_last_strides(sizes):
@@ -285,30 +277,201 @@ def _batch_norm_as_ops(r, nd, bound):
     return True
 
 
+class _ChannelsLast(_Replay):
+    """The channels-last rewrite's state over a replay: the extern table it
+    extends and the values it holds as contiguous NHWC tensors."""
+
+    def __init__(self, src, externs):
+        super().__init__(src)
+        self.externs = list(externs)
+        self.nhwc = {}  # src value -> new value holding it permuted to NHWC, contiguous
+
+    def ndim(self, old):
+        return len(self.src_meta(old)["sizes"])
+
+    def entry(self, nd):
+        return _entry(self.externs, nd)
+
+    def follows(self, old):
+        """old is held channels-last (by this pass, or already in the
+        captured graph, as eager gives it: a ConvNeXt's activations after
+        its stem's permutes). Not a value merely moved: a permuted view
+        that became contiguous is best read as it is."""
+        if self.ndim(old) != 4:
+            return False
+        if old in self.nhwc:
+            return True
+        m = self.meta(self.env[old])
+        return is_channels_last(m["sizes"], m["strides"])
+
+    def rep(self, old):
+        """old as an NHWC-ordered operand (rank <= 4; 0-d as it is)."""
+        if old in self.nhwc:
+            return self.nhwc[old]
+        m = self.meta(self.env[old])
+        k = len(m["sizes"])
+        if k == 0:
+            return self.env[old]
+        sizes = [1] * (4 - k) + list(m["sizes"])
+        strides = [1] * (4 - k) + list(m["strides"])
+        return self.view(self.env[old], [sizes[d] for d in TO_NHWC], [strides[d] for d in TO_NHWC])
+
+    def rep_channels(self, old):
+        """a [C] vector as an NHWC-ordered operand: [1, 1, 1, C]."""
+        m = self.meta(self.env[old])
+        return self.view(self.env[old], [1, 1, 1, m["sizes"][0]], [1, 1, 1, m["strides"][0]])
+
+    def hold_nhwc(self, old, b):
+        """b: old's value as a contiguous NHWC tensor."""
+        self.nhwc[old] = b
+        m = self.meta(b)
+        sizes = [m["sizes"][d] for d in TO_NCHW]
+        self.env[old] = self.view(b, sizes, channels_last_strides(sizes))
+
+    def traced(self, old):
+        """old's value with its traced strides (a copy where they moved)."""
+        b = self.env[old]
+        if not self.moved(old):
+            return b
+        s = self.src_meta(old)
+        return self.copy_to(b, list(s["sizes"]), list(s["strides"]))
+
+    def moved_view(self, n, nd):
+        """A VIEW of a value whose strides moved: a permutation of it (sizes
+        and strides of the traced value permuted, no offset) is the same
+        permutation of the new strides; anything else views a copy in the
+        traced layout."""
+        ints = list(nd["ints"])
+        k = ints[0]
+        sizes, strides, offset = ints[1:1 + k], ints[1 + k:1 + 2 * k], ints[1 + 2 * k]
+        base = nd["inputs"][0]
+        s, m = self.src_meta(base), self.meta(self.env[base])
+        if offset == 0 and k == len(s["sizes"]):
+            pick, used = [], set()
+            for size, stride in zip(sizes, strides):
+                match = [d for d in range(k) if d not in used and s["sizes"][d] == size and
+                         (size == 1 or s["strides"][d] == stride)]
+                if not match:
+                    break
+                pick.append(match[0])
+                used.add(match[0])
+            if len(pick) == k:
+                self.env[nd["output"]] = self.view(self.env[base], sizes, [m["strides"][d] for d in pick])
+                return
+        self.replay(n, nd, [self.traced(base)])
+
+    def call(self, nd, is_conv):
+        """An extern node; where an input's strides moved, its outputs'
+        metadata computed again on fakes of the new strides (read as traced
+        where that fails)."""
+        import torch
+
+        from . import _capture_meta
+
+        ins = nd["inputs"]
+        if is_conv and not self.follows(ins[0]):
+            w = ins[1]
+            wm = self.meta(self.env[w])
+            cl = channels_last_strides(list(wm["sizes"]))
+            if w not in self.nhwc and not _same_layout(wm["sizes"], wm["strides"], cl):
+                # a weight no kernel of the graph produces, of a convolution whose
+                # input is not channels-last (the stem): one NHWC-ordered copy per
+                # call, so cuDNN answers channels-last and the activations follow
+                self.hold_nhwc(w, self.g.op("CONVERT", [self.rep(w)], dtype=wm["dtype"]))
+        if not any(self.moved(v) for v in ins):
+            self.extern(nd)
+            return
+        entry = self.entry(nd)
+        metas = None
+        if entry is not None:
+            inputs = []
+            for v in ins:
+                m = self.meta(self.env[v])
+                inputs.append((getattr(torch, m["dtype"]), torch.device(m["device"]), tuple(m["sizes"]),
+                               tuple(m["strides"]), bool(self.src_meta(v).get("requires_grad"))))
+            grad = any(self.src_meta(o).get("requires_grad") for o in nd["outputs"])
+            try:
+                out = _capture_meta.outputs(entry[0], entry[1], entry[2] or {}, inputs, grad)
+            except Exception:  # noqa: BLE001 - a call refusing the new strides: it reads them as traced
+                out = None
+            if out is not None and out[0] in ("tensor", "tuple", "list") and len(out[1]) == len(nd["outputs"]) \
+                    and not out[2] and not out[3]:
+                metas = []
+                for (dtype, device, sizes, strides, requires_grad), o in zip(out[1], nd["outputs"]):
+                    s = self.src_meta(o)
+                    if str(dtype).replace("torch.", "") != s["dtype"] or list(sizes) != list(s["sizes"]):
+                        metas = None
+                        break
+                    metas.append(dict(s, strides=list(strides)))
+        if metas is None:
+            self.extern(nd, [self.traced(v) for v in ins])
+            return
+        self.extern(nd, None, metas)
+
+    def global_average_pool(self, nd):
+        """F.adaptive_avg_pool2d(x, 1) as a MEAN over H and W (kept as size-1
+        dims), a reduction that fuses with the work before it instead of a
+        call of its own (the ATen path decomposes it so). float32
+        accumulation as eager's kernel. Returns whether it was done."""
+        import torch
+
+        entry = self.entry(nd)
+        if entry is None or _unwrapped(entry[0]) is not torch.nn.functional.adaptive_avg_pool2d or entry[2]:
+            return False
+        args = entry[1]
+        if len(args) != 2 or not isinstance(args[0], _C.ExternInput) or args[0].index != 0 or \
+                args[1] not in (1, (1, 1), [1, 1]) or len(nd["inputs"]) != 1 or len(nd["outputs"]) != 1:
+            return False
+        x = nd["inputs"][0]
+        m = self.src_meta(x)
+        if len(m["sizes"]) != 4 or m["dtype"] not in _FLOATS or 0 in m["sizes"]:
+            return False
+        if self.follows(x):
+            self.hold_nhwc(nd["output"], self.g.op("MEAN", [self.rep(x)], dims=[1, 2], keepdim=True))
+        else:
+            self.env[nd["output"]] = self.g.op("MEAN", [self.env[x]], dims=[2, 3], keepdim=True)
+        return True
+
+    def split_bias(self, nd):
+        """A CUDA convolution with a bias of its output's dtype: the index of
+        a new extern entry calling it without the bias (None where it stays),
+        whose caller adds the bias as a pointwise op that fuses into the
+        kernel after it, as the ATen path does (backends._conv_bias_as_add:
+        eager's cuDNN convolutions add the bias in a pass of their own; 40 of
+        ConvNeXt-B's kernels). On the CPU oneDNN adds it inside the
+        convolution: kept there."""
+        entry = self.entry(nd)
+        ins = nd["inputs"]
+        if entry is None or len(ins) != 3 or entry[2] or len(entry[1]) != 9:
+            return None
+        args = entry[1]
+        if not all(isinstance(a, _C.ExternInput) and a.index == k for k, a in enumerate(args[:3])):
+            return None
+        x, b, out = self.src_meta(ins[0]), self.src_meta(ins[2]), self.src_meta(nd["output"])
+        if not str(x["device"]).startswith("cuda") or b["dtype"] != out["dtype"] or len(b["sizes"]) != 1 or \
+                len(nd["outputs"]) != 1 or args[6] is not False:
+            return None
+        self.externs.append((entry[0], (args[0], args[1], None) + tuple(args[3:]), entry[2]))
+        return len(self.externs) - 1
+
+
 def channels_last(graph, externs):
     """(graph rewritten with channels-last convolutions (module docstring),
     its extern table: externs with the entries the rewrite added). Raises
     Abandon."""
-    import torch
-
-    from . import _capture_meta
-
     ops = _ops()
     nodes = graph.nodes()
-    r = _Replay(graph)
-
-    def ndim(old):
-        return len(r.src_meta(old)["sizes"])
+    r = _ChannelsLast(graph, externs)
 
     def plain_pointwise(nd):
         kind, shape = ops.get(nd["op"], (None, None))
         return kind == "pointwise" and shape == "broadcast" and nd["op"] not in _READS_DIMS and \
-            nd["dims"] is None and len(nd["outputs"]) == 1 and ndim(nd["output"]) == 4 and \
-            all(ndim(v) <= 4 for v in nd["inputs"])
+            nd["dims"] is None and len(nd["outputs"]) == 1 and r.ndim(nd["output"]) == 4 and \
+            all(r.ndim(v) <= 4 for v in nd["inputs"])
 
     producer = {o: n for n, nd in enumerate(nodes) for o in nd["outputs"]}
-    convs = [n for n, nd in enumerate(nodes) if nd["op"] == "EXTERN" and nd["name"] in _CONVOLUTIONS and
-             len(nd["inputs"]) >= 2 and ndim(nd["inputs"][0]) == 4 and _entry(externs, nd) is not None]
+    convs = {n for n, nd in enumerate(nodes) if nd["op"] == "EXTERN" and nd["name"] in _CONVOLUTIONS and
+             len(nd["inputs"]) >= 2 and r.ndim(nd["inputs"][0]) == 4 and r.entry(nd) is not None}
     if not convs:
         raise Abandon("no 2-d convolution called as aten.convolution")
     seeds = set()
@@ -317,55 +480,6 @@ def channels_last(graph, externs):
             p = producer.get(v)
             if p is not None and plain_pointwise(nodes[p]):
                 seeds.add(p)
-    conv_set = set(convs)
-    externs = list(externs)
-    bias_split = {}  # conv node -> extern index of the same call without its bias
-    nhwc = {}  # src value -> new value holding it permuted to NHWC, contiguous
-
-    def follows(old):
-        """old is held channels-last (by this pass, or already in the
-        captured graph, as eager gives it: a ConvNeXt's activations after
-        its stem's permutes). Not a value merely moved: a permuted view
-        that became contiguous is best read as it is."""
-        if ndim(old) != 4:
-            return False
-        if old in nhwc:
-            return True
-        m = r.meta(r.env[old])
-        return is_channels_last(m["sizes"], m["strides"])
-
-    def rep(old):
-        """old as an NHWC-ordered operand (rank <= 4; 0-d as it is)."""
-        if old in nhwc:
-            return nhwc[old]
-        m = r.meta(r.env[old])
-        k = len(m["sizes"])
-        if k == 0:
-            return r.env[old]
-        sizes = [1] * (4 - k) + list(m["sizes"])
-        strides = [1] * (4 - k) + list(m["strides"])
-        return r.view(r.env[old], [sizes[d] for d in TO_NHWC], [strides[d] for d in TO_NHWC])
-
-    def rep_channels(old):
-        """a [C] vector as an NHWC-ordered operand: [1, 1, 1, C]."""
-        m = r.meta(r.env[old])
-        return r.view(r.env[old], [1, 1, 1, m["sizes"][0]], [1, 1, 1, m["strides"][0]])
-
-    def hold_nhwc(old, b):
-        """b: old's value as a contiguous NHWC tensor."""
-        nhwc[old] = b
-        m = r.meta(b)
-        sizes = [m["sizes"][d] for d in TO_NCHW]
-        r.env[old] = r.view(b, sizes, channels_last_strides(sizes))
-
-    def traced(old):
-        """old's value with its traced strides (a copy where they moved)."""
-        b = r.env[old]
-        if not r.moved(old):
-            return b
-        s = r.src_meta(old)
-        return r.copy_to(b, list(s["sizes"]), list(s["strides"]))
-
     outputs = set(graph.outputs())
     for n, nd in enumerate(nodes):
         ins = nd["inputs"]
@@ -378,152 +492,37 @@ def channels_last(graph, externs):
             if list(m["sizes"]) == list(s["sizes"]) and _same_layout(s["sizes"], m["strides"], s["strides"]):
                 r.env[nd["output"]] = r.env[ins[0]]
                 continue
-        if nd["op"] == "EXTERN" and _global_average_pool(r, nd, externs, follows, rep, hold_nhwc, torch):
-            continue
         if nd["op"] == "EXTERN":
-            if n in conv_set and _split_bias(r, nd, externs, bias_split, n):
-                call = dict(nd, inputs=ins[:2], extern_index=bias_split[n], outputs=[nd["output"]])
-                _extern(r, call, True, externs, nhwc, rep, hold_nhwc, traced, torch, _capture_meta, follows)
-                bias = rep_channels(ins[2])
-                hold_nhwc(nd["output"], r.g.op("ADD", [rep(nd["output"]), bias]))
+            if r.global_average_pool(nd):
                 continue
-            _extern(r, nd, n in conv_set, externs, nhwc, rep, hold_nhwc, traced, torch, _capture_meta, follows)
+            without_bias = r.split_bias(nd) if n in convs else None
+            if without_bias is not None:
+                r.call(dict(nd, inputs=ins[:2], extern_index=without_bias, outputs=[nd["output"]]), True)
+                r.hold_nhwc(nd["output"], r.g.op("ADD", [r.rep(nd["output"]), r.rep_channels(ins[2])]))
+                continue
+            r.call(nd, n in convs)
             continue
-        if plain_pointwise(nd) and (n in seeds or any(follows(v) for v in ins)):
-            hold_nhwc(nd["output"], r.replay(n, nd, [rep(v) for v in ins]))
+        if plain_pointwise(nd) and (n in seeds or any(r.follows(v) for v in ins)):
+            r.hold_nhwc(nd["output"], r.replay(n, nd, [r.rep(v) for v in ins]))
             continue
         kind, shape = ops.get(nd["op"], (None, None))
         if kind == "reduction" and shape == "reduce" and len(ins) == 1 and nd["dims"] and \
-                len(nd["outputs"]) == 1 and follows(ins[0]):
+                len(nd["outputs"]) == 1 and r.follows(ins[0]):
             pdims = sorted({TO_NHWC.index(d % 4) for d in nd["dims"]})
             if nd["keepdim"]:
-                hold_nhwc(nd["output"], r.replay(n, nd, [rep(ins[0])], dims=pdims))
+                r.hold_nhwc(nd["output"], r.replay(n, nd, [r.rep(ins[0])], dims=pdims))
                 continue
             kept = [TO_NHWC[p] for p in range(4) if p not in pdims]
             if kept == sorted(kept):
-                r.replay(n, nd, [rep(ins[0])], dims=pdims)
+                r.replay(n, nd, [r.rep(ins[0])], dims=pdims)
                 continue
         if nd["op"] == "VIEW" and r.moved(ins[0]):
-            _view(r, n, nd, traced)
+            r.moved_view(n, nd)
             continue
         # any other table op reads its operands by logical index, whatever
         # their strides (graph.h, wk_graph_replace_input)
         r.replay(n, nd)
-    return r.finish(), externs
-
-
-def _global_average_pool(r, nd, externs, follows, rep, hold_nhwc, torch):
-    """F.adaptive_avg_pool2d(x, 1) as a MEAN over H and W (kept as size-1
-    dims), a reduction that fuses with the work before it instead of a
-    call of its own (the ATen path decomposes it so). float32 accumulation
-    as eager's kernel. Returns whether it was done."""
-    entry = _entry(externs, nd)
-    if entry is None or _unwrapped(entry[0]) is not torch.nn.functional.adaptive_avg_pool2d or entry[2]:
-        return False
-    args = entry[1]
-    if len(args) != 2 or not isinstance(args[0], _C.ExternInput) or args[0].index != 0 or \
-            args[1] not in (1, (1, 1), [1, 1]) or len(nd["inputs"]) != 1 or len(nd["outputs"]) != 1:
-        return False
-    x = nd["inputs"][0]
-    m = r.src_meta(x)
-    if len(m["sizes"]) != 4 or m["dtype"] not in _FLOATS or 0 in m["sizes"]:
-        return False
-    if follows(x):
-        hold_nhwc(nd["output"], r.g.op("MEAN", [rep(x)], dims=[1, 2], keepdim=True))
-    else:
-        r.env[nd["output"]] = r.g.op("MEAN", [r.env[x]], dims=[2, 3], keepdim=True)
-    return True
-
-
-def _split_bias(r, nd, externs, bias_split, n):
-    """A CUDA convolution with a bias of its output's dtype: the call without
-    the bias (a new extern entry, recorded in bias_split[n]), whose caller
-    adds the bias as a pointwise op that fuses into the kernel after it, as
-    the ATen path does (backends._conv_bias_as_add: eager's cuDNN
-    convolutions add the bias in a pass of their own; 40 of ConvNeXt-B's
-    kernels). On the CPU oneDNN adds it inside the convolution: kept there."""
-    entry = _entry(externs, nd)
-    ins = nd["inputs"]
-    if entry is None or len(ins) != 3 or entry[2] or len(entry[1]) != 9:
-        return False
-    args = entry[1]
-    if not all(isinstance(a, _C.ExternInput) and a.index == k for k, a in enumerate(args[:3])):
-        return False
-    x, b, out = r.src_meta(ins[0]), r.src_meta(ins[2]), r.src_meta(nd["output"])
-    if not str(x["device"]).startswith("cuda") or b["dtype"] != out["dtype"] or len(b["sizes"]) != 1 or \
-            len(nd["outputs"]) != 1 or args[6] is not False:
-        return False
-    bias_split[n] = len(externs)
-    externs.append((entry[0], (args[0], args[1], None) + tuple(args[3:]), entry[2]))
-    return True
-
-
-def _view(r, n, nd, traced):
-    """A VIEW of a value whose strides moved: a permutation of it (sizes and
-    strides of the traced value permuted, no offset) is the same permutation
-    of the new strides; anything else views a copy in the traced layout."""
-    ints = list(nd["ints"])
-    k = ints[0]
-    sizes, strides, offset = ints[1:1 + k], ints[1 + k:1 + 2 * k], ints[1 + 2 * k]
-    base = nd["inputs"][0]
-    s, m = r.src_meta(base), r.meta(r.env[base])
-    if offset == 0 and k == len(s["sizes"]):
-        pick, used = [], set()
-        for size, stride in zip(sizes, strides):
-            match = [d for d in range(k) if d not in used and s["sizes"][d] == size and
-                     (size == 1 or s["strides"][d] == stride)]
-            if not match:
-                break
-            pick.append(match[0])
-            used.add(match[0])
-        if len(pick) == k:
-            new_strides = [m["strides"][d] for d in pick]
-            out = r.view(r.env[base], sizes, new_strides)
-            r.env[nd["output"]] = out
-            return
-    r.replay(n, nd, [traced(base)])
-
-
-def _extern(r, nd, is_conv, externs, nhwc, rep, hold_nhwc, traced, torch, capture_meta, follows):
-    ins = nd["inputs"]
-    if is_conv and not follows(ins[0]):
-        w = ins[1]
-        wm = r.meta(r.env[w])
-        cl = channels_last_strides(list(wm["sizes"]))
-        if w not in nhwc and not _same_layout(wm["sizes"], wm["strides"], cl):
-            # a weight no kernel of the graph produces, of a convolution whose
-            # input is not channels-last (the stem): one NHWC-ordered copy per
-            # call, so cuDNN answers channels-last and the activations follow
-            hold_nhwc(w, r.g.op("CONVERT", [rep(w)], dtype=wm["dtype"]))
-    if not any(r.moved(v) for v in ins):
-        r.extern(nd)
-        return
-    entry = _entry(externs, nd)
-    metas = None
-    if entry is not None:
-        inputs = []
-        for v in ins:
-            m = r.meta(r.env[v])
-            inputs.append((getattr(torch, m["dtype"]), torch.device(m["device"]), tuple(m["sizes"]),
-                           tuple(m["strides"]), bool(r.src_meta(v).get("requires_grad"))))
-        grad = any(r.src_meta(o).get("requires_grad") for o in nd["outputs"])
-        try:
-            out = capture_meta.outputs(entry[0], entry[1], entry[2] or {}, inputs, grad)
-        except Exception:  # noqa: BLE001 - a call refusing the new strides: it reads them as traced
-            out = None
-        if out is not None and out[0] in ("tensor", "tuple", "list") and len(out[1]) == len(nd["outputs"]) and \
-                not out[2] and not out[3]:
-            metas = []
-            for (dtype, device, sizes, strides, requires_grad), o in zip(out[1], nd["outputs"]):
-                s = r.src_meta(o)
-                if str(dtype).replace("torch.", "") != s["dtype"] or list(sizes) != list(s["sizes"]):
-                    metas = None
-                    break
-                metas.append(dict(s, strides=list(strides)))
-    if metas is None:
-        r.extern(nd, [traced(v) for v in ins])
-        return
-    r.extern(nd, None, metas)
+    return r.finish(), r.externs
 
 
 def apply(graph, externs):

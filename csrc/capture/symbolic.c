@@ -1640,8 +1640,10 @@ static PyObject *graph_layout_Ref(const WkGraph *g, PyObject *externs, const cha
  * kernels start compiling now and cuDNN's plans for those calls are built
  * meanwhile, on this thread (wick/_cudnn_plans.py: 0.3-0.5 s an attention
  * call, tens of ms a convolution, that the first run would otherwise spend
- * after its kernels compiled). Only a head start: what fails is cleared. */
-static void warm_cudnn_plans(PyObject *compiled, const WkGraph *g, PyObject *externs) {
+ * after its kernels compiled). Only a head start: what fails is cleared.
+ * graph_obj: g's Python Graph where the caller has one (borrowed; the
+ * channels-last pass's), else NULL and a copy of g is wrapped. */
+static void warm_cudnn_plans(PyObject *compiled, const WkGraph *g, PyObject *graph_obj, PyObject *externs) {
     int any = 0;
     for (int n = 0; n < wk_graph_nnodes(g) && !any; n++) {
         const WkNode *node = wk_graph_node(g, n);
@@ -1651,11 +1653,15 @@ static void warm_cudnn_plans(PyObject *compiled, const WkGraph *g, PyObject *ext
                !strcmp(node->extern_name, "aten.convolution.default"));
     }
     if (!any || !externs) return;
-    int *map = wk_xcalloc((size_t)wk_graph_nvalues(g) + 1, sizeof *map);
-    WkGraph *copy = wk_graph_copy(g, NULL, NULL, map);
-    free(map);
-    if (!copy) wk_error_clear(); /* a symbolic size: no warm-up */
-    PyObject *graph_obj = copy ? wk_rt_graph_wrap_Steal(copy) : NULL;
+    if (graph_obj) {
+        Py_INCREF(graph_obj);
+    } else { /* capture's graph, which it keeps: a copy for Python */
+        int *map = wk_xcalloc((size_t)wk_graph_nvalues(g) + 1, sizeof *map);
+        WkGraph *copy = wk_graph_copy(g, NULL, NULL, map);
+        free(map);
+        if (!copy) wk_error_clear(); /* a symbolic size: no warm-up */
+        graph_obj = copy ? wk_rt_graph_wrap_Steal(copy) : NULL;
+    }
     PyObject *mod = graph_obj ? PyImport_ImportModule("wick._cudnn_plans") : NULL;
     PyObject *r = mod ? PyObject_CallMethod(mod, "warm_graph", "OOO", compiled, graph_obj, externs) : NULL;
     Py_XDECREF(r);
@@ -1779,7 +1785,7 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
             compiled = externs && wk_graph_nexterns(g) ? wk_rt_compile_externs_Ref(g, externs) : wk_rt_compile_Ref(g);
             if (compiled) {
                 wk_rt_set_check_inputs(compiled, 0);
-                warm_cudnn_plans(compiled, g, externs);
+                warm_cudnn_plans(compiled, g, laid ? PyTuple_GET_ITEM(laid, 0) : NULL, externs);
             }
             Py_XDECREF(laid);
             if (!compiled) {
