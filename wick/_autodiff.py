@@ -193,6 +193,21 @@ class _Builder:
     def add(self, a, b):
         return self.op("ADD", [a, b])
 
+    def add_in_order(self, a, b):
+        """a + b (same sizes), channels-last where a is (two gradients of a
+        channels-last activation: the sum stays so, not a copy to NCHW that
+        the convolution's gradient would copy back). Other layouts add in
+        their dims' order, which later reshapes read without a copy."""
+        m = self.meta(a)
+        sizes, strides = list(m["sizes"]), list(m["strides"])
+        order = [0, 2, 3, 1]
+        if len(sizes) != 4 or not _is_channels_last(m) or list(self.meta(b)["sizes"]) != sizes:
+            return self.add(a, b)
+        bs = self.meta(b)["strides"]
+        out = self.add(self.view(a, [sizes[d] for d in order], [strides[d] for d in order]),
+                       self.view(b, [sizes[d] for d in order], [bs[d] for d in order]))
+        return self.view(out, sizes, dense_strides(sizes, order))
+
     def sub(self, a, b):
         return self.op("SUB", [a, b])
 
@@ -919,6 +934,22 @@ def _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset):
     return intervals, view_of, count, digit
 
 
+def _permutation(bsizes, bstrides, vsizes, vstrides, offset):
+    """perm with view dim i = base dim perm[i] (sizes and strides), or None
+    where the view is not a permutation of its base's dims."""
+    if offset != 0 or len(vsizes) != len(bsizes):
+        return None
+    perm, used = [], set()
+    for size, stride in zip(vsizes, vstrides):
+        match = [k for k in range(len(bsizes)) if k not in used and bsizes[k] == size and
+                 (size == 1 or bstrides[k] == stride)]
+        if not match:
+            return None
+        perm.append(match[0])
+        used.add(match[0])
+    return perm
+
+
 def _view_rule(bld, nd, gouts, need):
     if not need[0]:
         return [None]
@@ -930,6 +961,14 @@ def _view_rule(bld, nd, gouts, need):
     g = gouts[0]
     if _numel(vsizes) == 0 or _numel(bsizes) == 0:
         return [bld.zeros(bsizes, base["dtype"], base["device"])]
+    perm = _permutation(bsizes, bstrides, vsizes, vstrides, offset)
+    if perm in ([0, 2, 3, 1], [0, 3, 1, 2]):
+        # channels-last's NCHW <-> NHWC views: the inverse permutation of the
+        # gradient, a view of it as it is, no copy. (Other permutations, a
+        # transformer's heads, keep the copy below: the matmuls reading
+        # those gradients want them contiguous.)
+        gstrides = bld.meta(g)["strides"]
+        return [bld.view(g, bsizes, [gstrides[perm.index(k)] for k in range(len(bsizes))])]
     # expanded dims: their gradients add up
     expanded = [d for d in range(n) if vstrides[d] == 0 and vsizes[d] > 1]
     if expanded:
@@ -1069,8 +1108,13 @@ def _convolution_rule(bld, nd, gouts, need, entry):
         raise Unsupported("a convolution call of another form")
     stride, padding, dilation, transposed, output_padding, groups = args[3:9]
     mask = [bool(need[0]), bool(need[1]), bool(has_bias and need[2])]
-    g = bld.contiguous(gouts[0])
     xm, wm = _in(bld, nd, 0), _in(bld, nd, 1)
+    # a channels-last convolution (_graph_layout.channels_last ran on the
+    # forward): its gradient is read in its output's layout, and cuDNN and
+    # oneDNN answer channels-last for the input's and the weight's gradients
+    # (a layout they do not give is copied into this one by the runtime)
+    nhwc = len(xm["sizes"]) == 4 and (_is_channels_last(xm) or _is_channels_last(wm))
+    g = bld.laid_out(gouts[0], bld.fmeta(nd["outputs"][0])["strides"]) if nhwc else bld.contiguous(gouts[0])
     bias_sizes = [wm["sizes"][1] * groups if transposed else wm["sizes"][0]] if has_bias else None
     template = (_C.ExternInput(0), _C.ExternInput(1), _C.ExternInput(2), bias_sizes, list(stride), list(padding),
                 list(dilation), transposed, list(output_padding), groups, mask)
@@ -1078,7 +1122,8 @@ def _convolution_rule(bld, nd, gouts, need, entry):
     for k, (want, m) in enumerate(((mask[0], xm), (mask[1], wm), (mask[2], _in(bld, nd, 2) if has_bias else None))):
         if want:
             picks.append(k)
-            metas.append(_meta(bld.meta(g)["dtype"], m["sizes"], m["device"]))
+            strides = dense_strides(m["sizes"], (0, 2, 3, 1)) if nhwc and k < 2 else None
+            metas.append(_meta(bld.meta(g)["dtype"], m["sizes"], m["device"], strides))
             which.append(k)
     if not picks:
         return [None] * len(nd["inputs"])
@@ -1088,6 +1133,12 @@ def _convolution_rule(bld, nd, gouts, need, entry):
     for k, b in zip(which, ids):
         out[k] = bld.cast(b, _in(bld, nd, k)["dtype"])
     return out
+
+
+def _is_channels_last(m):
+    sizes = list(m["sizes"])
+    return all(n == 1 or a == b for n, a, b in zip(sizes, m["strides"], dense_strides(sizes, (0, 2, 3, 1)))) and \
+        any(n != 1 and a != b for n, a, b in zip(sizes, m["strides"], contiguous_strides(sizes)))
 
 
 def _matmul_rule(bld, nd, gouts, need, entry):
@@ -1573,12 +1624,15 @@ class Plan:
         self.__dict__.update(kw)
 
 
-def differentiate(graph, externs, example_inputs, no_grad=()):
+def differentiate(graph, externs, example_inputs, no_grad=(), written=()):
     """graph (a wick._C.Graph of wick's capture), its extern table and
     example inputs -> Plan: the forward graph (the original's outputs, then
     the values the backward reads) and the backward graph (the saved values,
     then a gradient for each differentiable output -> a gradient for each
-    input that requires one). Raises Unsupported."""
+    input that requires one). no_grad: values computed without autograd.
+    written: positions of outputs the frame copies into graph inputs (none
+    may need a gradient: eager would make the input part of the autograd
+    graph). Raises Unsupported."""
     import torch
 
     nodes = graph.nodes()
@@ -1624,6 +1678,8 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
         if v in seen:
             raise Unsupported("an output appears twice")
         seen.add(v)
+    if any(outs[j] in need for j in written):
+        raise Unsupported("the graph writes a value that needs a gradient into one of its inputs")
     diff_outs = [j for j, v in enumerate(outs) if v in need]
     if not diff_outs:
         raise Unsupported("no output needs a gradient")
@@ -1633,7 +1689,7 @@ def differentiate(graph, externs, example_inputs, no_grad=()):
 
     def accumulate(v, b):
         have = grads.get(v)
-        grads[v] = b if have is None else bld.add(have, b)
+        grads[v] = b if have is None else bld.add_in_order(have, b)
 
     grad_out_metas = []
     for j in diff_outs:
@@ -1818,13 +1874,47 @@ class _Runner:
         return out
 
 
-def compile_training(graph, externs, example_inputs, no_grad=()):
+def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
+    """(graph, externs, no_grad) as differentiate takes them: batch norms as
+    table ops (_graph_layout.decompose_batch_norms; eval-mode ones too, a
+    frozen norm being fine-tuned around), training ones' updated
+    running statistics (written back by the frame after the graph, eager
+    computes them without autograd) among the values without a gradient;
+    with channels_last, the convolutions and the work around them in NHWC
+    order (_graph_layout.channels_last), which the backward then follows
+    (_convolution_rule)."""
+    from . import _graph_layout
+
+    externs = list(externs or [])
+    stats = _graph_layout.batch_norm_statistics(graph, externs)
+    no_grad = list(no_grad)
+    for training in (True, False):
+        graph, count, env = _graph_layout.decompose_batch_norms(graph, externs, training=training)
+        if env is not None:
+            no_grad = [env[v] for v in no_grad if v in env]
+    if channels_last:
+        try:
+            graph, externs, env = _graph_layout.channels_last(graph, externs)
+        except _graph_layout.Abandon as exc:
+            raise Unsupported(f"the channels-last pass: {exc}") from None
+        except ValueError as exc:  # a builder refusal
+            raise Unsupported(f"the channels-last pass, rebuilding the graph: {exc}") from None
+        no_grad = [env[v] for v in no_grad if v in env]
+    outs = graph.outputs()
+    no_grad += [outs[j] for j in stats if j in set(written)]
+    return graph, externs, no_grad
+
+
+def compile_training(graph, externs, example_inputs, no_grad=(), written=(), channels_last=False):
     """A callable running graph with wick's own backward: args -> tuple of
-    outputs, differentiable through one autograd node. Raises Unsupported
-    (the caller uses AOTAutograd) or wick._C.CompileError."""
+    outputs, differentiable through one autograd node. written: positions
+    of outputs the frame copies into graph inputs (batch norm's running
+    statistics); channels_last: see training_graph. Raises Unsupported (the
+    caller uses AOTAutograd) or wick._C.CompileError."""
     import torch
 
-    plan = differentiate(graph, externs or [], example_inputs, no_grad)
+    graph, externs, no_grad = training_graph(graph, externs, no_grad, written, channels_last)
+    plan = differentiate(graph, externs, example_inputs, no_grad, written)
     done = {}
     nthreads = torch.get_num_threads()
 

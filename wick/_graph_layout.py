@@ -188,10 +188,21 @@ def _entry(externs, nd):
 _BN_ARGS = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
 
 
-def _eval_batch_norm(entry, torch):
-    """The bound arguments of an eval-mode F.batch_norm extern call (tensor
-    arguments as their input positions), or None."""
-    if entry is None or _unwrapped(entry[0]) is not torch.nn.functional.batch_norm:
+def _batch_norm_call(entry, torch):
+    """The bound arguments of an F.batch_norm extern call (tensor arguments
+    as their input positions; "written": the positions a training call
+    updates, its extra outputs in that order), or None. A training call
+    that updates its running statistics is capture's Functional wrapper
+    (_capture_meta), which clones them, updates the clones and returns
+    them after its own result; the frame copies them back."""
+    from ._capture_meta import Functional
+
+    if entry is None:
+        return None
+    fn, written = _unwrapped(entry[0]), ()
+    if type(fn) is Functional:
+        fn, written = _unwrapped(fn.fn), tuple(fn.written)
+    if fn is not torch.nn.functional.batch_norm:
         return None
     args, kwargs = entry[1], entry[2] or {}
     if len(args) > len(_BN_ARGS) or any(k not in _BN_ARGS for k in kwargs):
@@ -200,33 +211,53 @@ def _eval_batch_norm(entry, torch):
     if any(k in bound for k in kwargs):
         return None
     bound.update(kwargs)
-    bound.setdefault("weight", None)
-    bound.setdefault("bias", None)
-    bound.setdefault("training", False)
-    bound.setdefault("eps", 1e-5)
-    if bound["training"] is not False or not isinstance(bound["eps"], (int, float)):
+    for k, default in (("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
+                       ("training", False), ("momentum", 0.1), ("eps", 1e-5)):
+        bound.setdefault(k, default)
+    if type(bound["training"]) is not bool or not isinstance(bound["eps"], (int, float)):
         return None
     for k in ("input", "running_mean", "running_var", "weight", "bias"):
         a = bound.get(k)
-        if k in ("weight", "bias") and a is None:
+        if a is None and k != "input":
             continue
         if not isinstance(a, _C.ExternInput):
             return None
         bound[k] = a.index
+    stats = tuple(bound[k] for k in ("running_mean", "running_var") if bound[k] is not None)
+    if bound["training"]:
+        # the statistics it updates are exactly its running ones, in order
+        if written != stats or (stats and type(bound["momentum"]) is not float):
+            return None
+    elif written or len(stats) != 2:
+        return None  # eval mode normalises with the running statistics
+    bound["written"] = written
     return bound
 
 
-def decompose_eval_batch_norms(graph, externs):
-    """graph with each eval-mode batch norm (F.batch_norm, training False, on
-    floating inputs with running statistics) as table ops: float32 arithmetic
-    for 16-bit inputs, one rounding at the end. Returns (graph, count)."""
+def decompose_batch_norms(graph, externs, training):
+    """graph with each batch norm (F.batch_norm on floating inputs) of the
+    mode asked for as table ops, in float32 for 16-bit inputs with one
+    rounding at the end:
+
+    * eval: the running statistics normalise;
+    * training: the batch's mean and biased variance over every dim but
+      the channels (two passes, as eager's CPU kernel: exact where the mean
+      is large beside the spread), and the updated running statistics
+      (momentum-weighted, the variance made unbiased) as the call's written
+      outputs, which the frame copies back into the buffers. wick's
+      autodiff differentiates these ops as any others (AOTAutograd's
+      decomposition does the same), so the normalisation fuses with the
+      convolution's epilogue and its backward with the next one's.
+
+    Returns (graph, count, env): env maps each value of graph to the new
+    graph's value holding it (None where nothing changed)."""
     import torch
 
     nodes = graph.nodes()
     found = {n: b for n, nd in enumerate(nodes) if nd["op"] == "EXTERN"
-             for b in [_eval_batch_norm(_entry(externs, nd), torch)] if b is not None}
+             for b in [_batch_norm_call(_entry(externs, nd), torch)] if b is not None and b["training"] == training}
     if not found:
-        return graph, 0
+        return graph, 0, None
     r = _Replay(graph)
     done = 0
     for n, nd in enumerate(nodes):
@@ -238,23 +269,44 @@ def decompose_eval_batch_norms(graph, externs):
             r.extern(nd)
             continue
         done += 1
-    return r.finish(), done
+    return r.finish(), done, r.env
+
+
+def batch_norm_statistics(graph, externs):
+    """The positions among graph's outputs of training batch norms' updated
+    running statistics (which eager computes without autograd)."""
+    import torch
+
+    produced = set()
+    for nd in graph.nodes():
+        if nd["op"] == "EXTERN":
+            bound = _batch_norm_call(_entry(externs, nd), torch)
+            if bound is not None and bound["training"]:
+                produced.update(nd["outputs"][1:])
+    return [j for j, v in enumerate(graph.outputs()) if v in produced]
 
 
 def _batch_norm_as_ops(r, nd, bound):
     ins = nd["inputs"]
     x = r.env[ins[bound["input"]]]
     xm = r.meta(x)
-    dtype, ndim = xm["dtype"], len(xm["sizes"])
-    if dtype not in _FLOATS or ndim < 2 or len(nd["outputs"]) != 1:
+    dtype, sizes = xm["dtype"], list(xm["sizes"])
+    ndim = len(sizes)
+    if dtype not in _FLOATS or ndim < 2 or len(nd["outputs"]) != 1 + len(bound["written"]):
         return False
     params = {k: r.env[ins[bound[k]]] for k in ("running_mean", "running_var", "weight", "bias")
               if bound.get(k) is not None}
-    channels = xm["sizes"][1]
+    channels = sizes[1]
     for p in params.values():
         pm = r.meta(p)
         if pm["dtype"] not in _FLOATS or list(pm["sizes"]) != [channels]:
             return False
+    dims = [0] + list(range(2, ndim))
+    count = 1
+    for d in dims:
+        count *= sizes[d]
+    if bound["training"] and count <= 1:
+        return False  # eager refuses it ("more than 1 value per channel"); so does the call
     wide = "float32" if dtype in ("float16", "bfloat16") else dtype
     g = r.g
 
@@ -265,15 +317,40 @@ def _batch_norm_as_ops(r, nd, bound):
         stride = r.meta(b)["strides"][0]
         return r.view(b, [channels] + [1] * (ndim - 2), [stride] + [1] * (ndim - 2))
 
-    scale = g.op("RSQRT", [g.op("ADD", [as_wide(params["running_var"]), g.scalar(float(bound["eps"]))])])
-    if "weight" in params:
-        scale = g.op("MUL", [scale, as_wide(params["weight"])])
-    y = g.op("MUL", [g.op("SUB", [as_wide(x), per_channel(as_wide(params["running_mean"]))]), per_channel(scale)])
+    def channel_vector(b):  # [1, C, 1, ...] (a keepdim reduction) seen as [C]
+        return r.view(b, [channels], [r.meta(b)["strides"][1]])
+
+    eps = g.scalar(float(bound["eps"]))
+    if bound["training"]:
+        xw = as_wide(x)
+        mean = g.op("MEAN", [xw], dims=dims, keepdim=True)
+        centred = g.op("SUB", [xw, mean])
+        var = g.op("MEAN", [g.op("MUL", [centred, centred])], dims=dims, keepdim=True)
+        y = g.op("MUL", [centred, g.op("RSQRT", [g.op("ADD", [var, eps])])])
+        if "weight" in params:
+            y = g.op("MUL", [y, per_channel(as_wide(params["weight"]))])
+    else:
+        scale = g.op("RSQRT", [g.op("ADD", [as_wide(params["running_var"]), eps])])
+        if "weight" in params:
+            scale = g.op("MUL", [scale, as_wide(params["weight"])])
+        y = g.op("MUL", [g.op("SUB", [as_wide(x), per_channel(as_wide(params["running_mean"]))]),
+                         per_channel(scale)])
     if "bias" in params:
         y = g.op("ADD", [y, per_channel(as_wide(params["bias"]))])
     if wide != dtype:
         y = g.op("CONVERT", [y], dtype=dtype)
     r.env[nd["outputs"][0]] = y
+    if bound["written"]:
+        momentum = float(bound["momentum"])
+        keep, take = g.scalar(1.0 - momentum), g.scalar(momentum)
+        batch = {"running_mean": channel_vector(mean),
+                 "running_var": g.op("MUL", [channel_vector(var), g.scalar(count / (count - 1))])}
+        for k, out in zip(("running_mean", "running_var"), nd["outputs"][1:]):
+            old = params[k]
+            new = g.op("ADD", [g.op("MUL", [as_wide(old), keep]), g.op("MUL", [batch[k], take])])
+            if r.meta(old)["dtype"] != wide:
+                new = g.op("CONVERT", [new], dtype=r.meta(old)["dtype"])
+            r.env[out] = new
     return True
 
 
@@ -457,8 +534,8 @@ class _ChannelsLast(_Replay):
 
 def channels_last(graph, externs):
     """(graph rewritten with channels-last convolutions (module docstring),
-    its extern table: externs with the entries the rewrite added). Raises
-    Abandon."""
+    its extern table: externs with the entries the rewrite added, env: each
+    value of graph to the new graph's value holding it). Raises Abandon."""
     ops = _ops()
     nodes = graph.nodes()
     r = _ChannelsLast(graph, externs)
@@ -522,7 +599,7 @@ def channels_last(graph, externs):
         # any other table op reads its operands by logical index, whatever
         # their strides (graph.h, wk_graph_replace_input)
         r.replay(n, nd)
-    return r.finish(), r.externs
+    return r.finish(), r.externs, r.env
 
 
 def apply(graph, externs):
@@ -531,8 +608,8 @@ def apply(graph, externs):
     entries appended (a convolution without its bias); externs itself is not
     changed. Raises Abandon."""
     try:
-        g, norms = decompose_eval_batch_norms(graph, externs)
-        out, table = channels_last(g, externs)
+        g, norms, _ = decompose_batch_norms(graph, externs, training=False)
+        out, table, _ = channels_last(g, externs)
     except ValueError as exc:  # a builder refusal (Graph.op/replay/extern)
         raise Abandon(f"rebuilding the graph: {exc}") from None
     split = len(table) - len(externs)

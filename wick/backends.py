@@ -3140,15 +3140,15 @@ def _own_autodiff(graph, externs, example_inputs, no_grad, written):
         return None
     _start_triton_workers(example_inputs)
     try:
-        if written:
-            raise _autodiff.Unsupported("the graph writes its inputs (batch norm's statistics)")
         convs = _channels_last_convolutions(graph)
-        if convs > 1:
+        layout = convs > 0 and os.environ.get("WICK_LAYOUT_PASS", "graph").strip().lower() != "fx"
+        if convs > 1 and not layout:
             # convnext_base's step on the H200: 37.4 ms of device time through
             # AOTAutograd and the layout pass, 49.1 without them
-            raise _autodiff.Unsupported(f"{convs} convolutions on CUDA: the channels-last pass (wick/_layout.py) "
-                                        "runs on AOTAutograd's graphs")
-        compiled = _autodiff.compile_training(graph, externs, example_inputs, no_grad)
+            raise _autodiff.Unsupported(f"{convs} convolutions on CUDA with WICK_LAYOUT_PASS=fx: the channels-last "
+                                        "pass of wick/_layout.py runs on AOTAutograd's graphs")
+        compiled = _autodiff.compile_training(graph, externs, example_inputs, no_grad, [j for _, j in written],
+                                              channels_last=layout)
     except _autodiff.Unsupported as exc:
         _autodiff.record_fallback(str(exc))
         return None

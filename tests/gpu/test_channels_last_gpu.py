@@ -147,3 +147,61 @@ def test_views_cat_pad_on_cuda(dtype, noncontig):
         # bf16: a fused kernel rounds once where eager rounds each op's result
         rtol, atol = (1.6e-2, 0.125) if dtype == torch.bfloat16 else (1e-5, 1e-5)
         torch.testing.assert_close(g, w, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("layout", ["graph", "fx"])
+def test_wick_compile_conv_net_training(monkeypatch, dtype, layout):
+    """A training step of the same net through wick.compile. By default
+    (graph): wick's own autodiff, its training batch norms as table ops and
+    the forward channels-last (wick/_graph_layout.py), the backward
+    following (wick/_autodiff.py); WICK_LAYOUT_PASS=fx: through AOTAutograd
+    and wick/_layout.py. Outputs, running statistics and gradients as
+    accurate as eager's against a float64 reference, outputs with eager's
+    strides."""
+    import copy
+
+    import wick._C as C
+    from wick import _autodiff
+
+    monkeypatch.delenv("WICK_CHANNELS_LAST", raising=False)
+    monkeypatch.setenv("WICK_LAYOUT_PASS", layout)
+    C.env_reload()
+    wick.reset()
+    _autodiff.reset_stats()
+    torch.manual_seed(6)
+    eager = _lc.Net(c=32).cuda().train()
+    net, ref = copy.deepcopy(eager), copy.deepcopy(eager).double()
+    n0 = len(B.compiled_graphs)
+    try:
+        f = wick.compile(net)
+        for step in range(2):
+            x = torch.randn(4, 3, 37, 45, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                want, got = eager(x), f(x)
+            expect = ref(x.double())
+            for y in (want, got, expect):
+                (y[0].float().square().sum() + y[1].float().mean()).backward()
+            tol = 3e-2 if dtype == torch.bfloat16 else 5e-3
+            for r, e, g in zip(expect, want, got):
+                assert g.dtype == e.dtype and g.shape == e.shape and g.stride() == e.stride()
+                assert _rel(g, r) <= max(2 * _rel(e, r), tol), (step, _rel(g, r), _rel(e, r))
+            for (name, a), b, c in zip(net.named_buffers(), eager.buffers(), ref.buffers()):
+                if a.dtype.is_floating_point:
+                    assert _rel(a, c.double()) <= max(2 * _rel(b, c.double()), 1e-3), (step, name)
+                else:
+                    assert torch.equal(a, b), name
+            for (name, p), q, r in zip(net.named_parameters(), eager.parameters(), ref.parameters()):
+                assert _rel(p.grad, r.grad) <= max(2 * _rel(q.grad, r.grad), tol), (step, name)
+            for m in (eager, net, ref):
+                m.zero_grad()
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    assert wick.stats()["fallbacks"] == []
+    if layout == "graph":
+        assert _autodiff.stats() == {"graphs": 1, "fallbacks": 0, "reasons": []}
+        assert B.compiled_graphs[n0:] == []
+    else:
+        assert _autodiff.stats()["graphs"] == 0
+        assert [i["layout"] for i in B.compiled_graphs[n0:]] == ["channels-last", "channels-last"]

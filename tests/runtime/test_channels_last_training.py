@@ -157,12 +157,30 @@ def test_training_matches_eager(channels_last, shape):
     _assert_channels_last_training(infos, channels_last)
 
 
-def test_wick_capture_training_saves_channels_last(channels_last):
-    # wick's own capture has no Dynamo frame: wick's AOTAutograd call makes
-    # the tracing context the forward reports its saved activations' strides
+def test_wick_capture_training_saves_channels_last(channels_last, monkeypatch):
+    # wick.compile with WICK_LAYOUT_PASS=fx (the old route: AOTAutograd). wick's
+    # own capture has no Dynamo frame: wick's AOTAutograd call makes the
+    # tracing context the forward reports its saved activations' strides
     # to, so the backward runs on them channels-last too, as under torch.compile
+    monkeypatch.setenv("WICK_LAYOUT_PASS", "fx")
     infos = _train_and_compare(TrainNet(), (2, 3, 12, 10), 4, own_capture=True)
     _assert_channels_last_training(infos, channels_last)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_wick_capture_training_own_graphs(channels_last, autocast):
+    """wick.compile's default: wick's own autodiff on the channels-last
+    forward (wick/_graph_layout.py: batch norms as table ops, the
+    convolutions and the work around them NHWC), the backward following it
+    (wick/_autodiff.py); nothing through AOTAutograd. Gradients with eager's
+    strides (checked in _train_and_compare)."""
+    from wick import _autodiff
+
+    _autodiff.reset_stats()
+    infos = _train_and_compare(TrainNet(), (2, 3, 12, 10), 4, own_capture=True, autocast=autocast,
+                               tol=0.05 if autocast else 1e-4)
+    assert infos == [] and channels_last == []  # neither AOTAutograd's graphs nor wick/_layout.py
+    assert _autodiff.stats() == {"graphs": 1, "fallbacks": 0, "reasons": []}
 
 
 @pytest.mark.skipif(INTERPRET, reason="bfloat16 through the interpreter: slow")
