@@ -1141,6 +1141,53 @@ def _is_channels_last(m):
         any(n != 1 and a != b for n, a, b in zip(sizes, m["strides"], contiguous_strides(sizes)))
 
 
+def _batch_norm_backward(bld, norm, g):
+    """[(forward value, gradient)] of a training batch norm's input, weight
+    and bias, given g, the gradient of its wide output (norm: a
+    _graph_layout.BatchNormValues). Two reductions per channel, the sums of
+    g and of g * normalised, which are also the bias's and the weight's
+    gradients, as eager's kernel computes it:
+
+        dx = rstd * weight * (g - sum(g) / n - normalised * sum(g * normalised) / n)
+
+    Differentiating the decomposition op by op gives the same values
+    through four reductions."""
+    c, dims, n = norm.channel_dim, list(norm.dims), norm.count
+    xhat = bld.fw(norm.normalised)
+    ndim = len(bld.meta(xhat)["sizes"])
+    channels = bld.meta(xhat)["sizes"][c]
+
+    def vector(b):  # a keepdim reduction as [C]
+        return bld.view(b, [channels], [bld.meta(b)["strides"][c]])
+
+    def broadcast(b):  # a [C] vector against the activations
+        sizes = [1] * ndim
+        sizes[c] = channels
+        strides = [0] * ndim
+        strides[c] = bld.meta(b)["strides"][0]
+        return bld.view(b, sizes, strides)
+
+    sum_g = bld.op("SUM", [g], dims=dims, keepdim=True)
+    sum_gx = bld.op("SUM", [bld.mul(g, xhat)], dims=dims, keepdim=True)
+    scale = bld.fw(norm.rstd)
+    if norm.weight is not None:
+        scale = bld.mul(scale, broadcast(bld.fw(norm.weight)))
+    inv_n = bld.num(1.0 / n)
+    centred = bld.sub(bld.sub(g, bld.mul(sum_g, inv_n)), bld.mul(xhat, bld.mul(sum_gx, inv_n)))
+    dx = bld.mul(centred, scale)
+    x_meta = bld.fmeta(norm.input)
+    if list(bld.meta(dx)["sizes"]) != list(x_meta["sizes"]):
+        # computed NHWC-ordered (the channels-last pass): seen as the NCHW input
+        have = bld.meta(dx)["strides"]
+        dx = bld.view(dx, x_meta["sizes"], [have[d] for d in (0, 3, 1, 2)])
+    out = [(norm.input, dx)]
+    if norm.weight is not None:
+        out.append((norm.weight, vector(sum_gx)))
+    if norm.bias is not None:
+        out.append((norm.bias, vector(sum_g)))
+    return out
+
+
 def _matmul_rule(bld, nd, gouts, need, entry):
     """torch.matmul: a vector operand is a matrix of one row (left) or one
     column (right) for the rule, batch dims broadcast."""
@@ -1624,7 +1671,7 @@ class Plan:
         self.__dict__.update(kw)
 
 
-def differentiate(graph, externs, example_inputs, no_grad=(), written=()):
+def differentiate(graph, externs, example_inputs, no_grad=(), written=(), batch_norms=()):
     """graph (a wick._C.Graph of wick's capture), its extern table and
     example inputs -> Plan: the forward graph (the original's outputs, then
     the values the backward reads) and the backward graph (the saved values,
@@ -1632,10 +1679,13 @@ def differentiate(graph, externs, example_inputs, no_grad=(), written=()):
     input that requires one). no_grad: values computed without autograd.
     written: positions of outputs the frame copies into graph inputs (none
     may need a gradient: eager would make the input part of the autograd
-    graph). Raises Unsupported."""
+    graph). batch_norms: _graph_layout.BatchNormValues of the training
+    batch norms decomposed in graph, differentiated as one
+    (_batch_norm_backward). Raises Unsupported."""
     import torch
 
     nodes = graph.nodes()
+    norm_at = {n.output: n for n in batch_norms}
     ins = graph.inputs()
     outs = graph.outputs()
     if len(ins) != len(example_inputs):
@@ -1705,6 +1755,12 @@ def differentiate(graph, externs, example_inputs, no_grad=(), written=()):
             continue
         needin = [i in need for i in nd["inputs"]]
         if not any(needin):
+            continue
+        norm = norm_at.get(nd["outputs"][0]) if len(nd["outputs"]) == 1 else None
+        if norm is not None and gouts[0] is not None:
+            for v, gi in _batch_norm_backward(bld, norm, gouts[0]):
+                if v in need:
+                    accumulate(v, gi)
             continue
         try:
             gins = _apply_rule(bld, n, nd, gouts, needin, externs, extern_users)
@@ -1875,7 +1931,7 @@ class _Runner:
 
 
 def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
-    """(graph, externs, no_grad) as differentiate takes them: batch norms as
+    """(graph, externs, no_grad, batch norms) as differentiate takes them: batch norms as
     table ops (_graph_layout.decompose_batch_norms; eval-mode ones too, a
     frozen norm being fine-tuned around), training ones' updated
     running statistics (written back by the frame after the graph, eager
@@ -1888,21 +1944,24 @@ def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
     externs = list(externs or [])
     stats = _graph_layout.batch_norm_statistics(graph, externs)
     no_grad = list(no_grad)
+    norms = []
     for training in (True, False):
-        graph, count, env = _graph_layout.decompose_batch_norms(graph, externs, training=training)
+        graph, count, env, found = _graph_layout.decompose_batch_norms(graph, externs, training=training)
         if env is not None:
             no_grad = [env[v] for v in no_grad if v in env]
+            norms = [n.moved(env, {}) for n in norms] + found
     if channels_last:
         try:
-            graph, externs, env = _graph_layout.channels_last(graph, externs)
+            graph, externs, env, nhwc = _graph_layout.channels_last(graph, externs)
         except _graph_layout.Abandon as exc:
             raise Unsupported(f"the channels-last pass: {exc}") from None
         except ValueError as exc:  # a builder refusal
             raise Unsupported(f"the channels-last pass, rebuilding the graph: {exc}") from None
         no_grad = [env[v] for v in no_grad if v in env]
+        norms = [n.moved(env, nhwc) for n in norms]
     outs = graph.outputs()
     no_grad += [outs[j] for j in stats if j in set(written)]
-    return graph, externs, no_grad
+    return graph, externs, no_grad, norms
 
 
 def compile_training(graph, externs, example_inputs, no_grad=(), written=(), channels_last=False):
@@ -1913,8 +1972,8 @@ def compile_training(graph, externs, example_inputs, no_grad=(), written=(), cha
     caller uses AOTAutograd) or wick._C.CompileError."""
     import torch
 
-    graph, externs, no_grad = training_graph(graph, externs, no_grad, written, channels_last)
-    plan = differentiate(graph, externs, example_inputs, no_grad, written)
+    graph, externs, no_grad, norms = training_graph(graph, externs, no_grad, written, channels_last)
+    plan = differentiate(graph, externs, example_inputs, no_grad, written, norms)
     done = {}
     nthreads = torch.get_num_threads()
 

@@ -97,6 +97,7 @@ class _Replay:
         self.g, vmap = src.copy(inputs_only=True)
         self.env = {old: new for old, new in enumerate(vmap) if new >= 0}
         self._new_meta, self._src_meta = {}, {}
+        self.batch_norms = []  # BatchNormValues of the training norms decomposed
 
     def meta(self, vid):
         m = self._new_meta.get(vid)
@@ -234,6 +235,33 @@ def _batch_norm_call(entry, torch):
     return bound
 
 
+class BatchNormValues:
+    """The values of a training batch norm decomposed into table ops (ids in
+    the graph that holds them): its float32 (wide) output before any
+    rounding, its wide input, the normalised input, 1/sqrt(var + eps)
+    (reduction-shaped, keepdim), the wide weight and bias vectors (or
+    None), the channel dim, the reduced dims and how many elements each
+    channel reduces. Where the channels-last pass moved them, the first
+    four are its NHWC-ordered values (channel dim 3)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def moved(self, env, nhwc):
+        """These values in a graph a replay built (env, and the values it
+        holds NHWC-ordered: _ChannelsLast.nhwc, {} for others)."""
+        ordered = all(v in nhwc for v in (self.output, self.normalised, self.rstd))
+        def at(v):
+            return None if v is None else env[v]
+        if ordered:
+            return BatchNormValues(output=nhwc[self.output], input=env[self.input], normalised=nhwc[self.normalised],
+                                   rstd=nhwc[self.rstd], weight=at(self.weight), bias=at(self.bias), channel_dim=3,
+                                   dims=[0, 1, 2], count=self.count)
+        return BatchNormValues(output=env[self.output], input=env[self.input], normalised=env[self.normalised],
+                               rstd=env[self.rstd], weight=at(self.weight), bias=at(self.bias),
+                               channel_dim=self.channel_dim, dims=list(self.dims), count=self.count)
+
+
 def decompose_batch_norms(graph, externs, training):
     """graph with each batch norm (F.batch_norm on floating inputs) of the
     mode asked for as table ops, in float32 for 16-bit inputs with one
@@ -249,15 +277,16 @@ def decompose_batch_norms(graph, externs, training):
       decomposition does the same), so the normalisation fuses with the
       convolution's epilogue and its backward with the next one's.
 
-    Returns (graph, count, env): env maps each value of graph to the new
-    graph's value holding it (None where nothing changed)."""
+    Returns (graph, count, env, norms): env maps each value of graph to the
+    new graph's value holding it (None where nothing changed); norms: a
+    BatchNormValues per training norm."""
     import torch
 
     nodes = graph.nodes()
     found = {n: b for n, nd in enumerate(nodes) if nd["op"] == "EXTERN"
              for b in [_batch_norm_call(_entry(externs, nd), torch)] if b is not None and b["training"] == training}
     if not found:
-        return graph, 0, None
+        return graph, 0, None, []
     r = _Replay(graph)
     done = 0
     for n, nd in enumerate(nodes):
@@ -269,7 +298,7 @@ def decompose_batch_norms(graph, externs, training):
             r.extern(nd)
             continue
         done += 1
-    return r.finish(), done, r.env
+    return r.finish(), done, r.env, r.batch_norms
 
 
 def batch_norm_statistics(graph, externs):
@@ -326,17 +355,25 @@ def _batch_norm_as_ops(r, nd, bound):
         mean = g.op("MEAN", [xw], dims=dims, keepdim=True)
         centred = g.op("SUB", [xw, mean])
         var = g.op("MEAN", [g.op("MUL", [centred, centred])], dims=dims, keepdim=True)
-        y = g.op("MUL", [centred, g.op("RSQRT", [g.op("ADD", [var, eps])])])
-        if "weight" in params:
-            y = g.op("MUL", [y, per_channel(as_wide(params["weight"]))])
+        rstd = g.op("RSQRT", [g.op("ADD", [var, eps])])
+        y = xhat = g.op("MUL", [centred, rstd])
+        weight = as_wide(params["weight"]) if "weight" in params else None
+        if weight is not None:
+            y = g.op("MUL", [y, per_channel(weight)])
     else:
         scale = g.op("RSQRT", [g.op("ADD", [as_wide(params["running_var"]), eps])])
         if "weight" in params:
             scale = g.op("MUL", [scale, as_wide(params["weight"])])
         y = g.op("MUL", [g.op("SUB", [as_wide(x), per_channel(as_wide(params["running_mean"]))]),
                          per_channel(scale)])
-    if "bias" in params:
-        y = g.op("ADD", [y, per_channel(as_wide(params["bias"]))])
+    bias = as_wide(params["bias"]) if "bias" in params else None
+    if bias is not None:
+        y = g.op("ADD", [y, per_channel(bias)])
+    if bound["training"]:
+        # what wick's autodiff needs to give the norm the backward of two
+        # reductions eager's kernel has (_autodiff._batch_norm_backward)
+        r.batch_norms.append(BatchNormValues(output=y, input=xw, normalised=xhat, rstd=rstd, weight=weight,
+                                             bias=bias, channel_dim=1, dims=dims, count=count))
     if wide != dtype:
         y = g.op("CONVERT", [y], dtype=dtype)
     r.env[nd["outputs"][0]] = y
@@ -535,7 +572,9 @@ class _ChannelsLast(_Replay):
 def channels_last(graph, externs):
     """(graph rewritten with channels-last convolutions (module docstring),
     its extern table: externs with the entries the rewrite added, env: each
-    value of graph to the new graph's value holding it). Raises Abandon."""
+    value of graph to the new graph's value holding it, nhwc: the values of
+    graph it holds as contiguous NHWC-ordered values, and those). Raises
+    Abandon."""
     ops = _ops()
     nodes = graph.nodes()
     r = _ChannelsLast(graph, externs)
@@ -599,7 +638,7 @@ def channels_last(graph, externs):
         # any other table op reads its operands by logical index, whatever
         # their strides (graph.h, wk_graph_replace_input)
         r.replay(n, nd)
-    return r.finish(), r.externs, r.env
+    return r.finish(), r.externs, r.env, r.nhwc
 
 
 def apply(graph, externs):
@@ -608,8 +647,8 @@ def apply(graph, externs):
     entries appended (a convolution without its bias); externs itself is not
     changed. Raises Abandon."""
     try:
-        g, norms, _ = decompose_batch_norms(graph, externs, training=False)
-        out, table, _ = channels_last(g, externs)
+        g, norms, _, _ = decompose_batch_norms(graph, externs, training=False)
+        out, table, _, _ = channels_last(g, externs)
     except ValueError as exc:  # a builder refusal (Graph.op/replay/extern)
         raise Abandon(f"rebuilding the graph: {exc}") from None
     split = len(table) - len(externs)

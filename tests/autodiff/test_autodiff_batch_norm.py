@@ -216,3 +216,39 @@ def test_write_of_a_value_needing_a_gradient_keeps_eager_semantics():
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(net.last, eager.last)
     assert net.last.requires_grad and eager.last.requires_grad
+
+
+@pytest.mark.parametrize("channels_last", ["0", "1"])
+def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
+    """The norm's backward reduces twice per channel (the sums of g and of g
+    times the normalised input, also the bias's and weight's gradients),
+    as eager's kernel; op by op the decomposition would reduce four times.
+    NCHW, and NHWC-ordered after the channels-last pass (WICK_CHANNELS_LAST=1)."""
+    import wick._C as C
+
+    monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
+    C.env_reload()
+    plans = []
+    real = _autodiff.compile_training
+
+    def spy(*args, **kwargs):
+        run = real(*args, **kwargs)
+        plans.append(run.plan)
+        return run
+
+    monkeypatch.setattr(_autodiff, "compile_training", spy)
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, bias=False), torch.nn.BatchNorm2d(6), torch.nn.ReLU(),
+                                torch.nn.Conv2d(6, 4, 3, bias=False))
+    net = copy.deepcopy(eager)
+    fresh()
+    try:
+        steps(eager, net, wick.compile(net), torch.float32, ((3, 3, 9, 10),), n=2)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    own_graphs_only()
+    (plan,) = plans
+    reductions = [nd for nd in plan.bwd.nodes() if nd["op"] in ("SUM", "MEAN")]
+    assert len(reductions) == 2, [(nd["op"], nd["dims"]) for nd in reductions]
+    assert all(sorted(nd["dims"]) == ([0, 2, 3] if channels_last == "0" else [0, 1, 2]) for nd in reductions)

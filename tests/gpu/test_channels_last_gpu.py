@@ -166,6 +166,11 @@ def test_wick_compile_conv_net_training(monkeypatch, dtype, layout):
 
     monkeypatch.delenv("WICK_CHANNELS_LAST", raising=False)
     monkeypatch.setenv("WICK_LAYOUT_PASS", layout)
+    # float32 without TF32: cuDNN's channels-last weight gradients in TF32 are
+    # some 3e-2 off the float64 stem's (both routes, 2026-12-04), where
+    # eager's NCHW ones are exact; the comparison is of the compiled code
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     C.env_reload()
     wick.reset()
     _autodiff.reset_stats()
