@@ -23,12 +23,21 @@ op of the table and per extern kind, in milliseconds:
     torch.autograd.Function runs them (compile_training), the backward with
     autocast off.
 
+Before differentiating, training_graph turns batch norms into table ops
+(_graph_layout.decompose_batch_norms; a training norm's updated running
+statistics are outputs without a gradient, which the frame copies back) and,
+on CUDA, runs the channels-last pass over the forward (_graph_layout.
+channels_last); a training norm is then differentiated as one
+(_batch_norm_backward: eager's two reductions) and the convolution rule
+keeps its gradients channels-last.
+
 A table op without a rule, a view no digit decomposition expresses, a random
-extern without a rule, symbolic sizes, or an output that is an input or a
-view of one raise Unsupported (backends.py adds graphs that write their
-inputs and CUDA graphs for the channels-last pass), and the caller gives the
-graph to AOTAutograd as before, with the reason logged (WICK_LOG=breaks) and
-counted (stats()). WICK_AUTODIFF=aot sends every graph there.
+extern without a rule, symbolic sizes, an output that is an input or a view
+of one, or a value needing a gradient that the frame writes into an input
+raise Unsupported (backends.py adds CUDA convolution graphs under
+WICK_LAYOUT_PASS=fx), and the caller gives the graph to AOTAutograd as
+before, with the reason logged (WICK_LOG=breaks) and counted (stats()).
+WICK_AUTODIFF=aot sends every graph there.
 """
 import os
 import sys

@@ -40,6 +40,11 @@ Two rewrites, each a replay of the graph node by node into a new one
     kernel, and adaptive_avg_pool2d(x, 1) a mean, as on the ATen path;
   * graph outputs keep their traced strides (a copy back where they moved).
 
+Training graphs (wick/_autodiff.py, training_graph) take the same
+channels-last pass on their forward, after their batch norms became table
+ops here too (decompose_batch_norms with training=True: the batch's
+statistics and the running statistics' update).
+
 Values are unchanged: only the order of operands and strides move. Where a
 step cannot be done the pass raises Abandon and capture compiles the graph
 through the ATen path as before (symbolic.c), with the reason logged.

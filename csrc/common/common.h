@@ -106,7 +106,7 @@ void wk_sha256_hex(const void *p, size_t n, char out[65]);
     X(CUDA_INDEXING, "1", "1: indirect loads (embedding, gather, index) as Triton kernels on CUDA (device asserts, as eager raises); 0 = extern calls") \
     X(EARLY_BACKWARD, "1", "1: a grad-mode graph's backward starts compiling (C compiler in the background) when its forward is compiled (wick/backends.py); 0 = at the first backward") \
     X(CHANNELS_LAST, "auto", "convolutions channels-last (wick/_layout.py): auto = CUDA inference graphs, 1 = CPU too, 0 = off") \
-    X(LAYOUT_PASS, "graph", "graph: wick.compile's convolutional inference graphs get the channels-last pass on the captured graph and compile natively (wick/_graph_layout.py); fx: through AOTAutograd and wick/_layout.py") \
+    X(LAYOUT_PASS, "graph", "graph: wick.compile's convolutional graphs get the channels-last pass on the captured graph (wick/_graph_layout.py): inference graphs compile natively, training ones take wick's autodiff; fx: both through AOTAutograd and wick/_layout.py") \
     X(AUTODIFF, "own", "own: a grad-mode graph of wick's capture gets wick's own backward (wick/_autodiff.py, AOTAutograd for what its rules do not cover); aot: AOTAutograd for every one")
 
 typedef enum {
