@@ -1939,18 +1939,31 @@ class _Runner:
         return out
 
 
+_CUDA_NORM_DEVICES = ("cuda",)  # where 16-bit training batch norm stays a call (tests widen it)
+
+
 def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
     """(graph, externs, no_grad, batch norms) as differentiate takes them: batch norms as
     table ops (_graph_layout.decompose_batch_norms; eval-mode ones too, a
     frozen norm being fine-tuned around), training ones' updated
     running statistics (written back by the frame after the graph, eager
-    computes them without autograd) among the values without a gradient;
+    computes them without autograd) among the values without a gradient
+    (16-bit ones on CUDA stay cuDNN's calls unless
+    WICK_CUDA_NORM_TRAINING=decompose: Unsupported, AOTAutograd keeps them);
     with channels_last, the convolutions and the work around them in NHWC
     order (_graph_layout.channels_last), which the backward then follows
     (_convolution_rule)."""
     from . import _graph_layout
 
     externs = list(externs or [])
+    if os.environ.get("WICK_CUDA_NORM_TRAINING", "extern").strip() != "decompose":
+        calls = _graph_layout.cuda_norm_calls(graph, externs, _CUDA_NORM_DEVICES)
+        if calls:
+            # resnet50's bf16 step on the H200 (2026-12-04): 15.80 ms of device
+            # time with its norms decomposed here, 14.15 ms through AOTAutograd
+            # with cuDNN's; the compile was faster here (3.2 s against 5.0)
+            raise Unsupported(f"{calls} 16-bit training batch norms on CUDA stay cuDNN's calls "
+                              "(WICK_CUDA_NORM_TRAINING=extern), which wick's autodiff would decompose")
     stats = _graph_layout.batch_norm_statistics(graph, externs)
     no_grad = list(no_grad)
     norms = []

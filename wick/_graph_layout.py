@@ -306,6 +306,25 @@ def decompose_batch_norms(graph, externs, training):
     return r.finish(), done, r.env, r.batch_norms
 
 
+def cuda_norm_calls(graph, externs, devices=("cuda",)):
+    """How many training batch norms of graph read a 16-bit input on a
+    device of `devices`: on CUDA those stay cuDNN's calls in training
+    (WICK_CUDA_NORM_TRAINING=extern, the default; backends.py measured
+    why), which wick's autodiff does not do yet."""
+    import torch
+
+    count = 0
+    for nd in graph.nodes():
+        if nd["op"] != "EXTERN":
+            continue
+        bound = _batch_norm_call(_entry(externs, nd), torch)
+        if bound is None or not bound["training"]:
+            continue
+        x = graph.value(nd["inputs"][bound["input"]])
+        count += x["dtype"] in ("float16", "bfloat16") and str(x["device"]).startswith(tuple(devices))
+    return count
+
+
 def batch_norm_statistics(graph, externs):
     """The positions among graph's outputs of training batch norms' updated
     running statistics (which eager computes without autograd)."""

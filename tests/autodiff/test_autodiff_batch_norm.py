@@ -252,3 +252,26 @@ def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
     reductions = [nd for nd in plan.bwd.nodes() if nd["op"] in ("SUM", "MEAN")]
     assert len(reductions) == 2, [(nd["op"], nd["dims"]) for nd in reductions]
     assert all(sorted(nd["dims"]) == ([0, 2, 3] if channels_last == "0" else [0, 1, 2]) for nd in reductions)
+
+
+@pytest.mark.parametrize("knob", ["extern", "decompose"])
+def test_16bit_norms_on_cuda_stay_calls_unless_decomposed(monkeypatch, knob):
+    """16-bit training batch norm on CUDA stays cuDNN's call
+    (WICK_CUDA_NORM_TRAINING=extern, the default): such a graph goes to
+    AOTAutograd, which keeps it, with the reason recorded; decompose: wick's
+    autodiff takes it. Run on the CPU with the CPU counted as CUDA here;
+    float32 norms are decomposed either way."""
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", knob)
+    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
+    for dtype in (torch.bfloat16, torch.float32):
+        eager = conv_bn_relu(dtype)
+        net = copy.deepcopy(eager)
+        fresh()
+        steps(eager, net, wick.compile(net), dtype, ((4, 3, 9, 9),), n=2)
+        s = _autodiff.stats()
+        if knob == "extern" and dtype == torch.bfloat16:
+            assert s["graphs"] == 0 and s["fallbacks"] == 1, s
+            assert "WICK_CUDA_NORM_TRAINING" in s["reasons"][0], s
+            assert [g["graph"] for g in backends.compiled_graphs] == ["forward", "backward"]
+        else:
+            own_graphs_only()
