@@ -277,10 +277,10 @@ def decompose_batch_norms(graph, externs, training):
       the channels (two passes, as eager's CPU kernel: exact where the mean
       is large beside the spread), and the updated running statistics
       (momentum-weighted, the variance made unbiased) as the call's written
-      outputs, which the frame copies back into the buffers. wick's
-      autodiff differentiates these ops as any others (AOTAutograd's
-      decomposition does the same), so the normalisation fuses with the
-      convolution's epilogue and its backward with the next one's.
+      outputs, which the frame copies back into the buffers. The
+      normalisation then fuses with the convolution's epilogue; wick's
+      autodiff gives the norm the backward eager's kernel has, from the
+      values recorded in a BatchNormValues.
 
     Returns (graph, count, env, norms): env maps each value of graph to the
     new graph's value holding it (None where nothing changed); norms: a
