@@ -198,3 +198,79 @@ def test_module_dict_items_is_one_graph_and_guarded():
         m.add_module("layer3", torch.nn.Linear(16, 4))
         assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
         assert len(entries(m.forward)) == n0 + 1
+
+
+class Stage(torch.nn.Module):
+    """timm's RegStage: `for block in self.children()`, which walks
+    named_children(), a generator keeping a set of the modules it yielded
+    (`module not in memo`, `memo.add(module)`); one block shared twice."""
+
+    def __init__(self, shared=False):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = self.a if shared else torch.nn.Linear(4, 4)
+        self.c = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        for block in self.children():
+            x = torch.tanh(block(x))
+        return x
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_children_is_one_graph_and_guarded(shared):
+    torch.manual_seed(0)
+    m = Stage(shared).eval()
+    x = torch.randn(3, 4)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == []
+        n0 = len(entries(m.forward))
+        assert n0 == 1
+        # the modules are set elements by identity, their paths guarded: a
+        # block swapped for another (or made the same as its neighbour)
+        # compiles again, and eager's deduplication follows
+        m.b = m.c if not shared else torch.nn.Linear(4, 4)
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert len(entries(m.forward)) == n0 + 1
+        assert reasons(m.forward) == []
+
+
+class SetOfModules(torch.nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        seen = {self.a}
+        if self.how == "iterate":
+            for m in seen:  # handing a module back out of the set: refused
+                x = m(x)
+            return x
+        if self.how == "pop":
+            return seen.pop()(x)
+        if self.how == "escape":
+            return x * 2, seen
+        seen.add(self.b)
+        return x * (2 if self.b in seen else 3) * (5 if self.a in seen else 7) * len(seen)
+
+
+@pytest.mark.parametrize("how", ["in", "iterate", "pop", "escape"])
+def test_set_of_modules(how):
+    torch.manual_seed(0)
+    m = SetOfModules(how).eval()
+    x = torch.randn(3, 4)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        got, want = fn(x), m(x)
+        if how == "escape":
+            assert_same(got[0], want[0])
+            assert got[1] == want[1] and got[1] is not want[1]
+        else:
+            assert_same(got, want, rtol=1e-5, atol=1e-5)
+    if how == "in":
+        assert reasons(m.forward) == []
+    else:
+        assert any("set of modules or objects" in r for r in reasons(m.forward)), reasons(m.forward)

@@ -8,7 +8,15 @@
  * its order is the one eager Python gives for the same additions. A tensor
  * or an unknown object put in a set is not modelled (the reason is
  * recorded: a break or an eager run). A set that escapes the frame is
- * rebuilt after the graph as set(<its final elements>). */
+ * rebuilt after the graph as set(<its final elements>).
+ *
+ * One more kind of element: an object reached from an argument (a module)
+ * whose type keeps object's identity hash and equality, as in
+ * Module.named_children()'s `memo` of the modules seen. It is held as an
+ * identity token (Ellipsis, its address), its path guarded to still hold
+ * that object; `x in s`, add/discard/remove and len() work on such a set,
+ * what would hand its elements back (iteration, pop, escaping the frame)
+ * is refused. */
 #include <limits.h>
 #include <string.h>
 
@@ -68,6 +76,43 @@ static PyObject *element_obj(Sv *v, int depth) {
     return NULL;
 }
 
+/* The identity token of an object element (see the top of the file), new
+ * reference; NULL without a reason where v is not such an object. Ellipsis
+ * marks it: no exactly known element is or holds Ellipsis. */
+static PyObject *identity_element(Interp *I, Sv *v) {
+    if (v->kind != SV_OPAQUE || !v->obj || v->arg < 0) return NULL;
+    PyTypeObject *t = Py_TYPE(v->obj);
+    if (t->tp_hash != PyBaseObject_Type.tp_hash || t->tp_richcompare != PyBaseObject_Type.tp_richcompare) return NULL;
+    PyObject *address = PyLong_FromVoidPtr(v->obj);
+    PyObject *token = address ? PyTuple_Pack(2, Py_Ellipsis, address) : NULL;
+    Py_XDECREF(address);
+    if (!token) {
+        PyErr_Clear();
+        return NULL;
+    }
+    wk_guard_id_at(I->guards, v->arg, v->path, v->obj);
+    return token;
+}
+
+static PyObject *element_of(Interp *I, Sv *v) {
+    PyObject *e = element_obj(v, 0);
+    return e ? e : identity_element(I, v);
+}
+
+static int is_identity_token(PyObject *e) {
+    return PyTuple_CheckExact(e) && PyTuple_GET_SIZE(e) == 2 && PyTuple_GET_ITEM(e, 0) == Py_Ellipsis;
+}
+
+/* The set holds identity tokens: its elements cannot be handed back. */
+static int holds_objects(PyObject *set) {
+    Py_ssize_t pos = 0;
+    PyObject *e;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(set, &pos, &e, &hash))
+        if (is_identity_token(e)) return 1;
+    return 0;
+}
+
 /* value: the compiled frame's instruction count when the set was made, so
  * that a break the set would be shared across can move before it (breaks.c) */
 static Sv *set_sv_Steal(Interp *I, PyObject *o) {
@@ -90,7 +135,7 @@ static Sv *set_wrap_Steal(Interp *I, PyObject *o) {
 }
 
 int cap_set_add(Interp *I, Sv *s, Sv *v) {
-    PyObject *e = element_obj(v, 0);
+    PyObject *e = element_of(I, v);
     if (!e) return cap_unsupported(I, "a %s put in a set", sv_desc(v));
     int r = PySet_Add(s->obj, e);
     s->version++;
@@ -114,7 +159,7 @@ static PyObject *operand_obj(Interp *I, Sv *v) {
         return cap_py_failed(I, "set operand"), NULL;
     }
     for (int i = 0; i < items.len; i++) {
-        PyObject *e = element_obj(items.data[i], 0);
+        PyObject *e = element_of(I, items.data[i]);
         if (!e) {
             cap_unsupported(I, "a %s put in a set", sv_desc(items.data[i]));
             Py_DECREF(t);
@@ -161,6 +206,7 @@ static int set_truth(Interp *I, Sv *s, int *out) {
 }
 
 static int set_iterate(Interp *I, Sv *s, SvList *out) {
+    if (holds_objects(s->obj)) return cap_unsupported(I, "iterating a set of modules or objects");
     PyObject *it = PyObject_GetIter(s->obj), *e;
     if (!it) return cap_py_failed(I, "iter(set)");
     while ((e = PyIter_Next(it)) != NULL) wk_vec_push(out, sv_const_Steal(I, e));
@@ -215,6 +261,7 @@ static Sv *set_compare(Interp *I, int cmp, Sv *x, Sv *y) {
 
 static WkRet *set_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
     (void)depth;
+    if (holds_objects(s->obj)) return cap_unsupported(I, "a set of modules or objects leaving the frame"), NULL;
     PyObject *elems = PySequence_Tuple(s->obj);
     if (!elems) return cap_py_failed(I, "set"), NULL;
     wk_vec_push(&I->keep, elems);
@@ -252,13 +299,17 @@ Sv *cap_set_method_call(Interp *I, const char *name, const Args *a) {
     PyObject *args = PyTuple_New(nargs);
     if (!args) return cap_py_failed(I, name), NULL;
     for (int i = 0; i < nargs; i++) {
-        PyObject *o = takes_element ? element_obj(a->pos[1 + i], 0) : operand_obj(I, a->pos[1 + i]);
+        PyObject *o = takes_element ? element_of(I, a->pos[1 + i]) : operand_obj(I, a->pos[1 + i]);
         if (!o) {
             Py_DECREF(args);
             if (takes_element) cap_unsupported(I, "a %s as a set element", sv_desc(a->pos[1 + i]));
             return NULL;
         }
         PyTuple_SET_ITEM(args, i, o);
+    }
+    if (!strcmp(name, "pop") && holds_objects(s->obj)) {
+        Py_DECREF(args);
+        return cap_unsupported(I, "set.pop() on a set of modules or objects"), NULL;
     }
     if (takes_element || !strcmp(name, "update") || !strcmp(name, "clear") || !strcmp(name, "pop") ||
         strstr(name, "_update"))
@@ -274,9 +325,10 @@ Sv *cap_set_method_call(Interp *I, const char *name, const Args *a) {
     return set_wrap_Steal(I, r);
 }
 
-/* x in s: exact elements only (a tensor's hash is its identity: not modelled) */
+/* x in s: exact elements and identity tokens only (a tensor's hash is its
+ * identity too, but tensors are graph values: not modelled) */
 int cap_set_contains(Interp *I, Sv *s, Sv *x, int *out) {
-    PyObject *e = element_obj(x, 0);
+    PyObject *e = element_of(I, x);
     if (!e) return cap_unsupported(I, "'in' on a set with a %s", sv_desc(x));
     int r = PySet_Contains(s->obj, e);
     Py_DECREF(e);
