@@ -357,6 +357,75 @@ def test_refused_writes():
     check(leaf_write, lambda: [torch.randn(3, requires_grad=True)], (0, 1, 0), dynamo=False)
 
 
+# ---- writes into a view of a tensor the frame computed --------------------------
+# eager writes into the base's memory; capture makes the write a new value for
+# the view and marks the base (and its other views) stale: reading them again
+# is refused, so the frame runs eagerly or breaks there, never a wrong value
+
+
+def slice_of_cat_written(x, y):
+    out = torch.cat([x, x * 2], 0)
+    v = out[: x.shape[0]]  # timm's GhostNet: a slice of a concatenation, then +=
+    v += y
+    return v * 3
+
+
+def sliced_twice_written(x, y):
+    out = x.exp()
+    v = out[1:][:, :2]
+    v.mul_(y[1:, :2])
+    return v.sum(), y
+
+
+def base_read_after(x, y):
+    out = torch.cat([x, x * 2], 0)
+    v = out[: x.shape[0]]
+    v += y
+    return out  # eager's holds the write
+
+
+def other_view_read_after(x, y):
+    out = torch.cat([x, x * 2], 0)
+    w = out[1:]
+    v = out[: x.shape[0]]
+    v += y  # overlaps w's rows
+    return w * 1
+
+
+def base_written_again(x, y):
+    out = x * 2
+    v = out[0]
+    v.add_(1)
+    out.mul_(y)
+    return out
+
+
+def test_writes_into_views_of_computed_tensors():
+    make = lambda: [t(4, 3), t(4, 3, seed=1)]  # noqa: E731
+    check(slice_of_cat_written, make, (1, 0, 0))
+    check(sliced_twice_written, make, (1, 0, 0))
+    check(base_read_after, make, (0, 0, 1))
+    check(other_view_read_after, make, (0, 0, 1))
+    check(base_written_again, make, (0, 0, 1))
+
+
+def test_write_into_a_view_differentiates_as_eager():
+    """The write as a new value: gradients reach the base's inputs and the
+    written operand as through eager's CopySlices."""
+    C.reset()
+    cf = C.CompiledFunction(slice_of_cat_written, OPTS)
+    for seed in range(2):
+        args = [t(4, 3, seed=seed).requires_grad_(), t(4, 3, seed=seed + 5).requires_grad_()]
+        twin = [a.detach().clone().requires_grad_() for a in args]
+        got, want = cf(*args), slice_of_cat_written(*twin)
+        _same(want, got)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        for a, b in zip(args, twin):
+            _same(b.grad, a.grad)
+    assert counts(slice_of_cat_written) == (1, 0, 0)
+
+
 def two_args(x, y):
     x.add_(1)
     return y * 2

@@ -72,6 +72,11 @@ static void mark_views_stale(Interp *I, int v) {
     }
 }
 
+static void set_stale(Interp *I, int v) {
+    while (I->value_rg.len <= v) wk_vec_push(&I->value_rg, 0);
+    I->value_rg.data[v] |= RG_STALE;
+}
+
 /* A third bit, RG_ALIASED: the value shares storage with another graph
  * value (an extern view of it, or the base it views). An in-place update is
  * modelled by rebinding one Sv to a new value, which the aliases would not
@@ -114,6 +119,26 @@ static int private_like_view(const Interp *I, int v) {
         for (int k = 0; k < n->ninputs; k++) readers += n->inputs[k] == base;
     }
     return readers == 1;
+}
+
+/* The base a view v reaches through VIEWs when that base is a value the
+ * graph computed (not an input, nothing aliasing it or the views between):
+ * an in-place update of v can then be a new value for v while the base is
+ * marked stale (timm's GhostNet: `x += shortcut` where x is a channel slice
+ * of a concatenation its block returned). -1 otherwise. */
+static int computed_view_root(const Interp *I, int v) {
+    const WkGraph *g = I->g;
+    int base = v;
+    while (value_is_view(g, base)) {
+        if (cap_is_aliased(I, base)) return -1;
+        base = wk_graph_node(g, wk_graph_value(g, base)->node)->inputs[0];
+    }
+    if (cap_is_aliased(I, base) || is_stale(I, base) || wk_graph_value(g, base)->node < 0) return -1;
+    for (int i = 0; i < wk_graph_ninputs(g); i++)
+        if (wk_graph_input_value(g, i) == base) return -1;
+    for (int i = 0; i < I->writes.len; i++)
+        if (I->writes.data[i].value == base) return -1;
+    return base;
 }
 
 /* Do values a and b have the same sizes and the same concrete strides? */
@@ -209,7 +234,8 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     /* an input written before holds its result laid out as the input
      * (cap_eager_laid): a private view too, rebound the same way */
     int like = private_like_view(I, old);
-    if (cap_is_aliased(I, old) || (value_is_view(I->g, old) && !like))
+    int into_view = !is_input && !like && value_is_view(I->g, old) ? computed_view_root(I, old) : -1;
+    if (cap_is_aliased(I, old) || (value_is_view(I->g, old) && !like && into_view < 0))
         return cap_unsupported(I, "in-place %s on a tensor that is a view or has views", what), NULL;
     const WkValue *xm = wk_graph_value(I->g, old), *rm = wk_graph_value(I->g, r->value);
     int same_shape = xm->ndim == rm->ndim;
@@ -250,6 +276,12 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     }
     x->value = r->value;
     mark_views_stale(I, old);
+    if (into_view >= 0) {
+        /* the write reached the view's base in eager: the base, and every
+         * other view of it, is now refused wherever it is read again */
+        set_stale(I, into_view);
+        mark_views_stale(I, into_view);
+    }
     return x;
 }
 
