@@ -274,3 +274,31 @@ def test_set_of_modules(how):
         assert reasons(m.forward) == []
     else:
         assert any("set of modules or objects" in r for r in reasons(m.forward)), reasons(m.forward)
+
+
+def nested(depth):
+    """depth Sequentials inside each other around a Linear: the Linear's
+    weight sits at a path of two steps per level (_modules, then the key)."""
+    m = torch.nn.Linear(4, 4)
+    for _ in range(depth):
+        m = torch.nn.Sequential(torch.nn.Identity(), m)
+    return m
+
+
+def test_deeply_nested_modules_are_one_graph_and_guarded():
+    """timm's fastvit and efficientvit reach parameters ten or more
+    attribute steps from self (capture refused paths of 8 and more)."""
+    torch.manual_seed(0)
+    m = nested(9).eval()
+    x = torch.randn(3, 4)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == [] and len(entries(m.forward)) == 1
+        inner = m
+        while isinstance(inner, torch.nn.Sequential):
+            inner = inner[1]
+        inner.weight.mul_(2)  # the parameter read afresh through its path
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        inner.weight = torch.nn.Parameter(torch.randn(4, 4))  # another tensor there
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)

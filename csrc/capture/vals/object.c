@@ -271,7 +271,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     }
     if (d && Py_TYPE(d)->tp_descr_set)
         return cap_unsupported(I, "attribute .%s of %s is a data descriptor", nm, tp->tp_name);
-    if (o->path && PyTuple_GET_SIZE(o->path) >= 8) return cap_unsupported(I, "attribute path too long");
+    if (o->path && PyTuple_GET_SIZE(o->path) >= 32) return cap_unsupported(I, "attribute path too long");
     PyObject *v = PyObject_GetAttr(o->obj, name);
     if (!v) return cap_py_failed(I, nm);
     Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;

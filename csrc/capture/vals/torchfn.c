@@ -264,7 +264,57 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
     return r;
 }
 
+/* Is operand s floating (a float tensor, or a Python float)? */
+static int floating_operand(Interp *I, Sv *s) {
+    if (s->kind == SV_CONST) return PyFloat_Check(s->obj);
+    const WkValue *m = s->kind == SV_TENSOR ? cap_sv_meta(I, s) : NULL;
+    return m && wk_dtype_is_float(m->dtype);
+}
+
+/* torch.div / Tensor.div with rounding_mode (keyword `at` of a): None is
+ * plain division, "floor" the floor_divide row (what torch.floor_divide
+ * computes), "trunc" division then trunc where an operand is floating (an
+ * integer one would need integer division: refused, as is any other mode,
+ * which eager then reports). No extern fallback: it would drop the mode. */
+static Sv *div_rounding(Interp *I, const Args *a, int at, const char *fname, int method) {
+    Sv *mode = a->kw[at];
+    const char *m = NULL;
+    if (mode->kind == SV_CONST && PyUnicode_Check(mode->obj)) m = PyUnicode_AsUTF8(mode->obj);
+    else if (!(mode->kind == SV_CONST && mode->obj == Py_None)) return cap_unsupported(I, "%s(): rounding_mode of type %s", fname, sv_desc(mode)), NULL;
+    if (m && strcmp(m, "floor") != 0 && strcmp(m, "trunc") != 0) return cap_unsupported(I, "%s(): rounding_mode '%s'", fname, m), NULL;
+    Sv *kw[CAP_MAX_PARAMS];
+    if (a->nkw > CAP_MAX_PARAMS) return cap_unsupported(I, "%s(): too many keyword arguments", fname), NULL;
+    PyObject *names = PyTuple_New(a->nkw - 1);
+    if (!names) return cap_py_failed(I, "keyword names"), NULL;
+    for (int k = 0, j = 0; k < a->nkw; k++)
+        if (k != at) {
+            kw[j] = a->kw[k];
+            PyTuple_SET_ITEM(names, j++, Py_NewRef(PyTuple_GET_ITEM(a->kwnames, k)));
+        }
+    Args plain = {a->pos, a->npos, names, kw, a->nkw - 1};
+    int floating = 0;
+    for (int i = 0; i < plain.npos; i++) floating |= floating_operand(I, plain.pos[i]);
+    for (int k = 0; k < plain.nkw; k++) floating |= floating_operand(I, plain.kw[k]);
+    Sv *r = NULL;
+    if (!m) r = call_op(I, WK_OP_DIV, &plain, fname, method, NULL);
+    else if (!strcmp(m, "floor")) r = call_op(I, WK_OP_FLOOR_DIVIDE, &plain, fname, method, NULL);
+    else if (!floating) cap_unsupported(I, "%s(): rounding_mode 'trunc' on integers", fname);
+    else if ((r = call_op(I, WK_OP_DIV, &plain, fname, method, NULL)) != NULL) {
+        Sv *one[1] = {r};
+        Args t = {one, 1, NULL, NULL, 0};
+        r = call_op(I, WK_OP_TRUNC, &t, fname, 0, NULL);
+    }
+    Py_DECREF(names);
+    return r;
+}
+
 static Sv *cap_call_op_kw(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
+    if (op == WK_OP_DIV)
+        for (int k = 0; k < a->nkw; k++) {
+            const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
+            if (!kn) return cap_py_failed(I, "keyword name"), NULL;
+            if (strcmp(kn, "rounding_mode") == 0) return div_rounding(I, a, k, fname, method);
+        }
     int at = -1;
     for (int k = 0; k < a->nkw && at < 0; k++) {
         const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
