@@ -302,3 +302,41 @@ def test_deeply_nested_modules_are_one_graph_and_guarded():
         assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
         inner.weight = torch.nn.Parameter(torch.randn(4, 4))  # another tensor there
         assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+
+
+def scaled_gelu(x, inplace=False):
+    return torch.nn.functional.gelu(x) * 1.7
+
+
+def scaled_tanh(x, inplace=False):
+    return torch.tanh(x) * 0.5
+
+
+class GammaAct(torch.nn.Module):
+    """timm's nfnet GammaAct: a Python function kept as an instance
+    attribute, called with a keyword, its result scaled in place."""
+
+    def __init__(self, fn, gamma=2.0):
+        super().__init__()
+        self.act_fn, self.gamma, self.inplace = fn, gamma, False
+
+    def forward(self, x):
+        return self.act_fn(x, inplace=self.inplace).mul_(self.gamma)
+
+
+def test_function_attribute_is_inlined_and_guarded():
+    m = GammaAct(scaled_gelu)
+    x = torch.randn(3, 5)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == [] and len(entries(m.forward)) == 1
+        m.act_fn = scaled_tanh  # another function there: compiled again
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert len(entries(m.forward)) == 2
+        scale = 3.0
+        m.act_fn = lambda x, inplace=False: x * scale  # a closure: its cell guarded
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        scale = 4.0
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == []

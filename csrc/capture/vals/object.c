@@ -401,6 +401,12 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
          * compared by identity, called as a constant */
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
+    } else if (PyFunction_Check(v)) {
+        /* a Python function held as an attribute (timm's GammaAct.act_fn):
+         * this very function, guarded by identity, called as a constant
+         * (inlined as a global function is, its code and defaults guarded) */
+        wk_guard_id_at(I->guards, o->arg, path, v);
+        s = sv_new(I, SV_CONST);
     } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
                ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(Py_TYPE(v))) &&
                 Py_TYPE(v)->tp_dictoffset != 0 &&
