@@ -103,14 +103,21 @@ static int is_identity_token(PyObject *e) {
     return PyTuple_CheckExact(e) && PyTuple_GET_SIZE(e) == 2 && PyTuple_GET_ITEM(e, 0) == Py_Ellipsis;
 }
 
-/* The set holds identity tokens: its elements cannot be handed back. */
+/* The set holds identity tokens: its elements cannot be handed back. (An
+ * error while walking it counts as holding them: refused, not mistaken.) */
 static int holds_objects(PyObject *set) {
-    Py_ssize_t pos = 0;
-    PyObject *e;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(set, &pos, &e, &hash))
-        if (is_identity_token(e)) return 1;
-    return 0;
+    PyObject *it = PyObject_GetIter(set), *e;
+    int found = it == NULL;
+    while (!found && it && (e = PyIter_Next(it)) != NULL) {
+        found = is_identity_token(e);
+        Py_DECREF(e);
+    }
+    Py_XDECREF(it);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        found = 1;
+    }
+    return found;
 }
 
 /* value: the compiled frame's instruction count when the set was made, so
