@@ -91,6 +91,14 @@ def dense_strides(sizes, order):
     return strides
 
 
+def is_channels_last(sizes, strides):
+    """Dense channels-last (NHWC-ordered) strides that are not also
+    contiguous ones (dims of size 1 do not move an index)."""
+    sizes = list(sizes)
+    return all(n == 1 or a == b for n, a, b in zip(sizes, strides, dense_strides(sizes, (0, 2, 3, 1)))) and \
+        any(n != 1 and a != b for n, a, b in zip(sizes, strides, dense_strides(sizes, range(len(sizes)))))
+
+
 def like_strides(m):
     """What empty_like(preserve_format) gives a tensor of metadata m: its own
     strides when dense, else dense ones in its dims' stride order."""
@@ -210,7 +218,7 @@ class _Builder:
         m = self.meta(a)
         sizes, strides = list(m["sizes"]), list(m["strides"])
         order = [0, 2, 3, 1]
-        if len(sizes) != 4 or not _is_channels_last(m) or list(self.meta(b)["sizes"]) != sizes:
+        if len(sizes) != 4 or not is_channels_last(sizes, strides) or list(self.meta(b)["sizes"]) != sizes:
             return self.add(a, b)
         bs = self.meta(b)["strides"]
         out = self.add(self.view(a, [sizes[d] for d in order], [strides[d] for d in order]),
@@ -943,7 +951,7 @@ def _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset):
     return intervals, view_of, count, digit
 
 
-def _permutation(bsizes, bstrides, vsizes, vstrides, offset):
+def permutation(bsizes, bstrides, vsizes, vstrides, offset):
     """perm with view dim i = base dim perm[i] (sizes and strides), or None
     where the view is not a permutation of its base's dims."""
     if offset != 0 or len(vsizes) != len(bsizes):
@@ -970,7 +978,7 @@ def _view_rule(bld, nd, gouts, need):
     g = gouts[0]
     if _numel(vsizes) == 0 or _numel(bsizes) == 0:
         return [bld.zeros(bsizes, base["dtype"], base["device"])]
-    perm = _permutation(bsizes, bstrides, vsizes, vstrides, offset)
+    perm = permutation(bsizes, bstrides, vsizes, vstrides, offset)
     if perm in ([0, 2, 3, 1], [0, 3, 1, 2]):
         # channels-last's NCHW <-> NHWC views: the inverse permutation of the
         # gradient, a view of it as it is, no copy. (Other permutations, a
@@ -1122,7 +1130,7 @@ def _convolution_rule(bld, nd, gouts, need, entry):
     # forward): its gradient is read in its output's layout, and cuDNN and
     # oneDNN answer channels-last for the input's and the weight's gradients
     # (a layout they do not give is copied into this one by the runtime)
-    nhwc = len(xm["sizes"]) == 4 and (_is_channels_last(xm) or _is_channels_last(wm))
+    nhwc = len(xm["sizes"]) == 4 and (is_channels_last(xm["sizes"], xm["strides"]) or is_channels_last(wm["sizes"], wm["strides"]))
     g = bld.laid_out(gouts[0], bld.fmeta(nd["outputs"][0])["strides"]) if nhwc else bld.contiguous(gouts[0])
     bias_sizes = [wm["sizes"][1] * groups if transposed else wm["sizes"][0]] if has_bias else None
     template = (_C.ExternInput(0), _C.ExternInput(1), _C.ExternInput(2), bias_sizes, list(stride), list(padding),
@@ -1142,12 +1150,6 @@ def _convolution_rule(bld, nd, gouts, need, entry):
     for k, b in zip(which, ids):
         out[k] = bld.cast(b, _in(bld, nd, k)["dtype"])
     return out
-
-
-def _is_channels_last(m):
-    sizes = list(m["sizes"])
-    return all(n == 1 or a == b for n, a, b in zip(sizes, m["strides"], dense_strides(sizes, (0, 2, 3, 1)))) and \
-        any(n != 1 and a != b for n, a, b in zip(sizes, m["strides"], contiguous_strides(sizes)))
 
 
 def _batch_norm_backward(bld, norm, g):

@@ -51,7 +51,7 @@ through the ATen path as before (symbolic.c), with the reason logged.
 WICK_LAYOUT_PASS=fx sends every such graph there (the A/B of bench runs).
 """
 from . import _C
-from ._autodiff import dense_strides
+from ._autodiff import dense_strides, is_channels_last, permutation
 
 TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
@@ -77,13 +77,6 @@ def _ops():
 
 def channels_last_strides(sizes):
     return dense_strides(sizes, TO_NHWC)
-
-
-def is_channels_last(sizes, strides):
-    """Channels-last strides that are not also contiguous ones."""
-    sizes = list(sizes)
-    return _same_layout(sizes, strides, channels_last_strides(sizes)) and \
-        not _same_layout(sizes, strides, dense_strides(sizes, range(len(sizes))))
 
 
 def _same_layout(sizes, a, b):
@@ -484,18 +477,10 @@ class _ChannelsLast(_Replay):
         sizes, strides, offset = ints[1:1 + k], ints[1 + k:1 + 2 * k], ints[1 + 2 * k]
         base = nd["inputs"][0]
         s, m = self.src_meta(base), self.meta(self.env[base])
-        if offset == 0 and k == len(s["sizes"]):
-            pick, used = [], set()
-            for size, stride in zip(sizes, strides):
-                match = [d for d in range(k) if d not in used and s["sizes"][d] == size and
-                         (size == 1 or s["strides"][d] == stride)]
-                if not match:
-                    break
-                pick.append(match[0])
-                used.add(match[0])
-            if len(pick) == k:
-                self.env[nd["output"]] = self.view(self.env[base], sizes, [m["strides"][d] for d in pick])
-                return
+        pick = permutation(s["sizes"], s["strides"], sizes, strides, offset)
+        if pick is not None:
+            self.env[nd["output"]] = self.view(self.env[base], sizes, [m["strides"][d] for d in pick])
+            return
         self.replay(n, nd, [self.traced(base)])
 
     def call(self, nd, is_conv):
