@@ -1199,6 +1199,97 @@ def _batch_norm_backward(bld, norm, g):
     return out
 
 
+_statistics_dtypes = {}
+
+
+def _saved_statistics_dtype(call, metas):
+    """The dtype of the batch mean and 1/std that the norm's call (a
+    _batch_norm_rule template) returns for arguments of these metadata
+    (ExternInput k: metas[k]) on their device: the kernels differ (CPU and
+    CUDA keep a 16-bit input's in its dtype unless its parameters are
+    float32; meta functions say float32), so the same call on one-element
+    tensors of the same dtypes answers."""
+    import torch
+
+    args = call[1]
+    key = (call[0],) + tuple((metas[a.index]["dtype"], str(metas[a.index]["device"]))
+                             if isinstance(a, _C.ExternInput) else a for a in args)
+    got = _statistics_dtypes.get(key)
+    if got is None:
+        def small(a, shape):
+            if not isinstance(a, _C.ExternInput):
+                return a
+            m = metas[a.index]
+            return torch.ones(shape, dtype=getattr(torch, m["dtype"]), device=torch.device(m["device"]))
+
+        probe = [small(a, (2, 1) if k == 0 else (1,)) for k, a in enumerate(args)]
+        got = _statistics_dtypes[key] = str(call[0](*probe)[call[3][-1]].dtype).replace("torch.", "")
+    return got
+
+
+def _batch_norm_rule(bld, nd, gouts, need, entry, node_index):
+    """A training F.batch_norm left a call (16-bit on CUDA, training_graph):
+    the forward calls the kernel eager's autograd pairs with
+    native_batch_norm_backward, which also returns the batch's mean and
+    1/std (_native_batch_norm_legit_functional: cloned running statistics
+    updated, in the node's written outputs' order), and the backward calls
+    that. cuDNN's forward would want its reserve space, whose size only a
+    CUDA call knows. Other calls of F.batch_norm: _recompute_rule."""
+    import torch
+
+    from . import _graph_layout
+
+    bound = _graph_layout._batch_norm_call(entry, torch)
+    if bound is None or not bound["training"]:
+        return _recompute_rule(bld, nd, gouts, need, entry)
+    aten = torch.ops.aten
+    x = _C.ExternInput(bound["input"])
+    w, b = ([_C.ExternInput(bound[k]) if bound[k] is not None else None for k in ("weight", "bias")])
+    eps = float(bound["eps"])
+    stats = bound["written"]
+    if stats:
+        if len(stats) != 2 or len(nd["outputs"]) != 3:
+            raise Unsupported("a training batch norm with one running statistic")
+        call = (aten._native_batch_norm_legit_functional.default,
+                (x, w, b, _C.ExternInput(stats[0]), _C.ExternInput(stats[1]), True, float(bound["momentum"]), eps),
+                {}, (0, 3, 4, 1, 2))
+    elif bound["running_mean"] is None and bound["running_var"] is None and len(nd["outputs"]) == 1:
+        call = (aten._native_batch_norm_legit.no_stats, (x, w, b, True, 0.0, eps), {}, (0, 1, 2))
+    else:
+        raise Unsupported("a training batch norm of another form")
+    if gouts[0] is None:
+        return [None] * len(nd["inputs"])
+    xm = _in(bld, nd, bound["input"])
+    channels = xm["sizes"][1] if len(xm["sizes"]) > 1 else 0
+    wide = _saved_statistics_dtype(call, [_in(bld, nd, k) for k in range(len(nd["inputs"]))])
+    bld.replace_entry(node_index, call)
+    mean = bld.fw_extra(node_index, 0, _meta(wide, [channels], xm["device"]))
+    invstd = bld.fw_extra(node_index, 1, _meta(wide, [channels], xm["device"]))
+    # eager's backward reads the gradient laid out as its input
+    g = bld.laid_out(bld.cast(gouts[0], xm["dtype"]), like_strides(xm))
+    slots = [(bound["input"], xm)] + [(bound[k], _in(bld, nd, bound[k]) if bound[k] is not None else None)
+                                      for k in ("weight", "bias")]
+    mask = [bool(k is not None and need[k]) for k, _ in slots]
+    picks = [i for i, want in enumerate(mask) if want]
+    if not picks:
+        return [None] * len(nd["inputs"])
+    ins = [g, _x(bld, nd, bound["input"]), mean, invstd]
+    weight = None
+    if w is not None:
+        ins.append(_x(bld, nd, bound["weight"]))
+        weight = _C.ExternInput(4)
+    template = (_C.ExternInput(0), _C.ExternInput(1), weight, None, None, _C.ExternInput(2), _C.ExternInput(3),
+                True, eps, mask)
+    metas = [_meta(slots[i][1]["dtype"], slots[i][1]["sizes"], slots[i][1]["device"], like_strides(slots[i][1]))
+             for i in picks]
+    ids = bld.extern(aten.native_batch_norm_backward.default, template, None, ins, metas,
+                     "aten.native_batch_norm_backward.default", picks)
+    out = [None] * len(nd["inputs"])
+    for i, gi in zip(picks, ids):
+        out[slots[i][0]] = gi
+    return out
+
+
 def _matmul_rule(bld, nd, gouts, need, entry):
     """torch.matmul: a vector operand is a matrix of one row (left) or one
     column (right) for the rule, batch dims broadcast."""
@@ -1650,6 +1741,7 @@ _NODE_RULES = {
     "aten._scaled_dot_product_flash_attention.default": _flash_cuda_rule,
     "aten._scaled_dot_product_efficient_attention.default": _efficient_rule,
     "aten._scaled_dot_product_cudnn_attention.default": _cudnn_rule,
+    "torch.nn.functional.batch_norm": _batch_norm_rule,
 }
 
 
@@ -1822,8 +1914,14 @@ def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_in
     fwd_externs = list(externs)
     for n, metas in extra.items():
         nd = nodes[n]
-        entry = bld.replaced.get(n) or fwd_externs[nd["extern_index"]]
-        fwd_externs[nd["extern_index"]] = tuple(entry[:3]) + (tuple(range(1 + len(metas))),)
+        entry = bld.replaced.get(n)
+        if entry is not None and len(entry) > 3:
+            # the call's items for the node's outputs, then its extra ones
+            assert len(entry[3]) == len(nd["outputs"]) + len(metas), (entry, metas)
+            fwd_externs[nd["extern_index"]] = tuple(entry)
+            continue
+        entry = entry or fwd_externs[nd["extern_index"]]
+        fwd_externs[nd["extern_index"]] = tuple(entry[:3]) + (tuple(range(len(nd["outputs"]) + len(metas))),)
     input_pos = {d["id"]: i for i, d in enumerate(ins)}
     saved_spec = []  # ("input", position) or ("output", position among the forward's outputs)
     nout = len(outs)
@@ -1949,28 +2047,27 @@ def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
     table ops (_graph_layout.decompose_batch_norms; eval-mode ones too, a
     frozen norm being fine-tuned around), training ones' updated
     running statistics (written back by the frame after the graph, eager
-    computes them without autograd) among the values without a gradient
-    (16-bit ones on CUDA stay cuDNN's calls unless
-    WICK_CUDA_NORM_TRAINING=decompose: Unsupported, AOTAutograd keeps them);
-    with channels_last, the convolutions and the work around them in NHWC
-    order (_graph_layout.channels_last), which the backward then follows
+    computes them without autograd) among the values without a gradient;
+    16-bit training norms on CUDA stay calls of eager's kernels
+    (WICK_CUDA_NORM_TRAINING=extern, _batch_norm_rule; =aot: Unsupported,
+    AOTAutograd keeps them; =decompose: table ops too); with channels_last,
+    the convolutions and the work around them in NHWC order
+    (_graph_layout.channels_last), which the backward then follows
     (_convolution_rule)."""
     from . import _graph_layout
 
     externs = list(externs or [])
-    if os.environ.get("WICK_CUDA_NORM_TRAINING", "extern").strip() != "decompose":
-        calls = _graph_layout.cuda_norm_calls(graph, externs, _CUDA_NORM_DEVICES)
-        if calls:
-            # resnet50's bf16 step on the H200 (2026-12-04): 15.80 ms of device
-            # time with its norms decomposed here, 14.15 ms through AOTAutograd
-            # with cuDNN's; the compile was faster here (3.2 s against 5.0)
-            raise Unsupported(f"{calls} 16-bit training batch norms on CUDA stay cuDNN's calls "
-                              "(WICK_CUDA_NORM_TRAINING=extern), which wick's autodiff would decompose")
+    mode = os.environ.get("WICK_CUDA_NORM_TRAINING", "extern").strip()
+    keep = () if mode == "decompose" else _graph_layout.cuda_norm_calls(graph, externs, _CUDA_NORM_DEVICES)
+    if keep and mode == "aot":
+        raise Unsupported(f"{len(keep)} 16-bit training batch norms on CUDA go through AOTAutograd "
+                          "(WICK_CUDA_NORM_TRAINING=aot)")
     stats = _graph_layout.batch_norm_statistics(graph, externs)
     no_grad = list(no_grad)
     norms = []
     for training in (True, False):
-        graph, count, env, found = _graph_layout.decompose_batch_norms(graph, externs, training=training)
+        graph, count, env, found = _graph_layout.decompose_batch_norms(graph, externs, training=training,
+                                                                       keep=keep if training else ())
         if env is not None:
             no_grad = [env[v] for v in no_grad if v in env]
             norms = [n.moved(env, {}) for n in norms] + found

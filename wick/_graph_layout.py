@@ -260,7 +260,7 @@ class BatchNormValues:
                                channel_dim=self.channel_dim, dims=list(self.dims), count=self.count)
 
 
-def decompose_batch_norms(graph, externs, training):
+def decompose_batch_norms(graph, externs, training, keep=()):
     """graph with each batch norm (F.batch_norm on floating inputs) of the
     mode asked for as table ops, in float32 for 16-bit inputs with one
     rounding at the end:
@@ -275,14 +275,18 @@ def decompose_batch_norms(graph, externs, training):
       autodiff gives the norm the backward eager's kernel has, from the
       values recorded in a BatchNormValues.
 
+    keep: node indices left as calls (16-bit training norms on CUDA, which
+    wick's autodiff gives eager's kernels: _autodiff._batch_norm_rule).
     Returns (graph, count, env, norms): env maps each value of graph to the
     new graph's value holding it (None where nothing changed); norms: a
     BatchNormValues per training norm."""
     import torch
 
     nodes = graph.nodes()
+    keep = set(keep)
     found = {n: b for n, nd in enumerate(nodes) if nd["op"] == "EXTERN"
-             for b in [_batch_norm_call(_entry(externs, nd), torch)] if b is not None and b["training"] == training}
+             for b in [_batch_norm_call(_entry(externs, nd), torch)]
+             if b is not None and b["training"] == training and n not in keep}
     if not found:
         return graph, 0, None, []
     r = _Replay(graph)
@@ -300,22 +304,23 @@ def decompose_batch_norms(graph, externs, training):
 
 
 def cuda_norm_calls(graph, externs, devices=("cuda",)):
-    """How many training batch norms of graph read a 16-bit input on a
-    device of `devices`: on CUDA those stay cuDNN's calls in training
-    (WICK_CUDA_NORM_TRAINING=extern, the default; backends.py measured
-    why), which wick's autodiff does not do yet."""
+    """The node indices of graph's training batch norms that read a 16-bit
+    input on a device of `devices`: on CUDA those stay calls of eager's
+    kernels in training (WICK_CUDA_NORM_TRAINING, _autodiff.training_graph
+    and backends.py say why)."""
     import torch
 
-    count = 0
-    for nd in graph.nodes():
+    found = []
+    for n, nd in enumerate(graph.nodes()):
         if nd["op"] != "EXTERN":
             continue
         bound = _batch_norm_call(_entry(externs, nd), torch)
         if bound is None or not bound["training"]:
             continue
         x = graph.value(nd["inputs"][bound["input"]])
-        count += x["dtype"] in ("float16", "bfloat16") and str(x["device"]).startswith(tuple(devices))
-    return count
+        if x["dtype"] in ("float16", "bfloat16") and str(x["device"]).startswith(tuple(devices)):
+            found.append(n)
+    return found
 
 
 def batch_norm_statistics(graph, externs):

@@ -254,12 +254,13 @@ def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
     assert all(sorted(nd["dims"]) == ([0, 2, 3] if channels_last == "0" else [0, 1, 2]) for nd in reductions)
 
 
-@pytest.mark.parametrize("knob", ["extern", "decompose"])
+@pytest.mark.parametrize("knob", ["extern", "aot", "decompose"])
 def test_16bit_norms_on_cuda_stay_calls_unless_decomposed(monkeypatch, knob):
-    """16-bit training batch norm on CUDA stays cuDNN's call
-    (WICK_CUDA_NORM_TRAINING=extern, the default): such a graph goes to
-    AOTAutograd, which keeps it, with the reason recorded; decompose: wick's
-    autodiff takes it. Run on the CPU with the CPU counted as CUDA here;
+    """16-bit training batch norm on CUDA stays a call of eager's kernel
+    (WICK_CUDA_NORM_TRAINING=extern, the default) in wick's own graphs,
+    differentiated by native_batch_norm_backward (_autodiff._batch_norm_rule);
+    aot: such a graph goes to AOTAutograd, with the reason recorded;
+    decompose: table ops. Run on the CPU with the CPU counted as CUDA here;
     float32 norms are decomposed either way."""
     monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", knob)
     monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
@@ -269,9 +270,87 @@ def test_16bit_norms_on_cuda_stay_calls_unless_decomposed(monkeypatch, knob):
         fresh()
         steps(eager, net, wick.compile(net), dtype, ((4, 3, 9, 9),), n=2)
         s = _autodiff.stats()
-        if knob == "extern" and dtype == torch.bfloat16:
+        if knob == "aot" and dtype == torch.bfloat16:
             assert s["graphs"] == 0 and s["fallbacks"] == 1, s
             assert "WICK_CUDA_NORM_TRAINING" in s["reasons"][0], s
             assert [g["graph"] for g in backends.compiled_graphs] == ["forward", "backward"]
         else:
             own_graphs_only()
+
+
+def plan_of(monkeypatch):
+    plans = []
+    real = _autodiff.compile_training
+
+    def spy(*args, **kwargs):
+        run = real(*args, **kwargs)
+        plans.append(run.plan)
+        return run
+
+    monkeypatch.setattr(_autodiff, "compile_training", spy)
+    return plans
+
+
+def extern_names(entries):
+    return sorted(str(e[0]) for e in entries if "batch_norm" in str(e[0]))
+
+
+@pytest.mark.parametrize("channels_last", ["0", "1"])
+@pytest.mark.parametrize("case", ["bfloat16", "autocast"])
+@pytest.mark.parametrize("kind", ["plain", "no_affine", "no_running_stats", "batchnorm1d_2d", "batchnorm1d_3d",
+                                  "channels_last"])
+def test_16bit_norm_calls_in_own_graphs(monkeypatch, kind, case, channels_last):
+    """The calls kept (WICK_CUDA_NORM_TRAINING=extern, the CPU counted as
+    CUDA): the forward calls _native_batch_norm_legit_functional (or its
+    no_stats overload), which also returns the batch's mean and 1/std for
+    native_batch_norm_backward in the backward; outputs, running statistics
+    and gradients as eager's, with and without the channels-last pass."""
+    import wick._C as C
+
+    monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
+    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
+    C.env_reload()
+    plans = plan_of(monkeypatch)
+    if kind == "plain":
+        # convolutions without a bias, as before resnet's norms (a bias's
+        # gradient there is zero: rounding noise of 16-bit kernels, whose
+        # order differs with the channels-last pass)
+        torch.manual_seed(0)
+        eager = torch.nn.Sequential(*[layer for cin, cout in ((3, 6), (6, 5), (5, 4))
+                                      for layer in (torch.nn.Conv2d(cin, cout, 3, bias=False),
+                                                    torch.nn.BatchNorm2d(cout), torch.nn.ReLU())])
+        shape = (4, 3, 11, 11)
+    else:
+        eager, shape = variant(kind)
+    dtype = torch.bfloat16 if case == "bfloat16" else torch.float32
+    eager = eager.to(dtype)
+    net = copy.deepcopy(eager)
+    fresh()
+    try:
+        # with the pass, eager's input channels-last too: 16-bit convolution
+        # gradients summed in NHWC order round otherwise than in NCHW
+        nhwc = kind == "channels_last" or (channels_last == "1" and len(shape) == 4)
+        steps(eager, net, wick.compile(net), dtype, (shape,), autocast=case == "autocast", channels_last=nhwc)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    own_graphs_only()
+    (plan,) = plans
+    norms = 3 if kind == "plain" else 1
+    forward = ("aten._native_batch_norm_legit.no_stats" if kind == "no_running_stats"
+               else "aten._native_batch_norm_legit_functional.default")
+    assert extern_names(plan.fwd_externs) == [forward] * norms
+    assert extern_names(plan.bwd_externs) == ["aten.native_batch_norm_backward.default"] * norms
+
+
+def test_16bit_norm_shared_by_two_calls(monkeypatch):
+    """One BatchNorm2d called twice in a step (one extern entry per call or
+    shared): the same values as eager's, through whichever route took it."""
+    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
+    eager, shape = variant("shared")
+    eager = eager.to(torch.bfloat16)
+    net = copy.deepcopy(eager)
+    fresh()
+    steps(eager, net, wick.compile(net), torch.bfloat16, (shape,))
+    s = _autodiff.stats()
+    assert s["graphs"] + s["fallbacks"] == 1, s
