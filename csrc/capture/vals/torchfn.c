@@ -209,8 +209,6 @@ static CapLaid eager_layout_rule(WkOp op) {
  * an extern node of fn instead of a native node. */
 static Sv *call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn);
 
-/* F.relu(x, inplace=True) and the like: the op without the keyword, then x
- * takes the result in place (cap_inplace_update's rules). */
 /* The number of positional parameters of op's signature. */
 static int positional_params(WkOp op) {
     const CapSig *sig = &cap_sigs[op];
@@ -264,6 +262,24 @@ Sv *cap_call_op(Interp *I, WkOp op, const Args *a, const char *fname, int method
     return r;
 }
 
+/* *out: a without its keyword k. rounding_mode and inplace=True choose
+ * what is computed but are no parameter of the row that computes it, so
+ * the row is bound without them. The Svs are borrowed (the Interp owns
+ * them) into kw (CAP_MAX_PARAMS entries); out->kwnames is a new tuple the
+ * caller releases once done with *out. 0, or -1 with the reason recorded. */
+static int args_without_kw(Interp *I, const Args *a, int k, const char *fname, Sv **kw, Args *out) {
+    if (a->nkw > CAP_MAX_PARAMS) return cap_unsupported(I, "%s(): too many keyword arguments", fname);
+    PyObject *names = PyTuple_New(a->nkw - 1);
+    if (!names) return cap_py_failed(I, "keyword names");
+    for (int i = 0, j = 0; i < a->nkw; i++)
+        if (i != k) {
+            kw[j] = a->kw[i];
+            PyTuple_SET_ITEM(names, j++, Py_NewRef(PyTuple_GET_ITEM(a->kwnames, i)));
+        }
+    *out = (Args){a->pos, a->npos, names, kw, a->nkw - 1};
+    return 0;
+}
+
 /* Is operand s floating (a float tensor, or a Python float)? */
 static int floating_operand(Interp *I, Sv *s) {
     if (s->kind == SV_CONST) return PyFloat_Check(s->obj);
@@ -283,15 +299,8 @@ static Sv *div_rounding(Interp *I, const Args *a, int at, const char *fname, int
     else if (!(mode->kind == SV_CONST && mode->obj == Py_None)) return cap_unsupported(I, "%s(): rounding_mode of type %s", fname, sv_desc(mode)), NULL;
     if (m && strcmp(m, "floor") != 0 && strcmp(m, "trunc") != 0) return cap_unsupported(I, "%s(): rounding_mode '%s'", fname, m), NULL;
     Sv *kw[CAP_MAX_PARAMS];
-    if (a->nkw > CAP_MAX_PARAMS) return cap_unsupported(I, "%s(): too many keyword arguments", fname), NULL;
-    PyObject *names = PyTuple_New(a->nkw - 1);
-    if (!names) return cap_py_failed(I, "keyword names"), NULL;
-    for (int k = 0, j = 0; k < a->nkw; k++)
-        if (k != at) {
-            kw[j] = a->kw[k];
-            PyTuple_SET_ITEM(names, j++, Py_NewRef(PyTuple_GET_ITEM(a->kwnames, k)));
-        }
-    Args plain = {a->pos, a->npos, names, kw, a->nkw - 1};
+    Args plain;
+    if (args_without_kw(I, a, at, fname, kw, &plain) < 0) return NULL;
     int floating = 0;
     for (int i = 0; i < plain.npos; i++) floating |= floating_operand(I, plain.pos[i]);
     for (int k = 0; k < plain.nkw; k++) floating |= floating_operand(I, plain.kw[k]);
@@ -304,10 +313,12 @@ static Sv *div_rounding(Interp *I, const Args *a, int at, const char *fname, int
         Args t = {one, 1, NULL, NULL, 0};
         r = call_op(I, WK_OP_TRUNC, &t, fname, 0, NULL);
     }
-    Py_DECREF(names);
+    Py_DECREF(plain.kwnames);
     return r;
 }
 
+/* F.relu(x, inplace=True) and the like: the op without the keyword, then x
+ * takes the result in place (cap_inplace_update's rules). */
 static Sv *cap_call_op_kw(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
     if (op == WK_OP_DIV)
         for (int k = 0; k < a->nkw; k++) {
@@ -323,19 +334,10 @@ static Sv *cap_call_op_kw(Interp *I, WkOp op, const Args *a, const char *fname, 
     }
     if (at < 0 || method || a->npos < 1) return call_op(I, op, a, fname, method, fn);
     Sv *kw[CAP_MAX_PARAMS];
-    PyObject *names = PyTuple_New(a->nkw - 1);
-    if (!names || a->nkw > CAP_MAX_PARAMS) {
-        Py_XDECREF(names);
-        return cap_unsupported(I, "%s(): too many keyword arguments", fname), NULL;
-    }
-    for (int k = 0, j = 0; k < a->nkw; k++)
-        if (k != at) {
-            kw[j] = a->kw[k];
-            PyTuple_SET_ITEM(names, j++, Py_NewRef(PyTuple_GET_ITEM(a->kwnames, k)));
-        }
-    Args plain = {a->pos, a->npos, names, kw, a->nkw - 1};
+    Args plain;
+    if (args_without_kw(I, a, at, fname, kw, &plain) < 0) return NULL;
     Sv *r = call_op(I, op, &plain, fname, method, NULL); /* no extern: the in-place form would be lost */
-    Py_DECREF(names);
+    Py_DECREF(plain.kwnames);
     if (!r) return NULL;
     char what[80];
     snprintf(what, sizeof what, "%s(inplace=True)", fname);
