@@ -29,6 +29,7 @@ extern calls, their output checks, views), per call. Relative error of the
 output against eager's (whole output, float). PROFILE_TOP=N: each variant's
 N kernels with the most device time. DEVICE=cpu runs the same on
 the CPU (wall clock, no profiler): to try the script without a GPU."""
+import contextlib
 import copy
 import os
 import statistics
@@ -114,6 +115,25 @@ def compile_variant(v, m):
     raise SystemExit(f"unknown variant {v}")
 
 
+@contextlib.contextmanager
+def variant_knobs(v):
+    """The knobs a variant's graphs compile under (read when a graph is
+    compiled: its first call, and its warm-up after another variant's
+    wick.reset())."""
+    knobs = {"-py": ("WICK_NATIVE_EXTERNS", "0"), "wick-aot": ("WICK_AUTODIFF", "aot"),
+             "wick-fx": ("WICK_LAYOUT_PASS", "fx")}
+    set_ = [kv for k, kv in knobs.items() if (v.endswith(k) if k.startswith("-") else v == k)]
+    for name, value in set_:
+        os.environ[name] = value
+    C.env_reload()
+    try:
+        yield
+    finally:
+        for name, _ in set_:
+            os.environ.pop(name, None)
+        C.env_reload()
+
+
 def sync():
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -191,26 +211,14 @@ def main():
             wick.reset()
             r = runner(compile_variant(v, m), m, built, train)
             t0 = time.time()
-            if v.endswith("-py"):  # the knob is read when a graph is compiled: during the first call
-                os.environ["WICK_NATIVE_EXTERNS"] = "0"
-                C.env_reload()
-            if v == "wick-aot":  # likewise: training graphs through AOTAutograd, not wick's own autodiff
-                os.environ["WICK_AUTODIFF"] = "aot"
-            if v == "wick-fx":  # conv inference graphs through AOTAutograd and wick/_layout.py
-                os.environ["WICK_LAYOUT_PASS"] = "fx"
-                C.env_reload()
             wick.backends.compiled_graphs.clear()
             try:
-                out = r()
-                sync()
+                with variant_knobs(v):
+                    out = r()
+                    sync()
             except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others go on
                 print(f"{spec.name} {mode} {v}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
-            finally:
-                os.environ.pop("WICK_NATIVE_EXTERNS", None)
-                os.environ.pop("WICK_AUTODIFF", None)
-                os.environ.pop("WICK_LAYOUT_PASS", None)
-                C.env_reload()
             if v == "dynamo+wick":
                 for info in wick.backends.compiled_graphs:
                     retried = f", retried: {info['retried']}" if info.get("retried") else ""
@@ -236,9 +244,12 @@ def main():
             t0 = time.time()
             sys.modules["wick._triton"].wait_background()
             print(f"background compiles: waited {time.time() - t0:.1f} s after the first calls", flush=True)
-        for fn in fns.values():
-            for _ in range(3):
-                fn()
+        for v, fn in fns.items():
+            # the next variant's wick.reset() dropped this one's compiled
+            # graphs: its warm-up compiles them again, under its own knobs
+            with variant_knobs(v):
+                for _ in range(3):
+                    fn()
         rounds = {v: [] for v in fns}
         for _ in range(7):
             for v, fn in fns.items():

@@ -1199,42 +1199,69 @@ def _batch_norm_backward(bld, norm, g):
     return out
 
 
-_statistics_dtypes = {}
-
-
-def _saved_statistics_dtype(call, metas):
-    """The dtype of the batch mean and 1/std that the norm's call (a
-    _batch_norm_rule template) returns for arguments of these metadata
-    (ExternInput k: metas[k]) on their device: the kernels differ (CPU and
-    CUDA keep a 16-bit input's in its dtype unless its parameters are
-    float32; meta functions say float32), so the same call on one-element
-    tensors of the same dtypes answers."""
+def _batch_norm_updating(x, weight, bias, running_mean, running_var, momentum, eps):
+    """A training batch norm that updates its running statistics in place
+    (the frame's copy back is skipped: the graph returns the buffers
+    themselves) and returns what its backward reads: the output, the two
+    buffers, the batch's mean, 1/std and the reserve space cuDNN keeps
+    for its backward (empty where another kernel ran). Eager's F.batch_norm
+    picks its kernel the same way (cuDNN for a 16-bit input with float32
+    parameters on CUDA)."""
     import torch
 
-    args = call[1]
-    key = (call[0],) + tuple((metas[a.index]["dtype"], str(metas[a.index]["device"]))
-                             if isinstance(a, _C.ExternInput) else a for a in args)
-    got = _statistics_dtypes.get(key)
+    out, mean, invstd, reserve = torch.ops.aten._batch_norm_with_update.default(
+        x, weight, bias, running_mean, running_var, momentum, eps)
+    return out, running_mean, running_var, mean, invstd, reserve
+
+
+_extra_metas = {}
+
+
+def _norm_extra_metas(call, metas, nextra):
+    """Metadata of the last nextra items a norm call (a _batch_norm_rule
+    template) picks, for arguments of these metadata (ExternInput k:
+    metas[k]): the same call on scratch tensors of those sizes, strides
+    and dtypes on their device. The kernels answer differently from the
+    meta functions (a 16-bit input's statistics stay 16-bit on CPU and CUDA
+    unless its parameters are float32; cuDNN's reserve space has the size
+    cuDNN asks for), so the kernels are asked, once per form."""
+    import torch
+
+    def key_of(a):
+        if not isinstance(a, _C.ExternInput):
+            return a
+        m = metas[a.index]
+        return (m["dtype"], tuple(m["sizes"]), tuple(m["strides"]), str(m["device"]))
+
+    key = (call[0], call[3]) + tuple(key_of(a) for a in call[1])
+    got = _extra_metas.get(key)
     if got is None:
-        def small(a, shape):
+        def scratch(a):
             if not isinstance(a, _C.ExternInput):
                 return a
             m = metas[a.index]
-            return torch.ones(shape, dtype=getattr(torch, m["dtype"]), device=torch.device(m["device"]))
+            return torch.ones(m["sizes"], dtype=getattr(torch, m["dtype"]), device=torch.device(m["device"])) \
+                .as_strided(m["sizes"], m["strides"]) if _numel(m["sizes"]) else \
+                torch.empty_strided(m["sizes"], m["strides"], dtype=getattr(torch, m["dtype"]),
+                                    device=torch.device(m["device"]))
 
-        probe = [small(a, (2, 1) if k == 0 else (1,)) for k, a in enumerate(args)]
-        got = _statistics_dtypes[key] = str(call[0](*probe)[call[3][-1]].dtype).replace("torch.", "")
+        with torch.no_grad():
+            res = call[0](*[scratch(a) for a in call[1]])
+        items = [res[k] for k in call[3][len(call[3]) - nextra:]]
+        got = _extra_metas[key] = [_meta(str(t.dtype).replace("torch.", ""), list(t.shape), metas[call[1][0].index]["device"],
+                                         list(t.stride())) for t in items]
     return got
 
 
 def _batch_norm_rule(bld, nd, gouts, need, entry, node_index):
-    """A training F.batch_norm left a call (16-bit on CUDA, training_graph):
-    the forward calls the kernel eager's autograd pairs with
-    native_batch_norm_backward, which also returns the batch's mean and
-    1/std (_native_batch_norm_legit_functional: cloned running statistics
-    updated, in the node's written outputs' order), and the backward calls
-    that. cuDNN's forward would want its reserve space, whose size only a
-    CUDA call knows. Other calls of F.batch_norm: _recompute_rule."""
+    """A training F.batch_norm left a call (16-bit on CUDA, training_graph).
+    With a weight and running statistics (resnet's norms) the forward calls
+    _batch_norm_updating (the kernel eager picks, cuDNN's on CUDA, updating
+    the buffers in place) and the backward batch_norm_backward with its
+    saved mean, 1/std and reserve space; without them
+    _native_batch_norm_legit_functional (or its no_stats overload) and
+    native_batch_norm_backward. Other calls of F.batch_norm:
+    _recompute_rule."""
     import torch
 
     from . import _graph_layout
@@ -1247,9 +1274,14 @@ def _batch_norm_rule(bld, nd, gouts, need, entry, node_index):
     w, b = ([_C.ExternInput(bound[k]) if bound[k] is not None else None for k in ("weight", "bias")])
     eps = float(bound["eps"])
     stats = bound["written"]
-    if stats:
-        if len(stats) != 2 or len(nd["outputs"]) != 3:
-            raise Unsupported("a training batch norm with one running statistic")
+    if stats and (len(stats) != 2 or len(nd["outputs"]) != 3):
+        raise Unsupported("a training batch norm with one running statistic")
+    inputs = {d["id"] for d in bld.fwd.inputs()}
+    if stats and w is not None and all(nd["inputs"][k] in inputs for k in stats):
+        # the buffers (graph inputs) come back as the node's outputs, themselves
+        call = (_batch_norm_updating, (x, w, b, _C.ExternInput(stats[0]), _C.ExternInput(stats[1]),
+                                       float(bound["momentum"]), eps), {}, (0, 1, 2, 3, 4, 5))
+    elif stats:
         call = (aten._native_batch_norm_legit_functional.default,
                 (x, w, b, _C.ExternInput(stats[0]), _C.ExternInput(stats[1]), True, float(bound["momentum"]), eps),
                 {}, (0, 3, 4, 1, 2))
@@ -1260,11 +1292,10 @@ def _batch_norm_rule(bld, nd, gouts, need, entry, node_index):
     if gouts[0] is None:
         return [None] * len(nd["inputs"])
     xm = _in(bld, nd, bound["input"])
-    channels = xm["sizes"][1] if len(xm["sizes"]) > 1 else 0
-    wide = _saved_statistics_dtype(call, [_in(bld, nd, k) for k in range(len(nd["inputs"]))])
+    updating = call[0] is _batch_norm_updating
+    extra = _norm_extra_metas(call, [_in(bld, nd, k) for k in range(len(nd["inputs"]))], 3 if updating else 2)
     bld.replace_entry(node_index, call)
-    mean = bld.fw_extra(node_index, 0, _meta(wide, [channels], xm["device"]))
-    invstd = bld.fw_extra(node_index, 1, _meta(wide, [channels], xm["device"]))
+    saved = [bld.fw_extra(node_index, k, m) for k, m in enumerate(extra)]
     # eager's backward reads the gradient laid out as its input
     g = bld.laid_out(bld.cast(gouts[0], xm["dtype"]), like_strides(xm))
     slots = [(bound["input"], xm)] + [(bound[k], _in(bld, nd, bound[k]) if bound[k] is not None else None)
@@ -1273,17 +1304,21 @@ def _batch_norm_rule(bld, nd, gouts, need, entry, node_index):
     picks = [i for i, want in enumerate(mask) if want]
     if not picks:
         return [None] * len(nd["inputs"])
-    ins = [g, _x(bld, nd, bound["input"]), mean, invstd]
+    ins = [g, _x(bld, nd, bound["input"])] + saved
     weight = None
     if w is not None:
+        weight = _C.ExternInput(len(ins))
         ins.append(_x(bld, nd, bound["weight"]))
-        weight = _C.ExternInput(4)
-    template = (_C.ExternInput(0), _C.ExternInput(1), weight, None, None, _C.ExternInput(2), _C.ExternInput(3),
-                True, eps, mask)
+    e = [_C.ExternInput(k) for k in range(len(ins))]
+    if updating:
+        fn, name = aten.batch_norm_backward.default, "aten.batch_norm_backward.default"
+        template = (e[0], e[1], weight, None, None, e[2], e[3], True, eps, mask, e[4])
+    else:
+        fn, name = aten.native_batch_norm_backward.default, "aten.native_batch_norm_backward.default"
+        template = (e[0], e[1], weight, None, None, e[2], e[3], True, eps, mask)
     metas = [_meta(slots[i][1]["dtype"], slots[i][1]["sizes"], slots[i][1]["device"], like_strides(slots[i][1]))
              for i in picks]
-    ids = bld.extern(aten.native_batch_norm_backward.default, template, None, ins, metas,
-                     "aten.native_batch_norm_backward.default", picks)
+    ids = bld.extern(fn, template, None, ins, metas, name, picks)
     out = [None] * len(nd["inputs"])
     for i, gi in zip(picks, ids):
         out[slots[i][0]] = gi
@@ -1940,8 +1975,12 @@ def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_in
         fwd.output(v)
         saved_spec.append(("output", nout))
         nout += 1
+    # a buffer updated in place: (its position among the outputs, and among the inputs)
+    updated = {v: input_pos[nodes[n]["inputs"][entry[1][3 + k].index]]
+               for n, entry in bld.replaced.items() if entry[0] is _batch_norm_updating
+               for k, v in enumerate(nodes[n]["outputs"][1:])}
     return Plan(fwd=fwd, fwd_externs=fwd_externs, bwd=bld.g, bwd_externs=bld.extern_entries,
-                noutputs=len(outs), recomputed=bld.recomputed, diff_outs=diff_outs, grad_out_metas=grad_out_metas,
+                in_place=[(j, updated[v]) for j, v in enumerate(outs) if v in updated], noutputs=len(outs), recomputed=bld.recomputed, diff_outs=diff_outs, grad_out_metas=grad_out_metas,
                 grad_inputs=grad_inputs, saved_spec=saved_spec, nsaved=len(bld.saved_order), ninputs=len(ins))
 
 
@@ -1968,6 +2007,12 @@ def _autograd_function(torch):
             nondiff = [user[j] for j in runner.nondiff_outs]
             if nondiff:
                 ctx.mark_non_differentiable(*nondiff)
+            if runner.in_place:
+                # buffers updated in place (_batch_norm_updating): not this
+                # node's outputs (autograd would return views of them and
+                # the frame would copy them onto themselves); run() puts the
+                # buffers themselves in their places, as eager leaves them
+                return tuple(t for j, t in enumerate(user) if j not in runner.in_place_outputs)
             return tuple(user)
 
         @staticmethod
@@ -1985,6 +2030,8 @@ class _Runner:
         self.noutputs, self.saved_spec = plan.noutputs, plan.saved_spec
         self.diff_outs, self.grad_out_metas = plan.diff_outs, plan.grad_out_metas
         self.nondiff_outs = [j for j in range(plan.noutputs) if j not in set(plan.diff_outs)]
+        self.in_place = plan.in_place  # [(output position, the graph input it is)], ascending
+        self.in_place_outputs = {j for j, _ in plan.in_place}
         self.grad_inputs, self.ninputs = plan.grad_inputs, plan.ninputs
         self.bwd_inputs = plan.bwd.inputs()
         self.device_type = "cuda" if any(d["device"].startswith("cuda") for d in self.bwd_inputs) else "cpu"
@@ -2136,7 +2183,13 @@ def compile_training(graph, externs, example_inputs, no_grad=(), written=(), cha
               f"{sorted(set(plan.recomputed))})", file=sys.stderr)
 
     def run(*args):
-        return apply(runner, *args)
+        outs = apply(runner, *args)
+        if runner.in_place:
+            outs = list(outs)
+            for j, i in runner.in_place:
+                outs.insert(j, args[i])
+            outs = tuple(outs)
+        return outs
 
     run.plan = plan
     run.runner = runner

@@ -132,6 +132,9 @@ def variant(kind):
         return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU()), (7, 6)
     if kind == "batchnorm1d_3d":
         return Norm1d(), (4, 5, 6)
+    if kind == "plain_affine":  # no bias before the norm
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3, bias=False), torch.nn.BatchNorm2d(5),
+                                   torch.nn.ReLU()), (4, 3, 8, 8)
     norm = torch.nn.BatchNorm2d(5, affine=kind != "no_affine", track_running_stats=kind != "no_running_stats")
     return torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3), norm, torch.nn.ReLU()), (4, 3, 8, 8)
 
@@ -292,7 +295,8 @@ def plan_of(monkeypatch):
 
 
 def extern_names(entries):
-    return sorted(str(e[0]) for e in entries if "batch_norm" in str(e[0]))
+    names = [e[0].__name__ if hasattr(e[0], "__code__") else str(e[0]) for e in entries]
+    return sorted(n for n in names if "batch_norm" in n)
 
 
 @pytest.mark.parametrize("channels_last", ["0", "1"])
@@ -301,10 +305,13 @@ def extern_names(entries):
                                   "channels_last"])
 def test_16bit_norm_calls_in_own_graphs(monkeypatch, kind, case, channels_last):
     """The calls kept (WICK_CUDA_NORM_TRAINING=extern, the CPU counted as
-    CUDA): the forward calls _native_batch_norm_legit_functional (or its
-    no_stats overload), which also returns the batch's mean and 1/std for
-    native_batch_norm_backward in the backward; outputs, running statistics
-    and gradients as eager's, with and without the channels-last pass."""
+    CUDA): a norm with a weight and running statistics calls
+    _batch_norm_with_update, which updates the buffers in place (the frame
+    copies nothing back) and returns the batch's mean, 1/std and reserve
+    for batch_norm_backward; the others _native_batch_norm_legit_functional
+    (or its no_stats overload) and native_batch_norm_backward. Outputs,
+    running statistics and gradients as eager's, with and without the
+    channels-last pass."""
     import wick._C as C
 
     monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
@@ -337,10 +344,43 @@ def test_16bit_norm_calls_in_own_graphs(monkeypatch, kind, case, channels_last):
     own_graphs_only()
     (plan,) = plans
     norms = 3 if kind == "plain" else 1
-    forward = ("aten._native_batch_norm_legit.no_stats" if kind == "no_running_stats"
-               else "aten._native_batch_norm_legit_functional.default")
+    forward, backward = "_batch_norm_updating", "aten.batch_norm_backward.default"
+    if kind == "no_running_stats":
+        forward, backward = "aten._native_batch_norm_legit.no_stats", "aten.native_batch_norm_backward.default"
+    elif kind == "no_affine":
+        forward, backward = "aten._native_batch_norm_legit_functional.default", "aten.native_batch_norm_backward.default"
     assert extern_names(plan.fwd_externs) == [forward] * norms
-    assert extern_names(plan.bwd_externs) == ["aten.native_batch_norm_backward.default"] * norms
+    assert extern_names(plan.bwd_externs) == [backward] * norms
+    assert len(plan.in_place) == (2 * norms if forward == "_batch_norm_updating" else 0)
+
+
+def test_norm_updates_its_buffers_in_place(monkeypatch):
+    """The running statistics stay the module's own tensors, updated in
+    place as eager's kernel updates them, and nothing clones them or copies
+    them back. (Their version counters move where eager's do not: the op
+    declares its writes; eager's cuDNN and CPU kernels write unannounced.)"""
+    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
+    eager, shape = variant("plain_affine")
+    eager = eager.to(torch.bfloat16)
+    net = copy.deepcopy(eager)
+    fresh()
+    fn = wick.compile(net)
+    norm, twin = net[1], eager[1]
+    buffers = (norm.running_mean, norm.running_var)
+    for step in range(3):
+        x = rand(shape, torch.bfloat16, 60 + step)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            got = fn(x)
+        want = eager(x)
+        assert norm.running_mean is buffers[0] and norm.running_var is buffers[1]
+        if step:  # compiled by now: no [C]-sized copy or clone around the call
+            assert not [e.name for e in prof.events() if e.name in ("aten::copy_", "aten::clone")
+                        and e.input_shapes and list(e.input_shapes[0]) == [5]]
+        torch.testing.assert_close(norm.running_mean, twin.running_mean)
+        torch.testing.assert_close(norm.running_var, twin.running_var)
+        torch.testing.assert_close(got, want)
+        got.float().sum().backward()
+    own_graphs_only()
 
 
 def test_16bit_norm_shared_by_two_calls(monkeypatch):
