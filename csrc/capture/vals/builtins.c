@@ -937,6 +937,15 @@ static Sv *torch_plumbing_call(Interp *I, PyObject *fn, const char *n, const Arg
     return NULL;
 }
 
+static int is_jit_function(PyObject *fn) {
+    PyObject *mod = PyObject_GetAttrString(fn, "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int jit = m && strncmp(m, "torch.jit", 9) == 0 && (m[9] == '\0' || m[9] == '.');
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return jit;
+}
+
 Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     static const char *const queries[] = {"is_tracing", "is_scripting", "is_compiling", "_get_tracing_state",
                                           "is_autocast_enabled", "is_dynamo_compiling", "is_exporting",
@@ -968,6 +977,9 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
     }
     if (strcmp(n, "is_grad_enabled") == 0 && !a->npos && !a->nkw) {
         r = sv_const(I, I->grad_enabled ? Py_True : Py_False);
+    } else if (strcmp(n, "annotate") == 0 && a->npos == 2 && !a->nkw && is_jit_function(fn)) {
+        /* torch.jit.annotate(type, value): value, the type being TorchScript's */
+        r = a->pos[1];
     } else if (strcmp(n, "_assert") == 0 && a->npos == 2 && !a->nkw && a->pos[0]->kind == SV_CONST) {
         /* torch._assert(condition known now, message): None when it holds
          * (the condition's sources are guarded where it was computed);

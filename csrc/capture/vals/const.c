@@ -305,6 +305,38 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
 }
 
+/* List[torch.Tensor], Optional[int], Tuple[int, ...], list[int]: a typing
+ * form (an object of the typing module's classes, a types.GenericAlias, or
+ * a builtin container class) whose subscript by constants is a constant.
+ * Models evaluate such annotations at run time (torch.jit.annotate(List[
+ * Tensor], [])); typing's own __getitem__ goes through functools caches,
+ * which capture would not inline. */
+static int is_typing_form(PyObject *o) {
+    if (o == (PyObject *)&PyList_Type || o == (PyObject *)&PyTuple_Type || o == (PyObject *)&PyDict_Type ||
+        o == (PyObject *)&PySet_Type || o == (PyObject *)&PyFrozenSet_Type || o == (PyObject *)&PyType_Type ||
+        Py_IS_TYPE(o, &Py_GenericAliasType))
+        return 1;
+    if (PyType_Check(o) || PyModule_Check(o)) return 0;
+    PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
+    int typing = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "typing") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return typing;
+}
+
+/* k's value when it is a constant or a tuple of constants (a new
+ * reference), else NULL with no error. */
+static PyObject *constant_key_Ref(Sv *k) {
+    if (k->kind == SV_CONST) return Py_NewRef(k->obj);
+    if (k->kind != SV_TUPLE) return NULL;
+    for (Py_ssize_t i = 0; i < k->items.len; i++)
+        if (k->items.data[i]->kind != SV_CONST) return NULL;
+    PyObject *t = PyTuple_New(k->items.len);
+    for (Py_ssize_t i = 0; t && i < k->items.len; i++) PyTuple_SET_ITEM(t, i, Py_NewRef(k->items.data[i]->obj));
+    if (!t) PyErr_Clear();
+    return t;
+}
+
 static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
     if (k->kind == SV_CONST && PyDict_CheckExact(c->obj) && PyUnicode_CheckExact(k->obj)) {
         /* an item of a pinned dict (a registry): guarded by identity */
@@ -323,6 +355,15 @@ static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
         PyObject *r = PyObject_GetItem(c->obj, k->obj);
         if (!r) return cap_raise_current(I, "subscript"), NULL; /* IndexError of a constant: Python raises too */
         return sv_const_Steal(I, r);
+    }
+    if (is_typing_form(c->obj)) {
+        PyObject *key = constant_key_Ref(k);
+        if (key) {
+            PyObject *r = PyObject_GetItem(c->obj, key);
+            Py_DECREF(key);
+            if (!r) return cap_raise_current(I, "subscript"), NULL; /* Python raises the same TypeError */
+            return sv_const_Steal(I, r);
+        }
     }
     if (!PyType_Check(c->obj) && !PyModule_Check(c->obj) && !cap_is_plain(c->obj)) {
         /* a pinned instance whose class defines __getitem__ in Python: inlined */
@@ -399,7 +440,9 @@ static Sv *const_binary(Interp *I, int nb, Sv *x, Sv *y) {
 static Sv *const_compare(Interp *I, int cmp, Sv *x, Sv *y) {
     static const int py_ops[] = {Py_LT, Py_LE, Py_EQ, Py_NE, Py_GT, Py_GE};
     if (x->kind != SV_CONST || y->kind != SV_CONST) return NULL;
-    if (!(cap_is_plain(x->obj) || PyType_Check(x->obj)) || !(cap_is_plain(y->obj) || PyType_Check(y->obj)))
+    /* typing forms compare by value (their __eq__ is typing's Python code) */
+    int forms = (cmp == 2 || cmp == 3) && is_typing_form(x->obj) && is_typing_form(y->obj);
+    if (!forms && (!(cap_is_plain(x->obj) || PyType_Check(x->obj)) || !(cap_is_plain(y->obj) || PyType_Check(y->obj))))
         return NULL;
     PyObject *r = PyObject_RichCompare(x->obj, y->obj, py_ops[cmp]);
     if (!r) return cap_py_failed(I, "comparison"), NULL;
