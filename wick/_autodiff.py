@@ -2095,20 +2095,26 @@ def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
     frozen norm being fine-tuned around), training ones' updated
     running statistics (written back by the frame after the graph, eager
     computes them without autograd) among the values without a gradient;
-    16-bit training norms on CUDA stay calls of eager's kernels
-    (WICK_CUDA_NORM_TRAINING=extern, _batch_norm_rule; =aot: Unsupported,
-    AOTAutograd keeps them; =decompose: table ops too); with channels_last,
+    16-bit training norms on CUDA: WICK_CUDA_NORM_TRAINING=aot (the
+    default) raises Unsupported (AOTAutograd keeps them as cuDNN's calls),
+    =extern keeps them as calls of eager's kernels (_batch_norm_rule),
+    =decompose makes them table ops too; with channels_last,
     the convolutions and the work around them in NHWC order
     (_graph_layout.channels_last), which the backward then follows
     (_convolution_rule)."""
     from . import _graph_layout
 
     externs = list(externs or [])
-    mode = os.environ.get("WICK_CUDA_NORM_TRAINING", "extern").strip()
+    mode = os.environ.get("WICK_CUDA_NORM_TRAINING", "aot").strip()
     keep = () if mode == "decompose" else _graph_layout.cuda_norm_calls(graph, externs, _CUDA_NORM_DEVICES)
-    if keep and mode == "aot":
+    if keep and mode not in ("extern", "decompose"):
+        # resnet50's bf16 step on the H200 (2026-12-04, call 2 of
+        # bench/results/2026-12-04-2000-h200): 22.34 ms a step through
+        # AOTAutograd (802 kernels, 14.14 ms on the device), 23.85 ms on
+        # wick's graphs with the norms as cuDNN's calls (911, 15.01 ms),
+        # whose first call took 1.6 s against 5.0
         raise Unsupported(f"{len(keep)} 16-bit training batch norms on CUDA go through AOTAutograd "
-                          "(WICK_CUDA_NORM_TRAINING=aot)")
+                          "(WICK_CUDA_NORM_TRAINING=aot, the default)")
     stats = _graph_layout.batch_norm_statistics(graph, externs)
     no_grad = list(no_grad)
     norms = []

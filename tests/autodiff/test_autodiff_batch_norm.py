@@ -257,15 +257,18 @@ def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
     assert all(sorted(nd["dims"]) == ([0, 2, 3] if channels_last == "0" else [0, 1, 2]) for nd in reductions)
 
 
-@pytest.mark.parametrize("knob", ["extern", "aot", "decompose"])
+@pytest.mark.parametrize("knob", [None, "extern", "aot", "decompose"])
 def test_16bit_norms_on_cuda_stay_calls_unless_decomposed(monkeypatch, knob):
-    """16-bit training batch norm on CUDA stays a call of eager's kernel
-    (WICK_CUDA_NORM_TRAINING=extern, the default) in wick's own graphs,
-    differentiated by native_batch_norm_backward (_autodiff._batch_norm_rule);
-    aot: such a graph goes to AOTAutograd, with the reason recorded;
-    decompose: table ops. Run on the CPU with the CPU counted as CUDA here;
-    float32 norms are decomposed either way."""
-    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", knob)
+    """16-bit training batch norm on CUDA: by default
+    (WICK_CUDA_NORM_TRAINING=aot) such a graph goes to AOTAutograd, which
+    keeps cuDNN's calls, with the reason recorded; extern: wick's own graphs
+    with calls of eager's kernels (_autodiff._batch_norm_rule); decompose:
+    table ops. Run on the CPU with the CPU counted as CUDA here; float32
+    norms are decomposed either way."""
+    if knob:
+        monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", knob)
+    else:
+        monkeypatch.delenv("WICK_CUDA_NORM_TRAINING", raising=False)
     monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
     for dtype in (torch.bfloat16, torch.float32):
         eager = conv_bn_relu(dtype)
@@ -273,7 +276,7 @@ def test_16bit_norms_on_cuda_stay_calls_unless_decomposed(monkeypatch, knob):
         fresh()
         steps(eager, net, wick.compile(net), dtype, ((4, 3, 9, 9),), n=2)
         s = _autodiff.stats()
-        if knob == "aot" and dtype == torch.bfloat16:
+        if knob in (None, "aot") and dtype == torch.bfloat16:
             assert s["graphs"] == 0 and s["fallbacks"] == 1, s
             assert "WICK_CUDA_NORM_TRAINING" in s["reasons"][0], s
             assert [g["graph"] for g in backends.compiled_graphs] == ["forward", "backward"]
@@ -315,6 +318,7 @@ def test_16bit_norm_calls_in_own_graphs(monkeypatch, kind, case, channels_last):
     import wick._C as C
 
     monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
     monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
     C.env_reload()
     plans = plan_of(monkeypatch)
@@ -359,6 +363,7 @@ def test_norm_updates_its_buffers_in_place(monkeypatch):
     place as eager's kernel updates them, and nothing clones them or copies
     them back. (Their version counters move where eager's do not: the op
     declares its writes; eager's cuDNN and CPU kernels write unannounced.)"""
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
     monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
     eager, shape = variant("plain_affine")
     eager = eager.to(torch.bfloat16)
@@ -386,6 +391,7 @@ def test_norm_updates_its_buffers_in_place(monkeypatch):
 def test_16bit_norm_shared_by_two_calls(monkeypatch):
     """One BatchNorm2d called twice in a step (one extern entry per call or
     shared): the same values as eager's, through whichever route took it."""
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
     monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
     eager, shape = variant("shared")
     eager = eager.to(torch.bfloat16)

@@ -150,18 +150,19 @@ def test_views_cat_pad_on_cuda(dtype, noncontig):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("layout", ["graph", "graph-decompose", "graph-aot", "fx"])
+@pytest.mark.parametrize("layout", ["graph", "graph-extern", "graph-decompose", "fx"])
 def test_wick_compile_conv_net_training(monkeypatch, dtype, layout):
     """A training step of the same net through wick.compile. graph (the
     default): wick's own autodiff, its training batch norms as table ops and
     the forward channels-last (wick/_graph_layout.py), the backward
-    following (wick/_autodiff.py); 16-bit batch norms (bf16 autocast) stay
-    calls of eager's kernels (_native_batch_norm_legit_functional and
-    native_batch_norm_backward) unless WICK_CUDA_NORM_TRAINING=decompose
-    (graph-decompose: table ops) or aot (graph-aot: the graph through
-    AOTAutograd); fx (WICK_LAYOUT_PASS=fx): through AOTAutograd and
-    wick/_layout.py. Outputs, running statistics and gradients as accurate
-    as eager's against a float64 reference, outputs with eager's strides."""
+    following (wick/_autodiff.py); a graph with 16-bit batch norms (bf16
+    autocast) goes through AOTAutograd, which keeps cuDNN's calls, unless
+    WICK_CUDA_NORM_TRAINING=extern (graph-extern: wick's graphs calling
+    _batch_norm_with_update and batch_norm_backward) or decompose
+    (graph-decompose: table ops); fx (WICK_LAYOUT_PASS=fx): through
+    AOTAutograd and wick/_layout.py. Outputs, running statistics and
+    gradients as accurate as eager's against a float64 reference, outputs
+    with eager's strides."""
     import copy
 
     import wick._C as C
@@ -169,7 +170,7 @@ def test_wick_compile_conv_net_training(monkeypatch, dtype, layout):
 
     monkeypatch.delenv("WICK_CHANNELS_LAST", raising=False)
     monkeypatch.setenv("WICK_LAYOUT_PASS", layout.split("-")[0])
-    if layout in ("graph-decompose", "graph-aot"):
+    if layout in ("graph-decompose", "graph-extern"):
         monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", layout.split("-")[1])
     # float32 without TF32: cuDNN's channels-last weight gradients in TF32 are
     # some 3e-2 off the float64 stem's (both routes, 2026-12-04), where
@@ -209,12 +210,12 @@ def test_wick_compile_conv_net_training(monkeypatch, dtype, layout):
         monkeypatch.undo()
         C.env_reload()
     assert wick.stats()["fallbacks"] == []
-    if layout in ("graph", "graph-decompose") or (layout == "graph-aot" and dtype == torch.float32):
+    if layout in ("graph-extern", "graph-decompose") or (layout == "graph" and dtype == torch.float32):
         assert _autodiff.stats() == {"graphs": 1, "fallbacks": 0, "reasons": []}
         assert B.compiled_graphs[n0:] == []
     else:
         stats = _autodiff.stats()
         assert stats["graphs"] == 0
-        if layout == "graph-aot":
+        if layout == "graph":
             assert "WICK_CUDA_NORM_TRAINING" in stats["reasons"][0], stats
         assert [i["layout"] for i in B.compiled_graphs[n0:]] == ["channels-last", "channels-last"]
