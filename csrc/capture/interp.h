@@ -371,6 +371,8 @@ int cap_is_plain(PyObject *o); /* operations run no user code and give plain dat
 const char *cap_type_name(PyObject *o);
 /* a plain constant -> the Sv items of a tuple/list/range/str (NULL: not iterable that way) */
 int cap_const_items(Interp *I, PyObject *o, SvList *out);
+/* o is a member of an enum.Enum subclass whose == is not Python code of its own (vals/const.c) */
+int cap_is_plain_enum_member(PyObject *o);
 
 /* vals/tensor.c */
 int cap_tensor_value(Interp *I, Sv *s); /* graph value id, adding an argument as a graph input */

@@ -324,6 +324,32 @@ static int is_typing_form(PyObject *o) {
     return typing;
 }
 
+/* A member of an enum.Enum subclass whose equality is not Python code of
+ * its own (object's identity, or str's and int's for their mixins). */
+int cap_is_plain_enum_member(PyObject *o) {
+    static PyObject *enum_type;
+    if (!enum_type) {
+        PyObject *m = PyImport_ImportModule("enum");
+        enum_type = m ? PyObject_GetAttrString(m, "Enum") : NULL;
+        Py_XDECREF(m);
+        if (!enum_type) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (PyType_Check(o)) return 0;
+    int is = PyObject_IsInstance(o, enum_type);
+    if (is <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *name = PyUnicode_InternFromString("__eq__");
+    PyObject *eq = name ? _PyType_Lookup(Py_TYPE(o), name) : NULL;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return eq && !PyFunction_Check(eq);
+}
+
 /* k's value when it is a constant or a tuple of constants (a new
  * reference), else NULL with no error. */
 static PyObject *constant_key_Ref(Sv *k) {
@@ -440,8 +466,12 @@ static Sv *const_binary(Interp *I, int nb, Sv *x, Sv *y) {
 static Sv *const_compare(Interp *I, int cmp, Sv *x, Sv *y) {
     static const int py_ops[] = {Py_LT, Py_LE, Py_EQ, Py_NE, Py_GT, Py_GE};
     if (x->kind != SV_CONST || y->kind != SV_CONST) return NULL;
-    /* typing forms compare by value (their __eq__ is typing's Python code) */
-    int forms = (cmp == 2 || cmp == 3) && is_typing_form(x->obj) && is_typing_form(y->obj);
+    /* typing forms compare by value (their __eq__ is typing's Python code);
+     * enum members (timm's Format, a str Enum) by their C __eq__ */
+    int forms = (cmp == 2 || cmp == 3) &&
+                ((is_typing_form(x->obj) && is_typing_form(y->obj)) ||
+                 (cap_is_plain_enum_member(x->obj) && (cap_is_plain_enum_member(y->obj) || cap_is_plain(y->obj))) ||
+                 (cap_is_plain_enum_member(y->obj) && cap_is_plain(x->obj)));
     if (!forms && (!(cap_is_plain(x->obj) || PyType_Check(x->obj)) || !(cap_is_plain(y->obj) || PyType_Check(y->obj))))
         return NULL;
     PyObject *r = PyObject_RichCompare(x->obj, y->obj, py_ops[cmp]);

@@ -700,8 +700,36 @@ static Sv *object_binary(Interp *I, int nb, Sv *x, Sv *y) {
     return cap_container_effect(I, "extend", &a) ? x : NULL;
 }
 
+/* == and != of an enum member read from the frame's arguments (timm's
+ * self.output_fmt != Format.NCHW) against a constant or another such
+ * member: folded, the member guarded by identity (members are singletons). */
+static Sv *object_compare(Interp *I, int cmp, Sv *x, Sv *y) {
+    if (cmp != 2 && cmp != 3) return NULL;
+    Sv *sides[2] = {x, y};
+    int members = 0;
+    for (int k = 0; k < 2; k++) {
+        Sv *s = sides[k];
+        if (s->kind == SV_OPAQUE) {
+            if (!s->obj || s->arg < 0 || !cap_is_plain_enum_member(s->obj)) return NULL;
+            members++;
+        } else if (s->kind == SV_CONST) {
+            if (cap_is_plain_enum_member(s->obj)) members++;
+            else if (!cap_is_plain(s->obj)) return NULL;
+        } else {
+            return NULL;
+        }
+    }
+    if (!members) return NULL;
+    PyObject *r = PyObject_RichCompare(x->obj, y->obj, cmp == 2 ? Py_EQ : Py_NE);
+    if (!r) return cap_py_failed(I, "comparison"), NULL;
+    for (int k = 0; k < 2; k++)
+        if (sides[k]->kind == SV_OPAQUE) wk_guard_id_at(I->guards, sides[k]->arg, sides[k]->path, sides[k]->obj);
+    return sv_const_Steal(I, r);
+}
+
 const SvOps cap_opaque_kind = {
     .call = object_call,
+    .compare = object_compare,
     .binary = object_binary,
     .name = NULL,
     .truth = object_truth,
