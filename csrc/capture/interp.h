@@ -371,6 +371,11 @@ int cap_is_plain(PyObject *o); /* operations run no user code and give plain dat
 const char *cap_type_name(PyObject *o);
 /* a plain constant -> the Sv items of a tuple/list/range/str (NULL: not iterable that way) */
 int cap_const_items(Interp *I, PyObject *o, SvList *out);
+/* A dict d of str keys found at argument arg + path (a module's cache of
+ * tensors): its keys guarded in order, each item an Sv with a source of its
+ * own (tensors read afresh per call), the dict Sv sourced at path (capture
+ * refuses to change it). New Sv (owned by I), NULL with the reason. (symbolic.c) */
+Sv *cap_source_dict(Interp *I, PyObject *d, int arg, PyObject *path);
 /* o is a member of an enum.Enum subclass whose == is not Python code of its own (vals/const.c) */
 int cap_is_plain_enum_member(PyObject *o);
 

@@ -780,6 +780,15 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     int all_plain = 1;
     for (int i = 0; i < a->npos; i++) all_plain &= a->pos[i]->kind == SV_CONST && cap_is_plain(a->pos[i]->obj);
     for (int i = 0; i < a->nkw; i++) all_plain &= a->kw[i]->kind == SV_CONST && cap_is_plain(a->kw[i]->obj);
+    if (!all_plain && PyCFunction_Check(fn)) {
+        /* math.prod(strides) of a list capture holds item by item (timm's
+         * Hiera): its items as they are now, folded */
+        const char *mod = module_of(PyCFunction_GET_SELF(fn));
+        int data = mod && strcmp(mod, "math") == 0;
+        for (int i = 0; data && i < a->npos; i++) data = materializable(a->pos[i]);
+        for (int i = 0; data && i < a->nkw; i++) data = materializable(a->kw[i]);
+        if (data) return fold_call(I, fn, a);
+    }
     const char *n = NULL;
     if (PyCFunction_Check(fn)) {
         const char *mod = module_of(PyCFunction_GET_SELF(fn));

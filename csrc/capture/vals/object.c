@@ -8,6 +8,8 @@
 
 #include "../interp.h"
 
+static int tensor_cache(PyObject *d);
+
 int cap_is_torch_module(PyObject *m) {
     const char *n = PyModule_GetName(m);
     if (!n) {
@@ -396,6 +398,16 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         s->path = path;
         if (method && sv_push(I, I->null_sv) < 0) return -1;
         return sv_push(I, s);
+    } else if (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) > 0 && PyDict_GET_SIZE(v) <= 64 && tensor_cache(v)) {
+        /* a dict of str keys holding tensors (timm's attention_bias_cache,
+         * filled by the first eager call): its keys guarded in order, each
+         * tensor an input read through the path, the dict unchangeable */
+        s = cap_source_dict(I, v, o->arg, path);
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (!s) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
     } else if (PyCFunction_Check(v) && cap_is_torch_callable(v)) {
         /* a torch builtin held as an attribute (an activation's function):
          * compared by identity, called as a constant */
@@ -698,6 +710,20 @@ static Sv *object_binary(Interp *I, int nb, Sv *x, Sv *y) {
     Sv *pos[2] = {x, y};
     Args a = {pos, 2, NULL, NULL, 0};
     return cap_container_effect(I, "extend", &a) ? x : NULL;
+}
+
+/* A dict of str keys and values that are tensors or plain values, at least
+ * one a tensor. */
+static int tensor_cache(PyObject *d) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    int tensors = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k)) return 0;
+        if (cap_is_tensor_obj(v)) tensors++;
+        else if (!cap_is_plain(v)) return 0;
+    }
+    return tensors > 0;
 }
 
 /* == and != of an enum member read from the frame's arguments (timm's

@@ -319,7 +319,33 @@ static Sv *div_rounding(Interp *I, const Args *a, int at, const char *fname, int
 
 /* F.relu(x, inplace=True) and the like: the op without the keyword, then x
  * takes the result in place (cap_inplace_update's rules). */
+/* torch.clamp(x, max=m) and the like, one bound given (the other absent or
+ * None): the clamp_min or clamp_max row. NULL without a reason otherwise. */
+static Sv *clamp_one_bound(Interp *I, const Args *a, const char *fname, int method) {
+    Sv *bound[2] = {a->npos > 1 ? a->pos[1] : NULL, a->npos > 2 ? a->pos[2] : NULL};
+    if (a->npos < 1 || a->npos > 3) return NULL;
+    for (int k = 0; k < a->nkw; k++) {
+        const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
+        if (!kn) return cap_py_failed(I, "keyword name"), NULL;
+        int which = strcmp(kn, "min") == 0 ? 0 : strcmp(kn, "max") == 0 ? 1 : -1;
+        if (which < 0 || bound[which]) return NULL;
+        bound[which] = a->kw[k];
+    }
+    for (int k = 0; k < 2; k++)
+        if (bound[k] && bound[k]->kind == SV_CONST && bound[k]->obj == Py_None) bound[k] = NULL;
+    if (!bound[0] == !bound[1]) return NULL; /* both (the clamp row) or neither (eager raises) */
+    Sv *pos[2] = {a->pos[0], bound[0] ? bound[0] : bound[1]};
+    Args one = {pos, 2, NULL, NULL, 0};
+    /* no extern of the clamp_min/clamp_max row: fn is torch.clamp, whose
+     * second positional argument is always min */
+    return call_op(I, bound[0] ? WK_OP_CLAMP_MIN : WK_OP_CLAMP_MAX, &one, fname, method, NULL);
+}
+
 static Sv *cap_call_op_kw(Interp *I, WkOp op, const Args *a, const char *fname, int method, PyObject *fn) {
+    if (op == WK_OP_CLAMP) {
+        Sv *r = clamp_one_bound(I, a, fname, method);
+        if (r || CAP_FAILED(I)) return r;
+    }
     if (op == WK_OP_DIV)
         for (int k = 0; k < a->nkw; k++) {
             const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(a->kwnames, k));
