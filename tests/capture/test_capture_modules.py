@@ -340,3 +340,49 @@ def test_function_attribute_is_inlined_and_guarded():
         scale = 4.0
         assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
         assert reasons(m.forward) == []
+
+
+class PartialConv(torch.nn.Module):
+    """timm's FasterNet Partial_conv3: the forward picked in __init__ and
+    kept in the instance dict (self.forward = self.forward_slicing)."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 2, 3, padding=1, bias=False)
+        self.forward = self.forward_slicing if how == "slicing" else self.forward_split
+
+    def forward_slicing(self, x):
+        x = x.clone()
+        x[:, :2] = self.conv(x[:, :2])
+        return x
+
+    def forward_split(self, x):
+        a, b = torch.split(x, [2, x.shape[1] - 2], dim=1)
+        return torch.cat((self.conv(a), b), 1)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.mix = PartialConv(how)
+
+    def forward(self, x):
+        return x + self.mix(x)
+
+
+@pytest.mark.parametrize("how", ["slicing", "split"])
+def test_instance_forward_method_is_inlined_and_guarded(how):
+    torch.manual_seed(0)
+    m = Block(how).eval()
+    x = torch.randn(2, 5, 6, 7)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == [] and len(entries(m.forward)) == 1
+        other = "split" if how == "slicing" else "slicing"
+        m.mix.forward = getattr(m.mix, "forward_" + other)  # another method there: compiled again
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == [] and len(entries(m.forward)) == 2
+        twin = PartialConv(how)  # a method of another module: not the one guarded
+        m.mix.forward = twin.forward
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)

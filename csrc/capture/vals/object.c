@@ -317,6 +317,43 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         }
         return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
     }
+    if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v)) &&
+        !(d && PyFunction_Check(d) && d == PyMethod_GET_FUNCTION(v))) {
+        /* a method of o held in o's own dict (timm's FasterNet picks its
+         * forward in __init__: self.forward = self.forward_slicing): its
+         * function and its self guarded by identity through the path (a
+         * guard holding the method would keep o alive), inlined with self */
+        PyObject *func_path = PyTuple_New(np + 2), *self_path = PyTuple_New(np + 2);
+        PyObject *s_func = PyUnicode_InternFromString("__func__"), *s_self = PyUnicode_InternFromString("__self__");
+        if (!func_path || !self_path || !s_func || !s_self) {
+            Py_XDECREF(func_path);
+            Py_XDECREF(self_path);
+            Py_XDECREF(s_func);
+            Py_XDECREF(s_self);
+            Py_DECREF(v);
+            Py_DECREF(path);
+            return cap_py_failed(I, nm);
+        }
+        for (Py_ssize_t i = 0; i <= np; i++) {
+            PyTuple_SET_ITEM(func_path, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
+            PyTuple_SET_ITEM(self_path, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
+        }
+        PyTuple_SET_ITEM(func_path, np + 1, s_func);
+        PyTuple_SET_ITEM(self_path, np + 1, s_self);
+        wk_guard_type_at(I->guards, o->arg, path, &PyMethod_Type);
+        wk_guard_id_at(I->guards, o->arg, func_path, PyMethod_GET_FUNCTION(v));
+        wk_guard_id_at(I->guards, o->arg, self_path, o->obj);
+        Py_DECREF(func_path);
+        Py_DECREF(self_path);
+        Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v));
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (method) {
+            if (sv_push(I, fn) < 0) return -1;
+            return sv_push(I, o);
+        }
+        return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
+    }
     if (d && Py_TYPE(d) == &PyStaticMethod_Type && PyFunction_Check(v)) {
         /* a staticmethod: the function the class holds, while it holds it and
          * the instance does not shadow it */
