@@ -221,6 +221,19 @@ def test_write_of_a_value_needing_a_gradient_keeps_eager_semantics():
     assert net.last.requires_grad and eager.last.requires_grad
 
 
+def plan_of(monkeypatch):
+    plans = []
+    real = _autodiff.compile_training
+
+    def spy(*args, **kwargs):
+        run = real(*args, **kwargs)
+        plans.append(run.plan)
+        return run
+
+    monkeypatch.setattr(_autodiff, "compile_training", spy)
+    return plans
+
+
 @pytest.mark.parametrize("channels_last", ["0", "1"])
 def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
     """The norm's backward reduces twice per channel (the sums of g and of g
@@ -231,15 +244,7 @@ def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
 
     monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
     C.env_reload()
-    plans = []
-    real = _autodiff.compile_training
-
-    def spy(*args, **kwargs):
-        run = real(*args, **kwargs)
-        plans.append(run.plan)
-        return run
-
-    monkeypatch.setattr(_autodiff, "compile_training", spy)
+    plans = plan_of(monkeypatch)
     torch.manual_seed(0)
     eager = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, bias=False), torch.nn.BatchNorm2d(6), torch.nn.ReLU(),
                                 torch.nn.Conv2d(6, 4, 3, bias=False))
@@ -282,19 +287,6 @@ def test_16bit_norms_on_cuda_stay_calls_unless_decomposed(monkeypatch, knob):
             assert [g["graph"] for g in backends.compiled_graphs] == ["forward", "backward"]
         else:
             own_graphs_only()
-
-
-def plan_of(monkeypatch):
-    plans = []
-    real = _autodiff.compile_training
-
-    def spy(*args, **kwargs):
-        run = real(*args, **kwargs)
-        plans.append(run.plan)
-        return run
-
-    monkeypatch.setattr(_autodiff, "compile_training", spy)
-    return plans
 
 
 def extern_names(entries):

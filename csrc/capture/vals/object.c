@@ -10,6 +10,20 @@
 
 static int tensor_cache(PyObject *d);
 
+/* path + (step,): a new tuple, NULL with an error set. */
+static PyObject *path_then(PyObject *path, const char *step) {
+    Py_ssize_t n = PyTuple_GET_SIZE(path);
+    PyObject *s = PyUnicode_InternFromString(step);
+    PyObject *r = s ? PyTuple_New(n + 1) : NULL;
+    if (!r) {
+        Py_XDECREF(s);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(r, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
+    PyTuple_SET_ITEM(r, n, s);
+    return r;
+}
+
 int cap_is_torch_module(PyObject *m) {
     const char *n = PyModule_GetName(m);
     if (!n) {
@@ -301,51 +315,34 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, s);
         }
     }
-    if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v)) &&
-        d == PyMethod_GET_FUNCTION(v)) {
-        /* self.helper(...): the function from o's (guarded, exact) type, inlined
-         * with self, as long as the class keeps it and the instance does not
-         * shadow it */
-        wk_guard_type_attr_is(I->guards, tp, name, d);
-        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
-        Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v));
-        Py_DECREF(v);
-        Py_DECREF(path);
-        if (method) {
-            if (sv_push(I, fn) < 0) return -1;
-            return sv_push(I, o);
+    if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v))) {
+        PyObject *func = PyMethod_GET_FUNCTION(v);
+        if (d == func) {
+            /* self.helper(...): the function from o's (guarded, exact) type,
+             * inlined with self, as long as the class keeps it and the
+             * instance does not shadow it */
+            wk_guard_type_attr_is(I->guards, tp, name, d);
+            wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
+        } else {
+            /* a method of o held in o's own dict (timm's FasterNet picks its
+             * forward in __init__: self.forward = self.forward_slicing): its
+             * function and its self guarded by identity through the path (a
+             * guard holding the method would keep o alive) */
+            PyObject *func_path = path_then(path, "__func__"), *self_path = path_then(path, "__self__");
+            if (!func_path || !self_path) {
+                Py_XDECREF(func_path);
+                Py_XDECREF(self_path);
+                Py_DECREF(v);
+                Py_DECREF(path);
+                return cap_py_failed(I, nm);
+            }
+            wk_guard_type_at(I->guards, o->arg, path, &PyMethod_Type);
+            wk_guard_id_at(I->guards, o->arg, func_path, func);
+            wk_guard_id_at(I->guards, o->arg, self_path, o->obj);
+            Py_DECREF(func_path);
+            Py_DECREF(self_path);
         }
-        return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
-    }
-    if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v)) &&
-        !(d && PyFunction_Check(d) && d == PyMethod_GET_FUNCTION(v))) {
-        /* a method of o held in o's own dict (timm's FasterNet picks its
-         * forward in __init__: self.forward = self.forward_slicing): its
-         * function and its self guarded by identity through the path (a
-         * guard holding the method would keep o alive), inlined with self */
-        PyObject *func_path = PyTuple_New(np + 2), *self_path = PyTuple_New(np + 2);
-        PyObject *s_func = PyUnicode_InternFromString("__func__"), *s_self = PyUnicode_InternFromString("__self__");
-        if (!func_path || !self_path || !s_func || !s_self) {
-            Py_XDECREF(func_path);
-            Py_XDECREF(self_path);
-            Py_XDECREF(s_func);
-            Py_XDECREF(s_self);
-            Py_DECREF(v);
-            Py_DECREF(path);
-            return cap_py_failed(I, nm);
-        }
-        for (Py_ssize_t i = 0; i <= np; i++) {
-            PyTuple_SET_ITEM(func_path, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
-            PyTuple_SET_ITEM(self_path, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
-        }
-        PyTuple_SET_ITEM(func_path, np + 1, s_func);
-        PyTuple_SET_ITEM(self_path, np + 1, s_self);
-        wk_guard_type_at(I->guards, o->arg, path, &PyMethod_Type);
-        wk_guard_id_at(I->guards, o->arg, func_path, PyMethod_GET_FUNCTION(v));
-        wk_guard_id_at(I->guards, o->arg, self_path, o->obj);
-        Py_DECREF(func_path);
-        Py_DECREF(self_path);
-        Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v));
+        Sv *fn = sv_const(I, func);
         Py_DECREF(v);
         Py_DECREF(path);
         if (method) {
