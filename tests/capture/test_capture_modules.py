@@ -386,3 +386,58 @@ def test_instance_forward_method_is_inlined_and_guarded(how):
         twin = PartialConv(how)  # a method of another module: not the one guarded
         m.mix.forward = twin.forward
         assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+
+
+class Activation(torch.nn.Module):
+    """transformers' GELUActivation: no parameters, its function an attribute."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.act = fn
+
+    def forward(self, x):
+        return self.act(x) * 2
+
+
+GLOBAL_ACT = Activation(torch.nn.functional.gelu)
+GLOBAL_SCALE = torch.nn.Linear(4, 4)  # a module with parameters held as a global
+
+
+def head(x):
+    return GLOBAL_ACT(x + 1) - 1
+
+
+def head_with_parameters(x):
+    return GLOBAL_SCALE(x)
+
+
+def test_stateless_global_module_is_inlined_and_guarded():
+    """A module held as a module-level global (RoBERTa's head calls
+    `gelu = get_activation("gelu")`) with no parameters, buffers or hooks
+    is inlined; a hook, a parameter or another function there compiles
+    again (its dict is guarded) and computes what eager does."""
+    x = torch.randn(3, 4)
+    fn = compiled(head)
+    try:
+        assert_same(fn(x), head(x), rtol=1e-6, atol=1e-6)
+        assert reasons(head) == [] and len(entries(head)) == 1
+        GLOBAL_ACT.act = torch.tanh
+        assert_same(fn(x), head(x), rtol=1e-6, atol=1e-6)
+        assert len(entries(head)) == 2
+        seen = []
+        handle = GLOBAL_ACT.register_forward_hook(lambda m, i, o: seen.append(1))
+        assert_same(fn(x), head(x), rtol=1e-6, atol=1e-6)
+        handle.remove()
+        assert len(seen) == 2  # the hook ran in the compiled call too
+        GLOBAL_ACT.register_buffer("offset", torch.ones(4))  # state: no longer inlined as stateless
+        assert_same(fn(x), head(x), rtol=1e-6, atol=1e-6)
+    finally:
+        GLOBAL_ACT.act = torch.nn.functional.gelu
+        del GLOBAL_ACT._buffers["offset"]
+
+
+def test_global_module_with_parameters_is_not_inlined():
+    x = torch.randn(3, 4)
+    fn = compiled(head_with_parameters)
+    assert_same(fn(x), head_with_parameters(x), rtol=1e-6, atol=1e-6)
+    assert reasons(head_with_parameters) != []  # a break, recorded: its parameters have no source

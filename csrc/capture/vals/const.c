@@ -70,6 +70,8 @@ static int const_truth(Interp *I, Sv *s, int *out) {
 
 /* Pushes an attribute's value v (stolen) as a constant, after the NULL a
  * method load puts below it. */
+static PyObject *stateless_module_dict(PyObject *m);
+
 static int push_const_Steal(Interp *I, PyObject *v, int method) {
     if (method && sv_push(I, I->null_sv) < 0) {
         Py_DECREF(v);
@@ -148,6 +150,18 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
                 if (!v) return cap_py_failed(I, n);
                 return push_const_Steal(I, v, method);
             }
+    }
+    PyObject *mdict = stateless_module_dict(o->obj);
+    if (mdict) {
+        /* an attribute a stateless pinned module holds (GELUActivation.act):
+         * that item of its dict, guarded by identity */
+        PyObject *v = PyDict_GetItemWithError(mdict, name);
+        PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+        if (v && !(d && Py_TYPE(d)->tp_descr_set)) {
+            wk_guard_dict_item_is(I->guards, mdict, name, v);
+            return push_const_Steal(I, Py_NewRef(v), method);
+        }
+        PyErr_Clear();
     }
     if (!PyType_Check(o->obj) && !PyModule_Check(o->obj) && !cap_is_plain(o->obj)) {
         /* a method of an object pinned by identity (a global instance): the
@@ -275,6 +289,81 @@ static int functional_private_helper(PyObject *fn) {
     return PyUnicode_GET_LENGTH(name) > 1 && PyUnicode_READ_CHAR(name, 0) == '_' && PyUnicode_READ_CHAR(name, 1) != '_';
 }
 
+/* A value a stateless module may hold and capture may read as a constant:
+ * plain data, functions, classes, or an empty dict (its parameters,
+ * buffers, submodules and hooks). */
+static int stateless_value(PyObject *v) {
+    if (PyDict_Check(v)) return PyDict_GET_SIZE(v) == 0;
+    if (PyAnySet_Check(v)) return PySet_GET_SIZE(v) == 0;
+    return cap_is_plain(v) || PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v);
+}
+
+/* The instance dict of an nn.Module pinned by identity (a module-level
+ * global: transformers' `gelu = get_activation("gelu")`) with no
+ * parameters, buffers, submodules or hooks and only stateless_value()s, or
+ * NULL (borrowed). */
+static PyObject *stateless_module_dict(PyObject *m) {
+    if (!cap_module_type || !PyObject_TypeCheck(m, cap_module_type)) return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp || !PyDict_Check(*dp)) return NULL;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(*dp, &pos, &k, &v))
+        if (!PyUnicode_Check(k) || !stateless_value(v)) return NULL;
+    return *dp;
+}
+
+/* Calling such a module: its forward inlined with the module as self,
+ * while its dict equals a copy of it as it is now (a parameter, hook or
+ * attribute added or changed fails the guard) and its class keeps
+ * nn.Module's __call__ and this forward. NULL without a reason when m is
+ * not such a module. */
+static Sv *stateless_module_call(Interp *I, Sv *callable, const Args *a) {
+    PyObject *m = callable->obj;
+    PyObject *dict = stateless_module_dict(m);
+    if (!dict) return NULL;
+    PyTypeObject *tp = Py_TYPE(m);
+    PyObject *s_call = PyUnicode_InternFromString("__call__"), *s_forward = PyUnicode_InternFromString("forward");
+    PyObject *call = s_call ? _PyType_Lookup(tp, s_call) : NULL;
+    PyObject *base_call = s_call ? _PyType_Lookup(cap_module_type, s_call) : NULL;
+    PyObject *forward = s_forward ? _PyType_Lookup(tp, s_forward) : NULL;
+    int global_free = wk_guards_no_global_hooks();
+    Sv *r = NULL;
+    if (global_free < 0) {
+        cap_py_failed(I, "module hooks");
+    } else if (call && call == base_call && forward && PyFunction_Check(forward) && global_free &&
+               !PyDict_GetItemWithError(dict, s_forward) && !PyErr_Occurred() && a->npos < 64) {
+        /* the snapshot holds new empty dicts and sets for the module's own:
+         * its hook dicts change in place */
+        PyObject *snapshot = PyDict_New();
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (snapshot && PyDict_Next(dict, &pos, &k, &v)) {
+            PyObject *c = PyDict_Check(v) ? PyDict_New() : PyAnySet_Check(v) ? PySet_New(NULL) : Py_NewRef(v);
+            if (!c || PyDict_SetItem(snapshot, k, c) < 0) Py_CLEAR(snapshot);
+            Py_XDECREF(c);
+        }
+        if (!snapshot) {
+            cap_py_failed(I, "module dict");
+        } else {
+            wk_guard_pinned_equals(I->guards, dict, snapshot);
+            Py_DECREF(snapshot);
+            wk_guard_type_attr_is(I->guards, tp, s_call, call);
+            wk_guard_type_attr_is(I->guards, tp, s_forward, forward);
+            wk_guard_no_global_hooks(I->guards);
+            Sv *pos_args[65];
+            pos_args[0] = callable;
+            for (int i = 0; i < a->npos; i++) pos_args[i + 1] = a->pos[i];
+            Args b = {pos_args, a->npos + 1, a->kwnames, a->kw, a->nkw};
+            r = cap_inline_call(I, (PyFunctionObject *)forward, &b);
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(s_call);
+    Py_XDECREF(s_forward);
+    return r;
+}
+
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *fn = callable->obj;
     char buf[200];
@@ -298,6 +387,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if ((res = cap_scratch_copy_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if ((res = cap_exc_new(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = stateless_module_call(I, callable, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_ctxvar_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_scratch_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
