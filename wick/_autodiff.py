@@ -29,7 +29,10 @@ statistics are outputs without a gradient, which the frame copies back) and,
 on CUDA, runs the channels-last pass over the forward (_graph_layout.
 channels_last); a training norm is then differentiated as one
 (_batch_norm_backward: eager's two reductions) and the convolution rule
-keeps its gradients channels-last.
+keeps its gradients channels-last. 16-bit training norms on CUDA go to
+AOTAutograd by default, or stay calls of eager's kernels here
+(WICK_CUDA_NORM_TRAINING=extern: _batch_norm_rule, the buffers updated in
+place and left out of the autograd node's outputs).
 
 A table op without a rule, a view no digit decomposition expresses, a random
 extern without a rule, symbolic sizes, an output that is an input or a view
@@ -1980,7 +1983,8 @@ def _finish(graph, externs, nodes, ins, outs, diff_outs, grad_out_metas, grad_in
                for n, entry in bld.replaced.items() if entry[0] is _batch_norm_updating
                for k, v in enumerate(nodes[n]["outputs"][1:])}
     return Plan(fwd=fwd, fwd_externs=fwd_externs, bwd=bld.g, bwd_externs=bld.extern_entries,
-                in_place=[(j, updated[v]) for j, v in enumerate(outs) if v in updated], noutputs=len(outs), recomputed=bld.recomputed, diff_outs=diff_outs, grad_out_metas=grad_out_metas,
+                in_place=[(j, updated[v]) for j, v in enumerate(outs) if v in updated], noutputs=len(outs),
+                recomputed=bld.recomputed, diff_outs=diff_outs, grad_out_metas=grad_out_metas,
                 grad_inputs=grad_inputs, saved_spec=saved_spec, nsaved=len(bld.saved_order), ninputs=len(ins))
 
 
