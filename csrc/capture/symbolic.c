@@ -427,6 +427,7 @@ static Ins *normalise(Interp *I, const WkInstr *raw, int n) {
         case LIST_TO_TUPLE: o->op = N_LIST_TO_TUPLE; break;
 #endif
         case FOR_ITER: o->op = N_FOR_ITER; fwd = 1; break;
+        case SEND: fwd = 1; break; /* yield from's loop: its end (GET_YIELD_FROM_ITER) */
         default: break;
         }
         if (fwd || back) {
@@ -973,6 +974,41 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             rc = cap_set_link_iter(I, it, &s, 1);
             cap_list_link_iter(it, &s, 1);
             if (rc == 0) rc = sv_push(I, it);
+            break;
+        }
+        case GET_YIELD_FROM_ITER: {
+            /* `yield from x` as a statement in an inlined generator (nn.Module.
+             * named_modules): x's items are yielded now, in order, as the
+             * generator runs to its end; the loop CPython compiles after it
+             * (LOAD_CONST None; SEND end; YIELD_VALUE ...; end: [END_SEND]
+             * POP_TOP) is skipped with its value, None for anything capture
+             * iterates, discarded */
+            Sv *s = sv_pop(I);
+            if (!s) return NULL;
+            int end = pc + 2 < n && ins[pc + 1].op == LOAD_CONST && ins[pc + 2].op == SEND ? ins[pc + 2].target : -1;
+#if PY312
+            if (end >= 0 && end < n && ins[end].op == END_SEND) end++;
+#endif
+            if (!F->is_generator) {
+                rc = cap_unsupported(I, "yield from in a frame that is not an inlined generator");
+                break;
+            }
+            if (end < 0 || end >= n || ins[end].op != POP_TOP) {
+                rc = cap_unsupported(I, "yield from whose value is used");
+                break;
+            }
+            if (s->kind == SV_ITER) {
+                if ((rc = cap_set_iter_check(I, s)) < 0 || (rc = cap_list_iter_check(I, s)) < 0) break;
+                for (Py_ssize_t i = s->value; i < s->items.len; i++) wk_vec_push(&F->yields, s->items.data[i]);
+                s->value = (int)s->items.len; /* consumed, as the real iterator would be */
+            } else {
+                SvList items = {0};
+                if ((rc = cap_iterate(I, s, &items)) == 0)
+                    for (Py_ssize_t i = 0; i < items.len; i++) wk_vec_push(&F->yields, items.data[i]);
+                wk_vec_free(&items);
+                if (rc < 0) break;
+            }
+            next = end + 1;
             break;
         }
         case N_FOR_ITER: {
