@@ -441,3 +441,33 @@ def test_global_module_with_parameters_is_not_inlined():
     fn = compiled(head_with_parameters)
     assert_same(fn(x), head_with_parameters(x), rtol=1e-6, atol=1e-6)
     assert reasons(head_with_parameters) != []  # a break, recorded: its parameters have no source
+
+
+class Regularised(torch.nn.Module):
+    """A forward that walks its own parameters (nn.Module._named_members
+    keeps them in a set to yield a shared one once)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+        self.c = self.a  # shared
+
+    def forward(self, x):
+        reg = sum(p.square().sum() for p in self.parameters())
+        return self.b(self.a(x)) * len(list(self.named_parameters())) + reg
+
+
+def test_parameters_walked_in_forward_is_one_graph():
+    torch.manual_seed(0)
+    m = Regularised()
+    x = torch.randn(3, 4)
+    fn = compiled(m.forward)
+    with torch.no_grad():
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == [] and len(entries(m.forward)) == 1
+        m.b.weight = torch.nn.Parameter(torch.randn(4, 4))  # another parameter object: its identity was guarded
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        m.c = m.b  # now b is the shared one
+        assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
+        assert reasons(m.forward) == []

@@ -80,9 +80,14 @@ static PyObject *element_obj(Sv *v, int depth) {
  * reference; NULL without a reason where v is not such an object. Ellipsis
  * marks it: no exactly known element is or holds Ellipsis. */
 static PyObject *identity_element(Interp *I, Sv *v) {
-    if (v->kind != SV_OPAQUE || !v->obj || v->arg < 0) return NULL;
+    /* a tensor read from the frame's arguments (a parameter: nn.Module.
+     * _named_members keeps a set of them) hashes by identity (Tensor.
+     * __hash__ is id()), so its == is never asked */
+    int tensor = v->kind == SV_TENSOR && v->obj && cap_is_tensor_obj(v->obj);
+    if ((v->kind != SV_OPAQUE && !tensor) || !v->obj || v->arg < 0) return NULL;
     PyTypeObject *t = Py_TYPE(v->obj);
-    if (t->tp_hash != PyBaseObject_Type.tp_hash || t->tp_richcompare != PyBaseObject_Type.tp_richcompare) return NULL;
+    if (!tensor && (t->tp_hash != PyBaseObject_Type.tp_hash || t->tp_richcompare != PyBaseObject_Type.tp_richcompare))
+        return NULL;
     PyObject *address = PyLong_FromVoidPtr(v->obj);
     PyObject *token = address ? PyTuple_Pack(2, Py_Ellipsis, address) : NULL;
     Py_XDECREF(address);
