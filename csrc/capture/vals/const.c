@@ -68,10 +68,10 @@ static int const_truth(Interp *I, Sv *s, int *out) {
     return cap_unsupported(I, "branch on a %s", cap_type_name(o));
 }
 
-/* Pushes an attribute's value v (stolen) as a constant, after the NULL a
- * method load puts below it. */
 static PyObject *stateless_module_dict(PyObject *m);
 
+/* Pushes an attribute's value v (stolen) as a constant, after the NULL a
+ * method load puts below it. */
 static int push_const_Steal(Interp *I, PyObject *v, int method) {
     if (method && sv_push(I, I->null_sv) < 0) {
         Py_DECREF(v);
