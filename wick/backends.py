@@ -360,7 +360,7 @@ def _wick_decompositions():
     # programs, against 14.9 ms with cuDNN's batch norm, and the first call
     # took 48 s instead of 16 (many more kernels to compile and tune).
     eval_bn = {aten._native_batch_norm_legit_no_training.default: None, aten._native_batch_norm_legit.default: 5}
-    training = os.environ.get("WICK_CUDA_NORM_TRAINING", "extern").strip() == "decompose"
+    training = os.environ.get("WICK_CUDA_NORM_TRAINING", "aot").strip() == "decompose"
     norms = {aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit, aten.native_batch_norm,
              aten._native_batch_norm_legit_functional, aten._batch_norm_with_update_functional,
              aten.native_batch_norm_backward, aten.native_group_norm, aten.native_group_norm_backward}
