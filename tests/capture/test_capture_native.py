@@ -232,11 +232,14 @@ def test_dropout_module_eval_is_identity_and_training_stays_extern():
     torch.manual_seed(0)
     got = compiled(fn)(x)
     assert torch.equal(got, want)  # same seed, same mask: the dropout ran as torch's
-    e = entries(fn)[-1]
-    # never a native node: torch's dropout as an extern, or the call left to
-    # Python (the whole frame eager, or a break at the call with nothing before it)
-    assert e["eager"] or "EXTERN" in e["graph"] or (e["graph_count"] == 0 and e["breaks"])
-    assert "DROPOUT" not in e["graph"]
+    # the module (stateless, held in a cell) is inlined, one entry per mode:
+    # eval's returns its input; training's is never a native node: torch's
+    # dropout as an extern, or the call left to Python (the whole frame
+    # eager, or a break at the call with nothing before it)
+    es = entries(fn)
+    assert any(e["eager"] or "EXTERN" in str(e.get("graph")) or (e["graph_count"] == 0 and e.get("breaks"))
+               for e in es)
+    assert all("DROPOUT" not in str(e.get("graph")) for e in es)
 
 
 # ---- casts, clone, contiguous ---------------------------------------------------
