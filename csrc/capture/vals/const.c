@@ -453,7 +453,47 @@ static PyObject *constant_key_Ref(Sv *k) {
     return t;
 }
 
+/* os.environ: the process's environment as os keeps it (a dict of
+ * encoded keys and values, os.environ._data). A read by a str key is a
+ * constant, guarded by identity on that item of _data (absent included),
+ * so setting the variable later recompiles. os's Mapping methods (get,
+ * __contains__, os.getenv) are inlined and land here; its own __getitem__
+ * would call encodekey, a closure capture does not model. 1 when o is
+ * os.environ. */
+static int is_os_environ(PyObject *o) {
+    static PyObject *environ; /* os.environ as os made it (owned for the process) */
+    if (!environ) {
+        PyObject *os = PyImport_ImportModule("os");
+        environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+        Py_XDECREF(os);
+        PyErr_Clear();
+    }
+    return environ && o == environ && strcmp(Py_TYPE(o)->tp_name, "_Environ") == 0;
+}
+
+static Sv *environ_item(Interp *I, PyObject *environ, PyObject *key) {
+    PyObject *data = PyObject_GetAttrString(environ, "_data");
+    PyObject *encoded = data && PyDict_CheckExact(data) ? PyObject_CallMethod(environ, "encodekey", "O", key) : NULL;
+    if (!encoded) {
+        Py_XDECREF(data);
+        return cap_raise_current(I, "os.environ"), NULL; /* a non-str key raises TypeError in Python too */
+    }
+    PyObject *v = PyDict_GetItemWithError(data, encoded);
+    Sv *r = NULL;
+    if (v || !PyErr_Occurred()) {
+        wk_guard_dict_item_is(I->guards, data, encoded, v);
+        PyObject *decoded = v ? PyObject_CallMethod(environ, "decodevalue", "O", v) : NULL;
+        if (decoded) r = sv_const_Steal(I, decoded);
+        else if (!v) PyErr_SetObject(PyExc_KeyError, key);
+    }
+    Py_DECREF(encoded);
+    Py_DECREF(data);
+    if (!r) cap_raise_current(I, "os.environ");
+    return r;
+}
+
 static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
+    if (k->kind == SV_CONST && is_os_environ(c->obj)) return environ_item(I, c->obj, k->obj);
     if (k->kind == SV_CONST && PyDict_CheckExact(c->obj) && PyUnicode_CheckExact(k->obj)) {
         /* an item of a pinned dict (a registry): guarded by identity */
         PyObject *v = PyDict_GetItemWithError(c->obj, k->obj);
