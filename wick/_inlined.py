@@ -65,3 +65,31 @@ def attention_math(query, key, value, attn_mask, is_causal, scale, device_type):
         empty_rows = attn.amax(-1, keepdim=True) == -math.inf
         probs = torch.softmax(attn.masked_fill(empty_rows, 0.0), -1).masked_fill(empty_rows, 0.0)
         return _matmul(probs, value).to(dtype)
+
+
+class NoBackwardCtx:
+    """The ctx a custom torch.autograd.Function's forward gets when capture
+    inlines a call that records no backward (grad mode off, or no tensor
+    argument requires grad; csrc/capture/vals/userobj.c). What the forward
+    saves or marks is kept only as eager's ctx would show it to the forward
+    itself; nothing reads it after the call. Attributes the forward sets
+    live on it as on eager's ctx."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *tensors):
+        self.dirty_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        self.non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value

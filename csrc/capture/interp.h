@@ -155,6 +155,8 @@ struct Sv {
     int gen;
     unsigned long long gen_effects;
     int gen_grad;
+    long gen_step;   /* I->steps when its run ended */
+    void *gen_frame; /* the Frame that made it (compared, never read) */
     SvList gen_args;
     WkVec(int) gen_values;
 };
@@ -291,6 +293,7 @@ struct Interp {
     /* graph breaks (breaks.c): the compiled frame's instructions are counted
      * so that a second capture can stop right before the one that failed */
     long top_steps;                  /* instructions of the compiled frame started */
+    long steps;                      /* instructions started in every frame (the step limit's count) */
     long stop_step;                  /* > 0: stop once this many have run (the break) */
     int split;                       /* the stop is a split before a loop: nothing runs there */
     int top_pc;                      /* index of the compiled frame's current instruction */
@@ -593,6 +596,13 @@ WkRet *cap_newmodule_reconstruct(Interp *I, RetPlan *p, Sv *o, int depth);
 
 /* vals/userobj.c */
 Sv *cap_userobj_new(Interp *I, PyObject *cls, const Args *a);
+/* custom torch.autograd.Function classes (vals/userobj.c): cls.apply while
+ * it is Function's own (new reference, guarded; NULL with no error when
+ * not), and its call where no backward is recorded (forward inlined; NULL
+ * without a reason when fn is no Function's apply) */
+int cap_is_autograd_function_class(PyObject *cls);
+PyObject *cap_autograd_function_apply_Ref(Interp *I, PyObject *cls);
+Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a);
 int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v);
 Sv *cap_userobj_len(Interp *I, Sv *o); /* NULL without a reason when o is not such an object */
 int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled);

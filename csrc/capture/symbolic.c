@@ -736,8 +736,7 @@ static long inject_at;
 static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
     Frame *F = I->f;
     PyObject *consts = F->code->co_consts, *names = F->code->co_names;
-    static long steps;
-    if (F->depth == 0 && start == 0) steps = 0;
+    if (F->depth == 0 && start == 0) I->steps = 0;
     int next = start, prev = -1;
     for (int pc = start; pc < n; prev = pc, pc = next) {
         const Ins *in = &ins[pc];
@@ -764,19 +763,19 @@ static Sv *run(Interp *I, const Ins *ins, int n, int *ret_line, int start) {
             I->top_pc = pc;
             cap_break_note_step(I, pc);
         }
-        if (++steps > MAX_STEPS) {
+        if (++I->steps > MAX_STEPS) {
             I->no_break = 1;
             cap_unsupported(I, "more than %d instructions interpreted (a long unrolled loop)", MAX_STEPS);
             return NULL;
         }
-        if (inject_at && steps == inject_at) {
+        if (inject_at && I->steps == inject_at) {
             inject_at = 0;
             I->no_break = 1;
             PyErr_SetString(PyExc_SystemError, "wick: injected internal capture error");
             cap_py_failed(I, "capture");
             return NULL;
         }
-        if ((steps & 1023) == 0 && PyErr_CheckSignals() < 0) {
+        if ((I->steps & 1023) == 0 && PyErr_CheckSignals() < 0) {
             cap_py_failed(I, "signal");
             return NULL;
         }

@@ -739,6 +739,74 @@ def test_generator_with_side_effects_is_never_run_ahead():
     assert first[1] + first[2] >= 1, first
 
 
+class Params(torch.nn.Module):
+    """transformers' ModuleUtilsMixin.dtype/.device: next() of a generator
+    expression over self.parameters(), taken right where it is made"""
+
+    def __init__(self):
+        super().__init__()
+        self.idx = torch.nn.Parameter(torch.arange(3.0), requires_grad=False)
+        self.lin = torch.nn.Linear(3, 3).double()
+
+    @property
+    def dtype(self):
+        return next(p.dtype for p in self.parameters() if p.is_floating_point())
+
+    def forward(self, x):
+        first = next(p for p in self.parameters())
+        kind = next((p.dtype for p in self.lin.parameters()), None)
+        return self.lin(x.to(kind)) * first.sum(), self.dtype
+
+
+def closure_gen(x):
+    scale = x.sum()
+    return next(x * scale * k for k in range(2, 4))
+
+
+def gen_kept_then_next(x):
+    g = (x * k for k in [2, 3])  # an iterator argument: eager's runs lazily
+    y = x + 1
+    return next(g) + y
+
+
+def gen_next_twice(x):
+    scale = x.mean()
+    g = (x * scale * k for k in range(2, 5))
+    a = next(g)
+    return a + next(g)
+
+
+@pytest.mark.parametrize("fn", [closure_gen], ids=lambda f: f.__name__)
+def test_next_right_after_a_generator_is_made(fn):
+    check(fn, lambda: [t(4, 3)], (1, 0, 0))
+
+
+def test_next_of_parameters_generator_in_a_module():
+    torch.manual_seed(0)
+    m = Params()
+    import wick
+
+    wick.reset()
+    f = wick.compile(m)
+    x = t(5, 3, seed=2)
+    with torch.no_grad():
+        exp = m(x)
+        got = f(x)
+        got = f(x)
+    torch.testing.assert_close(got[0], exp[0])
+    assert got[1] == exp[1] == torch.float32
+    st = wick.stats()
+    assert (st["graphs"], st["breaks"], len(st["fallbacks"])) == (1, 0, 0), st
+
+
+@pytest.mark.parametrize("fn", [gen_kept_then_next, gen_next_twice], ids=lambda f: f.__name__)
+def test_next_later_than_where_it_is_made_is_refused(fn):
+    # the iterator argument's generator run ahead could have missed a change:
+    # a break, results eager's
+    first = run_both(fn, lambda: [t(4, 3)])
+    assert first[1] + first[2] >= 1, first
+
+
 def list_item_types(x, lst):
     v = lst.pop()
     return x + len(str(v))

@@ -130,6 +130,11 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         if (!v) return cap_py_failed(I, PyUnicode_AsUTF8(name));
         return push_const_Steal(I, v, method);
     }
+    if (PyUnicode_CompareWithASCIIString(name, "apply") == 0 && cap_is_autograd_function_class(o->obj)) {
+        /* Fn.apply of a custom autograd.Function (vals/userobj.c) */
+        PyObject *bound = cap_autograd_function_apply_Ref(I, o->obj);
+        if (bound) return push_const_Steal(I, bound, method);
+    }
     if (PyType_Check(o->obj) && !PyModule_Check(o->obj)) {
         /* a class attribute found in the class's own namespace chain: a
          * constant while the class keeps it (guarded) */
@@ -380,6 +385,8 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if ((res = cap_matmul_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_attention_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_more_torch_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    /* before torch's callables: Function.apply is one of them */
+    if ((res = cap_autograd_function_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (cap_is_torch_callable(fn) && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);

@@ -215,6 +215,60 @@ static int plain_dict(PyObject *d) {
     return 1;
 }
 
+/* 1 when p is exactly a functools.partial of a torch callable or a Python
+ * function whose bound arguments and keywords are plain values */
+static int plain_partial(PyObject *p) {
+    static PyTypeObject *partial_type; /* functools.partial (owned for the process) */
+    if (!partial_type) {
+        PyObject *ft = PyImport_ImportModule("functools");
+        PyObject *t = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+        Py_XDECREF(ft);
+        PyErr_Clear();
+        if (!t || !PyType_Check(t)) return Py_XDECREF(t), 0;
+        partial_type = (PyTypeObject *)t;
+    }
+    if (Py_TYPE(p) != partial_type) return 0;
+    PyObject *fn = PyObject_GetAttrString(p, "func"), *args = PyObject_GetAttrString(p, "args"),
+             *kw = PyObject_GetAttrString(p, "keywords");
+    int ok = fn && args && kw && PyTuple_CheckExact(args) && PyDict_CheckExact(kw) &&
+             (PyFunction_Check(fn) || (PyCFunction_Check(fn) && cap_is_torch_callable(fn))) && cap_is_plain(args);
+    PyObject *k, *x;
+    Py_ssize_t pos = 0;
+    while (ok && PyDict_Next(kw, &pos, &k, &x)) ok = PyUnicode_CheckExact(k) && cap_is_plain(x);
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    PyErr_Clear();
+    return ok;
+}
+
+/* the SV_PARTIAL of a plain_partial p */
+static Sv *partial_of(Interp *I, PyObject *p) {
+    PyObject *fn = PyObject_GetAttrString(p, "func"), *args = PyObject_GetAttrString(p, "args"),
+             *kw = PyObject_GetAttrString(p, "keywords");
+    Sv *r = NULL, *kwd = NULL;
+    if (fn && args && kw && (!PyDict_GET_SIZE(kw) || (kwd = cap_dict_new(I)))) {
+        PyObject *k, *x;
+        Py_ssize_t pos = 0;
+        int ok = 1;
+        while (ok && PyDict_Next(kw, &pos, &k, &x)) ok = cap_dict_set(I, kwd, sv_const(I, k), sv_const(I, x)) == 0;
+        Sv *items[64];
+        Py_ssize_t n = PyTuple_GET_SIZE(args);
+        if (n > 64) {
+            cap_unsupported(I, "a partial with more than 64 bound arguments");
+            ok = 0;
+        }
+        for (Py_ssize_t i = 0; ok && i < n; i++) items[i] = sv_const(I, PyTuple_GET_ITEM(args, i));
+        if (ok) r = cap_partial_new(I, sv_const(I, fn), items, (int)n, kwd);
+    } else if (!CAP_FAILED(I)) {
+        cap_py_failed(I, "functools.partial");
+    }
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return r;
+}
+
 static Sv *child(Interp *I, Sv *o, PyObject *key);
 
 /* A module's _modules dict (nn.ModuleDict.items(), named_children(),
@@ -446,6 +500,23 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         /* a torch builtin held as an attribute (an activation's function):
          * compared by identity, called as a constant */
         wk_guard_equals_at(I->guards, o->arg, path, v);
+        s = sv_new(I, SV_CONST);
+    } else if (plain_partial(v)) {
+        /* a functools.partial held as an attribute (transformers' GELUTanh.act
+         * = partial(F.gelu, approximate="tanh")): pinned by identity, its
+         * func, args and keywords (read-only on a partial) read as they
+         * are, called as a partial made here would be */
+        wk_guard_id_at(I->guards, o->arg, path, v);
+        s = partial_of(I, v);
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (!s) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
+    } else if (PyType_Check(v)) {
+        /* a class held as an attribute (a module's autograd.Function or norm
+         * layer class): this very class, guarded by identity, a constant */
+        wk_guard_id_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if (PyFunction_Check(v)) {
         /* a Python function held as an attribute (timm's GammaAct.act_fn):

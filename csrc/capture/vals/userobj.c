@@ -420,3 +420,154 @@ const SvOps cap_object_kind = {
     .iterate = object_iterate,
     .reconstruct = object_reconstruct,
 };
+
+/* ---- custom torch.autograd.Function, called where no backward is recorded */
+
+static PyObject *function_base;       /* torch.autograd.Function (owned for the process) */
+static PyObject *function_apply_func; /* the function under its classmethod apply */
+
+static int init_function_base(void) {
+    if (function_base) return 1;
+    if (!cap_torch_mod) return 0;
+    PyObject *ag = PyObject_GetAttrString(cap_torch_mod, "autograd");
+    PyObject *base = ag ? PyObject_GetAttrString(ag, "Function") : NULL;
+    PyObject *apply = base ? PyObject_GetAttrString(base, "apply") : NULL;
+    Py_XDECREF(ag);
+    if (!apply || !PyMethod_Check(apply) || !PyType_Check(base)) {
+        Py_XDECREF(base);
+        Py_XDECREF(apply);
+        PyErr_Clear();
+        return 0;
+    }
+    function_apply_func = Py_NewRef(PyMethod_GET_FUNCTION(apply));
+    Py_DECREF(apply);
+    function_base = base;
+    return 1;
+}
+
+int cap_is_autograd_function_class(PyObject *cls) {
+    return PyType_Check(cls) && init_function_base() && cls != function_base &&
+           PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)function_base);
+}
+
+/* cls.apply: the bound classmethod while it is torch.autograd.Function's
+ * own (guarded), else NULL with no error */
+PyObject *cap_autograd_function_apply_Ref(Interp *I, PyObject *cls) {
+    PyObject *name = PyUnicode_InternFromString("apply");
+    PyObject *own = name ? _PyType_Lookup((PyTypeObject *)cls, name) : NULL;
+    PyObject *base = name ? _PyType_Lookup((PyTypeObject *)function_base, name) : NULL;
+    PyObject *r = NULL;
+    if (own && own == base) {
+        wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, name, own);
+        r = PyObject_GetAttr(cls, name);
+    }
+    Py_XDECREF(name);
+    if (!r) PyErr_Clear();
+    return r;
+}
+
+/* 1 when cls is one of torch's own Functions (defined in a torch module) */
+static int torch_own_class(PyObject *cls) {
+    PyObject *m = PyObject_GetAttrString(cls, "__module__");
+    const char *ms = m && PyUnicode_Check(m) ? PyUnicode_AsUTF8(m) : NULL;
+    int own = ms && (strcmp(ms, "torch") == 0 || strncmp(ms, "torch.", 6) == 0);
+    Py_XDECREF(m);
+    PyErr_Clear();
+    return own;
+}
+
+/* Fn.apply(*args) where no backward is recorded (grad mode off, or no
+ * tensor argument requires grad): eager runs forward(ctx, *args) (or
+ * forward(*args), then setup_context(ctx, args, output)) and marks the
+ * outputs, which then need no gradient; capture inlines the same calls,
+ * ctx a wick._inlined.NoBackwardCtx made here (its save_for_backward and
+ * mark_* keep nothing a forward reads). A call that records a backward, or
+ * whose forward returns an argument itself (eager returns a view of it), is
+ * refused. NULL without a reason when fn is no Function's apply. */
+Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a) {
+    if (!PyMethod_Check(fn) || !init_function_base() || PyMethod_GET_FUNCTION(fn) != function_apply_func) return NULL;
+    PyObject *cls = PyMethod_GET_SELF(fn);
+    const char *cn = PyType_Check(cls) ? ((PyTypeObject *)cls)->tp_name : "?";
+    if (!cap_is_autograd_function_class(cls)) return cap_unsupported(I, "%s.apply()", cn), NULL;
+    /* ctx.needs_input_grad: each positional argument's requires_grad, as
+     * eager reports it (under no_grad too) */
+    PyObject *needs = PyTuple_New(a->npos);
+    if (!needs) return cap_py_failed(I, cn), NULL;
+    for (int i = 0; i < a->npos + a->nkw; i++) {
+        Sv *x = i < a->npos ? a->pos[i] : a->kw[i - a->npos];
+        int rg = 0;
+        if (x->kind == SV_TENSOR) {
+            int v = cap_tensor_value(I, x);
+            if (v < 0) return Py_DECREF(needs), NULL;
+            rg = cap_get_rg(I, v);
+        }
+        if (i < a->npos) PyTuple_SET_ITEM(needs, i, PyBool_FromLong(rg));
+        if (I->grad_enabled && rg) {
+            Py_DECREF(needs);
+            if (torch_own_class(cls)) return NULL; /* an extern call, differentiated by autograd (vals/extern.c) */
+            return cap_unsupported(I, "%s.apply() on a tensor that requires grad (a custom backward)", cn), NULL;
+        }
+    }
+    Sv *needs_sv = sv_const_Steal(I, needs);
+    PyObject *n_forward = PyUnicode_InternFromString("forward"), *n_setup = PyUnicode_InternFromString("setup_context");
+    PyObject *forward_d = n_forward ? _PyType_Lookup((PyTypeObject *)cls, n_forward) : NULL;
+    PyObject *setup_d = n_setup ? _PyType_Lookup((PyTypeObject *)cls, n_setup) : NULL;
+    PyObject *base_setup = n_setup ? _PyType_Lookup((PyTypeObject *)function_base, n_setup) : NULL;
+    PyObject *forward = forward_d ? PyObject_GetAttr(cls, n_forward) : NULL;
+    PyObject *setup = setup_d && setup_d != base_setup ? PyObject_GetAttr(cls, n_setup) : NULL;
+    Sv *r = NULL;
+    if (!forward || !PyFunction_Check(forward) || (setup_d != base_setup && (!setup || !PyFunction_Check(setup)))) {
+        PyErr_Clear();
+        cap_unsupported(I, "%s.apply() with a forward or setup_context that is no static function", cn);
+        goto done;
+    }
+    wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, n_forward, forward_d);
+    wk_guard_type_attr_is(I->guards, (PyTypeObject *)cls, n_setup, setup_d);
+    static PyObject *ctx_cls; /* wick._inlined.NoBackwardCtx (owned for the process) */
+    if (!ctx_cls) {
+        PyObject *m = PyImport_ImportModule("wick._inlined");
+        ctx_cls = m ? PyObject_GetAttrString(m, "NoBackwardCtx") : NULL;
+        Py_XDECREF(m);
+        if (!ctx_cls) {
+            cap_py_failed(I, "wick._inlined.NoBackwardCtx");
+            goto done;
+        }
+    }
+    Args ca = {&needs_sv, 1, NULL, NULL, 0};
+    Sv *ctx = cap_userobj_new(I, ctx_cls, &ca);
+    if (!ctx) {
+        if (!CAP_FAILED(I)) cap_unsupported(I, "%s.apply(): its ctx", cn);
+        goto done;
+    }
+    if (a->npos > 63) {
+        cap_unsupported(I, "%s.apply() with more than 63 arguments", cn);
+        goto done;
+    }
+    Sv *pos[64];
+    int np = 0;
+    if (!setup) pos[np++] = ctx;
+    for (int i = 0; i < a->npos; i++) pos[np++] = a->pos[i];
+    Args fa = {pos, np, a->kwnames, a->kw, a->nkw};
+    r = cap_call(I, sv_const(I, forward), &fa);
+    if (r && setup) {
+        Sv *inputs = sv_seq(I, SV_TUPLE, a->pos, a->npos);
+        Sv *sargs[3] = {ctx, inputs, r};
+        Args sa = {sargs, 3, NULL, NULL, 0};
+        if (!cap_call(I, sv_const(I, setup), &sa)) r = NULL;
+    }
+    if (r) {
+        int n = r->kind == SV_TUPLE ? r->items.len : 1;
+        for (int k = 0; k < n && r; k++) {
+            Sv *out = r->kind == SV_TUPLE ? r->items.data[k] : r;
+            for (int i = 0; i < a->npos + a->nkw && r; i++)
+                if (out->kind == SV_TENSOR && out == (i < a->npos ? a->pos[i] : a->kw[i - a->npos]))
+                    r = (cap_unsupported(I, "%s.apply() returning an argument (eager returns a view)", cn), NULL);
+        }
+    }
+done:
+    Py_XDECREF(n_forward);
+    Py_XDECREF(n_setup);
+    Py_XDECREF(forward);
+    Py_XDECREF(setup);
+    return r;
+}

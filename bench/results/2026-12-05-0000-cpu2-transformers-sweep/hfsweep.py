@@ -1,0 +1,30 @@
+import sys, torch, transformers as T, wick
+names = sys.argv[1].split(",")
+for name in names:
+    try:
+        torch.manual_seed(0)
+        cfg_cls = getattr(T, name).config_class
+        cfg = cfg_cls()
+        small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000,
+                     num_key_value_heads=2, head_dim=16, n_embd=64, n_layer=2, n_head=4, d_model=64, encoder_layers=2,
+                     decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                     decoder_ffn_dim=128, max_position_embeddings=128, embedding_size=64, d_ff=128, num_layers=2,
+                     num_heads=4, d_kv=16, ffn_dim=128, num_decoder_layers=2,
+                     num_local_experts=4, num_experts=4, moe_intermediate_size=64, shared_expert_intermediate_size=64,
+                     attention_window=8, block_sizes=[1, 1], sliding_window=8)
+        for k, v in small.items():
+            if hasattr(cfg, k): setattr(cfg, k, v)
+        m = getattr(T, name)(cfg).eval()
+        ids = torch.randint(0, 1000, (2, 16))
+        kw = {"input_ids": ids}
+        if getattr(cfg, "is_encoder_decoder", False): kw["decoder_input_ids"] = ids[:, :8]
+        wick.reset()
+        f = wick.compile(m)
+        with torch.no_grad():
+            a = m(**kw); b = f(**kw); b2 = f(**kw)
+        la = a.logits if hasattr(a, "logits") else a[0]; lb = b2.logits if hasattr(b2, "logits") else b2[0]
+        err = (la - lb).abs().max().item() / max(1e-6, la.abs().max().item())
+        st = wick.stats()
+        print(f"{name}: rel err {err:.1e}, graphs {st['graphs']}, breaks {st['breaks']}, fallbacks {len(st['fallbacks'])}; {(st['break_reasons'] + st['fallbacks'])[:1]}", flush=True)
+    except Exception as e:
+        print(f"{name}: ERROR {type(e).__name__}: {str(e)[:200]}", flush=True)
