@@ -258,7 +258,12 @@ def ident_tuple(x, y):
 
 
 def ident_noop_convert(x):
-    return x.float(), x.to(torch.float32), x.type_as(x)
+    return x.float(), x.to(torch.float32), x.type_as(x), x.type(torch.float32), x.type(dtype=x.dtype)
+
+
+def type_by_dtype(x):
+    # XLNet's r.type(self.r.dtype): a conversion, or x itself
+    return x.type(torch.float64) * 2, x.type(torch.float16), x.type(dtype=torch.int32) + 1, x.type("torch.DoubleTensor")
 
 
 def test_return_input_unchanged():
@@ -272,6 +277,16 @@ def test_return_input_unchanged():
     assert all(t is x for t in r)
     e = entries(ident)
     assert len(e) == 1 and not e[0]["eager"]
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (0, 2), ()])
+def test_type_by_dtype_is_a_conversion(shape):
+    x = torch.randn(shape) * 10
+    got, exp = compiled(type_by_dtype)(x), type_by_dtype(x)
+    for g, e in zip(got, exp):
+        assert g.dtype == e.dtype
+        assert_same(g, e)
+    one_graph(type_by_dtype)
 
 
 def kw_fn(x, y, *, scale=1.0, shift=0):

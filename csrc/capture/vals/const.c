@@ -506,7 +506,11 @@ static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
         PyObject *v = PyDict_GetItemWithError(c->obj, k->obj);
         if (!v) {
             if (PyErr_Occurred()) return cap_py_failed(I, "subscript"), NULL;
-            return cap_unsupported(I, "missing key of a dict (KeyError)"), NULL;
+            /* KeyError, caught or not by the frame as in eager (Mapping.get
+             * over a registry), while the key stays absent */
+            wk_guard_dict_item_is(I->guards, c->obj, k->obj, NULL);
+            PyErr_SetObject(PyExc_KeyError, k->obj);
+            return cap_raise_current(I, "subscript"), NULL;
         }
         if (cap_tensor_type && PyObject_TypeCheck(v, cap_tensor_type))
             return cap_unsupported(I, "a tensor held in a dict constant"), NULL;

@@ -759,6 +759,15 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         if (!o) return NULL;
         return cap_user_convert(I, self, o->dtype);
     }
+    if (strcmp(name, "type") == 0 && nargs == 1) {
+        /* x.type(dtype): a conversion as x.to(dtype) (x itself when it has
+         * that dtype, as eager returns it); a type name string goes to
+         * PyTorch below */
+        Sv *dt = a->npos == 2 ? a->pos[1] : NULL;
+        if (a->nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, 0), "dtype") == 0) dt = a->kw[0];
+        int d = dt && dt->kind == SV_CONST ? cap_dtype_of_obj(dt->obj) : -1;
+        if (d >= 0) return cap_user_convert(I, self, d);
+    }
     if (strcmp(name, "to") == 0) {
         /* x.to(dtype), x.to(device), x.to(device, dtype), x.to(device=, dtype=,
          * non_blocking=, copy=False): staying on x's device, a dtype conversion
