@@ -1420,8 +1420,11 @@ static Sv *source_sv(Interp *I, PyObject *o, int arg, PyObject *path, int lazy_c
         }
     } else if (o == Py_None || cap_is_number(o) || PyUnicode_CheckExact(o) ||
                (cap_dtype_type && Py_TYPE(o) == (PyTypeObject *)cap_dtype_type) ||
-               (PyTuple_CheckExact(o) && cap_is_plain(o))) {
-        /* guarded by value only if the frame reads it (finish_arg_guards) */
+               ((PyTuple_CheckExact(o) || (cap_size_type && Py_TYPE(o) == (PyTypeObject *)cap_size_type)) &&
+                cap_is_plain(o))) {
+        /* guarded by value only if the frame reads it (finish_arg_guards);
+         * a torch.Size (x.shape[:-1] handed to a helper, or live across a
+         * graph break into the resume function) is a tuple of ints too */
         wk_guard_type_at(I->guards, arg, path, Py_TYPE(o));
         if (lazy_const && arg < 64) I->lazy_args |= 1ull << arg;
         else wk_guard_equals_at(I->guards, arg, path, o);

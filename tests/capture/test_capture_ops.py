@@ -553,3 +553,20 @@ def test_layout_reads_of_computed_tensors_match_eager(fn):
 def test_stride_out_of_range_raises_as_eager():
     with pytest.raises(IndexError):
         compiled(stride_out_of_range)(torch.randn(4, 3))
+
+
+def reshape_to(x, shape):
+    # a torch.Size argument (x.shape[:-1] handed to a helper, or live across
+    # a graph break into a resume function): a constant guarded by value
+    return x.reshape(*shape, -1) * shape[0], len(shape), shape
+
+
+def test_torch_size_argument_is_a_guarded_constant():
+    f = compiled(reshape_to)
+    for shape in [(4, 6), (4, 6), (3, 2, 5)]:
+        x = torch.randn(shape)
+        got, exp = f(x, x.shape[:-1]), reshape_to(x, x.shape[:-1])
+        assert_same(got[0], exp[0])
+        assert got[1:] == exp[1:] and type(got[2]) is torch.Size
+    es = entries(reshape_to)
+    assert len(es) == 2 and all(not e["eager"] and e["graph_count"] == 1 for e in es), reasons(reshape_to)
