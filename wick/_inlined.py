@@ -93,3 +93,11 @@ class NoBackwardCtx:
 
     def set_materialize_grads(self, value):
         self.materialize_grads = value
+
+
+def rnn_update_flat_weights(self):
+    """nn.LSTM/GRU/RNN's _update_flat_weights as capture runs it: capture
+    reads self._flat_weights as the parameters self._flat_weights_names
+    names (csrc/capture/vals/object.c), the list eager's call leaves after a
+    parameter was replaced, so nothing is left to do here."""
+    return None

@@ -309,6 +309,71 @@ static Sv *modules_dict(Interp *I, Sv *o, PyObject *mods, PyObject *path, int *f
     return s;
 }
 
+/* nn.LSTM, nn.GRU, nn.RNN (torch's RNNBase): forward first calls
+ * self._update_flat_weights(), which rebuilds self._flat_weights from the
+ * parameters named in self._flat_weights_names when one was replaced (it
+ * compares weak references). Capture reads self._flat_weights as those
+ * parameters, each through its own attribute path (guarded like
+ * self.weight_ih_l0), which is the list that call leaves, so the call itself
+ * is wick._inlined.rnn_update_flat_weights, which does nothing. */
+static PyObject *rnn_base, *rnn_update_func, *rnn_update_noop; /* owned for the process */
+
+static int rnn_init(void) {
+    if (rnn_update_noop) return 1;
+    PyObject *m = PyImport_ImportModule("torch.nn.modules.rnn");
+    PyObject *base = m ? PyObject_GetAttrString(m, "RNNBase") : NULL;
+    PyObject *upd = base && PyType_Check(base) ? PyObject_GetAttrString(base, "_update_flat_weights") : NULL;
+    PyObject *inl = upd && PyFunction_Check(upd) ? PyImport_ImportModule("wick._inlined") : NULL;
+    PyObject *noop = inl ? PyObject_GetAttrString(inl, "rnn_update_flat_weights") : NULL;
+    Py_XDECREF(m);
+    Py_XDECREF(inl);
+    if (!noop) {
+        Py_XDECREF(base);
+        Py_XDECREF(upd);
+        PyErr_Clear();
+        return 0;
+    }
+    rnn_base = base;
+    rnn_update_func = upd;
+    rnn_update_noop = noop;
+    return 1;
+}
+
+static PyObject *rnn_update_stand_in(PyObject *func) {
+    return rnn_init() && func == rnn_update_func ? rnn_update_noop : NULL;
+}
+
+/* 1 when o is an RNNBase whose class keeps torch's _update_flat_weights (guarded) */
+static int rnn_module(Interp *I, PyObject *o) {
+    if (!rnn_init() || !PyObject_TypeCheck(o, (PyTypeObject *)rnn_base)) return 0;
+    PyObject *name = PyUnicode_InternFromString("_update_flat_weights");
+    PyObject *d = name ? _PyType_Lookup(Py_TYPE(o), name) : NULL;
+    int ok = d == rnn_update_func;
+    if (ok) wk_guard_type_attr_is(I->guards, Py_TYPE(o), name, d);
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return ok;
+}
+
+static Sv *rnn_flat_weights(Interp *I, Sv *o) {
+    PyObject *names_attr = PyUnicode_InternFromString("_flat_weights_names");
+    Sv *names = names_attr ? child(I, o, names_attr) : NULL;
+    Py_XDECREF(names_attr);
+    if (!names) return CAP_FAILED(I) ? NULL : (cap_py_failed(I, "_flat_weights_names"), NULL);
+    if (names->kind != SV_LIST) return cap_unsupported(I, "an RNN's _flat_weights_names that is no list of names"), NULL;
+    Sv *s = sv_new(I, SV_LIST);
+    for (int i = 0; i < names->items.len; i++) {
+        Sv *n = names->items.data[i];
+        if (n->kind != SV_CONST || !PyUnicode_CheckExact(n->obj))
+            return cap_unsupported(I, "an RNN's _flat_weights_names that is no list of names"), NULL;
+        Sv *w = child(I, o, n->obj);
+        if (!w) return NULL;
+        if (w->kind != SV_TENSOR) return cap_unsupported(I, "an RNN's flat weight .%s that is no tensor", PyUnicode_AsUTF8(n->obj)), NULL;
+        wk_vec_push(&s->items, w);
+    }
+    return s;
+}
+
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     const char *nm = PyUnicode_AsUTF8(name);
     if (!nm) return cap_py_failed(I, "attribute name");
@@ -369,6 +434,18 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, s);
         }
     }
+    if (is_module && PyList_CheckExact(v) && strcmp(nm, "_flat_weights") == 0 && rnn_module(I, o->obj)) {
+        Py_DECREF(v);
+        s = rnn_flat_weights(I, o);
+        if (!s) {
+            Py_DECREF(path);
+            return -1;
+        }
+        s->arg = o->arg;
+        s->path = path;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
+    }
     if (PyMethod_Check(v) && PyMethod_GET_SELF(v) == o->obj && PyFunction_Check(PyMethod_GET_FUNCTION(v))) {
         PyObject *func = PyMethod_GET_FUNCTION(v);
         if (d == func) {
@@ -396,7 +473,8 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
             Py_DECREF(func_path);
             Py_DECREF(self_path);
         }
-        Sv *fn = sv_const(I, func);
+        PyObject *stand_in = rnn_update_stand_in(func);
+        Sv *fn = sv_const(I, stand_in ? stand_in : func);
         Py_DECREF(v);
         Py_DECREF(path);
         if (method) {
