@@ -24,6 +24,27 @@ def host_profile_on(monkeypatch):
     C.env_reload()
 
 
+@pytest.fixture
+def record_results(monkeypatch):
+    """record_results(owner, name, attr) replaces owner.name for the test with
+    a wrapper that calls the real one and appends getattr(result, attr) to
+    the list it returns (the plans compile_training makes, the FX modules
+    compile_graph_with exports)."""
+
+    def install(owner, name, attr):
+        seen, real = [], getattr(owner, name)
+
+        def recording(*args, **kwargs):
+            result = real(*args, **kwargs)
+            seen.append(getattr(result, attr))
+            return result
+
+        monkeypatch.setattr(owner, name, recording)
+        return seen
+
+    return install
+
+
 def _global_torch_state(torch):
     nesting = torch.autocast_increment_nesting() - 1
     torch.autocast_decrement_nesting()

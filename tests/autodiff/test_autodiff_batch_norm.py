@@ -221,21 +221,8 @@ def test_write_of_a_value_needing_a_gradient_keeps_eager_semantics():
     assert net.last.requires_grad and eager.last.requires_grad
 
 
-def plan_of(monkeypatch):
-    plans = []
-    real = _autodiff.compile_training
-
-    def spy(*args, **kwargs):
-        run = real(*args, **kwargs)
-        plans.append(run.plan)
-        return run
-
-    monkeypatch.setattr(_autodiff, "compile_training", spy)
-    return plans
-
-
 @pytest.mark.parametrize("channels_last", ["0", "1"])
-def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
+def test_backward_has_two_reductions_per_norm(monkeypatch, record_results, channels_last):
     """The norm's backward reduces twice per channel (the sums of g and of g
     times the normalised input, also the bias's and weight's gradients),
     as eager's kernel; op by op the decomposition would reduce four times.
@@ -244,7 +231,7 @@ def test_backward_has_two_reductions_per_norm(monkeypatch, channels_last):
 
     monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
     C.env_reload()
-    plans = plan_of(monkeypatch)
+    plans = record_results(_autodiff, "compile_training", "plan")
     torch.manual_seed(0)
     eager = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, bias=False), torch.nn.BatchNorm2d(6), torch.nn.ReLU(),
                                 torch.nn.Conv2d(6, 4, 3, bias=False))
@@ -298,7 +285,7 @@ def extern_names(entries):
 @pytest.mark.parametrize("case", ["bfloat16", "autocast"])
 @pytest.mark.parametrize("kind", ["plain", "no_affine", "no_running_stats", "batchnorm1d_2d", "batchnorm1d_3d",
                                   "channels_last"])
-def test_16bit_norm_calls_in_own_graphs(monkeypatch, kind, case, channels_last):
+def test_16bit_norm_calls_in_own_graphs(monkeypatch, record_results, kind, case, channels_last):
     """The calls kept (WICK_CUDA_NORM_TRAINING=extern, the CPU counted as
     CUDA): a norm with a weight and running statistics calls
     _batch_norm_with_update, which updates the buffers in place (the frame
@@ -313,7 +300,7 @@ def test_16bit_norm_calls_in_own_graphs(monkeypatch, kind, case, channels_last):
     monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
     monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
     C.env_reload()
-    plans = plan_of(monkeypatch)
+    plans = record_results(_autodiff, "compile_training", "plan")
     if kind == "plain":
         # convolutions without a bias, as before resnet's norms (a bias's
         # gradient there is zero: rounding noise of 16-bit kernels, whose

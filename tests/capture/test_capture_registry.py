@@ -5,38 +5,19 @@ subscript raises KeyError inside capture as eager does, the frame's except
 clause (or Mapping.get's) takes it, and the key's absence is guarded:
 registering it later recompiles, and the frame then uses what was
 registered. Uncaught, the KeyError leaves the frame as in eager."""
-from collections.abc import MutableMapping
-
 import pytest
 import torch
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403
 from test_breaks_inplace import SHAPES, check, t
+from test_capture_transformers_constructs import Registry
 
 
-class Interface(MutableMapping):
+class Interface(Registry):
+    """transformers' GeneralInterface, as test_capture_transformers_constructs models it"""
+
     _global_mapping = {"double": lambda x: x * 2}
-
-    def __init__(self):
-        self._local_mapping = {}
-
-    def __getitem__(self, key):
-        if key in self._local_mapping:
-            return self._local_mapping[key]
-        return self._global_mapping[key]
-
-    def __setitem__(self, key, value):
-        self._local_mapping.update({key: value})
-
-    def __delitem__(self, key):
-        del self._local_mapping[key]
-
-    def __iter__(self):
-        return iter({**self._global_mapping, **self._local_mapping})
-
-    def __len__(self):
-        return len(self._global_mapping.keys() | self._local_mapping.keys())
 
 
 FUNCS = Interface()

@@ -311,7 +311,7 @@ class SplitHeads(torch.nn.Module):
         return self.out(a.transpose(1, 2).reshape(b, t, d))
 
 
-def test_attention_views_export_as_views(monkeypatch):
+def test_attention_views_export_as_views(monkeypatch, record_results):
     """The FX module a training graph is exported to has no _view_of (as_strided) for views that
     reorder their base (heads split and merged), and so the backward graph AOTAutograd makes has
     no as_strided_scatter or copy; gradients equal eager's. (Slices, e.g. of a fused qkv
@@ -319,15 +319,7 @@ def test_attention_views_export_as_views(monkeypatch):
     monkeypatch.setenv("WICK_AUTODIFF", "aot")  # the export to FX, which wick's own autodiff skips
     import wick.backends as wb
 
-    modules = []
-    orig = wb.compile_graph_with
-
-    def recording(*a, **k):
-        run = orig(*a, **k)
-        modules.append(run.graph_module)
-        return run
-
-    monkeypatch.setattr(wb, "compile_graph_with", recording)
+    modules = record_results(wb, "compile_graph_with", "graph_module")
     start = len(wb.compiled_graphs)
     torch.manual_seed(0)
     m = SplitHeads()

@@ -48,6 +48,21 @@ def one_graph(fn):
     assert es[0]["graph_count"] == 1 and not es[0].get("breaks"), reasons(fn)
 
 
+def module_twice_no_grad(m, x):
+    """wick.compile(m) after wick.reset(), called twice on x under no_grad:
+    (eager's result, the second compiled result, (graphs, breaks, fallbacks))."""
+    import wick
+
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        exp = m(x)
+        f(x)
+        got = f(x)
+    st = wick.stats()
+    return exp, got, (st["graphs"], st["breaks"], len(st["fallbacks"]))
+
+
 def entry_tree(code):
     """Every cache entry of code and of the resume functions and callees its
     breaks made."""

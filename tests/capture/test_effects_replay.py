@@ -15,7 +15,7 @@ import torch
 
 import wick._C as C
 from test_capture_util import *  # noqa: F401,F403  (fixtures and helpers)
-from test_capture_util import run_eager_and_compiled
+from test_capture_util import module_twice_no_grad, run_eager_and_compiled
 from test_breaks_inplace import _same, counts, dynamo_graphs, t
 
 OPTS = {"backend": "wick", "fullgraph": False, "dynamic": None, "mode": "default"}
@@ -783,20 +783,10 @@ def test_next_right_after_a_generator_is_made(fn):
 
 def test_next_of_parameters_generator_in_a_module():
     torch.manual_seed(0)
-    m = Params()
-    import wick
-
-    wick.reset()
-    f = wick.compile(m)
-    x = t(5, 3, seed=2)
-    with torch.no_grad():
-        exp = m(x)
-        got = f(x)
-        got = f(x)
+    exp, got, counts = module_twice_no_grad(Params(), t(5, 3, seed=2))
     torch.testing.assert_close(got[0], exp[0])
     assert got[1] == exp[1] == torch.float32
-    st = wick.stats()
-    assert (st["graphs"], st["breaks"], len(st["fallbacks"])) == (1, 0, 0), st
+    assert counts == (1, 0, 0), counts
 
 
 @pytest.mark.parametrize("fn", [gen_kept_then_next, gen_next_twice], ids=lambda f: f.__name__)

@@ -7,7 +7,10 @@ for k, v in dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, int
     if hasattr(cfg, k): setattr(cfg, k, v)
 m = getattr(T, name)(cfg).eval()
 ids = torch.randint(0, 1000, (2, 16))
-def loop(fn, steps=4):
+STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+
+
+def loop(fn, steps=STEPS):
     out = fn(input_ids=ids)
     cache = out.past_key_values
     toks = [out.logits[:, -1].argmax(-1)]
@@ -23,7 +26,7 @@ with torch.no_grad():
 print("max logit diff", max((a-b).abs().max().item() for a, b in zip(la, lb)))
 print(type(cb).__name__, [l.keys.shape for l in cb.layers], max((x.keys-y.keys).abs().max().item() for x, y in zip(ca.layers, cb.layers)))
 st = wick.stats()
-print("graphs", st["graphs"], "breaks", st["breaks"], "fallbacks", len(st["fallbacks"]), "recompiles", st.get("recompiles"))
+print("calls", STEPS + 1, "graphs", st["graphs"], "entries", st.get("entries"), "breaks", st["breaks"], "fallbacks", len(st["fallbacks"]))
 from collections import Counter
 for r, c in Counter(st["break_reasons"]).most_common(12): print(c, r[:300])
 for r in st["fallbacks"][:5]: print("FB", str(r)[:300])

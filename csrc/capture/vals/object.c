@@ -207,6 +207,22 @@ static int plain_list(PyObject *l) {
     return 1;
 }
 
+/* an object the attribute branch below reads as SV_OPAQUE: a plain
+ * instance (plain attribute lookup, an instance dict), not a class,
+ * module, callable or tensor */
+static int plain_instance(PyObject *x) {
+    PyTypeObject *tp = Py_TYPE(x);
+    return (tp->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(tp)) && tp->tp_dictoffset != 0 &&
+           !PyType_Check(x) && !PyModule_Check(x) && !PyCallable_Check(x) && !cap_is_tensor_obj(x) &&
+           !(cap_module_type && PyObject_TypeCheck(x, cap_module_type));
+}
+
+static int object_list(PyObject *l) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(l); i++)
+        if (!plain_instance(PyList_GET_ITEM(l, i))) return 0;
+    return 1;
+}
+
 static int plain_dict(PyObject *d) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -530,6 +546,47 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snapshot); i++)
             wk_vec_push(&s->items, sv_const(I, PyList_GET_ITEM(snapshot, i)));
         Py_DECREF(snapshot);
+        Py_DECREF(v);
+        s->arg = o->arg;
+        s->path = path;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
+    } else if (PyList_CheckExact(v) && PyList_GET_SIZE(v) > 0 && PyList_GET_SIZE(v) <= 64 && object_list(v)) {
+        /* a list of plain instances (transformers' DynamicCache.layers, a
+         * list of DynamicLayer): its length guarded, each item an object
+         * read through path[i] (its type guarded there), read as a list Sv
+         * whose source is this path (capture refuses to change the list
+         * itself; the items' attribute writes are replayed as any
+         * argument object's) */
+        Py_ssize_t n = PyList_GET_SIZE(v), np = PyTuple_GET_SIZE(path);
+        PyObject *len = PyLong_FromSsize_t(n);
+        if (!len) {
+            Py_DECREF(v);
+            Py_DECREF(path);
+            return cap_py_failed(I, nm);
+        }
+        wk_guard_shape_at(I->guards, o->arg, path, v, len);
+        Py_DECREF(len);
+        s = sv_new(I, SV_LIST);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyList_GET_ITEM(v, i), *idx = PyLong_FromSsize_t(i);
+            PyObject *elem = idx ? PyTuple_Pack(1, idx) : NULL, *sub = elem ? PyTuple_New(np + 1) : NULL;
+            Py_XDECREF(idx);
+            if (!sub) {
+                Py_XDECREF(elem);
+                Py_DECREF(v);
+                Py_DECREF(path);
+                return cap_py_failed(I, nm);
+            }
+            for (Py_ssize_t j = 0; j < np; j++) PyTuple_SET_ITEM(sub, j, Py_NewRef(PyTuple_GET_ITEM(path, j)));
+            PyTuple_SET_ITEM(sub, np, elem);
+            wk_guard_type_at(I->guards, o->arg, sub, Py_TYPE(item));
+            Sv *it = sv_new(I, SV_OPAQUE);
+            it->obj = Py_NewRef(item);
+            it->arg = o->arg;
+            it->path = sub;
+            wk_vec_push(&s->items, it);
+        }
         Py_DECREF(v);
         s->arg = o->arg;
         s->path = path;
