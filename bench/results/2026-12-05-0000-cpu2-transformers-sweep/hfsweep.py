@@ -1,27 +1,11 @@
 import sys, torch, transformers as T, wick
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from hfsweep_config import small_config  # noqa: E402
 names = sys.argv[1].split(",")
 for name in names:
     try:
         torch.manual_seed(0)
-        cfg_cls = getattr(T, name).config_class
-        cfg = cfg_cls()
-        small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000,
-                     num_key_value_heads=2, head_dim=16, n_embd=64, n_layer=2, n_head=4, d_model=64, encoder_layers=2,
-                     decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
-                     decoder_ffn_dim=128, max_position_embeddings=128, embedding_size=64, d_ff=128, num_layers=2,
-                     num_heads=4, d_kv=16, ffn_dim=128, num_decoder_layers=2,
-                     num_local_experts=4, num_experts=4, moe_intermediate_size=64, shared_expert_intermediate_size=64,
-                     attention_window=8, block_sizes=[1, 1], sliding_window=8)
-        small.update(rotary_dim=16, num_encoder_layers=2)
-        for k, v in small.items():
-            if hasattr(cfg, k):
-                try:
-                    setattr(cfg, k, v)
-                except (AttributeError, NotImplementedError):  # derived (Falcon's head_dim) or refused (XLNet, Funnel)
-                    pass
-        for k in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            if isinstance(getattr(cfg, k, None), int) and getattr(cfg, k) >= 1000:
-                setattr(cfg, k, 1)
+        cfg = small_config(name)
         m = getattr(T, name)(cfg).eval()
         ids = torch.randint(0, 1000, (2, 16))
         kw = {"input_ids": ids}
