@@ -1107,7 +1107,9 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
     case CK_SHAPE: {
         int ok;
         if (PyLong_Check(c->value)) {
-            ok = PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == PyLong_AsSsize_t(c->value);
+            /* a tuple argument's or a list attribute's length (its type guarded apart) */
+            Py_ssize_t n = PyTuple_CheckExact(x) ? PyTuple_GET_SIZE(x) : PyList_CheckExact(x) ? PyList_GET_SIZE(x) : -1;
+            ok = n == PyLong_AsSsize_t(c->value);
         } else {
             ok = PyDict_CheckExact(x) && PyDict_GET_SIZE(x) == PyTuple_GET_SIZE(c->value);
             Py_ssize_t pos = 0, i = 0;

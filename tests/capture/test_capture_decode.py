@@ -63,6 +63,21 @@ def test_items_read_and_written_like_argument_objects(n):
     assert (breaks, fallbacks) == (0, 0) and graphs == 3, wick.stats()  # each step's keys are longer
 
 
+def test_same_length_hits_the_entry():
+    torch.manual_seed(0)
+    m = Step()
+    wick.reset()
+    f = wick.compile(m)
+    for seed in range(3):
+        se, sc = Store(2), Store(2)  # fresh objects, same types and length: the same entry
+        x = t(1, 4, seed=seed)
+        with torch.no_grad():
+            torch.testing.assert_close(f(x, sc), m(x, se))
+        torch.testing.assert_close(sc.layers[1].keys, se.layers[1].keys)
+    assert counts() == (1, 0, 0), wick.stats()
+    assert wick.stats()["entries"] == 1, wick.stats()
+
+
 def test_list_length_is_guarded():
     torch.manual_seed(0)
     m = Step()
@@ -74,7 +89,8 @@ def test_list_length_is_guarded():
         with torch.no_grad():
             torch.testing.assert_close(f(x, sc), m(x, se))
         assert [s.hits for s in sc.layers] == [1] * n
-    assert counts()[1:] == (0, 0), wick.stats()
+    assert counts() == (2, 0, 0), wick.stats()  # lengths 2 and 3; the second 2 hits the first entry
+    assert wick.stats()["entries"] == 2, wick.stats()
 
 
 def test_list_with_other_items_still_correct():

@@ -384,7 +384,8 @@ static Sv *rnn_flat_weights(Interp *I, Sv *o) {
             return cap_unsupported(I, "an RNN's _flat_weights_names that is no list of names"), NULL;
         Sv *w = child(I, o, n->obj);
         if (!w) return NULL;
-        if (w->kind != SV_TENSOR) return cap_unsupported(I, "an RNN's flat weight .%s that is no tensor", PyUnicode_AsUTF8(n->obj)), NULL;
+        if (w->kind != SV_TENSOR)
+            return cap_unsupported(I, "an RNN's flat weight .%s that is no tensor", PyUnicode_AsUTF8(n->obj)), NULL;
         wk_vec_push(&s->items, w);
     }
     return s;
@@ -565,6 +566,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
             Py_DECREF(path);
             return cap_py_failed(I, nm);
         }
+        wk_guard_type_at(I->guards, o->arg, path, &PyList_Type);
         wk_guard_shape_at(I->guards, o->arg, path, v, len);
         Py_DECREF(len);
         s = sv_new(I, SV_LIST);
