@@ -483,12 +483,15 @@ static int torch_own_class(PyObject *cls) {
  * ctx a wick._inlined.NoBackwardCtx made here (its save_for_backward and
  * mark_* keep nothing a forward reads). A call that records a backward, or
  * whose forward returns an argument itself (eager returns a view of it), is
- * refused. NULL without a reason when fn is no Function's apply. */
+ * refused. NULL without a reason when fn is no Function's apply, or one of
+ * torch's own Functions (those stay extern calls, as before). */
 Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a) {
     if (!PyMethod_Check(fn) || !init_function_base() || PyMethod_GET_FUNCTION(fn) != function_apply_func) return NULL;
     PyObject *cls = PyMethod_GET_SELF(fn);
     const char *cn = PyType_Check(cls) ? ((PyTypeObject *)cls)->tp_name : "?";
     if (!cap_is_autograd_function_class(cls)) return cap_unsupported(I, "%s.apply()", cn), NULL;
+    /* torch's own Functions stay extern calls, differentiated by autograd (vals/extern.c) */
+    if (torch_own_class(cls)) return NULL;
     /* ctx.needs_input_grad: each positional argument's requires_grad, as
      * eager reports it (under no_grad too) */
     PyObject *needs = PyTuple_New(a->npos);
@@ -504,7 +507,6 @@ Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a) {
         if (i < a->npos) PyTuple_SET_ITEM(needs, i, PyBool_FromLong(rg));
         if (I->grad_enabled && rg) {
             Py_DECREF(needs);
-            if (torch_own_class(cls)) return NULL; /* an extern call, differentiated by autograd (vals/extern.c) */
             return cap_unsupported(I, "%s.apply() on a tensor that requires grad (a custom backward)", cn), NULL;
         }
     }
