@@ -3,7 +3,10 @@
  * its source (argument + attribute path); the transformed code reads what
  * the graph needs afresh on every call and guards check what was read.
  * Containers of modules (ModuleList, Sequential, ModuleDict) index and
- * iterate over their children. */
+ * iterate over their children. Attributes holding lists of plain instances
+ * are read item by item, functools.partial and classes are pinned by
+ * identity, and nn.LSTM/GRU/RNN's flat weights are read as the parameters
+ * they name. */
 #include <string.h>
 
 #include "../interp.h"

@@ -7,7 +7,9 @@
  * vals/exc.c) and namedtuples (a tuple whose class names its fields). A returned instance is rebuilt by the transformed
  * code: namedtuples by calling the class with the items, other objects by
  * wick._capture_meta.rebuild_object(cls, names, *values), which sets the
- * attributes without running __init__ again. */
+ * attributes without running __init__ again. A custom torch.autograd.Function
+ * called where no backward is recorded is inlined here too: its forward with
+ * a ctx object made as above. */
 #include <string.h>
 
 #include "../interp.h"
