@@ -12,10 +12,15 @@ import wick
 
 for name in sys.argv[1].split(","):
     try:
+        kw = dict(num_classes=10, drop_rate=0.0, drop_path_rate=0.0)
+        try:
+            timm.create_model(name, pretrained=False, **kw)
+        except TypeError:  # a model without stochastic depth
+            kw.pop("drop_path_rate")
         torch.manual_seed(0)
-        me = timm.create_model(name, num_classes=10, drop_rate=0.0, drop_path_rate=0.0).train()
+        me = timm.create_model(name, **kw).train()
         torch.manual_seed(0)
-        mc = timm.create_model(name, num_classes=10, drop_rate=0.0, drop_path_rate=0.0).train()
+        mc = timm.create_model(name, **kw).train()
         size = me.pretrained_cfg.get("input_size", (3, 224, 224))
         wick.reset()
         f = wick.compile(mc)
