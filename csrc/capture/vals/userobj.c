@@ -53,10 +53,11 @@ static int modelable_class(PyObject *cls) {
     return 1;
 }
 
-/* 1 when cls derives from transformers' ModelOutput (an OrderedDict
- * dataclass whose __post_init__ fills the dict from the non-None fields) */
-static int is_model_output(PyObject *cls) {
-    if (!PyType_Check(cls)) return 0;
+/* transformers' ModelOutput when cls derives from it (an OrderedDict
+ * dataclass whose __post_init__ fills the dict from the non-None fields;
+ * borrowed from cls's MRO), else NULL */
+static PyTypeObject *model_output_base(PyObject *cls) {
+    if (!PyType_Check(cls)) return NULL;
     PyObject *mro = ((PyTypeObject *)cls)->tp_mro;
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
@@ -65,9 +66,33 @@ static int is_model_output(PyObject *cls) {
         int ok = m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "transformers.utils.generic") == 0;
         Py_XDECREF(m);
         PyErr_Clear();
-        if (ok) return 1;
+        if (ok) return b;
     }
-    return 0;
+    return NULL;
+}
+
+static int is_model_output(PyObject *cls) { return model_output_base(cls) != NULL; }
+
+/* out.field = v on a ModelOutput made here (CLIP's get_text_features
+ * replaces pooler_output with its projection): ModelOutput.__setattr__
+ * (guarded to be the class's) then sets the attribute and the dict item.
+ * Modelled where the dict keeps its order: a field that holds a value,
+ * given another value. Setting a None field would append its key at the
+ * end of eager's dict, where the rebuilt object would keep field order;
+ * setting None would leave eager's dict item as it was. */
+static int model_output_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    PyTypeObject *tp = (PyTypeObject *)o->obj, *base = model_output_base(o->obj);
+    PyObject *n = PyUnicode_InternFromString("__setattr__");
+    PyObject *own = n && base ? _PyType_Lookup(tp, n) : NULL;
+    int same = own && own == _PyType_Lookup(base, n);
+    if (same) wk_guard_type_attr_is(I->guards, tp, n, own);
+    Py_XDECREF(n);
+    Sv *old = cap_dict_lookup(o->self, name);
+    if (!same || !v || !old || (old->kind == SV_CONST && old->obj == Py_None) ||
+        (v->kind == SV_CONST && v->obj == Py_None))
+        return cap_unsupported(I, "assignment to field .%s of a %s made during capture other than a value replacing a "
+                                  "value", PyUnicode_AsUTF8(name), tp->tp_name);
+    return cap_dict_set(I, o->self, sv_const(I, name), v);
 }
 
 /* A ModelOutput made during capture: its fields (every one, None where not
@@ -242,7 +267,7 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
 
 int cap_userobj_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
     if (o->value == CAP_OBJ_NEW_MODULE) return cap_newmodule_setattr(I, o, name, v);
-    if (o->value == 1) return cap_unsupported(I, "assignment to a field of a ModelOutput made during capture");
+    if (o->value == 1) return model_output_setattr(I, o, name, v);
     if (!v) return cap_unsupported(I, "del of an attribute of a %s", ((PyTypeObject *)o->obj)->tp_name);
     PyObject *d = _PyType_Lookup((PyTypeObject *)o->obj, name);
     if (d && Py_TYPE(d)->tp_descr_set)
