@@ -369,6 +369,53 @@ static Sv *stateless_module_call(Interp *I, Sv *callable, const Args *a) {
     return r;
 }
 
+/* A function marked a trace-time constant (torch._dynamo.assume_constant_result
+ * sets fn._dynamo_marked_constant; transformers marks its install and
+ * capability probes so, under their lru_cache): called now on constant
+ * arguments, its plain result a constant of the graph. A call without
+ * arguments answering a bool or None is also guarded on its answer (the
+ * guard calls it again: a cache hit for the probes). NULL without a reason
+ * when fn is not marked. */
+static int marked_constant(PyObject *fn) {
+    /* plain functions and lru_cache wrappers only: reading an attribute of
+     * another callable could run its __getattr__ */
+    if (!PyFunction_Check(fn) && strcmp(Py_TYPE(fn)->tp_name, "functools._lru_cache_wrapper") != 0) return 0;
+    PyObject *m = PyObject_GetAttrString(fn, "_dynamo_marked_constant");
+    if (!m) {
+        PyErr_Clear();
+        PyObject *w = PyObject_GetAttrString(fn, "__wrapped__");
+        m = w ? PyObject_GetAttrString(w, "_dynamo_marked_constant") : NULL;
+        Py_XDECREF(w);
+        if (!m) PyErr_Clear();
+    }
+    int marked = m == Py_True;
+    Py_XDECREF(m);
+    return marked;
+}
+
+static Sv *marked_constant_call(Interp *I, PyObject *fn, const Args *a) {
+    if (PyType_Check(fn) || !marked_constant(fn)) return NULL;
+    for (int i = 0; i < a->npos + a->nkw; i++) {
+        Sv *x = i < a->npos ? a->pos[i] : a->kw[i - a->npos];
+        if (x->kind != SV_CONST || !cap_is_plain(x->obj))
+            return cap_unsupported(I, "a constant-marked function called on a %s", sv_desc(x)), NULL;
+    }
+    PyObject *args = PyTuple_New(a->npos), *kw = a->nkw ? PyDict_New() : NULL;
+    for (int i = 0; args && i < a->npos; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(a->pos[i]->obj));
+    for (int k = 0; kw && k < a->nkw; k++)
+        if (PyDict_SetItem(kw, PyTuple_GET_ITEM(a->kwnames, k), a->kw[k]->obj) < 0) Py_CLEAR(kw);
+    PyObject *r = args && (kw || !a->nkw) ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    if (!r) return cap_raise_current(I, "a constant-marked function"), NULL; /* it raises in eager too */
+    if (!cap_is_plain(r)) {
+        Py_DECREF(r);
+        return cap_unsupported(I, "a constant-marked function returning a non-constant"), NULL;
+    }
+    if (!a->npos && !a->nkw && (PyBool_Check(r) || r == Py_None)) wk_guard_call_is(I->guards, fn, r);
+    return sv_const_Steal(I, r);
+}
+
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *fn = callable->obj;
     char buf[200];
@@ -377,6 +424,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
     if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0, fn);
     if ((res = cap_log_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = marked_constant_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_grad_ctx_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_torch_query_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     /* Module.__init__ & co. on a module made here (Dynamo's patched __init__ too) */

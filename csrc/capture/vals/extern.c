@@ -570,8 +570,11 @@ int cap_is_torch_callable(PyObject *fn) {
         return 0;
     }
     const char *m = PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    /* torch.nn.modules and torch.nn.utils.parametrize/parametrizations (a
+     * parametrized module's property getter, its ParametrizationList, the
+     * weight-norm module) are module plumbing, inlined as user code is */
     int r = m && (strcmp(m, "torch") == 0 || strncmp(m, "torch.", 6) == 0) &&
-            strncmp(m, "torch.nn.modules", 16) != 0;
+            strncmp(m, "torch.nn.modules", 16) != 0 && strncmp(m, "torch.nn.utils.parametriz", 25) != 0;
     if (!m) PyErr_Clear();
     Py_DECREF(mod);
     return r;
