@@ -374,6 +374,11 @@ int cap_is_plain(PyObject *o); /* operations run no user code and give plain dat
 const char *cap_type_name(PyObject *o);
 /* a plain constant -> the Sv items of a tuple/list/range/str (NULL: not iterable that way) */
 int cap_const_items(Interp *I, PyObject *o, SvList *out);
+/* Source paths (symbolic.c): path + (step,), an attribute name step, and
+ * path + ((key,),), an item step; path may be NULL (the argument itself).
+ * New tuples, NULL with a Python error set. */
+PyObject *cap_path_then_Ref(PyObject *path, PyObject *step);
+PyObject *cap_path_item_Ref(PyObject *path, PyObject *key);
 /* A dict d of str keys found at argument arg + path (a module's cache of
  * tensors): its keys guarded in order, each item an Sv with a source of its
  * own (tensors read afresh per call), the dict Sv sourced at path (capture

@@ -474,6 +474,22 @@ static void frame_free(Frame *f) {
 
 /* ---- small operations ------------------------------------------------------------ */
 
+PyObject *cap_path_then_Ref(PyObject *path, PyObject *step) {
+    Py_ssize_t n = path ? PyTuple_GET_SIZE(path) : 0;
+    PyObject *r = PyTuple_New(n + 1);
+    if (!r) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(r, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
+    PyTuple_SET_ITEM(r, n, Py_NewRef(step));
+    return r;
+}
+
+PyObject *cap_path_item_Ref(PyObject *path, PyObject *key) {
+    PyObject *elem = PyTuple_Pack(1, key);
+    PyObject *r = elem ? cap_path_then_Ref(path, elem) : NULL;
+    Py_XDECREF(elem);
+    return r;
+}
+
 /* Only None, True and False are compared by identity: guards check values,
  * and for these singletons value and identity agree. */
 static int is_singleton(PyObject *o) { return o == Py_None || o == Py_True || o == Py_False; }
@@ -1442,7 +1458,6 @@ static Sv *source_sv(Interp *I, PyObject *o, int arg, PyObject *path, int lazy_c
         wk_guard_shape_at(I->guards, arg, path, o, shape);
         s = dict ? cap_dict_new(I) : sv_new(I, SV_TUPLE);
         Py_ssize_t n = dict ? PyList_GET_SIZE(keys) : PyTuple_GET_SIZE(o);
-        Py_ssize_t np = path ? PyTuple_GET_SIZE(path) : 0;
         for (Py_ssize_t i = 0; s && i < n; i++) {
             PyObject *key = dict ? PyList_GET_ITEM(keys, i) : NULL;
             if (dict && !PyUnicode_CheckExact(key)) {
@@ -1452,17 +1467,13 @@ static Sv *source_sv(Interp *I, PyObject *o, int arg, PyObject *path, int lazy_c
             }
             PyObject *item = dict ? PyDict_GetItem(o, key) : PyTuple_GET_ITEM(o, i);
             PyObject *k = dict ? Py_NewRef(key) : PyLong_FromSsize_t(i);
-            PyObject *sub = PyTuple_New(np + 1), *elem = k ? PyTuple_Pack(1, k) : NULL;
+            PyObject *sub = k ? cap_path_item_Ref(path, k) : NULL;
             Py_XDECREF(k);
-            if (!sub || !elem) {
-                Py_XDECREF(sub);
-                Py_XDECREF(elem);
+            if (!sub) {
                 cap_py_failed(I, "argument");
                 s = NULL;
                 break;
             }
-            for (Py_ssize_t j = 0; j < np; j++) PyTuple_SET_ITEM(sub, j, Py_NewRef(PyTuple_GET_ITEM(path, j)));
-            PyTuple_SET_ITEM(sub, np, elem);
             Sv *is = source_sv(I, item, arg, sub, 0, any_grad, depth + 1);
             if (is && is->kind != SV_DICT) {
                 is->obj = Py_NewRef(item);

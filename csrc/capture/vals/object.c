@@ -15,15 +15,9 @@ static int tensor_cache(PyObject *d);
 
 /* path + (step,): a new tuple, NULL with an error set. */
 static PyObject *path_then(PyObject *path, const char *step) {
-    Py_ssize_t n = PyTuple_GET_SIZE(path);
     PyObject *s = PyUnicode_InternFromString(step);
-    PyObject *r = s ? PyTuple_New(n + 1) : NULL;
-    if (!r) {
-        Py_XDECREF(s);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(r, i, Py_NewRef(PyTuple_GET_ITEM(path, i)));
-    PyTuple_SET_ITEM(r, n, s);
+    PyObject *r = s ? cap_path_then_Ref(path, s) : NULL;
+    Py_XDECREF(s);
     return r;
 }
 
@@ -210,9 +204,10 @@ static int plain_list(PyObject *l) {
     return 1;
 }
 
-/* an object the attribute branch below reads as SV_OPAQUE: a plain
- * instance (plain attribute lookup, an instance dict), not a class,
- * module, callable or tensor */
+/* an object an attribute read takes as SV_OPAQUE (cap_object_attr), alone
+ * or as a list's item: a plain instance (plain attribute lookup, an
+ * instance dict), not a class, module, callable, tensor or nn.Module (a
+ * module attribute is read as SV_OPAQUE on its own terms) */
 static int plain_instance(PyObject *x) {
     PyTypeObject *tp = Py_TYPE(x);
     return (tp->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(tp)) && tp->tp_dictoffset != 0 &&
@@ -429,14 +424,11 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     if (o->path && PyTuple_GET_SIZE(o->path) >= 32) return cap_unsupported(I, "attribute path too long");
     PyObject *v = PyObject_GetAttr(o->obj, name);
     if (!v) return cap_py_failed(I, nm);
-    Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;
-    PyObject *path = PyTuple_New(np + 1);
+    PyObject *path = cap_path_then_Ref(o->path, name);
     if (!path) {
         Py_DECREF(v);
         return cap_py_failed(I, nm);
     }
-    for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
-    PyTuple_SET_ITEM(path, np, Py_NewRef(name));
     Sv *s = NULL;
     if (is_module && PyDict_CheckExact(v) && strcmp(nm, "_modules") == 0) {
         int failed;
@@ -562,7 +554,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
          * whose source is this path (capture refuses to change the list
          * itself; the items' attribute writes are replayed as any
          * argument object's) */
-        Py_ssize_t n = PyList_GET_SIZE(v), np = PyTuple_GET_SIZE(path);
+        Py_ssize_t n = PyList_GET_SIZE(v);
         PyObject *len = PyLong_FromSsize_t(n);
         if (!len) {
             Py_DECREF(v);
@@ -575,16 +567,13 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         s = sv_new(I, SV_LIST);
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *item = PyList_GET_ITEM(v, i), *idx = PyLong_FromSsize_t(i);
-            PyObject *elem = idx ? PyTuple_Pack(1, idx) : NULL, *sub = elem ? PyTuple_New(np + 1) : NULL;
+            PyObject *sub = idx ? cap_path_item_Ref(path, idx) : NULL;
             Py_XDECREF(idx);
             if (!sub) {
-                Py_XDECREF(elem);
                 Py_DECREF(v);
                 Py_DECREF(path);
                 return cap_py_failed(I, nm);
             }
-            for (Py_ssize_t j = 0; j < np; j++) PyTuple_SET_ITEM(sub, j, Py_NewRef(PyTuple_GET_ITEM(path, j)));
-            PyTuple_SET_ITEM(sub, np, elem);
             wk_guard_type_at(I->guards, o->arg, sub, Py_TYPE(item));
             Sv *it = sv_new(I, SV_OPAQUE);
             it->obj = Py_NewRef(item);
@@ -664,10 +653,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
          * (inlined as a global function is, its code and defaults guarded) */
         wk_guard_id_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
-    } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) ||
-               ((Py_TYPE(v)->tp_getattro == PyObject_GenericGetAttr || cap_renaming_getattribute(Py_TYPE(v))) &&
-                Py_TYPE(v)->tp_dictoffset != 0 &&
-                !PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v))) {
+    } else if ((cap_module_type && PyObject_TypeCheck(v, cap_module_type)) || plain_instance(v)) {
         wk_guard_type_at(I->guards, o->arg, path, Py_TYPE(v));
         s = sv_new(I, SV_OPAQUE);
     } else {
@@ -761,17 +747,13 @@ static Sv *child(Interp *I, Sv *o, PyObject *key) {
  * child's own type is guarded where it is read). */
 static int guard_children(Interp *I, Sv *o, PyObject *mods) {
     if (o->arg < 0) return cap_unsupported(I, "iterating a module container not reached from the arguments");
-    Py_ssize_t np = o->path ? PyTuple_GET_SIZE(o->path) : 0;
     PyObject *keys = PyDict_Keys(mods), *kt = keys ? PyList_AsTuple(keys) : NULL;
-    PyObject *path = kt ? PyTuple_New(np + 1) : NULL, *s_modules = path ? PyUnicode_InternFromString("_modules") : NULL;
+    PyObject *path = kt ? path_then(o->path, "_modules") : NULL;
     Py_XDECREF(keys);
-    if (!s_modules) {
+    if (!path) {
         Py_XDECREF(kt);
-        Py_XDECREF(path);
         return cap_py_failed(I, "module container keys");
     }
-    for (Py_ssize_t i = 0; i < np; i++) PyTuple_SET_ITEM(path, i, Py_NewRef(PyTuple_GET_ITEM(o->path, i)));
-    PyTuple_SET_ITEM(path, np, s_modules);
     wk_guard_shape_at(I->guards, o->arg, path, mods, kt);
     Py_DECREF(path);
     Py_DECREF(kt);
