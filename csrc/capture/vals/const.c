@@ -376,21 +376,20 @@ static Sv *stateless_module_call(Interp *I, Sv *callable, const Args *a) {
  * arguments answering a bool or None is also guarded on its answer (the
  * guard calls it again: a cache hit for the probes). NULL without a reason
  * when fn is not marked. */
+/* o's own attribute `name` read from its instance dict (borrowed), or NULL:
+ * no lookup that raises, for the functions every call checks */
+static PyObject *instance_dict_item(PyObject *o, const char *name) {
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    return dp && *dp ? PyDict_GetItemString(*dp, name) : NULL;
+}
+
 static int marked_constant(PyObject *fn) {
     /* plain functions and lru_cache wrappers only: reading an attribute of
      * another callable could run its __getattr__ */
     if (!PyFunction_Check(fn) && strcmp(Py_TYPE(fn)->tp_name, "functools._lru_cache_wrapper") != 0) return 0;
-    PyObject *m = PyObject_GetAttrString(fn, "_dynamo_marked_constant");
-    if (!m) {
-        PyErr_Clear();
-        PyObject *w = PyObject_GetAttrString(fn, "__wrapped__");
-        m = w ? PyObject_GetAttrString(w, "_dynamo_marked_constant") : NULL;
-        Py_XDECREF(w);
-        if (!m) PyErr_Clear();
-    }
-    int marked = m == Py_True;
-    Py_XDECREF(m);
-    return marked;
+    if (instance_dict_item(fn, "_dynamo_marked_constant") == Py_True) return 1;
+    PyObject *w = instance_dict_item(fn, "__wrapped__");
+    return w && PyFunction_Check(w) && instance_dict_item(w, "_dynamo_marked_constant") == Py_True;
 }
 
 static Sv *marked_constant_call(Interp *I, PyObject *fn, const Args *a) {
