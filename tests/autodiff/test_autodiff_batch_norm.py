@@ -337,17 +337,24 @@ def test_16bit_norm_calls_in_own_graphs(monkeypatch, record_results, kind, case,
     assert len(plan.in_place) == (2 * norms if forward == "_batch_norm_updating" else 0)
 
 
+def bf16_pair_on_extern_norms(monkeypatch, kind):
+    """WICK_CUDA_NORM_TRAINING=extern with the CPU counted as CUDA, and
+    variant(kind) in bfloat16 twice (eager's and a copy to compile), wick reset"""
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
+    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
+    eager, shape = variant(kind)
+    eager = eager.to(torch.bfloat16)
+    net = copy.deepcopy(eager)
+    fresh()
+    return eager, net, shape
+
+
 def test_norm_updates_its_buffers_in_place(monkeypatch):
     """The running statistics stay the module's own tensors, updated in
     place as eager's kernel updates them, and nothing clones them or copies
     them back. (Their version counters move where eager's do not: the op
     declares its writes; eager's cuDNN and CPU kernels write unannounced.)"""
-    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
-    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
-    eager, shape = variant("plain_affine")
-    eager = eager.to(torch.bfloat16)
-    net = copy.deepcopy(eager)
-    fresh()
+    eager, net, shape = bf16_pair_on_extern_norms(monkeypatch, "plain_affine")
     fn = wick.compile(net)
     norm, twin = net[1], eager[1]
     buffers = (norm.running_mean, norm.running_var)
@@ -370,12 +377,7 @@ def test_norm_updates_its_buffers_in_place(monkeypatch):
 def test_16bit_norm_shared_by_two_calls(monkeypatch):
     """One BatchNorm2d called twice in a step (one extern entry per call or
     shared): the same values as eager's, through whichever route took it."""
-    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
-    monkeypatch.setattr(_autodiff, "_CUDA_NORM_DEVICES", ("cuda", "cpu"))
-    eager, shape = variant("shared")
-    eager = eager.to(torch.bfloat16)
-    net = copy.deepcopy(eager)
-    fresh()
+    eager, net, shape = bf16_pair_on_extern_norms(monkeypatch, "shared")
     steps(eager, net, wick.compile(net), torch.bfloat16, (shape,))
     s = _autodiff.stats()
     assert s["graphs"] + s["fallbacks"] == 1, s
