@@ -35,10 +35,13 @@ typedef enum {
     CK_MODULE_PLAIN_ATTR, /* name is in none of the _parameters, _buffers, _modules of the nn.Module
                            * getattr(arg, *path): Module.__setattr__ stores it in the instance __dict__ */
     CK_ARG_DISTINCT, /* argument arg is no other argument (identity) */
+    CK_SAME_AS,      /* getattr(arg, *path) is (enabled) or is not (!enabled) the object at a second
+                      * source, value = (arg2, path2 or None): `x is y` between two tensors read from
+                      * the arguments */
 } CheckKind;
 
 /* cheapest first */
-static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4, 2, 1};
+static const int check_cost[] = {0, 0, 1, 2, 3, 2, 4, 5, 0, 0, 0, 0, 1, 1, 1, 1, 1, 3, 4, 2, 1, 2};
 
 typedef struct {
     CheckKind kind;
@@ -570,6 +573,26 @@ void wk_guard_arg_distinct(WkGuards *g, int arg) {
     add_check(g, c);
 }
 
+void wk_guard_same_as_at(WkGuards *g, int arg, PyObject *path, int arg2, PyObject *path2, int same) {
+    PyObject *other = Py_BuildValue("(iO)", arg2, path2 ? path2 : Py_None);
+    if (!other) {
+        PyErr_Clear();
+        return;
+    }
+    for (int i = 0; i < g->checks.len; i++) {
+        const Check *o = &g->checks.data[i];
+        if (o->kind == CK_SAME_AS && o->arg == arg && same_path(o->path, path) &&
+            PyObject_RichCompareBool(o->value, other, Py_EQ) == 1) {
+            Py_DECREF(other);
+            return;
+        }
+    }
+    PyErr_Clear();
+    Check c = {.kind = CK_SAME_AS, .arg = arg, .path = Py_XNewRef(path), .enabled = same};
+    c.value = other;
+    add_check(g, c);
+}
+
 /* 1 when name is in none of module x's registries (read from its instance
  * __dict__, as Module.__setattr__ reads them), 0 otherwise. */
 int wk_guards_module_plain_attr(PyObject *x, PyObject *name) {
@@ -737,6 +760,15 @@ static void memo_dict(CheckMemo *mm, PyObject *dict) {
     if (!mm) return;
     mm->dict = dict;
     mm->version = dict ? dict_version(dict) : 0;
+}
+
+/* A guarded dict key: the same object, or an equal str or int (a hook
+ * id past the small-int cache is a new int object on every read). */
+static int same_key(PyObject *k, PyObject *e) {
+    if (k == e) return 1;
+    if (PyUnicode_CheckExact(k) && PyUnicode_CheckExact(e)) return PyUnicode_Compare(k, e) == 0;
+    if (PyLong_CheckExact(k) && PyLong_CheckExact(e)) return PyObject_RichCompareBool(k, e, Py_EQ) == 1;
+    return 0;
 }
 
 /* NO_HOOKS: 1 when module x has no hooks of its own, 0 when it has or
@@ -1111,12 +1143,19 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
             Py_ssize_t n = PyTuple_CheckExact(x) ? PyTuple_GET_SIZE(x) : PyList_CheckExact(x) ? PyList_GET_SIZE(x) : -1;
             ok = n == PyLong_AsSsize_t(c->value);
         } else {
-            ok = PyDict_CheckExact(x) && PyDict_GET_SIZE(x) == PyTuple_GET_SIZE(c->value);
-            Py_ssize_t pos = 0, i = 0;
-            PyObject *k, *v;
-            while (ok && PyDict_Next(x, &pos, &k, &v)) {
-                PyObject *e = PyTuple_GET_ITEM(c->value, i++);
-                ok = k == e || (PyUnicode_CheckExact(k) && PyUnicode_CheckExact(e) && PyUnicode_Compare(k, e) == 0);
+            ok = (PyDict_CheckExact(x) || PyODict_CheckExact(x)) && PyDict_GET_SIZE(x) == PyTuple_GET_SIZE(c->value);
+            if (ok && PyODict_CheckExact(x)) {
+                /* an OrderedDict (a module's hook registry) keeps its own
+                 * order, which move_to_end changes: its keys as it iterates */
+                PyObject *keys = PySequence_Tuple(x);
+                if (!keys) return -1;
+                for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(keys); i++)
+                    ok = same_key(PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(c->value, i));
+                Py_DECREF(keys);
+            } else {
+                Py_ssize_t pos = 0, i = 0;
+                PyObject *k, *v;
+                while (ok && PyDict_Next(x, &pos, &k, &v)) ok = same_key(k, PyTuple_GET_ITEM(c->value, i++));
             }
         }
         if (!ok) {
@@ -1154,6 +1193,7 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         break;
     }
     case CK_ARG_DISTINCT: /* needs every argument: wk_guards_check_memo */
+    case CK_SAME_AS:
         break;
     case CK_MODULE_PLAIN_ATTR:
         if (!wk_guards_module_plain_attr(x, c->name)) {
@@ -1535,6 +1575,29 @@ static PyObject *resolve_path_Ref(const WkGuards *g, const Check *c, PyObject *c
     return x;
 }
 
+/* SAME_AS's second object (new reference), or NULL with why_buf set (0)
+ * or an error to propagate (*err) */
+static PyObject *second_source_Ref(const WkGuards *g, const Check *c, PyObject *const *args, int nargs, int *err) {
+    char nb[160];
+    long arg2 = PyLong_AsLong(PyTuple_GET_ITEM(c->value, 0));
+    PyObject *path2 = PyTuple_GET_ITEM(c->value, 1);
+    if (arg2 < 0 || arg2 >= nargs || !args[arg2]) {
+        snprintf(why_buf, sizeof why_buf, "%s is missing", arg_name(g, (int)arg2, nb, sizeof nb));
+        return NULL;
+    }
+    PyObject *x = Py_NewRef(args[arg2]);
+    for (Py_ssize_t i = 0; path2 != Py_None && i < PyTuple_GET_SIZE(path2); i++) {
+        PyObject *next = wk_source_step_Ref(x, PyTuple_GET_ITEM(path2, i));
+        Py_DECREF(x);
+        if (!next) {
+            *err = read_failed(who_of(g, c, nb, sizeof nb), "second source") < 0;
+            return NULL;
+        }
+        x = next;
+    }
+    return x;
+}
+
 /* The object a check looks at (new reference), or NULL with why_buf set
  * (0) or an error to propagate (*err). */
 static PyObject *subject_Ref(const WkGuards *g, const Check *c, PyObject *const *args, int nargs,
@@ -1672,6 +1735,25 @@ static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int na
                 }
             continue;
         }
+        if (c->kind == CK_SAME_AS) {
+            int err = 0;
+            PyObject *v = c->path ? resolve_path_Ref(g, c, args, nargs, x, &err) : Py_NewRef(x);
+            PyObject *w = v ? second_source_Ref(g, c, args, nargs, &err) : NULL;
+            int same = v && w && v == w;
+            Py_XDECREF(v);
+            Py_XDECREF(w);
+            if (err) return -1;
+            if (!v || !w) goto fail;
+            if (same != c->enabled) {
+                char nb2[160];
+                PyObject *path2 = PyTuple_GET_ITEM(c->value, 1);
+                snprintf(why_buf, sizeof why_buf, "%s %s %s", who_of(g, c, nb, sizeof nb), same ? "is now" : "is no longer",
+                         arg_name_path(g, (int)PyLong_AsLong(PyTuple_GET_ITEM(c->value, 0)),
+                                       path2 == Py_None ? NULL : path2, nb2, sizeof nb2));
+                goto fail;
+            }
+            continue;
+        }
         if (c->path && x) {
             int err = 0;
             PyObject *v = resolve_path_Ref(g, c, args, nargs, x, &err);
@@ -1752,6 +1834,14 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         case CK_ARG_DISTINCT:
             line = PyUnicode_FromFormat("ARG_DISTINCT %s", who);
             break;
+        case CK_SAME_AS: {
+            char nb2[160];
+            PyObject *path2 = PyTuple_GET_ITEM(c->value, 1);
+            const char *other = arg_name_path(g, (int)PyLong_AsLong(PyTuple_GET_ITEM(c->value, 0)),
+                                              path2 == Py_None ? NULL : path2, nb2, sizeof nb2);
+            line = PyUnicode_FromFormat("%s %s %s", c->enabled ? "IS" : "IS_NOT", who, other);
+            break;
+        }
         case CK_MODULE_PLAIN_ATTR:
             line = PyUnicode_FromFormat("MODULE_PLAIN_ATTR %s.%U", who, c->name);
             break;

@@ -445,6 +445,9 @@ int cap_has_eager_layout(const Interp *I, int value);
 /* x (a tensor Sv, borrowed) takes r's value in place; returns x, or NULL with the reason recorded.
  * An input tensor (x read from an argument or global) is written back after the graph (I->writes). */
 Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what);
+/* `x is y` between two tensor Svs that are not the same Sv: 1 or 0, or -1
+ * with the reason recorded (vals/tensor.c) */
+int cap_tensor_is(Interp *I, Sv *x, Sv *y);
 /* The write entry of input tensor s (same source), or NULL */
 CapWrite *cap_write_of(Interp *I, const Sv *s);
 /* a VIEW of value v would see a later write into an input through the
@@ -640,6 +643,10 @@ Sv *cap_scratch_copy_call(Interp *I, PyObject *fn, const Args *a); /* NULL witho
 int cap_scratch_setattr(Interp *I, Sv *o, PyObject *name, Sv *v); /* v NULL: delete */
 Sv *cap_scratch_builtin_call(Interp *I, PyObject *fn, const Args *a); /* setattr/delattr; NULL without a reason: not */
 int cap_scratch_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
+/* out["field"] = v on a ModelOutput made during capture (vals/userobj.c); 0, or -1 with the reason recorded */
+int cap_userobj_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
+/* keys(), values(), items() of a ModelOutput made during capture: a new list Sv, or NULL with the reason recorded */
+Sv *cap_userobj_method_call(Interp *I, const char *name, const Args *a);
 int cap_scratch_contains(Interp *I, Sv *seq, Sv *x, int *out);
 Sv *cap_scratch_len(Interp *I, Sv *s);
 

@@ -507,7 +507,9 @@ static int is_op(Interp *I, int invert) {
     else if ((x->kind == SV_CONST && is_singleton(x->obj) && y->kind != SV_CONST && y->kind != SV_NULL) ||
              (y->kind == SV_CONST && is_singleton(y->obj) && x->kind != SV_CONST && x->kind != SV_NULL))
         same = 0; /* a tensor, tuple or guarded object is never None, True or False */
-    else if (x->kind == SV_OPAQUE && y->kind == SV_OPAQUE && x->obj && y->obj && x->obj != y->obj)
+    else if (x->kind == SV_TENSOR && y->kind == SV_TENSOR) {
+        if ((same = cap_tensor_is(I, x, y)) < 0) return -1;
+    } else if (x->kind == SV_OPAQUE && y->kind == SV_OPAQUE && x->obj && y->obj && x->obj != y->obj)
         return cap_unsupported(I, "'is' between two objects");
     else
         return cap_unsupported(I, "'is' between a %s and a %s", sv_desc(x), sv_desc(y));
@@ -711,6 +713,7 @@ static int store_subscr(Interp *I) {
     if (c->kind == SV_DICT) return cap_dict_set(I, c, k, v);
     if (c->kind == SV_LIST) return cap_seq_store(I, c, k, v);
     if (c->kind == SV_SCRATCH) return cap_scratch_setitem(I, c, k, v);
+    if (c->kind == SV_OBJECT) return cap_userobj_setitem(I, c, k, v);
     if (c->kind == SV_TENSOR) { /* x[k] = v: operator.setitem, functional on a clone (vals/extern.c) */
         static PyObject *setitem;
         if (!setitem && !(setitem = PyObject_GetAttrString(cap_operator_mod, "setitem")))

@@ -47,6 +47,8 @@ void wk_guard_module_plain_attr_at(WkGuards *g, int arg, PyObject *path, PyObjec
 int wk_guards_module_plain_attr(PyObject *module, PyObject *name);
 /* argument arg is not the same object as any other argument of the call */
 void wk_guard_arg_distinct(WkGuards *g, int arg);
+/* getattr(arg, *path) is (same) or is not (!same) getattr(arg2, *path2); paths borrowed, NULL: the argument */
+void wk_guard_same_as_at(WkGuards *g, int arg, PyObject *path, int arg2, PyObject *path2, int same);
 /* the nn.Module getattr(arg, *path) has no hooks; no global module hooks. */
 void wk_guard_no_hooks_at(WkGuards *g, int arg, PyObject *path);
 /* getattr/getitem(arg, *path) is an exact tuple of length `shape` (an int)

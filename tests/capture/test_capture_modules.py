@@ -99,7 +99,8 @@ def test_submodule_with_hooks_runs_eagerly_and_hooks_run():
         assert_same(f(m, x), expected)
         assert calls == [1]
         es = entries(Affine.uses_submodule)
-        assert len(es) == 2 and any("hooks" in r for r in reasons(Affine.uses_submodule))
+        # the hook is inlined; its append to the test's list is not replayed: a break
+        assert len(es) == 2 and any(".append of list" in r for r in reasons(Affine.uses_submodule))
     finally:
         h.remove()
     assert_same(f(m, x), m.uses_submodule(x))

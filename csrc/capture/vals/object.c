@@ -389,6 +389,51 @@ static Sv *rnn_flat_weights(Interp *I, Sv *o) {
     return s;
 }
 
+/* nn.Module's hook registries: OrderedDicts of hook id -> hook (or -> True) */
+static int is_hook_registry(const char *nm) {
+    static const char *const names[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                        "_backward_pre_hooks", "_forward_hooks_with_kwargs",
+                                        "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(nm, names[i]) == 0) return 1;
+    return 0;
+}
+
+/* A module's hook registry d, read through path: a dict Sv of its hooks
+ * as they are now, its keys guarded in order (registering or removing a
+ * hook recompiles) and each hook guarded by identity (plain values by
+ * value), so len(), truth, membership and iteration answer from it;
+ * capture refuses to change it (vals/dict.c). */
+static Sv *hook_registry(Interp *I, PyObject *d, int arg, PyObject *path) {
+    PyObject *keys = PySequence_Tuple(d); /* an OrderedDict's own order */
+    if (!keys) return cap_py_failed(I, "hook registry"), NULL;
+    if (PyTuple_GET_SIZE(keys) > 64) {
+        Py_DECREF(keys);
+        return cap_unsupported(I, "a module with more than 64 hooks of one kind"), NULL;
+    }
+    wk_guard_shape_at(I->guards, arg, path, d, keys);
+    Sv *s = cap_dict_new(I);
+    for (Py_ssize_t i = 0; s && i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i);
+        PyObject *hook = PyObject_GetItem(d, k), *sub = hook ? cap_path_item_Ref(path, k) : NULL;
+        if (!sub || PyList_Append(s->obj, k) < 0) {
+            Py_XDECREF(hook);
+            Py_XDECREF(sub);
+            Py_DECREF(keys);
+            return cap_py_failed(I, "hook registry"), NULL;
+        }
+        if (cap_is_plain(hook)) wk_guard_equals_at(I->guards, arg, sub, hook);
+        else wk_guard_id_at(I->guards, arg, sub, hook);
+        Py_DECREF(sub);
+        wk_vec_push(&s->items, sv_const_Steal(I, hook));
+    }
+    Py_DECREF(keys);
+    if (!s) return NULL;
+    s->arg = arg;
+    s->path = Py_NewRef(path);
+    return s;
+}
+
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     const char *nm = PyUnicode_AsUTF8(name);
     if (!nm) return cap_py_failed(I, "attribute name");
@@ -430,6 +475,14 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         return cap_py_failed(I, nm);
     }
     Sv *s = NULL;
+    if (is_module && o->arg >= 0 && (PyODict_CheckExact(v) || PyDict_CheckExact(v)) && is_hook_registry(nm)) {
+        s = hook_registry(I, v, o->arg, path);
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (!s) return -1;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
+    }
     if (is_module && PyDict_CheckExact(v) && strcmp(nm, "_modules") == 0) {
         int failed;
         s = modules_dict(I, o, v, path, &failed);
@@ -858,9 +911,98 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     return cap_object_attr(I, o, name, method);
 }
 
-/* module(x): nn.Module.__call__ without hooks is forward(x); a module with
- * hooks runs eagerly (the reason says so). Other callable objects: their
- * type's __call__ inlined. */
+static int is_none(const Sv *s) { return s->kind == SV_CONST && s->obj == Py_None; }
+
+/* Calls hook(self, *rest): its result (NULL: failed) */
+static Sv *call_hook(Interp *I, Sv *hook, Sv *self, Sv *const *rest, int nrest) {
+    Sv *pos[4] = {self};
+    for (int i = 0; i < nrest; i++) pos[i + 1] = rest[i];
+    Args b = {pos, nrest + 1, NULL, NULL, 0};
+    return cap_call(I, hook, &b);
+}
+
+/* A hook registry of module o read through its path (hook_registry) */
+static Sv *registry(Interp *I, Sv *o, const char *nm) {
+    PyObject *name = PyUnicode_InternFromString(nm);
+    Sv *r = name ? child(I, o, name) : NULL;
+    Py_XDECREF(name);
+    if (!r && !CAP_FAILED(I)) cap_py_failed(I, nm);
+    if (r && r->kind != SV_DICT) return cap_unsupported(I, "a module whose .%s is no hook registry", nm), NULL;
+    return r;
+}
+
+/* module(*args, **kwargs) for a module with forward pre-hooks or forward
+ * hooks, as nn.Module._call_impl runs it: each pre-hook in order may
+ * replace the positional arguments (one registered with_kwargs: the
+ * arguments and the keywords), then forward runs, then each forward hook
+ * in order may replace the result. The hooks are inlined as any call is.
+ * The registries are read through the module's path (hook_registry
+ * guards their keys and hooks); backward hooks, which need autograd hook
+ * nodes around the call, are refused. */
+static Sv *call_with_hooks(Interp *I, Sv *o, Sv *forward, Sv *self, const Args *a) {
+    Sv *pre = registry(I, o, "_forward_pre_hooks"), *pre_kw = pre ? registry(I, o, "_forward_pre_hooks_with_kwargs") : NULL;
+    Sv *post = pre_kw ? registry(I, o, "_forward_hooks") : NULL;
+    Sv *post_kw = post ? registry(I, o, "_forward_hooks_with_kwargs") : NULL;
+    Sv *bw = post_kw ? registry(I, o, "_backward_hooks") : NULL, *bw_pre = bw ? registry(I, o, "_backward_pre_hooks") : NULL;
+    if (!bw_pre) return NULL;
+    if (bw->items.len || bw_pre->items.len) return cap_unsupported(I, "call of %s: the module has backward hooks", Py_TYPE(o->obj)->tp_name), NULL;
+    Sv *args = sv_seq(I, SV_TUPLE, a->pos, a->npos), *kwargs = cap_dict_new(I);
+    if (!kwargs) return NULL;
+    for (int i = 0; i < a->nkw; i++)
+        if (cap_dict_set(I, kwargs, sv_const(I, PyTuple_GET_ITEM(a->kwnames, i)), a->kw[i]) < 0) return NULL;
+    for (int i = 0; i < pre->items.len; i++) {
+        Sv *hook = pre->items.data[i];
+        if (cap_dict_lookup(pre_kw, PyList_GET_ITEM(pre->obj, i))) {
+            Sv *rest[2] = {args, kwargs}, *r = call_hook(I, hook, self, rest, 2);
+            if (!r) return NULL;
+            if (is_none(r)) continue;
+            if (r->kind != SV_TUPLE || r->items.len != 2 || r->items.data[0]->kind != SV_TUPLE ||
+                r->items.data[1]->kind != SV_DICT)
+                return cap_unsupported(I, "a forward pre-hook with kwargs that returns no (args, kwargs) pair"), NULL;
+            args = r->items.data[0];
+            kwargs = r->items.data[1];
+        } else {
+            Sv *r = call_hook(I, hook, self, &args, 1);
+            if (!r) return NULL;
+            if (is_none(r)) continue;
+            args = r->kind == SV_TUPLE ? r : sv_seq(I, SV_TUPLE, &r, 1);
+        }
+    }
+    int npos = args->items.len, nkw = kwargs->items.len;
+    if (npos + nkw > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
+    Sv *pos[72];
+    pos[0] = self;
+    for (int i = 0; i < npos; i++) pos[i + 1] = args->items.data[i];
+    PyObject *names = NULL;
+    if (nkw) {
+        names = PyList_AsTuple(kwargs->obj);
+        if (!names) return cap_py_failed(I, "keyword arguments"), NULL;
+        sv_const_Steal(I, names); /* alive while capture runs */
+        for (int i = 0; i < nkw; i++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)))
+                return cap_unsupported(I, "a keyword argument whose name is no str"), NULL;
+    }
+    Args b = {pos, npos + 1, names, kwargs->items.data, nkw};
+    Sv *result = cap_call(I, forward, &b);
+    for (int i = 0; result && i < post->items.len; i++) {
+        Sv *hook = post->items.data[i];
+        Sv *r;
+        if (cap_dict_lookup(post_kw, PyList_GET_ITEM(post->obj, i))) {
+            Sv *rest[3] = {args, kwargs, result};
+            r = call_hook(I, hook, self, rest, 3);
+        } else {
+            Sv *rest[2] = {args, result};
+            r = call_hook(I, hook, self, rest, 2);
+        }
+        if (!r) return NULL;
+        if (!is_none(r)) result = r;
+    }
+    return result;
+}
+
+/* module(x): nn.Module.__call__ is forward(x), with the module's forward
+ * pre-hooks and hooks around it (call_with_hooks). Other callable
+ * objects: their type's __call__ inlined. */
 static Sv *object_call(Interp *I, Sv *o, const Args *a) {
     PyTypeObject *tp = Py_TYPE(o->obj);
     Sv *exited = cap_real_exit_call(I, o, a);
@@ -899,15 +1041,16 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
                 wk_guard_type_attr_is(I->guards, tp, call_name, own);
             }
         }
-        if (!call || call != base_call || !hooks_free || !global_free) {
+        if (!call || call != base_call || !global_free || hooks_free < 0) {
             Py_XDECREF(call_name);
             Py_DECREF(name);
+            if (hooks_free < 0) return cap_py_failed(I, "module hooks"), NULL;
             return cap_unsupported(I, "call of %s: %s", tp->tp_name,
-                                   !call || call != base_call ? "a custom __call__" : "the module has hooks"),
+                                   !call || call != base_call ? "a custom __call__" : "torch has global module hooks"),
                    NULL;
         }
         if (o->value != CAP_MODULE_BASE_CALL) wk_guard_type_attr_is(I->guards, tp, call_name, call);
-        wk_guard_no_hooks_at(I->guards, o->arg, o->path);
+        if (hooks_free) wk_guard_no_hooks_at(I->guards, o->arg, o->path);
         wk_guard_no_global_hooks(I->guards);
         Py_DECREF(call_name);
         /* forward is read as self.forward is: an instance attribute would win */
@@ -918,6 +1061,7 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
         if (I->f->sp != sp + 2) return cap_unsupported(I, "%s.forward is not a method", tp->tp_name), NULL;
         Sv *fn = I->f->stack[sp], *self = I->f->stack[sp + 1];
         I->f->sp = sp;
+        if (!hooks_free) return call_with_hooks(I, o, fn, self, a);
         Sv *pos[72];
         if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
         pos[0] = self;

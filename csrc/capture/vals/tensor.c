@@ -285,6 +285,35 @@ Sv *cap_inplace_update(Interp *I, Sv *x, Sv *r, const char *what) {
     return x;
 }
 
+/* Two tensors read from the arguments are the objects found there now,
+ * and the answer is guarded (a later call passing the same tensor twice
+ * recompiles). Otherwise one is a value the frame computed: distinct graph
+ * values are distinct objects, since an in-place write returns its own Sv
+ * (cap_inplace_update) and the methods eager answers with self itself
+ * (contiguous(), to() of the same dtype, dropout in eval...) return their
+ * argument's Sv. One graph value under two Svs (a detach, an alias) may or
+ * may not be one object: refused. */
+int cap_tensor_is(Interp *I, Sv *x, Sv *y) {
+    int xs = x->obj && x->arg >= 0 && !x->gname, ys = y->obj && y->arg >= 0 && !y->gname;
+    if (xs && ys) {
+        int same = x->obj == y->obj;
+        wk_guard_same_as_at(I->guards, x->arg, x->path, y->arg, y->path, same);
+        return same;
+    }
+    if (x->obj || y->obj) {
+        /* a tensor read from a global, or an argument tensor against a
+         * computed one: the argument's value is its input (or what an
+         * in-place write made of it) */
+        int xv = x->obj ? cap_tensor_value(I, x) : x->value, yv = y->obj ? cap_tensor_value(I, y) : y->value;
+        if (xv < 0 || yv < 0) return -1;
+        if (x->obj && y->obj) return cap_unsupported(I, "'is' between a global tensor and another tensor");
+        if (xv != yv) return 0;
+        return cap_unsupported(I, "'is' between a tensor and another name for its value");
+    }
+    if (x->value >= 0 && y->value >= 0 && x->value != y->value) return 0;
+    return cap_unsupported(I, "'is' between a tensor and another name for its value");
+}
+
 void cap_set_rg(Interp *I, int value, int rg) { set_rg_bits(I, value, rg ? RG_REQUIRES : 0); }
 
 int cap_get_rg(const Interp *I, int value) {
@@ -1084,6 +1113,7 @@ static Sv *method_call(Interp *I, Sv *m, const Args *a) {
     case SV_LIST: return cap_seq_method_call(I, m->name, a);
     case SV_DICT: return cap_dict_method_call(I, m->name, a);
     case SV_SET: return cap_set_method_call(I, m->name, a);
+    case SV_OBJECT: return cap_userobj_method_call(I, m->name, a);
     case SV_OPAQUE: /* a list or set argument's method (vals/object.c): a side effect */
         return cap_container_effect(I, m->name, a);
     default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;

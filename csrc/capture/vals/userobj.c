@@ -73,26 +73,70 @@ static PyTypeObject *model_output_base(PyObject *cls) {
 
 static int is_model_output(PyObject *cls) { return model_output_base(cls) != NULL; }
 
-/* out.field = v on a ModelOutput made here (CLIP's get_text_features
- * replaces pooler_output with its projection): ModelOutput.__setattr__
- * (guarded to be the class's) then sets the attribute and the dict item.
- * Modelled where the dict keeps its order: a field that holds a value,
- * given another value. Setting a None field would append its key at the
- * end of eager's dict, where the rebuilt object would keep field order;
- * setting None would leave eager's dict item as it was. */
-static int model_output_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+/* 1 when o's fields after `name` (field order) are all None */
+static int later_fields_none(Sv *o, PyObject *name) {
+    int i = 0, n = (int)PyList_GET_SIZE(o->self->obj);
+    while (i < n && PyUnicode_Compare(PyList_GET_ITEM(o->self->obj, i), name) != 0) i++;
+    for (i++; i < n; i++) {
+        Sv *f = o->self->items.data[i];
+        if (!(f->kind == SV_CONST && f->obj == Py_None)) return 0;
+    }
+    return 1;
+}
+
+/* out.field = v or out["field"] = v on a ModelOutput made here (CLIP's
+ * get_text_features replaces pooler_output with its projection;
+ * transformers' output capturing sets hidden_states on the result):
+ * ModelOutput.__setattr__/__setitem__ (guarded to be the class's own)
+ * set both the attribute and the dict item. Modelled where the rebuilt
+ * object, made in field order, gets eager's key order: a field holding a
+ * value given another value (its key stays in place), or a None field
+ * given a value when every later field is None (eager appends its key at
+ * the end, which is its place in field order). Setting None would leave
+ * eager's dict item as it was. */
+static int model_output_store(Interp *I, Sv *o, PyObject *name, Sv *v, const char *dunder) {
     PyTypeObject *tp = (PyTypeObject *)o->obj, *base = model_output_base(o->obj);
-    PyObject *n = PyUnicode_InternFromString("__setattr__");
+    PyObject *n = PyUnicode_InternFromString(dunder);
     PyObject *own = n && base ? _PyType_Lookup(tp, n) : NULL;
     int same = own && own == _PyType_Lookup(base, n);
     if (same) wk_guard_type_attr_is(I->guards, tp, n, own);
     Py_XDECREF(n);
     Sv *old = cap_dict_lookup(o->self, name);
-    if (!same || !v || !old || (old->kind == SV_CONST && old->obj == Py_None) ||
-        (v->kind == SV_CONST && v->obj == Py_None))
-        return cap_unsupported(I, "assignment to field .%s of a %s made during capture other than a value replacing a "
-                                  "value", PyUnicode_AsUTF8(name), tp->tp_name);
+    int old_none = old && old->kind == SV_CONST && old->obj == Py_None;
+    if (!same || !v || !old || (old_none && !later_fields_none(o, name)) || (v->kind == SV_CONST && v->obj == Py_None))
+        return cap_unsupported(I, "assignment to field %s of a %s made during capture other than a value replacing a "
+                                  "value or filling the last fields",
+                               PyUnicode_AsUTF8(name), tp->tp_name);
     return cap_dict_set(I, o->self, sv_const(I, name), v);
+}
+
+static int model_output_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
+    return model_output_store(I, o, name, v, "__setattr__");
+}
+
+/* out.keys(), .values(), .items() of a ModelOutput made here: its
+ * non-None fields in field order, which is its dict's order (the stores
+ * above keep it so), as a list (eager gives a view of the dict) */
+Sv *cap_userobj_method_call(Interp *I, const char *name, const Args *a) {
+    Sv *o = a->pos[0];
+    if (o->value != 1 || a->npos != 1 || a->nkw)
+        return cap_unsupported(I, "method %s() of a %s", name, sv_desc(o)), NULL;
+    int keys = strcmp(name, "keys") == 0, items = strcmp(name, "items") == 0;
+    Sv *r = sv_new(I, SV_LIST);
+    for (int i = 0; i < o->self->items.len; i++) {
+        Sv *f = o->self->items.data[i];
+        if (f->kind == SV_CONST && f->obj == Py_None) continue;
+        Sv *k = sv_const(I, PyList_GET_ITEM(o->self->obj, i));
+        Sv *pair[2] = {k, f};
+        wk_vec_push(&r->items, items ? sv_seq(I, SV_TUPLE, pair, 2) : keys ? k : f);
+    }
+    return r;
+}
+
+int cap_userobj_setitem(Interp *I, Sv *o, Sv *k, Sv *v) {
+    if (o->kind != SV_OBJECT || o->value != 1 || k->kind != SV_CONST || !PyUnicode_CheckExact(k->obj))
+        return cap_unsupported(I, "item assignment on a %s", sv_desc(o));
+    return model_output_store(I, o, k->obj, v, "__setitem__");
 }
 
 /* A ModelOutput made during capture: its fields (every one, None where not
@@ -243,6 +287,12 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
         if (method && sv_push(I, I->null_sv) < 0) return -1;
         return sv_push(I, v);
     }
+    if (o->value == 1 && d && (strcmp(n, "keys") == 0 || strcmp(n, "values") == 0 || strcmp(n, "items") == 0) &&
+        d == _PyType_Lookup(&PyODict_Type, name)) {
+        /* OrderedDict's own views of a ModelOutput: model_output_view */
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        return cap_push_method(I, o, n, method);
+    }
     if (d) {
         wk_guard_type_attr_is(I->guards, tp, name, d);
         if (PyFunction_Check(d)) {
@@ -258,7 +308,17 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, sv_const(I, d));
         }
     }
-    if (!d && o->value != 1) { /* every attribute is known: Python raises */
+    int missing = !d && o->value != 1; /* every attribute is known */
+    if (!d && o->value == 1) {
+        /* a ModelOutput's attributes are its fields, which o holds, unless
+         * the class answers others through a __getattr__ */
+        PyObject *ga = PyUnicode_InternFromString("__getattr__");
+        if (!ga) return cap_py_failed(I, n);
+        missing = _PyType_Lookup(tp, ga) == NULL;
+        if (missing) wk_guard_type_attr_is(I->guards, tp, ga, NULL);
+        Py_DECREF(ga);
+    }
+    if (missing) { /* Python raises */
         PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%s'", tp->tp_name, n);
         return cap_raise_current(I, n);
     }
