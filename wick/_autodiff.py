@@ -1478,9 +1478,51 @@ class _RecomputedGradient:
         return tuple(torch.zeros_like(x) if g is None else g for x, g in zip(wanted, got))
 
 
+class _SeededOps:
+    """Notes whether a call runs an ATen op that draws random numbers."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        import torch
+
+        seeded = torch.Tag.nondeterministic_seeded
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if seeded in getattr(func, "tags", ()):
+                    outer.seen = True
+                return func(*args, **(kwargs or {}))
+
+        self.seen = False
+        self.mode = Mode()
+
+
+def _draws_random(bld, nd, entry):
+    """Whether the extern call draws random numbers, from one run on fake
+    tensors: its recomputation in the backward would draw others (a user's
+    autograd.Function with a random forward; torch's own are caught by name).
+    A call that cannot run on fakes counts as random."""
+    import torch
+    from . import _capture_meta
+
+    metas = [_in(bld, nd, k) for k in range(len(nd["inputs"]))]
+    probe = _SeededOps()
+    try:
+        with _capture_meta._fake_mode(), torch.enable_grad():
+            fakes = [_capture_meta._fake_input(getattr(torch, m["dtype"]), m["device"], m["sizes"], m["strides"],
+                                               m["dtype"] in FLOATS) for m in metas]
+            rec = _RecomputedGradient(entry, len(fakes), [False] * len(fakes), len(nd["outputs"]))
+            with probe.mode:
+                rec.fn(*fakes) if rec.whole else rec.fn(*rec._sub(rec.args, fakes), **rec._sub(rec.kwargs, fakes))
+    except Exception:
+        return True
+    return probe.seen
+
+
 def _recompute_rule(bld, nd, gouts, need, entry):
     name = nd["name"] or ""
-    if any(r in name.lower() for r in _RANDOM):
+    if any(r in name.lower() for r in _RANDOM) or _draws_random(bld, nd, entry):
         raise Unsupported(f"no derivative for the extern {name} (it draws random numbers)")
     outs = []
     for k, o in enumerate(nd["outputs"]):

@@ -67,6 +67,35 @@ def attention_math(query, key, value, attn_mask, is_causal, scale, device_type):
         return _matmul(probs, value).to(dtype)
 
 
+class RecordedFunctionCall:
+    """Fn.apply for a call of a user's autograd.Function that records its
+    backward, made an extern call by capture (csrc/capture/vals/userobj.c).
+    The compiled forward calls it with grad mode off on tensors that need no
+    grad; it gives Fn's forward what eager gives it (grad mode on, and
+    requires_grad on the arguments that had it, so ctx.needs_input_grad and
+    torch.is_grad_enabled() read as in eager) and returns the results
+    detached. Called under grad mode (the backward calls it again under
+    autograd: wick/_autodiff.py _RecomputedGradient; the fake-tensor runs of
+    capture) it is Fn.apply itself."""
+
+    def __init__(self, apply, needs_input_grad):
+        self.apply = apply
+        self.needs_input_grad = needs_input_grad
+
+    def __call__(self, *args, **kwargs):
+        import torch
+
+        if torch.is_grad_enabled():
+            return self.apply(*args, **kwargs)
+        args = tuple(a.detach().requires_grad_() if k < len(self.needs_input_grad) and self.needs_input_grad[k] and
+                     isinstance(a, torch.Tensor) else a for k, a in enumerate(args))
+        with torch.enable_grad():
+            out = self.apply(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(o.detach() if isinstance(o, torch.Tensor) else o for o in out)
+        return out.detach() if isinstance(out, torch.Tensor) else out
+
+
 class NoBackwardCtx:
     """The ctx a custom torch.autograd.Function's forward gets when capture
     inlines a call that records no backward (grad mode off, or no tensor

@@ -568,10 +568,12 @@ static int torch_own_class(PyObject *cls) {
  * forward(*args), then setup_context(ctx, args, output)) and marks the
  * outputs, which then need no gradient; capture inlines the same calls,
  * ctx a wick._inlined.NoBackwardCtx made here (its save_for_backward and
- * mark_* keep nothing a forward reads). A call that records a backward, or
- * whose forward returns an argument itself (eager returns a view of it), is
- * refused. NULL without a reason when fn is no Function's apply, or one of
- * torch's own Functions (those stay extern calls, as before). */
+ * mark_* keep nothing a forward reads). A call whose forward returns an
+ * argument itself (eager returns a view of it) is refused. NULL without a
+ * reason when fn is no Function's apply or one of torch's own Functions
+ * (extern calls, vals/extern.c). A call that records a backward is an
+ * extern call too, of a wrapper that gives the forward eager's grad mode;
+ * autodiff gets its gradient by calling it again under autograd. */
 Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a) {
     if (!PyMethod_Check(fn) || !init_function_base() || PyMethod_GET_FUNCTION(fn) != function_apply_func) return NULL;
     PyObject *cls = PyMethod_GET_SELF(fn);
@@ -583,6 +585,7 @@ Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a) {
      * eager reports it (under no_grad too) */
     PyObject *needs = PyTuple_New(a->npos);
     if (!needs) return cap_py_failed(I, cn), NULL;
+    int records = 0;
     for (int i = 0; i < a->npos + a->nkw; i++) {
         Sv *x = i < a->npos ? a->pos[i] : a->kw[i - a->npos];
         int rg = 0;
@@ -592,10 +595,23 @@ Sv *cap_autograd_function_call(Interp *I, PyObject *fn, const Args *a) {
             rg = cap_get_rg(I, v);
         }
         if (i < a->npos) PyTuple_SET_ITEM(needs, i, PyBool_FromLong(rg));
-        if (I->grad_enabled && rg) {
-            Py_DECREF(needs);
-            return cap_unsupported(I, "%s.apply() on a tensor that requires grad (a custom backward)", cn), NULL;
-        }
+        records |= I->grad_enabled && rg;
+    }
+    if (records) {
+        /* a call that records the user's backward: an extern call of
+         * wick._inlined.RecordedFunctionCall (eager's grad mode and
+         * needs_input_grad for the forward), its gradient the call again
+         * under autograd (wick/_autodiff.py _recompute_rule) */
+        PyObject *inl = PyImport_ImportModule("wick._inlined");
+        PyObject *wrap = inl ? PyObject_CallMethod(inl, "RecordedFunctionCall", "OO", fn, needs) : NULL;
+        Py_XDECREF(inl);
+        Py_DECREF(needs);
+        if (!wrap) return cap_py_failed(I, cn), NULL;
+        char name[200];
+        snprintf(name, sizeof name, "%s.apply", cn);
+        Sv *r = cap_extern_call(I, wrap, name, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+        Py_DECREF(wrap);
+        return r;
     }
     Sv *needs_sv = sv_const_Steal(I, needs);
     PyObject *n_forward = PyUnicode_InternFromString("forward"), *n_setup = PyUnicode_InternFromString("setup_context");
