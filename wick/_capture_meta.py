@@ -6,7 +6,8 @@ inputs, grad_enabled)` once per torch call it puts in a graph as an EXTERN node:
 and `kwargs` are the call's templates, holding wick._C.ExternInput(i) where
 tensor input i goes, and `inputs` describes each input as (dtype, device,
 sizes, strides, requires_grad). It returns (structure, metas, aliased_inputs,
-aliased_outputs): structure is "tensor", or "tuple"/"list" with one meta per
+aliased_outputs): structure is "tensor", or "tuple"/"list" (or
+"return_types.NAME": a torch.return_types named tuple) with one meta per
 item, each meta is (dtype, device, sizes, strides, requires_grad), computed
 in the grad mode the captured frame has at the call, and the two lists give
 the inputs and outputs that share storage (views). Anything else (a Python number, None, a
@@ -200,8 +201,20 @@ def _outputs_on(fn, args, kwargs, inputs, grad_enabled, leaves, first_only=False
     if isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
         if any(o is f for o in out for f in fakes):
             raise TypeError("returns one of its inputs itself")
-        return ("list" if isinstance(out, list) else "tuple", [_meta(o) for o in out]) + _aliasing(out, fakes) + ([],)
+        return (_sequence_kind(out), [_meta(o) for o in out]) + _aliasing(out, fakes) + ([],)
     raise TypeError(f"returns a {type(out).__name__}, not tensors")
+
+
+def _sequence_kind(out):
+    """"list", "tuple", or "return_types.NAME" for the named tuples
+    (structseqs) torch.return_types holds: x.max(dim) returns one, and code
+    reads its .values and .indices."""
+    if isinstance(out, list):
+        return "list"
+    t = type(out)
+    if t is not tuple and t.__module__ == "torch.return_types" and getattr(torch.return_types, t.__name__, None) is t:
+        return "return_types." + t.__name__
+    return "tuple"
 
 
 def _fake_input(dtype, device, sizes, strides, requires_grad, leaf=False):
@@ -351,7 +364,7 @@ def _functional_outputs(fn, args, kwargs, inputs, grad_enabled, written):
     elif isinstance(out, torch.Tensor):
         kind, own = "tensor", [out]
     elif isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
-        kind, own = ("list" if isinstance(out, list) else "tuple"), list(out)
+        kind, own = _sequence_kind(out), list(out)
     else:
         raise TypeError(f"writes its inputs and returns a {type(out).__name__}")
     if any(o is c for o in own for c in tail) or any(o is f for o in own for f in fakes):

@@ -985,6 +985,23 @@ static unsigned char *normal_flow(const WkInstr *raw, int n) {
     return normal;
 }
 
+/* Whether a graph of the frame's first `step` instructions may hand over
+ * to eager code: not when torch.compiler.is_compiling() answered True
+ * during one of them (builtins.c), as the eager rest would see False while
+ * the values it receives followed the True branch. Then the frame falls
+ * back, its reason saying why. */
+static int graph_may_end_at(Interp *I, long step) {
+    if (!I->compiling_step || I->compiling_step > step) return 1;
+    if (I->reason) {
+        WkStr s = {0};
+        wk_str_printf(&s, "%s (no graph break: torch.compiler.is_compiling() answered True before it, and the code "
+                          "after a break runs eagerly, where it answers False)", I->reason);
+        free(I->reason);
+        I->reason = s.data;
+    }
+    return 0;
+}
+
 /* The top-level step to stop before, or 0 when no break can help. */
 long cap_break_step(Interp *I, PyCodeObject *code) {
     if (backend_limit(I->reason)) return 0;
@@ -1040,11 +1057,11 @@ long cap_break_step(Interp *I, PyCodeObject *code) {
         if (outlined) cap_loop_free(&lo);
         free(raw);
         /* something of the original ran before it (not only the prologue) */
-        return first - 1 > prologue || outlined ? -(first - 1) : 0;
+        return (first - 1 > prologue || outlined) && graph_may_end_at(I, first - 1) ? -(first - 1) : 0;
     }
     int ok = opc >= 0 && opc < n && classify(orig, &raw[opc], &b, &null_first) == 0;
     free(raw);
-    return ok && step >= 1 ? step : 0;
+    return ok && step >= 1 && graph_may_end_at(I, step) ? step : 0;
 }
 
 /* ---- rebuilding live values ------------------------------------------------- */

@@ -293,6 +293,8 @@ struct Interp {
     /* graph breaks (breaks.c): the compiled frame's instructions are counted
      * so that a second capture can stop right before the one that failed */
     long top_steps;                  /* instructions of the compiled frame started */
+    long compiling_step;             /* the top-level instruction (top_steps) during which
+                                      * torch.compiler.is_compiling() first answered True; 0: never */
     long steps;                      /* instructions started in every frame (the step limit's count) */
     long stop_step;                  /* > 0: stop once this many have run (the break) */
     int split;                       /* the stop is a split before a loop: nothing runs there */
@@ -645,6 +647,8 @@ Sv *cap_scratch_builtin_call(Interp *I, PyObject *fn, const Args *a); /* setattr
 int cap_scratch_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
 /* out["field"] = v on a ModelOutput made during capture (vals/userobj.c); 0, or -1 with the reason recorded */
 int cap_userobj_setitem(Interp *I, Sv *o, Sv *k, Sv *v);
+/* 1 when cls is one of torch.return_types' named tuples (a structseq: x.max(dim)'s) */
+int cap_is_return_type(PyObject *cls);
 /* keys(), values(), items() of a ModelOutput made during capture: a new list Sv, or NULL with the reason recorded */
 Sv *cap_userobj_method_call(Interp *I, const char *name, const Args *a);
 int cap_scratch_contains(Interp *I, Sv *seq, Sv *x, int *out);

@@ -215,3 +215,40 @@ def test_multihead_attention_module_one_graph():
     want = torch.autograd.grad(attend(mha, xa).sum(), xa)
     got = torch.autograd.grad(compiled(attend)(mha, xb).sum(), xb)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def mask_only_when_eager(x, mask=None):
+    # transformers' SwitchTransformers and LongT5: the mask is made only when
+    # not compiling, then subscripted. A graph break after the query would
+    # hand the eager rest a None mask; the frame falls back instead.
+    n = x.shape[-1]
+    if mask is None and not torch.compiler.is_compiling():
+        mask = torch.ones(x.shape[0], n)
+    y = x.sin()
+    print("", end="")  # a graph break
+    return y * mask[:, None, :]
+
+
+def test_no_break_after_is_compiling_answered():
+    x = torch.randn(2, 3, 4)
+    got = compiled(mask_only_when_eager)(x)
+    assert_same(got, mask_only_when_eager(x))
+    es = entries(mask_only_when_eager)
+    assert es and es[0]["eager"], es
+    assert "is_compiling() answered True before it" in es[0]["reason"], es[0]["reason"]
+
+
+def asks_after_the_break(x):
+    y = x.cos()
+    print("", end="")  # a graph break before the query: allowed
+    if torch.compiler.is_compiling():
+        return y + 1
+    return y - 1
+
+
+def test_a_break_before_the_query_stays_a_break():
+    x = torch.randn(5)
+    got = compiled(asks_after_the_break)(x)
+    assert_same(got, x.cos() + 1)  # the resume function's graph answers True, as Dynamo's does
+    es = entries(asks_after_the_break)
+    assert es and not es[0]["eager"] and es[0].get("breaks"), es

@@ -726,6 +726,11 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         Sv *x = a->pos[0];
         if (x->kind == SV_CONST || x->kind == SV_SCRATCH) return sv_const(I, (PyObject *)Py_TYPE(x->obj));
         if (x->kind == SV_OBJECT) return sv_const(I, x->obj); /* made here: its class */
+        if ((x->kind == SV_TUPLE || x->kind == SV_LIST) && x->arg < 0 && !x->gname) {
+            /* made here: a tuple (a namedtuple's or torch.return_types' class when it keeps one) or a list */
+            if (x->kind == SV_TUPLE && x->obj && PyType_Check(x->obj)) return sv_const(I, x->obj);
+            if (!x->obj) return sv_const(I, x->kind == SV_TUPLE ? (PyObject *)&PyTuple_Type : (PyObject *)&PyList_Type);
+        }
         if (x->kind == SV_OPAQUE && x->obj && x->arg >= 0) {
             wk_guard_type_at(I->guards, x->arg, x->path, Py_TYPE(x->obj));
             return sv_const(I, (PyObject *)Py_TYPE(x->obj));
@@ -849,6 +854,11 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
  * the path it picks computes the same values, only without the shortcut.
  * It needs no guard: every capture answers the same, and a frame that runs
  * eagerly (a fallback, the instruction at a break) asks the real function.
+ * Code after a graph break runs eagerly too, where the answer is False: a
+ * frame whose graph would end after an instruction that asked falls back
+ * instead (breaks.c cap_break_step), since the values the graph hands over
+ * followed the other branch (transformers' SwitchTransformers leaves its
+ * attention mask None when compiling, and then subscripts it).
  * torch.compiler.is_dynamo_compiling() and is_exporting() stay False (wick
  * is neither Dynamo nor export, and code behind them calls Dynamo's own
  * APIs), and so do the jit tracing/scripting queries.
@@ -1019,6 +1029,7 @@ Sv *cap_torch_query_call(Interp *I, PyObject *fn, const Args *a) {
         if (strcmp(n, "is_compiling") == 0) {
             Py_DECREF(query);
             Py_DECREF(nm);
+            if (!I->compiling_step) I->compiling_step = I->top_steps; /* breaks.c: no break after it */
             return sv_const(I, Py_True);
         }
         for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++)

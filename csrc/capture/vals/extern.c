@@ -528,6 +528,20 @@ static Sv *extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos
     } else {
         res = sv_new(I, strcmp(structure, "list") == 0 ? SV_LIST : SV_TUPLE);
         for (int i = 0; i < nown; i++) wk_vec_push(&res->items, sv_tensor(I, v + i));
+        if (strncmp(structure, "return_types.", 13) == 0) {
+            /* x.max(dim) & co.: a torch.return_types named tuple, its class
+             * kept as a namedtuple's is (.values reads an item; returned,
+             * it is rebuilt as that class) */
+            PyObject *rt = PyImport_ImportModule("torch.return_types");
+            res->obj = rt ? PyObject_GetAttrString(rt, structure + 13) : NULL;
+            Py_XDECREF(rt);
+            if (!res->obj || !PyType_Check(res->obj)) {
+                Py_CLEAR(res->obj);
+                PyErr_Clear();
+                cap_unsupported(I, "%s() returns a %s capture does not know", name, structure);
+                res = NULL;
+            }
+        }
     }
 done:
     Py_DECREF(under_autocast);

@@ -169,6 +169,16 @@ done:
 static WkRet *seq_reconstruct(Interp *I, RetPlan *p, Sv *s, int depth) {
     if (s->kind == SV_LIST && s->obj) return cap_unsupported(I, "returning a slice of a ModuleList"), NULL;
     int named = s->kind == SV_TUPLE && s->obj && PyType_Check(s->obj); /* a namedtuple: cls(*items) */
+    if (named && cap_is_return_type(s->obj)) {
+        /* a torch.return_types structseq: cls((items...)) */
+        WkRet *r = cap_ret_new(p, WK_RET_CALL);
+        r->value = s->obj;
+        r->nitems = 1;
+        r->items = wk_xcalloc(2, sizeof(WkRet *));
+        Sv copy = *s;
+        copy.obj = NULL;
+        return (r->items[0] = seq_reconstruct(I, p, &copy, depth)) ? r : NULL;
+    }
     WkRet *r = cap_ret_new(p, named ? WK_RET_CALL : s->kind == SV_TUPLE ? WK_RET_TUPLE : WK_RET_LIST);
     if (named) r->value = s->obj;
     r->nitems = s->items.len;

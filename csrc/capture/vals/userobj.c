@@ -24,6 +24,15 @@ static int is_namedtuple(PyObject *cls) {
     return ok;
 }
 
+int cap_is_return_type(PyObject *cls) {
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) return 0;
+    PyObject *m = PyObject_GetAttrString(cls, "__module__");
+    int ok = m && PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, "torch.return_types") == 0;
+    Py_XDECREF(m);
+    PyErr_Clear();
+    return ok;
+}
+
 /* type, or abc.ABCMeta: its instances are made by object.__new__ like
  * any class's once no abstract method is left (checked by the caller);
  * isinstance against it asks ABCMeta's registry, as Python does. */
@@ -252,9 +261,14 @@ int cap_run_init(Interp *I, Sv *o, PyTypeObject *tp, const Args *a) {
 /* namedtuple field access: t.name */
 int cap_namedtuple_attr(Interp *I, Sv *t, PyObject *name, int method, int *handled) {
     *handled = 0;
-    if (!t->obj || !is_namedtuple(t->obj)) return 0;
-    PyObject *fields = PyObject_GetAttrString(t->obj, "_fields");
+    int structseq = t->obj && cap_is_return_type(t->obj); /* its fields: __match_args__ */
+    if (!t->obj || !(structseq || is_namedtuple(t->obj))) return 0;
+    PyObject *fields = PyObject_GetAttrString(t->obj, structseq ? "__match_args__" : "_fields");
     if (!fields) return cap_py_failed(I, "namedtuple");
+    if (!PyTuple_Check(fields)) {
+        Py_DECREF(fields);
+        return cap_unsupported(I, "a %s without field names", ((PyTypeObject *)t->obj)->tp_name);
+    }
     Py_ssize_t at = -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++)
         if (PyUnicode_Compare(PyTuple_GET_ITEM(fields, i), name) == 0) at = i;
