@@ -986,16 +986,20 @@ static unsigned char *normal_flow(const WkInstr *raw, int n) {
 }
 
 /* Whether a graph of the frame's first `step` instructions may hand over
- * to eager code: not when torch.compiler.is_compiling() answered True
- * during one of them (builtins.c), as the eager rest would see False while
- * the values it receives followed the True branch. Then the frame falls
- * back, its reason saying why. */
+ * to eager code. Not when torch.compiler.is_compiling() answered True
+ * during one of them (builtins.c) and the instruction that failed asked
+ * for an attribute or item of None: the values the eager rest receives
+ * followed the True branch, which leaves out what eager would make
+ * (transformers' SwitchTransformers and LongT5 make their attention mask
+ * only when not compiling, then read it), and the eager instruction would
+ * raise. Then the frame falls back, its reason saying why. Other values of
+ * that branch are the same values computed another way (builtins.c). */
 static int graph_may_end_at(Interp *I, long step) {
-    if (!I->compiling_step || I->compiling_step > step) return 1;
+    if (!I->compiling_step || I->compiling_step > step || I->none_step != I->top_steps) return 1;
     if (I->reason) {
         WkStr s = {0};
-        wk_str_printf(&s, "%s (no graph break: torch.compiler.is_compiling() answered True before it, and the code "
-                          "after a break runs eagerly, where it answers False)", I->reason);
+        wk_str_printf(&s, "%s (no graph break: torch.compiler.is_compiling() answered True before it, and eager code "
+                          "at a break would read None where eager's branch made a value)", I->reason);
         free(I->reason);
         I->reason = s.data;
     }

@@ -295,6 +295,8 @@ struct Interp {
     long top_steps;                  /* instructions of the compiled frame started */
     long compiling_step;             /* the top-level instruction (top_steps) during which
                                       * torch.compiler.is_compiling() first answered True; 0: never */
+    long none_step;                  /* the top-level instruction during which an attribute or
+                                      * item of None was last asked for (vals/const.c) */
     long steps;                      /* instructions started in every frame (the step limit's count) */
     long stop_step;                  /* > 0: stop once this many have run (the break) */
     int split;                       /* the stop is a split before a loop: nothing runs there */

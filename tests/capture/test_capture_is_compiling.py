@@ -219,13 +219,13 @@ def test_multihead_attention_module_one_graph():
 
 def mask_only_when_eager(x, mask=None):
     # transformers' SwitchTransformers and LongT5: the mask is made only when
-    # not compiling, then subscripted. A graph break after the query would
-    # hand the eager rest a None mask; the frame falls back instead.
+    # not compiling, then subscripted: capture cannot subscript None, and a
+    # graph break there would run the subscript eagerly on the None the
+    # graph hands over; the frame falls back instead.
     n = x.shape[-1]
     if mask is None and not torch.compiler.is_compiling():
         mask = torch.ones(x.shape[0], n)
     y = x.sin()
-    print("", end="")  # a graph break
     return y * mask[:, None, :]
 
 
@@ -236,6 +236,21 @@ def test_no_break_after_is_compiling_answered():
     es = entries(mask_only_when_eager)
     assert es and es[0]["eager"], es
     assert "is_compiling() answered True before it" in es[0]["reason"], es[0]["reason"]
+
+
+def other_break_after_the_query(x):
+    # a break after the query on anything but None stays a break: the
+    # values of the compiling branch are the same values
+    y = x.sin() if torch.compiler.is_compiling() else torch.sin(x)
+    print("", end="")
+    return y * 2
+
+
+def test_other_breaks_after_the_query_stay_breaks():
+    x = torch.randn(4)
+    assert_same(compiled(other_break_after_the_query)(x), x.sin() * 2)
+    es = entries(other_break_after_the_query)
+    assert es and not es[0]["eager"] and es[0].get("breaks"), es
 
 
 def asks_after_the_break(x):

@@ -472,3 +472,24 @@ def test_parameters_walked_in_forward_is_one_graph():
         m.c = m.b  # now b is the shared one
         assert_same(fn(x), m(x), rtol=1e-5, atol=1e-5)
         assert reasons(m.forward) == []
+
+
+class MergesHeads(torch.nn.Module):
+    """GPT-NeoX-Japanese's attention: a classmethod called through self."""
+
+    heads = 2
+
+    @classmethod
+    def merge(cls, x, n):
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], n * x.shape[-1]) * cls.heads
+
+    def forward(self, x):
+        return self.merge(x, self.heads)
+
+
+def test_classmethod_through_the_instance():
+    m = MergesHeads()
+    x = torch.randn(3, 2, 5, 4)
+    f = compiled(MergesHeads.forward)
+    assert_same(f(m, x), m(x))
+    one_graph(MergesHeads.forward)

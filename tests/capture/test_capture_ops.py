@@ -570,3 +570,16 @@ def test_torch_size_argument_is_a_guarded_constant():
         assert got[1:] == exp[1:] and type(got[2]) is torch.Size
     es = entries(reshape_to)
     assert len(es) == 2 and all(not e["eager"] and e["graph_count"] == 1 for e in es), reasons(reshape_to)
+
+
+def numpy_spellings(x, y):
+    # torch's argument parser takes NumPy's names: axis, keepdims, x, a, x1, x2
+    return (x.mean(axis=1, keepdims=True) + torch.sum(x, axis=0) + torch.amax(a=x, axis=-1, keepdims=True)
+            + torch.add(x1=x, x2=y) + torch.sum(x=y, axis=0))
+
+
+def test_numpy_argument_spellings():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    f = compiled(numpy_spellings)
+    torch.testing.assert_close(f(x, y), numpy_spellings(x, y))
+    one_graph(numpy_spellings)

@@ -854,11 +854,10 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
  * the path it picks computes the same values, only without the shortcut.
  * It needs no guard: every capture answers the same, and a frame that runs
  * eagerly (a fallback, the instruction at a break) asks the real function.
- * Code after a graph break runs eagerly too, where the answer is False: a
- * frame whose graph would end after an instruction that asked falls back
- * instead (breaks.c cap_break_step), since the values the graph hands over
- * followed the other branch (transformers' SwitchTransformers leaves its
- * attention mask None when compiling, and then subscripts it).
+ * The instruction at a graph break runs eagerly too, on values the graph
+ * made on the True branch: where it fails reading None after a query (a
+ * value only eager's branch makes), the frame falls back instead (breaks.c
+ * graph_may_end_at).
  * torch.compiler.is_dynamo_compiling() and is_exporting() stay False (wick
  * is neither Dynamo nor export, and code behind them calls Dynamo's own
  * APIs), and so do the jit tracing/scripting queries.

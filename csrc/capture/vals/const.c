@@ -82,6 +82,7 @@ static int push_const_Steal(Interp *I, PyObject *v, int method) {
 
 static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     Sv *written;
+    if (o->obj == Py_None) I->none_step = I->top_steps; /* breaks.c graph_may_end_at */
     if (I->overlay.len && cap_overlay_lookup(I, o->obj, name, &written)) {
         /* the frame set this attribute of a pinned instance (vals/object.c) */
         if (!written) return cap_unsupported(I, "read of deleted attribute .%s", PyUnicode_AsUTF8(name));
@@ -547,6 +548,7 @@ static Sv *environ_item(Interp *I, PyObject *environ, PyObject *key) {
 }
 
 static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
+    if (c->obj == Py_None) I->none_step = I->top_steps; /* breaks.c graph_may_end_at */
     if (k->kind == SV_CONST && is_os_environ(c->obj)) return environ_item(I, c->obj, k->obj);
     if (k->kind == SV_CONST && PyDict_CheckExact(c->obj) && PyUnicode_CheckExact(k->obj)) {
         /* an item of a pinned dict (a registry): guarded by identity */

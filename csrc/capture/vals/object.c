@@ -548,6 +548,22 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         }
         return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
     }
+    if (d && Py_TYPE(d) == &PyClassMethod_Type && PyMethod_Check(v) && PyMethod_GET_SELF(v) == (PyObject *)tp &&
+        PyFunction_Check(PyMethod_GET_FUNCTION(v))) {
+        /* a classmethod read through the instance: its function with the
+         * (guarded, exact) class bound, while the class holds it and the
+         * instance does not shadow it */
+        wk_guard_type_attr_is(I->guards, tp, name, d);
+        wk_guard_dict_lacks_at(I->guards, o->arg, o->path, name);
+        Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v)), *cls = sv_const(I, (PyObject *)tp);
+        Py_DECREF(v);
+        Py_DECREF(path);
+        if (method) {
+            if (sv_push(I, fn) < 0) return -1;
+            return sv_push(I, cls);
+        }
+        return sv_push(I, cap_partial_new(I, fn, &cls, 1, NULL));
+    }
     if (d && Py_TYPE(d) == &PyStaticMethod_Type && PyFunction_Check(v)) {
         /* a staticmethod: the function the class holds, while it holds it and
          * the instance does not shadow it */

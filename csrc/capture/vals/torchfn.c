@@ -19,6 +19,13 @@ static int bind(Interp *I, WkOp op, const Args *a, Sv **out, unsigned *given, co
         int found = -1;
         for (int i = 0; i < sig->n; i++)
             if (strcmp(sig->p[i].name, kn) == 0) found = i;
+        /* the NumPy spellings torch's argument parser also takes */
+        static const char *const aliases[][2] = {{"axis", "dim"}, {"keepdims", "keepdim"}, {"x", "input"},
+                                                  {"a", "input"}, {"x1", "input"}, {"x2", "other"}};
+        for (size_t j = 0; found < 0 && j < sizeof aliases / sizeof aliases[0]; j++)
+            if (strcmp(kn, aliases[j][0]) == 0)
+                for (int i = 0; i < sig->n; i++)
+                    if (strcmp(sig->p[i].name, aliases[j][1]) == 0) found = i;
         if (found < 0) {
             /* F.relu(x, inplace=False) computes what relu(x) does */
             if (strcmp(kn, "inplace") == 0 && a->kw[k]->kind == SV_CONST && a->kw[k]->obj == Py_False)
