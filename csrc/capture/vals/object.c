@@ -434,6 +434,16 @@ static Sv *hook_registry(Interp *I, PyObject *d, int arg, PyObject *path) {
     return s;
 }
 
+/* fn bound to self: the [fn, self] pair a method load pushes, or a bound
+ * method (a partial) for a plain attribute load */
+static int push_bound(Interp *I, Sv *fn, Sv *self, int method) {
+    if (method) {
+        if (sv_push(I, fn) < 0) return -1;
+        return sv_push(I, self);
+    }
+    return sv_push(I, cap_partial_new(I, fn, &self, 1, NULL));
+}
+
 int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
     const char *nm = PyUnicode_AsUTF8(name);
     if (!nm) return cap_py_failed(I, "attribute name");
@@ -542,11 +552,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         Sv *fn = sv_const(I, stand_in ? stand_in : func);
         Py_DECREF(v);
         Py_DECREF(path);
-        if (method) {
-            if (sv_push(I, fn) < 0) return -1;
-            return sv_push(I, o);
-        }
-        return sv_push(I, cap_partial_new(I, fn, &o, 1, NULL));
+        return push_bound(I, fn, o, method);
     }
     if (d && Py_TYPE(d) == &PyClassMethod_Type && PyMethod_Check(v) && PyMethod_GET_SELF(v) == (PyObject *)tp &&
         PyFunction_Check(PyMethod_GET_FUNCTION(v))) {
@@ -558,11 +564,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         Sv *fn = sv_const(I, PyMethod_GET_FUNCTION(v)), *cls = sv_const(I, (PyObject *)tp);
         Py_DECREF(v);
         Py_DECREF(path);
-        if (method) {
-            if (sv_push(I, fn) < 0) return -1;
-            return sv_push(I, cls);
-        }
-        return sv_push(I, cap_partial_new(I, fn, &cls, 1, NULL));
+        return push_bound(I, fn, cls, method);
     }
     if (d && Py_TYPE(d) == &PyStaticMethod_Type && PyFunction_Check(v)) {
         /* a staticmethod: the function the class holds, while it holds it and
