@@ -7,9 +7,12 @@
  * vals/exc.c) and namedtuples (a tuple whose class names its fields). A returned instance is rebuilt by the transformed
  * code: namedtuples by calling the class with the items, other objects by
  * wick._capture_meta.rebuild_object(cls, names, *values), which sets the
- * attributes without running __init__ again. A custom torch.autograd.Function
- * called where no backward is recorded is inlined here too: its forward with
- * a ctx object made as above. */
+ * attributes without running __init__ again. transformers' ModelOutputs made
+ * here (their stores and views) and torch.return_types' named tuples (fields
+ * read like a namedtuple's) live here too. A custom torch.autograd.Function
+ * called where no backward is recorded is inlined here: its forward with a
+ * ctx object made as above; one that records a backward becomes an extern
+ * call. */
 #include <string.h>
 
 #include "../interp.h"
@@ -149,9 +152,10 @@ int cap_userobj_setitem(Interp *I, Sv *o, Sv *k, Sv *v) {
 }
 
 /* A ModelOutput made during capture: its fields (every one, None where not
- * given) kept as an SV_OBJECT with value 1; reading a field is supported,
- * anything else (subscripts, assignment, truth) is not; returned, it is
- * rebuilt by calling the class with the fields, as the frame made it. */
+ * given) kept as an SV_OBJECT with value 1; reading a field, the stores
+ * model_output_store models, keys()/values()/items() and an int subscript
+ * are supported, anything else (truth, other stores) is not; returned, it
+ * is rebuilt by calling the class with the fields. */
 static Sv *model_output_new(Interp *I, PyObject *cls, const Args *a) {
     const char *cn = ((PyTypeObject *)cls)->tp_name;
     PyObject *fields = PyObject_GetAttrString(cls, "__dataclass_fields__");
@@ -303,7 +307,7 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     }
     if (o->value == 1 && d && (strcmp(n, "keys") == 0 || strcmp(n, "values") == 0 || strcmp(n, "items") == 0) &&
         d == _PyType_Lookup(&PyODict_Type, name)) {
-        /* OrderedDict's own views of a ModelOutput: model_output_view */
+        /* OrderedDict's own keys/values/items of a ModelOutput: cap_userobj_method_call */
         wk_guard_type_attr_is(I->guards, tp, name, d);
         return cap_push_method(I, o, n, method);
     }
