@@ -762,9 +762,15 @@ Sv *cap_load_written_global(Interp *I, PyObject *name) {
 }
 
 Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
-    /* a direct argument only: the replay reads it from the argument's own
-     * slot, which no attribute or item write replayed before it can rebind */
-    if (!I->brk || list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))
+    /* a direct argument: the replay reads it from the argument's own slot,
+     * which no attribute or item write replayed before it can rebind; or a
+     * list pinned by identity (a global's or a closure cell's: a forward
+     * hook collecting features), the replay's target that very object.
+     * Capture reads neither (a constant list is no iterable, sizable or
+     * subscriptable value to it, nor a torch call argument), so nothing
+     * in the frame sees the list without the appends. */
+    int pinned = list->kind == SV_CONST && PyList_CheckExact(list->obj);
+    if (!I->brk || (!pinned && (list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))))
         return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
     if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
     ListAppend e = {.list = list, .method = "append", .value = value};

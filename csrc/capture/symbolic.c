@@ -210,6 +210,14 @@ static int builtin_eq_const(const Sv *s) {
            PySet_CheckExact(o) || PyType_Check(o) || PyModule_Check(o) || PyFunction_Check(o);
 }
 
+/* c is a constant list, dict, set or tuple, s a symbolic one of that type */
+static int same_container_type(const Sv *c, const Sv *s) {
+    if (c->kind != SV_CONST) return 0;
+    PyObject *o = c->obj;
+    return (PyList_CheckExact(o) && s->kind == SV_LIST) || (PyDict_CheckExact(o) && s->kind == SV_DICT) ||
+           (PyTuple_CheckExact(o) && s->kind == SV_TUPLE) || (PySet_CheckExact(o) && s->kind == SV_SET);
+}
+
 static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
     static const char *const syms[] = {"<", "<=", "==", "!=", ">", ">="};
     if (cmp < 0 || cmp > 5) return cap_unsupported(I, "COMPARE_OP %d", cmp), NULL;
@@ -219,8 +227,11 @@ static Sv *compare(Interp *I, int cmp, Sv *x, Sv *y) {
     if (!r && !CAP_FAILED(I) && (cmp == 2 || cmp == 3) && x->kind != SV_TENSOR && y->kind != SV_TENSOR &&
         (x->kind != SV_CONST || y->kind != SV_CONST) && x->kind != SV_OPAQUE && y->kind != SV_OPAQUE &&
         x->kind != SV_SCRATCH && y->kind != SV_SCRATCH && builtin_eq_const(x) && builtin_eq_const(y)) {
-        /* a symbolic container against a value of another kind: never equal */
-        if (x->kind != y->kind) r = sv_const(I, (cmp == 3) ? Py_True : Py_False);
+        /* a symbolic container against a value of another kind: never equal
+         * (a constant list or dict against a symbolic one of its type may
+         * be: a constant one is pinned by identity, its items not read) */
+        if (x->kind != y->kind && !same_container_type(x, y) && !same_container_type(y, x))
+            r = sv_const(I, (cmp == 3) ? Py_True : Py_False);
     }
     if (!r && !CAP_FAILED(I)) cap_unsupported(I, "comparison %s on %s and %s", syms[cmp], sv_desc(x), sv_desc(y));
     return r;

@@ -6,8 +6,10 @@ may replace the positional arguments (registered with_kwargs: the
 arguments and the keywords), forward runs, each forward hook in order may
 replace the result. Capture inlines the hooks; the registries' keys (in
 their OrderedDict order) and the hooks themselves are guarded, so
-registering, removing or reordering a hook recompiles. Backward hooks and
-torch's global module hooks still run the module eagerly. The registries
+registering, removing or reordering a hook recompiles. A hook that
+appends to a global's or a closure's list (collecting features) has its
+appends replayed after the graph. Backward hooks and torch's global module
+hooks still run the module eagerly. The registries
 (`m._forward_hooks` ...) read as dicts answer len(), truth and iteration,
 which nn.TransformerEncoderLayer's fast-path check asks of every submodule.
 """
@@ -183,3 +185,33 @@ def test_transformer_encoder_is_one_graph():
     exp, got, c = module_twice_no_grad(enc, t(2, 5, 32, seed=8))
     torch.testing.assert_close(got, exp, rtol=1e-5, atol=1e-5)
     assert c == (1, 0, 0), wick.stats()
+
+
+FEATURES = []
+
+
+def collect(module, args, out):
+    FEATURES.append(out)
+
+
+def test_feature_collecting_hooks_are_one_graph():
+    # appends to a global list and to a closure's list: replayed after the graph
+    m = mlp()
+    local = []
+    m[1].register_forward_hook(collect)
+    m[2].register_forward_hook(lambda mod, a, o: local.append((o, o.shape[0])))
+    wick.reset()
+    f = wick.compile(m)
+    FEATURES.clear()
+    x = t(3, 8, seed=8)
+    with torch.no_grad():
+        exp = m(x)
+        for _ in range(3):
+            torch.testing.assert_close(f(x), exp)
+    assert len(FEATURES) == len(local) == 4
+    for feat, (out, n) in zip(FEATURES, local):
+        torch.testing.assert_close(feat, FEATURES[0])
+        torch.testing.assert_close(out, exp)
+        assert n == 3
+    assert FEATURES[1] is not FEATURES[2]  # a new tensor per call, as eager's
+    assert counts() == (1, 0, 0), wick.stats()

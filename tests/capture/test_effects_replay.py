@@ -1025,3 +1025,39 @@ def list_sort_then_break(x, lst):
 def test_sorted_list_argument_replayed_before_a_break(capsys):
     run_both(list_sort_then_break, lambda: [t(4, 3), [3, 1, 2]])
     assert capsys.readouterr().out.count("wick-sorted [1, 2, 3]") == 4
+
+
+LOG = []
+
+
+def logs_twice(x):
+    y = x.sin()
+    LOG.append(y)
+    LOG.append(("step", 3))
+    return y * 2
+
+
+def test_append_to_a_global_list_is_replayed():
+    f = compiled(logs_twice)
+    LOG.clear()
+    x = t(4, 5, seed=11)
+    for _ in range(2):
+        torch.testing.assert_close(f(x), x.sin() * 2)
+    assert [type(v) for v in LOG] == [torch.Tensor, tuple] * 2
+    torch.testing.assert_close(LOG[2], x.sin())
+    assert LOG[1] == ("step", 3)
+    one_graph(logs_twice)
+
+
+def appends_then_reads(x):
+    LOG.append(x + 1)
+    return x * len(LOG)  # capture does not read the list: a break, after which the append is seen
+
+
+def test_reading_the_list_after_an_append_breaks_and_sees_it():
+    f = compiled(appends_then_reads)
+    LOG.clear()
+    x = t(3, seed=12)
+    torch.testing.assert_close(f(x), x * 1)
+    torch.testing.assert_close(f(x), x * 2)
+    assert any("len()" in r for r in reasons(appends_then_reads)), reasons(appends_then_reads)

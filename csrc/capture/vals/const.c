@@ -83,6 +83,8 @@ static int push_const_Steal(Interp *I, PyObject *v, int method) {
 static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     Sv *written;
     if (o->obj == Py_None) I->none_step = I->top_steps; /* breaks.c graph_may_end_at */
+    if (PyList_CheckExact(o->obj) && PyUnicode_CompareWithASCIIString(name, "append") == 0)
+        return cap_push_method(I, o, "append", method); /* replayed after the graph (cap_list_append_effect) */
     if (I->overlay.len && cap_overlay_lookup(I, o->obj, name, &written)) {
         /* the frame set this attribute of a pinned instance (vals/object.c) */
         if (!written) return cap_unsupported(I, "read of deleted attribute .%s", PyUnicode_AsUTF8(name));

@@ -115,17 +115,19 @@ static Sv *seq_binary(Interp *I, int nb, Sv *x, Sv *y) {
 }
 
 /* The items of a tuple or list, symbolic or constant (tuple subclasses
- * such as torch.Size and namedtuples compare as tuples): its kind, or 0. */
+ * such as torch.Size and namedtuples compare as tuples): its kind, or 0. A
+ * constant list is pinned by identity only (a global's, a closure cell's),
+ * its items free to change between calls (or pending appends,
+ * cap_list_append_effect): not read. */
 static int seq_items(Interp *I, Sv *s, SvList *out) {
     if (s->kind == SV_TUPLE || s->kind == SV_LIST) {
         for (int i = 0; i < s->items.len; i++) wk_vec_push(out, s->items.data[i]);
         return s->kind;
     }
-    if (s->kind == SV_CONST && (PyTuple_Check(s->obj) || PyList_CheckExact(s->obj))) {
+    if (s->kind == SV_CONST && PyTuple_Check(s->obj)) {
         PyObject *seq = s->obj;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
-            wk_vec_push(out, sv_const(I, PySequence_Fast_GET_ITEM(seq, i)));
-        return PyTuple_Check(seq) ? SV_TUPLE : SV_LIST;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq); i++) wk_vec_push(out, sv_const(I, PyTuple_GET_ITEM(seq, i)));
+        return SV_TUPLE;
     }
     return 0;
 }

@@ -1114,6 +1114,10 @@ static Sv *method_call(Interp *I, Sv *m, const Args *a) {
     case SV_DICT: return cap_dict_method_call(I, m->name, a);
     case SV_SET: return cap_set_method_call(I, m->name, a);
     case SV_OBJECT: return cap_userobj_method_call(I, m->name, a);
+    case SV_CONST: /* a pinned list's append (vals/const.c) */
+        if (strcmp(m->name, "append") == 0 && a->npos == 2 && !a->nkw && PyList_CheckExact(a->pos[0]->obj))
+            return cap_list_append_effect(I, a->pos[0], a->pos[1]);
+        return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
     case SV_OPAQUE: /* a list or set argument's method (vals/object.c): a side effect */
         return cap_container_effect(I, m->name, a);
     default: return cap_unsupported(I, "method %s() of a %s", m->name, sv_desc(a->pos[0])), NULL;
