@@ -522,8 +522,9 @@ class _ChannelsLast(_Replay):
                 out = _capture_meta.outputs(entry[0], entry[1], entry[2] or {}, inputs, grad)
             except Exception:  # noqa: BLE001 - a call refusing the new strides: it reads them as traced
                 out = None
-            if out is not None and (out[0] in ("tensor", "tuple", "list") or out[0].startswith("return_types.")) and len(out[1]) == len(nd["outputs"]) \
-                    and not out[2] and not out[3]:
+            kinds = ("tensor", "tuple", "list")
+            if out is not None and (out[0] in kinds or out[0].startswith("return_types.")) \
+                    and len(out[1]) == len(nd["outputs"]) and not out[2] and not out[3]:
                 metas = []
                 for (dtype, device, sizes, strides, requires_grad), o in zip(out[1], nd["outputs"]):
                     s = self.src_meta(o)

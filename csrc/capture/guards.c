@@ -1747,7 +1747,8 @@ static int wk_guards_check_memo(const WkGuards *g, PyObject *const *args, int na
             if (same != c->enabled) {
                 char nb2[160];
                 PyObject *path2 = PyTuple_GET_ITEM(c->value, 1);
-                snprintf(why_buf, sizeof why_buf, "%s %s %s", who_of(g, c, nb, sizeof nb), same ? "is now" : "is no longer",
+                snprintf(why_buf, sizeof why_buf, "%s %s %s", who_of(g, c, nb, sizeof nb),
+                         same ? "is now" : "is no longer",
                          arg_name_path(g, (int)PyLong_AsLong(PyTuple_GET_ITEM(c->value, 0)),
                                        path2 == Py_None ? NULL : path2, nb2, sizeof nb2));
                 goto fail;

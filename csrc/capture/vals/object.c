@@ -958,12 +958,15 @@ static Sv *registry(Interp *I, Sv *o, const char *nm) {
  * guards their keys and hooks); backward hooks, which need autograd hook
  * nodes around the call, are refused. */
 static Sv *call_with_hooks(Interp *I, Sv *o, Sv *forward, Sv *self, const Args *a) {
-    Sv *pre = registry(I, o, "_forward_pre_hooks"), *pre_kw = pre ? registry(I, o, "_forward_pre_hooks_with_kwargs") : NULL;
+    Sv *pre = registry(I, o, "_forward_pre_hooks");
+    Sv *pre_kw = pre ? registry(I, o, "_forward_pre_hooks_with_kwargs") : NULL;
     Sv *post = pre_kw ? registry(I, o, "_forward_hooks") : NULL;
     Sv *post_kw = post ? registry(I, o, "_forward_hooks_with_kwargs") : NULL;
-    Sv *bw = post_kw ? registry(I, o, "_backward_hooks") : NULL, *bw_pre = bw ? registry(I, o, "_backward_pre_hooks") : NULL;
+    Sv *bw = post_kw ? registry(I, o, "_backward_hooks") : NULL;
+    Sv *bw_pre = bw ? registry(I, o, "_backward_pre_hooks") : NULL;
     if (!bw_pre) return NULL;
-    if (bw->items.len || bw_pre->items.len) return cap_unsupported(I, "call of %s: the module has backward hooks", Py_TYPE(o->obj)->tp_name), NULL;
+    if (bw->items.len || bw_pre->items.len)
+        return cap_unsupported(I, "call of %s: the module has backward hooks", Py_TYPE(o->obj)->tp_name), NULL;
     Sv *args = sv_seq(I, SV_TUPLE, a->pos, a->npos), *kwargs = cap_dict_new(I);
     if (!kwargs) return NULL;
     for (int i = 0; i < a->nkw; i++)
