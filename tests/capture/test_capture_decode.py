@@ -13,6 +13,7 @@ import torch
 
 import wick
 from test_breaks_inplace import t
+from test_capture_util import stats_counts
 
 
 class Slot:
@@ -40,11 +41,6 @@ class Step(torch.nn.Module):
         return x
 
 
-def counts():
-    st = wick.stats()
-    return st["graphs"], st["breaks"], len(st["fallbacks"])
-
-
 @pytest.mark.parametrize("n", [1, 3])
 def test_items_read_and_written_like_argument_objects(n):
     torch.manual_seed(0)
@@ -59,7 +55,7 @@ def test_items_read_and_written_like_argument_objects(n):
         for a, b in zip(se.layers, sc.layers):
             torch.testing.assert_close(b.keys, a.keys)
             assert b.hits == a.hits == step + 1
-    graphs, breaks, fallbacks = counts()
+    graphs, breaks, fallbacks = stats_counts()
     assert (breaks, fallbacks) == (0, 0) and graphs == 3, wick.stats()  # each step's keys are longer
 
 
@@ -74,7 +70,7 @@ def test_same_length_hits_the_entry():
         with torch.no_grad():
             torch.testing.assert_close(f(x, sc), m(x, se))
         torch.testing.assert_close(sc.layers[1].keys, se.layers[1].keys)
-    assert counts() == (1, 0, 0), wick.stats()
+    assert stats_counts() == (1, 0, 0), wick.stats()
     assert wick.stats()["entries"] == 1, wick.stats()
 
 
@@ -89,7 +85,7 @@ def test_list_length_is_guarded():
         with torch.no_grad():
             torch.testing.assert_close(f(x, sc), m(x, se))
         assert [s.hits for s in sc.layers] == [1] * n
-    assert counts() == (2, 0, 0), wick.stats()  # lengths 2 and 3; the second 2 hits the first entry
+    assert stats_counts() == (2, 0, 0), wick.stats()  # lengths 2 and 3; the second 2 hits the first entry
     assert wick.stats()["entries"] == 2, wick.stats()
 
 
@@ -139,5 +135,5 @@ def test_llama_decode_steps_are_one_graph_each():
     for a, b in zip(ce.layers, cc.layers):
         torch.testing.assert_close(b.keys, a.keys, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(b.values, a.values, rtol=1e-5, atol=1e-5)
-    graphs, breaks, fallbacks = counts()
+    graphs, breaks, fallbacks = stats_counts()
     assert (graphs, breaks, fallbacks) == (3, 0, 0), wick.stats()

@@ -24,11 +24,6 @@ from test_capture_util import *  # noqa: F401,F403
 from test_breaks_inplace import t
 
 
-def counts():
-    st = wick.stats()
-    return st["graphs"], st["breaks"], len(st["fallbacks"])
-
-
 class Symmetric(torch.nn.Module):
     def forward(self, w):
         return w.triu() + w.triu(1).transpose(-1, -2)
@@ -61,7 +56,7 @@ def test_inference_is_one_graph():
         x = t(2, 4, 9, seed=seed)
         with torch.no_grad():
             torch.testing.assert_close(f(x), me(x))
-    assert counts() == (1, 0, 0), wick.stats()
+    assert stats_counts() == (1, 0, 0), wick.stats()
 
 
 def test_gradients_reach_the_original_parameters():
@@ -74,7 +69,7 @@ def test_gradients_reach_the_original_parameters():
     for (n, a), b in zip(me.named_parameters(), mc.parameters()):
         assert "original" in n or "bias" in n, n
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-5, msg=n)
-    assert counts() == (1, 0, 0), wick.stats()
+    assert stats_counts() == (1, 0, 0), wick.stats()
 
 
 def test_replaced_original_is_read_each_call():

@@ -12,11 +12,7 @@ import torch
 
 import wick
 from test_breaks_inplace import t
-
-
-def counts():
-    st = wick.stats()
-    return st["graphs"], st["breaks"], len(st["fallbacks"])
+from test_capture_util import stats_counts
 
 
 class Wrap(torch.nn.Module):
@@ -69,7 +65,7 @@ def test_inference_is_one_graph(kind, kw):
         x = t(7, 3, 6, seed=seed)
         with torch.no_grad():
             same(m(x), f(x))
-    assert counts() == (1, 0, 0), wick.stats()
+    assert stats_counts() == (1, 0, 0), wick.stats()
 
 
 def test_unbatched_input_and_initial_state():
@@ -81,7 +77,7 @@ def test_unbatched_input_and_initial_state():
     with torch.no_grad():
         same(m(x, h), f(x, h))
         same(m(x, h), f(x, h))
-    assert counts() == (1, 0, 0), wick.stats()
+    assert stats_counts() == (1, 0, 0), wick.stats()
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
@@ -99,7 +95,7 @@ def test_training_gradients(kind):
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-5, atol=1e-5)
     for (n, pe), pc in zip(me.named_parameters(), mc.parameters()):
         torch.testing.assert_close(pc.grad, pe.grad, rtol=1e-5, atol=1e-5, msg=n)
-    assert counts()[1:] == (0, 0), wick.stats()
+    assert stats_counts()[1:] == (0, 0), wick.stats()
 
 
 def test_replaced_parameter_is_used():
@@ -111,4 +107,4 @@ def test_replaced_parameter_is_used():
         same(m(x), f(x))
         m.rnn.weight_hh_l0 = torch.nn.Parameter(torch.randn_like(m.rnn.weight_hh_l0))
         same(m(x), f(x))  # eager rebuilt its flat weights; the graph reads the new parameter
-    assert counts()[1:] == (0, 0), wick.stats()
+    assert stats_counts()[1:] == (0, 0), wick.stats()

@@ -48,6 +48,14 @@ def one_graph(fn):
     assert es[0]["graph_count"] == 1 and not es[0].get("breaks"), reasons(fn)
 
 
+def stats_counts():
+    """(graphs, breaks, fallbacks) that wick.stats() reports since the last reset."""
+    import wick
+
+    st = wick.stats()
+    return st["graphs"], st["breaks"], len(st["fallbacks"])
+
+
 def module_twice_no_grad(m, x):
     """wick.compile(m) after wick.reset(), called twice on x under no_grad:
     (eager's result, the second compiled result, (graphs, breaks, fallbacks))."""
@@ -59,8 +67,7 @@ def module_twice_no_grad(m, x):
         exp = m(x)
         f(x)
         got = f(x)
-    st = wick.stats()
-    return exp, got, (st["graphs"], st["breaks"], len(st["fallbacks"]))
+    return exp, got, stats_counts()
 
 
 def entry_tree(code):
