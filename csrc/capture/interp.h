@@ -332,6 +332,8 @@ struct RetPlan {
 Sv *sv_new(Interp *I, SvKind kind);
 Sv *sv_const_Steal(Interp *I, PyObject *o);
 Sv *sv_const(Interp *I, PyObject *o);
+/* 1 when s is the constant None */
+static inline int sv_is_none(const Sv *s) { return s->kind == SV_CONST && s->obj == Py_None; }
 Sv *sv_tensor(Interp *I, int value);
 Sv *sv_seq(Interp *I, SvKind kind, Sv *const *items, int n); /* TUPLE/LIST/ITER */
 const char *sv_desc(const Sv *s);

@@ -128,8 +128,6 @@ static int is_module_value(const Sv *v) {
            PyObject_TypeCheck(v->obj, cap_module_type);
 }
 
-static int is_none(const Sv *v) { return v->kind == SV_CONST && v->obj == Py_None; }
-
 /* The _parameters/_buffers/_modules SV_DICT of o, or NULL before Module.__init__ ran. */
 static Sv *own_dict(Sv *o, PyObject *which) {
     Sv *d = cap_dict_lookup(o->self, which);
@@ -235,7 +233,7 @@ static int set_training(Interp *I, Sv *o, PyObject *mode, int depth) {
     Sv *mods = own_dict(o, s_modules);
     for (int i = 0; mods && i < mods->items.len; i++) {
         Sv *c = mods->items.data[i];
-        if (is_none(c)) continue;
+        if (sv_is_none(c)) continue;
         if (!cap_is_new_module(c))
             return cap_unsupported(I, "train()/eval() reaching a module from outside the frame (changes it)");
         PyObject *tn = PyUnicode_InternFromString("train");
@@ -282,7 +280,7 @@ Sv *cap_newmodule_method(Interp *I, PyFunctionObject *f, const Args *a) {
         if (!buffers) return cap_unsupported(I, "register_buffer() before nn.Module.__init__() (Python raises)"), NULL;
         if (persistent->kind != SV_CONST || persistent->obj != Py_True)
             return cap_unsupported(I, "register_buffer(persistent=False) on a module made in the frame"), NULL;
-        if (t->kind != SV_TENSOR && !is_none(t))
+        if (t->kind != SV_TENSOR && !sv_is_none(t))
             return cap_unsupported(I, "register_buffer() of a %s (Python raises)", sv_desc(t)), NULL;
         if (cap_dict_lookup(buffers, name->kind == SV_CONST ? name->obj : NULL) == NULL &&
             check_register_name(I, o, name, s_buffers, "register_buffer") < 0)
@@ -298,7 +296,7 @@ Sv *cap_newmodule_method(Interp *I, PyFunctionObject *f, const Args *a) {
         Sv *mods = own_dict(o, s_modules);
         if (!name || !m) return cap_unsupported(I, "%s() with missing arguments", module_fn_names[which]), NULL;
         if (!mods) return cap_unsupported(I, "%s() before nn.Module.__init__()", module_fn_names[which]), NULL;
-        if (!is_module_value(m) && !is_none(m))
+        if (!is_module_value(m) && !sv_is_none(m))
             return cap_unsupported(I, "%s() of a %s (Python raises)", module_fn_names[which], sv_desc(m)), NULL;
         if (cap_dict_lookup(mods, name->kind == SV_CONST ? name->obj : NULL) == NULL &&
             check_register_name(I, o, name, s_modules, module_fn_names[which]) < 0)
@@ -426,11 +424,11 @@ int cap_newmodule_setattr(Interp *I, Sv *o, PyObject *name, Sv *v) {
         return cap_dict_set(I, mods, sv_const(I, name), v);
     }
     if (mods && cap_dict_lookup(mods, name)) {
-        if (!is_none(v)) return cap_unsupported(I, "a %s assigned to submodule .%s (Python raises)", sv_desc(v), n);
+        if (!sv_is_none(v)) return cap_unsupported(I, "a %s assigned to submodule .%s (Python raises)", sv_desc(v), n);
         return cap_dict_set(I, mods, sv_const(I, name), v);
     }
     if (bufs && cap_dict_lookup(bufs, name)) {
-        if (!is_none(v) && v->kind != SV_TENSOR)
+        if (!sv_is_none(v) && v->kind != SV_TENSOR)
             return cap_unsupported(I, "a %s assigned to buffer .%s (Python raises)", sv_desc(v), n);
         return cap_dict_set(I, bufs, sv_const(I, name), v);
     }

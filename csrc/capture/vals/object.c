@@ -929,7 +929,15 @@ static int object_getattr(Interp *I, Sv *o, PyObject *name, int method) {
     return cap_object_attr(I, o, name, method);
 }
 
-static int is_none(const Sv *s) { return s->kind == SV_CONST && s->obj == Py_None; }
+/* a's arguments with self before them, in out (pos: room for 72):
+ * 0, or -1 with the reason recorded */
+static int with_self(Interp *I, Sv *self, const Args *a, Sv **pos, Args *out) {
+    if (a->npos > 64) return cap_unsupported(I, "call with too many arguments");
+    pos[0] = self;
+    for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+    *out = (Args){pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+    return 0;
+}
 
 /* Calls hook(self, *rest): its result (NULL: failed) */
 static Sv *call_hook(Interp *I, Sv *hook, Sv *self, Sv *const *rest, int nrest) {
@@ -976,7 +984,7 @@ static Sv *call_with_hooks(Interp *I, Sv *o, Sv *forward, Sv *self, const Args *
         if (cap_dict_lookup(pre_kw, PyList_GET_ITEM(pre->obj, i))) {
             Sv *rest[2] = {args, kwargs}, *r = call_hook(I, hook, self, rest, 2);
             if (!r) return NULL;
-            if (is_none(r)) continue;
+            if (sv_is_none(r)) continue;
             if (r->kind != SV_TUPLE || r->items.len != 2 || r->items.data[0]->kind != SV_TUPLE ||
                 r->items.data[1]->kind != SV_DICT)
                 return cap_unsupported(I, "a forward pre-hook with kwargs that returns no (args, kwargs) pair"), NULL;
@@ -985,15 +993,12 @@ static Sv *call_with_hooks(Interp *I, Sv *o, Sv *forward, Sv *self, const Args *
         } else {
             Sv *r = call_hook(I, hook, self, &args, 1);
             if (!r) return NULL;
-            if (is_none(r)) continue;
+            if (sv_is_none(r)) continue;
             args = r->kind == SV_TUPLE ? r : sv_seq(I, SV_TUPLE, &r, 1);
         }
     }
     int npos = args->items.len, nkw = kwargs->items.len;
     if (npos + nkw > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
-    Sv *pos[72];
-    pos[0] = self;
-    for (int i = 0; i < npos; i++) pos[i + 1] = args->items.data[i];
     PyObject *names = NULL;
     if (nkw) {
         names = PyList_AsTuple(kwargs->obj);
@@ -1003,7 +1008,9 @@ static Sv *call_with_hooks(Interp *I, Sv *o, Sv *forward, Sv *self, const Args *
             if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)))
                 return cap_unsupported(I, "a keyword argument whose name is no str"), NULL;
     }
-    Args b = {pos, npos + 1, names, kwargs->items.data, nkw};
+    Args given = {args->items.data, npos, names, kwargs->items.data, nkw}, b;
+    Sv *pos[72];
+    if (with_self(I, self, &given, pos, &b) < 0) return NULL;
     Sv *result = cap_call(I, forward, &b);
     for (int i = 0; result && i < post->items.len; i++) {
         Sv *hook = post->items.data[i];
@@ -1016,7 +1023,7 @@ static Sv *call_with_hooks(Interp *I, Sv *o, Sv *forward, Sv *self, const Args *
             r = call_hook(I, hook, self, rest, 2);
         }
         if (!r) return NULL;
-        if (!is_none(r)) result = r;
+        if (!sv_is_none(r)) result = r;
     }
     return result;
 }
@@ -1048,11 +1055,8 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
             Py_DECREF(call_name);
             Py_DECREF(name);
             Sv *pos[72];
-            if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
-            pos[0] = o;
-            for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
-            Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
-            return cap_inline_call(I, (PyFunctionObject *)call, &b);
+            Args b;
+            return with_self(I, o, a, pos, &b) < 0 ? NULL : cap_inline_call(I, (PyFunctionObject *)call, &b);
         }
         if (o->value == CAP_MODULE_BASE_CALL) {
             /* super().__call__ from that __call__: nn.Module's own, hooks checked below */
@@ -1084,11 +1088,8 @@ static Sv *object_call(Interp *I, Sv *o, const Args *a) {
         I->f->sp = sp;
         if (!hooks_free) return call_with_hooks(I, o, fn, self, a);
         Sv *pos[72];
-        if (a->npos > 64) return cap_unsupported(I, "call with too many arguments"), NULL;
-        pos[0] = self;
-        for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
-        Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
-        return cap_call(I, fn, &b);
+        Args b;
+        return with_self(I, self, a, pos, &b) < 0 ? NULL : cap_call(I, fn, &b);
     }
     Py_DECREF(name);
     return cap_unsupported(I, "call of a %s object", tp->tp_name), NULL;

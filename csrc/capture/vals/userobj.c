@@ -91,7 +91,7 @@ static int later_fields_none(Sv *o, PyObject *name) {
     while (i < n && PyUnicode_Compare(PyList_GET_ITEM(o->self->obj, i), name) != 0) i++;
     for (i++; i < n; i++) {
         Sv *f = o->self->items.data[i];
-        if (!(f->kind == SV_CONST && f->obj == Py_None)) return 0;
+        if (!sv_is_none(f)) return 0;
     }
     return 1;
 }
@@ -114,8 +114,8 @@ static int model_output_store(Interp *I, Sv *o, PyObject *name, Sv *v, const cha
     if (same) wk_guard_type_attr_is(I->guards, tp, n, own);
     Py_XDECREF(n);
     Sv *old = cap_dict_lookup(o->self, name);
-    int old_none = old && old->kind == SV_CONST && old->obj == Py_None;
-    if (!same || !v || !old || (old_none && !later_fields_none(o, name)) || (v->kind == SV_CONST && v->obj == Py_None))
+    int old_none = old && sv_is_none(old);
+    if (!same || !v || !old || (old_none && !later_fields_none(o, name)) || sv_is_none(v))
         return cap_unsupported(I, "assignment to field %s of a %s made during capture other than a value replacing a "
                                   "value or filling the last fields",
                                PyUnicode_AsUTF8(name), tp->tp_name);
@@ -137,7 +137,7 @@ Sv *cap_userobj_method_call(Interp *I, const char *name, const Args *a) {
     Sv *r = sv_new(I, SV_LIST);
     for (int i = 0; i < o->self->items.len; i++) {
         Sv *f = o->self->items.data[i];
-        if (f->kind == SV_CONST && f->obj == Py_None) continue;
+        if (sv_is_none(f)) continue;
         Sv *k = sv_const(I, PyList_GET_ITEM(o->self->obj, i));
         Sv *pair[2] = {k, f};
         wk_vec_push(&r->items, items ? sv_seq(I, SV_TUPLE, pair, 2) : keys ? k : f);
@@ -463,7 +463,7 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
     Sv *d = o->self;
     if (PyUnicode_CheckExact(k->obj)) {
         Sv *v = cap_dict_lookup(d, k->obj);
-        if (!v || (v->kind == SV_CONST && v->obj == Py_None))
+        if (!v || sv_is_none(v))
             return cap_unsupported(I, "missing key of a ModelOutput (KeyError)"), NULL;
         return v;
     }
@@ -475,7 +475,7 @@ static Sv *object_subscript(Interp *I, Sv *o, Sv *k) {
     if (at < 0 || at >= n) return cap_unsupported(I, "index out of range of a ModelOutput (IndexError)"), NULL;
     for (int i = 0; i < d->items.len; i++) {
         Sv *v = d->items.data[i];
-        if (v->kind == SV_CONST && v->obj == Py_None) continue;
+        if (sv_is_none(v)) continue;
         if (at-- == 0) return v;
     }
     return cap_unsupported(I, "ModelOutput index"), NULL;
