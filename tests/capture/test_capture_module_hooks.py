@@ -57,12 +57,13 @@ def hooked(seed=0):
     return m
 
 
-@pytest.mark.parametrize("shape", [(3, 8), (2, 5, 8), (0, 8)])
-def test_hooks_run_inside_one_graph(shape):
+@pytest.mark.parametrize("shape,transposed", [((3, 8), False), ((2, 5, 8), False), ((0, 8), False), ((8, 7), True)])
+def test_hooks_run_inside_one_graph(shape, transposed):
     m = hooked()
     wick.reset()
     f = wick.compile(m)
     x = t(*shape, seed=1)
+    x = x.t() if transposed else x  # (7, 8), not contiguous
     with torch.no_grad():
         torch.testing.assert_close(f(x), m(x))
     assert stats_counts() == (1, 0, 0), wick.stats()

@@ -34,10 +34,11 @@ def read_after_break(x):
     return x - m.values, type(m).__name__
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 6)])
-def test_fields_are_read_in_one_graph(shape):
+@pytest.mark.parametrize("shape,transposed", [((3, 5), False), ((2, 4, 6), False), ((7, 3), True)])
+def test_fields_are_read_in_one_graph(shape, transposed):
     for fn in (max_fields, several):
         x = t(*shape, seed=1)
+        x = x.transpose(0, 1) if transposed else x  # (3, 7), not contiguous
         got, exp = compiled(fn)(x), fn(x)
         for a, b in zip(got, exp):
             torch.testing.assert_close(a, b)

@@ -39,11 +39,13 @@ def make(expr, computed):
     return ns["f"]
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
 @pytest.mark.parametrize("computed", [False, True], ids=["argument", "computed"])
 @pytest.mark.parametrize("name,expr", EXPRS, ids=[n for n, _ in EXPRS])
-def test_identity_answers_as_eager(name, expr, computed):
+def test_identity_answers_as_eager(name, expr, computed, transposed):
+    # transposed: contiguous() of a non-contiguous tensor is a new one in eager
     f = make(expr, computed)
-    x = t(4, 3, seed=1)
+    x = t(3, 5, seed=1).t() if transposed else t(4, 3, seed=1)
     exp_is, exp = f(x.clone())
     got_is, got = compiled(f)(x.clone())
     assert got_is is exp_is
