@@ -172,7 +172,8 @@ def reset():
 
 
 def _entries(codes):
-    """Cache entries of codes and of the resume functions their graph breaks made."""
+    """Cache entries of codes, of the resume functions their graph breaks made, and of their callees
+    captured as frames of their own."""
     out, seen, todo = [], set(), list(codes)
     while todo:
         code = todo.pop(0)
@@ -185,6 +186,8 @@ def _entries(codes):
                 todo.extend(brk.get("resume") or ())
                 if brk.get("callee") is not None:  # the called function, captured as its own frame
                     todo.append(brk["callee"])
+            # a fallback runs eagerly; the functions it called were captured as their own frames
+            todo.extend(entry.get("callees") or ())
     return out
 
 

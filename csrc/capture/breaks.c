@@ -402,7 +402,7 @@ static PyObject *resume_function(PyCodeObject *orig, const WkInstr *raw, int n, 
 
 /* Python's own library (logging, ...) and torch's own Python code are not
  * worth capturing: like PyTorch's capture, leave their frames alone. */
-static int library_code(PyCodeObject *co) {
+int wk_code_is_library(PyCodeObject *co) {
     static PyObject *stdlib, *torch_dir;
     if (!stdlib) {
         PyObject *sc = PyImport_ImportModule("sysconfig");
@@ -414,6 +414,7 @@ static int library_code(PyCodeObject *co) {
         PyErr_Clear();
         if (!stdlib) return 0;
     }
+    if (!cap_torch_mod && cap_init_torch() < 0) PyErr_Clear();
     if (!torch_dir && cap_torch_mod) {
         PyObject *f = PyObject_GetAttrString(cap_torch_mod, "__file__");
         PyObject *os = PyImport_ImportModule("os.path");
@@ -453,7 +454,7 @@ static PyObject *mark_callee(Sv *callable, PyObject *options) {
     }
     if (f && PyFunction_Check(f)) {
         PyCodeObject *co = (PyCodeObject *)PyFunction_GetCode(f);
-        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !library_code(co)) {
+        if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !wk_code_is_library(co)) {
             if (wk_hook_mark_code(co, options) < 0) PyErr_Clear();
             else marked = (PyObject *)co; /* kept alive by the function, held by a guard or constant */
         }
@@ -481,10 +482,11 @@ static PyObject *resume_instr_offset_Ref(PyObject *fn, int pc) {
 
 typedef struct {
     Sv *dict;
-    int arg; /* the argument it is, or -1 when nested in one */
+    int arg; /* the argument it is (or holds it at `path`), or -1 when nested in one */
     int nkeys;
     Sv **items;     /* as set up */
     PyObject *keys; /* owned tuple: the keys as set up */
+    PyObject *path; /* borrowed from dict: an argument's attribute dict, or NULL */
 } ArgDict;
 
 /* A list argument capture reads (cap_arg_list_expose): an SV_LIST of its
@@ -553,7 +555,7 @@ static void note_arg_dicts(CapBreakState *st, Sv *s, int arg, int depth) {
     if (!s || depth > 8) return;
     if (s->kind == SV_DICT) {
         ArgDict d = {s, arg, s->obj ? (int)PyList_GET_SIZE(s->obj) : 0, NULL,
-                     s->obj ? PyList_AsTuple(s->obj) : PyTuple_New(0)};
+                     s->obj ? PyList_AsTuple(s->obj) : PyTuple_New(0), NULL};
         if (!d.keys) {
             PyErr_Clear();
             return;
@@ -570,6 +572,49 @@ void cap_break_setup(Interp *I) {
     CapBreakState *st = wk_xcalloc(1, sizeof(CapBreakState));
     I->brk = st;
     for (int i = 0; i < I->nargs && i < I->f->nlocals; i++) note_arg_dicts(st, I->f->locals[i], i, 0);
+}
+
+static int tracked_dict(CapBreakState *st, const Sv *d) {
+    for (int i = 0; st && i < st->arg_dicts.len; i++)
+        if (st->arg_dicts.data[i].dict == d) return 1;
+    return 0;
+}
+
+Sv *cap_attr_dict_read(Interp *I, PyObject *real, int arg, PyObject *path) {
+    for (int i = 0; i < I->attr_dicts.len; i++) {
+        Sv *d = I->attr_dicts.data[i];
+        int is = I->attr_dict_objs.data[i] == real;
+        int same_path = d->arg == arg && d->path && path && PyObject_RichCompareBool(d->path, path, Py_EQ) == 1;
+        PyErr_Clear();
+        /* on other calls this path must reach that dict again, or not a
+         * dict the frame changes */
+        if ((is && !same_path) || (!is && tracked_dict(I->brk, d)))
+            wk_guard_same_as_at(I->guards, arg, path, d->arg, d->path, is);
+        if (is) return d; /* one Sv per dict: a change is seen by every read */
+    }
+    return NULL;
+}
+
+void cap_attr_dict_note(Interp *I, Sv *d, PyObject *real) {
+    wk_vec_push(&I->attr_dicts, d);
+    wk_vec_push(&I->attr_dict_objs, Py_NewRef(real));
+}
+
+int cap_attr_dict_writable(Interp *I, Sv *d) {
+    if (tracked_dict(I->brk, d)) return 0;
+    int at = -1;
+    for (int i = 0; i < I->attr_dicts.len && at < 0; i++)
+        if (I->attr_dicts.data[i] == d) at = i;
+    if (at < 0 || !I->brk || !d->path) return cap_unsupported(I, "changing a dict read from an argument's attribute");
+    for (int i = 0; i < I->attr_dicts.len; i++) /* other dicts read so far stay other dicts */
+        if (I->attr_dicts.data[i] != d)
+            wk_guard_same_as_at(I->guards, d->arg, d->path, I->attr_dicts.data[i]->arg, I->attr_dicts.data[i]->path, 0);
+    ArgDict a = {d, d->arg, (int)PyList_GET_SIZE(d->obj), NULL, PyList_AsTuple(d->obj), d->path};
+    if (!a.keys) return cap_py_failed(I, "dict keys");
+    a.items = wk_xcalloc((size_t)d->items.len + 1, sizeof(Sv *));
+    memcpy(a.items, d->items.data, sizeof(Sv *) * (size_t)d->items.len);
+    wk_vec_push(&I->brk->arg_dicts, a);
+    return 0;
 }
 
 static int arg_dict_changed(const ArgDict *d) {
@@ -761,17 +806,26 @@ Sv *cap_load_written_global(Interp *I, PyObject *name) {
     return NULL;
 }
 
+int cap_list_appended(Interp *I, PyObject *list) {
+    for (int i = 0; I->brk && i < I->brk->appends.len; i++)
+        if (I->brk->appends.data[i].list->obj == list) return 1;
+    return 0;
+}
+
 Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value) {
     /* a direct argument: the replay reads it from the argument's own slot,
      * which no attribute or item write replayed before it can rebind; or a
      * list pinned by identity (a global's or a closure cell's: a forward
      * hook collecting features), the replay's target that very object.
-     * Capture reads neither (a constant list is no iterable, sizable or
-     * subscriptable value to it, nor a torch call argument), so nothing
-     * in the frame sees the list without the appends. */
+     * Capture reads a pinned list's items only where they are plain values
+     * and only if the frame does not append to it (cap_pinned_list_Ref),
+     * so nothing in the frame sees the list without the appends. */
     int pinned = list->kind == SV_CONST && PyList_CheckExact(list->obj);
     if (!I->brk || (!pinned && (list->arg < 0 || list->path || !list->obj || !PyList_CheckExact(list->obj))))
         return cap_unsupported(I, "list.append on a list capture cannot replay it to"), NULL;
+    for (int i = 0; pinned && i < I->lists_read.len; i++)
+        if (I->lists_read.data[i] == list->obj)
+            return cap_unsupported(I, "list.append on a list whose items the frame read"), NULL;
     if (value->kind == SV_NULL) return cap_unsupported(I, "list.append of NULL"), NULL;
     ListAppend e = {.list = list, .method = "append", .value = value};
     wk_vec_push(&I->brk->appends, e);
@@ -1279,8 +1333,15 @@ int cap_effects_plan(Interp *I, RetPlan *p, WkEffects *out) {
         if (!arg_dict_changed(d)) continue;
         if (d->arg < 0) return effects_fail(I, "a change to a dict nested in an argument");
         Sv *s = d->dict;
+        for (int k = 0; d->path && k < I->overlay.len; k++) /* the path must reach the same dict at the replay */
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(d->path); j++)
+                if (PyUnicode_Check(PyTuple_GET_ITEM(d->path, j)) &&
+                    PyUnicode_Compare(PyTuple_GET_ITEM(d->path, j), I->overlay.data[k].name) == 0)
+                    return effects_fail(I, "a change to a dict whose path the frame rebinds");
+        PyErr_Clear();
         WkRet *target = cap_ret_new(p, WK_RET_ARG);
         target->index = d->arg;
+        target->path = d->path;
         /* kept keys stay in place: assignments; a removed key: clear, then all items */
         int removed = PyList_GET_SIZE(s->obj) < d->nkeys;
         for (int k = 0; !removed && k < d->nkeys; k++)

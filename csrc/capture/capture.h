@@ -245,6 +245,10 @@ void wk_cache_entry_free(WkCacheEntry *e);
  * 0 or -1 with a Python exception. */
 int wk_hook_mark_code(PyCodeObject *code, PyObject *options);
 
+/* breaks.c: 1 for code of Python's standard library or of torch's own
+ * Python package (frames the hook leaves alone), else 0. No exception. */
+int wk_code_is_library(PyCodeObject *co);
+
 /* Adds CompiledFunction, set_enabled, reset, code_entries, ... to wick._C. */
 int wk_hook_init(PyObject *module);
 

@@ -9,7 +9,11 @@
  *     chains to the evaluator that was installed before it;
  *   - only code objects marked in co_extra (by CompiledFunction or
  *     wk_hook_mark_code) are looked at; every other frame costs one flag test,
- *     a few field reads and one co_extra lookup;
+ *     a few field reads and one co_extra lookup. The exception: while a frame
+ *     that fell back runs eagerly, the frames it calls are marked as they
+ *     start (those of Python's and torch's own code are marked as skipped),
+ *     so that a model whose top frame cannot be captured still has its
+ *     layers compiled, as PyTorch's capture does;
  *   - guards and the compiler run with the hook suspended on this thread, and
  *     cache entries stay alive while any hook invocation walks them (reset()
  *     during a guard check defers the frees).
@@ -45,11 +49,16 @@ typedef struct CodeState {
      * belongs to the options it was made under (WkCacheEntry.options). */
     WkCacheEntry *entries;
     int busy;                /* hook invocations currently walking `entries` */
+    int skip;                /* library code met under callee_options: never looked at */
+    int adopted;             /* marked as the callee of a fallback frame, not by the user */
     WkCacheEntry *graveyard; /* entries dropped by reset() while busy */
     struct CodeState *prev, *next; /* every live state, for reset() */
 } CodeState;
 
 static Py_ssize_t extra_index = -1;
+/* Set while the frame compiler runs on an adopted code: the resume
+ * functions and callees it marks are adopted too (the GIL guards it). */
+static int compiling_adopted;
 static CodeState *all_states;
 /* Per-thread state, one struct so each function pays for one TLS address
  * lookup (a call in a shared object). */
@@ -60,6 +69,15 @@ typedef struct {
     /* The options of the innermost CompiledFunction being called on this
      * thread (the call holds a reference), or NULL outside any. */
     PyObject *options;
+    /* While a frame that fell back runs eagerly: the options it fell back
+     * under, for the unmarked frames it calls (borrowed: the running hook
+     * invocation holds it). NULL otherwise, and while compiled code runs:
+     * what a graph calls out to is not captured again. */
+    PyObject *callee_options;
+    /* With callee_options: the info dict of the entry that fell back, whose
+     * "callees" dict (code -> None) lists the frames its eager runs compiled,
+     * for wick.stats() and explain(). Borrowed like callee_options. */
+    PyObject *callee_sink;
 } ThreadFlags;
 static _Thread_local ThreadFlags tls;
 static PyInterpreterState *hook_interp; /* the interpreter wick._C was loaded in */
@@ -76,6 +94,7 @@ static struct {
 enum {
     ENTRY_CACHE_LIMIT = 1u << 16, /* the always-passing eager entry of a full cache */
     ENTRY_WEAKENED = 1u << 17,    /* eager, guards replaced by argument types */
+    ENTRY_FALLBACK = 1u << 18,    /* eager because the frame compiler fell back */
 };
 
 /* ---- cache entries ------------------------------------------------------ */
@@ -187,9 +206,12 @@ int wk_hook_mark_code(PyCodeObject *code, PyObject *options) {
     CodeState *st = state_get(code);
     if (st) {
         Py_SETREF(st->options, Py_NewRef(options));
+        st->adopted = st->adopted && compiling_adopted;
+        st->skip = 0;
         return 0;
     }
     st = wk_xcalloc(1, sizeof(CodeState));
+    st->adopted = compiling_adopted;
     st->options = Py_NewRef(options);
     if (CODE_SET_EXTRA((PyObject *)code, extra_index, st) < 0) {
         Py_DECREF(st->options);
@@ -200,6 +222,43 @@ int wk_hook_mark_code(PyCodeObject *code, PyObject *options) {
     if (all_states) all_states->prev = st;
     all_states = st;
     return 0;
+}
+
+/* The state of an unmarked code object that a fallback frame's eager run
+ * calls: marked under `options`, or skipped: Python's and torch's own code,
+ * and comprehensions, generator expressions and module bodies (code named
+ * <...> other than <lambda>), which capture would only meet half-run.
+ * Borrowed, or NULL (no exception) when co_extra cannot hold it. */
+static CodeState *adopt_callee(PyCodeObject *co, PyObject *options) {
+    const char *name = PyUnicode_AsUTF8(co->co_name);
+    if (!name) PyErr_Clear();
+    int skip = !name || (name[0] == '<' && strcmp(name, "<lambda>") != 0) || wk_code_is_library(co);
+    if (wk_hook_mark_code(co, skip ? Py_None : options) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    CodeState *st = state_get(co);
+    if (st) {
+        st->skip = skip;
+        st->adopted = !skip;
+    }
+    return st;
+}
+
+/* Notes `co` in the "callees" of the fallback entry whose eager run called
+ * it. Failures only lose the note. */
+static void note_callee(PyObject *info, PyCodeObject *co) {
+    PyObject *callees = PyDict_GetItemString(info, "callees");
+    if (!callees) {
+        callees = PyDict_New();
+        if (!callees || PyDict_SetItemString(info, "callees", callees) < 0) {
+            Py_XDECREF(callees);
+            PyErr_Clear();
+            return;
+        }
+        Py_DECREF(callees); /* the info dict holds it */
+    }
+    if (PyDict_Check(callees) && PyDict_SetDefault(callees, (PyObject *)co, Py_None) == NULL) PyErr_Clear();
 }
 
 /* ---- enabling ----------------------------------------------------------- */
@@ -339,6 +398,22 @@ static int same_reason(WkCacheEntry *a, WkCacheEntry *b) {
     return 1;
 }
 
+/* An entry whose info gives a reason (a str): a fallback, not a frame
+ * the compiler chose to leave as it is. */
+static int has_reason(WkCacheEntry *e) {
+    PyObject *r = e->info && PyDict_Check(e->info) ? PyDict_GetItemString(e->info, "reason") : NULL;
+    return r && PyUnicode_Check(r);
+}
+
+/* A compiled entry whose (first) graph holds ops, or a fallback that had
+ * captured ops when it failed. */
+static int has_ops(WkCacheEntry *e) {
+    PyObject *n = e->info && PyDict_Check(e->info)
+                      ? PyDict_GetItemString(e->info, e->code ? "op_count" : "ops_seen")
+                      : NULL;
+    return !n || !PyLong_Check(n) || PyLong_AsLong(n) != 0;
+}
+
 /* ---- the cache miss ----------------------------------------------------- */
 
 static int is_eager_compiled(const WkCacheEntry *e) {
@@ -376,10 +451,15 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
     if (have && wk_log_on(WK_LOG_RECOMPILES)) log_frame("recompiling", co, why ? why : "guards failed");
     stats.compiles++;
     WkCacheEntry *e;
+    int from_real = 0;
     if (test_compiler) {
         e = call_test_compiler(co, args, nargs);
     } else if (real_compiler) {
+        int outer = compiling_adopted;
+        compiling_adopted = st->adopted;
         e = real_compiler(wk_frame_func_Borrow(f), co, args, nargs, opts);
+        compiling_adopted = outer;
+        from_real = 1;
     } else {
         e = eager_entry("no frame compiler installed");
     }
@@ -394,7 +474,7 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
         PyErr_Clear();
     }
     e->next = NULL;
-    e->flags &= ~(unsigned)(ENTRY_CACHE_LIMIT | ENTRY_WEAKENED);
+    e->flags &= ~(unsigned)(ENTRY_CACHE_LIMIT | ENTRY_WEAKENED | ENTRY_FALLBACK);
     Py_XSETREF(e->options, Py_NewRef(opts));
     if (e->code) {
         const char *bad = PyCode_Check(e->code) ? wk_frame_incompatible(co, (PyCodeObject *)e->code)
@@ -404,6 +484,21 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
             set_reason(e, bad);
             if (wk_log_on(WK_LOG_RECOMPILES)) log_frame("running eagerly", co, bad);
         }
+    }
+    if (!e->code && from_real && has_reason(e)) e->flags |= ENTRY_FALLBACK;
+    if (st->adopted && (e->code || (e->flags & ENTRY_FALLBACK)) && !has_ops(e)) {
+        /* a callee of a fallback frame with nothing of its own for a graph
+         * (a config's __getattribute__, a helper that breaks or fails
+         * before any op): it runs as written, not counted as a fallback,
+         * and what it calls is adopted in turn */
+        PyObject *why = e->code ? NULL : PyDict_GetItemString(e->info, "reason");
+        PyObject *info = Py_BuildValue("{s:O,s:s,s:O}", "reason", Py_None, "skipped",
+                                       "no graph ops in this callee of a fallback frame: runs as written",
+                                       "failed_on", why ? why : Py_None);
+        if (!info) PyErr_Clear();
+        Py_XSETREF(e->info, info);
+        Py_CLEAR(e->code);
+        e->flags = ENTRY_FALLBACK;
     }
     if (!e->code) {
         /* A frame that keeps falling back for the same reason must not be
@@ -494,7 +589,13 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     PyCodeObject *co = wk_frame_code_if_eligible(ts, f, throwflag);
     if (!co) return prev(ts, f, throwflag);
     CodeState *st = state_get(co);
-    if (!st) return prev(ts, f, throwflag);
+    if (!st && t->callee_options) {
+        t->suspended++; /* the first library test runs Python (sysconfig) */
+        st = adopt_callee(co, t->callee_options);
+        t->suspended--;
+    }
+    if (!st || st->skip) return prev(ts, f, throwflag);
+    if (t->callee_sink) note_callee(t->callee_sink, co);
 
     stats.calls++;
     PyObject *const *args = wk_frame_args(f);
@@ -544,14 +645,20 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     }
     code = Py_XNewRef(hit->code);
     hit_flags = hit->flags;
-    Py_DECREF(opts);
+    PyObject *sink = hit->info && PyDict_Check(hit->info) ? Py_NewRef(hit->info) : NULL;
     t->suspended--;
     state_release(st);
+    PyObject *outer_callee_options = t->callee_options, *outer_callee_sink = t->callee_sink;
     if (code) {
+        Py_DECREF(opts);
+        Py_XDECREF(sink);
         int kept = 0;
         int guarded = (hit_flags & WK_ENTRY_GRAPH_FIRST) && wk_graph_failed_type;
+        t->callee_options = t->callee_sink = NULL;
         PyObject *res = wk_frame_run_code(ts, f, (PyCodeObject *)code,
                                           (hit_flags & WK_ENTRY_IMPURE) && !guarded ? NULL : &kept);
+        t->callee_options = outer_callee_options;
+        t->callee_sink = outer_callee_sink;
         if (!res && kept && guarded && graph_failed_first(co) < 0) {
             /* raised after the graph (or a BaseException in it): propagate */
             Py_DECREF(code);
@@ -571,7 +678,19 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
         return res;
     }
     stats.eager_runs++;
-    return prev(ts, f, 0);
+    if (!(hit_flags & ENTRY_FALLBACK)) {
+        Py_DECREF(opts);
+        Py_XDECREF(sink);
+        return prev(ts, f, 0);
+    }
+    t->callee_options = opts;
+    t->callee_sink = sink;
+    PyObject *res = prev(ts, f, 0);
+    t->callee_options = outer_callee_options;
+    t->callee_sink = outer_callee_sink;
+    Py_DECREF(opts);
+    Py_XDECREF(sink);
+    return res;
 error:
     Py_DECREF(opts);
     t->suspended--;

@@ -305,6 +305,9 @@ struct Interp {
     int stopped;                     /* run() stopped there */
     int no_break;                    /* a failure no break gets around (internal, step limit) */
     WkVec(PyObject *) raised;        /* owned: exceptions capture raised itself (vals/exc.c) */
+    WkVec(PyObject *) lists_read;    /* pinned lists whose items capture read (borrowed: guards hold them) */
+    SvList attr_dicts;               /* dicts read from arguments' attributes (vals/object.c), first read first */
+    WkVec(PyObject *) attr_dict_objs; /* and the real dict of each (owned) */
     long effect_step;                /* the top-level instruction that first wrote to an outside */
     int effect_pc;                   /* object (cap_break_effect_seen), or 0 */
     struct CapBreakState *brk;       /* owned, NULL when breaks are not considered */
@@ -380,6 +383,11 @@ int cap_is_plain(PyObject *o); /* operations run no user code and give plain dat
 const char *cap_type_name(PyObject *o);
 /* a plain constant -> the Sv items of a tuple/list/range/str (NULL: not iterable that way) */
 int cap_const_items(Interp *I, PyObject *o, SvList *out);
+/* The items of a pinned list of at most 64 plain values (a global table of
+ * primes), as a new list: guarded equal to this copy on every call, and the
+ * frame may not append to it afterwards. NULL without a reason when c is not
+ * such a list; NULL with one when the frame appended to it. */
+PyObject *cap_pinned_list_Ref(Interp *I, Sv *c);
 /* Source paths (symbolic.c): path + (step,), an attribute name step, and
  * path + ((key,),), an item step; path may be NULL (the argument itself).
  * New tuples, NULL with a Python error set. */
@@ -807,6 +815,18 @@ Sv *cap_load_written_global(Interp *I, PyObject *name); /* what the frame wrote 
  * reads): kept in order and replayed after the graph. None, or NULL with a
  * reason. */
 Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
+/* A dict of plain items read from an argument's attribute (vals/object.c):
+ * cap_attr_dict_read gives the Sv an earlier read of that very dict made,
+ * so that every read sees the frame's changes (NULL: read it afresh; guards
+ * keep which paths reach one dict as they were), and cap_attr_dict_note
+ * records a fresh read (real: the dict). cap_attr_dict_writable makes one changeable: its
+ * items as the frame leaves them are written back through its path after
+ * the graph (breaks.c). 0, or -1 with a reason. */
+Sv *cap_attr_dict_read(Interp *I, PyObject *real, int arg, PyObject *path);
+void cap_attr_dict_note(Interp *I, Sv *d, PyObject *real);
+int cap_attr_dict_writable(Interp *I, Sv *d);
+/* 1 when the frame appended to `list` (a pinned list) so far, else 0. */
+int cap_list_appended(Interp *I, PyObject *list);
 /* 1 when obj (an exact list or set argument) has method `name` replayed by cap_container_effect */
 int cap_container_effect_method(PyObject *obj, PyObject *name);
 /* list.extend/insert/clear, set.add/discard/clear on an argument (a->pos[0]): kept in

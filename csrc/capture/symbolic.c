@@ -1566,9 +1566,12 @@ static void finish_arg_guards(Interp *I) {
 static PyObject *fallback_info_Ref(Interp *I) {
     PyObject *guards = I->guards ? wk_guards_describe_Ref(I->guards) : NULL;
     if (!guards) PyErr_Clear();
-    PyObject *r = Py_BuildValue("{s:s,s:O,s:i,s:i,s:O,s:O,s:O,s:i}", "reason", I->reason, "file",
+    int ops = 0; /* captured before the failure: "ops_seen" */
+    for (int i = 0; I->g && i < wk_graph_nnodes(I->g); i++) ops += wk_graph_node(I->g, i)->op != WK_OP_SCALAR;
+    PyObject *r = Py_BuildValue("{s:s,s:O,s:i,s:i,s:O,s:O,s:O,s:i,s:i}", "reason", I->reason, "file",
                                 I->f->code->co_filename, "line", I->f->line, "graph_count", 0, "graph", Py_None,
-                                "source", Py_None, "guards", guards ? guards : Py_None, "op_count", 0);
+                                "source", Py_None, "guards", guards ? guards : Py_None, "op_count", 0,
+                                "ops_seen", ops);
     Py_XDECREF(guards);
     return r;
 }
@@ -1832,6 +1835,26 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
     int op_count = 0; /* scalar constants are not ops */
     for (int i = 0; graph_count && i < wk_graph_nnodes(I->g); i++)
         op_count += wk_graph_node(I->g, i)->op != WK_OP_SCALAR;
+    if (!graph_count && !brk && I->compiling_step) {
+        /* torch.compiler.is_compiling() answered True and nothing is left
+         * for a graph: transformed code would keep that answer for a frame
+         * that runs outside any graph (transformers' is_torchdynamo_compiling
+         * called from a frame that fell back). Run it as it is, as PyTorch's
+         * capture skips frames without a graph. Not a fallback: no reason. */
+        finish_arg_guards(I);
+        wk_guards_finalize(I->guards);
+        info = Py_BuildValue("{s:O,s:i,s:i,s:O,s:O,s:s}", "reason", Py_None, "graph_count", 0, "op_count", 0,
+                             "file", code->co_filename, "graph", Py_None, "skipped",
+                             "no graph, and is_compiling() answered True: runs as written");
+        if (!info) {
+            cap_py_failed(I, "info");
+            goto finish;
+        }
+        entry = entry_new(I->guards, NULL, info);
+        I->guards = NULL;
+        info = NULL;
+        goto finish;
+    }
     graph_text = wk_graph_print(I->g);
     PyObject *source = NULL;
     if (graph_count) {
@@ -2036,6 +2059,10 @@ cleanup:
     wk_vec_free(&I->keep);
     for (int i = 0; i < I->raised.len; i++) Py_DECREF(I->raised.data[i]);
     wk_vec_free(&I->raised);
+    wk_vec_free(&I->lists_read);
+    wk_vec_free(&I->attr_dicts);
+    for (int i = 0; i < I->attr_dict_objs.len; i++) Py_DECREF(I->attr_dict_objs.data[i]);
+    wk_vec_free(&I->attr_dict_objs);
     wk_vec_free(&I->overlay);
     wk_vec_free(&I->writes);
     cap_ctxvar_free(I);

@@ -71,8 +71,8 @@ def module_twice_no_grad(m, x):
 
 
 def entry_tree(code):
-    """Every cache entry of code and of the resume functions and callees its
-    breaks made."""
+    """Every cache entry of code, of the resume functions and callees its
+    breaks made, and of the callees its fallbacks' eager runs compiled."""
     out, todo, seen = [], [code], set()
     while todo:
         c = todo.pop()
@@ -85,14 +85,17 @@ def entry_tree(code):
                 todo.extend(b["resume"])
                 if b.get("callee") is not None:
                     todo.append(b["callee"])
+            todo.extend(e.get("callees") or ())
     return out
 
 
 def break_counts(fn):
-    """(graphs compiled, breaks, entries that run eagerly) over fn's entry tree."""
+    """(graphs compiled, breaks, fallbacks) over fn's entry tree. A fallback is an
+    eager entry with a reason; a frame left as written on purpose (no graph op of
+    its own, hook.c) is none."""
     es = entry_tree(fn.__code__)
     return (sum(e["graph_count"] for e in es if not e["eager"]), sum(len(e.get("breaks") or ()) for e in es),
-            sum(1 for e in es if e["eager"]))
+            sum(1 for e in es if e["eager"] and e.get("reason")))
 
 
 _BINARY = {

@@ -406,6 +406,13 @@ static Sv *call_len(Interp *I, Sv *v) {
     case SV_SCRATCH: return cap_scratch_len(I, v);
     default: {
         SvList items = {0};
+        PyObject *pinned = cap_pinned_list_Ref(I, v);
+        if (pinned) {
+            Py_ssize_t n = PyList_GET_SIZE(pinned);
+            Py_DECREF(pinned);
+            return sv_const_Steal(I, PyLong_FromSsize_t(n));
+        }
+        if (CAP_FAILED(I)) return NULL;
         /* a list argument's length is not read (cap_arg_list_expose says why) */
         if (v->kind == SV_OPAQUE && v->obj && PyList_CheckExact(v->obj))
             return cap_unsupported(I, "len() of a list argument"), NULL;

@@ -56,6 +56,23 @@ int cap_const_items(Interp *I, PyObject *o, SvList *out) {
     return 1;
 }
 
+PyObject *cap_pinned_list_Ref(Interp *I, Sv *c) {
+    if (c->kind != SV_CONST || !PyList_CheckExact(c->obj) || PyList_GET_SIZE(c->obj) > 64) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(c->obj); i++)
+        if (!cap_is_plain(PyList_GET_ITEM(c->obj, i))) return NULL;
+    if (cap_list_appended(I, c->obj))
+        return cap_unsupported(I, "reading a list the frame appended to"), NULL;
+    PyObject *snapshot = PyList_GetSlice(c->obj, 0, PyList_GET_SIZE(c->obj));
+    if (!snapshot) return cap_py_failed(I, "list"), NULL;
+    int seen = 0;
+    for (int i = 0; i < I->lists_read.len && !seen; i++) seen = I->lists_read.data[i] == c->obj;
+    if (!seen) {
+        wk_guard_pinned_equals(I->guards, c->obj, snapshot);
+        wk_vec_push(&I->lists_read, c->obj);
+    }
+    return snapshot;
+}
+
 static int const_truth(Interp *I, Sv *s, int *out) {
     PyObject *o = s->obj;
     if (cap_is_plain(o) || PyModule_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) ||
@@ -65,6 +82,13 @@ static int const_truth(Interp *I, Sv *s, int *out) {
         *out = t;
         return 0;
     }
+    PyObject *items = cap_pinned_list_Ref(I, s);
+    if (items) {
+        *out = PyList_GET_SIZE(items) > 0;
+        Py_DECREF(items);
+        return 0;
+    }
+    if (CAP_FAILED(I)) return -1;
     return cap_unsupported(I, "branch on a %s", cap_type_name(o));
 }
 
@@ -418,6 +442,35 @@ static Sv *marked_constant_call(Interp *I, PyObject *fn, const Args *a) {
     return sv_const_Steal(I, r);
 }
 
+/* A NumPy ufunc (numpy.sqrt, numpy.log, ...) on constant Python numbers:
+ * deterministic, so called now (CTRL's `x *= np.sqrt(d_model)`). Its NumPy
+ * scalar result becomes the Python number of the same value, which torch
+ * reads the same way (numpy.float64 is a float). NULL without a reason when
+ * fn is not a ufunc or an argument is not a constant number. */
+static Sv *numpy_ufunc_call(Interp *I, PyObject *fn, const Args *a) {
+    if (strcmp(Py_TYPE(fn)->tp_name, "numpy.ufunc") != 0 || a->nkw || a->npos < 1) return NULL;
+    PyObject *args = PyTuple_New(a->npos);
+    if (!args) return cap_py_failed(I, "numpy ufunc"), NULL;
+    for (int i = 0; i < a->npos; i++) {
+        if (a->pos[i]->kind != SV_CONST || !cap_is_number(a->pos[i]->obj)) {
+            Py_DECREF(args);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(args, i, Py_NewRef(a->pos[i]->obj));
+    }
+    PyObject *r = PyObject_Call(fn, args, NULL);
+    Py_DECREF(args);
+    if (!r) return cap_raise_current(I, "a numpy ufunc"), NULL; /* it raises in eager too */
+    PyObject *item = PyObject_HasAttrString(r, "item") ? PyObject_CallMethod(r, "item", NULL) : NULL;
+    Py_DECREF(r);
+    if (!item || !cap_is_number(item)) {
+        Py_XDECREF(item);
+        PyErr_Clear();
+        return cap_unsupported(I, "a numpy ufunc returning other than a number"), NULL;
+    }
+    return sv_const_Steal(I, item);
+}
+
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *fn = callable->obj;
     char buf[200];
@@ -448,6 +501,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if ((res = cap_ctxvar_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_scratch_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_builtin_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    if ((res = numpy_ufunc_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (PyType_Check(fn) && ((res = cap_userobj_new(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
     return cap_unsupported(I, "call to %s()", cap_callable_name(fn, buf, sizeof buf)), NULL;
 }
@@ -574,6 +628,20 @@ static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
         if (!r) return cap_raise_current(I, "subscript"), NULL; /* IndexError of a constant: Python raises too */
         return sv_const_Steal(I, r);
     }
+    if (k->kind == SV_CONST && (PyLong_CheckExact(k->obj) || PySlice_Check(k->obj))) {
+        PyObject *items = cap_pinned_list_Ref(I, c);
+        if (items) {
+            PyObject *r = PyObject_GetItem(items, k->obj);
+            Py_DECREF(items);
+            if (!r) return cap_raise_current(I, "subscript"), NULL; /* IndexError: Python raises too */
+            if (!PyList_CheckExact(r)) return sv_const_Steal(I, r);
+            Sv *l = sv_new(I, SV_LIST); /* a slice is a new list each call */
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); i++) wk_vec_push(&l->items, sv_const(I, PyList_GET_ITEM(r, i)));
+            Py_DECREF(r);
+            return l;
+        }
+        if (CAP_FAILED(I)) return NULL;
+    }
     if (is_typing_form(c->obj)) {
         PyObject *key = constant_key_Ref(k);
         if (key) {
@@ -601,6 +669,13 @@ static Sv *const_subscript(Interp *I, Sv *c, Sv *k) {
 }
 
 static int const_iterate(Interp *I, Sv *s, SvList *out) {
+    PyObject *items = cap_pinned_list_Ref(I, s);
+    if (items) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) wk_vec_push(out, sv_const(I, PyList_GET_ITEM(items, i)));
+        Py_DECREF(items);
+        return 0;
+    }
+    if (CAP_FAILED(I)) return -1;
     int r = cap_const_items(I, s->obj, out);
     if (r == 0) return cap_unsupported(I, "iterating a %s", cap_type_name(s->obj));
     return r < 0 ? -1 : 0;

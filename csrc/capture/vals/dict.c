@@ -32,13 +32,17 @@ Sv *cap_dict_lookup(Sv *d, PyObject *key) {
 }
 
 /* A dict read from an argument's attribute (vals/object.c) is the real
- * one, guarded equal to what capture saw: a change made here would not
- * reach it, and the next call's guard would compare against stale items. */
-static int read_only(const Sv *d) { return d->arg >= 0 || d->gname; }
+ * one, guarded equal to what capture saw: the frame changes it only where
+ * the change is written back to it after the graph (breaks.c). 0, or -1
+ * with a reason. */
+static int make_writable(Interp *I, Sv *d) {
+    if (d->gname) return cap_unsupported(I, "changing a dict read from a global");
+    return d->arg >= 0 ? cap_attr_dict_writable(I, d) : 0;
+}
 
 int cap_dict_set(Interp *I, Sv *d, Sv *key, Sv *value) {
     if (d->kind != SV_DICT) return cap_unsupported(I, "item assignment on a %s", sv_desc(d));
-    if (read_only(d)) return cap_unsupported(I, "changing a dict read from an argument's attribute");
+    if (make_writable(I, d) < 0) return -1;
     if (key->kind != SV_CONST || !cap_is_plain(key->obj))
         return cap_unsupported(I, "dict key of type %s", sv_desc(key));
     if (PyObject_Hash(key->obj) == -1) return cap_py_failed(I, "dict key");
@@ -82,8 +86,7 @@ static Sv *dict_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if ((nb != NB_OR && nb != NB_INPLACE_OR) || x->kind != SV_DICT ||
         !(y->kind == SV_DICT || (y->kind == SV_CONST && PyDict_CheckExact(y->obj))))
         return NULL;
-    if (nb == NB_INPLACE_OR && read_only(x))
-        return cap_unsupported(I, "changing a dict read from an argument's attribute"), NULL;
+    if (nb == NB_INPLACE_OR && make_writable(I, x) < 0) return NULL;
     Sv *r = x;
     if (nb == NB_OR && (!(r = cap_dict_new(I)) || cap_dict_update(I, r, x) < 0)) return NULL;
     return cap_dict_update(I, r, y) < 0 ? NULL : r;
@@ -128,9 +131,9 @@ Sv *cap_dict_method_call(Interp *I, const char *name, const Args *a) {
     Sv *d = a->pos[0];
     int nargs = a->npos - 1;
     if (a->nkw && strcmp(name, "update") != 0) return cap_unsupported(I, "dict.%s() with keywords", name), NULL;
-    if (read_only(d) && strcmp(name, "keys") != 0 && strcmp(name, "values") != 0 && strcmp(name, "items") != 0 &&
-        strcmp(name, "get") != 0 && strcmp(name, "copy") != 0)
-        return cap_unsupported(I, "dict.%s() on a dict read from an argument's attribute", name), NULL;
+    if (strcmp(name, "keys") != 0 && strcmp(name, "values") != 0 && strcmp(name, "items") != 0 &&
+        strcmp(name, "get") != 0 && strcmp(name, "copy") != 0 && make_writable(I, d) < 0)
+        return NULL;
     if (strcmp(name, "keys") == 0 && !nargs) {
         SvList items = {0};
         dict_iterate(I, d, &items);

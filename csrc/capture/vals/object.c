@@ -658,11 +658,20 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         if (method && sv_push(I, I->null_sv) < 0) return -1;
         return sv_push(I, s);
     } else if (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) <= 4096 && plain_dict(v)) {
-        /* a dict of plain keys and values (a config's id2label): guarded
-         * equal to a copy of it as it is now, keys in order and every key
-         * and value of the same type (guards.c), read as a dict Sv whose
-         * source is this path (returned, it is the same dict); capture
-         * refuses to change it (vals/dict.c) */
+        /* a dict of plain keys and values (a config's id2label, an
+         * EncoderDecoderCache's is_updated): guarded equal to a copy of it
+         * as it is now, keys in order and every key and value of the same
+         * type (guards.c), read as a dict Sv whose source is this path
+         * (returned, it is the same dict); a change is written back to it
+         * after the graph (vals/dict.c), and a later read of that dict is
+         * the changed Sv */
+        Sv *changed = cap_attr_dict_read(I, v, o->arg, path);
+        if (changed) {
+            Py_DECREF(v);
+            Py_DECREF(path);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, changed);
+        }
         PyObject *snapshot = PyDict_Copy(v);
         if (!snapshot) {
             Py_DECREF(v);
@@ -677,6 +686,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         while (appended && PyDict_Next(snapshot, &pos, &k, &item))
             if ((appended = PyList_Append(s->obj, k) == 0)) wk_vec_push(&s->items, sv_const(I, item));
         Py_DECREF(snapshot);
+        if (appended) cap_attr_dict_note(I, s, v);
         Py_DECREF(v);
         if (!appended) {
             Py_DECREF(path);

@@ -1,0 +1,251 @@
+"""A frame that falls back runs eagerly, and the Python functions it calls are
+captured as frames of their own, as PyTorch's capture does: a model whose top
+forward cannot be captured (transformers' LongT5 and SwitchTransformers
+stacks, which leave a mask None under is_compiling()) still has its layers
+compiled. Torch's and Python's own code is left alone, a callee with no graph
+op of its own runs as written (its callees are captured in turn), a callee
+that reads is_compiling() and has nothing for a graph keeps eager's answer,
+and what a compiled graph calls out to is not captured again. wick.stats()
+counts the callees' graphs; results and gradients are eager's."""
+import torch
+import torch.nn.functional as F
+
+import wick
+import wick._C as C
+from test_capture_util import *  # noqa: F401,F403
+from test_capture_util import assert_same, break_counts, compiled, entries, stats_counts
+
+
+def compiling():
+    return torch.compiler.is_compiling()
+
+
+class Block(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = torch.nn.Linear(n, n)
+
+    def forward(self, x, mask):
+        return F.gelu(self.lin(x)) * mask + x
+
+
+class Stack(torch.nn.Module):
+    """LongT5's pattern: the mask is made only outside a compile, then
+    indexed: capture reads None there and the frame falls back."""
+
+    def __init__(self, n=8, depth=3):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(n) for _ in range(depth))
+
+    def forward(self, x, mask=None):
+        if mask is None and not compiling():
+            mask = torch.ones(x.shape[0], device=x.device)
+        mask = mask[:, None]
+        for b in self.blocks:
+            x = b(x, mask)
+        return x
+
+
+def block_codes(m):
+    return [e for e in entries(Block.forward) if not e["eager"]]
+
+
+def test_fallback_frame_compiles_its_layers():
+    torch.manual_seed(0)
+    m = Stack()
+    x = torch.randn(4, 8)
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        want = m(x)
+        got = f(x)
+        got2 = f(x)
+    assert_same(got, want)
+    assert_same(got2, want)
+    graphs, breaks, fallbacks = stats_counts()
+    assert fallbacks == 1 and graphs >= 1
+    (reason,) = wick.stats()["fallbacks"]
+    assert "subscript of a NoneType" in reason
+    assert block_codes(m), entries(Block.forward)
+    # the fallback's entry lists the code it compiled
+    (fb,) = [e for e in entries(Stack.forward) if e["eager"]]
+    assert Block.forward.__code__ in fb["callees"]
+
+
+def test_helper_reading_is_compiling_keeps_eagers_answer():
+    # compiling() is called from the eager run of the fallback frame: compiled
+    # as a root frame it would answer True and leave the mask None
+    m = Stack()
+    x = torch.randn(3, 8)
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        for _ in range(3):
+            assert_same(f(x), m(x))
+    (e,) = entries(compiling)
+    assert e["eager"] and not e.get("reason") and "is_compiling" in e["skipped"]
+    assert compiling() is False
+
+
+def test_root_frame_without_graph_answers_is_compiling_as_eager():
+    assert compiled(compiling)() is False
+    (e,) = entries(compiling)
+    assert e["eager"] and not e.get("reason")
+
+
+def test_library_code_is_left_alone():
+    m = Stack()
+    x = torch.randn(2, 8)
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        f(x)
+        f(x)
+    # torch's Module.__call__ machinery and F.gelu's Python wrapper ran
+    # inside the eager frame: no entries
+    assert C.code_entries(torch.nn.Module._call_impl.__code__) == []
+    assert C.code_entries(torch.nn.Linear.forward.__code__) == []
+
+
+class Cfg:
+    def __init__(self):
+        self.scale = 2.0
+
+
+def read_scale(cfg):
+    return cfg.scale  # nothing for a graph
+
+
+def scaled(x, cfg):
+    return x * read_scale(cfg)
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Stack(8, 2)
+        self.cfg = Cfg()
+
+    def forward(self, x, mask=None):
+        if mask is None and not compiling():
+            mask = torch.ones(x.shape[0])
+        y = mask[:, None] * 0  # falls back here
+        return scaled(self.inner(x), self.cfg) + y
+
+
+def test_callee_without_ops_runs_as_written_and_nested_fallbacks_adopt_in_turn():
+    torch.manual_seed(1)
+    m = Outer()
+    x = torch.randn(5, 8)
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        want = m(x)
+        assert_same(f(x), want)
+        assert_same(f(x), want)
+    # Outer falls back, and so does Stack (its callee) for the same reason;
+    # Stack's blocks and `scaled` are compiled
+    assert len(wick.stats()["fallbacks"]) == 2
+    assert [e for e in entries(scaled) if not e["eager"] and e["graph_count"] == 1]
+    assert block_codes(m.inner)
+    # read_scale was inlined into `scaled`'s graph: never a frame of its own
+    assert entries(read_scale) == []
+
+
+def test_callee_of_no_op_helper_is_adopted():
+    # a helper with nothing for a graph runs as written, and its own
+    # callees are still compiled
+    def helper(blocks, x, mask):
+        print_free = len(blocks)  # noqa: F841
+        return run_blocks(blocks, x, mask)
+
+    class M(Stack):
+        def forward(self, x, mask=None):
+            if mask is None and not compiling():
+                mask = torch.ones(x.shape[0])
+            mask = mask[:, None]
+            return helper(self.blocks, x, mask)
+
+    torch.manual_seed(2)
+    m = M()
+    x = torch.randn(3, 8)
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        want = m(x)
+        assert_same(f(x), want)
+        assert_same(f(x), want)
+    assert stats_counts()[0] >= 1
+
+
+def run_blocks(blocks, x, mask):
+    for b in blocks:
+        x = b(x, mask)
+    return x
+
+
+def test_training_through_adopted_layers():
+    torch.manual_seed(3)
+    m = Stack()
+    m2 = Stack()
+    m2.load_state_dict(m.state_dict())
+    x = torch.randn(4, 8)
+    wick.reset()
+    f = wick.compile(m2)
+    for _ in range(2):
+        m.zero_grad()
+        m2.zero_grad()
+        m(x).square().sum().backward()
+        f(x).square().sum().backward()
+        for p, q in zip(m.parameters(), m2.parameters()):
+            assert_same(q.grad, p.grad)
+    assert stats_counts()[0] >= 1
+
+
+def test_non_contiguous_and_empty_inputs():
+    torch.manual_seed(4)
+    m = Stack()
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        x = torch.randn(6, 16)[:, ::2]  # strided columns
+        xt = torch.randn(8, 6).t()  # transposed
+        assert not x.is_contiguous() and not xt.is_contiguous()
+        assert_same(f(xt), m(xt))
+        e = torch.randn(0, 8)
+        assert_same(f(e), m(e))
+        assert_same(f(x), m(x))
+
+
+def test_a_callee_that_raises_raises_as_in_eager():
+    class Bad(torch.nn.Module):
+        def forward(self, x, mask):
+            raise ValueError("from the block")
+
+    m = Stack()
+    m.blocks[1] = Bad()
+    wick.reset()
+    f = wick.compile(m)
+    x = torch.randn(2, 8)
+    for _ in range(2):
+        try:
+            f(x)
+        except ValueError as err:
+            assert str(err) == "from the block"
+        else:
+            raise AssertionError("no exception")
+
+
+def test_counts_survive_reset():
+    # adopted codes stay marked across wick.reset(); the next fallback run
+    # lists them again, so stats() counts their new graphs
+    m = Stack()
+    x = torch.randn(2, 8)
+    for _ in range(2):
+        wick.reset()
+        f = wick.compile(m)
+        with torch.no_grad():
+            f(x)
+        graphs, _, fallbacks = stats_counts()
+        assert fallbacks == 1 and graphs >= 1
+    assert break_counts(m.forward.__func__)[0] >= 1
