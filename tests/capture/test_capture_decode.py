@@ -5,7 +5,8 @@ writing the items' attributes works as for any argument object (the writes
 replayed after the graph). A decode step that passes the returned cache
 back in is then one graph. The cache grows every step, so each step's
 shapes are new and each compiles again, up to the cache limit (no dynamic
-shapes). Each against eager on fresh copies."""
+shapes); with transformers' StaticCache the decode steps keep their shapes and
+share one graph. Each against eager on fresh copies."""
 import copy
 
 import pytest
@@ -137,3 +138,63 @@ def test_llama_decode_steps_are_one_graph_each():
         torch.testing.assert_close(b.values, a.values, rtol=1e-5, atol=1e-5)
     graphs, breaks, fallbacks = stats_counts()
     assert (graphs, breaks, fallbacks) == (3, 0, 0), wick.stats()
+
+
+@pytest.mark.parametrize("steps", [3, 12])
+def test_llama_static_cache_decode_compiles_once(steps):
+    """transformers' StaticCache keeps every step's shapes: the prefill and
+    all decode steps after it are two graphs, whatever the number of steps
+    (past the cache limit of 8), the cache written in place as in eager."""
+    from transformers import StaticCache
+
+    T = transformers
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    m = T.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 100, (2, 8))
+
+    def run(fn):
+        cache = StaticCache(config=cfg, max_cache_len=32)
+        with torch.no_grad():
+            out = fn(input_ids=ids, past_key_values=cache, cache_position=torch.arange(8), use_cache=True)
+            logits = [out.logits]
+            for i in range(steps):
+                nxt = logits[-1][:, -1].argmax(-1, keepdim=True)
+                out = fn(input_ids=nxt, past_key_values=cache, cache_position=torch.tensor([8 + i]), use_cache=True)
+                logits.append(out.logits)
+        return logits, cache
+
+    le, ce = run(m)
+    wick.reset()
+    lc, cc = run(wick.compile(m))
+    for a, b in zip(le, lc):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    for a, b in zip(ce.layers, cc.layers):
+        torch.testing.assert_close(b.keys, a.keys, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(b.values, a.values, rtol=1e-5, atol=1e-5)
+    graphs, breaks, fallbacks = stats_counts()
+    assert (graphs, breaks, fallbacks) == (2, 0, 0), wick.stats()
+    assert wick.stats()["entries"] == 2
+
+
+class OnDevice:
+    def __init__(self, device):
+        self.device = device
+
+
+def arange_on(x, holder):
+    return x + torch.arange(x.shape[-1], device=holder.device)
+
+
+def test_device_attribute_of_an_argument_object_is_a_guarded_constant():
+    wick.reset()
+    f = wick.compile(arange_on)
+    for shape in [(2, 3), (0, 4), (5,)]:
+        x = t(*shape, seed=1)
+        torch.testing.assert_close(f(x, OnDevice(torch.device("cpu"))), arange_on(x, OnDevice(torch.device("cpu"))))
+    graphs, breaks, fallbacks = stats_counts()
+    assert (breaks, fallbacks) == (0, 0) and graphs == 3
+    # another device: the guard fails and capture runs again (the meta device keeps this CPU-only)
+    y = f(t(2, 3, seed=2).to("meta"), OnDevice(torch.device("meta")))
+    assert y.device.type == "meta"

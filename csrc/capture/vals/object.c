@@ -594,7 +594,9 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
             s = sv_new(I, SV_OPAQUE);
         }
     } else if (v == Py_None || cap_is_number(v) || PyUnicode_CheckExact(v) ||
-               (cap_dtype_type && Py_TYPE(v) == (PyTypeObject *)cap_dtype_type) || (PyTuple_CheckExact(v) && cap_is_plain(v))) {
+               (cap_dtype_type && Py_TYPE(v) == (PyTypeObject *)cap_dtype_type) ||
+               (cap_device_type && Py_TYPE(v) == (PyTypeObject *)cap_device_type) || /* a StaticLayer's device */
+               (PyTuple_CheckExact(v) && cap_is_plain(v))) {
         wk_guard_equals_at(I->guards, o->arg, path, v);
         s = sv_new(I, SV_CONST);
     } else if (PyList_CheckExact(v) && PyList_GET_SIZE(v) <= 64 && plain_list(v)) {
