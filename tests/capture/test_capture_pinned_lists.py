@@ -3,7 +3,9 @@ primes in one) is read by capture: its length, items, slices and truth,
 guarded equal to a copy of it, so changing the list recompiles. A frame that
 both reads such a list and appends to it is not captured that way (the append
 is replayed after the graph, and reads would miss it). NumPy ufuncs on
-constant numbers (CTRL's np.sqrt(d_model)) are folded."""
+constant numbers (CTRL's np.sqrt(d_model)) are folded, and a dict subclass's
+`super().__getitem__` on a pinned registry (transformers' ACT2FN) is read as the
+item, guarded."""
 import numpy as np
 import pytest
 import torch
@@ -91,3 +93,40 @@ def test_numpy_ufunc_on_a_tensor_is_not_folded():
     f = compiled(ufunc_on_tensor)
     assert_same(torch.as_tensor(f(x)), torch.as_tensor(ufunc_on_tensor(x)))
     assert reasons(ufunc_on_tensor)
+
+
+class Instantier(dict):
+    """transformers' ClassInstantier (ACT2FN): an item is a class, or a
+    (class, kwargs) pair, instantiated on every lookup."""
+
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+ACTS = Instantier({"silu": torch.nn.SiLU, "leaky": (torch.nn.LeakyReLU, {"negative_slope": 0.3})})
+
+
+def activate(x, name: str):
+    return ACTS[name](x) * 2
+
+
+@pytest.mark.parametrize("name", ["silu", "leaky"])
+def test_registry_subclass_getitem_through_super(name):
+    x = torch.randn(3, 5).t()
+    f = compiled(activate)
+    assert_same(f(x, name), activate(x, name))
+    one_graph(activate)
+
+
+def test_registry_missing_key_raises_as_in_eager():
+    f = compiled(activate)
+    with pytest.raises(KeyError):
+        f(torch.randn(2), "gelu")
+    ACTS["gelu"] = torch.nn.GELU  # the absence was guarded: the entry is not reused
+    try:
+        x = torch.randn(4)
+        assert_same(f(x, "gelu"), activate(x, "gelu"))
+    finally:
+        del ACTS["gelu"]

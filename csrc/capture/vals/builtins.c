@@ -713,16 +713,22 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         PyObject *r = PyObject_Str(a->pos[0]->obj);
         return r ? sv_const_Steal(I, r) : (cap_py_failed(I, "str()"), NULL);
     }
+    const char *ml = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_ml->ml_name : "";
+    int getitem = strcmp(ml, "__getitem__") == 0;
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) && PyDict_Check(PyCFunction_GET_SELF(fn)) &&
-        strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, "get") == 0 && !a->nkw && (a->npos == 1 || a->npos == 2) &&
+        (strcmp(ml, "get") == 0 || getitem) && !a->nkw && (a->npos == 1 || (a->npos == 2 && !getitem)) &&
         a->pos[0]->kind == SV_CONST && cap_is_plain(a->pos[0]->obj)) {
-        /* d.get(key[, default]) on a dict pinned by identity (a global registry) */
+        /* d.get(key[, default]) on a dict pinned by identity (a global
+         * registry), and dict.__getitem__ bound to one (transformers'
+         * ClassInstantier: super().__getitem__(key) of its ACT2FN) */
         PyObject *owner = PyCFunction_GET_SELF(fn);
         PyObject *v = PyDict_GetItemWithError(owner, a->pos[0]->obj);
         if (!v && PyErr_Occurred()) return cap_py_failed(I, "dict.get"), NULL;
-        if (!v && a->npos == 2) {
+        if (!v && (a->npos == 2 || getitem)) {
             wk_guard_dict_item_is(I->guards, owner, a->pos[0]->obj, NULL);
-            return a->pos[1];
+            if (!getitem) return a->pos[1];
+            PyErr_SetObject(PyExc_KeyError, a->pos[0]->obj); /* raised as in eager, while the key stays absent */
+            return cap_raise_current(I, "dict.__getitem__"), NULL;
         }
         return snapshot_value(I, owner, a->pos[0]->obj, v);
     }
