@@ -390,6 +390,24 @@ def _aliasing(outs, fakes):
     return [i for i, s in enumerate(ins) if s in shared], [k for k, s in enumerate(outs_s) if s in shared]
 
 
+class FrozenArgDict(dict):
+    """A dict of plain items read from an argument's attribute (YOSO's
+    lsh_config), handed to a torch call inside a graph: its items as the
+    frame read them, guarded on every call. A callee that changes it would
+    change the real dict in eager, so every change raises; the graph then
+    fails and the frame runs eagerly (hook.c)."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("wick: a dict read from an argument's attribute was passed to a torch call, "
+                        "which tried to change it")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    update = pop = popitem = setdefault = clear = _refuse
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
+
+
 def copy_no_grad(target, value):
     """The write-back of an input that requires grad, which the frame wrote
     in place inside a no_grad block (as eager allows there): copied under

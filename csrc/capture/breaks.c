@@ -600,6 +600,8 @@ void cap_attr_dict_note(Interp *I, Sv *d, PyObject *real) {
     wk_vec_push(&I->attr_dict_objs, Py_NewRef(real));
 }
 
+int cap_attr_dict_changed(Interp *I, const Sv *d) { return tracked_dict(I->brk, d); }
+
 int cap_attr_dict_writable(Interp *I, Sv *d) {
     if (tracked_dict(I->brk, d)) return 0;
     int at = -1;

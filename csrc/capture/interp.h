@@ -825,6 +825,7 @@ Sv *cap_list_append_effect(Interp *I, Sv *list, Sv *value);
 Sv *cap_attr_dict_read(Interp *I, PyObject *real, int arg, PyObject *path);
 void cap_attr_dict_note(Interp *I, Sv *d, PyObject *real);
 int cap_attr_dict_writable(Interp *I, Sv *d);
+int cap_attr_dict_changed(Interp *I, const Sv *d); /* made writable by the frame: 1, else 0 */
 /* 1 when the frame appended to `list` (a pinned list) so far, else 0. */
 int cap_list_appended(Interp *I, PyObject *list);
 /* 1 when obj (an exact list or set argument) has method `name` replayed by cap_container_effect */

@@ -6,8 +6,11 @@ compiled forward calls Fn.apply, and wick's autodiff gets the gradient by
 calling it again under autograd on the saved inputs, so the user's own
 backward runs (wick/_autodiff.py _RecomputedGradient). A Function whose
 forward draws random numbers would draw others when recomputed: its graph
-goes to AOTAutograd instead, which runs the forward once. Gradients are
-compared with eager's, which runs the same backward."""
+goes to AOTAutograd instead, which runs the forward once. A dict of plain
+items held by the module (YOSO's lsh_config) reaches the Function as a copy
+that refuses changes: a Function that changes it fails the graph, and the
+frame runs eagerly, changing the real dict. Gradients are compared with
+eager's, which runs the same backward."""
 import pytest
 import torch
 import torch.nn as nn
@@ -133,3 +136,53 @@ def test_random_forward_is_not_recomputed():
     one_graph(noisy)
     assert _autodiff.stats()["fallbacks"] == before + 1
     assert any("random" in r for r in _autodiff.stats()["reasons"]), _autodiff.stats()
+
+
+class Configured(torch.autograd.Function):
+    """YOSO's pattern: a config dict held by the module goes to the Function."""
+
+    @staticmethod
+    def forward(ctx, x, config):
+        ctx.scale = config["scale"]
+        if config.get("count"):
+            config["calls"] = config.get("calls", 0) + 1  # a Function that changes it
+        return x * config["scale"] + len(config)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
+
+
+class ConfigNet(nn.Module):
+    def __init__(self, count=False):
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+        self.config = {"scale": 1.5, "mode": "x"}
+        if count:
+            self.config["count"] = True
+
+    def forward(self, x):
+        return Configured.apply(self.lin(x), self.config)
+
+
+@pytest.mark.parametrize("count", [False, True])
+def test_dict_attribute_passed_to_a_function(count):
+    torch.manual_seed(0)
+    me = ConfigNet(count)
+    torch.manual_seed(0)
+    mc = ConfigNet(count)
+    wick.reset()
+    f = wick.compile(mc)
+    x = t(5, 3, seed=3).t()  # non-contiguous
+    for _ in range(3):
+        me.zero_grad()
+        mc.zero_grad()
+        ye, yc = me(x), f(x)
+        torch.testing.assert_close(yc, ye)
+        ye.sum().backward()
+        yc.sum().backward()
+        for a, b in zip(me.parameters(), mc.parameters()):
+            torch.testing.assert_close(b.grad, a.grad)
+        assert mc.config == me.config and type(mc.config) is dict
+    if not count:
+        assert stats_counts() == (1, 0, 0), wick.stats()

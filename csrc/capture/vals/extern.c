@@ -21,6 +21,7 @@
 
 static PyObject *extern_input_type; /* wick._C.ExternInput */
 static PyObject *meta_outputs;      /* wick._capture_meta.outputs */
+static PyObject *frozen_arg_dict;   /* wick._capture_meta.FrozenArgDict */
 
 static int init_extern(Interp *I) {
     if (extern_input_type && meta_outputs) return 0;
@@ -32,9 +33,10 @@ static int init_extern(Interp *I) {
     PyObject *m = extern_input_type ? PyImport_ImportModule("wick._capture_meta") : NULL;
     if (m) {
         meta_outputs = PyObject_GetAttrString(m, "outputs");
+        frozen_arg_dict = meta_outputs ? PyObject_GetAttrString(m, "FrozenArgDict") : NULL;
         Py_DECREF(m);
     }
-    if (!meta_outputs) return cap_py_failed(I, "loading wick._capture_meta");
+    if (!meta_outputs || !frozen_arg_dict) return cap_py_failed(I, "loading wick._capture_meta");
     return 0;
 }
 
@@ -111,12 +113,19 @@ static PyObject *template_Ref(Interp *I, Inputs *in, Sv *s, int depth) {
         return t;
     }
     case SV_DICT: {
-        if (s->arg >= 0 || s->gname) /* the callee would get a copy, not the dict it may change */
-            return cap_unsupported(I, "a dict read from an argument's attribute as a torch call argument"), NULL;
-        PyObject *d = PyDict_New();
+        /* a dict read from an argument's attribute: a copy the callee cannot
+         * change (it would change the real one), of the items the frame read
+         * and did not change (its changes are written back only after the
+         * graph) */
+        int frozen = s->arg >= 0;
+        if (s->gname || (frozen && cap_attr_dict_changed(I, s)))
+            return cap_unsupported(I, "a dict read from an argument's attribute and changed, as a torch call argument"),
+                   NULL;
+        PyObject *d = frozen ? PyObject_CallNoArgs(frozen_arg_dict) : PyDict_New();
         if (!d) return cap_py_failed(I, "extern"), NULL;
         for (int i = 0; i < s->items.len; i++) {
             PyObject *x = template_Ref(I, in, s->items.data[i], depth + 1);
+            /* dict's own store: FrozenArgDict refuses __setitem__ */
             if (!x || PyDict_SetItem(d, PyList_GET_ITEM(s->obj, i), x) < 0) {
                 Py_XDECREF(x);
                 Py_DECREF(d);
