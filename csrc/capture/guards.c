@@ -49,7 +49,8 @@ typedef struct {
     PyObject *path;     /* owned tuple of attribute names, or NULL: checks getattr(arg, ...) */
     PyTypeObject *type; /* owned: TYPE, EQUALS */
     PyObject *value;    /* owned: ID, EQUALS, GLOBAL_IS, ATTR_IS; TYPE_ATTR_IS: NULL when value_ref is set */
-    PyObject *value_ref; /* owned weakref, TYPE_ATTR_IS: a class attribute (a method) is not kept alive by the guard */
+    PyObject *value_ref; /* owned weakref instead of value, TYPE_ATTR_IS (a method) and ID (a function, module,
+                          * class or other object that takes weakrefs): the guard does not keep it alive */
     PyObject *name;     /* owned: GLOBAL_IS, ATTR_IS; TYPE/TENSOR of a global (arg -1) */
     PyObject *owner;    /* owned: ATTR_IS, DICT_IS, FUNC, CELL_IS */
     PyObject *defaults, *kwdefaults; /* owned (may be NULL): FUNC */
@@ -179,9 +180,9 @@ static PyObject *weak_target(PyObject *ref) {
 #endif
 }
 
-/* TYPE_ATTR_IS: the value guarded (borrowed); a dead weakly held one is
- * a value no lookup returns (the guard fails) */
-static PyObject *type_attr_value(const Check *c) {
+/* TYPE_ATTR_IS, ID: the value guarded (borrowed); a dead weakly held one
+ * is a value no lookup returns (the guard fails) */
+static PyObject *guarded_value(const Check *c) {
     static char dead;
     if (!c->value_ref) return c->value;
     PyObject *v = weak_target(c->value_ref);
@@ -286,7 +287,11 @@ void wk_guard_id(WkGuards *g, int arg, PyObject *value) { wk_guard_id_at(g, arg,
 void wk_guard_id_at(WkGuards *g, int arg, PyObject *path, PyObject *value) {
     if (has_check_at(g, CK_ID, arg, path)) return;
     Check c = {.kind = CK_ID, .arg = arg, .path = Py_XNewRef(path)};
-    c.value = Py_NewRef(value);
+    /* a hook, a module or a function pinned by a guard must not outlive
+     * its last user: held weakly where it can be */
+    if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(value)) && (c.value_ref = PyWeakref_NewRef(value, NULL)) == NULL)
+        PyErr_Clear();
+    if (!c.value_ref) c.value = Py_NewRef(value);
     add_check(g, c);
 }
 
@@ -1024,7 +1029,7 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         }
         break;
     case CK_ID:
-        if (x != c->value) {
+        if (x != guarded_value(c)) {
             snprintf(why_buf, sizeof why_buf, "%s is not the same object",
                      who_of(g, c, nb, sizeof nb));
             return 0;
@@ -1122,7 +1127,7 @@ static int check_one(const WkGuards *g, const Check *c, PyObject *x, PyObject *g
         break;
     }
     case CK_TYPE_ATTR_IS:
-        if (_PyType_Lookup((PyTypeObject *)c->owner, c->name) != type_attr_value(c)) {
+        if (_PyType_Lookup((PyTypeObject *)c->owner, c->name) != guarded_value(c)) {
             snprintf(why_buf, sizeof why_buf, "%s.%s changed", ((PyTypeObject *)c->owner)->tp_name,
                      PyUnicode_AsUTF8(c->name));
             return 0;
@@ -1793,10 +1798,12 @@ PyObject *wk_guards_describe_Ref(const WkGuards *g) {
         case CK_TYPE:
             line = PyUnicode_FromFormat("TYPE_MATCH %s %s", who, c->type->tp_name);
             break;
-        case CK_ID:
-            line = PyUnicode_FromFormat("ID_MATCH %s is <%s at %p>", who, Py_TYPE(c->value)->tp_name,
-                                        (void *)c->value);
+        case CK_ID: {
+            PyObject *v = c->value_ref ? weak_target(c->value_ref) : c->value;
+            line = PyUnicode_FromFormat("ID_MATCH %s is <%s at %p>", who, v ? Py_TYPE(v)->tp_name : "dead object",
+                                        (void *)v);
             break;
+        }
         case CK_EQUALS:
             line = PyUnicode_FromFormat("EQUALS_MATCH %s == %R (%s)", who, c->value, c->type->tp_name);
             break;

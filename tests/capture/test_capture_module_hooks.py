@@ -6,7 +6,9 @@ may replace the positional arguments (registered with_kwargs: the
 arguments and the keywords), forward runs, each forward hook in order may
 replace the result. Capture inlines the hooks; the registries' keys (in
 their OrderedDict order) and the hooks themselves are guarded, so
-registering, removing or reordering a hook recompiles. A hook that
+registering, removing or reordering a hook recompiles (the guards hold the
+hooks weakly: a removed hook is freed). A hook that is a bound method of the
+user's object is inlined with that object as self. A hook that
 appends to a global's or a closure's list (collecting features) has its
 appends replayed after the graph. Backward hooks and torch's global module
 hooks still run the module eagerly. The registries
@@ -211,3 +213,63 @@ def test_feature_collecting_hooks_are_one_graph():
         assert n == 3
     assert FEATURES[1] is not FEATURES[2]  # a new tensor per call, as eager's
     assert stats_counts() == (1, 0, 0), wick.stats()
+
+
+class Scaler:
+    """A hook registered as a bound method of the user's own object."""
+
+    def __init__(self):
+        self.payload = torch.randn(1000)
+
+    def hook(self, module, args, out):
+        return out * 3 - 1
+
+
+def test_bound_method_hook_is_inlined_and_not_kept_alive():
+    import gc
+    import weakref
+
+    m = mlp(3)
+    scaler = Scaler()
+    handle = m[0].register_forward_hook(scaler.hook)
+    wick.reset()
+    f = wick.compile(m)
+    for shape in [(3, 8), (0, 8)]:
+        x = t(*shape, seed=4)
+        with torch.no_grad():
+            torch.testing.assert_close(f(x), m(x))
+    assert stats_counts() == (2, 0, 0), wick.stats()
+    # the compiled entries' guards hold the hook weakly: removed and dropped, it is freed
+    ref = weakref.ref(scaler)
+    handle.remove()
+    del scaler
+    gc.collect()
+    assert ref() is None
+    x = t(3, 8, seed=5)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), m(x))
+
+
+class Collector:
+    def __init__(self):
+        self.feats = []
+
+    def hook(self, module, args, out):
+        self.feats.append(out)  # a write to the object's own list: a break, exact
+
+
+def test_feature_collecting_bound_method_hook_stays_exact():
+    m = mlp(4)
+    col = Collector()
+    m[1].register_forward_hook(col.hook)
+    f = wick.compile(m)
+    x = t(2, 8, seed=6)
+    with torch.no_grad():
+        want = m(x)
+        want_feats = list(col.feats)
+        col.feats.clear()
+        for _ in range(2):
+            col.feats.clear()
+            torch.testing.assert_close(f(x), want)
+            assert len(col.feats) == 1
+            torch.testing.assert_close(col.feats[0], want_feats[0])

@@ -496,6 +496,16 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
     if ((res = cap_scratch_copy_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
+    if (PyMethod_Check(fn) && PyFunction_Check(PyMethod_GET_FUNCTION(fn)) && a->npos < 64) {
+        /* a bound method held as a constant (a hook registered as
+         * `collector.hook`): its function inlined, self the very object
+         * (the method is pinned by identity wherever it was read, and holds it) */
+        Sv *pos[65];
+        pos[0] = sv_const(I, PyMethod_GET_SELF(fn));
+        for (int i = 0; i < a->npos; i++) pos[i + 1] = a->pos[i];
+        Args b = {pos, a->npos + 1, a->kwnames, a->kw, a->nkw};
+        return cap_inline_call(I, (PyFunctionObject *)PyMethod_GET_FUNCTION(fn), &b);
+    }
     if ((res = cap_exc_new(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = stateless_module_call(I, callable, a)) != NULL || CAP_FAILED(I)) return res;
     if ((res = cap_ctxvar_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
