@@ -10,8 +10,9 @@
  *   - only code objects marked in co_extra (by CompiledFunction or
  *     wk_hook_mark_code) are looked at; every other frame costs one flag test,
  *     a few field reads and one co_extra lookup. The exception: while a frame
- *     that fell back runs eagerly, the frames it calls are marked as they
- *     start (those of Python's and torch's own code are marked as skipped),
+ *     that fell back (or passed the cache limit on Python values) runs
+ *     eagerly, the frames it calls are marked as they start (those of
+ *     Python's and torch's own code are marked as skipped),
  *     so that a model whose top frame cannot be captured still has its
  *     layers compiled, as PyTorch's capture does;
  *   - guards and the compiler run with the hook suspended on this thread, and
@@ -440,7 +441,14 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
                  limit, name ? name : "?", file ? file : "?", co->co_firstlineno, have,
                  why ? why : "(no reason given)");
         WkCacheEntry *e = eager_entry(reason);
-        e->flags |= ENTRY_CACHE_LIMIT;
+        /* Its callees are still captured, as after a fallback, where the
+         * recompiles came from Python values (a step counter, an object):
+         * those need not change below. Where tensor shapes kept changing
+         * (a growing cache), they change in the callees too, and capturing
+         * them would only compile each of them up to the limit in turn. */
+        int shapes = why && (strstr(why, " size mismatch") || strstr(why, " stride mismatch") ||
+                             strstr(why, "tensor metadata mismatch")); /* guards.c's words */
+        e->flags |= ENTRY_CACHE_LIMIT | (shapes ? 0 : ENTRY_FALLBACK);
         e->options = Py_NewRef(opts);
         WkCacheEntry **tail = &st->entries;
         while (*tail) tail = &(*tail)->next;

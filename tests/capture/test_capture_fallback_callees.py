@@ -249,3 +249,62 @@ def test_counts_survive_reset():
         graphs, _, fallbacks = stats_counts()
         assert fallbacks == 1 and graphs >= 1
     assert break_counts(m.forward.__func__)[0] >= 1
+
+
+class Counted(torch.nn.Module):
+    """A forward specialised on an int that changes every call (a step
+    counter): past the cache limit it runs eagerly, its blocks compiled."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(8) for _ in range(2))
+
+    def forward(self, x, step: int):
+        mask = torch.ones(x.shape[0]) * (step % 3 + 1)
+        for b in self.blocks:
+            x = b(x, mask[:, None])
+        return x
+
+
+def test_cache_limit_from_python_values_still_compiles_the_callees():
+    torch.manual_seed(5)
+    m = Counted()
+    x = torch.randn(4, 8)
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        for step in range(12):
+            assert_same(f(x, step), m(x, step))
+    reasons_ = wick.stats()["fallbacks"]
+    assert len(reasons_) == 1 and "cache limit" in reasons_[0]
+    compiled_blocks = [e for e in entries(Block.forward) if not e["eager"]]
+    assert len(compiled_blocks) == 1, entries(Block.forward)  # one graph for every step after the limit
+
+
+class GrowBlock(Block):
+    def forward(self, x, mask):  # a code object no other test has captured (captured codes stay marked)
+        return F.gelu(self.lin(x)) * mask - x
+
+
+class Growing(Counted):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(GrowBlock(8) for _ in range(2))
+
+    def forward(self, x, step: int):
+        return super().forward(x, step)
+
+
+def test_cache_limit_from_growing_shapes_leaves_the_callees_alone():
+    # the callees' shapes grow too: capturing them would only recompile them in turn
+    torch.manual_seed(6)
+    m = Growing()
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        for n in range(1, 12):
+            x = torch.randn(n, 8)
+            assert_same(f(x, 0), m(x, 0))
+    (reason,) = wick.stats()["fallbacks"]
+    assert "size mismatch" in reason
+    assert entries(GrowBlock.forward) == []
