@@ -1,6 +1,7 @@
 /* vals/ctx.c — context managers whose effect capture models: torch.no_grad()
  * and torch.enable_grad() set the grad mode of the graph's ops inside the
- * block; contextlib.nullcontext() does nothing; torch.autocast (and
+ * block; contextlib.nullcontext() and a with-statement's
+ * torch.profiler.record_function(name) do nothing; torch.autocast (and
  * torch.amp.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast, an
  * autocast instance a decorator holds) sets the frame's modelled autocast
  * state of its device type, which vals/extern.c reads for its casts and
@@ -40,11 +41,39 @@ static int is_nullcontext(PyObject *fn) {
     return nullcontext_type && fn == nullcontext_type;
 }
 
+/* torch.profiler.record_function (torch.autograd.profiler's class), looked up once */
+static int is_record_function(PyObject *fn) {
+    static PyObject *record_function_type;
+    if (!record_function_type) {
+        PyObject *name = PyUnicode_FromString("torch.autograd.profiler");
+        PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+        Py_XDECREF(name);
+        if (mod) record_function_type = PyObject_GetAttrString(mod, "record_function");
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
+    return record_function_type && fn == record_function_type;
+}
+
 /* torch.no_grad() / torch.enable_grad() / contextlib.nullcontext():
  * NULL without a reason when fn is none of them. */
 Sv *cap_grad_ctx_call(Interp *I, PyObject *fn, const Args *a) {
     Sv *ac = autocast_call(I, fn, a);
     if (ac || CAP_FAILED(I)) return ac;
+    if (is_record_function(fn) && I->next_op == BEFORE_WITH) {
+        /* `with torch.profiler.record_function(name):` labels a region for
+         * the profiler: inside a graph there is no such region, so, as in
+         * PyTorch's capture, the block is captured as if the label were not
+         * there (a profile of the compiled code does not show it) */
+        for (int i = 0; i < a->npos + a->nkw; i++) {
+            Sv *x = i < a->npos ? a->pos[i] : a->kw[i - a->npos];
+            if (x->kind != SV_CONST || !cap_is_plain(x->obj))
+                return cap_unsupported(I, "record_function() of a %s", sv_desc(x)), NULL;
+        }
+        Sv *res = sv_new(I, SV_GRAD_CTX);
+        res->value = -1; /* as nullcontext: the grad mode stays */
+        return res;
+    }
     /* the ctx.clone bound method that @torch.no_grad() decorators call for
      * each call (torch.utils._contextlib): torch's own clone makes
      * type(ctx)() for these classes, which take no arguments */
