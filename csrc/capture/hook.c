@@ -52,6 +52,7 @@ typedef struct CodeState {
     int busy;                /* hook invocations currently walking `entries` */
     int skip;                /* library code met under callee_options: never looked at */
     int adopted;             /* marked as the callee of a fallback frame, not by the user */
+    int disable_wrapper;     /* skipped, and the code of torch.compiler.disable's wrapper */
     WkCacheEntry *graveyard; /* entries dropped by reset() while busy */
     struct CodeState *prev, *next; /* every live state, for reset() */
 } CodeState;
@@ -225,12 +226,14 @@ int wk_hook_mark_code(PyCodeObject *code, PyObject *options) {
     return 0;
 }
 
+static PyObject *disable_target(PyObject *fn);
+
 /* The state of an unmarked code object that a fallback frame's eager run
  * calls: marked under `options`, or skipped: Python's and torch's own code,
  * and comprehensions, generator expressions and module bodies (code named
  * <...> other than <lambda>), which capture would only meet half-run.
  * Borrowed, or NULL (no exception) when co_extra cannot hold it. */
-static CodeState *adopt_callee(PyCodeObject *co, PyObject *options) {
+static CodeState *adopt_callee(PyCodeObject *co, PyObject *options, PyObject *fn) {
     const char *name = PyUnicode_AsUTF8(co->co_name);
     if (!name) PyErr_Clear();
     int skip = !name || (name[0] == '<' && strcmp(name, "<lambda>") != 0) || wk_code_is_library(co);
@@ -242,8 +245,37 @@ static CodeState *adopt_callee(PyCodeObject *co, PyObject *options) {
     if (st) {
         st->skip = skip;
         st->adopted = !skip;
+        st->disable_wrapper = skip && disable_target(fn) != NULL;
     }
     return st;
+}
+
+/* The function torch.compiler.disable (torch._dynamo.disable) wraps, when
+ * fn is its wrapper (which says so in its __dict__), borrowed; else NULL. */
+static PyObject *disable_target(PyObject *fn) {
+    PyObject **dp = fn ? _PyObject_GetDictPtr(fn) : NULL;
+    if (!dp || !*dp || PyDict_GetItemString(*dp, "_torchdynamo_disable") != Py_True) return NULL;
+    return PyDict_GetItemString(*dp, "_torchdynamo_orig_callable");
+}
+
+/* A disabled function called from a fallback frame's eager run stays
+ * eager, as the user asked: its code is marked skipped before it starts
+ * (unless the user compiled it). */
+static void skip_disabled(PyObject *wrapper) {
+    PyObject *target = disable_target(wrapper);
+    if (target && PyMethod_Check(target)) target = PyMethod_GET_FUNCTION(target);
+    if (!target || !PyFunction_Check(target)) return;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(target);
+    CodeState *st = state_get(co);
+    if (st) {
+        if (st->adopted) st->skip = 1, st->adopted = 0;
+        return;
+    }
+    if (wk_hook_mark_code(co, Py_None) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    if ((st = state_get(co)) != NULL) st->skip = 1;
 }
 
 /* Notes `co` in the "callees" of the fallback entry whose eager run called
@@ -599,9 +631,10 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     CodeState *st = state_get(co);
     if (!st && t->callee_options) {
         t->suspended++; /* the first library test runs Python (sysconfig) */
-        st = adopt_callee(co, t->callee_options);
+        st = adopt_callee(co, t->callee_options, (PyObject *)wk_frame_func_Borrow(f));
         t->suspended--;
     }
+    if (st && st->disable_wrapper && t->callee_options) skip_disabled((PyObject *)wk_frame_func_Borrow(f));
     if (!st || st->skip) return prev(ts, f, throwflag);
     if (t->callee_sink) note_callee(t->callee_sink, co);
 

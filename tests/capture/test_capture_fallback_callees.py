@@ -5,7 +5,10 @@ stacks, which leave a mask None under is_compiling()) still has its layers
 compiled. Torch's and Python's own code is left alone, a callee with no graph
 op of its own runs as written (its callees are captured in turn), a callee
 that reads is_compiling() and has nothing for a graph keeps eager's answer,
-and what a compiled graph calls out to is not captured again. wick.stats()
+what a compiled graph calls out to is not captured again, and a function
+torch.compiler.disable wraps stays eager (a graph break where a compiled
+frame calls it). A frame past the cache limit because of Python values has
+its callees captured too; one whose shapes kept changing does not. wick.stats()
 counts the callees' graphs; results and gradients are eager's."""
 import torch
 import torch.nn.functional as F
@@ -308,3 +311,43 @@ def test_cache_limit_from_growing_shapes_leaves_the_callees_alone():
     (reason,) = wick.stats()["fallbacks"]
     assert "size mismatch" in reason
     assert entries(GrowBlock.forward) == []
+
+
+@torch.compiler.disable
+def kept_eager(x):
+    return x.cos() + 1
+
+
+def plain_helper(x):
+    return x.sin() * 2
+
+
+class UsesDisabled(Stack):
+    def forward(self, x, mask=None):
+        if mask is None and not compiling():
+            mask = torch.ones(x.shape[0])
+        mask = mask[:, None]  # falls back here
+        return kept_eager(x) * mask + plain_helper(x)
+
+
+def calls_disabled(x):
+    return kept_eager(x * 2) - 1
+
+
+def test_torch_compiler_disable_is_respected():
+    x = torch.randn(3, 8)
+    m = UsesDisabled()
+    wick.reset()
+    f = wick.compile(m)
+    with torch.no_grad():
+        for _ in range(2):
+            assert_same(f(x), m(x))
+    # the fallback's eager run compiled the plain helper, not the disabled function
+    assert [e for e in entries(plain_helper) if not e["eager"]]
+    assert C.code_entries(kept_eager.__wrapped__.__code__) == []
+    # called from a compiled frame: a graph break with that reason, the function eager
+    g = compiled(calls_disabled)
+    assert_same(g(x), calls_disabled(x))
+    assert C.code_entries(kept_eager.__wrapped__.__code__) == []
+    (e,) = entries(calls_disabled)
+    assert "torch.compiler.disable" in e["breaks"][0]["reason"]

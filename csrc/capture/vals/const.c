@@ -495,6 +495,11 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
                                a->nkw);
     if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
     if ((res = cap_scratch_copy_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    PyObject *plain_fn = PyMethod_Check(fn) ? PyMethod_GET_FUNCTION(fn) : fn;
+    if (PyFunction_Check(plain_fn) && instance_dict_item(plain_fn, "_torchdynamo_disable") == Py_True)
+        /* torch.compiler.disable's wrapper: the user keeps it eager (a graph break) */
+        return cap_unsupported(I, "call to %s(), which torch.compiler.disable keeps eager",
+                               cap_callable_name(fn, buf, sizeof buf)), NULL;
     if (PyFunction_Check(fn)) return cap_inline_call(I, (PyFunctionObject *)fn, a);
     if (PyMethod_Check(fn) && PyFunction_Check(PyMethod_GET_FUNCTION(fn)) && a->npos < 64) {
         /* a bound method held as a constant (a hook registered as
