@@ -107,13 +107,17 @@ def test_list_with_other_items_still_correct():
 transformers = pytest.importorskip("transformers")
 
 
-def test_llama_decode_steps_are_one_graph_each():
+def tiny_llama():
+    """A two-layer LLaMA with random weights, its config and a (2, 8) prompt."""
     T = transformers
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    m = T.LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, 100, (2, 8))
+    return T.LlamaForCausalLM(cfg).eval(), cfg, torch.randint(0, 100, (2, 8))
+
+
+def test_llama_decode_steps_are_one_graph_each():
+    m, cfg, ids = tiny_llama()
     wick.reset()
     f = wick.compile(m)
 
@@ -147,12 +151,7 @@ def test_llama_static_cache_decode_compiles_once(steps):
     (past the cache limit of 8), the cache written in place as in eager."""
     from transformers import StaticCache
 
-    T = transformers
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    m = T.LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, 100, (2, 8))
+    m, cfg, ids = tiny_llama()
 
     def run(fn):
         cache = StaticCache(config=cfg, max_cache_len=32)

@@ -10,6 +10,8 @@ torch.compiler.disable wraps stays eager (a graph break where a compiled
 frame calls it). A frame past the cache limit because of Python values has
 its callees captured too; one whose shapes kept changing does not. wick.stats()
 counts the callees' graphs; results and gradients are eager's."""
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -49,27 +51,28 @@ class Stack(torch.nn.Module):
         return x
 
 
-def block_codes(m):
+def compiled_blocks():
     return [e for e in entries(Block.forward) if not e["eager"]]
 
 
-def test_fallback_frame_compiles_its_layers():
-    torch.manual_seed(0)
-    m = Stack()
-    x = torch.randn(4, 8)
+def check_twice(m, x):
+    """wick.compile(m) after wick.reset(), called twice under no_grad: each result eager's."""
     wick.reset()
     f = wick.compile(m)
     with torch.no_grad():
         want = m(x)
-        got = f(x)
-        got2 = f(x)
-    assert_same(got, want)
-    assert_same(got2, want)
+        assert_same(f(x), want)
+        assert_same(f(x), want)
+
+
+def test_fallback_frame_compiles_its_layers():
+    torch.manual_seed(0)
+    check_twice(Stack(), torch.randn(4, 8))
     graphs, breaks, fallbacks = stats_counts()
     assert fallbacks == 1 and graphs >= 1
     (reason,) = wick.stats()["fallbacks"]
     assert "subscript of a NoneType" in reason
-    assert block_codes(m), entries(Block.forward)
+    assert compiled_blocks(), entries(Block.forward)
     # the fallback's entry lists the code it compiled
     (fb,) = [e for e in entries(Stack.forward) if e["eager"]]
     assert Block.forward.__code__ in fb["callees"]
@@ -78,13 +81,7 @@ def test_fallback_frame_compiles_its_layers():
 def test_helper_reading_is_compiling_keeps_eagers_answer():
     # compiling() is called from the eager run of the fallback frame: compiled
     # as a root frame it would answer True and leave the mask None
-    m = Stack()
-    x = torch.randn(3, 8)
-    wick.reset()
-    f = wick.compile(m)
-    with torch.no_grad():
-        for _ in range(3):
-            assert_same(f(x), m(x))
+    check_twice(Stack(), torch.randn(3, 8))
     (e,) = entries(compiling)
     assert e["eager"] and not e.get("reason") and "is_compiling" in e["skipped"]
     assert compiling() is False
@@ -97,13 +94,7 @@ def test_root_frame_without_graph_answers_is_compiling_as_eager():
 
 
 def test_library_code_is_left_alone():
-    m = Stack()
-    x = torch.randn(2, 8)
-    wick.reset()
-    f = wick.compile(m)
-    with torch.no_grad():
-        f(x)
-        f(x)
+    check_twice(Stack(), torch.randn(2, 8))
     # torch's Module.__call__ machinery and F.gelu's Python wrapper ran
     # inside the eager frame: no entries
     assert C.code_entries(torch.nn.Module._call_impl.__code__) == []
@@ -138,47 +129,37 @@ class Outer(torch.nn.Module):
 
 def test_callee_without_ops_runs_as_written_and_nested_fallbacks_adopt_in_turn():
     torch.manual_seed(1)
-    m = Outer()
-    x = torch.randn(5, 8)
-    wick.reset()
-    f = wick.compile(m)
-    with torch.no_grad():
-        want = m(x)
-        assert_same(f(x), want)
-        assert_same(f(x), want)
+    check_twice(Outer(), torch.randn(5, 8))
     # Outer falls back, and so does Stack (its callee) for the same reason;
     # Stack's blocks and `scaled` are compiled
     assert len(wick.stats()["fallbacks"]) == 2
     assert [e for e in entries(scaled) if not e["eager"] and e["graph_count"] == 1]
-    assert block_codes(m.inner)
+    assert compiled_blocks()
     # read_scale was inlined into `scaled`'s graph: never a frame of its own
     assert entries(read_scale) == []
+
+
+def breaks_before_any_op(blocks, x, mask):
+    os.getpid()  # a call capture does not model, before any op: nothing of its own for a graph
+    return run_blocks(blocks, x, mask)
 
 
 def test_callee_of_no_op_helper_is_adopted():
     # a helper with nothing for a graph runs as written, and its own
     # callees are still compiled
-    def helper(blocks, x, mask):
-        print_free = len(blocks)  # noqa: F841
-        return run_blocks(blocks, x, mask)
-
     class M(Stack):
         def forward(self, x, mask=None):
             if mask is None and not compiling():
                 mask = torch.ones(x.shape[0])
             mask = mask[:, None]
-            return helper(self.blocks, x, mask)
+            return breaks_before_any_op(self.blocks, x, mask)
 
     torch.manual_seed(2)
-    m = M()
-    x = torch.randn(3, 8)
-    wick.reset()
-    f = wick.compile(m)
-    with torch.no_grad():
-        want = m(x)
-        assert_same(f(x), want)
-        assert_same(f(x), want)
-    assert stats_counts()[0] >= 1
+    check_twice(M(), torch.randn(3, 8))
+    (e,) = entries(breaks_before_any_op)
+    assert e["eager"] and not e.get("reason") and "no graph ops" in e["skipped"], e
+    assert [e for e in entries(run_blocks) if not e["eager"] and e["graph_count"] == 1]
+    assert len(wick.stats()["fallbacks"]) == 1 and stats_counts()[0] >= 1
 
 
 def run_blocks(blocks, x, mask):

@@ -29,30 +29,26 @@ static int set_grad_enabled_type(PyObject *fn) {
     return set_grad_type && fn == set_grad_type;
 }
 
-static int is_nullcontext(PyObject *fn) {
-    if (!nullcontext_type) {
-        PyObject *name = PyUnicode_FromString("contextlib");
+/* fn is attribute `attr` of the already imported module `module`, looked
+ * up into *slot once it is there (owned for the process) */
+static int is_module_attr(PyObject *fn, PyObject **slot, const char *module, const char *attr) {
+    if (!*slot) {
+        PyObject *name = PyUnicode_FromString(module);
         PyObject *mod = name ? PyImport_GetModule(name) : NULL;
         Py_XDECREF(name);
-        if (mod) nullcontext_type = PyObject_GetAttrString(mod, "nullcontext");
+        if (mod) *slot = PyObject_GetAttrString(mod, attr);
         Py_XDECREF(mod);
         PyErr_Clear();
     }
-    return nullcontext_type && fn == nullcontext_type;
+    return *slot && fn == *slot;
 }
 
-/* torch.profiler.record_function (torch.autograd.profiler's class), looked up once */
+static int is_nullcontext(PyObject *fn) { return is_module_attr(fn, &nullcontext_type, "contextlib", "nullcontext"); }
+
+/* torch.profiler.record_function (torch.autograd.profiler's class) */
 static int is_record_function(PyObject *fn) {
     static PyObject *record_function_type;
-    if (!record_function_type) {
-        PyObject *name = PyUnicode_FromString("torch.autograd.profiler");
-        PyObject *mod = name ? PyImport_GetModule(name) : NULL;
-        Py_XDECREF(name);
-        if (mod) record_function_type = PyObject_GetAttrString(mod, "record_function");
-        Py_XDECREF(mod);
-        PyErr_Clear();
-    }
-    return record_function_type && fn == record_function_type;
+    return is_module_attr(fn, &record_function_type, "torch.autograd.profiler", "record_function");
 }
 
 /* torch.no_grad() / torch.enable_grad() / contextlib.nullcontext():
