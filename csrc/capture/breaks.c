@@ -582,8 +582,8 @@ static int tracked_dict(CapBreakState *st, const Sv *d) {
 
 Sv *cap_attr_dict_read(Interp *I, PyObject *real, int arg, PyObject *path) {
     for (int i = 0; i < I->attr_dicts.len; i++) {
-        Sv *d = I->attr_dicts.data[i];
-        int is = I->attr_dict_objs.data[i] == real;
+        Sv *d = I->attr_dicts.data[i].dict;
+        int is = I->attr_dicts.data[i].real == real;
         int same_path = d->arg == arg && d->path && path && PyObject_RichCompareBool(d->path, path, Py_EQ) == 1;
         PyErr_Clear();
         /* on other calls this path must reach that dict again, or not a
@@ -596,21 +596,21 @@ Sv *cap_attr_dict_read(Interp *I, PyObject *real, int arg, PyObject *path) {
 }
 
 void cap_attr_dict_note(Interp *I, Sv *d, PyObject *real) {
-    wk_vec_push(&I->attr_dicts, d);
-    wk_vec_push(&I->attr_dict_objs, Py_NewRef(real));
+    CapAttrDict a = {d, Py_NewRef(real)};
+    wk_vec_push(&I->attr_dicts, a);
 }
 
 int cap_attr_dict_changed(Interp *I, const Sv *d) { return tracked_dict(I->brk, d); }
 
 int cap_attr_dict_writable(Interp *I, Sv *d) {
     if (tracked_dict(I->brk, d)) return 0;
-    int at = -1;
-    for (int i = 0; i < I->attr_dicts.len && at < 0; i++)
-        if (I->attr_dicts.data[i] == d) at = i;
-    if (at < 0 || !I->brk || !d->path) return cap_unsupported(I, "changing a dict read from an argument's attribute");
-    for (int i = 0; i < I->attr_dicts.len; i++) /* other dicts read so far stay other dicts */
-        if (I->attr_dicts.data[i] != d)
-            wk_guard_same_as_at(I->guards, d->arg, d->path, I->attr_dicts.data[i]->arg, I->attr_dicts.data[i]->path, 0);
+    int noted = 0;
+    for (int i = 0; i < I->attr_dicts.len && !noted; i++) noted = I->attr_dicts.data[i].dict == d;
+    if (!noted || !I->brk || !d->path) return cap_unsupported(I, "changing a dict read from an argument's attribute");
+    for (int i = 0; i < I->attr_dicts.len; i++) { /* other dicts read so far stay other dicts */
+        const Sv *o = I->attr_dicts.data[i].dict;
+        if (o != d) wk_guard_same_as_at(I->guards, d->arg, d->path, o->arg, o->path, 0);
+    }
     ArgDict a = {d, d->arg, (int)PyList_GET_SIZE(d->obj), NULL, PyList_AsTuple(d->obj), d->path};
     if (!a.keys) return cap_py_failed(I, "dict keys");
     a.items = wk_xcalloc((size_t)d->items.len + 1, sizeof(Sv *));

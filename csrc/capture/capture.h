@@ -158,6 +158,9 @@ void wk_guard_grad_mode(WkGuards *g, int enabled);
  * for WICK_LOG=recompiles. */
 int wk_guards_check(const WkGuards *g, PyObject *const *args, int nargs, PyObject *globals,
                     const char **why);
+/* 1 when `why` (a failure wk_guards_check gave) is a tensor's size or
+ * strides, else 0 (NULL too). */
+int wk_guards_why_is_shape(const char *why);
 /* Human-readable list of checks (new reference: list of str). */
 PyObject *wk_guards_describe_Ref(const WkGuards *g);
 /* 1 when calling nn.Module m calls forward(m, ...) and nothing else (no

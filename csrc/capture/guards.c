@@ -875,6 +875,17 @@ static void fmt_tuple_ints(WkStr *s, PyObject *t) {
     PyErr_Clear();
 }
 
+/* The words of a tensor's size or stride failure, which
+ * wk_guards_why_is_shape recognises */
+#define WHY_SIZE "size"
+#define WHY_STRIDE "stride"
+#define WHY_TENSOR_META "tensor metadata mismatch"
+
+int wk_guards_why_is_shape(const char *why) {
+    return why && (strstr(why, " " WHY_SIZE " mismatch") || strstr(why, " " WHY_STRIDE " mismatch") ||
+                   strstr(why, WHY_TENSOR_META));
+}
+
 /* Sets why_buf to "<who> <what> mismatch: expected <e>, got <g>". */
 static void set_why_tuple(const char *who, const char *what, const int64_t *exp, int n, PyObject *got) {
     WkStr s = {0};
@@ -939,14 +950,14 @@ static int check_tensor(const WkGuards *g, const Check *c, PyObject *x) {
     o = PyObject_GetAttr(x, s_shape);
     if (!o) return read_failed(who, "shape");
     ok = same_ints(o, c->sizes, c->ndim);
-    if (!ok) set_why_tuple(who, "size", c->sizes, c->ndim, o);
+    if (!ok) set_why_tuple(who, WHY_SIZE, c->sizes, c->ndim, o);
     Py_DECREF(o);
     if (!ok) return 0;
 
     o = PyObject_CallMethodNoArgs(x, s_stride);
     if (!o) return read_failed(who, "stride");
     ok = same_ints(o, c->strides, c->ndim);
-    if (!ok) set_why_tuple(who, "stride", c->strides, c->ndim, o);
+    if (!ok) set_why_tuple(who, WHY_STRIDE, c->strides, c->ndim, o);
     Py_DECREF(o);
     if (!ok) return 0;
 
@@ -1655,7 +1666,7 @@ static int check_batched(const WkGuards *g, PyObject *const *args, int nargs, Py
     rc = r == Py_True;
     Py_DECREF(r);
     if (!rc) { /* find which, for the message: the per-tensor check says it */
-        snprintf(why_buf, sizeof why_buf, "tensor metadata mismatch");
+        snprintf(why_buf, sizeof why_buf, WHY_TENSOR_META);
         for (int k = 0; k < n; k++) {
             const Check *c = &g->checks.data[g->batched.data[k]];
             PyObject *tt = (PyObject *)Py_TYPE(objs[1 + k]);

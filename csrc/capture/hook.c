@@ -478,9 +478,7 @@ static WkCacheEntry *compile_entry(CodeState *st, struct _PyInterpreterFrame *f,
          * those need not change below. Where tensor shapes kept changing
          * (a growing cache), they change in the callees too, and capturing
          * them would only compile each of them up to the limit in turn. */
-        int shapes = why && (strstr(why, " size mismatch") || strstr(why, " stride mismatch") ||
-                             strstr(why, "tensor metadata mismatch")); /* guards.c's words */
-        e->flags |= ENTRY_CACHE_LIMIT | (shapes ? 0 : ENTRY_FALLBACK);
+        e->flags |= ENTRY_CACHE_LIMIT | (wk_guards_why_is_shape(why) ? 0 : ENTRY_FALLBACK);
         e->options = Py_NewRef(opts);
         WkCacheEntry **tail = &st->entries;
         while (*tail) tail = &(*tail)->next;
@@ -686,13 +684,16 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     }
     code = Py_XNewRef(hit->code);
     hit_flags = hit->flags;
-    PyObject *sink = hit->info && PyDict_Check(hit->info) ? Py_NewRef(hit->info) : NULL;
+    /* a fallback's info, which notes the callees its eager run captures
+     * (held: a reset() while the frame runs may free the entry) */
+    PyObject *sink = !hit->code && (hit_flags & ENTRY_FALLBACK) && hit->info && PyDict_Check(hit->info)
+                         ? Py_NewRef(hit->info)
+                         : NULL;
     t->suspended--;
     state_release(st);
     PyObject *outer_callee_options = t->callee_options, *outer_callee_sink = t->callee_sink;
     if (code) {
         Py_DECREF(opts);
-        Py_XDECREF(sink);
         int kept = 0;
         int guarded = (hit_flags & WK_ENTRY_GRAPH_FIRST) && wk_graph_failed_type;
         t->callee_options = t->callee_sink = NULL;
@@ -721,7 +722,6 @@ static PyObject *wk_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int t
     stats.eager_runs++;
     if (!(hit_flags & ENTRY_FALLBACK)) {
         Py_DECREF(opts);
-        Py_XDECREF(sink);
         return prev(ts, f, 0);
     }
     t->callee_options = opts;

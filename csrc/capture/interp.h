@@ -226,6 +226,12 @@ typedef struct Frame {
     int nexc;
 } Frame;
 
+/* A dict read from an argument's attribute: its Sv and the dict (owned). */
+typedef struct {
+    Sv *dict;
+    PyObject *real;
+} CapAttrDict;
+
 typedef struct {
     PyObject *obj;  /* borrowed: kept alive by `owner`'s Sv */
     PyObject *name; /* owned */
@@ -306,8 +312,9 @@ struct Interp {
     int no_break;                    /* a failure no break gets around (internal, step limit) */
     WkVec(PyObject *) raised;        /* owned: exceptions capture raised itself (vals/exc.c) */
     WkVec(PyObject *) lists_read;    /* pinned lists whose items capture read (borrowed: guards hold them) */
-    SvList attr_dicts;               /* dicts read from arguments' attributes (vals/object.c), first read first */
-    WkVec(PyObject *) attr_dict_objs; /* and the real dict of each (owned) */
+    /* dicts read from arguments' attributes (vals/object.c), first read
+     * first: each one's Sv and the real dict (owned) */
+    WkVec(CapAttrDict) attr_dicts;
     long effect_step;                /* the top-level instruction that first wrote to an outside */
     int effect_pc;                   /* object (cap_break_effect_seen), or 0 */
     struct CapBreakState *brk;       /* owned, NULL when breaks are not considered */

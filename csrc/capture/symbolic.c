@@ -2060,9 +2060,8 @@ cleanup:
     for (int i = 0; i < I->raised.len; i++) Py_DECREF(I->raised.data[i]);
     wk_vec_free(&I->raised);
     wk_vec_free(&I->lists_read);
+    for (int i = 0; i < I->attr_dicts.len; i++) Py_DECREF(I->attr_dicts.data[i].real);
     wk_vec_free(&I->attr_dicts);
-    for (int i = 0; i < I->attr_dict_objs.len; i++) Py_DECREF(I->attr_dict_objs.data[i]);
-    wk_vec_free(&I->attr_dict_objs);
     wk_vec_free(&I->overlay);
     wk_vec_free(&I->writes);
     cap_ctxvar_free(I);
