@@ -31,7 +31,7 @@ $(STAMP):
 ifneq ($(VENV),)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0 numpy pytest pytest-xdist setuptools wheel transformers==5.24.0 expecttest triton==3.9.0
+	$(PY) -m pip install -q torch==2.13.0 numpy pytest pytest-xdist setuptools wheel transformers==5.24.0 kernels==0.18.3 expecttest triton==3.9.0
 endif
 	$(PY) -c "import torch, pytest, setuptools; print('torch', torch.__version__)"
 	touch $@

@@ -51,6 +51,7 @@ from .backends import _contiguous_strides as contiguous_strides
 from .backends import _log_breaks, _log_graphs
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
+COMPLEX = ("complex32", "complex64", "complex128")
 LOW = ("float16", "bfloat16")
 
 # ops whose outputs carry no gradient (comparisons, integer results, masks)
@@ -996,6 +997,9 @@ def _view_rule(bld, nd, gouts, need):
         vsizes = [1 if d in expanded else s for d, s in enumerate(vsizes)]
     found = _digit_intervals(bsizes, bstrides, vsizes, vstrides, offset)
     if found is None:
+        stepped = _stepped_view_gradient(bld, g, base, vsizes, vstrides, offset)
+        if stepped is not None:
+            return [stepped]
         raise Unsupported(f"the gradient of a view {vsizes}/{vstrides}+{offset} of {bsizes}/{bstrides}")
     intervals, view_of, count, digit = found  # outer first
     # 1. each view dim split into its digits (outer first): free on the contiguous gradient
@@ -1025,6 +1029,60 @@ def _view_rule(bld, nd, gouts, need):
         return [bld.reshape(g, bsizes)]
     mstrides = contiguous_strides([bsizes[k] for k in mem])
     return [bld.view(g, bsizes, [mstrides[mem.index(k)] if k in mem else 0 for k in range(len(bsizes))])]
+
+
+def _stepped_view_gradient(bld, g, base, vsizes, vstrides, offset):
+    """The gradient of a view that walks each base dim it moves along with a
+    step, from a start (x[1::2] of an odd length, a column of a split dim:
+    what digit intervals cannot describe): per base dim, step - 1 zeros
+    after each element, then zeros before the start and after the end.
+    None when the view is not of that form (or the base overlaps itself)."""
+    bsizes, bstrides = list(base["sizes"]), list(base["strides"])
+    nb = len(bsizes)
+    order = sorted((k for k in range(nb) if bsizes[k] > 1), key=lambda k: -bstrides[k])
+    for outer, inner in zip(order, order[1:]):  # no overlap: each stride spans the dims inside it
+        if bstrides[outer] < bstrides[inner] * bsizes[inner]:
+            return None
+    if any(bstrides[k] <= 0 for k in order):
+        return None
+    start, rem = [0] * nb, offset
+    for k in order:
+        start[k], rem = divmod(rem, bstrides[k])
+        if start[k] >= bsizes[k]:
+            return None
+    if rem:
+        return None
+    step, count, axis_of = [1] * nb, [1] * nb, {}
+    for d, (n, st) in enumerate(zip(vsizes, vstrides)):
+        if n == 1:
+            continue
+        for k in order:
+            if k not in axis_of and st % bstrides[k] == 0 and start[k] + (n - 1) * (st // bstrides[k]) < bsizes[k]:
+                axis_of[k], step[k], count[k] = d, st // bstrides[k], n
+                break
+        else:
+            return None
+    # the gradient's dims in the base's order
+    gs = contiguous_strides(list(vsizes))
+    g = bld.contiguous(bld.view(bld.contiguous(g), count, [gs[axis_of[k]] if k in axis_of else 0 for k in range(nb)]))
+    sizes = list(count)
+    for k in range(nb):
+        if step[k] == 1 or count[k] == 1:
+            continue
+        g = bld.reshape(g, sizes[:k + 1] + [1] + sizes[k + 1:])
+        pads = [0] * (2 * (nb + 1))
+        pads[2 * (k + 1) + 1] = step[k] - 1
+        g = bld.op("PAD", [g, bld.num(0.0)], ints=pads)
+        sizes[k] = count[k] * step[k]
+        g = bld.reshape(g, sizes)
+    # the last element's trailing zeros may pass the base's end: cut there, then zeros around
+    kept = [min(sizes[k], bsizes[k] - start[k]) for k in range(nb)]
+    if kept != sizes:
+        g = bld.view(g, kept, contiguous_strides(sizes))
+    pads = []
+    for k in range(nb):
+        pads += [start[k], bsizes[k] - start[k] - kept[k]]
+    return bld.op("PAD", [g, bld.num(0.0)], ints=pads) if any(pads) else g
 
 
 # ---- extern rules --------------------------------------------------------------
@@ -1879,6 +1937,8 @@ def differentiate(graph, externs, example_inputs, no_grad=(), written=(), batch_
     for i, d in enumerate(ins):
         values[d["id"]] = d
         t = example_inputs[i]
+        if isinstance(t, torch.Tensor) and t.requires_grad and d["dtype"] in COMPLEX:
+            raise Unsupported("a complex input requires grad")
         if isinstance(t, torch.Tensor) and t.requires_grad and d["dtype"] in FLOATS:
             need.add(d["id"])
     if not need:
@@ -1898,6 +1958,9 @@ def differentiate(graph, externs, example_inputs, no_grad=(), written=(), batch_
                 m = values.get(o) or values.setdefault(o, graph.value(o))
                 if m["dtype"] in FLOATS:
                     need.add(o)
+                elif m["dtype"] in COMPLEX:
+                    # its gradient is complex: no rule here sums or fills one
+                    raise Unsupported("a complex value on the gradient's path")
     input_ids = {d["id"] for d in ins}
     seen = set()
     for v in outs:

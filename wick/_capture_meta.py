@@ -59,6 +59,13 @@ def _meta(t):
         raise TypeError(f"returns a {type(t).__name__}, not a tensor")
     if t.layout != torch.strided:
         raise TypeError(f"returns a tensor with layout {t.layout}")
+    # a lazily conjugated or negated view (z.conj(), z.conj().imag): its
+    # memory holds other values than it stands for, which kernels (and the
+    # fake inputs of later calls) would read as they are
+    if t.is_conj():
+        raise TypeError("returns a tensor with the conjugate bit set")
+    if t.is_neg():
+        raise TypeError("returns a tensor with the negation bit set")
     return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
 
 

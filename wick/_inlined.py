@@ -130,3 +130,86 @@ def rnn_update_flat_weights(self):
     names (csrc/capture/vals/object.c), the list eager's call leaves after a
     parameter was replaced, so nothing is left to do here."""
     return None
+
+
+def associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="pointwise"):
+    """torch._higher_order_ops.associative_scan as plain torch code: the
+    inclusive scan of xs (a tensor, or a tuple or list of tensors of one
+    length along dim: capture inlines this only for those) under combine_fn,
+    which takes and returns that structure. A log-depth scan (pairs
+    combined, the pairs' scan, the even positions filled in), so the graph
+    holds about 2*log2(n) slices of combine_fn's ops instead of an n-step
+    loop. combine_fn must be associative, as the op requires; the order of
+    combination differs from a left-to-right loop's, so floating results
+    match one within rounding. The arguments eager refuses raise the errors
+    eager raises (ValueError; RuntimeError for reverse)."""
+    single = isinstance(xs, torch.Tensor)
+    leaves = [xs] if single else list(xs)
+    if not callable(combine_fn):
+        raise ValueError(f"associative_scan: combine_fn is not callable: {combine_fn}")
+    if not isinstance(dim, int):
+        raise ValueError(f"associative_scan: dim must be an int, not {type(dim)}")
+    if not isinstance(reverse, bool):
+        raise RuntimeError(f"associative_scan: reverse must be a bool, not {type(reverse)}")
+    if combine_mode != "pointwise" and combine_mode != "generic":
+        raise ValueError(f"associative_scan: combine_mode must be 'pointwise' or 'generic', not {combine_mode}")
+    if not leaves:
+        raise ValueError("associative_scan: xs has no tensor")
+    if combine_mode == "pointwise":
+        for x in leaves:
+            if x.device.type != "cuda" and x.device.type != "xpu":
+                raise ValueError("associative_scan: combine_mode='pointwise' needs CUDA or XPU tensors")
+    ndim = leaves[0].dim()
+    if dim < -max(ndim, 1) or dim >= max(ndim, 1):
+        raise IndexError(f"associative_scan: dim {dim} out of range for {ndim} dimensions")
+    if dim < 0:
+        dim += max(ndim, 1)
+    for x in leaves:
+        if x.dim() <= dim or x.shape[dim] == 0:
+            raise ValueError("associative_scan: every xs tensor needs dim and a non-empty scan dimension")
+    leaves = [x.movedim(dim, 0) for x in leaves]
+    if reverse:
+        leaves = [x.flip(0) for x in leaves]
+
+    def combine(left, right):
+        if single:
+            return [combine_fn(left[0], right[0])]
+        return list(combine_fn(type(xs)(left), type(xs)(right)))
+
+    out = _scan_leading(combine, leaves)
+    if reverse:
+        out = [x.flip(0) for x in out]
+    out = [x.movedim(0, dim) for x in out]
+    return out[0] if single else type(xs)(out)
+
+
+def _scan_leading(combine, elems):
+    """The inclusive scan along dim 0 of the tensors elems (one length).
+    Every-other-row selections are a split of dim 0 into (rows, 2) and a
+    pick of column 0 or 1, not a stepped slice: wick's autodiff takes the
+    gradient of such views apart digit by digit (a step does not divide an
+    odd length)."""
+    n = elems[0].shape[0]
+    if n < 2:
+        return elems
+    m = n // 2
+
+    def column(e, start, rows, k):  # rows start+2i+k, i < rows
+        return e[start:start + 2 * rows].reshape(rows, 2, *e.shape[1:])[:, k]
+
+    # position 2k+1 of the pairs' scan is pairs 0..k combined: the odd positions
+    odd = _scan_leading(combine, combine([column(e, 0, m, 0) for e in elems], [column(e, 0, m, 1) for e in elems]))
+    # the even positions after the first: 2, 4, ... (m - 1 of them for even n, m for odd)
+    if n % 2 == 0:
+        evens = combine([o[:-1] for o in odd], [column(e, 2, m - 1, 0) for e in elems])
+    else:
+        evens = combine(odd, [column(e, 1, m, 1) for e in elems])
+    evens = [torch.cat([e[0:1], v]) for e, v in zip(elems, evens)]
+    return [_interleave(a, b) for a, b in zip(evens, odd)]
+
+
+def _interleave(a, b):
+    """a[0], b[0], a[1], b[1], ... along dim 0; a has as many rows as b or one more."""
+    if a.shape[0] == b.shape[0]:
+        return torch.stack([a, b], dim=1).flatten(0, 1)
+    return torch.cat([torch.stack([a[:-1], b], dim=1).flatten(0, 1), a[-1:]])

@@ -2986,7 +2986,13 @@ def to_fx(graph, externs=None, no_grad=(), entry_grad=True, written=()):
             fn = _torch_function(torch, row)
             if fn is None:
                 raise NotImplementedError(f"wick: no torch function for op {op}")
-            env[out] = fx.call_function(fn, tuple(as_tensor(x) for x in ins))
+            # a parameter with a default (softplus' beta, leaky_relu's slope)
+            # is a Scalar in torch's signature: a 0-d tensor there is read
+            # with .item(), which AOTAutograd cannot trace
+            params = [p.strip() for p in row["signature"].split(",") if p.strip() and p.strip() != "*"]
+            env[out] = fx.call_function(fn, tuple(
+                x if k and k < len(params) and "=" in params[k] and not isinstance(x, torch.fx.Node)
+                else as_tensor(x) for k, x in enumerate(ins)))
     outs = []
     for vid in graph.outputs():
         outs.append(as_tensor(env[vid]))

@@ -649,8 +649,15 @@ int cap_arg_list_expose(Interp *I, Sv *s) {
         return 0;
     PyObject *l = s->obj;
     if (PyList_GET_SIZE(l) > 64) return 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(l); i++)
-        if (!cap_is_plain(PyList_GET_ITEM(l, i))) return 0;
+    /* plain values (guarded equal as one snapshot), or tensors among them
+     * (a forward taking a list of feature maps: each an input read through
+     * its index, the list's length guarded) */
+    int tensors = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(l); i++) {
+        PyObject *x = PyList_GET_ITEM(l, i);
+        if (cap_is_tensor_obj(x)) tensors = 1;
+        else if (!cap_is_plain(x)) return 0;
+    }
     /* methods already kept for replay on it (append, insert, clear) are
      * applied to the items instead (below); an extend by another list
      * argument, whose items capture does not know, keeps it as it was */
@@ -661,13 +668,38 @@ int cap_arg_list_expose(Interp *I, Sv *s) {
         if (i != s->arg && I->args[i] == l) return 0;
     PyObject *snapshot = PyList_GetSlice(l, 0, PyList_GET_SIZE(l));
     if (!snapshot) return cap_py_failed(I, "a list argument");
-    wk_guard_equals_at(I->guards, s->arg, NULL, snapshot);
+    SvList items = {0};
+    if (tensors) {
+        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(snapshot));
+        if (!len) {
+            Py_DECREF(snapshot);
+            return cap_py_failed(I, "a list argument");
+        }
+        wk_guard_type_at(I->guards, s->arg, NULL, &PyList_Type);
+        wk_guard_shape_at(I->guards, s->arg, NULL, l, len);
+        Py_DECREF(len);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snapshot); i++) {
+            PyObject *idx = PyLong_FromSsize_t(i), *sub = idx ? cap_path_item_Ref(NULL, idx) : NULL;
+            Py_XDECREF(idx);
+            Sv *item = sub ? cap_source_item(I, PyList_GET_ITEM(snapshot, i), s->arg, sub) : NULL;
+            Py_XDECREF(sub);
+            if (!item) {
+                Py_DECREF(snapshot);
+                wk_vec_free(&items);
+                return CAP_FAILED(I) ? -1 : cap_py_failed(I, "a list argument");
+            }
+            wk_vec_push(&items, item);
+        }
+    } else {
+        wk_guard_equals_at(I->guards, s->arg, NULL, snapshot);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snapshot); i++) wk_vec_push(&items, sv_const(I, PyList_GET_ITEM(snapshot, i)));
+    }
+    Py_DECREF(snapshot);
     wk_guard_arg_distinct(I->guards, s->arg);
     s->kind = SV_LIST;
     s->obj = NULL; /* an SV_LIST with obj is a ModuleList slice: the reference moves to the record */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snapshot); i++)
-        wk_vec_push(&s->items, sv_const(I, PyList_GET_ITEM(snapshot, i)));
-    Py_DECREF(snapshot);
+    for (int i = 0; i < items.len; i++) wk_vec_push(&s->items, items.data[i]);
+    wk_vec_free(&items);
     ArgList rec = {s, l, s->items.len, wk_xcalloc((size_t)s->items.len + 1, sizeof(Sv *))};
     memcpy(rec.items, s->items.data, sizeof(Sv *) * (size_t)s->items.len);
     wk_vec_push(&I->brk->arg_lists, rec);

@@ -85,6 +85,8 @@ extern CapSig cap_sigs[WK_NOPS];
 /* 0 when torch is ready, 1 when torch is not imported, -1 with a Python exception. */
 int cap_init_torch(void);
 int cap_dtype_of_obj(PyObject *o);   /* WkDType or -1 */
+/* also a complex dtype: what an extern's result or a graph input may hold */
+int cap_dtype_of_obj_any(PyObject *o);
 int cap_is_tensor_obj(PyObject *o);  /* exact torch.Tensor or nn.Parameter */
 int cap_method_op(const char *name); /* the op of a tensor method, or -1 */
 PyObject *cap_default_value_Ref(const char *d);
@@ -405,6 +407,10 @@ PyObject *cap_path_item_Ref(PyObject *path, PyObject *key);
  * own (tensors read afresh per call), the dict Sv sourced at path (capture
  * refuses to change it). New Sv (owned by I), NULL with the reason. (symbolic.c) */
 Sv *cap_source_dict(Interp *I, PyObject *d, int arg, PyObject *path);
+/* o, found at argument arg + path, as a frame argument is read: a tensor
+ * (guarded, an input read through the path), a plain value (guarded equal),
+ * a tuple or str-keyed dict of those, else an opaque object of a guarded type */
+Sv *cap_source_item(Interp *I, PyObject *o, int arg, PyObject *path);
 /* o is a member of an enum.Enum subclass whose == is not Python code of its own (vals/const.c) */
 int cap_is_plain_enum_member(PyObject *o);
 
@@ -745,6 +751,13 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
 Sv *cap_extern_call_first(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
                           Sv *const *kw, int nkw);
 int cap_is_torch_callable(PyObject *fn);
+/* 1 when a tensor among a's arguments (inside lists and tuples too), a
+ * Python complex number or a dtype among them is complex, 0 when none is,
+ * -1 on failure. No table op computes complex values: such a call goes to
+ * PyTorch whole, as an extern, so a complex value only passes between
+ * externs (FFTs, view_as_complex, torch.polar and the arithmetic on them). */
+int cap_args_complex(Interp *I, const Args *a);
+int cap_sv_complex(Interp *I, Sv *s);
 int cap_device_of(PyObject *dev, WkDevice *out, int *ok); /* a torch.device -> WkDevice */
 
 /* vals/seq.c */

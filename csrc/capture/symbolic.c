@@ -1525,6 +1525,19 @@ static Sv *source_sv(Interp *I, PyObject *o, int arg, PyObject *path, int lazy_c
     return s;
 }
 
+Sv *cap_source_item(Interp *I, PyObject *o, int arg, PyObject *path) {
+    int any_grad = 0;
+    Sv *s = source_sv(I, o, arg, path, 0, &any_grad, 1);
+    if (!s) return NULL;
+    if (any_grad) wk_guard_grad_mode(I->guards, I->entry_grad);
+    if (s->kind != SV_DICT) {
+        s->obj = Py_NewRef(o);
+        s->arg = arg;
+        s->path = Py_XNewRef(path);
+    }
+    return s;
+}
+
 Sv *cap_source_dict(Interp *I, PyObject *d, int arg, PyObject *path) {
     int any_grad = 0;
     Sv *s = source_sv(I, d, arg, path, 0, &any_grad, 1);

@@ -166,12 +166,16 @@ int cap_init_torch(void) {
     return 0;
 }
 
-/* Only the dtypes kernels compute: capture models no complex tensor (an
- * argument, a torch call's result or a dtype= of one makes it fall back or
- * break), as it did before complex dtypes joined graph.h's table. */
+/* Only the dtypes kernels compute: what table ops read and make. A complex
+ * dtype is cap_dtype_of_obj_any's: values that pass between externs. */
 int cap_dtype_of_obj(PyObject *o) {
+    int d = cap_dtype_of_obj_any(o);
+    return d >= 0 && wk_dtype_supported((WkDType)d) ? d : -1;
+}
+
+int cap_dtype_of_obj_any(PyObject *o) {
     for (int d = 0; d < WK_NDTYPES; d++)
-        if (cap_dtype_objs[d] && cap_dtype_objs[d] == o) return wk_dtype_supported((WkDType)d) ? d : -1;
+        if (cap_dtype_objs[d] && cap_dtype_objs[d] == o) return d;
     return -1;
 }
 

@@ -135,7 +135,7 @@ def long_range(x, y):
 
 def over_list(x, ws):
     a = x.sin()
-    for w in ws:  # a list argument: capture does not iterate it
+    for w in ws:  # a list argument: unrolled up to 64 items, a loop past that
         a = torch.tanh(a * w + 0.1)
     return a.sum(), a
 
@@ -162,11 +162,20 @@ def test_loop_longer_than_unrolled():
 
 
 def test_loop_over_a_list_argument():
+    # a list argument of up to 64 items is read item by item, its length
+    # guarded (one entry per length, the loop unrolled); a longer one runs
+    # the loop, its body compiled as a function of its own
     cf = C.CompiledFunction(over_list, OPTS)
-    for n in (0, 1, 7, 100):
-        for x in _inputs(3)[:3]:
-            ws = [torch.randn(x.shape) for _ in range(n)]
-            _same(cf(x, ws), over_list(x, ws))
+    x = _inputs(3)[0]
+    for n in (0, 1, 7, 1, 7):
+        ws = [torch.randn(x.shape) for _ in range(n)]
+        _same(cf(x, ws), over_list(x, ws))
+    top = [e for e in C.code_entries(over_list.__code__) if not e["eager"]]
+    assert len(top) == 3 and all(e["graph_count"] == 1 and not e.get("breaks") for e in top)
+    assert not _body_codes(over_list)
+    for x in _inputs(3)[:3]:
+        ws = [torch.randn(x.shape) for _ in range(100)]
+        _same(cf(x, ws), over_list(x, ws))
     body = C.code_entries(_body_codes(over_list)[0])
     assert 1 <= len(body) <= 3 and all(not e["eager"] for e in body)
 
@@ -326,7 +335,7 @@ def _dynamo_graphs(fn, *args):
 
 # (graphs, breaks) of the first call; more_than_dynamo: where PyTorch's
 # capture makes fewer graphs by unrolling what wick does not (3000
-# iterations into one graph; a list argument wick treats as opaque; a list
+# iterations into one graph; a list
 # of tensors built in the frame, whose loop breaks on a tensor branch that
 # PyTorch's capture runs eagerly after one graph)
 COUNTS = [
@@ -335,7 +344,7 @@ COUNTS = [
     (body_breaks, lambda x: (x, 5), (3, 2), False),
     (continue_and_else, lambda x: (x * 30,), (1, 2), False),
     (long_range, lambda x: (x, x), (2, 1), True),
-    (over_list, lambda x: (x, [x] * 7), (2, 2), True),
+    (over_list, lambda x: (x, [x] * 7), (1, 0), False),
     (with_exits, lambda x: (x, 3.0), (2, 2), True),
 ]
 

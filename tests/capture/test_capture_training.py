@@ -383,3 +383,29 @@ def test_unused_attention_with_dropout_is_kept():
         assert wb._drop_unused_attention(torch, gm) == 1 - kept
         ops = [n for n in gm.graph.nodes if n.op == "call_function"]
         assert len(ops) == kept  # the unused getitem goes either way
+
+
+def scalar_parameter_activations(x, w):
+    y = F.softplus(x @ w, beta=2.0, threshold=5.0)
+    return F.leaky_relu(y, 0.2) + F.elu(y, alpha=0.5) + F.hardtanh(y, -0.5, 0.5)
+
+
+def test_scalar_parameters_stay_numbers_in_the_fx_export(monkeypatch):
+    """softplus' beta and threshold, leaky_relu's slope, elu's alpha and hardtanh's bounds are
+    Scalars in torch's signatures: the FX export passes them as numbers. As 0-d tensors, their
+    .item() stopped AOTAutograd's trace (the graph then ran eagerly)."""
+    monkeypatch.setenv("WICK_AUTODIFF", "aot")
+    import wick
+
+    wick.reset()
+    x = torch.randn(4, 3)
+    w = torch.randn(3, 5, requires_grad=True)
+    out = wick.compile(scalar_parameter_activations)(x, w)
+    (gw,) = torch.autograd.grad(out.sum(), w)
+    w2 = w.detach().requires_grad_(True)
+    ref = scalar_parameter_activations(x, w2)
+    (rgw,) = torch.autograd.grad(ref.sum(), w2)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(gw, rgw)
+    st = wick.stats()
+    assert st["graphs"] == 1 and not st["fallbacks"] and not st["breaks"], st

@@ -98,7 +98,8 @@ static Sv *fold_result(Interp *I, PyObject *r, const char *what) {
 /* A constant, or a fresh tuple/list of constants, as a Python object (new
  * reference); NULL without an exception when s is not that. */
 static PyObject *materialize_Ref(Sv *s, int depth) {
-    if (s->kind == SV_CONST) return cap_is_plain(s->obj) ? Py_NewRef(s->obj) : NULL;
+    /* a range is immutable too: dict.fromkeys(range(n)) folds */
+    if (s->kind == SV_CONST) return cap_is_plain(s->obj) || PyRange_Check(s->obj) ? Py_NewRef(s->obj) : NULL;
     if ((s->kind != SV_TUPLE && s->kind != SV_LIST) || depth > 4) return NULL;
     PyObject *r = s->kind == SV_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
     for (int i = 0; r && i < s->items.len; i++) {
@@ -706,6 +707,25 @@ Sv *cap_signature_call(Interp *I, PyObject *fn, const Args *a) {
     return sv_const_Steal(I, sig);
 }
 
+/* id(x) of an object pinned by identity: a module, function, class or
+ * instance that is a constant of the graph (a global's, a closure cell's),
+ * or one reached from an argument, then guarded to be that very object.
+ * Not of values capture makes or folds (their id changes every call). */
+static Sv *call_id(Interp *I, Sv *x) {
+    PyObject *o = x->obj;
+    int pinned_kind = o && !cap_is_plain(o) && !PyTuple_Check(o) && !PyRange_Check(o) && !PySlice_Check(o) &&
+                      (PyType_Check(o) || PyFunction_Check(o) || PyMethod_Check(o) || PyCFunction_Check(o) ||
+                       (cap_module_type && PyObject_TypeCheck(o, cap_module_type)) ||
+                       Py_TYPE(o)->tp_getattro == PyObject_GenericGetAttr);
+    if (x->kind == SV_OPAQUE && pinned_kind && x->arg >= 0) {
+        wk_guard_id_at(I->guards, x->arg, x->path, o);
+    } else if (x->kind != SV_CONST || !pinned_kind) {
+        return cap_unsupported(I, "id() of a %s", sv_desc(x)), NULL;
+    }
+    PyObject *r = PyLong_FromVoidPtr(o);
+    return r ? sv_const_Steal(I, r) : (cap_py_failed(I, "id()"), NULL);
+}
+
 Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
     if (fn == (PyObject *)&PyDict_Type) return call_dict(I, a);
     if ((fn == (PyObject *)&PyUnicode_Type) && a->npos == 1 && !a->nkw && a->pos[0]->kind == SV_CONST &&
@@ -831,6 +851,7 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         if (CAP_FAILED(I)) return NULL;
         if (strcmp(n, "next") == 0) return call_next(I, a);
         if (strcmp(n, "len") == 0 && a->npos == 1 && !a->nkw) return call_len(I, a->pos[0]);
+        if (strcmp(n, "id") == 0 && a->npos == 1 && !a->nkw) return call_id(I, a->pos[0]);
         if (strcmp(n, "isinstance") == 0 && a->npos == 2 && !a->nkw) return call_isinstance(I, a);
         if (strcmp(n, "callable") == 0 && a->npos == 1 && !a->nkw) {
             Sv *v = a->pos[0];
@@ -840,6 +861,8 @@ Sv *cap_builtin_call(Interp *I, PyObject *fn, const Args *a) {
         if ((r = call_iterating(I, n, a)) != NULL || CAP_FAILED(I)) return r;
         if ((r = call_reducing(I, fn, n, a)) != NULL || CAP_FAILED(I)) return r;
         if (strcmp(n, "abs") == 0 && a->npos == 1 && a->pos[0]->kind == SV_TENSOR) {
+            int complex_arg = cap_sv_complex(I, a->pos[0]);
+            if (complex_arg) return complex_arg < 0 ? NULL : cap_tensor_operator(I, "abs", a->pos[0], NULL);
             int in = cap_tensor_value(I, a->pos[0]);
             return in < 0 ? NULL : cap_laid_or_raw(I, cap_graph_op(I, WK_OP_ABS, &in, 1, NULL), CAP_LAID_POINTWISE);
         }

@@ -302,6 +302,24 @@ static int const_getattr(Interp *I, Sv *o, PyObject *name, int method) {
             return sv_push(I, sv_const(I, v));
         }
     }
+    if (cap_module_type && PyObject_TypeCheck(o->obj, cap_module_type)) {
+        /* a plain class attribute of a pinned nn.Module (a hub kernel's
+         * module-level Func, read as getattr(fn, "kernel_layer_name")):
+         * normal lookup finds it before Module.__getattr__, while the
+         * instance __dict__ does not shadow it */
+        PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+        PyObject **dp = _PyObject_GetDictPtr(o->obj);
+        int shadowed = dp && *dp && PyDict_GetItemWithError(*dp, name);
+        PyErr_Clear();
+        if (d && !shadowed && dp && *dp &&
+            (d == Py_None || PyBool_Check(d) || PyLong_CheckExact(d) || PyFloat_CheckExact(d) ||
+             PyUnicode_CheckExact(d))) {
+            wk_guard_type_attr_is(I->guards, Py_TYPE(o->obj), name, d);
+            wk_guard_dict_item_is(I->guards, *dp, name, NULL);
+            if (method && sv_push(I, I->null_sv) < 0) return -1;
+            return sv_push(I, sv_const(I, d));
+        }
+    }
     return cap_unsupported(I, "attribute .%s of %s", PyUnicode_AsUTF8(name), cap_type_name(o->obj));
 }
 
@@ -471,10 +489,71 @@ static Sv *numpy_ufunc_call(Interp *I, PyObject *fn, const Args *a) {
     return sv_const_Steal(I, item);
 }
 
+/* torch's higher-order functions that take a Python function, which an
+ * extern call cannot carry: each is a polyfill of wick._inlined that capture
+ * inlines, so the function's ops join the graph. Looked up in sys.modules
+ * (never imported here), each found object kept for the process. NULL
+ * without a reason when fn is none of them. */
+static Sv *higher_order_call(Interp *I, PyObject *fn, const Args *a) {
+    static const struct {
+        const char *module, *name, *polyfill;
+    } table[] = {{"torch._higher_order_ops.associative_scan", "associative_scan", "associative_scan"}};
+    enum { N = sizeof table / sizeof table[0] };
+    static PyObject *found[N]; /* strong, for the process */
+    if (!PyFunction_Check(fn)) return NULL;
+    for (int i = 0; i < N; i++) {
+        if (!found[i]) {
+            PyObject *mod = PyDict_GetItemString(PySys_GetObject("modules"), table[i].module); /* borrowed */
+            if (!mod) continue;
+            if (!(found[i] = PyObject_GetAttrString(mod, table[i].name))) {
+                PyErr_Clear();
+                continue;
+            }
+        }
+        if (fn != found[i]) continue;
+        /* xs: a tensor, or a plain tuple or list of them (other pytrees stay torch's) */
+        Sv *xs = a->npos > 1 ? a->pos[1] : NULL;
+        for (int k = 0; !xs && k < a->nkw; k++)
+            if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(a->kwnames, k), "xs") == 0) xs = a->kw[k];
+        int plain = xs && (xs->kind == SV_TENSOR || (xs->kind == SV_TUPLE || xs->kind == SV_LIST));
+        for (int k = 0; plain && xs->kind != SV_TENSOR && k < xs->items.len; k++)
+            plain = xs->items.data[k]->kind == SV_TENSOR;
+        if (!plain) return cap_unsupported(I, "%s() of other than a tensor or a tuple or list of tensors", table[i].name), NULL;
+        PyObject *inlined = PyImport_ImportModule("wick._inlined");
+        PyObject *poly = inlined ? PyObject_GetAttrString(inlined, table[i].polyfill) : NULL;
+        Py_XDECREF(inlined);
+        if (!poly || !PyFunction_Check(poly)) {
+            Py_XDECREF(poly);
+            return cap_py_failed(I, "wick._inlined"), NULL;
+        }
+        Sv *r = cap_inline_call(I, (PyFunctionObject *)poly, a);
+        Py_DECREF(poly); /* the module keeps it alive */
+        return r;
+    }
+    return NULL;
+}
+
 static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     PyObject *fn = callable->obj;
     char buf[200];
     Sv *res;
+    if ((res = higher_order_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
+    int torch_callable = cap_is_torch_callable(fn);
+    if (torch_callable) {
+        /* a list argument handed to torch (torch.cat(features)): its items
+         * exposed first, so the native rules see them (breaks.c) */
+        for (int i = 0; i < a->npos + a->nkw; i++) {
+            Sv *x = i < a->npos ? a->pos[i] : a->kw[i - a->npos];
+            if (x->kind == SV_OPAQUE && cap_arg_list_expose(I, x) < 0) return NULL;
+        }
+        /* no kernel computes complex values: a torch call on one runs in PyTorch */
+        int complex_args = cap_args_complex(I, a);
+        if (complex_args < 0) return NULL;
+        if (complex_args && ((res = cap_torch_query_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;
+        if (complex_args)
+            return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
+                                   a->nkw);
+    }
     PyObject *num = cap_fn_to_op ? PyDict_GetItemWithError(cap_fn_to_op, fn) : NULL;
     if (!num && PyErr_Occurred()) PyErr_Clear(); /* unhashable callables are simply unknown */
     if (num) return cap_call_op(I, (WkOp)PyLong_AsLong(num), a, cap_callable_name(fn, buf, sizeof buf), 0, fn);
@@ -490,7 +569,7 @@ static Sv *const_call(Interp *I, Sv *callable, const Args *a) {
     if ((res = cap_more_torch_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
     /* before torch's callables: Function.apply is one of them */
     if ((res = cap_autograd_function_call(I, fn, a)) != NULL || CAP_FAILED(I)) return res;
-    if (cap_is_torch_callable(fn) && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
+    if (torch_callable && !functional_private_helper(fn)) /* torch's own functions run as they are, inside the graph */
         return cap_extern_call(I, fn, cap_callable_name(fn, buf, sizeof buf), a->pos, a->npos, a->kwnames, a->kw,
                                a->nkw);
     if (PyFunction_Check(fn) && ((res = cap_signature_call(I, fn, a)) != NULL || CAP_FAILED(I))) return res;

@@ -135,6 +135,12 @@ static PyObject *template_Ref(Interp *I, Inputs *in, Sv *s, int depth) {
         }
         return d;
     }
+    case SV_OPAQUE: {
+        /* a list argument: its items, exposed (breaks.c cap_arg_list_expose) */
+        int exposed = cap_arg_list_expose(I, s);
+        if (exposed) return exposed < 0 ? NULL : template_Ref(I, in, s, depth + 1);
+        return cap_unsupported(I, "a %s as a torch call argument", sv_desc(s)), NULL;
+    }
     default:
         return cap_unsupported(I, "a %s as a torch call argument", sv_desc(s)), NULL;
     }
@@ -144,7 +150,7 @@ static int meta_of(Interp *I, PyObject *t, WkTensorMeta *m, char *requires_grad)
     PyObject *dt, *dev, *sizes, *strides, *rg;
     if (!PyArg_ParseTuple(t, "OOOOO", &dt, &dev, &sizes, &strides, &rg)) return cap_py_failed(I, "extern metadata");
     *requires_grad = rg == Py_True;
-    int d = cap_dtype_of_obj(dt);
+    int d = cap_dtype_of_obj_any(dt);
     if (d < 0) return cap_unsupported(I, "a torch call returns an unsupported dtype");
     memset(m, 0, sizeof *m);
     m->dtype = (WkDType)d;
@@ -572,6 +578,44 @@ Sv *cap_extern_call(Interp *I, PyObject *fn, const char *name, Sv *const *pos, i
 Sv *cap_extern_call_first(Interp *I, PyObject *fn, const char *name, Sv *const *pos, int npos, PyObject *kwnames,
                           Sv *const *kw, int nkw) {
     return extern_call(I, fn, name, pos, npos, kwnames, kw, nkw, 1);
+}
+
+static int const_complex(PyObject *o, int depth) {
+    if (PyComplex_Check(o)) return 1;
+    int d = cap_dtype_of_obj_any(o);
+    if (d >= 0) return wk_dtype_is_complex((WkDType)d);
+    if (PyTuple_CheckExact(o) && depth < 4)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (const_complex(PyTuple_GET_ITEM(o, i), depth + 1)) return 1;
+    return 0;
+}
+
+static int sv_complex(Interp *I, Sv *s, int depth) {
+    switch (s->kind) {
+    case SV_TENSOR: {
+        const WkValue *m = cap_sv_meta(I, s);
+        return m ? wk_dtype_is_complex(m->dtype) : -1;
+    }
+    case SV_CONST: return const_complex(s->obj, 0);
+    case SV_TUPLE:
+    case SV_LIST:
+        for (int i = 0; depth < 4 && i < s->items.len; i++) {
+            int c = sv_complex(I, s->items.data[i], depth + 1);
+            if (c) return c;
+        }
+        return 0;
+    default: return 0;
+    }
+}
+
+int cap_sv_complex(Interp *I, Sv *s) { return sv_complex(I, s, 0); }
+
+int cap_args_complex(Interp *I, const Args *a) {
+    for (int i = 0; i < a->npos + a->nkw; i++) {
+        int c = sv_complex(I, i < a->npos ? a->pos[i] : a->kw[i - a->npos], 0);
+        if (c) return c;
+    }
+    return 0;
 }
 
 /* A callable defined by torch (torch.*, torch.nn.functional.*, Tensor

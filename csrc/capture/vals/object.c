@@ -221,6 +221,27 @@ static int object_list(PyObject *l) {
     return 1;
 }
 
+/* item, found at argument arg + sub (its path, which the Sv takes): an
+ * object of the guarded type, read through that path */
+static Sv *opaque_item_Steal(Interp *I, PyObject *item, int arg, PyObject *sub) {
+    wk_guard_type_at(I->guards, arg, sub, Py_TYPE(item));
+    Sv *it = sv_new(I, SV_OPAQUE);
+    it->obj = Py_NewRef(item);
+    it->arg = arg;
+    it->path = sub;
+    return it;
+}
+
+/* a dict of str keys holding nn.Modules (kernels' per-instance
+ * _kernel_funcs wrappers) */
+static int module_dict(PyObject *d) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k) || !cap_module_type || !PyObject_TypeCheck(v, cap_module_type)) return 0;
+    return 1;
+}
+
 static int plain_dict(PyObject *d) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -647,12 +668,7 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
                 Py_DECREF(path);
                 return cap_py_failed(I, nm);
             }
-            wk_guard_type_at(I->guards, o->arg, sub, Py_TYPE(item));
-            Sv *it = sv_new(I, SV_OPAQUE);
-            it->obj = Py_NewRef(item);
-            it->arg = o->arg;
-            it->path = sub;
-            wk_vec_push(&s->items, it);
+            wk_vec_push(&s->items, opaque_item_Steal(I, item, o->arg, sub));
         }
         Py_DECREF(v);
         s->arg = o->arg;
@@ -693,6 +709,42 @@ int cap_object_attr(Interp *I, Sv *o, PyObject *name, int method) {
         if (!appended) {
             Py_DECREF(path);
             return s ? cap_py_failed(I, nm) : -1;
+        }
+        s->arg = o->arg;
+        s->path = path;
+        if (method && sv_push(I, I->null_sv) < 0) return -1;
+        return sv_push(I, s);
+    } else if (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) > 0 && PyDict_GET_SIZE(v) <= 64 && module_dict(v)) {
+        /* a plain dict of modules held outside _modules (kernels'
+         * `_kernel_funcs`, one wrapper per layer name): its keys guarded in
+         * order, each module an object read through path[key] (its type
+         * guarded there), read as a dict Sv capture does not let the frame
+         * change (it is not noted as a changeable attribute dict) */
+        PyObject *keys = PyDict_Keys(v), *key_tuple = keys ? PyList_AsTuple(keys) : NULL;
+        Py_XDECREF(keys);
+        if (!key_tuple) {
+            Py_DECREF(v);
+            Py_DECREF(path);
+            return cap_py_failed(I, nm);
+        }
+        wk_guard_type_at(I->guards, o->arg, path, &PyDict_Type);
+        wk_guard_shape_at(I->guards, o->arg, path, v, key_tuple);
+        s = cap_dict_new(I);
+        for (Py_ssize_t i = 0; s && i < PyTuple_GET_SIZE(key_tuple); i++) {
+            PyObject *k = PyTuple_GET_ITEM(key_tuple, i), *item = PyDict_GetItemWithError(v, k);
+            PyObject *sub = item ? cap_path_item_Ref(path, k) : NULL;
+            if (!sub || PyList_Append(s->obj, k) < 0) {
+                Py_XDECREF(sub);
+                s = NULL;
+                break;
+            }
+            wk_vec_push(&s->items, opaque_item_Steal(I, item, o->arg, sub));
+        }
+        Py_DECREF(key_tuple);
+        Py_DECREF(v);
+        if (!s) {
+            Py_DECREF(path);
+            return CAP_FAILED(I) ? -1 : cap_py_failed(I, nm);
         }
         s->arg = o->arg;
         s->path = path;

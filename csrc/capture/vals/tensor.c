@@ -390,7 +390,7 @@ int cap_tensor_value(Interp *I, Sv *s) {
     int64_t sizes[WK_MAX_DIMS], strides[WK_MAX_DIMS];
     int rc = -1;
     if (!(dt = PyObject_GetAttr(t, cap_s_dtype))) goto pyerr;
-    int d = cap_dtype_of_obj(dt);
+    int d = cap_dtype_of_obj_any(dt);
     if (d < 0) {
         PyObject *str = PyObject_Str(dt);
         cap_unsupported(I, "%s: unsupported dtype %s", src, str ? PyUnicode_AsUTF8(str) : "?");
@@ -407,6 +407,16 @@ int cap_tensor_value(Interp *I, Sv *s) {
     if (negated) {
         cap_unsupported(I, "%s: a tensor with the negation bit set (resolve_neg() makes it plain)", src);
         goto done;
+    }
+    if (wk_dtype_is_complex((WkDType)d)) { /* a lazily conjugated view: its memory holds the conjugates */
+        PyObject *conj = PyObject_CallMethod(t, "is_conj", NULL);
+        if (!conj) goto pyerr;
+        int conjugated = conj == Py_True;
+        Py_DECREF(conj);
+        if (conjugated) {
+            cap_unsupported(I, "%s: a tensor with the conjugate bit set (resolve_conj() makes it plain)", src);
+            goto done;
+        }
     }
     WkDevice dev;
     int dev_ok;
@@ -434,7 +444,9 @@ int cap_tensor_value(Interp *I, Sv *s) {
         strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
     }
     if (PyErr_Occurred()) goto pyerr;
-    int v = wk_graph_input(I->g, (WkDType)d, dev, (int)nd, sizes, strides, 0, src);
+    /* a complex input only reaches externs (cap_args_complex) */
+    int v = (wk_dtype_is_complex((WkDType)d) ? wk_graph_input_any : wk_graph_input)(I->g, (WkDType)d, dev, (int)nd,
+                                                                                    sizes, strides, 0, src);
     if (v < 0) {
         cap_graph_failed(I, src);
         goto done;
@@ -767,7 +779,8 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
             if (wk_sym_is_const(m->sizes[d], &size) && size == 0) contiguous = 1;
         }
         if (contiguous) return self;
-        Sv *copy = cap_tensor_contiguous(I, self); /* a contiguous copy, as eager makes */
+        /* a contiguous copy, as eager makes (of a complex tensor: PyTorch's, below) */
+        Sv *copy = wk_dtype_is_complex(m->dtype) ? NULL : cap_tensor_contiguous(I, self);
         if (copy || CAP_FAILED(I)) return copy;
     }
     if (strcmp(name, "numel") == 0 || strcmp(name, "nelement") == 0) {
@@ -775,6 +788,19 @@ Sv *cap_tensor_method_call(Interp *I, const char *name, const Args *a) {
         int64_t n = 1;
         for (int d = 0; d < m->ndim; d++) n *= cap_const_size(m, d);
         return sv_const_Steal(I, PyLong_FromLongLong(n));
+    }
+    if (strcmp(name, "is_complex") == 0) {
+        if (nargs) return cap_unsupported(I, "%s() arguments", fname), NULL;
+        return sv_const(I, wk_dtype_is_complex(m->dtype) ? Py_True : Py_False);
+    }
+    int complex_args = cap_args_complex(I, a);
+    if (complex_args) { /* no kernel computes complex values: the method runs in PyTorch */
+        if (complex_args < 0) return NULL;
+        PyObject *fn = PyObject_GetAttrString((PyObject *)cap_tensor_type, name);
+        if (!fn) return cap_py_failed(I, fname), NULL;
+        Sv *r = cap_extern_call(I, fn, fname, a->pos, a->npos, a->kwnames, a->kw, a->nkw);
+        Py_DECREF(fn);
+        return r;
     }
     for (size_t i = 0; i < sizeof convert_methods / sizeof convert_methods[0]; i++) {
         if (strcmp(convert_methods[i].name, name) != 0) continue;
@@ -910,9 +936,9 @@ int cap_tensor_attr(Interp *I, Sv *t, PyObject *name_obj, int method) {
         PyObject *d = _PyType_Lookup(cap_tensor_type, name_obj);
         if (!d) return cap_unsupported(I, "unknown tensor attribute .%s", name);
         if (!PyObject_TypeCheck(d, &PyMethodDescr_Type) && !PyFunction_Check(d)) {
-            /* .T and .mT are views; other computed attributes (.real, .H):
-             * getattr through PyTorch */
-            Sv *view = cap_tensor_transpose_attr(I, t, name);
+            /* .T and .mT are views (of a complex tensor: PyTorch's); other
+             * computed attributes (.real, .H): getattr through PyTorch */
+            Sv *view = wk_dtype_is_complex(m->dtype) ? NULL : cap_tensor_transpose_attr(I, t, name);
             if (view) return method && sv_push(I, I->null_sv) < 0 ? -1 : sv_push(I, view);
             if (I->reason) return -1;
             PyObject *getter = PyObject_CallMethod(cap_operator_mod, "attrgetter", "O", name_obj);
@@ -966,10 +992,30 @@ Sv *cap_tensor_operator(Interp *I, const char *name, Sv *x, Sv *y) {
 }
 
 
+/* 1 when x or y is a complex tensor or number (the operator then runs in
+ * PyTorch), 0 when not, -1 on failure */
+static int operands_complex(Interp *I, Sv *x, Sv *y) {
+    int c = cap_sv_complex(I, x);
+    return c || !y ? c : cap_sv_complex(I, y);
+}
+
 static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
     if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
     int inplace = nb >= NB_INPLACE_ADD;
     int base = inplace ? nb - NB_INPLACE_ADD : nb;
+    int complex_operands = operands_complex(I, x, y);
+    if (complex_operands) {
+        if (complex_operands < 0) return NULL;
+        static const char *const inplace_names[] = {
+            [NB_ADD] = "iadd", [NB_SUBTRACT] = "isub", [NB_MULTIPLY] = "imul", [NB_TRUE_DIVIDE] = "itruediv",
+            [NB_POWER] = "ipow", [NB_MATRIX_MULTIPLY] = "imatmul", [NB_FLOOR_DIVIDE] = "ifloordiv",
+            [NB_REMAINDER] = "imod", [NB_AND] = "iand", [NB_OR] = "ior", [NB_XOR] = "ixor",
+            [NB_LSHIFT] = "ilshift", [NB_RSHIFT] = "irshift"};
+        if (!inplace) return cap_tensor_operator(I, nb_operator_name(base), x, y);
+        /* x op= y: the extern's write into x is rebound (vals/extern.c) */
+        return cap_tensor_operator(I, base < (int)(sizeof inplace_names / sizeof *inplace_names) ? inplace_names[base]
+                                                                                                 : NULL, x, y);
+    }
     WkOp op;
     switch (base) {
     case NB_ADD: op = WK_OP_ADD; break;
@@ -1025,7 +1071,10 @@ static Sv *tensor_binary(Interp *I, int nb, Sv *x, Sv *y) {
 
 static Sv *tensor_compare(Interp *I, int cmp, Sv *x, Sv *y) {
     static const WkOp ops[] = {WK_OP_LT, WK_OP_LE, WK_OP_EQ, WK_OP_NE, WK_OP_GT, WK_OP_GE};
+    static const char *const names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
     if (x->kind != SV_TENSOR && y->kind != SV_TENSOR) return NULL;
+    int complex_operands = operands_complex(I, x, y);
+    if (complex_operands) return complex_operands < 0 ? NULL : cap_tensor_operator(I, names[cmp], x, y);
     int in[2];
     if ((in[0] = cap_operand_value(I, x, "left operand")) < 0) return NULL;
     if ((in[1] = cap_operand_value(I, y, "right operand")) < 0) return NULL;
@@ -1033,6 +1082,12 @@ static Sv *tensor_compare(Interp *I, int cmp, Sv *x, Sv *y) {
 }
 
 static Sv *tensor_unary(Interp *I, int opcode, Sv *x) {
+    int complex_operand = operands_complex(I, x, NULL);
+    if (complex_operand)
+        return complex_operand < 0 ? NULL
+                                   : cap_tensor_operator(I, opcode == UNARY_NEGATIVE ? "neg"
+                                                            : opcode == UNARY_INVERT ? "invert"
+                                                                                     : "pos", x, NULL);
     if (opcode == UNARY_INVERT) {
         /* ~ of an integer or bool tensor is bitwise_not; eager raises on others */
         const WkValue *m = cap_sv_meta(I, x);

@@ -552,6 +552,7 @@ static Sv *getitem_view(Interp *I, Sv *self, Sv *key, const Layout *L) {
 Sv *cap_tensor_getitem(Interp *I, Sv *self, Sv *key) {
     const WkValue *m = cap_sv_meta(I, self);
     if (!m) return NULL;
+    if (wk_dtype_is_complex(m->dtype)) return cap_tensor_operator(I, "getitem", self, key); /* PyTorch's view */
     Layout L;
     Sv *r = layout_of(m, &L) == 0 ? getitem_view(I, self, key, &L) : NULL;
     if (r || CAP_FAILED(I)) return r;
