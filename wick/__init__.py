@@ -169,6 +169,11 @@ def reset():
     autodiff = sys.modules.get("wick._autodiff")
     if autodiff is not None:
         autodiff.reset_stats()
+    cudagraphs = sys.modules.get("wick._cudagraphs")
+    if cudagraphs is not None:
+        cudagraphs.reasons.clear()
+        cudagraphs.recorded.clear()
+        cudagraphs.replayed.clear()
 
 
 def _entries(codes):

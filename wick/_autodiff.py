@@ -2247,12 +2247,14 @@ def training_graph(graph, externs, no_grad=(), written=(), channels_last=False):
     return graph, externs, no_grad, norms
 
 
-def compile_training(graph, externs, example_inputs, no_grad=(), written=(), channels_last=False):
+def compile_training(graph, externs, example_inputs, no_grad=(), written=(), channels_last=False, cudagraphs=False):
     """A callable running graph with wick's own backward: args -> tuple of
     outputs, differentiable through one autograd node. written: positions
     of outputs the frame copies into graph inputs (batch norm's running
-    statistics); channels_last: see training_graph. Raises Unsupported (the
-    caller uses AOTAutograd) or wick._C.CompileError."""
+    statistics); channels_last: see training_graph; cudagraphs
+    (mode="reduce-overhead"): the forward and the backward are each replayed
+    as a CUDA graph (wick/_cudagraphs.py; on the CPU they run as they are).
+    Raises Unsupported (the caller uses AOTAutograd) or wick._C.CompileError."""
     import torch
 
     graph, externs, no_grad, norms = training_graph(graph, externs, no_grad, written, channels_last)
@@ -2288,7 +2290,19 @@ def compile_training(graph, externs, example_inputs, no_grad=(), written=(), cha
     fwd.alias_views = True
     bwd = done["bwd"]
     bwd.alias_views = True
-    runner = _Runner(plan, fwd, bwd)
+    if cudagraphs:
+        # The forward's outputs it saves for the backward live in its graph's
+        # memory: a forward replayed while an earlier step's saved values are
+        # still held (microbatches before one backward) finds their storage
+        # shared and runs uncaptured, so no saved value changes under the
+        # backward that reads it. Gradients handed to autograd (and kept as
+        # .grad) are moved out before the backward's next replay.
+        from . import _cudagraphs
+
+        forward = _cudagraphs.wrap(fwd, name="wick autodiff forward", mutated=[i for _, i in plan.in_place])
+        runner = _Runner(plan, forward, _cudagraphs.wrap(bwd, name="wick autodiff backward"))
+    else:
+        runner = _Runner(plan, fwd, bwd)
     apply = _autograd_function(torch).apply
     _stats["graphs"] += 1
     if _log_graphs():

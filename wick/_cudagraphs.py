@@ -20,16 +20,21 @@ as an extern that synchronises) runs the compiled graph as it is, with the
 reason recorded in wick's fallback reasons; a call whose in-place inputs moved
 runs without the graph for that call.
 """
+import collections
 import sys
 
 reasons = []
+# per runner name: graphs recorded, and calls served by a replay
+recorded = collections.Counter()
+replayed = collections.Counter()
 
 
 class CudaGraphRunner:
-    def __init__(self, fn, boxed=False, name="graph"):
+    def __init__(self, fn, boxed=False, name="graph", mutated=()):
         self.fn = fn
         self.boxed = boxed
         self.name = name
+        self.mutated = tuple(mutated)  # positions of inputs fn writes in place
         self.calls = 0
         self.graph = None
         self.failed = None
@@ -82,6 +87,7 @@ class CudaGraphRunner:
             return self._run(args)
         self.graph.replay()
         self.replays += 1
+        replayed[self.name] += 1
         return self._hand_out()
 
     @staticmethod
@@ -146,6 +152,13 @@ class CudaGraphRunner:
                 buf.copy_(a)
                 slots.append(("copy", buf))
                 inputs.append(buf)
+        moved = [k for k in self.mutated if slots[k][0] != "static"]
+        if moved:
+            # the graph would write its own copy, not the caller's tensor
+            raise RuntimeError(f"inputs {moved}, written in place, are not at the same address on every call")
+        # the warm-up run below executes, the capture does not: inputs written
+        # in place get their values back after it, so a call updates them once
+        before = [(args[k], args[k].clone()) for k in self.mutated]
         side = torch.cuda.Stream(device=inputs[0].device if isinstance(inputs[0], torch.Tensor) else None)
         side.wait_stream(torch.cuda.current_stream())
         triton = sys.modules.get("wick._triton")
@@ -157,10 +170,13 @@ class CudaGraphRunner:
         with torch.cuda.stream(side):
             self._run(inputs)
         torch.cuda.current_stream().wait_stream(side)
+        for t, value in before:
+            t.copy_(value)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = self._run(inputs)
         self.graph, self.slots, self.static_outputs = graph, slots, out
+        recorded[self.name] += 1
 
     def _bind(self, args):
         import torch
@@ -184,9 +200,10 @@ class CudaGraphRunner:
         return True
 
 
-def wrap(compiled, name="graph"):
-    """A callable that replays `compiled` (a wick CompiledGraph) as a CUDA graph."""
-    return CudaGraphRunner(compiled, boxed=False, name=name)
+def wrap(compiled, name="graph", mutated=()):
+    """A callable that replays `compiled` (a wick CompiledGraph) as a CUDA
+    graph. mutated: positions of the inputs it writes in place."""
+    return CudaGraphRunner(compiled, boxed=False, name=name, mutated=mutated)
 
 
 def wrap_boxed(fn, name="graph"):

@@ -3133,9 +3133,11 @@ def _channels_last_convolutions(graph):
                len(graph.value(nd["inputs"][0])["sizes"]) == 4)
 
 
-def _own_autodiff(graph, externs, example_inputs, no_grad, written):
+def _own_autodiff(graph, externs, example_inputs, no_grad, written, cudagraphs=False):
     """wick's own backward for a captured graph (wick/_autodiff.py), or None
-    when its rules do not cover the graph: AOTAutograd takes it then."""
+    when its rules do not cover the graph: AOTAutograd takes it then.
+    cudagraphs: mode="reduce-overhead", the forward and the backward each
+    replayed as a CUDA graph."""
     import torch
 
     if not any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
@@ -3154,7 +3156,7 @@ def _own_autodiff(graph, externs, example_inputs, no_grad, written):
             raise _autodiff.Unsupported(f"{convs} convolutions on CUDA with WICK_LAYOUT_PASS=fx: the channels-last "
                                         "pass of wick/_layout.py runs on AOTAutograd's graphs")
         compiled = _autodiff.compile_training(graph, externs, example_inputs, no_grad, [j for _, j in written],
-                                              channels_last=layout)
+                                              channels_last=layout, cudagraphs=cudagraphs)
     except _autodiff.Unsupported as exc:
         _autodiff.record_fallback(str(exc))
         return None
@@ -3185,8 +3187,8 @@ def compile_graph_with(backend, graph, example_inputs, externs=None, no_grad=(),
     written = [(k, j) for k, j in written or ()
                if k < len(example_inputs) and isinstance(example_inputs[k], torch.Tensor)
                and not example_inputs[k].requires_grad] if own else ()
-    if own and mode is None and entry_grad:
-        own_backward = _own_autodiff(graph, externs, example_inputs, no_grad, written)
+    if own and entry_grad:
+        own_backward = _own_autodiff(graph, externs, example_inputs, no_grad, written, mode == "reduce-overhead")
         if own_backward is not None:
             return own_backward
     gm = to_fx(graph, externs, no_grad, entry_grad, written)

@@ -1636,7 +1636,8 @@ static PyObject *written_outputs_Ref(const WkEffects *effects) {
 }
 
 /* options (the compile options, or NULL): mode="reduce-overhead" is passed on
- * to wick's backend. effects: the writes the transformed code makes after
+ * to wick's backend (CUDA graphs of an inference graph, or of a training
+ * graph's forward and backward). effects: the writes the transformed code makes after
  * the graph. */
 static PyObject *compile_with_backend_Ref(Interp *I, PyObject *backend, WkGraph **g, PyObject *options,
                                           const WkEffects *effects) {
@@ -1925,8 +1926,8 @@ static WkCacheEntry *compile_frame(PyFunctionObject *fn, PyCodeObject *code, PyO
         } else {
             /* a torch backend, or wick's through AOTAutograd (forward and
              * backward compiled by wick) when node outputs require grad */
-            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g, layout ? options : NULL,
-                                                &effects);
+            compiled = compile_with_backend_Ref(I, I->backend_wick ? NULL : backend, &I->g,
+                                                layout || autograd ? options : NULL, &effects);
             if (!compiled) {
                 cap_py_failed(I, "backend");
                 goto finish;

@@ -1,0 +1,206 @@
+"""Training through wick.compile(mode="reduce-overhead"): wick's own autodiff
+with its forward and backward graphs each replayed as a CUDA graph
+(wick/_cudagraphs.py). Several optimizer steps against an eager copy of the
+model, parameters and batch norm's running statistics compared after each;
+losses kept across steps; microbatches accumulated before one backward
+(the forward's saved values still held when it runs again); gradients
+kept across steps (zero_grad(set_to_none=False)); dropout drawing a new
+mask on every replay. On the CPU the same programs run without CUDA graphs
+and still take wick's own autodiff; on CUDA every step after the second is
+a replay of both graphs."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import wick
+from wick import _cudagraphs
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+FORWARD, BACKWARD = "wick autodiff forward", "wick autodiff backward"
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=32, h=64):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.up = torch.nn.Linear(d, h)
+        self.down = torch.nn.Linear(h, d)
+
+    def forward(self, x):
+        y = self.up(self.norm(x))
+        return x + self.down(F.gelu(y) * torch.sigmoid(y))
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)) + y)
+        return self.head(y.mean((2, 3)))
+
+
+def _pair(model, device):
+    torch.manual_seed(0)
+    eager = model().to(device).train()
+    mine = copy.deepcopy(eager)
+    wick.reset()
+    return eager, mine, wick.compile(mine, mode="reduce-overhead")
+
+
+def _close(a, b, device):
+    tol = dict(rtol=1e-4, atol=1e-5) if device == "cpu" else dict(rtol=2e-3, atol=2e-4)
+    torch.testing.assert_close(a, b, **tol)
+
+
+def _same_state(eager, mine, device):
+    for (name, p), q in zip(eager.state_dict().items(), mine.state_dict().values()):
+        if p.is_floating_point():
+            _close(q, p, device)
+        else:
+            assert torch.equal(q, p), name
+
+
+def _own_autodiff_only():
+    st = wick.stats()
+    assert st["graphs"] >= 1 and not st["fallbacks"], st
+    assert st["autodiff"]["graphs"] == st["graphs"] and not st["autodiff"]["fallbacks"], st["autodiff"]
+    assert not _cudagraphs.reasons, _cudagraphs.reasons
+
+
+def _replayed(device, steps):
+    if device == "cuda":
+        # the first call runs the graphs, the second records and replays them
+        assert _cudagraphs.recorded[FORWARD] == 1 and _cudagraphs.recorded[BACKWARD] == 1, _cudagraphs.recorded
+        assert _cudagraphs.replayed[FORWARD] == steps - 1, _cudagraphs.replayed
+        assert _cudagraphs.replayed[BACKWARD] == steps - 1, _cudagraphs.replayed
+    else:
+        assert not _cudagraphs.recorded and not _cudagraphs.replayed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model,shape", [(MLP, (16, 32)), (ConvNet, (4, 3, 12, 12))], ids=["mlp", "convnet"])
+def test_sgd_steps_equal_eager(model, shape, device):
+    if device == "cuda":
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    eager, mine, compiled = _pair(model, device)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (eager, mine)]
+    losses = []
+    steps = 5
+    for step in range(steps):
+        x = torch.randn(shape, device=device)  # a new input tensor every step: copied into the graph's
+        pair = []
+        for m, run, opt in ((eager, eager, opts[0]), (mine, compiled, opts[1])):
+            opt.zero_grad()
+            out = run(x)
+            loss = out.square().mean()
+            loss.backward()
+            opt.step()
+            pair.append((out, loss))
+        losses.append(pair)
+        _same_state(eager, mine, device)
+    for (e_out, e_loss), (m_out, m_loss) in losses:  # outputs and losses kept across replays stay correct
+        _close(m_out, e_out, device)
+        _close(m_loss, e_loss, device)
+    _own_autodiff_only()
+    _replayed(device, steps)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_microbatches_accumulated_before_one_backward(device):
+    eager, mine, compiled = _pair(MLP, device)
+    for step in range(4):
+        xs = [torch.randn(8, 32, device=device) for _ in range(3)]
+        for m, run in ((eager, eager), (mine, compiled)):
+            m.zero_grad(set_to_none=False)  # gradients kept in place across steps
+            loss = sum(run(x).square().mean() for x in xs)  # three forwards before the backward
+            loss.backward()
+        for p, q in zip(eager.parameters(), mine.parameters()):
+            _close(q.grad, p.grad, device)
+    _own_autodiff_only()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradients_accumulated_across_steps_without_zeroing(device):
+    eager, mine, compiled = _pair(MLP, device)
+    for step in range(4):
+        x = torch.randn(8, 32, device=device)
+        for run in (eager, compiled):
+            run(x).square().mean().backward()  # .grad accumulates: it must not alias the graph's memory
+        for p, q in zip(eager.parameters(), mine.parameters()):
+            _close(q.grad, p.grad, device)
+    _own_autodiff_only()
+
+
+class Dropping(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return F.dropout(torch.tanh(self.lin(x)), 0.5, training=True) + 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dropout_draws_a_new_mask_every_replay(device):
+    torch.manual_seed(3)
+    m = Dropping().to(device)
+    wick.reset()
+    f = wick.compile(m, mode="reduce-overhead")
+    x = torch.randn(32, 64, device=device)
+    masks = []
+    for step in range(4):
+        out = f(x)
+        out.sum().backward()
+        kept = out != 1
+        masks.append(kept)
+        assert 0.35 < kept.float().mean().item() < 0.65
+        # the gradient of the kept elements only: tanh' * 2 (dropout's scale) routed through lin
+        want_gy = kept.float() * 2 * (1 - torch.tanh(m.lin(x).detach()) ** 2)
+        _close(m.lin.bias.grad, want_gy.sum(0), device)
+        m.zero_grad()
+    for a, b in zip(masks, masks[1:]):
+        assert not torch.equal(a, b)
+    _own_autodiff_only()
+    _replayed(device, 4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need CUDA")
+def test_norms_updating_buffers_in_place_update_them_once_a_step(monkeypatch):
+    """WICK_CUDA_NORM_TRAINING=extern: 16-bit training norms stay cuDNN's
+    calls, which write the running statistics in place inside the forward
+    graph. Recording runs the forward once uncaptured (its warm-up) before
+    the replay: the buffers get their values back in between, so every step
+    moves them once, as eager's."""
+    import wick._C as C
+
+    monkeypatch.setenv("WICK_CUDA_NORM_TRAINING", "extern")
+    C.env_reload()
+    try:
+        torch.manual_seed(0)
+        eager = ConvNet().cuda().to(torch.bfloat16).train()
+        mine = copy.deepcopy(eager)
+        wick.reset()
+        compiled = wick.compile(mine, mode="reduce-overhead")
+        for step in range(4):
+            x = torch.randn(4, 3, 12, 12, device="cuda", dtype=torch.bfloat16)
+            for run in (eager, compiled):
+                run(x).float().square().mean().backward()
+            for (name, p), q in zip(eager.named_buffers(), mine.buffers()):
+                if name.endswith("num_batches_tracked"):
+                    assert int(q) == int(p) == step + 1, name
+                else:
+                    torch.testing.assert_close(q, p, rtol=2e-2, atol=2e-2)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    _own_autodiff_only()
+    _replayed("cuda", 4)
