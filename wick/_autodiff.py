@@ -2291,16 +2291,15 @@ def compile_training(graph, externs, example_inputs, no_grad=(), written=(), cha
     bwd = done["bwd"]
     bwd.alias_views = True
     if cudagraphs:
-        # The forward's outputs it saves for the backward live in its graph's
-        # memory: a forward replayed while an earlier step's saved values are
-        # still held (microbatches before one backward) finds their storage
-        # shared and runs uncaptured, so no saved value changes under the
-        # backward that reads it. Gradients handed to autograd (and kept as
-        # .grad) are moved out before the backward's next replay.
+        # The values the forward saves for the backward live in its graph's
+        # memory: those an earlier step's autograd node still holds when the
+        # forward replays (microbatches before one backward) are moved to
+        # copies first, so no saved value changes under the backward that
+        # reads it; gradients kept as .grad likewise before the backward's.
         from . import _cudagraphs
 
         forward = _cudagraphs.wrap(fwd, name="wick autodiff forward", mutated=[i for _, i in plan.in_place])
-        runner = _Runner(plan, forward, _cudagraphs.wrap(bwd, name="wick autodiff backward"))
+        runner = _Runner(plan, forward, _cudagraphs.wrap(bwd, name="wick autodiff backward", warmup=2))
     else:
         runner = _Runner(plan, fwd, bwd)
     apply = _autograd_function(torch).apply

@@ -13,9 +13,9 @@ moved to a copy of its own (copy-on-replay: no copy when outputs are dropped,
 as in a loop that consumes them), and a call during which the caller holds a
 view into it runs without the graph, so no value a program can see ever
 changes under it. The first call runs
-the compiled graph normally (Triton compiles then); the second waits for the
-kernels' autotuning candidates to compile, runs once more uncaptured (tuning
-them), and records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
+the compiled graph normally (Triton compiles then); the second (a
+backward's third) waits for the kernels' autotuning candidates to compile,
+runs once more uncaptured (tuning them), and records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
 as an extern that synchronises) runs the compiled graph as it is, with the
 reason recorded in wick's fallback reasons; a call whose in-place inputs moved
 runs without the graph for that call.
@@ -30,18 +30,21 @@ replayed = collections.Counter()
 
 
 class CudaGraphRunner:
-    def __init__(self, fn, boxed=False, name="graph", mutated=()):
+    def __init__(self, fn, boxed=False, name="graph", mutated=(), warmup=1):
         self.fn = fn
         self.boxed = boxed
         self.name = name
         self.mutated = tuple(mutated)  # positions of inputs fn writes in place
+        # uncaptured calls before recording; the inputs' addresses in the
+        # last of them tell which stay put (see wrap)
+        self.warmup = warmup
         self.calls = 0
         self.graph = None
         self.failed = None
         self.warm_ptrs = None
         self.slots = None          # per input: ("static", ptr) / ("copy", buffer) / ("const", value)
         self.static_outputs = None
-        self.handed = []           # per output: (alias handed out, the static tensor, baseline use count)
+        self.handed = []           # per output: (alias handed out, the static tensor, baseline use counts)
         self.replays = 0
 
     def _run(self, args):
@@ -74,7 +77,7 @@ class CudaGraphRunner:
                 self._fail("inputs are not all CUDA tensors")
                 return self._run(args)
             self.calls += 1
-            if self.calls == 1:
+            if self.calls <= self.warmup:
                 self.warm_ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
                 return self._run(args)
             try:
@@ -113,7 +116,7 @@ class CudaGraphRunner:
                 result.append(alias)
             else:
                 result.append(o)
-        self.handed = [(a, o, self._uses(o)) for a, o in handed]
+        self.handed = [(a, o, self._uses(o), _impl_uses(a)) for a, o in handed]
         return type(out)(result) if isinstance(out, (list, tuple)) else result[0]
 
     def _release_outputs(self):
@@ -124,8 +127,12 @@ class CudaGraphRunner:
         import sys
 
         moves = []
-        for alias, static, base in self.handed:
-            held = sys.getrefcount(alias) > 3  # this list, the loop variable, getrefcount's argument
+        for alias, static, base, impl_base in self.handed:
+            # held from Python (beyond this list, the loop variable and
+            # getrefcount's argument), or from C++: autograd's saved values of
+            # a forward hold the very tensor, which not every torch version
+            # shows in the Python object's count
+            held = sys.getrefcount(alias) > 3 or _impl_uses(alias) > impl_base
             extra = self._uses(static) - base  # tensors sharing the storage beyond those at hand-out
             if extra > 0:
                 return False
@@ -200,15 +207,24 @@ class CudaGraphRunner:
         return True
 
 
-def wrap(compiled, name="graph", mutated=()):
+def _impl_uses(t):
+    """References to the tensor itself (one per Python object of it, and
+    every C++ holder), where torch tells."""
+    return t._use_count() if hasattr(t, "_use_count") else 1
+
+
+def wrap(compiled, name="graph", mutated=(), warmup=1):
     """A callable that replays `compiled` (a wick CompiledGraph) as a CUDA
-    graph. mutated: positions of the inputs it writes in place."""
-    return CudaGraphRunner(compiled, boxed=False, name=name, mutated=mutated)
+    graph. mutated: positions of the inputs it writes in place. warmup:
+    uncaptured calls before recording; a backward takes 2, since its
+    first call reads the saved values of a forward that ran uncaptured and
+    its second those in the forward's graph memory, where they stay."""
+    return CudaGraphRunner(compiled, boxed=False, name=name, mutated=mutated, warmup=warmup)
 
 
-def wrap_boxed(fn, name="graph"):
+def wrap_boxed(fn, name="graph", warmup=1):
     """The same for AOTAutograd's boxed calling convention (fn(list_of_args))."""
-    runner = CudaGraphRunner(fn, boxed=True, name=name)
+    runner = CudaGraphRunner(fn, boxed=True, name=name, warmup=warmup)
 
     def boxed(args):
         return runner(args)

@@ -2206,7 +2206,8 @@ def _aten_compiler(which, cudagraphs=False, partition=None):
         if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
             from . import _cudagraphs
 
-            return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph")
+            return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph",
+                                          warmup=2 if which == "backward" else 1)
         return guarded
 
     compiler.__name__ = f"wick_{which}_compiler"

@@ -6,8 +6,8 @@ losses kept across steps; microbatches accumulated before one backward
 (the forward's saved values still held when it runs again); gradients
 kept across steps (zero_grad(set_to_none=False)); dropout drawing a new
 mask on every replay. On the CPU the same programs run without CUDA graphs
-and still take wick's own autodiff; on CUDA every step after the second is
-a replay of both graphs."""
+and still take wick's own autodiff; on CUDA every forward after the first
+and every backward after the second is a replay."""
 import copy
 
 import pytest
@@ -78,10 +78,11 @@ def _own_autodiff_only():
 
 def _replayed(device, steps):
     if device == "cuda":
-        # the first call runs the graphs, the second records and replays them
+        # the forward's second call records and replays it; the backward's
+        # third (its second read the forward's graph memory for the first time)
         assert _cudagraphs.recorded[FORWARD] == 1 and _cudagraphs.recorded[BACKWARD] == 1, _cudagraphs.recorded
         assert _cudagraphs.replayed[FORWARD] == steps - 1, _cudagraphs.replayed
-        assert _cudagraphs.replayed[BACKWARD] == steps - 1, _cudagraphs.replayed
+        assert _cudagraphs.replayed[BACKWARD] == steps - 2, _cudagraphs.replayed
     else:
         assert not _cudagraphs.recorded and not _cudagraphs.replayed
 
@@ -126,6 +127,9 @@ def test_microbatches_accumulated_before_one_backward(device):
         for p, q in zip(eager.parameters(), mine.parameters()):
             _close(q.grad, p.grad, device)
     _own_autodiff_only()
+    if device == "cuda":
+        # replays while earlier microbatches' saved values were held: moved to copies first
+        assert _cudagraphs.replayed[FORWARD] >= 8, _cudagraphs.replayed
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -204,3 +208,38 @@ def test_norms_updating_buffers_in_place_update_them_once_a_step(monkeypatch):
         C.env_reload()
     _own_autodiff_only()
     _replayed("cuda", 4)
+
+
+def test_outputs_held_only_by_autograd_are_moved_before_a_replay():
+    """The runner's bookkeeping (no CUDA needed): a handed-out output that
+    autograd saved for a backward (held from C++ only) gets storage of its own before the graph memory is reused; one held
+    by nothing is left; one shared through another tensor object (a view the
+    caller made) stops the replay."""
+    runner = _cudagraphs.CudaGraphRunner(lambda *a: None)
+    static = (torch.randn(4), torch.randn(4), torch.randn(4))
+    runner.static_outputs = static
+    handed = list(runner._hand_out())
+    want = handed[0].clone()
+
+    class Saves(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(handed.pop(0))
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (s,) = ctx.saved_tensors
+            return g * s
+
+    x = torch.randn(4, requires_grad=True)
+    y = Saves.apply(x)
+    dropped, viewed = handed
+    del handed, dropped
+    view = viewed[1:]
+    assert not runner._release_outputs()  # the view shares the graph memory: no replay
+    del view, viewed
+    assert runner._release_outputs()
+    static[0].data.fill_(7.0)  # what a replay would write (a replay bumps no version counter)
+    (gx,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(gx, want)
