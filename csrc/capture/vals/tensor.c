@@ -372,6 +372,16 @@ static int sv_source(Interp *I, const Sv *s, char *buf, size_t n) {
     return 0;
 }
 
+/* 1 where tensor t answers True to the method (is_neg, is_conj), 0 where
+ * not, -1 with a Python error. */
+static int lazy_bit_set(PyObject *t, const char *method) {
+    PyObject *r = PyObject_CallMethod(t, method, NULL);
+    if (!r) return -1;
+    int set = r == Py_True;
+    Py_DECREF(r);
+    return set;
+}
+
 /* The graph value of a tensor Sv, adding the argument as a graph input on
  * first use. -1 on fallback. */
 int cap_tensor_value(Interp *I, Sv *s) {
@@ -398,25 +408,16 @@ int cap_tensor_value(Interp *I, Sv *s) {
         PyErr_Clear();
         goto done;
     }
-    /* a lazily negated view (z.conj().imag): its memory holds the values'
-     * negation, which kernels would read as they are */
-    PyObject *neg = PyObject_CallMethod(t, "is_neg", NULL);
-    if (!neg) goto pyerr;
-    int negated = neg == Py_True;
-    Py_DECREF(neg);
-    if (negated) {
-        cap_unsupported(I, "%s: a tensor with the negation bit set (resolve_neg() makes it plain)", src);
+    /* a lazily negated view (z.conj().imag) or conjugated one: its memory
+     * holds the negation or the conjugates, which kernels would read as
+     * they are */
+    int negated = lazy_bit_set(t, "is_neg");
+    int conjugated = negated || !wk_dtype_is_complex((WkDType)d) ? 0 : lazy_bit_set(t, "is_conj");
+    if (negated < 0 || conjugated < 0) goto pyerr;
+    if (negated || conjugated) {
+        cap_unsupported(I, "%s: a tensor with the %s bit set (%s() makes it plain)", src,
+                        negated ? "negation" : "conjugate", negated ? "resolve_neg" : "resolve_conj");
         goto done;
-    }
-    if (wk_dtype_is_complex((WkDType)d)) { /* a lazily conjugated view: its memory holds the conjugates */
-        PyObject *conj = PyObject_CallMethod(t, "is_conj", NULL);
-        if (!conj) goto pyerr;
-        int conjugated = conj == Py_True;
-        Py_DECREF(conj);
-        if (conjugated) {
-            cap_unsupported(I, "%s: a tensor with the conjugate bit set (resolve_conj() makes it plain)", src);
-            goto done;
-        }
     }
     WkDevice dev;
     int dev_ok;
