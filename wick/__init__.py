@@ -174,6 +174,7 @@ def reset():
         cudagraphs.reasons.clear()
         cudagraphs.recorded.clear()
         cudagraphs.replayed.clear()
+        cudagraphs.skipped.clear()
 
 
 def _entries(codes):

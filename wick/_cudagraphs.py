@@ -17,8 +17,13 @@ the compiled graph normally (Triton compiles then); the second (a
 backward's third) waits for the kernels' autotuning candidates to compile,
 runs once more uncaptured (tuning them), and records. Whatever cannot be recorded (inputs not on CUDA, a capture error such
 as an extern that synchronises) runs the compiled graph as it is, with the
-reason recorded in wick's fallback reasons; a call whose in-place inputs moved
-runs without the graph for that call.
+reason recorded in wick's fallback reasons. An input taken in place (its
+address was the same on the last uncaptured call and the recording one) that
+later arrives elsewhere is copied from then on: the graph is recorded again
+with a buffer for it (at most MAX_RERECORDS times a runner). A call whose
+in-place-written inputs moved, whose inputs changed shape, or during which a
+view of an output is held runs without the graph; `skipped` counts those
+calls per runner and cause.
 """
 import collections
 import sys
@@ -27,6 +32,9 @@ reasons = []
 # per runner name: graphs recorded, and calls served by a replay
 recorded = collections.Counter()
 replayed = collections.Counter()
+# per (runner name, cause): calls that ran without the graph after it was recorded
+skipped = collections.Counter()
+MAX_RERECORDS = 4
 
 
 class CudaGraphRunner:
@@ -46,6 +54,8 @@ class CudaGraphRunner:
         self.static_outputs = None
         self.handed = []           # per output: (alias handed out, the static tensor, baseline use counts)
         self.replays = 0
+        self.copied = set()        # input positions copied although they once stayed put
+        self.rerecords = 0
 
     def _run(self, args):
         return self.fn(list(args)) if self.boxed else self.fn(*args)
@@ -86,12 +96,47 @@ class CudaGraphRunner:
                 self.graph = None
                 self._fail(f"capture failed: {type(exc).__name__}: {exc}")
                 return self._run(args)
-        if not self._bind(args) or not self._release_outputs():
-            return self._run(args)
+        moved = self._bind(args)
+        if moved and not any(k in self.mutated for k in moved):
+            if not self._rerecord(args, moved):
+                return self._run(args)
+            moved = self._bind(args)
+        if moved is None:
+            return self._skip(args, "inputs changed shape, strides, dtype or kind")
+        if moved:
+            return self._skip(args, "an input written in place moved")
+        if not self._release_outputs():
+            return self._skip(args, "a view of an output of the previous replay is held")
         self.graph.replay()
         self.replays += 1
         replayed[self.name] += 1
         return self._hand_out()
+
+    def _skip(self, args, cause):
+        skipped[self.name, cause] += 1
+        return self._run(args)
+
+    def _rerecord(self, args, moved):
+        """Inputs once at one address arrived elsewhere (say, a fresh copy the
+        caller makes each call that the allocator happened to place where the
+        last one was): record again with buffers for them. False when that
+        was done too often (reason recorded)."""
+        if self.rerecords >= MAX_RERECORDS:
+            self._fail(f"inputs {sorted(self.copied | set(moved))} keep moving after {self.rerecords} recordings")
+            return False
+        # outputs handed out by the old graph keep its memory alive; the new
+        # graph records into memory of its own, so they need no move
+        self.handed = []
+        self.copied.update(moved)
+        self.rerecords += 1
+        self.warm_ptrs = [None if k in self.copied else p for k, p in enumerate(self.warm_ptrs)]
+        try:
+            self._record(args)
+        except Exception as exc:  # noqa: BLE001 - an unrecordable graph still runs
+            self.graph = None
+            self._fail(f"capture failed: {type(exc).__name__}: {exc}")
+            return False
+        return True
 
     @staticmethod
     def _uses(t):
@@ -186,25 +231,33 @@ class CudaGraphRunner:
         recorded[self.name] += 1
 
     def _bind(self, args):
+        """Copies args into the graph's input buffers. Returns [] when the
+        graph can replay, the positions of inputs taken in place that moved,
+        or None when the graph does not fit these args at all."""
         import torch
 
         if len(args) != len(self.slots):
-            return False
-        for a, s in zip(args, self.slots):
+            return None
+        moved = []
+        for k, (a, s) in enumerate(zip(args, self.slots)):
             if s[0] == "const":
                 if isinstance(a, torch.Tensor) or a != s[1]:
-                    return False
+                    return None
             elif not isinstance(a, torch.Tensor):
-                return False
+                return None
             elif s[0] == "static":
-                if a.data_ptr() != s[1] or a.shape != s[2].shape or a.stride() != s[2].stride():
-                    return False
+                if a.shape != s[2].shape or a.stride() != s[2].stride() or a.dtype != s[2].dtype:
+                    return None
+                if a.data_ptr() != s[1]:
+                    moved.append(k)
             elif a.shape != s[1].shape or a.stride() != s[1].stride() or a.dtype != s[1].dtype:
-                return False
+                return None
+        if moved:
+            return moved
         for a, s in zip(args, self.slots):
             if s[0] == "copy":
                 s[1].copy_(a)
-        return True
+        return moved
 
 
 def _impl_uses(t):

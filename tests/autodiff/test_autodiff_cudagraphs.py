@@ -80,9 +80,11 @@ def _replayed(device, steps):
     if device == "cuda":
         # the forward's second call records and replays it; the backward's
         # third (its second read the forward's graph memory for the first time)
-        assert _cudagraphs.recorded[FORWARD] == 1 and _cudagraphs.recorded[BACKWARD] == 1, _cudagraphs.recorded
-        assert _cudagraphs.replayed[FORWARD] == steps - 1, _cudagraphs.replayed
-        assert _cudagraphs.replayed[BACKWARD] == steps - 2, _cudagraphs.replayed
+        why = (_cudagraphs.recorded, _cudagraphs.replayed, _cudagraphs.skipped)
+        assert _cudagraphs.recorded[FORWARD] == 1 and _cudagraphs.recorded[BACKWARD] == 1, why
+        assert _cudagraphs.replayed[FORWARD] == steps - 1, why
+        assert _cudagraphs.replayed[BACKWARD] == steps - 2, why
+        assert not _cudagraphs.skipped, why
     else:
         assert not _cudagraphs.recorded and not _cudagraphs.replayed
 
@@ -243,3 +245,58 @@ def test_outputs_held_only_by_autograd_are_moved_before_a_replay():
     static[0].data.fill_(7.0)  # what a replay would write (a replay bumps no version counter)
     (gx,) = torch.autograd.grad(y.sum(), x)
     torch.testing.assert_close(gx, want)
+
+
+def test_bind_tells_moved_inputs_from_ones_that_do_not_fit():
+    """The runner's input check (no CUDA needed): an input taken in place
+    that arrives at another address is reported by position (the runner
+    records again with a buffer for it); one of another shape or dtype, or
+    a constant that changed, does not fit the graph at all."""
+    runner = _cudagraphs.CudaGraphRunner(lambda *a: None)
+    kept, buf = torch.randn(3, 2), torch.empty(4)
+    runner.slots = [("static", kept.data_ptr(), kept), ("copy", buf), ("const", 5)]
+    fresh = torch.randn(4)
+    assert runner._bind([kept, fresh, 5]) == []
+    torch.testing.assert_close(buf, fresh)  # copied in
+    assert runner._bind([kept.clone(), torch.randn(4), 5]) == [0]
+    assert runner._bind([kept, torch.randn(5), 5]) is None
+    assert runner._bind([kept.double(), torch.randn(4), 5]) is None
+    assert runner._bind([kept, torch.randn(4), 6]) is None
+    assert runner._bind([kept, torch.randn(4)]) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need CUDA")
+def test_an_input_that_stops_staying_put_is_copied_after_one_rerecording():
+    """An input at the same address on the warm-up and the recording call
+    is used in place; when it later arrives elsewhere, the graph is
+    recorded once more with a buffer for it and replays from then on. An
+    input the graph writes in place that moves runs without the graph
+    (counted in `skipped`), still updating the caller's tensor."""
+    wick.reset()
+    runner = _cudagraphs.CudaGraphRunner(lambda a, b: a * b + 1, name="t")
+    a, b = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
+    for _ in range(3):  # warm-up, recording (a and b stayed put: in place), replay
+        torch.testing.assert_close(runner(a, b), a * b + 1)
+    for _ in range(3):  # a moves every call: recorded again once, then copied in
+        a = torch.randn(64, device="cuda")
+        torch.testing.assert_close(runner(a, b), a * b + 1)
+    assert runner.copied == {0} and runner.rerecords == 1
+    assert _cudagraphs.recorded["t"] == 2 and _cudagraphs.replayed["t"] == 5, _cudagraphs.replayed
+    assert not _cudagraphs.skipped and not _cudagraphs.reasons
+
+    def bump(a, b):
+        a.add_(b)
+        return a * 2
+
+    runner = _cudagraphs.CudaGraphRunner(bump, name="w", mutated=[0])
+    a = torch.randn(64, device="cuda")
+    for _ in range(3):
+        want = (a + b) * 2
+        torch.testing.assert_close(runner(a, b), want)
+        torch.testing.assert_close(a * 2, want)  # updated once a call
+    a = torch.randn(64, device="cuda")
+    want = (a + b) * 2
+    torch.testing.assert_close(runner(a, b), want)
+    torch.testing.assert_close(a * 2, want)
+    assert _cudagraphs.skipped == {("w", "an input written in place moved"): 1}, _cudagraphs.skipped
+    assert _cudagraphs.recorded["w"] == 1 and _cudagraphs.replayed["w"] == 2
