@@ -3,7 +3,6 @@ when the function raises midway, graph errors of a frame that breaks,
 fullgraph=True, WICK_LOG=breaks, wick.explain, reuse of resume functions,
 tracebacks, both sides of a data-dependent branch, open blocks, and a
 module whose forward calls a submodule that breaks."""
-import sys
 import traceback
 
 import pytest
@@ -360,9 +359,6 @@ def after_block(x):
     return y + 1
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 12), strict=False,
-                   reason="3.12 (seen on the H200): the closed with block is taken as open at the break, "
-                          "so the frame runs eagerly whole (sound, one graph fewer)")
 def test_break_after_a_closed_block(capsys):
     x = torch.randn(3)
     assert_same(compiled(after_block)(x), after_block(x))
