@@ -6,7 +6,7 @@
 #   bash bench/cpu_run.sh
 #
 # 1. builds wick with the host's own python and torch;
-# 2. bench/kernels.py alone on cores 0-1 (2 threads): copy and clone bandwidth,
+# 2. bench/memory_bound_kernels.py alone on cores 0-1 (2 threads): copy and clone bandwidth,
 #    eager / inductor / wick kernels;
 # 3. wick-bench on the huggingface models, eager / inductor / dynamo+wick,
 #    inference on cores 2-3 and training on cores 4-5 at the same time (2 threads
@@ -34,7 +34,7 @@ left() { echo $(( TOTAL_S - ($(date +%s) - START) )); }
 } > "$OUT/build.log" 2>&1
 tail -3 "$OUT/build.log"
 echo "== kernels ($(left) s left)"
-timeout 200 taskset -c 0,1 "$PY" bench/kernels.py --repeats "$REPEATS" --out "$OUT/kernels" 2>&1 | tail -12
+timeout 200 taskset -c 0,1 "$PY" bench/memory_bound_kernels.py --repeats "$REPEATS" --out "$OUT/kernels" 2>&1 | tail -12
 B=$(( $(left) - 20 ))
 echo "== models, budget $B s"
 for mode in inference training; do

@@ -276,6 +276,11 @@ def main():
                   f"{prof[v][1]:.0f} | {first[v]:.1f} | {errs[v]:.1e} |", flush=True)
         for v, p in phases.items():
             print(f"  {spec.name} {v} wick host phases per call (count, ms): {p}", flush=True)
+        cg = sys.modules.get("wick._cudagraphs")
+        if cg is not None and any(v.endswith("-ro") and "wick" in v for v in fns):
+            # since the last variant's wick.reset(): the counts of the -ro variants that follow it
+            print(f"  CUDA graphs: recorded {dict(cg.recorded)}, replayed {dict(cg.replayed)}, skipped "
+                  f"{dict(cg.skipped)}, reasons {cg.reasons}", flush=True)
         if int(os.environ.get("PROFILE_TOP", "0")):
             for v in fns:
                 print_top_kernels(spec.name, v, prof[v][2], int(os.environ["PROFILE_TOP"]))

@@ -23,7 +23,7 @@ ab() {  # name models variants mode
   rm -rf /tmp/ab-caches; mkdir -p /tmp/ab-caches
   TORCHINDUCTOR_CACHE_DIR=/tmp/ab-caches/inductor TRITON_CACHE_DIR=/tmp/ab-caches/triton \
     WICK_CACHE_DIR=/tmp/ab-caches/wick timeout $left python3 bench/host_ab.py $2 $3 $4 > $OUT/ab-$1.log 2>&1
-  echo "ab $1 rc $? at $(( $(date +%s) - S0 )) s"; grep -E "first call|FAILED|^\| [^m]" $OUT/ab-$1.log | cut -c1-200
+  echo "ab $1 rc $? at $(( $(date +%s) - S0 )) s"; grep -E "first call|FAILED|CUDA graphs:|^\| [^m]" $OUT/ab-$1.log | cut -c1-200
 }
 for m in huggingface:BertForMaskedLM huggingface:GPT2LMHeadModel huggingface:LlamaForCausalLM \
          huggingface:T5ForConditionalGeneration; do

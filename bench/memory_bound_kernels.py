@@ -3,7 +3,7 @@
 on memory-bound kernels, with this machine's copy bandwidth measured in the
 same run (so "% of bandwidth" compares like with like).
 
-    python bench/kernels.py [--rows R --cols C] [--repeats N] [--threads T] [--out DIR]
+    python bench/memory_bound_kernels.py [--rows R --cols C] [--repeats N] [--threads T] [--out DIR]
 
 Kernels (float32, R x C, default 4096 x 4096):
   pointwise  ((x * 1.5 + 0.5).relu() - y).sigmoid() * y    reads 2, writes 1 tensor
@@ -152,7 +152,7 @@ def main():
             rows.append(row)
     doc = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
            "cpus": os.cpu_count(), "threads": torch.get_num_threads(), "clock": a.clock, "rows": R, "cols": C,
-           "copy_gbs": round(copy_gbs, 2), "clone_gbs": round(clone_gbs, 2), "command": " ".join(["python", "bench/kernels.py"] + sys.argv[1:]),
+           "copy_gbs": round(copy_gbs, 2), "clone_gbs": round(clone_gbs, 2), "command": " ".join(["python", "bench/memory_bound_kernels.py"] + sys.argv[1:]),
            "kernels": rows}
     out = a.out or os.path.join(ROOT, "bench", "results", time.strftime("%Y-%m-%d") + f"-cpu{os.cpu_count()}-kernels")
     os.makedirs(out, exist_ok=True)
