@@ -2168,6 +2168,10 @@ class _Runner:
                              and t.numel() > 1]
             if not self.restride:
                 raise
+            if hasattr(self.bwd, "copied"):
+                # a CUDA graph runner: these are new tensors every call, even
+                # where the allocator gives two calls' copies one address
+                self.bwd.copied.update(self.restride)
             for k in self.restride:
                 args[k] = self._laid_out(torch, k, args[k])
             res = self._run_backward(torch, args)

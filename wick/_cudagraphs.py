@@ -54,7 +54,9 @@ class CudaGraphRunner:
         self.static_outputs = None
         self.handed = []           # per output: (alias handed out, the static tensor, baseline use counts)
         self.replays = 0
-        self.copied = set()        # input positions copied although they once stayed put
+        # input positions always copied: fresh tensors each call (the caller
+        # says so, or one moved after it had stayed put)
+        self.copied = set()
         self.rerecords = 0
 
     def _run(self, args):
@@ -86,10 +88,12 @@ class CudaGraphRunner:
             if any(t.device.type != "cuda" for t in tensors):
                 self._fail("inputs are not all CUDA tensors")
                 return self._run(args)
-            self.calls += 1
-            if self.calls <= self.warmup:
+            if self.calls < self.warmup:
+                out = self._run(args)  # a call that raises (inputs the graph refuses) is no warm-up
+                self.calls += 1
                 self.warm_ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
-                return self._run(args)
+                return out
+            self.calls += 1
             try:
                 self._record(args)
             except Exception as exc:  # noqa: BLE001 - an unrecordable graph still runs
@@ -129,7 +133,6 @@ class CudaGraphRunner:
         self.handed = []
         self.copied.update(moved)
         self.rerecords += 1
-        self.warm_ptrs = [None if k in self.copied else p for k, p in enumerate(self.warm_ptrs)]
         try:
             self._record(args)
         except Exception as exc:  # noqa: BLE001 - an unrecordable graph still runs
@@ -192,11 +195,11 @@ class CudaGraphRunner:
         import torch
 
         slots, inputs = [], []
-        for a, p in zip(args, self.warm_ptrs):
+        for k, (a, p) in enumerate(zip(args, self.warm_ptrs)):
             if not isinstance(a, torch.Tensor):
                 slots.append(("const", a))
                 inputs.append(a)
-            elif a.data_ptr() == p:
+            elif a.data_ptr() == p and k not in self.copied:
                 slots.append(("static", a.data_ptr(), a))
                 inputs.append(a)
             else:

@@ -300,3 +300,29 @@ def test_an_input_that_stops_staying_put_is_copied_after_one_rerecording():
     torch.testing.assert_close(a * 2, want)
     assert _cudagraphs.skipped == {("w", "an input written in place moved"): 1}, _cudagraphs.skipped
     assert _cudagraphs.recorded["w"] == 1 and _cudagraphs.replayed["w"] == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need CUDA")
+def test_a_call_that_raises_is_no_warm_up():
+    """The backward's first call raises when an input arrives in another
+    layout than the graph's (wick's autodiff then copies it into that layout
+    and calls again): that call does not count among the warm-up calls,
+    whose input addresses decide what the graph takes in place."""
+    wick.reset()
+    calls = []
+
+    def fn(a):
+        calls.append(a.data_ptr())
+        if len(calls) == 1:
+            raise ValueError("strides")
+        return a + 1
+
+    runner = _cudagraphs.CudaGraphRunner(fn, name="r")
+    a = torch.randn(8, device="cuda")
+    with pytest.raises(ValueError):
+        runner(a)
+    torch.testing.assert_close(runner(a), a + 1)
+    assert runner.graph is None  # that was the warm-up
+    torch.testing.assert_close(runner(a), a + 1)
+    assert _cudagraphs.recorded["r"] == 1 and _cudagraphs.replayed["r"] == 1
+    assert runner.slots[0][0] == "static"
