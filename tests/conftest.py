@@ -103,3 +103,36 @@ def pytest_runtest_logreport(report):
     if path and report.failed:
         with open(path, "a") as f:
             f.write(f"== {report.nodeid} ({report.when})\n{report.longreprtext[-8000:]}\n\n")
+
+
+def pytest_collection_modifyitems(config, items):
+    """WICK_TEST_SLOW_FIRST=<file> (tests/gpu/slow_tests.txt): tests whose
+    ids start with one of the file's lines are each put at the front of a
+    different worker's share, so that every slow test starts at once on a
+    worker of its own instead of one of them beginning near the end of a
+    time-limited run. `--dist worksteal` hands each of the N workers a
+    contiguous share (the first len//N tests, then a (N-1)th of the rest,
+    ...), which this order follows; every worker collects the same order."""
+    path = os.environ.get("WICK_TEST_SLOW_FIRST")
+    if not path:
+        return
+    with open(path) as f:
+        prefixes = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+
+    def rank(item):
+        for k, p in enumerate(prefixes):
+            if item.nodeid == p or item.nodeid.startswith(p + "[") or item.nodeid.startswith(p + "::"):
+                return k
+        return len(prefixes)
+
+    ranks = {id(item): rank(item) for item in items}
+    slow = sorted((it for it in items if ranks[id(it)] < len(prefixes)), key=lambda it: ranks[id(it)])
+    rest = iter([it for it in items if ranks[id(it)] == len(prefixes)])
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    order, left = [], len(items)
+    for w in range(workers):
+        share = left // (workers - w)
+        left -= share
+        mine = slow[w::workers]
+        order += mine + [it for _, it in zip(range(share - len(mine)), rest)]
+    items[:] = order + list(rest)

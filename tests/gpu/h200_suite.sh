@@ -7,9 +7,11 @@
 #
 #   bash tests/gpu/h200_suite.sh            writes $OUT/build.log, $OUT/tests.log.gz, $OUT/failures.txt
 #
-# Builds wick with the machine's own Python and torch, then runs pytest with 16 workers (--dist worksteal), every
-# result named (-vv), the slowest tests listed, failures written as they happen (WICK_TEST_FAILURES, tests/conftest.py)
-# so that a run the call's limit stops still names them. SUITE_S: pytest's limit (default: what is left of 585 s
+# Builds wick with the machine's own Python and torch, then runs pytest with 16 workers, the tests of
+# tests/gpu/slow_tests.txt first, each at the front of another worker's share (WICK_TEST_SLOW_FIRST, --dist
+# worksteal: on 2026-12-05 seven of them began late and were still running at 500 s), every result named (-vv), the slowest
+# tests listed, failures written as they happen (WICK_TEST_FAILURES, tests/conftest.py) so that a run the call's
+# limit stops still names them. SUITE_S: pytest's limit (default: what is left of 585 s
 # after the build); TESTS: pytest's arguments (default tests); N: workers (16). The suite took 458 s of pytest on
 # 2026-12-04 (bench/results/2026-12-04-1215-h200/COMMAND.md).
 set -u
@@ -28,9 +30,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 LIMIT=${SUITE_S:-$(( 585 - ($(date +%s) - S0) ))}
 echo "pytest limit $LIMIT s"
 rm -f "$OUT/failures.txt"
-WICK_TEST_FAILURES="$OUT/failures.txt" timeout "$LIMIT" python3 -m pytest ${TESTS:-tests} -p no:cacheprovider \
-  -p no:warnings -rfE -vv --tb=short --durations=20 -n "${N:-16}" --dist worksteal 2>&1 | grep -v "DEBUG\|^$" \
-  > "$OUT/tests.log"
+WICK_TEST_SLOW_FIRST=tests/gpu/slow_tests.txt WICK_TEST_FAILURES="$OUT/failures.txt" timeout "$LIMIT" \
+  python3 -m pytest ${TESTS:-tests} -p no:cacheprovider -p no:warnings -rfE -vv --tb=short --durations=40 \
+  -n "${N:-16}" --dist worksteal 2>&1 | grep -v "DEBUG\|^$" > "$OUT/tests.log"
 echo "pytest done at $(( $(date +%s) - S0 )) s"
 echo "results: $(grep -c ' PASSED ' "$OUT/tests.log") passed, $(grep -c ' SKIPPED ' "$OUT/tests.log") skipped," \
   "$(grep -c ' FAILED ' "$OUT/tests.log") failed, $(grep -c ' ERROR ' "$OUT/tests.log") errors"
