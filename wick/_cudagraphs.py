@@ -94,11 +94,7 @@ class CudaGraphRunner:
                 self.warm_ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
                 return out
             self.calls += 1
-            try:
-                self._record(args)
-            except Exception as exc:  # noqa: BLE001 - an unrecordable graph still runs
-                self.graph = None
-                self._fail(f"capture failed: {type(exc).__name__}: {exc}")
+            if not self._try_record(args):
                 return self._run(args)
         moved = self._bind(args)
         if moved and not any(k in self.mutated for k in moved):
@@ -133,6 +129,9 @@ class CudaGraphRunner:
         self.handed = []
         self.copied.update(moved)
         self.rerecords += 1
+        return self._try_record(args)
+
+    def _try_record(self, args):
         try:
             self._record(args)
         except Exception as exc:  # noqa: BLE001 - an unrecordable graph still runs
