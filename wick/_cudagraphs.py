@@ -19,8 +19,9 @@ runs once more uncaptured (tuning them), and records. Whatever cannot be recorde
 as an extern that synchronises) runs the compiled graph as it is, with the
 reason recorded in wick's fallback reasons. An input taken in place (its
 address was the same on the last uncaptured call and the recording one) that
-later arrives elsewhere is copied from then on: the graph is recorded again
-with a buffer for it (at most MAX_RERECORDS times a runner). A call whose
+later arrives elsewhere makes the graph be recorded again, taking it in place
+at its new address the first time and copying it from the second on (at
+most MAX_RERECORDS recordings a runner). A call whose
 in-place-written inputs moved, whose inputs changed shape, or during which a
 view of an output is held runs without the graph; `skipped` counts those
 calls per runner and cause.
@@ -57,6 +58,7 @@ class CudaGraphRunner:
         # input positions always copied: fresh tensors each call (the caller
         # says so, or one moved after it had stayed put)
         self.copied = set()
+        self.moved_once = set()
         self.rerecords = 0
 
     def _run(self, args):
@@ -117,17 +119,26 @@ class CudaGraphRunner:
         return self._run(args)
 
     def _rerecord(self, args, moved):
-        """Inputs once at one address arrived elsewhere (say, a fresh copy the
+        """Inputs once at one address arrived elsewhere: a fresh copy the
         caller makes each call that the allocator happened to place where the
-        last one was): record again with buffers for them. False when that
-        was done too often (reason recorded)."""
+        last one was, or the saved values of a forward whose graph was
+        recorded again. Records again. False when that was done too often
+        (reason recorded)."""
         if self.rerecords >= MAX_RERECORDS:
             self._fail(f"inputs {sorted(self.copied | set(moved))} keep moving after {self.rerecords} recordings")
             return False
         # outputs handed out by the old graph keep its memory alive; the new
         # graph records into memory of its own, so they need no move
         self.handed = []
-        self.copied.update(moved)
+        # an input that moves for the first time is taken in place at its new
+        # address (the saved values of a forward recorded again stay put
+        # there); one that moves again is copied from then on
+        for k in moved:
+            if k in self.moved_once:
+                self.copied.add(k)
+            else:
+                self.moved_once.add(k)
+                self.warm_ptrs[k] = args[k].data_ptr()
         self.rerecords += 1
         return self._try_record(args)
 

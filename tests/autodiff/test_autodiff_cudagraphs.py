@@ -269,19 +269,25 @@ def test_bind_tells_moved_inputs_from_ones_that_do_not_fit():
 def test_an_input_that_stops_staying_put_is_copied_after_one_rerecording():
     """An input at the same address on the warm-up and the recording call
     is used in place; when it later arrives elsewhere, the graph is
-    recorded once more with a buffer for it and replays from then on. An
-    input the graph writes in place that moves runs without the graph
-    (counted in `skipped`), still updating the caller's tensor."""
+    recorded again, taking it in place at its new address (where the saved
+    values of a forward recorded again stay); when it moves again, it is
+    copied in from then on. An input the graph writes in place that moves
+    runs without the graph (counted in `skipped`), still updating the
+    caller's tensor."""
     wick.reset()
     runner = _cudagraphs.CudaGraphRunner(lambda a, b: a * b + 1, name="t")
     a, b = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
     for _ in range(3):  # warm-up, recording (a and b stayed put: in place), replay
         torch.testing.assert_close(runner(a, b), a * b + 1)
-    for _ in range(3):  # a moves every call: recorded again once, then copied in
+    a = torch.randn(64, device="cuda")
+    for _ in range(3):  # a moved once and stays: recorded again, in place
+        torch.testing.assert_close(runner(a, b), a * b + 1)
+    assert runner.rerecords == 1 and not runner.copied and runner.slots[0][0] == "static"
+    for _ in range(3):  # a moves every call: recorded again, then copied in
         a = torch.randn(64, device="cuda")
         torch.testing.assert_close(runner(a, b), a * b + 1)
-    assert runner.copied == {0} and runner.rerecords == 1
-    assert _cudagraphs.recorded["t"] == 2 and _cudagraphs.replayed["t"] == 5, _cudagraphs.replayed
+    assert runner.rerecords == 2 and runner.copied == {0} and runner.slots[0][0] == "copy"
+    assert _cudagraphs.recorded["t"] == 3 and _cudagraphs.replayed["t"] == 8, _cudagraphs.replayed
     assert not _cudagraphs.skipped and not _cudagraphs.reasons
 
     def bump(a, b):
