@@ -2303,7 +2303,9 @@ def compile_training(graph, externs, example_inputs, no_grad=(), written=(), cha
         from . import _cudagraphs
 
         forward = _cudagraphs.wrap(fwd, name="wick autodiff forward", mutated=[i for _, i in plan.in_place])
-        runner = _Runner(plan, forward, _cudagraphs.wrap(bwd, name="wick autodiff backward", warmup=2))
+        # the output gradients autograd hands the backward are new tensors every step
+        backward = _cudagraphs.wrap(bwd, name="wick autodiff backward", warmup=2, fresh=range(len(plan.diff_outs)))
+        runner = _Runner(plan, forward, backward)
     else:
         runner = _Runner(plan, fwd, bwd)
     apply = _autograd_function(torch).apply

@@ -39,7 +39,8 @@ MAX_RERECORDS = 4
 
 
 class CudaGraphRunner:
-    def __init__(self, fn, boxed=False, name="graph", mutated=(), warmup=1):
+    DEVICE = "cuda"  # a test double records "graphs" of CPU tensors (tests/autodiff/test_autodiff_cudagraphs.py)
+    def __init__(self, fn, boxed=False, name="graph", mutated=(), warmup=1, fresh=()):
         self.fn = fn
         self.boxed = boxed
         self.name = name
@@ -57,9 +58,10 @@ class CudaGraphRunner:
         self.replays = 0
         # input positions always copied: fresh tensors each call (the caller
         # says so, or one moved after it had stayed put)
-        self.copied = set()
+        self.copied = set(fresh)
         self.moved_once = set()
         self.rerecords = 0
+        self.misfit = None         # (cause, values): why the last call's inputs did not fit the graph
 
     def _run(self, args):
         return self.fn(list(args)) if self.boxed else self.fn(*args)
@@ -83,11 +85,11 @@ class CudaGraphRunner:
         if self.failed is not None:
             return self._run(args)
         if self.graph is None:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            if not any(t.device.type == "cuda" for t in tensors):
+            devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+            if self.DEVICE not in devices:
                 self.failed = "CPU"  # CUDA graphs do not apply: nothing to record
                 return self._run(args)
-            if any(t.device.type != "cuda" for t in tensors):
+            if devices != {self.DEVICE}:
                 self._fail("inputs are not all CUDA tensors")
                 return self._run(args)
             if self.calls < self.warmup:
@@ -104,7 +106,7 @@ class CudaGraphRunner:
                 return self._run(args)
             moved = self._bind(args)
         if moved is None:
-            return self._skip(args, "inputs changed shape, strides, dtype or kind")
+            return self._skip(args, self.misfit[0])
         if moved:
             return self._skip(args, "an input written in place moved")
         if not self._release_outputs():
@@ -197,11 +199,20 @@ class CudaGraphRunner:
             if held:
                 moves.append(alias)
         for alias in moves:
-            alias.data = alias.clone()
+            alias.data = _copy_keeping_strides(alias)
         self.handed = []
         return True
 
     def _record(self, args):
+        slots, inputs = self._slots(args)
+        self._warm_up(args, inputs)
+        self.graph, self.static_outputs = self._capture(inputs)
+        self.slots = slots
+        recorded[self.name] += 1
+
+    def _slots(self, args):
+        """Per input: taken in place (the same address as on the last
+        warm-up call), copied into a buffer of the graph's, or a constant."""
         import torch
 
         slots, inputs = [], []
@@ -221,8 +232,14 @@ class CudaGraphRunner:
         if moved:
             # the graph would write its own copy, not the caller's tensor
             raise RuntimeError(f"inputs {moved}, written in place, are not at the same address on every call")
-        # the warm-up run below executes, the capture does not: inputs written
-        # in place get their values back after it, so a call updates them once
+        return slots, inputs
+
+    def _warm_up(self, args, inputs):
+        """One uncaptured run on a side stream, as capture wants. It
+        executes, the capture does not: inputs written in place get their
+        values back after it, so a call updates them once."""
+        import torch
+
         before = [(args[k], args[k].clone()) for k in self.mutated]
         side = torch.cuda.Stream(device=inputs[0].device if isinstance(inputs[0], torch.Tensor) else None)
         side.wait_stream(torch.cuda.current_stream())
@@ -237,11 +254,15 @@ class CudaGraphRunner:
         torch.cuda.current_stream().wait_stream(side)
         for t, value in before:
             t.copy_(value)
+
+    def _capture(self, inputs):
+        """(the recorded graph, its static outputs)"""
+        import torch
+
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = self._run(inputs)
-        self.graph, self.slots, self.static_outputs = graph, slots, out
-        recorded[self.name] += 1
+        return graph, out
 
     def _bind(self, args):
         """Copies args into the graph's input buffers. Returns [] when the
@@ -249,22 +270,28 @@ class CudaGraphRunner:
         or None when the graph does not fit these args at all."""
         import torch
 
+        self.misfit = None
         if len(args) != len(self.slots):
+            self.misfit = (f"{len(args)} inputs, not {len(self.slots)}", "")
             return None
         moved = []
         for k, (a, s) in enumerate(zip(args, self.slots)):
             if s[0] == "const":
                 if isinstance(a, torch.Tensor) or a != s[1]:
+                    self.misfit = (f"input {k} is not the constant it was", f"{s[1]!r} -> {a!r}")
                     return None
-            elif not isinstance(a, torch.Tensor):
+                continue
+            if not isinstance(a, torch.Tensor):
+                self.misfit = (f"input {k} is not a tensor", type(a).__name__)
                 return None
-            elif s[0] == "static":
-                if a.shape != s[2].shape or a.stride() != s[2].stride() or a.dtype != s[2].dtype:
+            want = s[2] if s[0] == "static" else s[1]
+            for what, was, now in (("shape", tuple(want.shape), tuple(a.shape)),
+                                   ("strides", want.stride(), a.stride()), ("dtype", want.dtype, a.dtype)):
+                if was != now:
+                    self.misfit = (f"input {k} changed {what}", f"{was} -> {now}")
                     return None
-                if a.data_ptr() != s[1]:
-                    moved.append(k)
-            elif a.shape != s[1].shape or a.stride() != s[1].stride() or a.dtype != s[1].dtype:
-                return None
+            if s[0] == "static" and a.data_ptr() != s[1]:
+                moved.append(k)
         if moved:
             return moved
         for a, s in zip(args, self.slots):
@@ -273,19 +300,35 @@ class CudaGraphRunner:
         return moved
 
 
+def _copy_keeping_strides(t):
+    """A copy of t in storage of its own with t's very strides: clone()
+    makes an expanded (stride 0) or otherwise non-dense tensor contiguous,
+    and a graph that takes it later (the backward reading a saved value)
+    would then see other strides than it was recorded with."""
+    import torch
+
+    if t.numel() == 0:
+        return t.clone()
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    window = t.as_strided((span,), (1,), t.storage_offset()).clone()
+    return window.as_strided(t.shape, t.stride(), 0)
+
+
 def _impl_uses(t):
     """References to the tensor itself (one per Python object of it, and
     every C++ holder), where torch tells."""
     return t._use_count() if hasattr(t, "_use_count") else 1
 
 
-def wrap(compiled, name="graph", mutated=(), warmup=1):
+def wrap(compiled, name="graph", mutated=(), warmup=1, fresh=()):
     """A callable that replays `compiled` (a wick CompiledGraph) as a CUDA
-    graph. mutated: positions of the inputs it writes in place. warmup:
+    graph. mutated: positions of the inputs it writes in place; fresh:
+    positions of inputs that are new tensors every call (always copied in,
+    even where two calls' tensors share an address by chance). warmup:
     uncaptured calls before recording; a backward takes 2, since its
     first call reads the saved values of a forward that ran uncaptured and
     its second those in the forward's graph memory, where they stay."""
-    return CudaGraphRunner(compiled, boxed=False, name=name, mutated=mutated, warmup=warmup)
+    return CudaGraphRunner(compiled, boxed=False, name=name, mutated=mutated, warmup=warmup, fresh=fresh)
 
 
 def wrap_boxed(fn, name="graph", warmup=1):
