@@ -52,7 +52,9 @@ class CudaGraphRunner:
         self.graph = None
         self.failed = None
         self.warm_ptrs = None
-        self.slots = None          # per input: ("static", ptr) / ("copy", buffer) / ("const", value)
+        # per input: ("static", ptr, meta tensor of its shape, strides and dtype)
+        # / ("copy", buffer) / ("const", value)
+        self.slots = None
         self.static_outputs = None
         self.handed = []           # per output: (alias handed out, the static tensor, baseline use counts)
         self.replays = 0
@@ -221,7 +223,11 @@ class CudaGraphRunner:
                 slots.append(("const", a))
                 inputs.append(a)
             elif a.data_ptr() == p and k not in self.copied:
-                slots.append(("static", a.data_ptr(), a))
+                # no reference to a itself: one would keep a saved value of
+                # the forward's (the backward's inputs) alive as a copy once
+                # the forward moves it, and count as a holder of its memory
+                meta = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+                slots.append(("static", a.data_ptr(), meta))
                 inputs.append(a)
             else:
                 buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
