@@ -40,6 +40,7 @@ MAX_RERECORDS = 4
 
 class CudaGraphRunner:
     DEVICE = "cuda"  # a test double records "graphs" of CPU tensors (tests/autodiff/test_autodiff_cudagraphs.py)
+
     def __init__(self, fn, boxed=False, name="graph", mutated=(), warmup=1, fresh=()):
         self.fn = fn
         self.boxed = boxed
@@ -291,11 +292,12 @@ class CudaGraphRunner:
                 self.misfit = (f"input {k} is not a tensor", type(a).__name__)
                 return None
             want = s[2] if s[0] == "static" else s[1]
-            for what, was, now in (("shape", tuple(want.shape), tuple(a.shape)),
-                                   ("strides", want.stride(), a.stride()), ("dtype", want.dtype, a.dtype)):
-                if was != now:
-                    self.misfit = (f"input {k} changed {what}", f"{was} -> {now}")
-                    return None
+            if a.shape != want.shape or a.stride() != want.stride() or a.dtype != want.dtype:
+                for what, was, now in (("shape", tuple(want.shape), tuple(a.shape)),
+                                       ("strides", want.stride(), a.stride()), ("dtype", want.dtype, a.dtype)):
+                    if was != now:
+                        self.misfit = (f"input {k} changed {what}", f"{was} -> {now}")
+                        return None
             if s[0] == "static" and a.data_ptr() != s[1]:
                 moved.append(k)
         if moved:
