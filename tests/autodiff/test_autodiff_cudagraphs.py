@@ -396,13 +396,9 @@ class Masked(torch.nn.Module):
         return self.proj(self.norm(x) * self.mask.expand(x.shape[0], 16).sigmoid())
 
 
-def test_training_steps_replay_every_backward_with_a_cpu_double(monkeypatch):
-    """The runner's bookkeeping through whole training steps, with CPU
-    tensors standing in for CUDA ones: after recording, every forward and
-    every backward replays, none is skipped. (The same double run on
-    host_ab's BERT and GPT-2 steps found their backward skipping every
-    replay after the first, an expanded saved value made dense when it was
-    moved: test_held_outputs_move_to_copies_with_their_strides.)"""
+@pytest.fixture
+def cpu_double(monkeypatch):
+    """CUDA graph runners that record and replay _CpuGraph doubles of CPU tensors."""
     monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "DEVICE", "cpu")
     monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "_warm_up", lambda self, args, inputs: self._run(inputs))
     monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "_capture", lambda self, inputs: (_CpuGraph(self), self._run(inputs)))
@@ -415,6 +411,15 @@ def test_training_steps_replay_every_backward_with_a_cpu_double(monkeypatch):
         return moved
 
     monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "_bind", binding)
+
+
+def test_training_steps_replay_every_backward_with_a_cpu_double(cpu_double):
+    """The runner's bookkeeping through whole training steps, with CPU
+    tensors standing in for CUDA ones: after recording, every forward and
+    every backward replays, none is skipped. (The same double run on
+    host_ab's BERT and GPT-2 steps found their backward skipping every
+    replay after the first, an expanded saved value made dense when it was
+    moved: test_held_outputs_move_to_copies_with_their_strides.)"""
     torch.manual_seed(0)
     eager = Masked()
     mine = copy.deepcopy(eager)
@@ -437,4 +442,26 @@ def test_training_steps_replay_every_backward_with_a_cpu_double(monkeypatch):
     _own_autodiff_only()
     why = (_cudagraphs.recorded, _cudagraphs.replayed, _cudagraphs.skipped)
     assert _cudagraphs.replayed[FORWARD] == steps - 1 and _cudagraphs.replayed[BACKWARD] == steps - 2, why
+    assert _cudagraphs.recorded[FORWARD] == 1 and _cudagraphs.recorded[BACKWARD] == 1, why
+    assert not _cudagraphs.skipped, why
+
+
+def test_output_gradients_are_always_copied_in(cpu_double):
+    """The gradient autograd hands the backward is a new tensor every step;
+    one that sits at the same address on the backward's warm-up and
+    recording calls (here the very tensor, passed to backward() twice) is
+    still copied in, so a later one elsewhere needs no second recording."""
+    torch.manual_seed(0)
+    model = MLP()
+    wick.reset()
+    compiled = wick.compile(model, mode="reduce-overhead")
+    same = torch.randn(16, 32)
+    for step in range(5):
+        grad = same if step < 3 else torch.randn(16, 32)
+        x = torch.randn(16, 32, requires_grad=True)
+        compiled(x).backward(grad)
+        want = torch.autograd.grad(MLP.forward(model, x), x, grad)[0]
+        _close(x.grad, want, "cpu")
+    why = (_cudagraphs.recorded, _cudagraphs.replayed, _cudagraphs.skipped)
+    assert _cudagraphs.recorded[BACKWARD] == 1 and _cudagraphs.replayed[BACKWARD] == 3, why
     assert not _cudagraphs.skipped, why
