@@ -1,7 +1,8 @@
 #!/bin/bash
 # One H200 call for wick.compile(mode="reduce-overhead") training (wick's own autodiff with its forward and
-# backward replayed as CUDA graphs): the GPU-facing tests, then training rows. Written 2026-12-05 and not yet run:
-# no device machine could be started that session.
+# backward replayed as CUDA graphs): the GPU-facing tests, then training rows. First run on 2026-12-05 with other
+# tests and a shorter TOTAL (bench/results/2026-12-05-1310-h200/call2.sh): its rows showed the backward not
+# replaying ("CUDA graphs:" lines of the host_ab logs), fixed since; rerun it to measure the rows.
 #  1. tests/gpu, tests/autodiff (with test_autodiff_cudagraphs.py's CUDA cases), tests/runtime, through
 #     tests/gpu/h200_suite.sh (TESTS, SUITE_S=$TEST_S);
 #  2. host_ab training rows (bf16 autocast SGD step, the suites' CUDA batch sizes) with eager, inductor, wick,
