@@ -7,7 +7,10 @@ losses kept across steps; microbatches accumulated before one backward
 kept across steps (zero_grad(set_to_none=False)); dropout drawing a new
 mask on every replay. On the CPU the same programs run without CUDA graphs
 and still take wick's own autodiff; on CUDA every forward after the first
-and every backward after the second is a replay."""
+and every backward after the second is a replay. The runner's bookkeeping
+(which inputs it takes in place, copies, records again for; outputs moved
+before a replay) is also tested on the CPU, alone and through training
+steps with a double of the CUDA graph (cpu_double)."""
 import copy
 
 import pytest
