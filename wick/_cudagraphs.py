@@ -313,13 +313,16 @@ def _copy_keeping_strides(t):
     makes an expanded (stride 0) or otherwise non-dense tensor contiguous,
     and a graph that takes it later (the backward reading a saved value)
     would then see other strides than it was recorded with."""
-    import torch
-
     if t.numel() == 0:
         return t.clone()
+    return storage_window(t).clone().as_strided(t.shape, t.stride(), 0)
+
+
+def storage_window(t):
+    """The 1-D run of t's storage from its first element to its last, every
+    element t reads once (t non-empty, strides not negative)."""
     span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-    window = t.as_strided((span,), (1,), t.storage_offset()).clone()
-    return window.as_strided(t.shape, t.stride(), 0)
+    return t.as_strided((span,), (1,), t.storage_offset())
 
 
 def _impl_uses(t):

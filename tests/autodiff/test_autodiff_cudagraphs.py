@@ -377,10 +377,8 @@ class _CpuGraph:
         for s, o in zip(self.runner.static_outputs, self.runner._run(inputs)):
             if isinstance(s, torch.Tensor) and s.numel():
                 # what a replay does: the memory behind each output rewritten
-                span = 1 + sum((n - 1) * st for n, st in zip(s.shape, s.stride()))
                 if s.stride() == o.stride():
-                    s.as_strided((span,), (1,), s.storage_offset()).copy_(
-                        o.as_strided((span,), (1,), o.storage_offset()))
+                    _cudagraphs.storage_window(s).copy_(_cudagraphs.storage_window(o))
                 else:
                     s.copy_(o)
 
