@@ -9,6 +9,7 @@ caller's autocast; rows whose mask is all False give 0 and a gradient of 0
 (eager's _safe_softmax). Each case is compared with eager on the same random
 inputs, values and gradients."""
 import re
+import zlib
 
 import pytest
 import torch
@@ -29,8 +30,10 @@ def externs(fn):
 
 
 def tol(dtype):
+    # half types: two units in the last place (eager rounds each step to the
+    # half type; the fused kernel keeps float32 between them)
     return {torch.float32: (2e-5, 2e-6), torch.float64: (1e-10, 1e-12),
-            torch.bfloat16: (1.6e-2, 1e-5), torch.float16: (1e-3, 1e-5)}[dtype]
+            torch.bfloat16: (1.6e-2, 1e-5), torch.float16: (2e-3, 1e-5)}[dtype]
 
 
 def mask_of(form, shape, dtype, g):
@@ -53,7 +56,7 @@ def attend(q, k, v, m, causal, scale):
 @pytest.mark.parametrize("form", ["none", "bool", "float", "causal"])
 @pytest.mark.parametrize("scale", [None, 0.3, -0.2])
 def test_math_attention_is_inlined_and_equal_to_eager(shape, dtype, form, scale):
-    g = torch.Generator().manual_seed(hash((shape, form)) % 1000)
+    g = torch.Generator().manual_seed(zlib.crc32(repr((shape, form)).encode()) % 1000)  # str hashes vary per process
     q, k, v = (torch.randn(shape, generator=g).to(dtype) for _ in range(3))
     m = mask_of(form, shape, dtype, g)
     fn = attend

@@ -9,6 +9,7 @@ compiler, when this build links it). Where eager raises, the compiled
 function must raise the same exception type (capture falls back to eager).
 """
 import math
+import zlib
 
 import pytest
 import torch
@@ -149,7 +150,7 @@ BINARY_CASES = [v for k, v in sorted(globals().items()) if k.startswith("b_")]
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("fn", BINARY_CASES, ids=lambda f: f.__name__)
 def test_binary_cases(fn, dtype, backend):
-    gen = torch.Generator().manual_seed(hash(fn.__name__) % 1000)
+    gen = torch.Generator().manual_seed(zlib.crc32(fn.__name__.encode()) % 1000)
     shapes = [(3, 7)]
     for shape in shapes:
         for name, x in layouts(shape, dtype, gen):
