@@ -342,9 +342,9 @@ def wrap(compiled, name="graph", mutated=(), warmup=1, fresh=()):
     return CudaGraphRunner(compiled, boxed=False, name=name, mutated=mutated, warmup=warmup, fresh=fresh)
 
 
-def wrap_boxed(fn, name="graph", warmup=1):
+def wrap_boxed(fn, name="graph", warmup=1, fresh=()):
     """The same for AOTAutograd's boxed calling convention (fn(list_of_args))."""
-    runner = CudaGraphRunner(fn, boxed=True, name=name, warmup=warmup)
+    runner = CudaGraphRunner(fn, boxed=True, name=name, warmup=warmup, fresh=fresh)
 
     def boxed(args):
         return runner(args)

@@ -2203,11 +2203,18 @@ def _aten_compiler(which, cudagraphs=False, partition=None):
 
             del placeholders
         guarded = _eager_on_metadata_mismatch(gm, which, boxed, saved_strides, restore)
-        if cudagraphs and any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        if cudagraphs:
             from . import _cudagraphs
 
-            return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph",
-                                          warmup=2 if which == "backward" else 1)
+            if any(isinstance(t, torch.Tensor) and t.device.type == _cudagraphs.CudaGraphRunner.DEVICE
+                   for t in example_inputs):
+                # the backward's output gradients (AOTAutograd's tangents
+                # placeholders) are new tensors every step: always copied in
+                inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+                fresh = [k for k, n in enumerate(inputs) if n.name.startswith("tangents")] \
+                    if which == "backward" else ()
+                return _cudagraphs.wrap_boxed(guarded, name=f"torch.compile {which} graph",
+                                              warmup=2 if which == "backward" else 1, fresh=fresh)
         return guarded
 
     compiler.__name__ = f"wick_{which}_compiler"

@@ -466,3 +466,49 @@ def test_output_gradients_are_always_copied_in(cpu_double):
     why = (_cudagraphs.recorded, _cudagraphs.replayed, _cudagraphs.skipped)
     assert _cudagraphs.recorded[BACKWARD] == 1 and _cudagraphs.replayed[BACKWARD] == 3, why
     assert not _cudagraphs.skipped, why
+
+
+
+@pytest.mark.parametrize("tangents_fresh", [True, False], ids=["as_named", "unmarked"])
+def test_torch_compile_backward_copies_its_output_gradients(cpu_double, monkeypatch, tangents_fresh):
+    """torch.compile(backend="wick", mode="reduce-overhead"), whose backward
+    AOTAutograd traces: its output gradients (the graph's `tangents` inputs)
+    are always copied in. One that sits at the same address on the
+    backward's warm-up and recording calls (the very tensor, passed to
+    backward() three times) is copied all the same, so a later one
+    elsewhere needs no second recording. Unmarked, the runner takes it in
+    place and must record again when it moves, which the test shows it does
+    (or the double would prove nothing)."""
+    if not tangents_fresh:
+        wrap_boxed = _cudagraphs.wrap_boxed
+        monkeypatch.setattr(_cudagraphs, "wrap_boxed", lambda fn, fresh=(), **kw: wrap_boxed(fn, **kw))
+    torch.manual_seed(0)
+    eager = MLP()
+    mine = copy.deepcopy(eager)
+    torch._dynamo.reset()
+    for counts in (_cudagraphs.recorded, _cudagraphs.replayed, _cudagraphs.skipped):
+        counts.clear()
+    compiled = torch.compile(mine, backend="wick", mode="reduce-overhead")
+    same = torch.randn(16, 32)
+    steps = 6
+    for step in range(steps):
+        grad = same if step < 3 else torch.randn(16, 32)
+        x = torch.randn(16, 32)
+        for model in (eager, mine):
+            model.zero_grad()
+        out = compiled(x)
+        out.backward(grad)
+        eager(x).backward(grad)
+        _close(out, eager(x), "cpu")
+        for p, q in zip(eager.parameters(), mine.parameters()):
+            _close(q.grad, p.grad, "cpu")
+    backward = [k for k in _cudagraphs.recorded if "backward" in k]
+    assert len(backward) == 1, dict(_cudagraphs.recorded)
+    why = (_cudagraphs.recorded, _cudagraphs.replayed, _cudagraphs.skipped)
+    assert not _cudagraphs.skipped, why
+    if tangents_fresh:
+        assert _cudagraphs.recorded[backward[0]] == 1 and _cudagraphs.replayed[backward[0]] == steps - 2, why
+    else:
+        # recorded again when the gradient first moves (taken in place at its
+        # new address) and when it moves again (copied from then on)
+        assert _cudagraphs.recorded[backward[0]] == 3, why
