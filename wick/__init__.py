@@ -166,6 +166,7 @@ def reset():
     backends = sys.modules.get("wick.backends")
     if backends is not None:
         backends.fallback_reasons.clear()
+        backends.symbolic_calls.clear()
     autodiff = sys.modules.get("wick._autodiff")
     if autodiff is not None:
         autodiff.reset_stats()
@@ -220,6 +221,9 @@ def stats():
         # training graphs whose backward wick built itself, and those it gave
         # to AOTAutograd (with why): neither is an eager fallback
         "autodiff": _autodiff_stats(),
+        # torch.compile(backend="wick") graphs with symbolic sizes: calls per
+        # how they ran (compiled for their size, or eagerly and why)
+        "symbolic_calls": dict(backends.symbolic_calls) if backends is not None else {},
     }
 
 

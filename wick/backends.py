@@ -15,6 +15,7 @@ torch is imported inside functions only: ``import wick`` must not need it.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
@@ -1982,6 +1983,74 @@ def _symbol_bindings(torch, gm, args):
     return bindings
 
 
+# calls of graphs with symbolic sizes (torch.compile's dynamic shapes), per
+# how they ran: "compiled" (a size compiled for), "eager: new size" (its first
+# call; it is compiled at its second), "eager: size limit" (past
+# WICK_SIZES_PER_GRAPH compiled sizes)
+symbolic_calls = collections.Counter()
+
+
+def _sizes_per_graph():
+    try:
+        return max(1, int(os.environ.get("WICK_SIZES_PER_GRAPH", "8")))
+    except ValueError:
+        return 8
+
+
+def _per_size(torch, gm, which, first, example_inputs):
+    """The boxed call of a graph with symbolic sizes: wick's kernels are
+    compiled for concrete sizes, so each size is a compile of its own (the C
+    compiler's tens to hundreds of milliseconds). A size is compiled at its
+    second call, its first runs the graph eagerly: a size that never comes
+    back (a decode step's cache length, one more each step) would otherwise
+    pay a compile per call, a hundred times eager's time. At most
+    WICK_SIZES_PER_GRAPH sizes are compiled (8); others run eagerly, the
+    reason recorded once. first: the graph compiled for the sizes the
+    example inputs stand for (their hints)."""
+
+    def key_of(args):
+        return tuple(tuple(a.shape) + tuple(a.stride()) if isinstance(a, torch.Tensor) else a for a in args)
+
+    def hint(x):
+        return x.node.hint if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) else x
+
+    try:
+        hinted = tuple(tuple(hint(d) for d in (*a.shape, *a.stride())) if isinstance(a, torch.Tensor) else hint(a)
+                       for a in example_inputs)
+    except Exception:  # noqa: BLE001 - no hint: nothing compiled in advance
+        hinted = None
+    cache = {hinted: first} if hinted is not None and None not in hinted else {}
+    seen = set()
+    limit = _sizes_per_graph()
+    told = []
+
+    def boxed(args):
+        key = key_of(args)
+        f = cache.get(key)
+        if f is None:
+            if key not in seen:
+                seen.add(key)
+                symbolic_calls["eager: new size"] += 1
+                return gm(*args)
+            if len(cache) >= limit:
+                if not told:
+                    told.append(key)
+                    fallback_reasons.append(f"torch.compile(backend='wick'): {which} graph with symbolic sizes: "
+                                            f"{limit} sizes compiled (WICK_SIZES_PER_GRAPH); other sizes run eagerly")
+                symbolic_calls["eager: size limit"] += 1
+                return gm(*args)
+            try:
+                f, _ = _compile_aten(gm, args, which, _symbol_bindings(torch, gm, args))
+            except (_Unsupported, _C.CompileError) as exc:
+                fallback_reasons.append(f"torch.compile(backend='wick'): {which} graph for sizes {key}: {exc}")
+                f = gm
+            cache[key] = f
+        symbolic_calls["compiled" if f is not gm else "eager: size refused"] += 1
+        return f(*args)
+
+    return boxed
+
+
 def _is_symbolic(torch, gm):
     for node in gm.graph.nodes:
         if node.op != "placeholder":
@@ -2186,22 +2255,7 @@ def _aten_compiler(which, cudagraphs=False, partition=None):
             def boxed(args):
                 return fn(*args)
         else:
-            cache = {}
-            placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-
-            def key_of(args):
-                return tuple(tuple(a.shape) + tuple(a.stride()) if isinstance(a, torch.Tensor) else a
-                             for a in args)
-
-            def boxed(args):
-                key = key_of(args)
-                f = cache.get(key)
-                if f is None:
-                    f, _ = _compile_aten(gm, args, which, _symbol_bindings(torch, gm, args))
-                    cache[key] = f
-                return f(*args)
-
-            del placeholders
+            boxed = _per_size(torch, gm, which, fn, example_inputs)
         guarded = _eager_on_metadata_mismatch(gm, which, boxed, saved_strides, restore)
         if cudagraphs:
             from . import _cudagraphs

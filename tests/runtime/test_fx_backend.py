@@ -1,5 +1,7 @@
 """The two pairings with PyTorch: torch.compile(backend="wick") (FX graph in,
 wick kernels out) and compile_graph_with (wick graph out to torch backends)."""
+import copy
+
 import pytest
 import torch
 import torch._dynamo
@@ -247,6 +249,53 @@ def test_dynamic_shapes_compiled_per_size():
         x, y = rand(n, 4, seed=n), rand(4, seed=11)
         assert_same(compiled(x, y), f(x, y))
     assert B.fallback_reasons == []
+
+
+def test_symbolic_sizes_compile_at_their_second_call(monkeypatch):
+    """A graph with symbolic sizes is compiled per size: the size the graph
+    was traced with at once, any other at its second call (its first runs
+    the graph eagerly: a decode step's cache length never comes back), and
+    no more than WICK_SIZES_PER_GRAPH sizes, the reason recorded."""
+    monkeypatch.setenv("WICK_SIZES_PER_GRAPH", "3")
+    B.symbolic_calls.clear()
+
+    def f(x, y):
+        return torch.softmax(x * y, -1).sum(0) + x.shape[0]
+
+    compiled = torch.compile(f, backend="wick", dynamic=True)
+    sizes = (3, 5, 3, 5, 5, 9, 9, 11, 11, 11, 0)
+    for n in sizes:
+        x, y = rand(n, 6, seed=n), rand(6, seed=11)
+        assert_same(compiled(x, y), f(x, y))
+    # 3: traced with, compiled; 5, 9: compiled at their second call; 11:
+    # over the limit of 3, eager; 0: a graph of its own (dynamo specialises
+    # sizes 0 and 1), compiled for the size it was traced with
+    counts = dict(B.symbolic_calls)
+    assert counts == {"compiled": 6, "eager: new size": 3, "eager: size limit": 2}, counts
+    assert len(B.fallback_reasons) == 1 and "3 sizes compiled" in B.fallback_reasons[0], B.fallback_reasons
+
+
+def test_symbolic_training_steps_mix_compiled_and_eager_sizes():
+    """Forward and backward graphs with symbolic sizes, each size's first
+    step run eagerly and later ones compiled: gradients equal eager's."""
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 4))
+    mine = copy.deepcopy(eager)
+    compiled = torch.compile(mine, backend="wick", dynamic=True)
+    B.symbolic_calls.clear()
+    for n in (4, 7, 4, 7, 9, 7):
+        x = rand(n, 8, seed=n)
+        for model in (eager, mine):
+            model.zero_grad()
+        compiled(x).square().mean().backward()
+        eager(x).square().mean().backward()
+        for p, q in zip(eager.parameters(), mine.parameters()):
+            assert_same(q.grad, p.grad)
+    counts = dict(B.symbolic_calls)
+    # forward and backward alike: 4 compiled (traced with) at each of its two
+    # calls, 7 eager then compiled twice, 9 eager
+    assert counts == {"compiled": 8, "eager: new size": 4}, counts
 
 
 def test_static_recompiles_on_new_shapes():
