@@ -2019,7 +2019,7 @@ def _per_size(torch, gm, which, first, example_inputs):
                        for a in example_inputs)
     except Exception:  # noqa: BLE001 - no hint: nothing compiled in advance
         hinted = None
-    cache = {hinted: first} if hinted is not None and None not in hinted else {}
+    cache = {hinted: first} if hinted is not None else {}  # (a size without a hint never matches a call)
     seen = set()
     limit = _sizes_per_graph()
     told = []
@@ -2029,6 +2029,8 @@ def _per_size(torch, gm, which, first, example_inputs):
         f = cache.get(key)
         if f is None:
             if key not in seen:
+                if len(seen) >= 4096:  # sizes that never come back (a long decode): forget them
+                    seen.clear()
                 seen.add(key)
                 symbolic_calls["eager: new size"] += 1
                 return gm(*args)
