@@ -319,7 +319,7 @@ def _wick_decompositions():
     table = get_decompositions([
         aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten.silu, aten.silu_backward,
         aten.threshold_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardtanh,
-        aten.rsqrt, aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
+        aten.square, aten.clamp_min, aten.clamp_max, aten.masked_fill,
         # 1 - mask in attention (rsub) and the ones/zeros a graph makes from
         # another tensor's metadata: pointwise work and creation ops, not
         # extern calls that allocate and fill
