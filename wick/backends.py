@@ -1986,7 +1986,8 @@ def _symbol_bindings(torch, gm, args):
 # calls of graphs with symbolic sizes (torch.compile's dynamic shapes), per
 # how they ran: "compiled" (a size compiled for), "eager: new size" (its first
 # call; it is compiled at its second), "eager: size limit" (past
-# WICK_SIZES_PER_GRAPH compiled sizes)
+# WICK_SIZES_PER_GRAPH compiled sizes), "eager: size refused" (wick could not
+# compile the graph for that size; the reason is in fallback_reasons)
 symbolic_calls = collections.Counter()
 
 
