@@ -468,7 +468,6 @@ def test_output_gradients_are_always_copied_in(cpu_double):
     assert not _cudagraphs.skipped, why
 
 
-
 @pytest.mark.parametrize("tangents_fresh", [True, False], ids=["as_named", "unmarked"])
 def test_torch_compile_backward_copies_its_output_gradients(cpu_double, monkeypatch, tangents_fresh):
     """torch.compile(backend="wick", mode="reduce-overhead"), whose backward
