@@ -94,7 +94,7 @@ MODELS = list(BLOCKERS)
 # TRAIN_BLOCKERS below). Other
 # versions take other paths: their one-graph tests are expected failures,
 # not strict (results must still equal eager).
-CAPTURE_VALIDATED_WITH = ("5.24.0", "5.17.0")
+CAPTURE_VALIDATED_WITH = ("5.24.0", "5.25.0", "5.17.0")
 
 
 def _one_graph_param(m):

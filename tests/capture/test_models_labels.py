@@ -61,7 +61,7 @@ MODELS = [bert, t5, llama, gpt2]
 # capture's count on the same call (torch.compile(backend=counting)); none
 # since GPT-2's warning_once is a replayed side effect
 GRAPHS = {}
-VALIDATED = ("5.24.0", "5.17.0")  # 5.17: the H200 machine, 8/8 one graph (2026-12-02)
+VALIDATED = ("5.24.0", "5.25.0", "5.17.0")  # 5.17: the H200 machine, 8/8 one graph (2026-12-02); 5.25: Python 3.12 (2026-12-05)
 
 
 def _one_graph_param(m):
