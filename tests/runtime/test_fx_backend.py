@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch._dynamo
 
+import wick
 import wick._C as C
 import wick.backends as B
 
@@ -273,6 +274,9 @@ def test_symbolic_sizes_compile_at_their_second_call(monkeypatch):
     counts = dict(B.symbolic_calls)
     assert counts == {"compiled": 6, "eager: new size": 3, "eager: size limit": 2}, counts
     assert len(B.fallback_reasons) == 1 and "3 sizes compiled" in B.fallback_reasons[0], B.fallback_reasons
+    assert wick.stats()["symbolic_calls"] == counts
+    wick.reset()
+    assert wick.stats()["symbolic_calls"] == {}
 
 
 def test_symbolic_training_steps_mix_compiled_and_eager_sizes():
