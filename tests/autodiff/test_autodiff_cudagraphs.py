@@ -397,21 +397,35 @@ class Masked(torch.nn.Module):
         return self.proj(self.norm(x) * self.mask.expand(x.shape[0], 16).sigmoid())
 
 
-@pytest.fixture
-def cpu_double(monkeypatch):
-    """CUDA graph runners that record and replay _CpuGraph doubles of CPU tensors."""
-    monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "DEVICE", "cpu")
-    monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "_warm_up", lambda self, args, inputs: self._run(inputs))
-    monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "_capture", lambda self, inputs: (_CpuGraph(self), self._run(inputs)))
-    bind = _cudagraphs.CudaGraphRunner._bind
+def install_cpu_double(set_attr=setattr, on_misfit=None):
+    """Makes CUDA graph runners record and replay _CpuGraph doubles of CPU
+    tensors: their CUDA calls replaced, everything else (which inputs are
+    taken in place, copied or moved, when a graph is recorded again, when a
+    call is skipped) as on the GPU. set_attr: how the runner class is
+    changed (monkeypatch.setattr in tests; setattr in the scripts of
+    bench/results that run model steps through the double); on_misfit:
+    called with the runner when a call's inputs do not fit its graph."""
+    runner = _cudagraphs.CudaGraphRunner
+    set_attr(runner, "DEVICE", "cpu")
+    set_attr(runner, "_warm_up", lambda self, args, inputs: self._run(inputs))
+    set_attr(runner, "_capture", lambda self, inputs: (_CpuGraph(self), self._run(inputs)))
+    bind = runner._bind
 
     def binding(self, args):
         moved = bind(self, args)
         if moved == []:
             self.double_inputs = [s[1] if s[0] == "copy" else a for a, s in zip(args, self.slots)]
+        elif moved is None and on_misfit is not None:
+            on_misfit(self)
         return moved
 
-    monkeypatch.setattr(_cudagraphs.CudaGraphRunner, "_bind", binding)
+    set_attr(runner, "_bind", binding)
+
+
+@pytest.fixture
+def cpu_double(monkeypatch):
+    """CUDA graph runners that record and replay _CpuGraph doubles of CPU tensors."""
+    install_cpu_double(monkeypatch.setattr)
 
 
 def test_training_steps_replay_every_backward_with_a_cpu_double(cpu_double):

@@ -15,23 +15,7 @@ from wick import _cudagraphs  # noqa: E402
 import test_autodiff_cudagraphs as T  # noqa: E402
 from wick.bench import models as M  # noqa: E402
 
-R = _cudagraphs.CudaGraphRunner
-R.DEVICE = "cpu"
-R._warm_up = lambda self, args, inputs: self._run(inputs)
-R._capture = lambda self, inputs: (T._CpuGraph(self), self._run(inputs))
-bind = R._bind
-
-
-def binding(self, args):
-    moved = bind(self, args)
-    if moved == []:
-        self.double_inputs = [s[1] if s[0] == "copy" else a for a, s in zip(args, self.slots)]
-    elif moved is None:
-        print(f"{self.name}: {self.misfit}", file=sys.stderr)
-    return moved
-
-
-R._bind = binding
+T.install_cpu_double(on_misfit=lambda runner: print(f"{runner.name}: {runner.misfit}", file=sys.stderr))
 suite, name = sys.argv[1].split(":")
 spec = next(s for s in M.load_suite(suite) if s.name == name)
 torch.manual_seed(0)
