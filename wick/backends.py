@@ -2023,9 +2023,10 @@ def _per_size(torch, gm, which, first, example_inputs):
     cache = {hinted: first} if hinted is not None else {}  # (a size without a hint never matches a call)
     seen = set()
     limit = _sizes_per_graph()
-    told = []
+    told = False
 
     def boxed(args):
+        nonlocal told
         key = key_of(args)
         f = cache.get(key)
         if f is None:
@@ -2037,7 +2038,7 @@ def _per_size(torch, gm, which, first, example_inputs):
                 return gm(*args)
             if len(cache) >= limit:
                 if not told:
-                    told.append(key)
+                    told = True
                     fallback_reasons.append(f"torch.compile(backend='wick'): {which} graph with symbolic sizes: "
                                             f"{limit} sizes compiled (WICK_SIZES_PER_GRAPH); other sizes run eagerly")
                 symbolic_calls["eager: size limit"] += 1
