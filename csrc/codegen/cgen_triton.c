@@ -45,6 +45,9 @@
 /* Largest reduced extent (or row, for a row group) held in one block. */
 enum { PERSIST_MAX = 4096 };
 
+/* Most reductions sharing one function (reduction_siblings). */
+enum { MAX_SIBLINGS = 4 };
+
 typedef struct {
     int buf;
     const WkSym *offset;
@@ -68,6 +71,7 @@ typedef struct {
     const char *rindex; /* current phase's r index and mask text */
     const char *rmask;
     int in_loop;
+    int loop_loads_shared; /* siblings' loop: one load per address text in each iteration */
     int barrier;        /* current phase reads earlier stores through memory */
     int wide;           /* int64 offsets */
     int two_d;          /* the function is [XBLOCK, RBLOCK] */
@@ -467,8 +471,9 @@ static const char *ref(TGen *g, const WkLExpr *e) {
     char name[48];
     if (r) snprintf(name, sizeof name, "t%d_p%d", e->id, g->phase);
     else snprintf(name, sizeof name, "t%d", e->id);
-    /* a persistent group reads a row once: the same load text is one value */
-    if (r && !g->in_loop && e->op == WK_LX_READ && !g->stored_here[e->buf] && !strncmp(s.data, "tl.load(", 8)) {
+    /* a persistent group reads a row once, siblings' loop each address once
+     * an iteration: the same load text is one value */
+    if (r && (!g->in_loop || g->loop_loads_shared) && e->op == WK_LX_READ && !g->stored_here[e->buf] && !strncmp(s.data, "tl.load(", 8)) {
         for (int k = 0; k < g->load_keys.len; k++)
             if (!strcmp(g->load_keys.data[k], s.data)) {
                 *slot = wk_xstrdup(g->load_names.data[k]);
@@ -598,6 +603,13 @@ static Red red_of(const WkLExpr *red) {
     return r;
 }
 
+/* The type a split reduction's partials are kept in: 16-bit data's in
+ * float32, the type they are computed in. */
+static WkDType partial_dtype(const WkSchedKernel *K) {
+    Red r = red_of(K->stores[0].expr);
+    return r.boolacc ? WK_I32 : (r.acc == WK_F64 && demote_f64) || r.acc == WK_F16 || r.acc == WK_BF16 ? WK_F32 : r.acc;
+}
+
 /* text of reducing `x` ([XBLOCK, RBLOCK]) along axis 1, kept as [XBLOCK, 1] */
 static void reduce_text(const Red *r, const char *x, char *out, size_t n) {
     switch (r->rop) {
@@ -682,61 +694,97 @@ static int64_t bind_phase_rvars(TGen *g, const WkSchedKernel *K, int persistent)
     return ext;
 }
 
-/* One reduction phase ([XBLOCK, 1] outputs) of a two-dimensional function. */
-static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int persistent) {
-    Red r = red_of(K->stores[0].expr);
-    char buf[512], v[64];
-    int64_t ext = bind_phase_rvars(g, K, persistent);
-    WkLowerMap seen = {0};
-    int rc = emit_x_nodes(g, r.body, &seen);
-    wk_lower_map_free(&seen);
-    if (rc < 0) return -1;
-    char acc[32];
-    snprintf(acc, sizeof acc, "acc_p%d", g->phase);
-    if (!persistent && g->split_chunk) {
-        /* this program's chunk of the reduced extent */
-        emit(g, "%s = tl.full([XBLOCK, RBLOCK], %s, %s)", acc, r.init, r.acc_t);
-        emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)g->split_chunk);
-        g->indent++;
-        g->in_loop = 1;
-        emit(g, "%s = rstart + roff_p%d + rbase", g->rindex, g->phase);
-        emit(g, "%s = (roff_p%d + rbase < %lld) & (%s < %lld)", g->rmask, g->phase, (long long)g->split_chunk, g->rindex,
-             (long long)ext);
-    } else if (!persistent) {
-        emit(g, "%s = tl.full([XBLOCK, RBLOCK], %s, %s)", acc, r.init, r.acc_t);
-        emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase, (long long)ext);
-        g->indent++;
-        g->in_loop = 1;
-        emit(g, "%s = roff_p%d + rbase", g->rindex, g->phase);
-        emit(g, "%s = %s < %lld", g->rmask, g->rindex, (long long)ext);
-    }
-    const char *body = ref(g, r.body);
-    if (!body) return -1;
-    char masked[256];
-    snprintf(masked, sizeof masked, "tl.where(xmask & %s, %s%s, %s)", g->rmask, body,
-             r.boolacc ? ".to(tl.int32)" : "", r.init);
-    if (persistent) {
-        snprintf(v, sizeof v, "red_p%d", g->phase);
-        emit(g, "%s = %s", acc, masked);
-        reduce_text(&r, acc, buf, sizeof buf);
-        emit(g, "%s = %s", v, buf);
+/* The names of sibling j's accumulator and reduced value (j 0: the phase's). */
+static void sibling_names(const TGen *g, int j, char *acc, char *red, size_t n) {
+    if (j == 0) {
+        snprintf(acc, n, "acc_p%d", g->phase);
+        snprintf(red, n, "red_p%d", g->phase);
     } else {
-        char comb[512];
-        combine_text(&r, acc, masked, comb, sizeof comb);
-        emit(g, "%s = %s", acc, comb);
+        snprintf(acc, n, "acc_p%d_%d", g->phase, j);
+        snprintf(red, n, "red_p%d_%d", g->phase, j);
+    }
+}
+
+static void forget_loads(TGen *g) {
+    for (int k = 0; k < g->load_keys.len; k++) {
+        free(g->load_keys.data[k]);
+        free(g->load_names.data[k]);
+    }
+    g->load_keys.len = g->load_names.len = 0;
+}
+
+/* One reduction phase ([XBLOCK, 1] outputs) of a two-dimensional function:
+ * kernel K, or K and the n - 1 kernels after it, its siblings (reductions
+ * over the same loops: reduction_siblings()), whose accumulators share one
+ * block or loop over r, so that what they read is loaded once (batch
+ * norm's two sums of the backward, a layer norm's weight and bias
+ * gradients). */
+static int gen_reduction_phase(TGen *g, const WkSchedKernel *K, int n, int persistent) {
+    Red r[MAX_SIBLINGS];
+    char buf[512], acc[MAX_SIBLINGS][32], v[MAX_SIBLINGS][32];
+    int64_t ext = bind_phase_rvars(g, K, persistent);
+    for (int j = 0; j < n; j++) {
+        r[j] = red_of(K[j].stores[0].expr);
+        sibling_names(g, j, acc[j], v[j], sizeof acc[j]);
+        WkLowerMap seen = {0};
+        int rc = emit_x_nodes(g, r[j].body, &seen);
+        wk_lower_map_free(&seen);
+        if (rc < 0) return -1;
+    }
+    if (!persistent) {
+        for (int j = 0; j < n; j++) emit(g, "%s = tl.full([XBLOCK, RBLOCK], %s, %s)", acc[j], r[j].init, r[j].acc_t);
+        /* a split reduction's program loops over its chunk of the reduced extent */
+        emit(g, "for roff_p%d in range(0, %lld, RBLOCK):", g->phase,
+             (long long)(g->split_chunk ? g->split_chunk : ext));
+        g->indent++;
+        g->in_loop = 1;
+        g->loop_loads_shared = n > 1;
+        if (g->split_chunk) {
+            emit(g, "%s = rstart + roff_p%d + rbase", g->rindex, g->phase);
+            emit(g, "%s = (roff_p%d + rbase < %lld) & (%s < %lld)", g->rmask, g->phase, (long long)g->split_chunk,
+                 g->rindex, (long long)ext);
+        } else {
+            emit(g, "%s = roff_p%d + rbase", g->rindex, g->phase);
+            emit(g, "%s = %s < %lld", g->rmask, g->rindex, (long long)ext);
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        const char *body = ref(g, r[j].body);
+        if (!body) return -1;
+        char masked[256];
+        snprintf(masked, sizeof masked, "tl.where(xmask & %s, %s%s, %s)", g->rmask, body,
+                 r[j].boolacc ? ".to(tl.int32)" : "", r[j].init);
+        if (persistent) {
+            emit(g, "%s = %s", acc[j], masked);
+        } else {
+            char comb[512];
+            combine_text(&r[j], acc[j], masked, comb, sizeof comb);
+            emit(g, "%s = %s", acc[j], comb);
+        }
+    }
+    if (!persistent) {
         g->indent--;
         g->in_loop = 0;
         clear_names(g, g->rname);
-        snprintf(v, sizeof v, "red_p%d", g->phase);
-        reduce_text(&r, acc, buf, sizeof buf);
-        emit(g, "%s = %s", v, buf);
+        if (g->loop_loads_shared) forget_loads(g);
+        g->loop_loads_shared = 0;
     }
-    if (g->split_chunk) { /* a partial result; the final kernel reduces the partials */
-        if (g->split_column) emit(g, "tl.store(ws + xindex * %d + sidx + xzero, %s, mask=xmask)", g->split_n, v);
-        else emit(g, "tl.store(ws + tl.program_id(0) + xzero, %s)", v);
+    for (int j = 0; j < n; j++) {
+        reduce_text(&r[j], acc[j], buf, sizeof buf);
+        emit(g, "%s = %s", v[j], buf);
+    }
+    if (g->split_chunk) { /* partial results; the final kernel reduces the partials */
+        for (int j = 0; j < n; j++) {
+            if (g->split_column)
+                emit(g, "tl.store(ws + %lld + xindex * %d + sidx + xzero, %s, mask=xmask)",
+                     (long long)j * K->numel * g->split_n, g->split_n, v[j]);
+            else emit(g, "tl.store(ws + %lld + tl.program_id(0) + xzero, %s)", (long long)j * K->numel * g->split_n, v[j]);
+        }
         return 0;
     }
-    return finish_reduction(g, K, &r, v, ext);
+    for (int j = 0; j < n; j++)
+        if (finish_reduction(g, &K[j], &r[j], v[j], ext) < 0) return -1;
+    return 0;
 }
 
 /* After a reduction: its final value (value v, [XBLOCK, 1]), its store and
@@ -832,11 +880,7 @@ static void reset_function(TGen *g) {
     clear_names(g, g->xname);
     clear_names(g, g->rname);
     g->stores.len = 0;
-    for (int k = 0; k < g->load_keys.len; k++) {
-        free(g->load_keys.data[k]);
-        free(g->load_names.data[k]);
-    }
-    g->load_keys.len = g->load_names.len = 0;
+    forget_loads(g);
     g->split_chunk = 0;
     g->split_n = 0;
     g->split_column = 0;
@@ -844,10 +888,10 @@ static void reset_function(TGen *g) {
 }
 
 /* The split reduction's second launch: reduces each output's n partials
- * (persistent) and finishes as a one-phase reduction would. */
-static int gen_split_final(TGen *g, const WkSchedKernel *K, const char *name, const char *sig, int n,
+ * (persistent) of kernel K and of its nsib - 1 siblings, and finishes as a
+ * one-phase reduction would. */
+static int gen_split_final(TGen *g, const WkSchedKernel *K, int nsib, const char *name, const char *sig, int n,
                            WkTritonKernel *tk) {
-    Red r = red_of(K->stores[0].expr);
     int64_t xnumel = K->numel;
     emit(g, "@triton.jit");
     emit(g, "def %s(%sws, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):", name, sig);
@@ -857,15 +901,20 @@ static int gen_split_final(TGen *g, const WkSchedKernel *K, const char *name, co
     emit(g, "xmask = xindex < %lld", (long long)xnumel);
     emit(g, "xzero = tl.zeros([XBLOCK, 1], tl.int32)");
     emit(g, "rbase = tl.arange(0, RBLOCK)[None, :]");
-    emit(g, "part = tl.load(ws + xindex * %d + rbase, mask=xmask & (rbase < %d), other=%s).to(%s)", n, n, r.init,
-         r.acc_t);
-    char buf[512];
-    reduce_text(&r, "part", buf, sizeof buf);
-    emit(g, "red_p0 = %s", buf);
     g->phase = 0;
     g->two_d = 1;
     bind_vars(g, g->S->L->ivar_id, K->sizes, K->nloops, "xindex", 1);
-    int rc = finish_reduction(g, K, &r, "red_p0", K->red_numel);
+    int rc = 0;
+    for (int j = 0; j < nsib && rc == 0; j++) {
+        Red r = red_of(K[j].stores[0].expr);
+        char acc[32], v[32], buf[512];
+        sibling_names(g, j, acc, v, sizeof acc);
+        emit(g, "part = tl.load(ws + %lld + xindex * %d + rbase, mask=xmask & (rbase < %d), other=%s).to(%s)",
+             (long long)j * xnumel * n, n, n, r.init, r.acc_t);
+        reduce_text(&r, "part", buf, sizeof buf);
+        emit(g, "%s = %s", v, buf);
+        rc = finish_reduction(g, &K[j], &r, v, K->red_numel);
+    }
     g->indent--;
     emit(g, "%s", "");
     int64_t cap_x = pow2_at_least(xnumel > 0 ? xnumel : 1);
@@ -877,12 +926,15 @@ static int gen_split_final(TGen *g, const WkSchedKernel *K, const char *name, co
     return rc;
 }
 
-static int gen_function(TGen *g, int first, int last, const char *name, WkTritonKernel *tk,
+/* Kernels first..last as one function: a row group's phases, or (nsib > 1)
+ * reductions sharing one block or loop over r (reduction_siblings). */
+static int gen_function(TGen *g, int first, int last, int nsib, const char *name, WkTritonKernel *tk,
                         WkTritonKernel *tk2, int *used2) {
     const WkSchedule *S = g->S;
     const WkSchedKernel *K0 = &S->kernels[first];
     int two_d = first < last || K0->kind == WK_SCHED_REDUCTION;
-    int grouped = first < last;
+    int grouped = first < last && nsib <= 1;
+    if (nsib < 1) nsib = 1;
     int64_t xnumel = grouped ? K0->sizes[0] : K0->numel;
     /* the widest r extent of any phase */
     int64_t rext = 1;
@@ -961,18 +1013,16 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
     free(used);
     g->wide = maxspan >= ((int64_t)1 << 31) - 4096;
     if (split_n) {
-        Red r = red_of(K0->stores[0].expr);
         tk->params[tk->nparams++] = -1;
         tk->scratch = 1;
-        tk->scratch_elems = xnumel * split_n;
-        /* partials of 16-bit data in float32, the type they are computed in */
-        tk->scratch_dtype = r.boolacc ? WK_I32
-                            : (r.acc == WK_F64 && demote_f64) || r.acc == WK_F16 || r.acc == WK_BF16 ? WK_F32
-                                                                                                 : r.acc;
+        tk->scratch_elems = xnumel * split_n * nsib;
+        tk->scratch_dtype = partial_dtype(K0);
         tk->xnumel = (xpad ? xpad : xnumel) * split_n;
         tk->has_r = 1;
-        emit(g, "# kernel %d: %sreduction {%s}, %lld x %lld iterations, split in %d: partials", first,
-             xpad ? "column " : "", K0->desc, (long long)K0->numel, (long long)K0->red_numel, split_n);
+        for (int j = 0; j < nsib; j++)
+            emit(g, "# kernel %d: %sreduction {%s}, %lld x %lld iterations, split in %d: partials%s", first + j,
+                 xpad ? "column " : "", K0[j].desc, (long long)K0->numel, (long long)K0->red_numel, split_n,
+                 nsib > 1 ? " (siblings: one loop)" : "");
         emit(g, "@triton.jit");
         emit(g, "def %s(%sws, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):", name, sig.data);
         g->indent++;
@@ -997,7 +1047,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         g->split_n = split_n;
         g->split_column = xpad > 0;
         bind_vars(g, S->L->ivar_id, K0->sizes, K0->nloops, "xindex", 1);
-        int rc = gen_reduction_phase(g, K0, 0);
+        int rc = gen_reduction_phase(g, K0, nsib, 0);
         g->indent--;
         emit(g, "%s", "");
         if (xpad) {
@@ -1018,7 +1068,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
             tk2->scratch_elems = tk->scratch_elems;
             tk2->scratch_dtype = tk->scratch_dtype;
             *used2 = 1;
-            rc = gen_split_final(g, K0, name2, sig.data, split_n, tk2);
+            rc = gen_split_final(g, K0, nsib, name2, sig.data, split_n, tk2);
             reset_function(g);
         }
         wk_str_free(&sig);
@@ -1032,7 +1082,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         const WkSchedKernel *K = &S->kernels[k];
         emit(g, "# kernel %d: %s {%s}, %lld x %lld iterations%s", k,
              K->kind == WK_SCHED_REDUCTION ? "reduction" : "pointwise", K->desc, (long long)K->numel,
-             (long long)K->red_numel, grouped ? ", row group" : "");
+             (long long)K->red_numel, grouped ? ", row group" : nsib > 1 ? ", siblings: one loop" : "");
     }
     emit(g, "@triton.jit");
     emit(g, "def %s(%sXBLOCK: tl.constexpr%s):", name, sig.data, two_d ? ", RBLOCK: tl.constexpr" : "");
@@ -1066,7 +1116,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
         emit(g, "xzero = tl.zeros([XBLOCK, 1], tl.int32)");
         emit(g, "rbase = tl.arange(0, RBLOCK)[None, :]%s", g->wide ? ".to(tl.int64)" : "");
         emit(g, "xrzero = tl.zeros([XBLOCK, RBLOCK], tl.int32)");
-        for (int k = first; k <= last && rc == 0; k++) {
+        for (int k = first; k <= last && rc == 0; k += nsib) {
             const WkSchedKernel *K = &S->kernels[k];
             g->phase = k - first;
             unbind_all(g);
@@ -1094,7 +1144,7 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
                 }
             }
             if (grouped && k > first) emit(g, "# phase %d", g->phase);
-            rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction_phase(g, K, persistent)
+            rc = K->kind == WK_SCHED_REDUCTION ? gen_reduction_phase(g, K, nsib, persistent)
                                                : gen_row_pointwise_phase(g, K, persistent);
             g->barrier = 0;
         }
@@ -1126,6 +1176,86 @@ static int gen_function(TGen *g, int first, int last, const char *name, WkTriton
     emit(g, "%s", "");
     reset_function(g);
     return rc;
+}
+
+/* Kernel k alone in its row group. */
+static int lone_kernel(const WkSchedule *S, int k) {
+    return S->kernels[k].group == k && (k + 1 >= S->nkernels || S->kernels[k + 1].group != k);
+}
+
+/* Does e read a buffer an earlier sibling stores (stored_at[buf] its
+ * store's offset) other than where it stored it, or at all when held is 0?
+ * An epilogue's read where the store was made is the value in registers
+ * (held_store): the variance's epilogue reading the mean. */
+static int reads_stored(const WkLExpr *e, const WkSym *const *stored_at, int held, WkLowerMap *seen) {
+    if (wk_lower_map_get(seen, e)) return 0;
+    wk_lower_map_put(seen, e, e);
+    if (e->op == WK_LX_READ && stored_at[e->buf] && !(held && !e->nargs && e->idx[0] == stored_at[e->buf]))
+        return 1;
+    for (int k = 0; k < e->nargs; k++)
+        if (reads_stored(e->a[k], stored_at, held, seen)) return 1;
+    return 0;
+}
+
+static void mark_reads(const WkLExpr *e, unsigned char *read, WkLowerMap *seen) {
+    if (wk_lower_map_get(seen, e)) return;
+    wk_lower_map_put(seen, e, e);
+    if (e->op == WK_LX_READ) read[e->buf] = 1;
+    for (int k = 0; k < e->nargs; k++) mark_reads(e->a[k], read, seen);
+}
+
+static int temps_overlap(const WkBufferPlan *a, const WkBufferPlan *b) {
+    return a->kind == WK_BUF_TEMP && b->kind == WK_BUF_TEMP && a->offset < b->offset + b->nbytes &&
+           b->offset < a->offset + a->nbytes;
+}
+
+
+/* How many kernels from k on form one function of reductions sharing a
+ * block or loop over r (1: k alone). Siblings: lone reductions over the
+ * same loops (both column reductions or neither), each reading nothing an
+ * earlier one stores, whose stores overwrite no bytes an earlier one reads
+ * (they run after the loop, while other programs may still be reading),
+ * with partials of one type (a split reduction keeps all of them in one
+ * scratch buffer). Their reads of the same addresses are then one load:
+ * batch norm's two backward sums over a channels-last gradient, a layer
+ * norm's weight and bias gradients. */
+static int reduction_siblings(const WkSchedule *S, int k) {
+    const WkSchedKernel *K = &S->kernels[k];
+    if (K->kind != WK_SCHED_REDUCTION || !lone_kernel(S, k)) return 1;
+    const WkSym **stored_at = wk_xcalloc((size_t)S->nbufs + 1, sizeof *stored_at);
+    unsigned char *read = wk_xcalloc((size_t)S->nbufs + 1, 1);
+    int n = 1;
+    for (;; n++) {
+        const WkSchedKernel *P = &S->kernels[k + n - 1];
+        WkLowerMap seen = {0};
+        for (int j = 0; j < P->nstores; j++) {
+            stored_at[P->stores[j].buf] = P->stores[j].offset;
+            mark_reads(P->stores[j].expr, read, &seen);
+        }
+        wk_lower_map_free(&seen);
+        if (n == MAX_SIBLINGS || k + n >= S->nkernels) break;
+        const WkSchedKernel *J = &S->kernels[k + n];
+        if (J->kind != WK_SCHED_REDUCTION || J->reduce_outer != K->reduce_outer || !lone_kernel(S, k + n) ||
+            J->nloops != K->nloops ||
+            J->nred != K->nred || memcmp(J->sizes, K->sizes, sizeof(int64_t) * (size_t)K->nloops) ||
+            memcmp(J->red_sizes, K->red_sizes, sizeof(int64_t) * (size_t)K->nred) ||
+            partial_dtype(J) != partial_dtype(K))
+            break;
+        int clash = 0;
+        WkLowerMap body_seen = {0}, epilogue_seen = {0};
+        clash = reads_stored(J->stores[0].expr->a[0], stored_at, 0, &body_seen);
+        for (int j = 1; j < J->nstores && !clash; j++)
+            clash = reads_stored(J->stores[j].expr, stored_at, 1, &epilogue_seen);
+        wk_lower_map_free(&body_seen);
+        wk_lower_map_free(&epilogue_seen);
+        for (int j = 0; j < J->nstores && !clash; j++)
+            for (int b = 0; b < S->nbufs && !clash; b++)
+                clash = read[b] && (b == J->stores[j].buf || temps_overlap(&S->bufs[b], &S->bufs[J->stores[j].buf]));
+        if (clash) break;
+    }
+    free(stored_at);
+    free(read);
+    return n;
 }
 
 /* A schedule row group becomes one Triton function when each of its
@@ -1254,13 +1384,15 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
     for (int k = 0; k < S->nkernels && rc == 0;) {
         int last = k;
         while (last + 1 < S->nkernels && S->kernels[last + 1].group == k) last++;
-        int fits = group_fits(S, k, last);
+        int nsib = last == k ? reduction_siblings(S, k) : 1;
+        if (nsib > 1) last = k + nsib - 1;
+        int fits = nsib > 1 || group_fits(S, k, last);
         for (int f = k; f <= last && rc == 0; f = fits ? last + 1 : f + 1) {
             char name[128];
             snprintf(name, sizeof name, "%s_k%d", prefix, f);
             memset(g.raxis, -1, (size_t)g.nexprs);
             int two = 0;
-            rc = gen_function(&g, f, fits ? last : f, name, &tks[ntk], &tks[ntk + 1], &two);
+            rc = gen_function(&g, f, fits ? last : f, nsib, name, &tks[ntk], &tks[ntk + 1], &two);
             ntk += 1 + two;
         }
         k = last + 1;

@@ -452,6 +452,47 @@ def test_large_reductions(shape, dims):
 
 
 @child_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", [((20000, 24), 0), ((3000, 40), 0), ((6, 5000), 1),  # column: split, looped
+                                       ((9, 300), 1), ((33, 7), 0),  # row (persistent), a short column
+                                       ((2, 40000), 1), ((0, 5), 1)])  # a split row, no outputs
+def test_sibling_reductions_share_one_loop(shape, dim, dtype):
+    """Reductions over the same loops that do not read each other's results
+    (batch norm's backward: sum(dy) and sum(dy * x) per channel over a
+    channels-last gradient) are one function whose accumulators share the
+    loop over r, each address loaded once; a reduction that reads an
+    earlier one's result (the variance after the mean) stays a kernel of its
+    own. Values of every kind through both (split partials of each sibling
+    side by side in one scratch buffer)."""
+    dy, x = rand(shape, dtype, seed=1), rand(shape, dtype, seed=2)
+
+    def build(g, a, b):
+        prod = g.op("mul", [a, b])
+        mean = g.op("mean", [b], dims=dim, keepdim=True)
+        centred = g.op("sub", [b, mean])
+        return [g.op("sum", [a], dims=dim), g.op("sum", [prod], dims=dim), g.op("amax", [prod], dims=dim),
+                mean, g.op("mean", [g.op("mul", [centred, centred])], dims=dim)]
+
+    got = run(build, dy, x)
+    g = C.Graph()
+    outs = build(g, *[g.input_like(t) for t in (dy, x)])
+    for o in outs:
+        g.output(o)
+    src = g.compile().describe()["source"]
+    if dy.numel():
+        assert "siblings: one loop" in src, src[:3000]
+    d64, x64 = dy.double(), x.double()
+    want = [d64.sum(dim), (d64 * x64).to(dtype).double().sum(dim), (dy * x).amax(dim) if dy.numel() else None,
+            x64.mean(dim, keepdim=True), x64.var(dim, unbiased=False)]
+    for r, w in zip(got, want):
+        if w is not None:
+            # 16-bit results: each rounded once, at most one unit in the last place of the largest
+            scale = float(w.abs().max()) if w.numel() else 0.0
+            tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=8e-3, atol=scale / 64)
+            close(r, w.to(dtype), **tol)
+
+
+@child_only
 @pytest.mark.parametrize("shape,dims", [((2, 40000), (1,)), ((20000, 24), (0,)), ((6000, 40), (0,))])  # row and column splits
 def test_large_16bit_reductions(shape, dims):
     # partials of 16-bit data are kept in float32 (Triton's max of two
