@@ -1248,8 +1248,10 @@ def _batch_norm_backward(bld, norm, g):
     centred = bld.sub(bld.sub(g, bld.mul(sum_g, inv_n)), bld.mul(xhat, bld.mul(sum_gx, inv_n)))
     dx = bld.mul(centred, scale)
     x_meta = bld.fmeta(norm.input)
-    if list(bld.meta(dx)["sizes"]) != list(x_meta["sizes"]):
-        # computed NHWC-ordered (the channels-last pass): seen as the NCHW input
+    if c != 1:
+        # computed NHWC-ordered (the channels-last pass): seen as the NCHW
+        # input. (Told by the channel dim the pass recorded, not by the
+        # sizes, which are the same in both orders when C == H == W.)
         have = bld.meta(dx)["strides"]
         dx = bld.view(dx, x_meta["sizes"], [have[d] for d in (0, 3, 1, 2)])
     out = [(norm.input, dx)]

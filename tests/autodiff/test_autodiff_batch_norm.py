@@ -381,3 +381,28 @@ def test_16bit_norm_shared_by_two_calls(monkeypatch):
     steps(eager, net, wick.compile(net), torch.bfloat16, (shape,))
     s = _autodiff.stats()
     assert s["graphs"] + s["fallbacks"] == 1, s
+
+
+@pytest.mark.parametrize("channels_last", ["0", "1"])
+def test_norm_whose_channels_equal_its_height_and_width(monkeypatch, channels_last):
+    """A norm over [N, 8, 8, 8] after a pooling: its NHWC-ordered input
+    gradient (the channels-last pass) has the sizes of the NCHW one, which
+    the backward once took for the NCHW order, so the gradients of every
+    layer before it were those of a transposed tensor. Its order is told by
+    the channel dim the pass moved now."""
+    import wick._C as C
+
+    monkeypatch.setenv("WICK_CHANNELS_LAST", channels_last)
+    C.env_reload()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 1), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU())
+    net = copy.deepcopy(eager)
+    fresh()
+    try:
+        steps(eager, net, wick.compile(net), torch.float32, ((2, 3, 16, 16),), channels_last=True)
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    own_graphs_only()
