@@ -1580,6 +1580,19 @@ def _draws_random(bld, nd, entry):
     return probe.seen
 
 
+def _recomputed_grad_meta(m):
+    """The layout promised for a recomputed call's gradient of an input of
+    metadata m: channels-last where the input is (autograd gives a pooling's
+    input gradient its input's memory format, and the kernels after it then
+    read one order: resnet's stem norm backward read its gradient NCHW and
+    its saved values NHWC, and the gradient was copied to NCHW first),
+    contiguous otherwise. The runtime copies a result of another layout into
+    the promised one."""
+    if len(m["sizes"]) == 4 and is_channels_last(m["sizes"], m["strides"]):
+        return _meta(m["dtype"], m["sizes"], m["device"], dense_strides(m["sizes"], (0, 2, 3, 1)))
+    return _meta(m["dtype"], m["sizes"], m["device"])
+
+
 def _recompute_rule(bld, nd, gouts, need, entry):
     name = nd["name"] or ""
     if any(r in name.lower() for r in _RANDOM) or _draws_random(bld, nd, entry):
@@ -1588,13 +1601,16 @@ def _recompute_rule(bld, nd, gouts, need, entry):
     for k, o in enumerate(nd["outputs"]):
         m = bld.fmeta(o)
         if gouts[k] is not None:
-            outs.append(bld.contiguous(gouts[k]))
+            # in the output's own order where that is channels-last (as
+            # eager's autograd hands a pooling its gradient), else contiguous
+            cl = len(m["sizes"]) == 4 and is_channels_last(m["sizes"], m["strides"])
+            outs.append(bld.laid_out(gouts[k], m["strides"]) if cl else bld.contiguous(gouts[k]))
         elif m["dtype"] in FLOATS:
             outs.append(bld.zeros(m["sizes"], m["dtype"], m["device"]))
         else:
             raise Unsupported(f"no derivative for the extern {name} (an output that is not floating)")
     wanted = [k for k in range(len(nd["inputs"])) if need[k]]
-    metas = [_meta(_in(bld, nd, k)["dtype"], _in(bld, nd, k)["sizes"], _in(bld, nd, k)["device"]) for k in wanted]
+    metas = [_recomputed_grad_meta(_in(bld, nd, k)) for k in wanted]
     fn = _RecomputedGradient(entry, len(nd["inputs"]), list(need), len(nd["outputs"]))
     index = len(bld.extern_entries)
     bld.extern_entries.append(fn)

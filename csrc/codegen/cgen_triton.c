@@ -1178,11 +1178,6 @@ static int gen_function(TGen *g, int first, int last, int nsib, const char *name
     return rc;
 }
 
-/* Kernel k alone in its row group. */
-static int lone_kernel(const WkSchedule *S, int k) {
-    return S->kernels[k].group == k && (k + 1 >= S->nkernels || S->kernels[k + 1].group != k);
-}
-
 /* Does e read a buffer an earlier sibling stores (stored_at[buf] its
  * store's offset) other than where it stored it, or at all when held is 0?
  * An epilogue's read where the store was made is the value in registers
@@ -1211,7 +1206,8 @@ static int temps_overlap(const WkBufferPlan *a, const WkBufferPlan *b) {
 
 
 /* How many kernels from k on form one function of reductions sharing a
- * block or loop over r (1: k alone). Siblings: lone reductions over the
+ * block or loop over r (1: k alone). Siblings: reductions emitted alone
+ * (alone[]: their row group is themselves, or not one function) over the
  * same loops (both column reductions or neither), each reading nothing an
  * earlier one stores, whose stores overwrite no bytes an earlier one reads
  * (they run after the loop, while other programs may still be reading),
@@ -1219,9 +1215,9 @@ static int temps_overlap(const WkBufferPlan *a, const WkBufferPlan *b) {
  * scratch buffer). Their reads of the same addresses are then one load:
  * batch norm's two backward sums over a channels-last gradient, a layer
  * norm's weight and bias gradients. */
-static int reduction_siblings(const WkSchedule *S, int k) {
+static int reduction_siblings(const WkSchedule *S, int k, const unsigned char *alone) {
     const WkSchedKernel *K = &S->kernels[k];
-    if (K->kind != WK_SCHED_REDUCTION || !lone_kernel(S, k)) return 1;
+    if (K->kind != WK_SCHED_REDUCTION || !alone[k]) return 1;
     const WkSym **stored_at = wk_xcalloc((size_t)S->nbufs + 1, sizeof *stored_at);
     unsigned char *read = wk_xcalloc((size_t)S->nbufs + 1, 1);
     int n = 1;
@@ -1235,7 +1231,7 @@ static int reduction_siblings(const WkSchedule *S, int k) {
         wk_lower_map_free(&seen);
         if (n == MAX_SIBLINGS || k + n >= S->nkernels) break;
         const WkSchedKernel *J = &S->kernels[k + n];
-        if (J->kind != WK_SCHED_REDUCTION || J->reduce_outer != K->reduce_outer || !lone_kernel(S, k + n) ||
+        if (J->kind != WK_SCHED_REDUCTION || J->reduce_outer != K->reduce_outer || !alone[k + n] ||
             J->nloops != K->nloops ||
             J->nred != K->nred || memcmp(J->sizes, K->sizes, sizeof(int64_t) * (size_t)K->nloops) ||
             memcmp(J->red_sizes, K->red_sizes, sizeof(int64_t) * (size_t)K->nred) ||
@@ -1266,6 +1262,14 @@ static int group_fits(const WkSchedule *S, int first, int last) {
         const WkSchedKernel *K = &S->kernels[k];
         if (K->sizes[0] != S->kernels[first].sizes[0]) return 0;
         if (K->kind == WK_SCHED_REDUCTION && K->numel != K->sizes[0]) return 0;
+        /* few rows, each a long reduction (batch norm's backward sums per
+         * channel: 64 channels of 802816 values in resnet50's stem at batch
+         * 64) would loop in a handful of programs, one per block of rows;
+         * alone such a reduction is split across programs (gen_function),
+         * its siblings still sharing a loop */
+        if (K->kind == WK_SCHED_REDUCTION && K->red_numel > PERSIST_MAX &&
+            (K->reduce_outer ? K->numel < 128 * 64 : K->numel < 128 && K->red_numel >= 32768))
+            return 0;
     }
     return 1;
 }
@@ -1381,22 +1385,30 @@ int wk_cgen_triton(const WkSchedule *S, const char *prefix, WkStr *out, WkTriton
     g.unsynced = wk_xcalloc((size_t)S->nbufs + 1, 1);
     WkTritonKernel *tks = wk_xcalloc((size_t)S->nkernels * 2 + 1, sizeof *tks); /* a split is two */
     int ntk = 0, rc = 0;
-    for (int k = 0; k < S->nkernels && rc == 0;) {
+    /* alone[k]: kernel k is a function of its own (or of siblings): its
+     * group is itself, or a group that is not one function */
+    unsigned char *alone = wk_xcalloc((size_t)S->nkernels + 1, 1);
+    for (int k = 0; k < S->nkernels;) {
         int last = k;
         while (last + 1 < S->nkernels && S->kernels[last + 1].group == k) last++;
-        int nsib = last == k ? reduction_siblings(S, k) : 1;
-        if (nsib > 1) last = k + nsib - 1;
-        int fits = nsib > 1 || group_fits(S, k, last);
-        for (int f = k; f <= last && rc == 0; f = fits ? last + 1 : f + 1) {
-            char name[128];
-            snprintf(name, sizeof name, "%s_k%d", prefix, f);
-            memset(g.raxis, -1, (size_t)g.nexprs);
-            int two = 0;
-            rc = gen_function(&g, f, fits ? last : f, nsib, name, &tks[ntk], &tks[ntk + 1], &two);
-            ntk += 1 + two;
-        }
+        int fits = last > k && group_fits(S, k, last);
+        for (int f = k; f <= last; f++) alone[f] = !fits;
         k = last + 1;
     }
+    for (int k = 0; k < S->nkernels && rc == 0;) {
+        int last = k;
+        while (!alone[k] && last + 1 < S->nkernels && S->kernels[last + 1].group == k) last++;
+        int nsib = alone[k] ? reduction_siblings(S, k, alone) : 1;
+        if (alone[k]) last = k + nsib - 1;
+        char name[128];
+        snprintf(name, sizeof name, "%s_k%d", prefix, k);
+        memset(g.raxis, -1, (size_t)g.nexprs);
+        int two = 0;
+        rc = gen_function(&g, k, last, nsib, name, &tks[ntk], &tks[ntk + 1], &two);
+        ntk += 1 + two;
+        k = last + 1;
+    }
+    free(alone);
     for (int i = 0; i < g.interned.len; i++) free(g.interned.data[i]);
     wk_vec_free(&g.interned);
     wk_vec_free(&g.stores);

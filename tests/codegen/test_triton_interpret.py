@@ -128,6 +128,51 @@ def test_creation_ops_native_on_the_triton_target(n):
 
 
 @child_only
+def test_convolutional_training_step_channels_last(monkeypatch, capfd):
+    """A stem of resnet (convolution, batch norm, ReLU, max pooling) and a
+    1x1 convolution with its norm, trained through wick's own autodiff with
+    the channels-last pass, every kernel run by the interpreter. The pooling's
+    recomputed input gradient comes back channels-last, so the first norm's
+    backward sums read one order: column reductions of 18432 rows, split
+    across programs with their siblings in one loop (they were a row group
+    with the kernel converting the weight and bias gradients, whose function
+    loops in a handful of programs). Gradients as eager's."""
+    import copy
+
+    import wick
+    from wick import _autodiff
+
+    monkeypatch.setenv("WICK_CHANNELS_LAST", "1")
+    monkeypatch.setenv("WICK_LOG", "code")
+    C.env_reload()
+    try:
+        torch.manual_seed(0)
+        eager = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1, bias=False), torch.nn.BatchNorm2d(64),
+                                    torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1),
+                                    torch.nn.Conv2d(64, 64, 1, bias=False), torch.nn.BatchNorm2d(64),
+                                    torch.nn.ReLU())
+        net = copy.deepcopy(eager)
+        wick.reset()
+        _autodiff.reset_stats()
+        x = rand((2, 3, 96, 96)).contiguous(memory_format=torch.channels_last)
+        w = rand((2, 64, 48, 48), seed=3)
+        got, want = wick.compile(net)(x), eager(x)
+        (got * w).sum().backward()
+        (want * w).sum().backward()
+    finally:
+        monkeypatch.undo()
+        C.env_reload()
+    assert _autodiff.stats()["graphs"] == 1 and _autodiff.stats()["fallbacks"] == 0, _autodiff.stats()
+    log = capfd.readouterr().err
+    assert "column reduction {VIEW WHERE SUM}, 64 x 18432 iterations, split" in log, log[-3000:]
+    assert "(siblings: one loop)" in log
+    close(got.detach(), want.detach(), 1e-4, 1e-4)
+    scale = max(float(q.grad.abs().max()) for q in eager.parameters())
+    for (name, p), q in zip(net.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=1e-5 * scale, msg=name)
+
+
+@child_only
 @pytest.mark.parametrize("name", ["bert", "llama"])
 def test_transformers_training_step_through_torch_compile(name):
     # whole model graphs from PyTorch's capture, forward and backward, every
