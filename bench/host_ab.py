@@ -205,7 +205,7 @@ def main():
         built = M.build(spec, batch, DEVICE)
         base = built.model.train(train)
         fns, first, errs = {}, {}, {}
-        ref = None
+        ref = grad_ref = None
         for v in variants:
             m = copy.deepcopy(base)
             wick.reset()
@@ -231,12 +231,24 @@ def main():
             if ref is None:
                 ref = o
             errs[v] = ((o - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+            grad_err = ""
+            if train:
+                # the first step's gradients (still in .grad: the next call
+                # zeroes them) against the first variant's: the loss alone
+                # checks only the forward
+                g = torch.cat([(q.grad if q.grad is not None else torch.zeros_like(q)).detach().float().flatten()
+                               for q in m.parameters()])
+                if grad_ref is None:
+                    grad_ref = g
+                grad_err = f", grad rel err {((g - grad_ref).norm() / grad_ref.norm().clamp_min(1e-30)).item():.1e}"
+                del g
             fns[v] = r
             extra = ""
             if v.startswith("wick"):
                 s = wick.stats()
                 extra = f", graphs {s.get('graphs')}, breaks {s.get('breaks')}, fallbacks {len(s.get('fallbacks') or [])}"
-            print(f"{spec.name} {mode} {v}: first call {first[v]:.1f} s, rel err vs {variants[0]} {errs[v]:.1e}{extra}",
+            print(f"{spec.name} {mode} {v}: first call {first[v]:.1f} s, rel err vs {variants[0]} {errs[v]:.1e}"
+                  f"{grad_err}{extra}",
                   flush=True)
         if not fns:
             continue
