@@ -1588,9 +1588,13 @@ def _recomputed_grad_meta(m):
     its saved values NHWC, and the gradient was copied to NCHW first),
     contiguous otherwise. The runtime copies a result of another layout into
     the promised one."""
-    if len(m["sizes"]) == 4 and is_channels_last(m["sizes"], m["strides"]):
+    if _is_nhwc(m):
         return _meta(m["dtype"], m["sizes"], m["device"], dense_strides(m["sizes"], (0, 2, 3, 1)))
     return _meta(m["dtype"], m["sizes"], m["device"])
+
+
+def _is_nhwc(m):
+    return len(m["sizes"]) == 4 and is_channels_last(m["sizes"], m["strides"])
 
 
 def _recompute_rule(bld, nd, gouts, need, entry):
@@ -1603,8 +1607,7 @@ def _recompute_rule(bld, nd, gouts, need, entry):
         if gouts[k] is not None:
             # in the output's own order where that is channels-last (as
             # eager's autograd hands a pooling its gradient), else contiguous
-            cl = len(m["sizes"]) == 4 and is_channels_last(m["sizes"], m["strides"])
-            outs.append(bld.laid_out(gouts[k], m["strides"]) if cl else bld.contiguous(gouts[k]))
+            outs.append(bld.laid_out(gouts[k], m["strides"]) if _is_nhwc(m) else bld.contiguous(gouts[k]))
         elif m["dtype"] in FLOATS:
             outs.append(bld.zeros(m["sizes"], m["dtype"], m["device"]))
         else:

@@ -1204,7 +1204,6 @@ static int temps_overlap(const WkBufferPlan *a, const WkBufferPlan *b) {
            b->offset < a->offset + a->nbytes;
 }
 
-
 /* How many kernels from k on form one function of reductions sharing a
  * block or loop over r (1: k alone). Siblings: reductions emitted alone
  * (alone[]: their row group is themselves, or not one function) over the
