@@ -843,11 +843,12 @@ static int gen_row_pointwise_phase(TGen *g, const WkSchedKernel *K, int persiste
     return 0;
 }
 
-static void note_params(TGen *g, const WkLExpr *e, WkLowerMap *seen, unsigned char *used) {
+/* Marks read[buf] for every buffer e's DAG reads. */
+static void mark_reads(const WkLExpr *e, unsigned char *read, WkLowerMap *seen) {
     if (wk_lower_map_get(seen, e)) return;
     wk_lower_map_put(seen, e, e);
-    if (e->op == WK_LX_READ) used[e->buf] = 1;
-    for (int k = 0; k < e->nargs; k++) note_params(g, e->a[k], seen, used);
+    if (e->op == WK_LX_READ) read[e->buf] = 1;
+    for (int k = 0; k < e->nargs; k++) mark_reads(e->a[k], read, seen);
 }
 
 static int64_t span_elems(const WkBufferPlan *b) {
@@ -933,8 +934,7 @@ static int gen_function(TGen *g, int first, int last, int nsib, const char *name
     const WkSchedule *S = g->S;
     const WkSchedKernel *K0 = &S->kernels[first];
     int two_d = first < last || K0->kind == WK_SCHED_REDUCTION;
-    int grouped = first < last && nsib <= 1;
-    if (nsib < 1) nsib = 1;
+    int grouped = first < last && nsib == 1;
     int64_t xnumel = grouped ? K0->sizes[0] : K0->numel;
     /* the widest r extent of any phase */
     int64_t rext = 1;
@@ -996,7 +996,7 @@ static int gen_function(TGen *g, int first, int last, int nsib, const char *name
         for (int j = 0; j < S->kernels[k].nstores; j++) {
             used[S->kernels[k].stores[j].buf] = 1;
             g->stored_here[S->kernels[k].stores[j].buf] = 1;
-            note_params(g, S->kernels[k].stores[j].expr, &seen, used);
+            mark_reads(S->kernels[k].stores[j].expr, used, &seen);
         }
     wk_lower_map_free(&seen);
     int64_t maxspan = xnumel * (rext > 0 ? rext : 1);
@@ -1190,13 +1190,6 @@ static int reads_stored(const WkLExpr *e, const WkSym *const *stored_at, int hel
     for (int k = 0; k < e->nargs; k++)
         if (reads_stored(e->a[k], stored_at, held, seen)) return 1;
     return 0;
-}
-
-static void mark_reads(const WkLExpr *e, unsigned char *read, WkLowerMap *seen) {
-    if (wk_lower_map_get(seen, e)) return;
-    wk_lower_map_put(seen, e, e);
-    if (e->op == WK_LX_READ) read[e->buf] = 1;
-    for (int k = 0; k < e->nargs; k++) mark_reads(e->a[k], read, seen);
 }
 
 static int temps_overlap(const WkBufferPlan *a, const WkBufferPlan *b) {
